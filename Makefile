@@ -1,0 +1,50 @@
+# Reverser Pipeline: the two commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+KAFKA_DIR := tests/integration/kafka
+
+.PHONY: install run demo test unit lint bench kafka-jars kafka-start kafka-stop e2e clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+## run the whole pipeline on embedded defaults (no Kafka, no cluster needed)
+run: install
+	$(BIN)/reverser run
+
+## fetch the Apache Kafka broker jars from Maven Central (cached under ~/.cache/reverser-kafka)
+kafka-jars:
+	$(KAFKA_DIR)/broker.sh fetch
+
+kafka-start: kafka-jars
+	$(KAFKA_DIR)/broker.sh start
+
+kafka-stop:
+	$(KAFKA_DIR)/broker.sh stop
+
+## unit tests, the log conformance suite on both backends, integration tests on the real broker, lint
+test: install kafka-jars
+	$(BIN)/pytest -rs --durations=15
+	$(MAKE) lint
+
+unit: install
+	$(BIN)/pytest -rs -m 'not kafka and not e2e'
+
+lint: install
+	$(BIN)/ruff check pipeline tests bench
+	$(BIN)/mypy
+
+bench: install kafka-jars
+	$(BIN)/python -m bench
+
+e2e: install kafka-jars
+	$(BIN)/pytest -rs -m e2e tests/e2e
+
+clean:
+	rm -rf $(VENV) .reverser .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,297 @@
+"""The one YAML configuration file, validated by pydantic.
+
+Every option can also be set from the environment: `REVERSER_<SECTION>__<FIELD>` (nested with
+double underscores, values parsed as YAML scalars), e.g. `REVERSER_LOG__BOOTSTRAP_SERVERS=k:9092`.
+An invalid file exits with the path of the offending field and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ENV_PREFIX = "REVERSER_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TlsSettings(_Section):
+    """Client TLS towards Kafka."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    check_hostname: bool = True
+
+
+class SaslSettings(_Section):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    username: str = ""
+    password: str = ""
+
+
+class TopicSettings(_Section):
+    """Partitions and retention of the pipeline's topics (names are `<prefix>.<topic>`)."""
+
+    audit_facts_partitions: int = Field(default=6, gt=0)
+    watch_events_partitions: int = Field(default=6, gt=0)
+    branch_work_partitions: int = Field(default=12, gt=0)
+    watch_cursors_partitions: int = Field(default=3, gt=0)
+    watch_events_retention_ms: int = 7 * 24 * 3600 * 1000
+    branch_work_retention_ms: int = -1
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=1024)
+    replication_factor: int = Field(default=1, gt=0)
+
+
+class LogSettings(_Section):
+    """Which log backs the pipeline. No bootstrap servers means the embedded file log."""
+
+    backend: Literal["auto", "kafka", "embedded"] = "auto"
+    bootstrap_servers: str = ""
+    topic_prefix: str = Field(default="reverser", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    client_id: str = "reverser"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    tls: TlsSettings = TlsSettings()
+    sasl: SaslSettings = SaslSettings()
+    request_timeout_ms: int = Field(default=15_000, gt=0)
+    connect_retries: int = Field(default=5, ge=0)
+    retry_backoff_ms: int = Field(default=200, gt=0)
+    topics: TopicSettings = TopicSettings()
+
+    @property
+    def effective_backend(self) -> Literal["kafka", "embedded"]:
+        if self.backend == "auto":
+            return "kafka" if self.bootstrap_servers else "embedded"
+        return self.backend
+
+    @model_validator(mode="after")
+    def _kafka_needs_servers(self) -> LogSettings:
+        if self.backend == "kafka" and not self.bootstrap_servers:
+            raise ValueError("backend 'kafka' needs bootstrap_servers")
+        return self
+
+
+class MetricsSettings(_Section):
+    addr: str = "127.0.0.1:9464"
+
+
+class AuditRoute(_Section):
+    """A route the apiserver may post to; empty allow-lists mean any authenticated client."""
+
+    name: str = Field(pattern=r"^[^/]+$")
+    allowed_identities: list[str] = []
+    bearer_tokens_env: list[str] = []
+
+
+class AuditTls(_Section):
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    client_ca_file: Path | None = None
+
+
+class AuditSettings(_Section):
+    """The audit webhook ingress."""
+
+    enabled: bool = True
+    addr: str = "127.0.0.1:9444"
+    allow_plain_http: bool = False
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    tls: AuditTls = AuditTls()
+    routes: list[AuditRoute] = [AuditRoute(name="default")]
+    collection_uid_cap: int = Field(default=10_000, gt=0)
+
+
+class AttributionSettings(_Section):
+    """The fact index and the join (see docs/attribution.md)."""
+
+    ttl_s: float = Field(default=600.0, gt=0)
+    grace_ms: int = Field(default=3000, ge=0)
+    max_facts_per_type: int = Field(default=4096, gt=0)
+    max_facts: int = Field(default=65536, gt=0)
+    collection_window_s: float = Field(default=30.0, gt=0)
+    sweep_interval_s: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _caps(self) -> AttributionSettings:
+        if self.max_facts < self.max_facts_per_type:
+            raise ValueError("max_facts must be >= max_facts_per_type")
+        return self
+
+
+class ClusterSettings(_Section):
+    """A source cluster; its name is the audit route its facts arrive on."""
+
+    name: str
+    kubeconfig: Path | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    audit_route: str | None = None
+
+    @property
+    def route(self) -> str:
+        return self.audit_route or self.name
+
+
+class CommitterSettings(_Section):
+    name: str = "Reverser Pipeline"
+    email: str = "noreply@reverser.invalid"
+
+
+class ProviderSettings(_Section):
+    """A Git remote; credentials are read from environment variables, never from this file."""
+
+    name: str
+    url: str
+    default_branch: str = "main"
+    username_env: str | None = None
+    password_env: str | None = None
+    committer: CommitterSettings = CommitterSettings()
+    commit_window_s: float = Field(default=5.0, ge=0)
+    push_cooldown_s: float = Field(default=5.0, ge=0)
+
+
+class WatchRule(_Section):
+    """Resources (`resource` or `group/resource`) to mirror, in some namespaces or cluster-wide."""
+
+    resources: list[str] = Field(min_length=1)
+    namespaces: list[str] = []
+    cluster_wide: bool = False
+    label_selector: str = ""
+
+
+class TargetSettings(_Section):
+    """Where one cluster's resources land: a path on a branch of a provider."""
+
+    name: str
+    provider: str
+    branch: str | None = None
+    path: str = "."
+    cluster: str = "default"
+    prune: Literal["Never", "OnEvent", "Always"] = "OnEvent"
+    commit_window_s: float | None = Field(default=None, ge=0)
+    rules: list[WatchRule] = []
+
+
+class LagSettings(_Section):
+    """The consumer-lag monitor."""
+
+    enabled: bool = True
+    poll_interval_s: float = Field(default=30.0, gt=0)
+    window: int = Field(default=10, ge=2)
+    allow: list[str] = [".*"]
+    deny: list[str] = []
+    kafka_lag_exporter_names: bool = False
+
+
+class Settings(_Section):
+    """The whole configuration file."""
+
+    workdir: Path = Path(".reverser")
+    log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    audit: AuditSettings = AuditSettings()
+    attribution: AttributionSettings = AttributionSettings()
+    clusters: list[ClusterSettings] = []
+    providers: list[ProviderSettings] = []
+    targets: list[TargetSettings] = []
+    lag: LagSettings = LagSettings()
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_targets(cls, targets: list[TargetSettings]) -> list[TargetSettings]:
+        names = [t.name for t in targets]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate target names: {', '.join(duplicates)}")
+        return targets
+
+    @model_validator(mode="after")
+    def _references(self) -> Settings:
+        providers = {p.name for p in self.providers}
+        clusters = {c.name for c in self.clusters}
+        for index, target in enumerate(self.targets):
+            if target.provider not in providers:
+                raise ValueError(f"targets.{index}.provider: unknown provider {target.provider!r}")
+            if clusters and target.cluster not in clusters:
+                raise ValueError(f"targets.{index}.cluster: unknown cluster {target.cluster!r}")
+        return self
+
+    def provider(self, name: str) -> ProviderSettings:
+        for provider in self.providers:
+            if provider.name == name:
+                return provider
+        raise KeyError(name)
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a pipeline topic such as `audit-facts`."""
+        return f"{self.log.topic_prefix}.{name}"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the field path and the reason."""
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if path[0] not in Settings.model_fields:
+            continue
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = yaml.safe_load(raw) if raw else ""
+    return tree
+
+
+def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  {where}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def load_settings(
+    path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Read the file (if any), apply environment overrides, validate; raises ConfigError."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read configuration {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"configuration {path} is not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"configuration {path}: the top level must be a mapping")
+        data = loaded
+    data = _merge(data, _env_overrides(os.environ if environ is None else environ))
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from exc

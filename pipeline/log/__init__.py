@@ -1,0 +1,56 @@
+"""The log seam (see `pipeline.log.api`) and the factory that picks a backend from configuration."""
+
+from __future__ import annotations
+
+from pipeline.config import Settings
+from pipeline.log.api import (
+    AppendResult,
+    Fetched,
+    Gap,
+    GroupConsumer,
+    Headers,
+    Log,
+    LogError,
+    LogUnavailableError,
+    PendingRecord,
+    Reader,
+    RebalanceListener,
+    Record,
+    RecordTooLargeError,
+    TopicDescription,
+    TopicNotFoundError,
+    TopicPartition,
+    TopicSpec,
+)
+
+__all__ = [
+    "AppendResult",
+    "Fetched",
+    "Gap",
+    "GroupConsumer",
+    "Headers",
+    "Log",
+    "LogError",
+    "LogUnavailableError",
+    "PendingRecord",
+    "Reader",
+    "RebalanceListener",
+    "Record",
+    "RecordTooLargeError",
+    "TopicDescription",
+    "TopicNotFoundError",
+    "TopicPartition",
+    "TopicSpec",
+    "open_log",
+]
+
+
+def open_log(settings: Settings) -> Log:
+    """The configured log, not yet started: Kafka when bootstrap servers are set, else embedded."""
+    if settings.log.effective_backend == "kafka":
+        from pipeline.log.kafka import KafkaLog
+
+        return KafkaLog(settings.log)
+    from pipeline.log.embedded import EmbeddedLog
+
+    return EmbeddedLog(settings.workdir / "log")

@@ -1,0 +1,86 @@
+"""The pipeline's topics and the configuration each one needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.config import Settings
+from pipeline.log.api import TopicSpec
+
+AUDIT_FACTS = "audit-facts"
+WATCH_EVENTS = "watch-events"
+WATCH_CURSORS = "watch-cursors"
+BRANCH_WORK = "branch-work"
+DEAD_LETTER = "dead-letter"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNames:
+    """Full topic names for one `topic_prefix`."""
+
+    audit_facts: str
+    watch_events: str
+    watch_cursors: str
+    branch_work: str
+    dead_letter: str
+
+    @classmethod
+    def for_prefix(cls, prefix: str) -> TopicNames:
+        return cls(
+            audit_facts=f"{prefix}.{AUDIT_FACTS}",
+            watch_events=f"{prefix}.{WATCH_EVENTS}",
+            watch_cursors=f"{prefix}.{WATCH_CURSORS}",
+            branch_work=f"{prefix}.{BRANCH_WORK}",
+            dead_letter=f"{prefix}.{DEAD_LETTER}",
+        )
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    """Every topic the pipeline uses, with the configuration the design requires.
+
+    Audit facts age out after the fact TTL (append time is the fact's age, so LogAppendTime);
+    watch events and branch work keep longer retention so branch-work can be replayed into Git;
+    cursors are compacted (only the newest cursor per stream matters).
+    """
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    topics = settings.log.topics
+    ttl_ms = int(settings.attribution.ttl_s * 1000)
+    max_bytes = topics.max_message_bytes
+    return [
+        TopicSpec(
+            names.audit_facts,
+            topics.audit_facts_partitions,
+            "delete",
+            retention_ms=ttl_ms,
+            retention_bytes=None,
+            segment_ms=max(ttl_ms // 5, 60_000),
+            max_message_bytes=max_bytes,
+        ),
+        TopicSpec(
+            names.watch_events,
+            topics.watch_events_partitions,
+            "delete",
+            retention_ms=topics.watch_events_retention_ms,
+            max_message_bytes=max_bytes,
+        ),
+        TopicSpec(
+            names.watch_cursors,
+            topics.watch_cursors_partitions,
+            "compact",
+            max_message_bytes=max_bytes,
+        ),
+        TopicSpec(
+            names.branch_work,
+            topics.branch_work_partitions,
+            "delete",
+            retention_ms=topics.branch_work_retention_ms,
+            max_message_bytes=max_bytes,
+        ),
+        TopicSpec(
+            names.dead_letter,
+            1,
+            "delete",
+            retention_ms=30 * 24 * 3600 * 1000,
+            max_message_bytes=max_bytes,
+        ),
+    ]

@@ -1,0 +1,52 @@
+"""Models shared by every stage: group/resource names and the record keys on the log."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class GroupResource(NamedTuple):
+    """A Kubernetes group/resource; `group` is "" for the core group."""
+
+    group: str
+    resource: str
+
+    @property
+    def key(self) -> str:
+        """`resource` for the core group, else `group/resource` (never the dotted form)."""
+        return f"{self.group}/{self.resource}" if self.group else self.resource
+
+    @classmethod
+    def parse(cls, text: str) -> GroupResource:
+        """Parse `resource` or `group/resource`."""
+        group, _, resource = text.rpartition("/")
+        return cls(group, resource)
+
+
+def escape_route(route: str) -> str:
+    """Escape `%` and `:` so `route:grKey` stays unambiguous for any route string."""
+    return route.replace("%", "%25").replace(":", "%3A")
+
+
+def unescape_route(escaped: str) -> str:
+    return escaped.replace("%3A", ":").replace("%25", "%")
+
+
+def stream_key(route: str, gr: GroupResource) -> bytes:
+    """Record key for audit facts and watch events: one (route, group/resource) per partition."""
+    return f"{escape_route(route)}:{gr.key}".encode()
+
+
+def parse_stream_key(key: bytes) -> tuple[str, GroupResource]:
+    route, _, gr = key.decode().partition(":")
+    return unescape_route(route), GroupResource.parse(gr)
+
+
+def stream_name(route: str, gr: GroupResource) -> str:
+    """Human form `<route>/<grKey>`, used in metric labels and logs."""
+    return f"{route}/{gr.key}"
+
+
+def branch_key(provider: str, branch: str) -> bytes:
+    """Record key for branch work: one (provider, branch) FIFO per partition."""
+    return f"{escape_route(provider)}:{branch}".encode()

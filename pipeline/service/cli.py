@@ -1,0 +1,58 @@
+"""`reverser run`: the service on the configured (or embedded default) log."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import ConfigError, Settings, load_settings
+from pipeline.log import LogError
+from pipeline.service.app import Service, run_until_signalled
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE` and `--workdir DIR`, shared by every subcommand that opens the log."""
+    parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
+    parser.add_argument(
+        "--workdir", type=Path, help="state directory for the embedded log and Git clones"
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Load configuration and apply command-line overrides; exits 2 with the reason if invalid."""
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"reverser: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    overrides: dict[str, Any] = {}
+    if getattr(args, "workdir", None) is not None:
+        overrides["workdir"] = args.workdir
+    if overrides:
+        settings = settings.model_copy(update=overrides)
+    return settings
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("run", help="run the pipeline service")
+    add_config_argument(parser)
+    parser.add_argument("--audit-addr", help="audit webhook listen address HOST:PORT")
+    parser.add_argument("--metrics-addr", help="metrics/health listen address HOST:PORT")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if args.audit_addr:
+        settings.audit.addr = args.audit_addr
+    if args.metrics_addr:
+        settings.metrics.addr = args.metrics_addr
+    try:
+        asyncio.run(run_until_signalled(Service(settings)))
+    except LogError as exc:
+        print(f"reverser: log unavailable: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,26 @@
+"""What `reverser run` needs from a stage: start, stop and say whether it is ready."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.config import Settings
+from pipeline.log.api import Log
+
+
+class Component(Protocol):
+    """A long-running stage; `start` returns once it is running, `stop` once it has drained."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def ready(self) -> bool: ...
+
+
+class ComponentFactory(Protocol):
+    """Builds a stage from configuration; returns None when the stage is disabled or unconfigured."""
+
+    def __call__(self, settings: Settings, log: Log) -> Component | None: ...

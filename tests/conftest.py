@@ -1,0 +1,80 @@
+"""Shared fixtures: the real Kafka broker and a started log of either backend.
+
+The broker is started once per session by `tests/integration/kafka/broker.py` (Apache Kafka jars
+from Maven Central, KRaft, loopback) unless `KAFKA_BOOTSTRAP_SERVERS` names an existing broker.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import LogSettings, Settings
+from pipeline.log.api import Log
+
+BACKENDS = ("embedded", "kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of a real broker for this test session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    from tests.integration.kafka.broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+def unique_prefix() -> str:
+    """A topic prefix no other test uses, so tests share one broker without interfering."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+def make_settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """Settings for one test on one backend (Kafka only when the test asks for it)."""
+    if backend == "kafka":
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        log_settings = LogSettings(
+            backend="kafka", bootstrap_servers=bootstrap, topic_prefix=unique_prefix()
+        )
+    else:
+        log_settings = LogSettings(backend="embedded", topic_prefix=unique_prefix())
+    return Settings(workdir=tmp_path / "work", log=log_settings)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Parametrises a test over both log backends; Kafka cases carry the `kafka` mark."""
+    name: str = request.param
+    if name == "kafka":
+        request.applymarker(pytest.mark.kafka)
+    return name
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    return make_settings(backend, tmp_path, request)
+
+
+@pytest.fixture
+async def any_log(settings: Settings) -> AsyncIterator[Log]:
+    """A started log of the parametrised backend, closed after the test."""
+    from pipeline.log import open_log
+
+    log = open_log(settings)
+    await log.start()
+    try:
+        yield log
+    finally:
+        await log.close()
