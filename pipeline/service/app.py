@@ -93,8 +93,8 @@ class Service:
         host, port = split_addr(self.settings.metrics.addr)
         site = web.TCPSite(self._runner, host, port)
         await site.start()
-        sockets = site._server.sockets if site._server is not None else []  # noqa: SLF001
-        self.metrics_port = sockets[0].getsockname()[1] if sockets else port
+        addresses = self._runner.addresses
+        self.metrics_port = int(addresses[0][1]) if addresses else port
         log.info("metrics on http://%s:%s/metrics", host, self.metrics_port)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
