@@ -1,0 +1,438 @@
+"""A real single-node Apache Kafka broker (KRaft, broker+controller) on loopback, for tests.
+
+The jars come from Maven Central through `pom.xml` and are cached under
+`~/.cache/reverser-kafka/<version>/libs`, so the tests exercise the same broker operators run
+rather than a fake. Only the standard library is used here: `broker.sh` runs this file with any
+Python 3 before the project's virtualenv exists.
+
+    python broker.py fetch
+    python broker.py start --workdir DIR [--bootstrap-file FILE]
+    python broker.py stop|status --workdir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+__all__ = ["KAFKA_VERSION", "BrokerError", "KafkaBroker", "fetch_jars", "libs_dir"]
+
+KAFKA_VERSION = "4.1.1"
+HERE = Path(__file__).resolve().parent
+NODE_ID = 1
+HEAP = "512m"
+START_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 30.0
+LOG_TAIL_LINES = 40
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+"""
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be fetched, started or stopped; the message carries its log tail."""
+
+
+def libs_dir(version: str = KAFKA_VERSION) -> Path:
+    """Where the broker jars of `version` are cached (`REVERSER_KAFKA_LIBS` overrides)."""
+    override = os.environ.get("REVERSER_KAFKA_LIBS")
+    if override:
+        return Path(override)
+    return Path.home() / ".cache" / "reverser-kafka" / version / "libs"
+
+
+def fetch_jars(version: str = KAFKA_VERSION) -> Path:
+    """Copy the broker jars from Maven Central into the cache unless a complete copy is there."""
+    target = libs_dir(version)
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise BrokerError("Maven (mvn) is needed to fetch the Kafka broker jars; install it first")
+    target.mkdir(parents=True, exist_ok=True)
+    command = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(HERE / "pom.xml"),
+        f"-Dkafka.version={version}",
+        f"-Dkafka.libs.dir={target}",
+        "package",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
+        raise BrokerError(f"fetching Kafka {version} jars failed (mvn exit {result.returncode}):\n{tail}")
+    marker.write_text(version + "\n", encoding="utf-8")
+    return target
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _cluster_id() -> str:
+    """A random Kafka Uuid in its base64url form (never starting with '-', like Uuid.randomUuid)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _metadata_request(correlation_id: int) -> bytes:
+    """A MetadataRequest v4 (all topics, no auto-creation): the oldest version Kafka 4 still serves."""
+    client_id = b"reverser-test-broker"
+    header = struct.pack(">hhih", 3, 4, correlation_id, len(client_id)) + client_id
+    body = struct.pack(">i?", -1, False)
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        chunks.extend(chunk)
+    return bytes(chunks)
+
+
+def answers_metadata(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """True when the broker answers a metadata request listing at least one broker."""
+    correlation_id = 7
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(_metadata_request(correlation_id))
+            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+            response = _recv_exactly(sock, size)
+    except (OSError, ConnectionError):
+        return False
+    if len(response) < 12:
+        return False
+    got_correlation, _throttle_ms, brokers = struct.unpack(">iii", response[:12])
+    return got_correlation == correlation_id and brokers >= 1
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"({path} not written)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return status != "Z"
+
+
+class KafkaBroker:
+    """One broker+controller process with its data, logs and ports under `workdir`.
+
+    Ports are chosen once and kept, so `restart()` brings the broker back at the same address
+    with the same data: clients that were connected before can reconnect and carry on.
+    """
+
+    def __init__(self, workdir: Path, *, version: str = KAFKA_VERSION, heap: str = HEAP) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.version = version
+        self.heap = heap
+        self.port = 0
+        self.controller_port = 0
+        self.cluster_id = ""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._load_state()
+
+    # paths ------------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "logs" / "server.log"
+
+    @property
+    def out_file(self) -> Path:
+        return self.workdir / "logs" / "broker.out"
+
+    @property
+    def state_file(self) -> Path:
+        return self.workdir / "broker.json"
+
+    @property
+    def bootstrap(self) -> str:
+        """The client address, `127.0.0.1:PORT`."""
+        if not self.port:
+            raise BrokerError("the broker has not been started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    # lifecycle --------------------------------------------------------------------------
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Format storage on first use, launch the broker and wait until it answers metadata."""
+        if self.running():
+            raise BrokerError(f"a broker is already running from {self.workdir} (pid {self._pid})")
+        libs = fetch_jars(self.version)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = _free_port()
+            self.controller_port = _free_port()
+            while self.controller_port == self.port:
+                self.controller_port = _free_port()
+        config = self._write_config()
+        if not (self.data_dir / "meta.properties").exists():
+            self._format(libs, config)
+        with self.out_file.open("ab") as out:
+            self._process = subprocess.Popen(
+                [*self._java(libs), "kafka.Kafka", str(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._pid = self._process.pid
+        self._save_state()
+        self._wait_ready(timeout_s)
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM for a clean shutdown, SIGKILL if it has not exited after `timeout_s`."""
+        if not self.running():
+            self._forget_process()
+            return
+        self._signal(signal.SIGTERM)
+        if not self._wait_exit(timeout_s):
+            self._signal(signal.SIGKILL)
+            self._wait_exit(STOP_TIMEOUT_S)
+        self._forget_process()
+
+    def kill(self) -> None:
+        """SIGKILL, as in a crash: no controlled shutdown, no flush."""
+        if self.running():
+            self._signal(signal.SIGKILL)
+            self._wait_exit(STOP_TIMEOUT_S)
+        self._forget_process()
+
+    def restart(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Stop if running, then start again on the same port with the same data directory."""
+        self.stop()
+        self.start(timeout_s)
+
+    def running(self) -> bool:
+        if self._process is not None:
+            return self._process.poll() is None
+        return self._pid is not None and _pid_alive(self._pid)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return f"--- {self.log_file} ---\n{_tail(self.log_file, lines)}\n--- {self.out_file} ---\n" + _tail(
+            self.out_file, lines
+        )
+
+    # internals --------------------------------------------------------------------------
+    def _java(self, libs: Path) -> list[str]:
+        java_home = os.environ.get("JAVA_HOME")
+        java = str(Path(java_home) / "bin" / "java") if java_home else (shutil.which("java") or "java")
+        return [
+            java,
+            f"-Xmx{self.heap}",
+            f"-Xms{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.log_file.parent}",
+            "-cp",
+            f"{libs}/*",
+        ]
+
+    def _write_config(self) -> Path:
+        (self.workdir / "log4j2.properties").write_text(
+            LOG4J2_PROPERTIES.format(log_file=self.log_file), encoding="utf-8"
+        )
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(NODE_ID),
+            "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # Retention and compaction run within seconds so tests can watch log-start move.
+            "log.initial.task.delay.ms": "1000",
+            "log.retention.check.interval.ms": "1000",
+            "log.segment.delete.delay.ms": "1000",
+            "log.cleaner.backoff.ms": "1000",
+            "message.max.bytes": str(8 * 1024 * 1024 + 1024),
+            "replica.fetch.max.bytes": str(8 * 1024 * 1024 + 1024),
+        }
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+        return path
+
+    def _format(self, libs: Path, config: Path) -> None:
+        self.cluster_id = _cluster_id()
+        command = [*self._java(libs), "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerError(
+                f"formatting KRaft storage in {self.data_dir} failed (exit {result.returncode}):\n"
+                + (result.stdout + result.stderr)[-4000:]
+            )
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                code = self._process.returncode if self._process is not None else None
+                self._forget_process()
+                raise BrokerError(f"the Kafka broker exited during start-up (exit {code}):\n{self.log_tail()}")
+            if answers_metadata("127.0.0.1", self.port):
+                return
+            time.sleep(0.25)
+        self.kill()
+        raise BrokerError(
+            f"the Kafka broker did not answer a metadata request on {self.bootstrap} within "
+            f"{timeout_s:.0f}s:\n{self.log_tail()}"
+        )
+
+    def _signal(self, signum: signal.Signals) -> None:
+        if self._pid is None:
+            return
+        try:
+            os.kill(self._pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def _wait_exit(self, timeout_s: float) -> bool:
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self._pid is not None and _pid_alive(self._pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _forget_process(self) -> None:
+        self._process = None
+        self._pid = None
+        if self.port:
+            self._save_state()
+
+    def _save_state(self) -> None:
+        state = {
+            "pid": self._pid,
+            "port": self.port,
+            "controller_port": self.controller_port,
+            "cluster_id": self.cluster_id,
+            "version": self.version,
+        }
+        self.state_file.write_text(json.dumps(state) + "\n", encoding="utf-8")
+
+    def _load_state(self) -> None:
+        try:
+            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        self.port = int(state.get("port") or 0)
+        self.controller_port = int(state.get("controller_port") or 0)
+        self.cluster_id = str(state.get("cluster_id") or "")
+        pid = state.get("pid")
+        self._pid = int(pid) if pid else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the Apache Kafka test broker")
+    parser.add_argument("command", choices=["fetch", "start", "stop", "status"])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/reverser-kafka-broker"))
+    parser.add_argument("--bootstrap-file", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(fetch_jars())
+            return 0
+        broker = KafkaBroker(args.workdir)
+        if args.command == "start":
+            broker.start()
+            bootstrap_file = args.bootstrap_file or broker.workdir / "bootstrap"
+            bootstrap_file.write_text(broker.bootstrap + "\n", encoding="utf-8")
+            print(broker.bootstrap)
+            return 0
+        if args.command == "stop":
+            broker.stop()
+            print("stopped")
+            return 0
+        if broker.running() and broker.port and answers_metadata("127.0.0.1", broker.port):
+            print(f"running {broker.bootstrap} pid {broker.pid}")
+            return 0
+        print("not running")
+        return 1
+    except BrokerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
