@@ -105,7 +105,7 @@ class TopicSpec:
 
     def configs(self) -> dict[str, str]:
         """The Kafka topic-level configuration entries this spec sets."""
-        entries = {"cleanup.policy": self.cleanup_policy}
+        entries: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
         if self.retention_ms is not None:
             entries["retention.ms"] = str(self.retention_ms)
         if self.retention_bytes is not None:

@@ -112,14 +112,15 @@ class Service:
         return web.Response(text="ready\n")
 
 
-async def run_until_signalled(service: Service) -> None:
-    """Start the service, run until SIGINT/SIGTERM, then stop it cleanly."""
+async def run_until_signalled(service: Service, *, started: bool = False) -> None:
+    """Start the service (unless already started), run until SIGINT/SIGTERM, then stop it cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, stop.set)
-    await service.start()
+    if not started:
+        await service.start()
     try:
         await stop.wait()
     finally:

@@ -41,6 +41,12 @@ def register(subparsers: Any) -> None:
     add_config_argument(parser)
     parser.add_argument("--audit-addr", help="audit webhook listen address HOST:PORT")
     parser.add_argument("--metrics-addr", help="metrics/health listen address HOST:PORT")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="replay the bundled recording through every stage into a local Git remote in the workdir",
+    )
+    parser.add_argument("--once", action="store_true", help="with --demo: exit when the replay is committed")
     parser.set_defaults(func=_run)
 
 
@@ -50,7 +56,14 @@ def _run(args: argparse.Namespace) -> int:
         settings.audit.addr = args.audit_addr
     if args.metrics_addr:
         settings.metrics.addr = args.metrics_addr
+    if args.once and not args.demo:
+        print("reverser: --once only applies to --demo", file=sys.stderr)
+        return 2
     try:
+        if args.demo:
+            from pipeline.demo.runner import run_demo
+
+            return asyncio.run(run_demo(settings, once=args.once))
         asyncio.run(run_until_signalled(Service(settings)))
     except LogError as exc:
         print(f"reverser: log unavailable: {exc}", file=sys.stderr)

@@ -1,0 +1,180 @@
+"""Runs the bundled recording through the real stages on the embedded log and a local Git remote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import time
+from pathlib import Path
+
+import aiohttp
+
+from pipeline.config import (
+    AuditSettings,
+    LogSettings,
+    ProviderSettings,
+    Settings,
+    TargetSettings,
+    WatchRule,
+)
+from pipeline.demo.recording import (
+    AuditStep,
+    Recording,
+    WatchRecordBuilder,
+    group_resource_of,
+    load_recording,
+)
+from pipeline.log.api import Log, TopicPartition
+from pipeline.log.topics import TopicNames
+from pipeline.models import GroupResource
+from pipeline.service.app import Service, run_until_signalled, split_addr
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "demo"
+TARGET = "shop"
+STEP_PAUSE_S = 0.15
+CATCH_UP_TIMEOUT_S = 120.0
+
+
+def demo_settings(base: Settings) -> Settings:
+    """The base settings plus a provider (a bare repo in the workdir) and one target."""
+    workdir = base.workdir.resolve()
+    remote = workdir / "demo" / "remote.git"
+    return base.model_copy(
+        update={
+            "workdir": workdir,
+            "log": LogSettings(backend="embedded", topic_prefix=base.log.topic_prefix),
+            "audit": AuditSettings(addr=base.audit.addr, allow_plain_http=True),
+            "providers": [
+                ProviderSettings(
+                    name=PROVIDER,
+                    url=str(remote),
+                    default_branch="main",
+                    commit_window_s=1.0,
+                    push_cooldown_s=0.0,
+                )
+            ],
+            "targets": [
+                TargetSettings(
+                    name=TARGET,
+                    provider=PROVIDER,
+                    path="clusters/default",
+                    cluster="default",
+                    rules=[WatchRule(resources=["configmaps", "apps/deployments"], namespaces=["shop"])],
+                )
+            ],
+        }
+    )
+
+
+def ensure_bare_remote(path: Path) -> None:
+    if not (path / "HEAD").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)], check=True)
+
+
+async def replay_recording(log_: Log, settings: Settings, recording: Recording, audit_url: str) -> None:
+    """Append the snapshot and watch steps; POST the audit steps to the running webhook."""
+    topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    builder = WatchRecordBuilder(recording.cluster, recording.cluster, TARGET, recording.namespace)
+    epoch = int(time.time() * 1000)
+    by_type: dict[tuple[GroupResource, str], list[dict[str, object]]] = {
+        (GroupResource("", "configmaps"), "v1"): [],
+        (GroupResource("apps", "deployments"), "v1"): [],
+    }
+    for obj in recording.snapshot:
+        by_type[group_resource_of(obj)].append(obj)
+    for (gr, version), objects in by_type.items():
+        await log_.append_many(
+            topics.watch_events, builder.snapshot(gr, version, epoch, recording.snapshot_rv, objects)
+        )
+    async with aiohttp.ClientSession() as session:
+        for step in recording.steps:
+            if isinstance(step, AuditStep):
+                body = json.dumps(step.event_list).encode()
+                async with session.post(
+                    audit_url, data=body, headers={"Content-Type": "application/json"}
+                ) as response:
+                    if response.status != 200:
+                        raise RuntimeError(
+                            f"audit webhook answered {response.status}: {await response.text()}"
+                        )
+            else:
+                record = builder.live(step)
+                await log_.append(topics.watch_events, record.value, key=record.key, headers=record.headers)
+            await asyncio.sleep(STEP_PAUSE_S)
+
+
+async def wait_until_committed(log_: Log, settings: Settings, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
+    """Wait until every consumer group has committed up to the end of the topics it reads."""
+    topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    watched = {topics.watch_events, topics.branch_work}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        caught_up = await _groups_caught_up(log_, watched)
+        if caught_up:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pipeline did not catch up within {timeout_s:.0f}s")
+        await asyncio.sleep(0.5)
+
+
+async def _groups_caught_up(log_: Log, topics: set[str]) -> bool:
+    ends: dict[TopicPartition, int] = {}
+    for topic in topics:
+        partitions = await log_.partitions_for(topic)
+        ends.update(await log_.end_offsets([TopicPartition(topic, p) for p in range(partitions)]))
+    readers: set[str] = set()
+    for group in await log_.list_groups():
+        committed = await log_.group_offsets(group)
+        for tp, end in ends.items():
+            if tp in committed:
+                readers.add(tp.topic)
+                if committed[tp] < end:
+                    return False
+    busy = {tp.topic for tp, end in ends.items() if end > 0}
+    return busy <= readers
+
+
+def git_history(remote: Path) -> str:
+    """The attributed history of the demo branch, oldest first, with the pipeline's trailers."""
+    result = subprocess.run(
+        [
+            "git",
+            f"--git-dir={remote}",
+            "log",
+            "--reverse",
+            "main",
+            "--format=%h  %an <%ae>%n    %s%n%(trailers:only,unfold,separator=%x0a    )%n",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout if result.returncode == 0 else f"(no history: {result.stderr.strip()})"
+
+
+async def run_demo(base: Settings, *, once: bool) -> int:
+    settings = demo_settings(base)
+    remote = Path(settings.providers[0].url)
+    ensure_bare_remote(remote)
+    host, port = split_addr(settings.audit.addr)
+    audit_url = f"http://{host}:{port}/audit-webhook/{load_recording().cluster}"
+    service = Service(settings)
+    await service.start()
+    try:
+        print(f"replaying the demo recording into {settings.workdir} ...", flush=True)
+        await replay_recording(service.log, settings, load_recording(), audit_url)
+        await wait_until_committed(service.log, settings)
+    finally:
+        if once:
+            await service.stop()
+    print(git_history(remote), flush=True)
+    print(f"git repository: {remote}", flush=True)
+    if not once:
+        print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
+        await run_until_signalled(service, started=True)
+    return 0

@@ -1,0 +1,151 @@
+"""Watch-event records as the router sees them, and the work items it builds from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
+from pipeline.log.api import Record
+from pipeline.models import GroupResource
+
+LIVE_EVENT = "reverser.watch.LiveEvent"
+SNAPSHOT_BEGIN = "reverser.watch.SnapshotBegin"
+SNAPSHOT_CHUNK = "reverser.watch.SnapshotChunk"
+SNAPSHOT_END = "reverser.watch.SnapshotEnd"
+
+
+class Operation(StrEnum):
+    """The Git-side operation of a live event; a deletion is recorded at intent time."""
+
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+
+    @classmethod
+    def of(cls, event_type: str, deleting: bool) -> Operation:
+        """ADDED→CREATE, MODIFIED→UPDATE, DELETED→DELETE; anything carrying deletionTimestamp is DELETE."""
+        if deleting or event_type == "DELETED":
+            return cls.DELETE
+        return cls.CREATE if event_type == "ADDED" else cls.UPDATE
+
+
+class WorkAuthor(NamedTuple):
+    """The resolved author stored in a work item, so a replay never recomputes it."""
+
+    outcome: str
+    username: str = ""
+    display_name: str = ""
+    email: str = ""
+    tier: str = "absent"
+    actor_kind: str = "none"
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "username": self.username,
+            "displayName": self.display_name,
+            "email": self.email,
+            "tier": self.tier,
+            "actorKind": self.actor_kind,
+        }
+
+
+NOT_ATTEMPTED = WorkAuthor("NOT_ATTEMPTED", tier="none")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRecord:
+    """One decoded watch-events record and where it came from."""
+
+    partition: int
+    offset: int
+    route: str
+    cluster: str
+    target: str
+    group_resource: GroupResource
+    version: str
+    scope: str
+    observed_at_ms: int
+    kind: str
+    body: dict[str, Any]
+
+    @property
+    def is_live(self) -> bool:
+        return self.kind == LIVE_EVENT
+
+
+def decode_watch_record(record: Record) -> WatchRecord:
+    """Decode a watch-events record; raises `pipeline.codec.DecodeError` when it cannot."""
+    data = codec(WATCH_EVENT).decode(record.value, record.header(SCHEMA_HEADER))
+    kind, body = data["body"]
+    return WatchRecord(
+        partition=record.partition,
+        offset=record.offset,
+        route=data["route"],
+        cluster=data["cluster"],
+        target=data["target"],
+        group_resource=GroupResource(data["group"], data["resource"]),
+        version=data["version"],
+        scope=data["scope"],
+        observed_at_ms=data["observedAtMs"],
+        kind=kind,
+        body=body,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch."""
+
+    provider: str
+    branch: str
+    path: str
+
+
+def work_item(watch: WatchRecord, destination: Destination, author: WorkAuthor | None) -> dict[str, Any]:
+    """The branch-work record for one watch record and one claiming target."""
+    body = watch.body
+    if watch.kind == LIVE_EVENT:
+        operation = Operation.of(body["type"], body["deleting"])
+        work_body: tuple[str, dict[str, Any]] = (
+            "reverser.router.Write",
+            {
+                "operation": operation.value,
+                "namespace": body["namespace"],
+                "name": body["name"],
+                "uid": body["uid"],
+                "resourceVersion": body["resourceVersion"],
+                "object": None if operation is Operation.DELETE else body["object"],
+                "author": (author or NOT_ATTEMPTED).to_avro(),
+            },
+        )
+    elif watch.kind == SNAPSHOT_BEGIN:
+        work_body = ("reverser.router.ResyncBegin", dict(body))
+    elif watch.kind == SNAPSHOT_CHUNK:
+        work_body = (
+            "reverser.router.ResyncChunk",
+            {"epoch": body["epoch"], "seq": body["seq"], "objects": list(body["objects"])},
+        )
+    elif watch.kind == SNAPSHOT_END:
+        work_body = ("reverser.router.ResyncEnd", dict(body))
+    else:
+        raise ValueError(f"unknown watch record kind {watch.kind!r}")
+    return {
+        "provider": destination.provider,
+        "branch": destination.branch,
+        "target": watch.target,
+        "path": destination.path,
+        "cluster": watch.cluster,
+        "group": watch.group_resource.group,
+        "version": watch.version,
+        "resource": watch.group_resource.resource,
+        "scope": watch.scope,
+        "source": {
+            "partition": watch.partition,
+            "offset": watch.offset,
+            "observedAtMs": watch.observed_at_ms,
+        },
+        "body": work_body,
+    }

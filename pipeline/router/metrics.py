@@ -1,0 +1,22 @@
+"""Prometheus metrics of the resolver/router stage."""
+
+from prometheus_client import Counter, Gauge
+
+RECORDS = Counter("reverser_router_records_total", "Watch-event records consumed, by record kind.", ["kind"])
+WORK_ITEMS = Counter(
+    "reverser_router_work_items_total",
+    "Branch-work items appended, by provider and branch.",
+    ["provider", "branch"],
+)
+DROPPED = Counter(
+    "reverser_router_dropped_total", "Watch-event records that produced no work, by reason.", ["reason"]
+)
+DECODE_ERRORS = Counter(
+    "reverser_router_decode_errors_total", "Watch-event records that could not be decoded (dead-lettered)."
+)
+APPEND_ERRORS = Counter(
+    "reverser_router_append_errors_total", "Failed appends of branch work (retried with backoff)."
+)
+IN_FLIGHT = Gauge(
+    "reverser_router_in_flight", "Watch events read but not yet emitted (waiting for attribution or order)."
+)
