@@ -1,0 +1,331 @@
+"""The accept gate and the audit-event → author-fact reduction (design `attribution.md` §1.4 to §1.6).
+
+Shared by the audit webhook ingress and `reverser resolve`, so that offline attribution of a
+recording gives exactly the facts the live ingress would have published. Pure and lenient: any
+JSON value is accepted as an event, and a malformed nested field reads as absent; nothing here
+raises on input data.
+
+Decision on trap 13: a delete answered with a `Status` body does **not** read
+`Status.details.uid`. Upstream does not read it either, and reading it would silently move corpus
+row 10 (owner-reference cascade) from the `name` tier to `delete_sticky`. Parity wins here because
+the watch side's tiering was specified against that behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+from urllib.parse import unquote_plus
+
+from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.facts.timeutil import parse_rfc3339_us
+from pipeline.models import GroupResource
+
+__all__ = [
+    "DEFAULT_UID_CAP",
+    "DROP_REASONS",
+    "DRY_RUN",
+    "FAILED_REQUEST",
+    "MALFORMED_EVENT",
+    "NIL_EVENT",
+    "NON_SCALE_SUBRESOURCE",
+    "NO_ATTRIBUTION_FACT",
+    "QUEUED",
+    "READ_ONLY_OR_UNKNOWN_VERB",
+    "STAGE",
+    "UIDSET_NO_UIDS",
+    "UIDSET_UID_CAP",
+    "UNCHANGED_RESOURCE_VERSION",
+    "WRITE_ERROR",
+    "Reduction",
+    "category",
+    "group_facts",
+    "reduce_event",
+]
+
+QUEUED = "queued"
+WRITE_ERROR = "write_error"
+NO_ATTRIBUTION_FACT = "no_attribution_fact"
+NON_SCALE_SUBRESOURCE = "non_scale_subresource"
+NIL_EVENT = "nil_event"
+STAGE = "stage"
+READ_ONLY_OR_UNKNOWN_VERB = "read_only_or_unknown_verb"
+FAILED_REQUEST = "failed_request"
+DRY_RUN = "dry_run"
+UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
+# Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, or
+# whose response code is not a number. Counted and skipped so the rest of the list still lands.
+MALFORMED_EVENT = "malformed_event"
+
+DROP_REASONS = frozenset(
+    {
+        NON_SCALE_SUBRESOURCE,
+        NIL_EVENT,
+        STAGE,
+        READ_ONLY_OR_UNKNOWN_VERB,
+        FAILED_REQUEST,
+        DRY_RUN,
+        UNCHANGED_RESOURCE_VERSION,
+        MALFORMED_EVENT,
+    }
+)
+
+UIDSET_UID_CAP = "uid_cap"
+UIDSET_NO_UIDS = "no_uids"
+DEFAULT_UID_CAP = 10_000
+
+DISPLAY_NAME_EXTRA = "configbutler.ai/claims/display-name"
+EMAIL_EXTRA = "configbutler.ai/claims/email"
+
+# Lower-cased verb -> operation; anything else (get, list, watch, proxy, ...) is not a mutation.
+_MUTATIONS = {
+    "create": "CREATE",
+    "update": "UPDATE",
+    "patch": "UPDATE",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
+
+_CATEGORIES = {QUEUED: "stored", WRITE_ERROR: "error", NO_ATTRIBUTION_FACT: "skipped"}
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def category(reason: str) -> str:
+    """The coarse `category` label for an outcome reason: stored, skipped, dropped or error."""
+    found = _CATEGORIES.get(reason)
+    if found is not None:
+        return found
+    return "dropped" if reason in DROP_REASONS else "error"
+
+
+class Reduction(NamedTuple):
+    """What one audit event turned into.
+
+    `reason` is `queued` when `fact` is set (the ingress turns it into `write_error` if publishing
+    fails), `no_attribution_fact` for an accepted event without a fact, or a drop reason.
+    `group_resource` is the stream type from `objectRef` (None without a usable objectRef).
+    `uidset_reason` is `uid_cap` / `no_uids` when a collection delete's list body could not give a
+    uid set and that must be counted; None otherwise.
+    """
+
+    reason: str
+    group_resource: GroupResource | None
+    fact: AuthorFact | None
+    uidset_reason: str | None = None
+
+
+def _text(mapping: dict[str, Any], key: str) -> str:
+    value = mapping.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _metadata(body: object) -> dict[str, Any] | None:
+    if isinstance(body, dict):
+        metadata = body.get("metadata")
+        if isinstance(metadata, dict):
+            return metadata
+    return None
+
+
+def _query_values(uri: str, name: str) -> list[str] | None:
+    """Values of query parameter `name` in a request URI; None if the URI does not parse.
+
+    Mirrors Go's `url.ParseRequestURI` + `Query()`: an absolute path or absolute URI, no control
+    characters, valid escapes in the path; malformed query pairs are skipped, not fatal.
+    """
+    if _CONTROL.search(uri) is not None:
+        return None
+    if not uri.startswith("/") and _SCHEME.match(uri) is None:
+        return None
+    path, sep, query = uri.partition("?")
+    if _BAD_ESCAPE.search(path) is not None:
+        return None
+    if not sep or not query:
+        return []
+    values: list[str] = []
+    for pair in query.split("&"):
+        if not pair or ";" in pair:
+            continue
+        raw_key, _, raw_value = pair.partition("=")
+        if _BAD_ESCAPE.search(pair) is not None:
+            continue
+        if unquote_plus(raw_key) == name:
+            values.append(unquote_plus(raw_value))
+    return values
+
+
+def _is_dry_run(uri: object) -> bool:
+    if not isinstance(uri, str) or "?" not in uri:
+        return False
+    query = uri.partition("?")[2]
+    if "dryRun" not in query and "%" not in query:
+        return False
+    values = _query_values(uri, "dryRun")
+    return values is not None and "All" in values
+
+
+def _label_selector(uri: object) -> str:
+    if not isinstance(uri, str):
+        return ""
+    values = _query_values(uri, "labelSelector")
+    return values[0] if values else ""
+
+
+def _extra(user: dict[str, Any], key: str) -> str:
+    extra = user.get("extra")
+    if not isinstance(extra, dict):
+        return ""
+    values = extra.get(key)
+    if isinstance(values, list) and values and isinstance(values[0], str):
+        return values[0]
+    return ""
+
+
+def _uid_set(body: object, uid_cap: int) -> tuple[list[str] | None, str | None]:
+    """The uids a collection delete's response listed, and the metric reason when there are none."""
+    if not isinstance(body, dict):
+        return None, None
+    items = body.get("items")
+    if not isinstance(items, list) or not items:
+        return None, None
+    if len(items) > uid_cap:
+        return None, UIDSET_UID_CAP
+    uids: list[str] = []
+    for item in items:
+        metadata = _metadata(item)
+        if metadata is not None:
+            uid = metadata.get("uid")
+            if isinstance(uid, str) and uid:
+                uids.append(uid)
+    if not uids:
+        return None, UIDSET_NO_UIDS
+    return uids, None
+
+
+def _gate(event: dict[str, Any], object_ref: dict[str, Any] | None, verb_lower: str) -> str | None:
+    """The drop reason of the accept gate, in the specified order, or None when accepted."""
+    operation = _MUTATIONS.get(verb_lower)
+    if object_ref is not None:
+        subresource = object_ref.get("subresource")
+        if subresource and (operation is None or subresource != "scale"):
+            return NON_SCALE_SUBRESOURCE
+    if event.get("stage") != "ResponseComplete":
+        return STAGE
+    if operation is None:
+        return READ_ONLY_OR_UNKNOWN_VERB
+    status = event.get("responseStatus")
+    if isinstance(status, dict):
+        code = status.get("code")
+        if code is not None:
+            if isinstance(code, bool) or not isinstance(code, int | float):
+                return MALFORMED_EVENT
+            if code >= 300:
+                return FAILED_REQUEST
+    if _is_dry_run(event.get("requestURI")):
+        return DRY_RUN
+    response_md = _metadata(event.get("responseObject"))
+    request_md = _metadata(event.get("requestObject"))
+    if response_md is not None and request_md is not None:
+        after = response_md.get("resourceVersion")
+        before = request_md.get("resourceVersion")
+        if isinstance(after, str) and after and after == before:
+            return UNCHANGED_RESOURCE_VERSION
+    return None
+
+
+def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
+    """Run one decoded audit event through the accept gate and reduce it to at most one fact.
+
+    `uid_cap` bounds a collection delete's uid set by item count (<= 0 means the default 10,000).
+    """
+    if event is None:
+        return Reduction(NIL_EVENT, None, None)
+    if not isinstance(event, dict):
+        return Reduction(MALFORMED_EVENT, None, None)
+    raw_ref = event.get("objectRef")
+    object_ref = raw_ref if isinstance(raw_ref, dict) else None
+    resource = _text(object_ref, "resource") if object_ref is not None else ""
+    gr = GroupResource(_text(object_ref, "apiGroup"), resource) if object_ref is not None else None
+    raw_verb = event.get("verb")
+    verb = raw_verb if isinstance(raw_verb, str) else ""
+    verb_lower = verb.lower()
+
+    dropped = _gate(event, object_ref, verb_lower)
+    if dropped is not None:
+        return Reduction(dropped, gr, None)
+    if object_ref is None or not resource:
+        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+    stream = GroupResource(_text(object_ref, "apiGroup"), resource)
+
+    user = event.get("impersonatedUser")
+    if not isinstance(user, dict) or not _text(user, "username"):
+        user = event.get("user")
+    if not isinstance(user, dict):
+        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+    author = _text(user, "username")
+    if not author:
+        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+
+    request_body = event.get("requestObject")
+    response_body = event.get("responseObject")
+    namespace = _text(object_ref, "namespace")
+    name = _text(object_ref, "name")
+    uid = _text(object_ref, "uid")
+    if not (namespace and name and uid):
+        is_delete = _MUTATIONS[verb_lower] == "DELETE"
+        for body in (request_body, response_body) if is_delete else (response_body, request_body):
+            metadata = _metadata(body)
+            if metadata is None:
+                continue
+            namespace = namespace or _text(metadata, "namespace")
+            name = name or _text(metadata, "name")
+            uid = uid or _text(metadata, "uid")
+
+    is_collection = verb_lower == "deletecollection"
+    if not name and not is_collection:
+        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+
+    response_md = _metadata(response_body)
+    resource_version = _text(response_md, "resourceVersion") if response_md is not None else ""
+    if not resource_version:
+        resource_version = _text(object_ref, "resourceVersion")
+
+    raw_audit_id = event.get("auditID")
+    fact = AuthorFact(
+        author=author,
+        display_name=_extra(user, DISPLAY_NAME_EXTRA),
+        email=_extra(user, EMAIL_EXTRA),
+        verb=verb,
+        audit_id=raw_audit_id if isinstance(raw_audit_id, str) else "",
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=resource_version,
+        stage_timestamp_us=parse_rfc3339_us(event.get("stageTimestamp")),
+    )
+    uidset_reason: str | None = None
+    if is_collection:
+        fact.name = fact.uid = fact.resource_version = ""
+        fact.label_selector = _label_selector(event.get("requestURI"))
+        fact.uids, uidset_reason = _uid_set(response_body, uid_cap if uid_cap > 0 else DEFAULT_UID_CAP)
+    return Reduction(QUEUED, stream, fact, uidset_reason)
+
+
+def group_facts(route: str, reductions: Iterable[Reduction]) -> list[FactBatch]:
+    """One batch per group/resource in first-appearance order, facts in event order."""
+    batches: dict[GroupResource, FactBatch] = {}
+    for reduction in reductions:
+        fact = reduction.fact
+        gr = reduction.group_resource
+        if fact is None or gr is None:
+            continue
+        batch = batches.get(gr)
+        if batch is None:
+            batches[gr] = FactBatch(route, gr, [fact])
+        else:
+            batch.facts.append(fact)
+    return list(batches.values())
