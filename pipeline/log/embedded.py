@@ -1,0 +1,737 @@
+"""The embedded log: Kafka's semantics on local files, for one process with no broker to run.
+
+It is the default backend (`make run`), so it honours everything the stages rely on: murmur2 key
+partitioning, append-time timestamps, retention and compaction that move the log-start offset,
+gap reports, consumer groups with committed offsets and rebalance callbacks. Durability: every
+append is written to the OS before it is acknowledged (it survives a process crash); segments are
+fsynced when they roll and on close, and on every append only with `fsync=True` (power loss).
+A lock file keeps a second process (a second replica) out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from prometheus_client import Counter
+
+from pipeline.log.api import (
+    AppendResult,
+    Fetched,
+    Gap,
+    GroupConsumer,
+    Headers,
+    Log,
+    LogError,
+    PendingRecord,
+    Reader,
+    RebalanceListener,
+    Record,
+    RecordTooLargeError,
+    TopicDescription,
+    TopicNotFoundError,
+    TopicPartition,
+    TopicSpec,
+)
+from pipeline.log.embedded_segments import PartitionLog, RetentionOutcome
+from pipeline.log.partitioner import murmur2_partition
+
+__all__ = ["EmbeddedLog", "RetentionReport"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+DEFAULT_TOMBSTONE_RETENTION_MS = 24 * 3600 * 1000
+# Kafka counts a record against max.message.bytes inside a batch: 61 bytes of batch header plus a
+# varint-framed record; 21 bytes covers the record's own framing for any realistic size.
+_BATCH_OVERHEAD_BYTES = 61 + 21
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+APPENDED_RECORDS = Counter("reverser_log_embedded_appended_records", "Records appended to the embedded log.")
+APPENDED_BYTES = Counter(
+    "reverser_log_embedded_appended_bytes", "Bytes (keys, values, headers) appended to the embedded log."
+)
+RETENTION_DELETED_SEGMENTS = Counter(
+    "reverser_log_embedded_retention_deleted_segments",
+    "Segments the embedded log deleted for retention.ms / retention.bytes.",
+)
+COMPACTED_RECORDS = Counter(
+    "reverser_log_embedded_compacted_records",
+    "Superseded records and expired tombstones removed by compaction.",
+)
+TORN_BYTES = Counter(
+    "reverser_log_embedded_torn_bytes",
+    "Bytes of torn or corrupt segment tails cut off when the embedded log was opened.",
+)
+GAP_RECORDS = Counter(
+    "reverser_log_embedded_gap_records",
+    "Records a reader or group member lost because retention deleted them before they were read.",
+)
+
+
+class RetentionReport(NamedTuple):
+    """What one `enforce_retention` pass did across all topics."""
+
+    deleted_segments: int
+    deleted_records: int
+    compacted_records: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _spec_to_json(spec: TopicSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "partitions": spec.partitions,
+        "cleanup_policy": spec.cleanup_policy,
+        "retention_ms": spec.retention_ms,
+        "retention_bytes": spec.retention_bytes,
+        "segment_ms": spec.segment_ms,
+        "log_append_time": spec.log_append_time,
+        "max_message_bytes": spec.max_message_bytes,
+    }
+
+
+def _write_json(path: Path, data: object, fsync: bool) -> None:
+    """Replace `path` atomically, so a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as out:
+        json.dump(data, out)
+        out.flush()
+        if fsync:
+            os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+class _Topic:
+    __slots__ = ("directory", "partitions", "round_robin", "spec", "waiters")
+
+    def __init__(self, spec: TopicSpec, directory: Path, partitions: list[PartitionLog]) -> None:
+        self.spec = spec
+        self.directory = directory
+        self.partitions = partitions
+        self.round_robin = 0
+        self.waiters: set[asyncio.Future[None]] = set()
+
+    def wake(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+
+class _Group:
+    __slots__ = ("lock", "members", "name", "next_member", "offsets")
+
+    def __init__(self, name: str, offsets: dict[TopicPartition, int]) -> None:
+        self.name = name
+        self.offsets = offsets
+        self.members: list[_GroupMember] = []
+        self.lock = asyncio.Lock()
+        self.next_member = 0
+
+
+class EmbeddedLog(Log):
+    """A Kafka-compatible log in `directory`; one process at a time (see the module docstring)."""
+
+    kind = "embedded"
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        fsync: bool = False,
+        retention_interval_s: float = 60.0,
+        tombstone_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
+    ) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.fsync = fsync
+        self.retention_interval_s = retention_interval_s
+        self.tombstone_retention_ms = tombstone_retention_ms
+        self._topics: dict[str, _Topic] = {}
+        self._groups: dict[str, _Group] = {}
+        self._lock_fd: int | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self._owners: set[_Fetcher] = set()
+
+    # lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._lock_fd is not None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._acquire_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+        self._retention_task = asyncio.create_task(self._retention_loop(), name="embedded-log-retention")
+
+    async def close(self) -> None:
+        if self._lock_fd is None:
+            return
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
+            self._retention_task = None
+        for owner in list(self._owners):
+            owner.closed = True
+            owner.wake()
+        self._owners.clear()
+        for topic in self._topics.values():
+            topic.wake()
+            for partition in topic.partitions:
+                partition.close()
+        self._topics.clear()
+        self._groups.clear()
+        self._release_lock()
+
+    def _acquire_lock(self) -> int:
+        path = self.directory / "LOCK"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise LogError(
+                f"embedded log at {self.directory} is in use by pid {holder}; "
+                "the embedded log supports one replica"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _load(self) -> None:
+        topics_dir = self.directory / "topics"
+        topics_dir.mkdir(exist_ok=True)
+        for meta in sorted(topics_dir.glob("*/topic.json")):
+            raw = json.loads(meta.read_text(encoding="utf-8"))
+            self._open_topic(TopicSpec(**raw), meta.parent)
+        groups_dir = self.directory / "groups"
+        groups_dir.mkdir(exist_ok=True)
+        for path in sorted(groups_dir.glob("*.json")):
+            name = urllib.parse.unquote(path.stem)
+            entries = json.loads(path.read_text(encoding="utf-8"))["offsets"]
+            offsets = {TopicPartition(t, p): o for t, p, o in entries}
+            self._groups[name] = _Group(name, offsets)
+
+    def _open_topic(self, spec: TopicSpec, directory: Path) -> _Topic:
+        partitions = []
+        for number in range(spec.partitions):
+            partition, torn = PartitionLog.open(spec.name, number, directory / str(number), self.fsync)
+            if torn:
+                TORN_BYTES.inc(torn)
+                _log.warning(
+                    "embedded log: cut %d torn bytes from the tail of %s[%d]", torn, spec.name, number
+                )
+            partitions.append(partition)
+        topic = self._topics[spec.name] = _Topic(spec, directory, partitions)
+        return topic
+
+    def _require_started(self) -> None:
+        if self._lock_fd is None:
+            raise LogError(f"embedded log at {self.directory} is not started")
+
+    def _topic(self, name: str) -> _Topic:
+        self._require_started()
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicNotFoundError(f"topic {name!r} does not exist in the embedded log")
+        return topic
+
+    def _partition(self, tp: TopicPartition) -> PartitionLog:
+        topic = self._topic(tp.topic)
+        if not 0 <= tp.partition < len(topic.partitions):
+            raise TopicNotFoundError(f"{tp}: topic {tp.topic!r} has {len(topic.partitions)} partitions")
+        return topic.partitions[tp.partition]
+
+    # topics ---------------------------------------------------------------------------------
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
+        self._require_started()
+        created = []
+        for spec in specs:
+            if spec.name in self._topics:
+                continue
+            if not _TOPIC_NAME.match(spec.name) or spec.name in {".", ".."}:
+                raise LogError(f"invalid topic name {spec.name!r}")
+            if spec.partitions < 1:
+                raise LogError(f"topic {spec.name!r}: partitions must be >= 1")
+            directory = self.directory / "topics" / spec.name
+            directory.mkdir(parents=True, exist_ok=True)
+            _write_json(directory / "topic.json", _spec_to_json(spec), fsync=True)
+            self._open_topic(spec, directory)
+            created.append(spec.name)
+        if created:
+            for group in list(self._groups.values()):
+                if any(set(created) & set(m.topics) for m in group.members):
+                    await self._rebalance(group)
+        return created
+
+    async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        self._require_started()
+        return {
+            name: TopicDescription(name, topic.spec.partitions, topic.spec.configs())
+            for name in names
+            if (topic := self._topics.get(name)) is not None
+        }
+
+    async def partitions_for(self, topic: str) -> int:
+        return len(self._topic(topic).partitions)
+
+    # writing --------------------------------------------------------------------------------
+    async def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+    ) -> AppendResult:
+        results = self._append(topic, [PendingRecord(value, key, headers, partition)])
+        return results[0]
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        return self._append(topic, records) if records else []
+
+    def _append(self, name: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        topic = self._topic(name)
+        spec = topic.spec
+        count = len(topic.partitions)
+        max_bytes = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        by_partition: dict[int, list[int]] = {}
+        sizes = []
+        for index, record in enumerate(records):
+            size = _record_bytes(record)
+            if size + _BATCH_OVERHEAD_BYTES > max_bytes:
+                raise RecordTooLargeError(
+                    f"record of {size} bytes exceeds max.message.bytes={max_bytes} of topic {name!r}"
+                )
+            if spec.cleanup_policy == "compact" and record.key is None:
+                raise LogError(f"compacted topic {name!r} cannot accept a record without a key")
+            sizes.append(size)
+            by_partition.setdefault(self._choose_partition(topic, record, count), []).append(index)
+        now = _now_ms()
+        segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
+        results: list[AppendResult | None] = [None] * len(records)
+        for number, indexes in by_partition.items():
+            partition = topic.partitions[number]
+            partition.maybe_roll(now, sum(sizes[i] for i in indexes), self.segment_bytes, segment_ms)
+            written = partition.append(
+                [(records[i].key, records[i].value, records[i].headers) for i in indexes], now
+            )
+            for i, (offset, timestamp) in zip(indexes, written, strict=True):
+                results[i] = AppendResult(name, number, offset, timestamp)
+        APPENDED_RECORDS.inc(len(records))
+        APPENDED_BYTES.inc(sum(sizes))
+        topic.wake()
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _choose_partition(topic: _Topic, record: PendingRecord, count: int) -> int:
+        if record.partition is not None:
+            if not 0 <= record.partition < count:
+                raise LogError(
+                    f"partition {record.partition} does not exist: topic {topic.spec.name!r} "
+                    f"has {count} partitions"
+                )
+            return record.partition
+        if record.key is not None:
+            return murmur2_partition(record.key, count)
+        topic.round_robin = (topic.round_robin + 1) % count
+        return topic.round_robin
+
+    # offsets --------------------------------------------------------------------------------
+    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._partition(tp).log_start for tp in tps}
+
+    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._partition(tp).next_offset for tp in tps}
+
+    async def offsets_for_times(
+        self, timestamps_ms: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        return {tp: self._partition(tp).offset_for_time(ts) for tp, ts in timestamps_ms.items()}
+
+    # retention ------------------------------------------------------------------------------
+    def enforce_retention(self, now_ms: int | None = None) -> RetentionReport:
+        """Apply retention.ms / retention.bytes and compaction to every partition now.
+
+        Runs periodically on a background task; tests call it with an explicit `now_ms` to age the
+        log deterministically. Segments older than `segment.ms` are rolled first, as Kafka would on
+        the next append, so an idle topic still ages out.
+        """
+        self._require_started()
+        now = _now_ms() if now_ms is None else now_ms
+        totals = [0, 0, 0]
+        for topic in self._topics.values():
+            spec = topic.spec
+            segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
+            for partition in topic.partitions:
+                partition.maybe_roll(now, 0, self.segment_bytes, segment_ms)
+                outcome: RetentionOutcome
+                if spec.cleanup_policy == "compact":
+                    outcome = partition.compact(now, self.tombstone_retention_ms)
+                else:
+                    outcome = partition.delete_retention(now, spec.retention_ms, spec.retention_bytes)
+                for i, value in enumerate(outcome):
+                    totals[i] += value
+        RETENTION_DELETED_SEGMENTS.inc(totals[0])
+        COMPACTED_RECORDS.inc(totals[2])
+        return RetentionReport(*totals)
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_interval_s)
+            try:
+                self.enforce_retention()
+            except OSError:
+                _log.exception("embedded log: retention pass failed; retrying next interval")
+
+    # reading --------------------------------------------------------------------------------
+    def reader(self) -> Reader:
+        self._require_started()
+        reader = _Reader(self)
+        self._owners.add(reader)
+        return reader
+
+    def group_consumer(
+        self,
+        group_id: str,
+        topics: Sequence[str],
+        *,
+        listener: RebalanceListener | None = None,
+        reset: Literal["earliest", "latest"] = "earliest",
+    ) -> GroupConsumer:
+        self._require_started()
+        member = _GroupMember(self, group_id, tuple(topics), listener, reset)
+        self._owners.add(member)
+        return member
+
+    async def _fetch(self, owner: _Fetcher, timeout_ms: int, max_records: int) -> Fetched:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            fetched = self._collect(owner, max(max_records, 1))
+            remaining = deadline - loop.time()
+            if fetched.records or fetched.gaps or remaining <= 0 or owner.closed:
+                return fetched
+            waiter: asyncio.Future[None] = loop.create_future()
+            topics = [
+                self._topics[name] for name in {tp.topic for tp in owner.positions()} if name in self._topics
+            ]
+            for topic in topics:
+                topic.waiters.add(waiter)
+            owner.waiter = waiter
+            try:
+                await asyncio.wait({waiter}, timeout=remaining)
+            finally:
+                owner.waiter = None
+                for topic in topics:
+                    topic.waiters.discard(waiter)
+
+    def _collect(self, owner: _Fetcher, max_records: int) -> Fetched:
+        records: list[Record] = []
+        gaps: list[Gap] = []
+        positions = owner.positions()
+        tps = sorted(positions)
+        if not tps:
+            return Fetched(records, gaps)
+        start = owner.rotation % len(tps)
+        owner.rotation += 1
+        for tp in tps[start:] + tps[:start]:
+            if len(records) >= max_records:
+                break
+            topic = self._topics.get(tp.topic)
+            if topic is None or tp.partition >= len(topic.partitions):
+                continue
+            partition = topic.partitions[tp.partition]
+            position = positions[tp]
+            if position < partition.log_start:
+                gap = Gap(tp.topic, tp.partition, position, partition.log_start)
+                gaps.append(gap)
+                GAP_RECORDS.inc(gap.lost)
+                position = partition.log_start
+            if position < partition.next_offset:
+                batch = partition.read(position, max_records - len(records))
+                if batch:
+                    records.extend(batch)
+                    position = batch[-1].offset + 1
+                else:
+                    position = partition.next_offset
+            positions[tp] = position
+        return Fetched(records, gaps)
+
+    # consumer groups ------------------------------------------------------------------------
+    def _group(self, group_id: str) -> _Group:
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = _Group(group_id, {})
+        return group
+
+    def _persist_group(self, group: _Group) -> None:
+        path = self.directory / "groups" / f"{urllib.parse.quote(group.name, safe='')}.json"
+        entries = [[tp.topic, tp.partition, offset] for tp, offset in sorted(group.offsets.items())]
+        _write_json(path, {"group": group.name, "offsets": entries}, fsync=self.fsync)
+
+    async def _rebalance(self, group: _Group) -> None:
+        """Eager range assignment like Kafka's: everyone gives up everything, then gets a share."""
+        members = list(group.members)
+        for member in members:
+            if member.joined and member.listener is not None:
+                await member.listener.on_partitions_revoked(set(member.assigned))
+        shares: dict[int, set[TopicPartition]] = {m.member_id: set() for m in members}
+        topics = sorted({name for m in members for name in m.topics})
+        for name in topics:
+            topic = self._topics.get(name)
+            if topic is None:
+                continue
+            subscribed = sorted((m for m in members if name in m.topics), key=lambda m: m.member_id)
+            count = len(topic.partitions)
+            per, extra = divmod(count, len(subscribed))
+            first = 0
+            for i, member in enumerate(subscribed):
+                take = per + (1 if i < extra else 0)
+                shares[member.member_id].update(TopicPartition(name, p) for p in range(first, first + take))
+                first += take
+        for member in members:
+            member.assigned = shares[member.member_id]
+            member.position_map.clear()
+            member.joined = True
+        for member in members:
+            if member.listener is not None:
+                await member.listener.on_partitions_assigned(set(member.assigned))
+            member.wake()
+
+    async def list_groups(self) -> list[str]:
+        self._require_started()
+        return sorted(name for name, g in self._groups.items() if g.offsets or g.members)
+
+    async def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        self._require_started()
+        group = self._groups.get(group_id)
+        return dict(group.offsets) if group is not None else {}
+
+    async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        self._require_started()
+        group = self._group(group_id)
+        if group.members:
+            raise LogError(
+                f"group {group_id!r} has {len(group.members)} active members; "
+                "stop them before committing offsets from outside"
+            )
+        self._commit(group, offsets)
+
+    def _commit(self, group: _Group, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            self._partition(tp)
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        group.offsets.update(offsets)
+        self._persist_group(group)
+
+    async def delete_group(self, group_id: str) -> None:
+        self._require_started()
+        group = self._groups.get(group_id)
+        if group is None:
+            return
+        if group.members:
+            raise LogError(f"group {group_id!r} is not empty; stop its members first")
+        del self._groups[group_id]
+        path = self.directory / "groups" / f"{urllib.parse.quote(group_id, safe='')}.json"
+        path.unlink(missing_ok=True)
+
+
+def _record_bytes(record: PendingRecord) -> int:
+    size = len(record.key or b"") + len(record.value or b"")
+    for name, value in record.headers:
+        size += len(name) + len(value)
+    return size
+
+
+class _Fetcher:
+    """What the fetch loop needs from a reader or a group member."""
+
+    closed: bool
+    rotation: int
+    waiter: asyncio.Future[None] | None
+
+    def positions(self) -> dict[TopicPartition, int]:
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+class _Reader(_Fetcher, Reader):
+    def __init__(self, log: EmbeddedLog) -> None:
+        self._log = log
+        self._positions: dict[TopicPartition, int] = {}
+        self.closed = False
+        self.rotation = 0
+        self.waiter = None
+
+    def positions(self) -> dict[TopicPartition, int]:
+        return self._positions
+
+    async def assign(self, positions: dict[TopicPartition, int]) -> None:
+        self._check_open()
+        for tp, offset in positions.items():
+            self._log._partition(tp)
+            if offset < 0:
+                raise LogError(f"cannot read {tp} from negative offset {offset}")
+        self._positions = dict(positions)
+        self.wake()
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_open()
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        self._positions[tp] = offset
+
+    def position(self, tp: TopicPartition) -> int:
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        return self._positions[tp]
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        self._check_open()
+        return await self._log._fetch(self, timeout_ms, max_records)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.wake()
+        self._log._owners.discard(self)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogError("reader is closed")
+        self._log._require_started()
+
+
+class _GroupMember(_Fetcher, GroupConsumer):
+    def __init__(
+        self,
+        log: EmbeddedLog,
+        group_id: str,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
+    ) -> None:
+        self._log = log
+        self.group_id = group_id
+        self.topics = topics
+        self.listener = listener
+        self.reset = reset
+        self.assigned: set[TopicPartition] = set()
+        self.position_map: dict[TopicPartition, int] = {}
+        self.member_id = -1
+        self.joined = False
+        self.started = False
+        self.closed = False
+        self.rotation = 0
+        self.waiter = None
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Positions of assigned partitions, initialised from committed offsets or the reset policy."""
+        group = self._log._group(self.group_id)
+        for tp in self.assigned:
+            if tp not in self.position_map:
+                committed = group.offsets.get(tp)
+                if committed is None:
+                    partition = self._log._partition(tp)
+                    committed = partition.log_start if self.reset == "earliest" else partition.next_offset
+                self.position_map[tp] = committed
+        return self.position_map
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        if self.closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        self._log._require_started()
+        group = self._log._group(self.group_id)
+        async with group.lock:
+            self.member_id = group.next_member
+            group.next_member += 1
+            group.members.append(self)
+            self.started = True
+            await self._log._rebalance(group)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        self._check_active()
+        return await self._log._fetch(self, timeout_ms, max_records)
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_active()
+        if tp not in self.assigned:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        self.position_map[tp] = offset
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self._check_active()
+        foreign = sorted(str(tp) for tp in offsets if tp not in self.assigned)
+        if foreign:
+            raise LogError(
+                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
+            )
+        self._log._commit(self._log._group(self.group_id), offsets)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        self._log._require_started()
+        return self._log._group(self.group_id).offsets.get(tp)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.wake()
+        self._log._owners.discard(self)
+        if not self.started or self._log._lock_fd is None:
+            return
+        group = self._log._group(self.group_id)
+        async with group.lock:
+            if self in group.members:
+                group.members.remove(self)
+                self.assigned = set()
+                if group.members:
+                    await self._log._rebalance(group)
+
+    def _check_active(self) -> None:
+        if self.closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        if not self.started:
+            raise LogError(f"group member of {self.group_id!r} is not started; call start() first")
+        self._log._require_started()

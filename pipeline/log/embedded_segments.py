@@ -1,0 +1,398 @@
+"""On-disk partitions of the embedded log: segment files of framed records plus in-memory indexes.
+
+A partition is a directory of segment files named by their base offset. Each record is one frame:
+`<u32 body length><u32 crc32(body)>` then the body `<i64 offset><i64 timestamp><i32 key length>
+<i32 value length><u16 header count>`, key, value and headers (`<u16 name length>` name
+`<u32 value length>` value); a length of -1 means null. Offsets, file positions and timestamps of
+every record are kept in `array('q')` indexes, so a read is one `pread` of the exact byte range and
+`offsets_for_times` is a bisection, never a re-parse of the file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from pipeline.log.api import Headers, Record
+
+__all__ = [
+    "SEGMENT_SUFFIX",
+    "PartitionLog",
+    "RetentionOutcome",
+    "Segment",
+    "encode_frame",
+]
+
+SEGMENT_SUFFIX = ".log"
+_CLEANED_SUFFIX = ".cleaned"
+_PREFIX = struct.Struct("<II")
+_BODY = struct.Struct("<qqiiH")
+_HEADER_NAME = struct.Struct("<H")
+_HEADER_VALUE = struct.Struct("<I")
+_FIXED_BYTES = _PREFIX.size + _BODY.size
+
+
+def encode_frame(
+    offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None, headers: Headers
+) -> bytes:
+    """One record as stored on disk (see the module docstring for the layout)."""
+    body = bytearray(
+        _BODY.pack(
+            offset,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+            len(headers),
+        )
+    )
+    if key:
+        body += key
+    if value:
+        body += value
+    for name, header_value in headers:
+        encoded = name.encode()
+        body += _HEADER_NAME.pack(len(encoded))
+        body += encoded
+        body += _HEADER_VALUE.pack(len(header_value))
+        body += header_value
+    return _PREFIX.pack(len(body), zlib.crc32(body)) + body
+
+
+def _decode_frames(topic: str, partition: int, data: bytes, count: int) -> list[Record]:
+    records: list[Record] = []
+    view = memoryview(data)
+    pos = 0
+    unpack_body = _BODY.unpack_from
+    for _ in range(count):
+        length = _PREFIX.unpack_from(data, pos)[0]
+        start = pos + _PREFIX.size
+        offset, timestamp, key_len, value_len, header_count = unpack_body(data, start)
+        cursor = start + _BODY.size
+        key: bytes | None = None
+        if key_len >= 0:
+            key = bytes(view[cursor : cursor + key_len])
+            cursor += key_len
+        value: bytes | None = None
+        if value_len >= 0:
+            value = bytes(view[cursor : cursor + value_len])
+            cursor += value_len
+        headers: Headers = ()
+        if header_count:
+            items = []
+            for _h in range(header_count):
+                name_len = _HEADER_NAME.unpack_from(data, cursor)[0]
+                cursor += _HEADER_NAME.size
+                name = bytes(view[cursor : cursor + name_len]).decode()
+                cursor += name_len
+                header_len = _HEADER_VALUE.unpack_from(data, cursor)[0]
+                cursor += _HEADER_VALUE.size
+                items.append((name, bytes(view[cursor : cursor + header_len])))
+                cursor += header_len
+            headers = tuple(items)
+        records.append(Record(topic, partition, offset, timestamp, key, value, headers))
+        pos = start + length
+    return records
+
+
+class Segment:
+    """One segment file and its index; only the newest segment of a partition is appended to."""
+
+    __slots__ = ("_fd", "base", "offsets", "path", "positions", "size", "timestamps")
+
+    def __init__(self, path: Path, base: int) -> None:
+        self.path = path
+        self.base = base
+        self.offsets = array("q")
+        self.positions = array("q")
+        self.timestamps = array("q")
+        self.size = 0
+        self._fd: int | None = None
+
+    @classmethod
+    def create(cls, directory: Path, base: int) -> Segment:
+        segment = cls(directory / f"{base:020d}{SEGMENT_SUFFIX}", base)
+        segment.path.touch()
+        return segment
+
+    @classmethod
+    def load(cls, path: Path, verify: bool) -> tuple[Segment, int]:
+        """Index an existing file; with `verify`, cut a torn or corrupt tail and return its size."""
+        segment = cls(path, int(path.name.removesuffix(SEGMENT_SUFFIX)))
+        data = path.read_bytes()
+        pos = 0
+        total = len(data)
+        while pos + _FIXED_BYTES <= total:
+            length, crc = _PREFIX.unpack_from(data, pos)
+            end = pos + _PREFIX.size + length
+            if end > total:
+                break
+            if verify and zlib.crc32(data[pos + _PREFIX.size : end]) != crc:
+                break
+            offset, timestamp = struct.unpack_from("<qq", data, pos + _PREFIX.size)
+            segment.offsets.append(offset)
+            segment.positions.append(pos)
+            segment.timestamps.append(timestamp)
+            pos = end
+        torn = total - pos
+        if torn:
+            os.truncate(path, pos)
+        segment.size = pos
+        return segment, torn
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def last_timestamp(self) -> int | None:
+        return self.timestamps[-1] if self.offsets else None
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        return self._fd
+
+    def write(self, frames: Sequence[tuple[int, int, bytes]], fsync: bool) -> None:
+        """Append already-encoded frames `(offset, timestamp, frame)` in one write."""
+        data = b"".join(frame for _, _, frame in frames)
+        fd = self.fd()
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        if fsync:
+            os.fsync(fd)
+        pos = self.size
+        for offset, timestamp, frame in frames:
+            self.offsets.append(offset)
+            self.positions.append(pos)
+            self.timestamps.append(timestamp)
+            pos += len(frame)
+        self.size = pos
+
+    def read(self, topic: str, partition: int, index: int, count: int) -> list[Record]:
+        """`count` records starting at the `index`-th record of this segment."""
+        end_index = index + count
+        start = self.positions[index]
+        end = self.positions[end_index] if end_index < len(self.positions) else self.size
+        data = os.pread(self.fd(), end - start, start)
+        return _decode_frames(topic, partition, data, count)
+
+    def iter_all(self, topic: str, partition: int) -> Iterator[Record]:
+        if self.offsets:
+            yield from self.read(topic, partition, 0, len(self.offsets))
+
+    def sync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class RetentionOutcome(NamedTuple):
+    """What one retention pass did to one partition."""
+
+    deleted_segments: int
+    deleted_records: int
+    compacted_records: int
+
+
+class PartitionLog:
+    """The segments of one partition; the last one is active. Not thread-safe, one event loop."""
+
+    __slots__ = (
+        "_bases",
+        "directory",
+        "fsync",
+        "last_timestamp",
+        "next_offset",
+        "partition",
+        "segments",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, directory: Path, fsync: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.fsync = fsync
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.next_offset = 0
+        self.last_timestamp = 0
+
+    @classmethod
+    def open(cls, topic: str, partition: int, directory: Path, fsync: bool) -> tuple[PartitionLog, int]:
+        """Load (or create) a partition directory; returns it and the torn bytes cut from its tail."""
+        log = cls(topic, partition, directory, fsync)
+        directory.mkdir(parents=True, exist_ok=True)
+        for leftover in directory.glob(f"*{_CLEANED_SUFFIX}"):
+            leftover.unlink()
+        paths = sorted(directory.glob(f"*{SEGMENT_SUFFIX}"))
+        torn = 0
+        for i, path in enumerate(paths):
+            segment, cut = Segment.load(path, verify=i == len(paths) - 1)
+            torn += cut
+            log.segments.append(segment)
+        if not log.segments:
+            log.segments.append(Segment.create(directory, 0))
+        log._bases = [s.base for s in log.segments]
+        active = log.segments[-1]
+        log.next_offset = active.offsets[-1] + 1 if active.offsets else active.base
+        log.last_timestamp = max((s.last_timestamp or 0) for s in log.segments)
+        return log, torn
+
+    @property
+    def log_start(self) -> int:
+        return self.segments[0].base
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def maybe_roll(self, now_ms: int, incoming_bytes: int, segment_bytes: int, segment_ms: int) -> None:
+        """Start a new segment when the active one is full or older than `segment_ms`."""
+        active = self.active
+        if not active.offsets:
+            return
+        if active.size + incoming_bytes > segment_bytes or now_ms - active.timestamps[0] >= segment_ms:
+            self.roll()
+
+    def roll(self) -> None:
+        self.active.sync()
+        self.active.close()
+        self.segments.append(Segment.create(self.directory, self.next_offset))
+        self._bases.append(self.next_offset)
+
+    def append(
+        self, items: Sequence[tuple[bytes | None, bytes | None, Headers]], now_ms: int
+    ) -> list[tuple[int, int]]:
+        """Write records to the active segment; returns `(offset, timestamp)` per record."""
+        timestamp = max(now_ms, self.last_timestamp)
+        frames = []
+        offset = self.next_offset
+        for key, value, headers in items:
+            frames.append((offset, timestamp, encode_frame(offset, timestamp, key, value, headers)))
+            offset += 1
+        self.active.write(frames, self.fsync)
+        self.next_offset = offset
+        self.last_timestamp = timestamp
+        return [(o, t) for o, t, _ in frames]
+
+    def read(self, position: int, max_records: int) -> list[Record]:
+        """Up to `max_records` records with offsets >= `position` (which must be >= log_start)."""
+        records: list[Record] = []
+        index = max(bisect_right(self._bases, position) - 1, 0)
+        while index < len(self.segments) and len(records) < max_records:
+            segment = self.segments[index]
+            start = bisect_left(segment.offsets, position)
+            available = len(segment.offsets) - start
+            if available > 0:
+                count = min(available, max_records - len(records))
+                records.extend(segment.read(self.topic, self.partition, start, count))
+            index += 1
+        return records
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        for segment in self.segments:
+            last = segment.last_timestamp
+            if last is not None and last >= timestamp_ms:
+                return segment.offsets[bisect_left(segment.timestamps, timestamp_ms)]
+        return None
+
+    def delete_retention(
+        self, now_ms: int, retention_ms: int | None, retention_bytes: int | None
+    ) -> RetentionOutcome:
+        """Delete whole segments past `retention.ms` or beyond `retention.bytes`; moves log-start."""
+        doomed = 0
+        if retention_ms is not None and retention_ms >= 0:
+            for segment in self.segments:
+                last = segment.last_timestamp
+                if last is None or now_ms - last <= retention_ms:
+                    break
+                doomed += 1
+        if retention_bytes is not None and retention_bytes >= 0:
+            excess = self.size_bytes() - retention_bytes
+            by_size = 0
+            for segment in self.segments[:-1]:
+                if excess - segment.size < 0:
+                    break
+                excess -= segment.size
+                by_size += 1
+            doomed = max(doomed, by_size)
+        if doomed == 0:
+            return RetentionOutcome(0, 0, 0)
+        if doomed == len(self.segments):
+            self.roll()
+        removed = self.segments[:doomed]
+        del self.segments[:doomed]
+        del self._bases[:doomed]
+        records = 0
+        for segment in removed:
+            records += len(segment)
+            segment.delete()
+        return RetentionOutcome(len(removed), records, 0)
+
+    def compact(self, now_ms: int, tombstone_retention_ms: int) -> RetentionOutcome:
+        """Keep only the newest record per key in closed segments; drop old tombstones."""
+        latest: dict[bytes | None, int] = {}
+        for segment in self.segments:
+            for record in segment.iter_all(self.topic, self.partition):
+                latest[record.key] = record.offset
+        removed_records = 0
+        removed_segments = 0
+        survivors: list[Segment] = []
+        for position, segment in enumerate(self.segments):
+            if position == len(self.segments) - 1 or not segment.offsets:
+                survivors.append(segment)
+                continue
+            keep = [
+                r
+                for r in segment.iter_all(self.topic, self.partition)
+                if latest.get(r.key) == r.offset
+                and (r.value is not None or now_ms - r.timestamp_ms < tombstone_retention_ms)
+            ]
+            dropped = len(segment) - len(keep)
+            if not dropped:
+                survivors.append(segment)
+                continue
+            removed_records += dropped
+            if not keep and position > 0:
+                segment.delete()
+                removed_segments += 1
+                continue
+            survivors.append(self._rewrite(segment, keep))
+        self.segments = survivors
+        self._bases = [s.base for s in survivors]
+        return RetentionOutcome(removed_segments, 0, removed_records)
+
+    def _rewrite(self, segment: Segment, keep: list[Record]) -> Segment:
+        cleaned = segment.path.with_name(segment.path.name + _CLEANED_SUFFIX)
+        with cleaned.open("wb") as out:
+            for r in keep:
+                out.write(encode_frame(r.offset, r.timestamp_ms, r.key, r.value, r.headers))
+            out.flush()
+            os.fsync(out.fileno())
+        segment.close()
+        os.replace(cleaned, segment.path)
+        rewritten, _ = Segment.load(segment.path, verify=False)
+        return rewritten
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.sync()
+            segment.close()
