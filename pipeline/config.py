@@ -8,6 +8,7 @@ An invalid file exits with the path of the offending field and the reason.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -180,14 +181,30 @@ class TargetSettings(_Section):
 
 
 class LagSettings(_Section):
-    """The consumer-lag monitor."""
+    """The consumer-lag monitor (see docs/lag.md).
+
+    `allow`/`deny` are regular expressions (re.search) over group names; they bound the metric
+    label cardinality. `window` is the number of commits Burrow's rules look at; `history_points`
+    bounds the per-partition (log-end offset, time) history behind lag in seconds.
+    """
 
     enabled: bool = True
     poll_interval_s: float = Field(default=30.0, gt=0)
     window: int = Field(default=10, ge=2)
+    history_points: int = Field(default=60, ge=2, le=10_000)
     allow: list[str] = [".*"]
     deny: list[str] = []
     kafka_lag_exporter_names: bool = False
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
 
 
 class Settings(_Section):
