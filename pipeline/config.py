@@ -92,9 +92,20 @@ class AuditRoute(_Section):
 
 
 class AuditTls(_Section):
+    """Server TLS of the audit ingress; a client CA turns on mandatory client certificates (mTLS)."""
+
     cert_file: Path | None = None
     key_file: Path | None = None
     client_ca_file: Path | None = None
+    reload_interval_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> AuditTls:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file must be set together")
+        if self.client_ca_file is not None and self.cert_file is None:
+            raise ValueError("client_ca_file needs cert_file and key_file (mTLS runs over TLS)")
+        return self
 
 
 class AuditSettings(_Section):
@@ -107,6 +118,17 @@ class AuditSettings(_Section):
     tls: AuditTls = AuditTls()
     routes: list[AuditRoute] = [AuditRoute(name="default")]
     collection_uid_cap: int = Field(default=10_000, gt=0)
+    read_timeout_s: float = Field(default=15.0, gt=0)
+    idle_timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("routes")
+    @classmethod
+    def _unique_routes(cls, routes: list[AuditRoute]) -> list[AuditRoute]:
+        names = [r.name for r in routes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate audit route names: {', '.join(duplicates)}")
+        return routes
 
 
 class AttributionSettings(_Section):
