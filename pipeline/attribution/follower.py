@@ -1,0 +1,222 @@
+"""The fact follower: every process reads every partition of `<prefix>.audit-facts` into its index.
+
+Manual assignment, no consumer group: facts are fanned out to every replica, not shared out. On
+start it seeks each partition to the first record younger than the TTL (`offsets_for_times`), so a
+restart rebuilds exactly the facts that are still alive, and it is ready once it has read up to
+the end offsets it saw at start. It never gives up: a failed round is counted and retried after a
+second, an undecodable record is counted, logged with its position and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any, Final
+
+from pipeline.attribution import metrics
+from pipeline.attribution.index import FactIndex
+from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, DecodeError, codec
+from pipeline.config import Settings
+from pipeline.log.api import Fetched, Log, Reader, TopicPartition
+from pipeline.log.topics import TopicNames
+
+__all__ = ["FactFollower"]
+
+log = logging.getLogger(__name__)
+
+FETCH_TIMEOUT_MS: Final = 1000
+FETCH_MAX_RECORDS: Final = 512
+ERROR_BACKOFF_S: Final = 1.0
+PROGRESS_INTERVAL_S: Final = 5.0
+
+
+class FactFollower:
+    """Keeps a FactIndex filled from the fact topic; a Component (`start`, `stop`, `ready`).
+
+    The owner (the router, `reverser resolve`) creates the index, hands it here and resolves against
+    it; `wait_ready()` returns once the start-up replay has caught up.
+    """
+
+    name = "fact-follower"
+
+    def __init__(
+        self,
+        log: Log,
+        topics: TopicNames,
+        index: FactIndex,
+        settings: Settings,
+        *,
+        fetch_timeout_ms: int = FETCH_TIMEOUT_MS,
+        error_backoff_s: float = ERROR_BACKOFF_S,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+    ) -> None:
+        self._log = log
+        self.topic = topics.audit_facts
+        self.index = index
+        self._ttl_ms = int(settings.attribution.ttl_s * 1000)
+        self._sweep_interval_s = settings.attribution.sweep_interval_s
+        self._fetch_timeout_ms = fetch_timeout_ms
+        self._error_backoff_s = error_backoff_s
+        self._progress_interval_s = progress_interval_s
+        self._transport = getattr(log, "kind", "unknown")
+        self._codec = codec(FACT_BATCH)
+        self._reader: Reader | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._targets: dict[TopicPartition, int] = {}
+        self._streams: dict[int, set[str]] = {}
+        self._gr_keys: dict[tuple[str, str], str] = {}
+        self.records_applied = 0
+        self.records_refused = 0
+        self.errors = 0
+        self.gaps = 0
+        self._started_at = 0.0
+        self._last_progress = 0.0
+        self._last_sweep = 0.0
+
+    # -- Component ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start following in the background; returns at once (see `wait_ready`)."""
+        if self._task is not None:
+            return
+        metrics.TRANSPORT_INFO.labels(self._transport).set(1)
+        self._started_at = self._last_progress = self._last_sweep = time.monotonic()
+        self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await reader.close()
+
+    def ready(self) -> bool:
+        """True once the start-up replay reached the end offsets seen at start (stays true)."""
+        return self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    # -- loop --------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self._reader is None:
+                    await self._open()
+                    self._check_ready()
+                fetched = await self._reader_or_raise().fetch(self._fetch_timeout_ms, FETCH_MAX_RECORDS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.errors += 1
+                metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
+                log.warning("fact follower: reading %s failed (%s: %s); retrying in %.0f s",
+                            self.topic, type(exc).__name__, exc, self._error_backoff_s)
+                await asyncio.sleep(self._error_backoff_s)
+                continue
+            metrics.LAST_SUCCESS.set(time.time())
+            self._apply(fetched)
+            self._report_gaps(fetched)
+            if not self._ready.is_set():
+                self._check_ready()
+            now = time.monotonic()
+            if now - self._last_sweep >= self._sweep_interval_s:
+                self._last_sweep = now
+                self.index.sweep()
+
+    def _reader_or_raise(self) -> Reader:
+        if self._reader is None:
+            raise RuntimeError("fact follower has no reader")
+        return self._reader
+
+    async def _open(self) -> None:
+        """Assign every partition at the first offset younger than the TTL (None: the end)."""
+        count = await self._log.partitions_for(self.topic)
+        tps = [TopicPartition(self.topic, p) for p in range(count)]
+        horizon_ms = int(time.time() * 1000) - self._ttl_ms
+        starts = await self._log.offsets_for_times({tp: horizon_ms for tp in tps})
+        ends = await self._log.end_offsets(tps)
+        positions = {tp: (starts.get(tp) if starts.get(tp) is not None else ends[tp]) for tp in tps}
+        reader = self._log.reader()
+        await reader.assign({tp: int(offset) for tp, offset in positions.items() if offset is not None})
+        self._reader = reader
+        self._targets = dict(ends)
+        remaining = sum(max(0, ends[tp] - int(positions[tp] or 0)) for tp in tps)
+        log.info("fact follower: replaying %d record(s) of %s (%d partitions) from now - %.0f s",
+                 remaining, self.topic, count, self._ttl_ms / 1000)
+
+    def _remaining(self) -> int:
+        reader = self._reader
+        if reader is None:
+            return 0
+        return sum(max(0, end - reader.position(tp)) for tp, end in self._targets.items())
+
+    def _check_ready(self) -> None:
+        remaining = self._remaining()
+        now = time.monotonic()
+        elapsed = max(now - self._started_at, 1e-9)
+        rate = self.records_applied / elapsed
+        metrics.REPLAY_APPLIED.set(self.records_applied)
+        metrics.REPLAY_REMAINING.set(remaining)
+        metrics.REPLAY_RATE.set(rate)
+        if remaining == 0:
+            metrics.REPLAY_ETA.set(0)
+            self._ready.set()
+            self.index.sweep()
+            log.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
+                     self.records_applied, elapsed, len(self.index))
+            return
+        eta = remaining / rate if rate > 0 else float("inf")
+        metrics.REPLAY_ETA.set(eta if eta != float("inf") else -1)
+        if now - self._last_progress >= self._progress_interval_s:
+            self._last_progress = now
+            log.info("fact follower: replay applied %d record(s), %d remaining, %.0f records/s, ETA %s",
+                     self.records_applied, remaining, rate,
+                     f"{eta:.0f} s" if eta != float("inf") else "unknown")
+
+    # -- records -----------------------------------------------------------------------------------
+    def _apply(self, fetched: Fetched) -> None:
+        decode = self._codec.decode
+        index = self.index
+        gr_keys = self._gr_keys
+        for record in fetched.records:
+            try:
+                batch: dict[str, Any] = decode(record.value, record.header(SCHEMA_HEADER))
+                facts = batch["facts"]
+                for fact in facts:
+                    if not fact["author"]:
+                        raise DecodeError("a fact has no author; the whole record is refused")
+            except DecodeError as exc:
+                self.records_refused += 1
+                metrics.DECODE_ERRORS.labels(self._transport).inc()
+                log.warning("fact follower: skipping record %s[%d]@%d: %s",
+                            record.topic, record.partition, record.offset, exc)
+                continue
+            route = batch["route"]
+            pair = (batch["group"], batch["resource"])
+            gr_key = gr_keys.get(pair)
+            if gr_key is None:
+                gr_key = gr_keys[pair] = f"{pair[0]}/{pair[1]}" if pair[0] else pair[1]
+            streams = self._streams.setdefault(record.partition, set())
+            if len(streams) < 1024:
+                streams.add(f"{route}/{gr_key}")
+            index.apply_records(route, gr_key, facts, record.timestamp_ms)
+            self.records_applied += 1
+
+    def _report_gaps(self, fetched: Fetched) -> None:
+        for gap in fetched.gaps:
+            self.gaps += 1
+            streams = sorted(self._streams.get(gap.partition, ())) or [f"{gap.topic}[{gap.partition}]"]
+            for stream in streams:
+                metrics.STREAM_GAPS.labels(stream).inc()
+            log.warning(
+                "fact follower: gap on %s[%d]: records [%d, %d) (%d) were deleted by retention before "
+                "this process read them; attributions for %s may be missing",
+                gap.topic, gap.partition, gap.position, gap.first_surviving, gap.lost, ", ".join(streams),
+            )

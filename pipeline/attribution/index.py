@@ -1,0 +1,520 @@
+"""The fact index: audit facts filed per (route, group/resource) and the tiered join against them.
+
+One index per process, fed in log order by the follower, read by many concurrent resolutions. It
+lives on one asyncio loop (no locks: filing and lookup are synchronous). Every structure is keyed
+inside a scope `(route, grKey)`, so a fact from one cluster route can never name the author of an
+object watched on another. Tiers, TTL-on-read, caps and the sweep follow docs/attribution.md.
+
+Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is one slotted
+`StoredFact` shared by every structure it is filed in; `live` is a bit set of those structures.
+Each scope keeps one `order` list with one reference per filing, oldest first; a reference whose
+`live` is 0 is stale (replaced or swept) and is skipped by eviction and dropped by compaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from pipeline.attribution import metrics
+from pipeline.attribution.model import (
+    ABSENT_ATTRIBUTION,
+    DELETE_STICKY,
+    DELETECOLLECTION_BODY_UID,
+    DELETECOLLECTION_SCOPE,
+    EXACT,
+    LATEST,
+    NAME,
+    RESOURCE_VERSION,
+    Attribution,
+    FactQuery,
+    Identity,
+    StoredCollection,
+    StoredFact,
+    is_removal_verb,
+)
+from pipeline.attribution.selector import SelectorError, parse_selector
+from pipeline.config import AttributionSettings
+from pipeline.facts.model import AuthorFact
+from pipeline.models import GroupResource
+
+__all__ = ["FactIndex", "IndexLimits"]
+
+log = logging.getLogger(__name__)
+
+# Bits of StoredFact.live / StoredCollection.live, in the order one filing inserts them.
+_EXACT: Final = 1
+_LATEST: Final = 2
+_REMOVAL: Final = 4
+_RV: Final = 8
+_NAME: Final = 16
+_COLLECTION: Final = 32
+
+# Waiter key kinds (the second element of a waiter key).
+_K_EXACT: Final = 1
+_K_LATEST: Final = 2
+_K_RV: Final = 3
+_K_NAME: Final = 4
+_K_COLLECTION: Final = 5
+
+_IDENTITY_CACHE_MAX: Final = 16_384
+_ORDER_SLACK: Final = 64
+
+ScopeKey = tuple[str, str]
+WaiterKey = tuple[Any, ...]
+Stored = StoredFact | StoredCollection
+
+
+class IndexLimits:
+    """TTL, caps and the collection window; zero or negative values fall back to the defaults."""
+
+    __slots__ = ("collection_window_ms", "max_facts", "max_facts_per_type", "ttl_ms")
+
+    def __init__(
+        self,
+        ttl_s: float = 600.0,
+        max_facts_per_type: int = 4096,
+        max_facts: int = 65536,
+        collection_window_s: float = 30.0,
+    ) -> None:
+        self.ttl_ms = int(ttl_s * 1000) if ttl_s > 0 else 600_000
+        self.max_facts_per_type = max_facts_per_type if max_facts_per_type > 0 else 4096
+        self.max_facts = max_facts if max_facts > 0 else 65536
+        self.collection_window_ms = int(collection_window_s * 1000) if collection_window_s > 0 else 30_000
+
+
+class _Scope:
+    """Everything filed for one (route, group/resource)."""
+
+    __slots__ = ("by_name", "collections", "count", "exact", "head", "latest", "order", "removals",
+                 "rv_only")
+
+    def __init__(self) -> None:
+        self.exact: dict[tuple[str, str], StoredFact] = {}
+        self.latest: dict[str, StoredFact] = {}
+        self.removals: dict[str, StoredFact] = {}
+        self.rv_only: dict[str, StoredFact] = {}
+        self.by_name: dict[tuple[str, str], StoredFact] = {}
+        self.collections: deque[StoredCollection] = deque()
+        self.order: list[Stored] = []
+        self.head = 0
+        self.count = 0
+
+    def evict_oldest(self) -> bool:
+        """Drop the oldest live entry (stale references are skipped); False when nothing is left."""
+        order = self.order
+        while self.head < len(order):
+            ref = order[self.head]
+            live = ref.live
+            if not live:
+                self.head += 1
+                continue
+            bit = live & -live
+            self._remove(ref, bit)
+            ref.live = live & ~bit
+            if not ref.live:
+                self.head += 1
+            self.count -= 1
+            return True
+        return False
+
+    def _remove(self, ref: Stored, bit: int) -> None:
+        if isinstance(ref, StoredCollection):
+            oldest = self.collections.popleft()
+            if oldest is not ref:
+                raise AssertionError("collection order diverged from the eviction order")
+            return
+        if bit == _EXACT:
+            del self.exact[(ref.uid, ref.resource_version)]
+        elif bit == _LATEST:
+            del self.latest[ref.uid]
+        elif bit == _REMOVAL:
+            del self.removals[ref.uid]
+        elif bit == _RV:
+            del self.rv_only[ref.resource_version]
+        else:
+            del self.by_name[(ref.namespace, ref.name)]
+
+    def compact(self, force: bool = False) -> None:
+        """Drop stale references; reallocates so a rewrite storm gives its memory back."""
+        live_refs = len(self.order) - self.head
+        if force or live_refs > 2 * self.count + _ORDER_SLACK:
+            self.order = [ref for ref in self.order[self.head :] if ref.live]
+            self.head = 0
+
+    def expire(self, cutoff_ms: int) -> int:
+        """Remove TTL-expired entries (never the sticky removals); returns how many."""
+        removed = 0
+        structures: tuple[tuple[dict[Any, StoredFact], int], ...] = (
+            (self.exact, _EXACT),
+            (self.latest, _LATEST),
+            (self.rv_only, _RV),
+            (self.by_name, _NAME),
+        )
+        for structure, bit in structures:
+            dead = [key for key, fact in structure.items() if fact.at_ms < cutoff_ms]
+            for key in dead:
+                structure.pop(key).live &= ~bit
+            removed += len(dead)
+        if self.collections and any(c.at_ms < cutoff_ms for c in self.collections):
+            kept: deque[StoredCollection] = deque()
+            for collection in self.collections:
+                if collection.at_ms < cutoff_ms:
+                    collection.live = 0
+                    removed += 1
+                else:
+                    kept.append(collection)
+            self.collections = kept
+        self.count -= removed
+        return removed
+
+
+class _Waiter:
+    """One pending resolution: a coalescing, payload-free wake flag."""
+
+    __slots__ = ("event", "keys")
+
+    def __init__(self, keys: tuple[WaiterKey, ...]) -> None:
+        self.keys = keys
+        self.event = asyncio.Event()
+
+
+class FactIndex:
+    """Bounded, TTL'd, route-isolated index of author facts with register-then-check waiters.
+
+    `clock` returns wall-clock seconds (injectable for tests); TTL and the collection window are
+    measured against it. Not thread-safe: use it from one event loop.
+    """
+
+    def __init__(
+        self,
+        limits: IndexLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.limits = limits or IndexLimits()
+        self.clock = clock
+        self._scopes: dict[ScopeKey, _Scope] = {}
+        self._total = 0
+        self._waiters: dict[WaiterKey, set[_Waiter]] = {}
+        self._identities: dict[tuple[str, str, str], Identity] = {}
+        self.evictions: dict[str, int] = {"per_type": 0, "total": 0}
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttributionSettings, *, clock: Callable[[], float] = time.time
+    ) -> FactIndex:
+        """The index configured by the `attribution` section."""
+        limits = IndexLimits(
+            settings.ttl_s, settings.max_facts_per_type, settings.max_facts, settings.collection_window_s
+        )
+        return cls(limits, clock=clock)
+
+    # -- sizes -------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Entries held (a uid+rv write is 2: exact and latest)."""
+        return self._total
+
+    def scope_size(self, route: str, gr: GroupResource) -> int:
+        scope = self._scopes.get((route, gr.key))
+        return scope.count if scope is not None else 0
+
+    def scope_count(self) -> int:
+        return len(self._scopes)
+
+    def waiter_count(self) -> int:
+        """Registered waiter keys; 0 whenever no resolution is in flight."""
+        return len(self._waiters)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- filing ------------------------------------------------------------------------------------
+    def apply(
+        self, route: str, gr: GroupResource, facts: Iterable[AuthorFact], append_ms: int | None = None
+    ) -> int:
+        """File facts of one record in order; they share its append time. Returns entries added."""
+        return self.apply_records(route, gr.key, [fact.to_avro() for fact in facts], append_ms)
+
+    def apply_records(
+        self,
+        route: str,
+        gr_key: str,
+        facts: Sequence[Mapping[str, Any]],
+        append_ms: int | None = None,
+    ) -> int:
+        """File facts given as `fact_batch` Avro dicts (the follower's fast path).
+
+        `append_ms` is the record's append time; None, 0 or negative means now, and a time in the
+        future is clamped to now so no fact ages slower than the clock.
+        """
+        now = self.now_ms()
+        at = now if append_ms is None or append_ms <= 0 or append_ms > now else append_ms
+        key = (route, gr_key)
+        scope = self._scopes.get(key)
+        before = self._total
+        identities = self._identities
+        for fact in facts:
+            who = (fact["author"], fact["displayName"], fact["email"])
+            identity = identities.get(who)
+            if identity is None:
+                if len(identities) >= _IDENTITY_CACHE_MAX:
+                    identities.clear()
+                identity = identities[who] = Identity(*who)
+            verb = fact["verb"]
+            namespace = fact["namespace"]
+            lowered = verb.lower()
+            wake: tuple[WaiterKey, ...]
+            if lowered == "deletecollection":
+                if scope is None:
+                    scope = self._scopes[key] = _Scope()
+                self._file_collection(scope, identity, verb, namespace, fact, at)
+                wake = ((key, _K_COLLECTION, namespace),)
+            elif uid := fact["uid"]:
+                if scope is None:
+                    scope = self._scopes[key] = _Scope()
+                rv = fact["resourceVersion"]
+                stored = StoredFact(identity, verb, fact["auditID"], namespace, fact["name"], uid, rv, at)
+                self._file_uid(scope, stored, lowered == "delete")
+                wake = ((key, _K_EXACT, uid, rv), (key, _K_LATEST, uid)) if rv else ((key, _K_LATEST, uid),)
+            elif rv := fact["resourceVersion"]:
+                if scope is None:
+                    scope = self._scopes[key] = _Scope()
+                stored = StoredFact(identity, verb, fact["auditID"], namespace, fact["name"], "", rv, at)
+                self._put(scope, scope.rv_only, rv, stored, _RV)
+                scope.order.append(stored)
+                wake = ((key, _K_RV, rv),)
+            elif name := fact["name"]:
+                if scope is None:
+                    scope = self._scopes[key] = _Scope()
+                stored = StoredFact(identity, verb, fact["auditID"], namespace, name, "", "", at)
+                self._put(scope, scope.by_name, (namespace, name), stored, _NAME)
+                scope.order.append(stored)
+                wake = ((key, _K_NAME, namespace, name),)
+            else:
+                continue
+            scope.compact()
+            if scope.count > self.limits.max_facts_per_type or self._total > self.limits.max_facts:
+                self._enforce_caps(key, scope)
+                scope = self._scopes.get(key)
+            if self._waiters:
+                self._wake(wake)
+        return self._total - before
+
+    def _put(self, scope: _Scope, structure: dict[Any, StoredFact], key: Any, stored: StoredFact,
+             bit: int) -> None:
+        old = structure.get(key)
+        if old is None:
+            scope.count += 1
+            self._total += 1
+        else:
+            old.live &= ~bit
+        structure[key] = stored
+        stored.live |= bit
+
+    def _file_uid(self, scope: _Scope, stored: StoredFact, is_delete: bool) -> None:
+        if stored.resource_version:
+            self._put(scope, scope.exact, (stored.uid, stored.resource_version), stored, _EXACT)
+        self._put(scope, scope.latest, stored.uid, stored, _LATEST)
+        if is_delete:
+            self._put(scope, scope.removals, stored.uid, stored, _REMOVAL)
+        scope.order.append(stored)
+
+    def _file_collection(
+        self,
+        scope: _Scope,
+        identity: Identity,
+        verb: str,
+        namespace: str,
+        fact: Mapping[str, Any],
+        at: int,
+    ) -> None:
+        text = fact["labelSelector"] or ""
+        selector = None
+        invalid = False
+        if text:
+            try:
+                selector = parse_selector(text)
+            except SelectorError as exc:
+                invalid = True
+                log.info("collection fact %s: invalid label selector %r: %s", fact["auditID"], text, exc)
+        uids = fact["uids"]
+        stored = StoredCollection(
+            identity,
+            verb,
+            fact["auditID"],
+            namespace,
+            text,
+            selector,
+            invalid,
+            frozenset(uids) if uids else None,
+            fact["stageTimestampMicros"] // 1000 if fact["stageTimestampMicros"] > 0 else 0,
+            at,
+        )
+        stored.live = _COLLECTION
+        scope.collections.append(stored)
+        scope.order.append(stored)
+        scope.count += 1
+        self._total += 1
+
+    def _enforce_caps(self, key: ScopeKey, scope: _Scope | None) -> None:
+        limits = self.limits
+        while scope is not None and scope.count > limits.max_facts_per_type:
+            if not scope.evict_oldest():
+                break
+            self._total -= 1
+            self.evictions["per_type"] += 1
+            metrics.EVICTIONS.labels("per_type").inc()
+            if scope.count == 0:
+                del self._scopes[key]
+                scope = None
+        while self._total > limits.max_facts and self._scopes:
+            largest_key, largest = max(self._scopes.items(), key=lambda item: item[1].count)
+            if not largest.evict_oldest():
+                break
+            self._total -= 1
+            self.evictions["total"] += 1
+            metrics.EVICTIONS.labels("total").inc()
+            if largest.count == 0:
+                del self._scopes[largest_key]
+
+    # -- waiters -----------------------------------------------------------------------------------
+    def _wake(self, keys: tuple[WaiterKey, ...]) -> None:
+        waiters = self._waiters
+        for key in keys:
+            found = waiters.get(key)
+            if found:
+                for waiter in found:
+                    waiter.event.set()
+
+    def register(self, query: FactQuery) -> _Waiter:
+        """Register a waiter on every key a fact satisfying `query` would wake (before looking up)."""
+        scope: ScopeKey = (query.route, query.group_resource.key)
+        uid, rv, ns, name = query.uid, query.resource_version, query.namespace, query.name
+        keys: list[WaiterKey] = []
+        if uid and rv:
+            keys.append((scope, _K_EXACT, uid, rv))
+        if not query.exact_capable:
+            if uid:
+                keys.append((scope, _K_LATEST, uid))
+            keys.append((scope, _K_COLLECTION, ns))
+        if rv:
+            keys.append((scope, _K_RV, rv))
+        if name:
+            keys.append((scope, _K_NAME, ns, name))
+        waiter = _Waiter(tuple(keys))
+        for key in waiter.keys:
+            self._waiters.setdefault(key, set()).add(waiter)
+        return waiter
+
+    def unregister(self, waiter: _Waiter) -> None:
+        """Remove the waiter from every key and delete keys left empty (idempotent)."""
+        for key in waiter.keys:
+            found = self._waiters.get(key)
+            if found is not None:
+                found.discard(waiter)
+                if not found:
+                    del self._waiters[key]
+
+    # -- lookup ------------------------------------------------------------------------------------
+    def lookup(self, query: FactQuery) -> Attribution:
+        """One pass over the tiers, strongest first (see docs/attribution.md for the table)."""
+        scope = self._scopes.get((query.route, query.group_resource.key))
+        if scope is None:
+            return ABSENT_ATTRIBUTION
+        now = self.now_ms()
+        cutoff = now - self.limits.ttl_ms
+        uid = query.uid
+        rv = query.resource_version
+        removal = not query.exact_capable
+        if removal and uid:
+            sticky = scope.removals.get(uid)
+            if sticky is not None:
+                return Attribution(DELETE_STICKY, sticky)
+        held: Attribution | None = None
+        if uid and rv:
+            fact = scope.exact.get((uid, rv))
+            if fact is not None and fact.at_ms >= cutoff:
+                if not removal or is_removal_verb(fact.verb):
+                    return Attribution(EXACT, fact)
+                # Trap 8: a removal matched to an exact WRITE keeps looking for deletion evidence.
+                held = Attribution(EXACT, fact)
+        if removal:
+            found = self._removal_ladder(scope, query, cutoff, now, held)
+            if found is not None:
+                return found
+        if rv:
+            fact = scope.rv_only.get(rv)
+            if fact is not None and fact.at_ms >= cutoff:
+                return Attribution(RESOURCE_VERSION, fact)
+        if query.name:
+            fact = scope.by_name.get((query.namespace, query.name))
+            if fact is not None and fact.at_ms >= cutoff:
+                return Attribution(NAME, fact)
+        return ABSENT_ATTRIBUTION
+
+    def _removal_ladder(
+        self, scope: _Scope, query: FactQuery, cutoff: int, now: int, held: Attribution | None
+    ) -> Attribution | None:
+        uid = query.uid
+        namespace = query.namespace
+        fallback = held
+        if uid:
+            for collection in reversed(scope.collections):
+                if (
+                    collection.at_ms >= cutoff
+                    and collection.namespace == namespace
+                    and collection.uids is not None
+                    and uid in collection.uids
+                ):
+                    return Attribution(DELETECOLLECTION_BODY_UID, collection)
+            fact = scope.latest.get(uid)
+            if fact is not None and fact.at_ms >= cutoff:
+                if is_removal_verb(fact.verb):
+                    return Attribution(LATEST, fact)
+                if fallback is None:
+                    fallback = Attribution(LATEST, fact)
+        if query.name:
+            fact = scope.by_name.get((namespace, query.name))
+            if fact is not None and fact.at_ms >= cutoff and is_removal_verb(fact.verb):
+                return Attribution(NAME, fact)
+        if fallback is not None:
+            return fallback
+        window = self.limits.collection_window_ms
+        labels = query.labels
+        for collection in reversed(scope.collections):
+            if collection.at_ms < cutoff or collection.namespace != namespace:
+                continue
+            if now > (collection.stage_ms or collection.at_ms) + window:
+                continue
+            if collection.invalid_selector:
+                continue
+            selector = collection.selector
+            if selector is None or selector.matches(labels):
+                return Attribution(DELETECOLLECTION_SCOPE, collection)
+        return None
+
+    # -- maintenance -------------------------------------------------------------------------------
+    def sweep(self) -> int:
+        """Reclaim memory of expired entries (reads already ignore them); returns entries removed."""
+        cutoff = self.now_ms() - self.limits.ttl_ms
+        removed = 0
+        for key in list(self._scopes):
+            scope = self._scopes[key]
+            gone = scope.expire(cutoff)
+            removed += gone
+            scope.compact(force=True)
+            if scope.count == 0:
+                del self._scopes[key]
+        self._total -= removed
+        metrics.INDEX_ENTRIES.set(self._total)
+        return removed
+
+    def order_length(self, route: str, gr: GroupResource) -> int:
+        """References held by a scope's eviction order (stale ones included), for memory tests."""
+        scope = self._scopes.get((route, gr.key))
+        return len(scope.order) - scope.head if scope is not None else 0

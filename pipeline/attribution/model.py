@@ -1,0 +1,234 @@
+"""The values the index stores and answers with: tiers, queries, stored facts and attributions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NamedTuple
+
+from pipeline.attribution.selector import LabelSelector
+from pipeline.models import GroupResource
+
+__all__ = [
+    "ABSENT",
+    "DELETECOLLECTION_BODY_UID",
+    "DELETECOLLECTION_SCOPE",
+    "DELETE_STICKY",
+    "EXACT",
+    "LATEST",
+    "NAME",
+    "NONE",
+    "RESOURCE_VERSION",
+    "TIERS",
+    "Attribution",
+    "FactQuery",
+    "StoredCollection",
+    "StoredFact",
+    "actor_kind",
+    "is_removal_verb",
+]
+
+DELETE_STICKY: Final = "delete_sticky"
+EXACT: Final = "exact"
+DELETECOLLECTION_BODY_UID: Final = "deletecollection_body_uid"
+LATEST: Final = "latest"
+NAME: Final = "name"
+DELETECOLLECTION_SCOPE: Final = "deletecollection_scope"
+RESOURCE_VERSION: Final = "resource_version"
+ABSENT: Final = "absent"
+# Not a lookup result: what `reverser resolve` prints for BOOKMARK and ERROR events.
+NONE: Final = "none"
+
+TIERS: Final = (
+    DELETE_STICKY,
+    EXACT,
+    DELETECOLLECTION_BODY_UID,
+    LATEST,
+    NAME,
+    DELETECOLLECTION_SCOPE,
+    RESOURCE_VERSION,
+    ABSENT,
+)
+
+SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"
+
+
+def is_removal_verb(verb: str) -> bool:
+    """`delete` and `deletecollection`, case-insensitively."""
+    lowered = verb.lower()
+    return lowered == "delete" or lowered == "deletecollection"
+
+
+def actor_kind(author: str) -> str:
+    """`none` for no author, `serviceaccount` for `system:serviceaccount:*`, else `user`."""
+    if not author:
+        return "none"
+    return "serviceaccount" if author.startswith(SERVICE_ACCOUNT_PREFIX) else "user"
+
+
+class Identity(NamedTuple):
+    """Who a fact names; interned per index, so thousands of facts share one tuple per author."""
+
+    author: str
+    display_name: str
+    email: str
+
+
+class StoredFact:
+    """One filed fact (not a collection). `at_ms` is its record's append time.
+
+    `live` is a bit set of the structures that still hold this object (see `pipeline.attribution.index`),
+    so the eviction order list can tell a live reference from one made stale by a newer put.
+    Slotted and without the stage timestamp, which only collections need, to stay small at full caps.
+    """
+
+    __slots__ = ("at_ms", "audit_id", "identity", "live", "name", "namespace", "resource_version", "uid",
+                 "verb")
+
+    def __init__(
+        self,
+        identity: Identity,
+        verb: str,
+        audit_id: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        resource_version: str,
+        at_ms: int,
+    ) -> None:
+        self.identity = identity
+        self.verb = verb
+        self.audit_id = audit_id
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.resource_version = resource_version
+        self.at_ms = at_ms
+        self.live = 0
+
+    @property
+    def author(self) -> str:
+        return self.identity.author
+
+    @property
+    def removal(self) -> bool:
+        return is_removal_verb(self.verb)
+
+    def __repr__(self) -> str:
+        return (
+            f"StoredFact(author={self.identity.author!r}, verb={self.verb!r}, ns={self.namespace!r}, "
+            f"name={self.name!r}, uid={self.uid!r}, rv={self.resource_version!r}, at_ms={self.at_ms})"
+        )
+
+
+class StoredCollection:
+    """A filed `deletecollection` fact: namespace, parsed selector and the uid set its response listed.
+
+    `selector is None` with `invalid_selector False` means "match everything"; `uids is None` means
+    the response listed no usable uid set (fall back to the scope tier).
+    """
+
+    __slots__ = ("at_ms", "audit_id", "identity", "invalid_selector", "label_selector", "live", "namespace",
+                 "selector", "stage_ms", "uids", "verb")
+
+    def __init__(
+        self,
+        identity: Identity,
+        verb: str,
+        audit_id: str,
+        namespace: str,
+        label_selector: str,
+        selector: LabelSelector | None,
+        invalid_selector: bool,
+        uids: frozenset[str] | None,
+        stage_ms: int,
+        at_ms: int,
+    ) -> None:
+        self.identity = identity
+        self.verb = verb
+        self.audit_id = audit_id
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.selector = selector
+        self.invalid_selector = invalid_selector
+        self.uids = uids
+        self.stage_ms = stage_ms
+        self.at_ms = at_ms
+        self.live = 0
+
+    @property
+    def author(self) -> str:
+        return self.identity.author
+
+    @property
+    def name(self) -> str:
+        return ""
+
+    @property
+    def uid(self) -> str:
+        return ""
+
+    @property
+    def resource_version(self) -> str:
+        return ""
+
+    @property
+    def removal(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"StoredCollection(author={self.identity.author!r}, ns={self.namespace!r}, "
+            f"selector={self.label_selector!r}, uids={None if self.uids is None else len(self.uids)}, "
+            f"at_ms={self.at_ms})"
+        )
+
+
+Matched = StoredFact | StoredCollection
+
+
+class FactQuery(NamedTuple):
+    """What the watch side knows about one event, as the join needs it (see docs/attribution.md).
+
+    `exact_capable` is True for ADDED/MODIFIED without `deletionTimestamp`: the event's RV is the one
+    its own write produced. Removals (False) may consult the sticky, latest and collection tiers.
+    """
+
+    route: str
+    group_resource: GroupResource
+    uid: str
+    resource_version: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    exact_capable: bool
+    version: str = ""
+
+
+class Attribution(NamedTuple):
+    """The answer for one query: the tier that matched and the fact, or `absent` with no fact."""
+
+    tier: str
+    fact: Matched | None
+
+    @property
+    def author(self) -> str:
+        return self.fact.identity.author if self.fact is not None else ""
+
+    @property
+    def display_name(self) -> str:
+        return self.fact.identity.display_name if self.fact is not None else ""
+
+    @property
+    def email(self) -> str:
+        return self.fact.identity.email if self.fact is not None else ""
+
+    @property
+    def actor_kind(self) -> str:
+        return actor_kind(self.author)
+
+    @property
+    def resolved(self) -> bool:
+        return self.fact is not None and bool(self.fact.identity.author)
+
+
+ABSENT_ATTRIBUTION: Final = Attribution(ABSENT, None)

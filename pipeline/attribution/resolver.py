@@ -1,0 +1,173 @@
+"""Resolving one watch event to an author: register, look up, wait out the grace, settle.
+
+A removal that only finds a *write* (the last editor) keeps waiting for evidence about the
+deletion until the grace ends, because the watch event usually beats the audit batch that carries
+the delete, and naming an innocent editor is worse than naming nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pipeline.attribution import metrics
+from pipeline.attribution.index import FactIndex
+from pipeline.attribution.model import (
+    ABSENT,
+    ABSENT_ATTRIBUTION,
+    DELETE_STICKY,
+    DELETECOLLECTION_BODY_UID,
+    DELETECOLLECTION_SCOPE,
+    Attribution,
+    FactQuery,
+    is_removal_verb,
+)
+from pipeline.models import GroupResource
+
+__all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
+
+log = logging.getLogger(__name__)
+
+MISROUTE_STREAK: Final = 5
+_SETTLING_TIERS: Final = frozenset({DELETE_STICKY, DELETECOLLECTION_BODY_UID, DELETECOLLECTION_SCOPE})
+
+
+def _awaits_better(query: FactQuery, found: Attribution) -> bool:
+    """A removal matched only to a write keeps waiting for deletion evidence."""
+    if query.exact_capable or found.fact is None or found.tier in _SETTLING_TIERS:
+        return False
+    return not is_removal_verb(found.fact.verb)
+
+
+class _RouteHealth:
+    __slots__ = ("resolved_ever", "streak", "warned")
+
+    def __init__(self) -> None:
+        self.resolved_ever = False
+        self.streak = 0
+        self.warned = False
+
+
+class Resolver:
+    """Attributes watch events against a FactIndex; many resolutions may wait concurrently.
+
+    `grace_ms` bounds how long a resolution waits for a better fact (0 = one lookup).
+    """
+
+    def __init__(self, index: FactIndex, grace_ms: int = 3000) -> None:
+        if grace_ms < 0:
+            raise ValueError("grace_ms must be >= 0")
+        self.index = index
+        self.grace_s = grace_ms / 1000
+        self._routes: dict[str, _RouteHealth] = {}
+
+    async def resolve(self, query: FactQuery) -> Attribution:
+        """The best attribution available within the grace window; records the resolution metrics."""
+        started = time.perf_counter()
+        result = await self._await(query)
+        self._record(query, result, time.perf_counter() - started)
+        return result
+
+    async def _await(self, query: FactQuery) -> Attribution:
+        index = self.index
+        waiter = index.register(query)
+        try:
+            fallback = ABSENT_ATTRIBUTION
+            found = index.lookup(query)
+            if found.fact is not None:
+                if not _awaits_better(query, found):
+                    return found
+                fallback = found
+            if self.grace_s <= 0:
+                return fallback
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.grace_s
+            event = waiter.event
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return fallback
+                try:
+                    async with asyncio.timeout(remaining):
+                        await event.wait()
+                except TimeoutError:
+                    return fallback
+                # Clear before the re-lookup so a fact filed during it wakes us again.
+                event.clear()
+                found = index.lookup(query)
+                if found.fact is None:
+                    continue
+                if not _awaits_better(query, found):
+                    return found
+                fallback = found
+        finally:
+            index.unregister(waiter)
+
+    def _record(self, query: FactQuery, result: Attribution, waited_s: float) -> None:
+        gr = query.group_resource
+        kind = result.actor_kind
+        metrics.RESOLUTIONS.labels(result.tier, kind, gr.group, query.version, gr.resource).inc()
+        metrics.WAIT_SECONDS.labels(
+            result.tier, "write" if query.exact_capable else "removal", gr.group, query.version, gr.resource
+        ).observe(waited_s)
+        if result.tier != ABSENT:
+            metrics.MATCHED.inc()
+        health = self._routes.get(query.route)
+        if health is None:
+            health = self._routes[query.route] = _RouteHealth()
+        if result.resolved:
+            health.resolved_ever = True
+            health.streak = 0
+            return
+        health.streak += 1
+        if health.streak >= MISROUTE_STREAK and not health.resolved_ever and not health.warned:
+            health.warned = True
+            log.warning(
+                "attribution: %d events on audit route %r resolved to no author and no fact has ever "
+                "matched on this route; check that the apiserver posts to /audit-webhook/%s or set the "
+                "cluster's audit_route (spec.attribution.auditRoute) to the route it posts to",
+                health.streak,
+                query.route,
+                query.route,
+            )
+
+    def misroute_warned(self, route: str) -> bool:
+        health = self._routes.get(route)
+        return health is not None and health.warned
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def query_from_watch_object(
+    route: str,
+    gr: GroupResource,
+    event_type: str,
+    obj: Mapping[str, Any],
+    version: str = "",
+) -> FactQuery | None:
+    """The query for one watch event (ADDED/MODIFIED/DELETED); None for BOOKMARK, ERROR and others.
+
+    The event is exact-capable (its RV is the one its own write produced) unless it is DELETED or
+    the object carries `deletionTimestamp`.
+    """
+    if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+        return None
+    metadata = _mapping(obj.get("metadata"))
+    raw_labels = _mapping(metadata.get("labels"))
+    labels = {str(k): str(v) for k, v in raw_labels.items() if v is not None}
+    return FactQuery(
+        route=route,
+        group_resource=gr,
+        uid=str(metadata.get("uid") or ""),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        labels=labels,
+        exact_capable=event_type != "DELETED" and not metadata.get("deletionTimestamp"),
+        version=version,
+    )
