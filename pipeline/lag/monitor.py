@@ -20,7 +20,7 @@ from pipeline.lag.snapshot import GroupLag, LagSnapshot, PartitionLag
 from pipeline.lag.status import CommitWindow, group_status
 from pipeline.log.api import Log, LogError, TopicNotFoundError, TopicPartition
 
-__all__ = ["Clock", "Commit", "CommitFeed", "LagMonitor", "PollError", "wall_clock_ms"]
+__all__ = ["Clock", "Commit", "CommitFeed", "LagMonitor", "wall_clock_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +50,6 @@ class CommitFeed(Protocol):
         """Commits of selected groups appended since the last call, in log order."""
 
     async def close(self) -> None: ...
-
-
-class PollError(Exception):
-    """A poll could not read the log; the message says what failed."""
 
 
 class _GroupState:
@@ -102,18 +98,25 @@ class LagMonitor:
         """
         try:
             snapshot = await self._poll()
-        except (LogError, OSError, TimeoutError, PollError) as exc:
+        except (LogError, OSError, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}"
             logger.warning("lag poll failed: %s", reason)
-            previous = self.last
-            snapshot = LagSnapshot(
-                taken_ms=previous.taken_ms if previous else self._clock(),
-                groups=previous.groups if previous else (),
-                stale=True,
-                error=reason,
-            )
+            snapshot = self._stale(reason)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.exception("lag poll failed unexpectedly")
+            snapshot = self._stale(reason)
         self.last = snapshot
         return snapshot
+
+    def _stale(self, reason: str) -> LagSnapshot:
+        previous = self.last
+        return LagSnapshot(
+            taken_ms=previous.taken_ms if previous else self._clock(),
+            groups=previous.groups if previous else (),
+            stale=True,
+            error=reason,
+        )
 
     async def _poll(self) -> LagSnapshot:
         groups = sorted(g for g in await self._log.list_groups() if self._select(g))

@@ -1,0 +1,67 @@
+"""The lag monitor as a `reverser run` component: poll every interval, export metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from pipeline.config import LagSettings, Settings
+from pipeline.lag.metrics import LagMetrics
+from pipeline.lag.monitor import Clock, LagMonitor, wall_clock_ms
+from pipeline.lag.offsets_topic import commit_feed_for
+from pipeline.log.api import Log
+from pipeline.service.component import Component
+
+__all__ = ["LagComponent", "build"]
+
+logger = logging.getLogger(__name__)
+
+
+class LagComponent:
+    """Runs `LagMonitor.poll` every `poll_interval_s` until stopped; ready after one good poll."""
+
+    name = "lag-monitor"
+
+    def __init__(self, log: Log, settings: LagSettings, *, clock: Clock = wall_clock_ms) -> None:
+        self._settings = settings
+        self.monitor = LagMonitor(log, settings, clock=clock, commit_feed=commit_feed_for(log))
+        self.metrics = LagMetrics(kafka_lag_exporter_names=settings.kafka_lag_exporter_names)
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ready = False
+        self.polls = 0
+
+    async def start(self) -> None:
+        self._stop.clear()
+        self._task = asyncio.create_task(self._run(), name="lag-monitor")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.monitor.close()
+        self.metrics.clear()
+
+    def ready(self) -> bool:
+        return self._ready
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            snapshot = await self.monitor.poll()
+            self.metrics.export(snapshot)
+            self.polls += 1
+            if not snapshot.stale:
+                self._ready = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._settings.poll_interval_s)
+
+
+def build(settings: Settings, log: Log) -> Component | None:
+    """The component factory named in `COMPONENT_FACTORIES`; None when `lag.enabled` is false."""
+    if not settings.lag.enabled:
+        return None
+    return LagComponent(log, settings.lag)
