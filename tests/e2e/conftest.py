@@ -1,0 +1,45 @@
+"""Fixtures for the end-to-end tests: a real etcd + kube-apiserver on loopback.
+
+End-to-end tests carry the `e2e` marker and are deselected unless the `-m` expression names `e2e`
+(`make e2e` passes `-m e2e`), so a plain `pytest`/`make test` never waits for a control plane.
+When selected but the binaries were never built, they skip and say how to build them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cluster.controlplane import find_binaries, free_port
+
+SKIP_REASON = (
+    "kube-apiserver/etcd are not built; run `make e2e` or tests/e2e/cluster/build-binaries.sh "
+    "(Go toolchain, Go module proxy; ~10 min cold)"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect e2e tests unless the marker expression asks for them."""
+    if "e2e" in (config.getoption("markexpr") or ""):
+        return
+    selected = [item for item in items if item.get_closest_marker("e2e") is None]
+    if len(selected) == len(items):
+        return
+    config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("e2e")])
+    items[:] = selected
+
+
+@pytest.fixture(scope="session")
+def controlplane_bin_dir() -> Path:
+    """The directory holding etcd and kube-apiserver, or a skip naming how to build them."""
+    directory = find_binaries()
+    if directory is None:
+        pytest.skip(SKIP_REASON)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def audit_port() -> int:
+    """The loopback port the module's audit webhook endpoint listens on."""
+    return free_port()

@@ -1,0 +1,85 @@
+"""Failure paths of the control-plane harness, which need no real binaries.
+
+A control plane that cannot start must fail fast with the failing process's own words, and leave
+nothing running; these run in the ordinary `make test` (no `e2e` marker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cluster import controlplane
+from tests.e2e.cluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneState
+
+
+def _fake_binary(directory: Path, name: str, script: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_a_process_that_dies_at_start_fails_with_its_log_tail(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_binary(bin_dir, "etcd", 'echo "etcd: cannot listen: address in use" >&2\nexit 3\n')
+    _fake_binary(bin_dir, "kube-apiserver", "exit 0\n")
+    plane = ControlPlane(tmp_path / "work", bin_dir, "https://127.0.0.1:1/audit-webhook/r")
+
+    with pytest.raises(ControlPlaneError, match="etcd exited with 3") as failure:
+        plane.start()
+
+    assert "cannot listen: address in use" in str(failure.value)
+    assert not (tmp_path / "work" / "state.json").exists()
+
+
+def test_a_process_that_never_gets_ready_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # Runs but never serves /health: the harness must give up and kill it, not leave it behind.
+    _fake_binary(bin_dir, "etcd", f"echo $$ > {tmp_path}/etcd.pid\nexec sleep 300\n")
+    monkeypatch.setattr(controlplane, "READY_TIMEOUT_S", 1.0)
+    plane = ControlPlane(tmp_path / "work", bin_dir)
+
+    with pytest.raises(ControlPlaneError, match="etcd not ready after"):
+        plane.start()
+
+    pid = int((tmp_path / "etcd.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_pki_gives_the_admin_system_masters_and_keeps_keys_private(tmp_path: Path) -> None:
+    plane = ControlPlane(tmp_path / "work", tmp_path)
+    subject = subprocess.run(
+        ["openssl", "x509", "-noout", "-subject", "-in", str(plane.pki.admin_cert)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "O = system:masters" in subject
+    for key in (plane.pki.admin_key, plane.pki.apiserver_key, plane.pki.sa_signing_key):
+        assert key.stat().st_mode & 0o077 == 0
+
+
+def test_stop_without_state_reports_nothing_to_stop(tmp_path: Path) -> None:
+    assert controlplane.main(["stop", "--workdir", str(tmp_path)]) == 1
+
+
+def test_state_round_trips_through_the_workdir(tmp_path: Path) -> None:
+    state = ControlPlaneState(1, 2, "http://127.0.0.1:3", "https://127.0.0.1:4", "/k", None)
+    state.save(tmp_path)
+    assert json.loads((tmp_path / "state.json").read_text())["apiserver_pid"] == 2
+    assert ControlPlaneState.load(tmp_path) == state
+
+
+def test_build_script_names_a_cache_dir_per_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("REVERSER_E2E_CACHE", str(tmp_path))
+    monkeypatch.setenv("KUBE_VERSION", "v1.99.0")
+    monkeypatch.delenv("REVERSER_E2E_BIN_DIR", raising=False)
+    assert controlplane.binaries_dir() == tmp_path / "bin" / "kube-v1.99.0"
+    assert controlplane.find_binaries() is None
