@@ -12,6 +12,7 @@ from collections.abc import Sequence
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.service.cli",
     "pipeline.log.cli",
+    "pipeline.lag.cli",
 )
 
 

@@ -19,7 +19,9 @@ from pipeline.service.component import Component, ComponentFactory
 log = logging.getLogger(__name__)
 
 # "module:function" of every stage factory, in start order (stopped in reverse).
-COMPONENT_FACTORIES: tuple[str, ...] = ()
+COMPONENT_FACTORIES: tuple[str, ...] = (
+    "pipeline.lag.component:build",
+)
 
 
 def split_addr(addr: str) -> tuple[str, int]:
