@@ -125,4 +125,3 @@ class AuditReceiver:
                 ReceivedBatch(request.match_info["route"], _client_cn(request), status, body)
             )
         return web.Response(status=status, text="recorded\n" if status == 200 else "unavailable\n")
-

@@ -48,27 +48,24 @@ async def grant_cluster_admin(kubeconfig: Path) -> None:
         }
         if FINALIZER_SA_NAME not in sa_names:
             await core.create_namespaced_service_account(
-                FINALIZER_SA_NAMESPACE, {"metadata": {"name": FINALIZER_SA_NAME}}
+                FINALIZER_SA_NAMESPACE,
+                client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=FINALIZER_SA_NAME)),
             )
         bindings = {b.metadata.name for b in (await rbac.list_cluster_role_binding()).items}
         if BINDING_NAME in bindings:
             return
         await rbac.create_cluster_role_binding(
-            {
-                "metadata": {"name": BINDING_NAME},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ALICE},
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": BOB},
-                    {
-                        "kind": "ServiceAccount",
-                        "name": FINALIZER_SA_NAME,
-                        "namespace": FINALIZER_SA_NAMESPACE,
-                    },
+            client.V1ClusterRoleBinding(
+                metadata=client.V1ObjectMeta(name=BINDING_NAME),
+                role_ref=client.V1RoleRef(
+                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
+                ),
+                subjects=[
+                    client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name=ALICE),
+                    client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name=BOB),
+                    client.RbacV1Subject(
+                        kind="ServiceAccount", name=FINALIZER_SA_NAME, namespace=FINALIZER_SA_NAMESPACE
+                    ),
                 ],
-            }
+            )
         )

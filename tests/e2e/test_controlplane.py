@@ -78,7 +78,7 @@ async def _ensure_namespace(kubeconfig: Path) -> None:
     async with kube_client(kubeconfig, ALICE) as api:
         core = client.CoreV1Api(api)
         try:
-            await core.create_namespace({"metadata": {"name": NAMESPACE}})
+            await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -90,7 +90,7 @@ async def test_impersonated_writes_reach_the_webhook_attributed_to_the_actor(
     await _ensure_namespace(plane.kubeconfig)
     async with kube_client(plane.kubeconfig, ALICE) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(
-            NAMESPACE, {"metadata": {"name": "cm-1"}, "data": {"k": "v1"}}
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm-1"), data={"k": "v1"})
         )
         await client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE)
     async with kube_client(plane.kubeconfig, BOB) as api:
@@ -129,7 +129,7 @@ async def test_a_batch_answered_5xx_is_posted_again(plane: ControlPlane, receive
     receiver.fail_next(1)
     async with kube_client(plane.kubeconfig, ALICE) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(
-            NAMESPACE, {"metadata": {"name": "retry-me"}, "data": {"k": "v"}}
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="retry-me"), data={"k": "v"})
         )
 
     accepted = await asyncio.to_thread(receiver.wait_for, _is("create", "retry-me", ALICE), WAIT_S)
