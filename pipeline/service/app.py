@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 # "module:function" of every stage factory, in start order (stopped in reverse).
 COMPONENT_FACTORIES: tuple[str, ...] = (
     "pipeline.lag.component:build",
+    "pipeline.audit.component:build",
 )
 
 

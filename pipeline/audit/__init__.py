@@ -1,0 +1,1 @@
+"""The audit webhook ingress: kube-apiserver audit EventLists in, author-fact batches on the log out."""

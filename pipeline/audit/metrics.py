@@ -1,0 +1,72 @@
+"""Prometheus metrics of the audit webhook ingress (`reverser_audit_*`).
+
+The `route` label carries only declared route names (anything else is `-`), so a client posting
+to random paths cannot blow up the label cardinality.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+__all__ = [
+    "BATCH_EVENTS",
+    "COLLECTION_WITHOUT_UIDSET",
+    "EVENTS",
+    "FACTS_PUBLISHED",
+    "OVERSIZED_FACTS",
+    "RECEIVED_BYTES",
+    "RECORDS_PUBLISHED",
+    "REQUESTS",
+    "REQUEST_SECONDS",
+    "UNDECLARED_ROUTE",
+]
+
+UNDECLARED_ROUTE = "-"
+
+REQUESTS = Counter(
+    "reverser_audit_requests_total",
+    "Audit webhook requests answered, by route and HTTP status code.",
+    ["route", "code"],
+)
+EVENTS = Counter(
+    "reverser_audit_events_total",
+    "Audit events, each counted once with its outcome reason and category.",
+    ["route", "reason", "category"],
+)
+FACTS_PUBLISHED = Counter(
+    "reverser_audit_facts_published_total",
+    "Author facts acknowledged by the log.",
+    ["route"],
+)
+RECORDS_PUBLISHED = Counter(
+    "reverser_audit_records_published_total",
+    "fact_batch records acknowledged by the log (one per group/resource per request, more when split).",
+    ["route"],
+)
+REQUEST_SECONDS = Histogram(
+    "reverser_audit_request_duration_seconds",
+    "Time from receiving a request's headers to answering it, by route.",
+    ["route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0),
+)
+BATCH_EVENTS = Histogram(
+    "reverser_audit_batch_events",
+    "Events per decoded EventList, by route.",
+    ["route"],
+    buckets=(0, 1, 5, 10, 25, 50, 100, 200, 400, 800, 1600, 5000),
+)
+RECEIVED_BYTES = Counter(
+    "reverser_audit_received_bytes_total",
+    "Request body bytes read, by route.",
+    ["route"],
+)
+COLLECTION_WITHOUT_UIDSET = Counter(
+    "reverser_audit_collection_without_uidset_total",
+    "deletecollection facts whose list response gave no uid set (uid_cap: too many items; no_uids: none).",
+    ["reason"],
+)
+OVERSIZED_FACTS = Counter(
+    "reverser_audit_oversized_facts_total",
+    "Facts too large for one record: uid set dropped (uids_dropped) or fact dropped (dropped).",
+    ["action"],
+)

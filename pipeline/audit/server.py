@@ -1,0 +1,275 @@
+"""The audit webhook HTTP server: `POST /audit-webhook/<route>` with an `audit.k8s.io/v1` EventList.
+
+Every accepted mutating event becomes at most one author fact; the facts of one request are
+grouped per (route, group/resource) and appended with one `append_many`. The answer is 200 only
+after the log acknowledged every record, so the apiserver (which retries non-2xx) never loses a
+batch; retried batches duplicate facts, which the fact index tolerates. Request bodies are never
+logged: audit events carry Secret data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import Counter
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from pipeline.audit.metrics import (
+    BATCH_EVENTS,
+    COLLECTION_WITHOUT_UIDSET,
+    EVENTS,
+    FACTS_PUBLISHED,
+    RECEIVED_BYTES,
+    RECORDS_PUBLISHED,
+    REQUEST_SECONDS,
+    REQUESTS,
+    UNDECLARED_ROUTE,
+)
+from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.audit.security import (
+    RoutePolicy,
+    authorize,
+    bearer_token,
+    check_listener,
+    load_route_policies,
+    peer_identities,
+    server_ssl_context,
+    watch_certificate,
+)
+from pipeline.config import Settings
+from pipeline.facts.reduce import (
+    QUEUED,
+    WRITE_ERROR,
+    Reduction,
+    category,
+    group_facts,
+    reduce_event,
+)
+from pipeline.log.api import Log, LogError
+from pipeline.log.topics import TopicNames
+from pipeline.service.app import split_addr
+
+__all__ = ["EVENT_LIST_API_VERSION", "FACT_TOO_LARGE", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
+
+log = logging.getLogger(__name__)
+
+PATH_PREFIX = "/audit-webhook"
+EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
+# Outcome of a fact that does not fit in one record even without its uid set (see records.py).
+FACT_TOO_LARGE = "fact_too_large"
+_READ_CHUNK_BYTES = 256 * 1024
+
+
+class RequestRejected(Exception):
+    """Ends a request early with a status and a short reason (never any body content)."""
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers or {}
+
+
+class AuditIngress:
+    """The `reverser run` component serving the audit webhook."""
+
+    name = "audit-ingress"
+
+    def __init__(self, settings: Settings, log_: Log) -> None:
+        self._audit = settings.audit
+        self._log = log_
+        self._topic = TopicNames.for_prefix(settings.log.topic_prefix).audit_facts
+        self._max_payload_bytes = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
+        self._host, self._port = split_addr(self._audit.addr)
+        check_listener(self._audit, self._host)
+        self._routes: dict[str, RoutePolicy] = load_route_policies(self._audit.routes)
+        self._ssl = server_ssl_context(self._audit.tls)
+        self._runner: web.AppRunner | None = None
+        self._reloader: asyncio.Task[None] | None = None
+        self.port: int | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._ssl is not None else "http"
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=self._audit.max_body_bytes + 1)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, access_log=None, keepalive_timeout=self._audit.idle_timeout_s, handle_signals=False
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        await site.start()
+        addresses = self._runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self._port
+        if self._ssl is not None:
+            self._reloader = asyncio.create_task(watch_certificate(self._ssl, self._audit.tls))
+        log.info(
+            "audit webhook on %s://%s:%s%s/<route> (routes: %s)",
+            self.scheme,
+            self._host,
+            self.port,
+            PATH_PREFIX,
+            ", ".join(sorted(self._routes)) or "none",
+        )
+
+    async def stop(self) -> None:
+        if self._reloader is not None:
+            self._reloader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloader
+            self._reloader = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def ready(self) -> bool:
+        return self._runner is not None
+
+    # request handling ---------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        route_label = UNDECLARED_ROUTE
+        try:
+            route = self._route_of(request)
+            route_label = route.name
+            status, text = await self._process(request, route)
+            response = web.Response(status=status, text=text + "\n")
+        except RequestRejected as rejected:
+            response = web.Response(
+                status=rejected.status, text=rejected.reason + "\n", headers=rejected.headers
+            )
+            log.debug("audit request rejected: %s %s", rejected.status, rejected.reason)
+        except Exception:
+            # A bug, not bad input: answer 500 so the apiserver retries, log without the body.
+            log.exception("audit request on route %s failed", route_label)
+            response = web.Response(status=500, text="internal error\n")
+        REQUESTS.labels(route_label, str(response.status)).inc()
+        REQUEST_SECONDS.labels(route_label).observe(time.perf_counter() - started)
+        return response
+
+    def _route_of(self, request: web.Request) -> RoutePolicy:
+        """Method, path and route checks, in that order, then the caller's credentials."""
+        path = unquote(request.rel_url.raw_path)
+        if path != PATH_PREFIX and not path.startswith(PATH_PREFIX + "/"):
+            raise RequestRejected(404, "not found: post audit events to /audit-webhook/<route>")
+        if request.method != "POST":
+            raise RequestRejected(405, "method not allowed: use POST", {"Allow": "POST"})
+        if path == PATH_PREFIX:
+            raise RequestRejected(400, "bare endpoint is not enabled; post to /audit-webhook/<route>")
+        name = path[len(PATH_PREFIX) + 1 :]
+        if not name:
+            raise RequestRejected(400, "missing route: post to /audit-webhook/<route>")
+        if "/" in name:
+            raise RequestRejected(400, "the route must be a single path segment: /audit-webhook/<route>")
+        policy = self._routes.get(name)
+        if policy is None:
+            raise RequestRejected(404, "unknown audit route (declare it in audit.routes)")
+        denied = authorize(
+            policy,
+            peer_identities(request.transport.get_extra_info("peercert") if request.transport else None),
+            bearer_token(request.headers.get("Authorization")),
+        )
+        if denied is not None:
+            headers = {"WWW-Authenticate": "Bearer"} if denied.status == 401 and policy.tokens else None
+            raise RequestRejected(denied.status, denied.reason, headers)
+        return policy
+
+    async def _read_body(self, request: web.Request, route: str) -> bytes:
+        """The whole body, refusing anything over the limit before or while reading it."""
+        limit = self._audit.max_body_bytes
+        too_large = f"request body too large: max {limit} bytes"
+        if request.content_length is not None and request.content_length > limit:
+            raise RequestRejected(413, too_large)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self._audit.read_timeout_s):
+                while True:
+                    chunk = await request.content.read(_READ_CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > limit:
+                        RECEIVED_BYTES.labels(route).inc(size)
+                        raise RequestRejected(413, too_large)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise RequestRejected(408, "timed out reading the request body") from None
+        RECEIVED_BYTES.labels(route).inc(size)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    def _decode(body: bytes) -> list[Any]:
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError):
+            # The message names a position, never content; still, keep it short and generic.
+            raise RequestRejected(400, "invalid audit event list: body is not valid JSON") from None
+        if not isinstance(document, dict):
+            raise RequestRejected(400, "invalid audit event list: expected a JSON object")
+        if document.get("kind") != "EventList":
+            raise RequestRejected(400, "invalid audit event list: kind must be EventList")
+        if document.get("apiVersion") != EVENT_LIST_API_VERSION:
+            raise RequestRejected(
+                400, f"invalid audit event list: apiVersion must be {EVENT_LIST_API_VERSION}"
+            )
+        items = document.get("items")
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            raise RequestRejected(400, "invalid audit event list: items must be a list")
+        return items
+
+    async def _process(self, request: web.Request, route: RoutePolicy) -> tuple[int, str]:
+        body = await self._read_body(request, route.name)
+        items = self._decode(body)
+        BATCH_EVENTS.labels(route.name).observe(len(items))
+        uid_cap = self._audit.collection_uid_cap
+        reductions: list[Reduction] = [reduce_event(item, uid_cap=uid_cap) for item in items]
+        outcomes: Counter[str] = Counter()
+        for reduction in reductions:
+            if reduction.fact is None:
+                outcomes[reduction.reason] += 1
+            elif reduction.uidset_reason is not None:
+                COLLECTION_WITHOUT_UIDSET.labels(reduction.uidset_reason).inc()
+        batches = group_facts(route.name, reductions)
+        fact_count = sum(len(batch.facts) for batch in batches)
+        failure: str | None = None
+        published = 0
+        if batches:
+            built = build_records(batches, self._max_payload_bytes)
+            too_large = {id(fact) for fact in built.dropped}
+            if too_large:
+                outcomes[FACT_TOO_LARGE] += len(too_large)
+                fact_count -= len(too_large)
+            try:
+                if built.records:
+                    await self._log.append_many(self._topic, built.records)
+            except LogError as exc:
+                failure = f"audit facts not stored, retry: {type(exc).__name__}: {exc}"
+                log.warning(
+                    "route %s: appending %d fact records failed: %s", route.name, len(built.records), exc
+                )
+            else:
+                published = fact_count
+                RECORDS_PUBLISHED.labels(route.name).inc(len(built.records))
+                FACTS_PUBLISHED.labels(route.name).inc(fact_count)
+            outcomes[WRITE_ERROR if failure else QUEUED] += fact_count
+        self._count(route.name, outcomes)
+        if failure is not None:
+            return 503, failure
+        return 200, f"audit events processed: {len(items)} events, {published} facts"
+
+    @staticmethod
+    def _count(route: str, outcomes: Counter[str]) -> None:
+        for reason, count in outcomes.items():
+            EVENTS.labels(route, reason, category(reason)).inc(count)
