@@ -20,7 +20,7 @@ from pipeline.lag.snapshot import GroupLag, LagSnapshot, PartitionLag
 from pipeline.lag.status import CommitWindow, group_status
 from pipeline.log.api import Log, LogError, TopicNotFoundError, TopicPartition
 
-__all__ = ["Clock", "Commit", "CommitFeed", "LagMonitor", "wall_clock_ms"]
+__all__ = ["Clock", "Commit", "CommitFeed", "LagMonitor", "offset_lag", "wall_clock_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,15 @@ GROUP_FETCH_CONCURRENCY = 8
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def offset_lag(committed: int, start: int, end: int) -> tuple[int, int]:
+    """(records not yet consumed, records lost to retention) for one partition; neither negative.
+
+    A committed offset beyond log-end (the topic was recreated, or a tool committed ahead) is
+    caught up, not negative lag; one below log-start lost the records retention deleted.
+    """
+    return max(0, end - committed), max(0, min(start, end) - committed)
 
 
 class Commit(NamedTuple):
@@ -219,7 +228,7 @@ class LagMonitor:
                 continue
             offset = committed[tp]
             start = starts.get(tp, 0)
-            lag = max(0, end - offset)
+            lag, lost = offset_lag(offset, start, end)
             window = self._window(group, tp)
             if window.last_offset != offset and (self._feed is None or not len(window)):
                 window.add(offset, lag, now_ms, self._min_distance_ms)
@@ -232,7 +241,7 @@ class LagMonitor:
                     start=start,
                     end=end,
                     lag=lag,
-                    lost=max(0, start - offset),
+                    lost=lost,
                     lag_seconds=lag_seconds,
                     status=window.status(lag, now_ms),
                 )

@@ -1,0 +1,162 @@
+"""Burrow's rules, their order, the group roll-up and the commit window, as pure functions."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.lag.status import CommitWindow, Status, group_status, partition_status
+
+S = 1000  # one "poll interval" of these tests, in ms
+
+
+def window(*points: tuple[int, int, int]) -> tuple[list[int], list[int], list[int]]:
+    """(offset, lag, time) points into the three sequences `partition_status` takes."""
+    return [p[0] for p in points], [p[1] for p in points], [p[2] for p in points]
+
+
+def test_empty_window_is_ok() -> None:
+    assert partition_status([], [], [], current_lag=50, now_ms=10 * S) is Status.OK
+
+
+def test_caught_up_idle_partition_is_ok_however_old_the_last_commit() -> None:
+    offsets, lags, times = window((10, 0, 0), (10, 0, S))
+    assert partition_status(offsets, lags, times, current_lag=0, now_ms=3600 * S) is Status.OK
+
+
+def test_no_commit_for_longer_than_the_window_spans_is_stop() -> None:
+    offsets, lags, times = window((10, 5, 0), (12, 6, 2 * S))
+    assert partition_status(offsets, lags, times, current_lag=6, now_ms=4 * S) is Status.WARN
+    assert partition_status(offsets, lags, times, current_lag=6, now_ms=5 * S) is Status.STOP
+
+
+def test_stop_is_checked_before_rewind() -> None:
+    offsets, lags, times = window((10, 5, 0), (4, 11, S))
+    assert partition_status(offsets, lags, times, current_lag=11, now_ms=S) is Status.REWIND
+    assert partition_status(offsets, lags, times, current_lag=11, now_ms=3 * S) is Status.STOP
+
+
+def test_offset_going_backwards_is_rewind_even_if_lag_touched_zero() -> None:
+    offsets, lags, times = window((10, 0, 0), (12, 0, S), (3, 9, 2 * S))
+    assert partition_status(offsets, lags, times, current_lag=9, now_ms=2 * S) is Status.REWIND
+
+
+def test_lag_zero_somewhere_in_the_window_is_ok() -> None:
+    offsets, lags, times = window((10, 0, 0), (10, 4, S), (10, 8, 2 * S))
+    assert partition_status(offsets, lags, times, current_lag=8, now_ms=2 * S) is Status.OK
+
+
+def test_same_offset_committed_while_lagging_is_stall() -> None:
+    offsets, lags, times = window((10, 2, 0), (10, 4, S), (10, 8, 2 * S))
+    assert partition_status(offsets, lags, times, current_lag=8, now_ms=2 * S) is Status.STALL
+
+
+def test_advancing_offsets_with_lag_never_shrinking_is_warn() -> None:
+    offsets, lags, times = window((10, 2, 0), (12, 4, S), (14, 4, 2 * S), (16, 7, 3 * S))
+    assert partition_status(offsets, lags, times, current_lag=7, now_ms=3 * S) is Status.WARN
+
+
+def test_advancing_offsets_with_lag_shrinking_somewhere_is_ok() -> None:
+    offsets, lags, times = window((10, 2, 0), (12, 4, S), (14, 3, 2 * S), (16, 7, 3 * S))
+    assert partition_status(offsets, lags, times, current_lag=7, now_ms=3 * S) is Status.OK
+
+
+def test_a_single_recent_commit_carries_no_evidence() -> None:
+    assert partition_status([10], [4], [S], current_lag=4, now_ms=S) is Status.OK
+
+
+def test_group_status_is_the_worst_partition_with_errors_as_err() -> None:
+    assert group_status([]) is Status.OK
+    assert group_status([Status.OK, Status.WARN, Status.OK]) is Status.WARN
+    for error in (Status.STOP, Status.STALL, Status.REWIND):
+        assert group_status([Status.OK, error, Status.WARN]) is Status.ERR
+
+
+def test_window_keeps_the_last_n_commits() -> None:
+    w = CommitWindow(3)
+    for i in range(5):
+        w.add(offset=10 + i, lag=1, commit_ms=i * S, min_distance_ms=S)
+    assert w.offsets() == [12, 13, 14]
+    assert w.last_commit_ms == 4 * S
+
+
+def test_commits_closer_than_min_distance_share_a_slot() -> None:
+    w = CommitWindow(10)
+    w.add(offset=10, lag=3, commit_ms=0, min_distance_ms=S)
+    w.add(offset=11, lag=2, commit_ms=S // 2, min_distance_ms=S)
+    w.add(offset=12, lag=1, commit_ms=S - 1, min_distance_ms=S)
+    assert w.offsets() == [12]
+    assert w.last_commit_ms == S - 1
+    w.add(offset=13, lag=1, commit_ms=S, min_distance_ms=S)
+    assert w.offsets() == [12, 13]
+
+
+points = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=12,
+).map(lambda ps: sorted(ps, key=lambda p: p[2]))
+
+
+@given(points, st.integers(0, 20_000))
+def test_no_lag_now_is_always_ok(ps: list[tuple[int, int, int]], extra_ms: int) -> None:
+    offsets, lags, times = window(*ps)
+    assert partition_status(offsets, lags, times, 0, times[-1] + extra_ms) is Status.OK
+
+
+@given(points, st.integers(1, 1000), st.integers(0, 20_000))
+def test_rules_apply_in_burrows_order(
+    ps: list[tuple[int, int, int]], current_lag: int, extra_ms: int
+) -> None:
+    offsets, lags, times = window(*ps)
+    now_ms = times[-1] + extra_ms
+    status = partition_status(offsets, lags, times, current_lag, now_ms)
+    stopped = now_ms - times[-1] > times[-1] - times[0]
+    rewound = any(b < a for a, b in itertools.pairwise(offsets))
+    touched_zero = 0 in lags
+    if stopped:
+        assert status is Status.STOP
+    elif rewound:
+        assert status is Status.REWIND
+    elif touched_zero or len(ps) < 2:
+        assert status is Status.OK
+    elif len(set(offsets)) == 1:
+        assert status is Status.STALL
+    elif all(b >= a for a, b in itertools.pairwise(lags)):
+        assert status is Status.WARN
+    else:
+        assert status is Status.OK
+
+
+@given(points, st.integers(1, 1000))
+def test_a_commit_seen_now_is_never_stop(ps: list[tuple[int, int, int]], current_lag: int) -> None:
+    offsets, lags, times = window(*ps)
+    assert partition_status(offsets, lags, times, current_lag, times[-1]) is not Status.STOP
+
+
+@given(st.lists(st.sampled_from(list(Status)), max_size=20))
+def test_group_is_err_exactly_when_a_partition_has_an_error(statuses: list[Status]) -> None:
+    result = group_status(statuses)
+    assert result in (Status.OK, Status.WARN, Status.ERR)
+    assert (result is Status.ERR) == any(s.is_error for s in statuses)
+    assert (result is Status.WARN) == (
+        Status.WARN in statuses and not any(s.is_error for s in statuses)
+    )
+
+
+@given(
+    st.integers(1, 10),
+    st.lists(st.tuples(st.integers(0, 100), st.integers(0, 5 * S)), max_size=40),
+)
+def test_window_is_bounded_and_time_ordered(size: int, commits: list[tuple[int, int]]) -> None:
+    w = CommitWindow(size)
+    now = 0
+    for offset, step in commits:
+        now += step
+        w.add(offset, 0, now, S)
+    assert len(w) <= size
+    if commits:
+        assert w.last_offset == commits[-1][0]
+        assert w.last_commit_ms == now
