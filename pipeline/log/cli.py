@@ -1,0 +1,187 @@
+"""`reverser topics create|check`: create the pipeline's topics, or report how they drifted.
+
+Operators run `check` before an upgrade or from CI; it exits non-zero when a topic is missing or a
+partition count or topic configuration differs from what `pipeline.log.topics.topic_specs` needs,
+so a broker someone tuned by hand cannot silently break retention or ordering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from pipeline.config import Settings
+from pipeline.log import Log, LogError, TopicDescription, TopicSpec, open_log
+from pipeline.log.topics import topic_specs
+from pipeline.service.cli import add_config_argument, settings_from_args
+
+__all__ = [
+    "EXIT_DRIFT",
+    "EXIT_LOG_ERROR",
+    "CheckReport",
+    "CreateReport",
+    "Drift",
+    "TopicAction",
+    "check_topics",
+    "create_topics",
+    "find_drift",
+    "register",
+]
+
+EXIT_DRIFT = 1
+EXIT_LOG_ERROR = 3
+MISSING = "(missing)"
+UNSET = "(unset)"
+
+
+class TopicAction(BaseModel):
+    """What `create` did to one topic."""
+
+    topic: str
+    action: Literal["created", "exists"]
+    partitions: int
+    configs: dict[str, str]
+
+
+class CreateReport(BaseModel):
+    backend: str
+    topics: list[TopicAction]
+
+
+class Drift(BaseModel):
+    """One setting of one topic that differs from what the pipeline needs."""
+
+    topic: str
+    setting: str
+    expected: str
+    actual: str
+
+
+class CheckReport(BaseModel):
+    backend: str
+    checked: list[str]
+    drift: list[Drift]
+
+    @property
+    def ok(self) -> bool:
+        return not self.drift
+
+
+def find_drift(spec: TopicSpec, description: TopicDescription | None) -> list[Drift]:
+    """Every difference between a topic's required spec and what the log reports about it."""
+    if description is None:
+        return [Drift(topic=spec.name, setting="topic", expected="present", actual=MISSING)]
+    drift = []
+    if description.partitions != spec.partitions:
+        drift.append(
+            Drift(
+                topic=spec.name,
+                setting="partitions",
+                expected=str(spec.partitions),
+                actual=str(description.partitions),
+            )
+        )
+    for name, expected in spec.configs().items():
+        actual = description.configs.get(name)
+        if actual != expected:
+            drift.append(Drift(topic=spec.name, setting=name, expected=expected, actual=actual or UNSET))
+    return drift
+
+
+async def create_topics(log: Log, specs: Sequence[TopicSpec]) -> CreateReport:
+    created = set(await log.create_topics(specs))
+    return CreateReport(
+        backend=log.kind,
+        topics=[
+            TopicAction(
+                topic=spec.name,
+                action="created" if spec.name in created else "exists",
+                partitions=spec.partitions,
+                configs=spec.configs(),
+            )
+            for spec in specs
+        ],
+    )
+
+
+async def check_topics(log: Log, specs: Sequence[TopicSpec]) -> CheckReport:
+    described = await log.describe_topics([spec.name for spec in specs])
+    drift = [item for spec in specs for item in find_drift(spec, described.get(spec.name))]
+    return CheckReport(backend=log.kind, checked=[spec.name for spec in specs], drift=drift)
+
+
+async def _with_log(settings: Settings, action: str) -> CreateReport | CheckReport:
+    log = open_log(settings)
+    await log.start()
+    try:
+        specs = topic_specs(settings)
+        if action == "create":
+            return await create_topics(log, specs)
+        return await check_topics(log, specs)
+    finally:
+        await log.close()
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def render(report: CreateReport | CheckReport, output: str) -> str:
+    """The report as an aligned table (one line per topic or per drifted setting) or as JSON."""
+    if output == "json":
+        data = report.model_dump()
+        if isinstance(report, CheckReport):
+            data["ok"] = report.ok
+        return json.dumps(data, indent=2, sort_keys=True)
+    if isinstance(report, CreateReport):
+        rows = [("TOPIC", "ACTION", "PARTITIONS", "CONFIGS")]
+        rows += [
+            (
+                t.topic,
+                t.action,
+                str(t.partitions),
+                ",".join(f"{k}={v}" for k, v in sorted(t.configs.items())),
+            )
+            for t in report.topics
+        ]
+        return _table(rows)
+    if report.ok:
+        return f"ok: {len(report.checked)} topics match their required configuration ({report.backend} log)"
+    rows = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL")]
+    rows += [(d.topic, d.setting, d.expected, d.actual) for d in report.drift]
+    return _table(rows)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("topics", help="create or verify the pipeline's topics")
+    actions = parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
+    for name, help_text in (
+        ("create", "create missing topics with the configuration the pipeline needs"),
+        ("check", f"report configuration drift; exits {EXIT_DRIFT} when any topic drifted"),
+    ):
+        sub = actions.add_parser(name, help=help_text)
+        add_config_argument(sub)
+        sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+        sub.set_defaults(func=_run, topics_action=name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    try:
+        report = asyncio.run(_with_log(settings, args.topics_action))
+    except LogError as exc:
+        print(f"reverser topics {args.topics_action}: {exc}", file=sys.stderr)
+        return EXIT_LOG_ERROR
+    print(render(report, args.output))
+    if isinstance(report, CheckReport) and not report.ok:
+        return EXIT_DRIFT
+    return 0

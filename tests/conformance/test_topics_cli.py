@@ -1,0 +1,147 @@
+"""`reverser topics create|check` on both backends, with drift made on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.config import Settings
+from pipeline.log import open_log
+from pipeline.log.cli import EXIT_DRIFT, EXIT_LOG_ERROR
+from pipeline.log.topics import TopicNames, topic_specs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(settings: Settings, tmp_path: Path) -> Path:
+    path = tmp_path / "reverser.yaml"
+    path.write_text(yaml.safe_dump(settings.model_dump(mode="json")), encoding="utf-8")
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def make_drift(settings: Settings) -> None:
+    """Create two topics wrongly: audit facts with too few partitions, cursors not compacted."""
+    specs = {spec.name: spec for spec in topic_specs(settings)}
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    wrong = [
+        replace(specs[names.audit_facts], partitions=2),
+        replace(specs[names.watch_cursors], cleanup_policy="delete", retention_ms=3_600_000),
+    ]
+
+    async def create() -> None:
+        log = open_log(settings)
+        await log.start()
+        try:
+            await log.create_topics(wrong)
+        finally:
+            await log.close()
+
+    asyncio.run(create())
+
+
+def test_check_reports_drift_and_create_fills_in_missing_topics(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(write_config(settings, tmp_path))
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    make_drift(settings)
+
+    code, out = run_cli(capsys, "topics", "check", "--config", config, "--output", "json")
+    assert code == EXIT_DRIFT
+    report = json.loads(out)
+    assert report["ok"] is False
+    drift = {(d["topic"], d["setting"]): (d["expected"], d["actual"]) for d in report["drift"]}
+    assert drift[(names.audit_facts, "partitions")] == ("6", "2")
+    assert drift[(names.watch_cursors, "cleanup.policy")] == ("compact", "delete")
+    for missing in (names.watch_events, names.branch_work, names.dead_letter):
+        assert drift[(missing, "topic")] == ("present", "(missing)")
+    assert (names.audit_facts, "retention.ms") not in drift
+
+    code, out = run_cli(capsys, "topics", "create", "--config", config)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["TOPIC", "ACTION", "PARTITIONS", "CONFIGS"]
+    actions = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    assert actions == {
+        names.audit_facts: "exists",
+        names.watch_events: "created",
+        names.watch_cursors: "exists",
+        names.branch_work: "created",
+        names.dead_letter: "created",
+    }
+
+    code, out = run_cli(capsys, "topics", "check", "--config", config)
+    assert code == EXIT_DRIFT
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["TOPIC", "SETTING", "EXPECTED", "ACTUAL"]
+    assert [names.audit_facts, "partitions", "6", "2"] in rows
+    assert [names.watch_cursors, "cleanup.policy", "compact", "delete"] in rows
+    assert not any(row[1] == "topic" for row in rows[1:])
+
+
+def test_create_then_check_is_clean(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(write_config(settings, tmp_path))
+    code, out = run_cli(capsys, "topics", "create", "--config", config, "--output", "json")
+    assert code == 0
+    created = json.loads(out)
+    assert created["backend"] == settings.log.effective_backend
+    assert {t["action"] for t in created["topics"]} == {"created"}
+
+    code, out = run_cli(capsys, "topics", "create", "--config", config, "--output", "json")
+    assert code == 0
+    assert {t["action"] for t in json.loads(out)["topics"]} == {"exists"}
+
+    code, out = run_cli(capsys, "topics", "check", "--config", config)
+    assert code == 0
+    assert out.startswith("ok: 5 topics match")
+
+
+@pytest.mark.parametrize("backend", ["embedded"], indirect=True)
+async def test_check_exits_with_a_clear_error_when_the_log_is_in_use(
+    settings: Settings, tmp_path: Path
+) -> None:
+    config = write_config(settings, tmp_path)
+    log = open_log(settings)
+    await log.start()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "topics",
+            "check",
+            "--config",
+            str(config),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO_ROOT,
+        )
+        _, stderr = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        await log.close()
+    assert process.returncode == EXIT_LOG_ERROR
+    assert "reverser topics check: embedded log at" in stderr.decode()
+    assert "supports one replica" in stderr.decode()
+
+
+def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("log:\n  topics:\n    audit_facts_partitions: 0\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exited:
+        main(["topics", "check", "--config", str(config)])
+    assert exited.value.code == 2
+    assert "log.topics.audit_facts_partitions" in capsys.readouterr().err
