@@ -1,0 +1,948 @@
+"""The log seam on Apache Kafka or Redpanda, through aiokafka.
+
+Producing is idempotent with `acks=all`, keyed records are placed by Java-compatible murmur2
+(`pipeline.log.partitioner`), so both backends agree on a key's partition. Readers run with
+`auto_offset_reset="none"`: a position below log-start surfaces as a `Gap`, never as a silent
+reset. Every aiokafka exception is translated into the seam's typed errors; transient failures
+are retried a bounded number of times with exponential backoff before `LogUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka import errors as kafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.protocol.admin import DeleteGroupsRequest
+from prometheus_client import Counter
+
+from pipeline.config import LogSettings, TlsSettings
+from pipeline.log.api import (
+    AppendResult,
+    Fetched,
+    Gap,
+    GroupConsumer,
+    Headers,
+    Log,
+    LogError,
+    LogUnavailableError,
+    PendingRecord,
+    Reader,
+    RebalanceListener,
+    Record,
+    RecordTooLargeError,
+    TopicDescription,
+    TopicNotFoundError,
+    TopicPartition,
+    TopicSpec,
+)
+from pipeline.log.partitioner import murmur2_partition
+
+__all__ = ["KafkaLog"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ERRORS = Counter(
+    "reverser_log_kafka_errors",
+    "Failed log operations on Kafka, by the typed error the caller got.",
+    ["kind"],
+)
+RETRIES = Counter(
+    "reverser_log_kafka_retries",
+    "Retries of Kafka operations after a transient failure, by operation.",
+    ["operation"],
+)
+APPENDED_RECORDS = Counter("reverser_log_kafka_appended_records", "Records acknowledged by Kafka.")
+APPENDED_BYTES = Counter(
+    "reverser_log_kafka_appended_bytes", "Key, value and header bytes of records acknowledged by Kafka."
+)
+GAP_RECORDS = Counter(
+    "reverser_log_kafka_gap_records",
+    "Records deleted by retention before a reader reached them (reported as gaps).",
+)
+PRODUCER_RESETS = Counter(
+    "reverser_log_kafka_producer_resets",
+    "Producers replaced after the broker became unreachable mid-append.",
+)
+
+#: Kafka's per-record overhead on top of key, value and headers (batch header amortised).
+RECORD_OVERHEAD_BYTES = 128
+#: Upper bound for one backoff sleep between retries.
+MAX_BACKOFF_MS = 5_000
+#: How long cached topic metadata (partition count, limits) is trusted before re-reading it.
+TOPIC_METADATA_TTL_S = 60.0
+#: How long `start()` of a group member waits for its first assignment.
+GROUP_JOIN_TIMEOUT_MS = 60_000
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+#: Client-side request size cap; the topic's `max.message.bytes` (checked first) is the real limit.
+PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+_TOO_LARGE = (
+    kafka_errors.MessageSizeTooLargeError,
+    kafka_errors.RecordTooLargeError,
+    kafka_errors.RecordListTooLargeError,
+)
+_GROUP_ID_NOT_FOUND = 69
+_NON_EMPTY_GROUP = 68
+_TOPIC_ALREADY_EXISTS = 36
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Whether retrying later may succeed: connection loss, timeouts, leadership moving."""
+    if isinstance(exc, kafka_errors.KafkaError):
+        return bool(exc.retriable) or isinstance(
+            exc, kafka_errors.KafkaTimeoutError | kafka_errors.KafkaUnavailableError
+        )
+    return isinstance(exc, TimeoutError | ConnectionError)
+
+
+def _translate(exc: BaseException, what: str) -> LogError:
+    """The seam's typed error for an aiokafka (or socket) failure, counted by kind."""
+    if isinstance(exc, LogError):
+        return exc
+    error: LogError
+    if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
+        error = TopicNotFoundError(f"{what}: unknown topic or partition")
+        kind = "topic_not_found"
+    elif isinstance(exc, _TOO_LARGE):
+        error = RecordTooLargeError(f"{what}: record exceeds the size the broker accepts ({exc})")
+        kind = "record_too_large"
+    elif _is_transient(exc):
+        error = LogUnavailableError(f"{what}: Kafka unavailable ({type(exc).__name__}: {exc})")
+        kind = "unavailable"
+    else:
+        error = LogError(f"{what}: {type(exc).__name__}: {exc}")
+        kind = "other"
+    ERRORS.labels(kind).inc()
+    return error
+
+
+def _kafka_tp(tp: TopicPartition) -> KafkaTopicPartition:
+    return KafkaTopicPartition(tp.topic, tp.partition)
+
+
+def _our_tp(tp: KafkaTopicPartition) -> TopicPartition:
+    return TopicPartition(tp.topic, tp.partition)
+
+
+def _record(message: Any) -> Record:
+    headers: Headers = tuple((str(k), bytes(v)) for k, v in (message.headers or ()))
+    return Record(
+        message.topic,
+        message.partition,
+        message.offset,
+        message.timestamp,
+        message.key,
+        message.value,
+        headers,
+    )
+
+
+def _record_bytes(record: PendingRecord) -> int:
+    size = len(record.key or b"") + len(record.value or b"")
+    return size + sum(len(k.encode()) + len(v) for k, v in record.headers)
+
+
+def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
+    """Client TLS from the settings: system CAs unless `ca_file`, mutual TLS when a cert is set."""
+    try:
+        context = ssl.create_default_context(cafile=str(tls.ca_file) if tls.ca_file else None)
+        if tls.cert_file is not None:
+            context.load_cert_chain(
+                str(tls.cert_file), str(tls.key_file) if tls.key_file is not None else None
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise LogError(f"log.tls: cannot load TLS material: {exc}") from exc
+    context.check_hostname = tls.check_hostname
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicMeta:
+    """What appends need to know about a topic, cached for `TOPIC_METADATA_TTL_S`."""
+
+    partitions: int
+    compact: bool
+    max_message_bytes: int
+    read_at: float
+
+
+class _Retrier:
+    """Runs an operation with bounded retries and exponential backoff on transient failures."""
+
+    __slots__ = ("backoff_ms", "retries", "timeout_s")
+
+    def __init__(self, settings: LogSettings) -> None:
+        self.retries = settings.connect_retries
+        self.backoff_ms = settings.retry_backoff_ms
+        self.timeout_s = settings.request_timeout_ms * 1.5 / 1000
+
+    def delay_s(self, attempt: int) -> float:
+        return float(min(self.backoff_ms * (2**attempt), MAX_BACKOFF_MS)) / 1000
+
+    async def run(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        attempt = 0
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    return await call()
+            except LogError:
+                raise
+            except Exception as exc:
+                if not _is_transient(exc) or attempt >= self.retries:
+                    raise _translate(exc, what) from exc
+                log.debug("%s failed (%s), retry %d of %d", what, exc, attempt + 1, self.retries)
+            RETRIES.labels(what.split(" ", 1)[0]).inc()
+            await asyncio.sleep(self.delay_s(attempt))
+            attempt += 1
+
+
+class KafkaLog(Log):
+    """The log on a Kafka-compatible cluster: one producer, one admin client, one offsets client."""
+
+    kind = "kafka"
+
+    def __init__(self, settings: LogSettings) -> None:
+        self._settings = settings
+        self._retrier = _Retrier(settings)
+        self._producer: AIOKafkaProducer | None = None
+        self._producer_broken = False
+        self._producer_lock = asyncio.Lock()
+        self._admin: AIOKafkaAdminClient | None = None
+        self._offsets: AIOKafkaConsumer | None = None
+        self._topics: dict[str, _TopicMeta] = {}
+        self._owners: set[_KafkaReader | _KafkaGroupMember] = set()
+
+    # lifecycle ------------------------------------------------------------------------------
+    def client_options(self) -> dict[str, Any]:
+        """Connection options shared by every aiokafka client this log creates."""
+        settings = self._settings
+        options: dict[str, Any] = {
+            "bootstrap_servers": settings.bootstrap_servers,
+            "client_id": settings.client_id,
+            "request_timeout_ms": settings.request_timeout_ms,
+            "retry_backoff_ms": settings.retry_backoff_ms,
+            "security_protocol": settings.security_protocol,
+        }
+        if settings.security_protocol in ("SSL", "SASL_SSL"):
+            options["ssl_context"] = ssl_context(settings.tls)
+        if settings.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            options["sasl_mechanism"] = settings.sasl.mechanism
+            options["sasl_plain_username"] = settings.sasl.username
+            options["sasl_plain_password"] = settings.sasl.password
+        return options
+
+    async def connect(self, what: str, factory: Callable[[], T], start: Callable[[T], Awaitable[None]]) -> T:
+        """Create and start a client, retrying the bootstrap with backoff; a failed client is closed."""
+
+        async def attempt() -> T:
+            client = factory()
+            try:
+                await start(client)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await _stop_client(client)
+                raise
+            return client
+
+        return await self._retrier.run(what, attempt)
+
+    async def start(self) -> None:
+        if self._producer is not None:
+            return
+        options = self.client_options()
+        self._admin = await self.connect(
+            "connect admin", lambda: AIOKafkaAdminClient(**options), _start_client
+        )
+        try:
+            self._offsets = await self.connect(
+                "connect offsets",
+                lambda: AIOKafkaConsumer(
+                    **options, group_id=None, enable_auto_commit=False, auto_offset_reset="none"
+                ),
+                _start_client,
+            )
+            self._producer = await self.connect("connect producer", self._new_producer, _start_client)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            **self.client_options(),
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=0,
+            max_request_size=PRODUCER_MAX_REQUEST_BYTES,
+        )
+
+    async def close(self) -> None:
+        for owner in list(self._owners):
+            with contextlib.suppress(Exception):
+                await owner.close()
+        self._owners.clear()
+        clients: list[Any] = [self._producer, self._offsets, self._admin]
+        self._producer = self._offsets = self._admin = None
+        for client in clients:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await _stop_client(client)
+
+    def _require(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
+        if self._admin is None or self._offsets is None:
+            raise LogError("the Kafka log is not started; call start() first")
+        return self._admin, self._offsets
+
+    # topics ---------------------------------------------------------------------------------
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
+        admin, _ = self._require()
+        existing = await self.describe_topics([spec.name for spec in specs])
+        missing = [spec for spec in specs if spec.name not in existing]
+        if not missing:
+            return []
+        for spec in missing:
+            if spec.partitions < 1:
+                raise LogError(f"topic {spec.name!r}: partitions must be >= 1")
+        replication = self._settings.topics.replication_factor
+        new_topics = [
+            NewTopic(spec.name, spec.partitions, replication, topic_configs=spec.configs())
+            for spec in missing
+        ]
+        response = await self._retrier.run("create_topics", lambda: admin.create_topics(new_topics))
+        created: list[str] = []
+        for entry in response.topic_errors:
+            name, code = entry[0], entry[1]
+            message = entry[2] if len(entry) > 2 else None
+            if code == 0:
+                created.append(name)
+            elif code != _TOPIC_ALREADY_EXISTS:
+                error = kafka_errors.for_code(code)
+                raise LogError(f"creating topic {name!r} failed: {error.__name__}: {message or ''}".rstrip())
+        await self._await_leaders(created)
+        return created
+
+    async def _await_leaders(self, names: list[str]) -> None:
+        """Wait (bounded) until new topics have a leader for every partition, so appends succeed."""
+        if not names:
+            return
+        admin, _ = self._require()
+        deadline = time.monotonic() + self._settings.request_timeout_ms / 1000
+        pending = list(names)
+        while pending:
+            topics = await self._retrier.run(
+                "describe_topics", functools.partial(admin.describe_topics, list(pending))
+            )
+            ready = {
+                t["topic"]
+                for t in topics
+                if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+            }
+            pending = [name for name in pending if name not in ready]
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                raise LogUnavailableError(f"topics {pending} were created but have no leader yet")
+            await asyncio.sleep(self._retrier.delay_s(0))
+
+    async def _partition_counts(self, names: Sequence[str]) -> dict[str, int]:
+        admin, _ = self._require()
+        if not names:
+            return {}
+        topics = await self._retrier.run("describe_topics", lambda: admin.describe_topics(list(names)))
+        counts: dict[str, int] = {}
+        for topic in topics:
+            if topic["error_code"] == 0:
+                counts[topic["topic"]] = len(topic["partitions"])
+            elif topic["error_code"] != kafka_errors.UnknownTopicOrPartitionError.errno:
+                raise _translate(kafka_errors.for_code(topic["error_code"])(), f"describe {topic['topic']}")
+        return counts
+
+    async def _topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        admin, _ = self._require()
+        if not names:
+            return {}
+        resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        responses = await self._retrier.run("describe_configs", lambda: admin.describe_configs(resources))
+        configs: dict[str, dict[str, str]] = {}
+        for response in responses:
+            for resource in response.resources:
+                code, message, name, entries = resource[0], resource[1], resource[3], resource[4]
+                if code == kafka_errors.UnknownTopicOrPartitionError.errno:
+                    continue
+                if code != 0:
+                    raise LogError(f"describing configs of {name!r} failed: {message}")
+                configs[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
+        return configs
+
+    async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        counts = await self._partition_counts(names)
+        configs = await self._topic_configs(list(counts))
+        return {
+            name: TopicDescription(name, count, configs.get(name, {}))
+            for name, count in counts.items()
+            if name in configs
+        }
+
+    async def partitions_for(self, topic: str) -> int:
+        return (await self._topic_meta(topic, refresh=True)).partitions
+
+    async def _topic_meta(self, topic: str, *, refresh: bool = False) -> _TopicMeta:
+        """Partition count and limits of `topic`; raises TopicNotFoundError."""
+        meta = self._topics.get(topic)
+        now = time.monotonic()
+        if meta is not None and not refresh and now - meta.read_at < TOPIC_METADATA_TTL_S:
+            return meta
+        described = await self.describe_topics([topic])
+        description = described.get(topic)
+        if description is None:
+            self._topics.pop(topic, None)
+            ERRORS.labels("topic_not_found").inc()
+            raise TopicNotFoundError(f"topic {topic!r} does not exist")
+        configs = description.configs
+        meta = _TopicMeta(
+            partitions=description.partitions,
+            compact="compact" in configs.get("cleanup.policy", "delete"),
+            max_message_bytes=int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES)),
+            read_at=now,
+        )
+        self._topics[topic] = meta
+        return meta
+
+    async def _check_partitions(self, tps: Sequence[TopicPartition]) -> None:
+        for topic in sorted({tp.topic for tp in tps}):
+            meta = await self._topic_meta(topic)
+            for tp in tps:
+                if tp.topic == topic and not 0 <= tp.partition < meta.partitions:
+                    meta = await self._topic_meta(topic, refresh=True)
+                    if not 0 <= tp.partition < meta.partitions:
+                        raise TopicNotFoundError(
+                            f"partition {tp} does not exist: topic has {meta.partitions} partitions"
+                        )
+
+    # writing --------------------------------------------------------------------------------
+    async def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+    ) -> AppendResult:
+        results = await self.append_many(topic, [PendingRecord(value, key, headers, partition)])
+        return results[0]
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        self._require()
+        if not records:
+            return []
+        meta = await self._topic_meta(topic)
+        partitions = [self._choose_partition(topic, meta, record) for record in records]
+        producer = await self._ready_producer()
+        futures: list[asyncio.Future[Any]] = []
+        failure: BaseException | None = None
+        try:
+            for record, partition in zip(records, partitions, strict=True):
+                futures.append(
+                    await producer.send(
+                        topic,
+                        record.value,
+                        key=record.key,
+                        partition=partition,
+                        headers=list(record.headers),
+                    )
+                )
+        except Exception as exc:
+            failure = exc
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        if failure is None:
+            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failure is not None:
+            if isinstance(failure, asyncio.CancelledError):
+                raise failure
+            if _is_transient(failure):
+                self._mark_producer_broken(producer)
+            if isinstance(failure, kafka_errors.UnknownTopicOrPartitionError):
+                self._topics.pop(topic, None)
+            raise _translate(failure, f"append to {topic!r}") from failure
+        results: list[AppendResult] = []
+        now_ms = int(time.time() * 1000)
+        for outcome in outcomes:
+            metadata: Any = outcome
+            timestamp = (
+                metadata.timestamp if metadata.timestamp is not None and metadata.timestamp >= 0 else now_ms
+            )
+            results.append(AppendResult(metadata.topic, metadata.partition, metadata.offset, timestamp))
+        APPENDED_RECORDS.inc(len(results))
+        APPENDED_BYTES.inc(sum(_record_bytes(record) for record in records))
+        return results
+
+    @staticmethod
+    def _choose_partition(topic: str, meta: _TopicMeta, record: PendingRecord) -> int | None:
+        """Validate one record and pick its partition (None lets the client spread keyless records)."""
+        size = _record_bytes(record)
+        if size + RECORD_OVERHEAD_BYTES > meta.max_message_bytes:
+            ERRORS.labels("record_too_large").inc()
+            raise RecordTooLargeError(
+                f"record of {size} bytes exceeds max.message.bytes={meta.max_message_bytes} "
+                f"of topic {topic!r}"
+            )
+        if record.key is None and (meta.compact or record.value is None):
+            raise LogError(f"topic {topic!r} cannot accept a record without a key (compacted or tombstone)")
+        if record.partition is not None:
+            if not 0 <= record.partition < meta.partitions:
+                raise LogError(
+                    f"partition {record.partition} does not exist: "
+                    f"topic {topic!r} has {meta.partitions} partitions"
+                )
+            return record.partition
+        if record.key is not None:
+            return murmur2_partition(record.key, meta.partitions)
+        return None
+
+    async def _ready_producer(self) -> AIOKafkaProducer:
+        """The producer, replaced first if an earlier append found the broker unreachable.
+
+        A producer whose batches expired while the broker was down may hold idempotence sequence
+        numbers the broker never saw; a fresh producer (new producer id) continues cleanly.
+        """
+        if self._producer is None:
+            raise LogError("the Kafka log is not started; call start() first")
+        if not self._producer_broken:
+            return self._producer
+        async with self._producer_lock:
+            if self._producer_broken:
+                old = self._producer
+                replacement = await self.connect("connect producer", self._new_producer, _start_client)
+                self._producer, self._producer_broken = replacement, False
+                PRODUCER_RESETS.inc()
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(self._settings.request_timeout_ms / 1000):
+                        await old.stop()
+        return self._producer
+
+    def _mark_producer_broken(self, producer: AIOKafkaProducer) -> None:
+        if producer is self._producer:
+            self._producer_broken = True
+
+    # offsets --------------------------------------------------------------------------------
+    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        _, client = self._require()
+        if not tps:
+            return {}
+        await self._check_partitions(tps)
+        found = await self._retrier.run(
+            "beginning_offsets", lambda: client.beginning_offsets([_kafka_tp(tp) for tp in tps])
+        )
+        return {_our_tp(tp): int(offset) for tp, offset in found.items()}
+
+    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        _, client = self._require()
+        if not tps:
+            return {}
+        await self._check_partitions(tps)
+        found = await self._retrier.run(
+            "end_offsets", lambda: client.end_offsets([_kafka_tp(tp) for tp in tps])
+        )
+        return {_our_tp(tp): int(offset) for tp, offset in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps_ms: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        _, client = self._require()
+        if not timestamps_ms:
+            return {}
+        await self._check_partitions(list(timestamps_ms))
+        query = {_kafka_tp(tp): ts for tp, ts in timestamps_ms.items()}
+        found = await self._retrier.run("offsets_for_times", lambda: client.offsets_for_times(query))
+        return {
+            _our_tp(tp): (int(entry.offset) if entry is not None else None) for tp, entry in found.items()
+        }
+
+    # reading --------------------------------------------------------------------------------
+    def reader(self) -> Reader:
+        self._require()
+        reader = _KafkaReader(self)
+        self._owners.add(reader)
+        return reader
+
+    def group_consumer(
+        self,
+        group_id: str,
+        topics: Sequence[str],
+        *,
+        listener: RebalanceListener | None = None,
+        reset: Literal["earliest", "latest"] = "earliest",
+    ) -> GroupConsumer:
+        self._require()
+        member = _KafkaGroupMember(self, group_id, tuple(topics), listener, reset)
+        self._owners.add(member)
+        return member
+
+    def _forget(self, owner: _KafkaReader | _KafkaGroupMember) -> None:
+        self._owners.discard(owner)
+
+    # consumer-group administration ----------------------------------------------------------
+    async def list_groups(self) -> list[str]:
+        admin, _ = self._require()
+        groups = await self._retrier.run("list_groups", admin.list_consumer_groups)
+        return sorted({str(group[0]) for group in groups})
+
+    async def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        admin, _ = self._require()
+        found = await self._retrier.run("group_offsets", lambda: admin.list_consumer_group_offsets(group_id))
+        return {_our_tp(tp): int(meta.offset) for tp, meta in found.items() if meta.offset >= 0}
+
+    async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        self._require()
+        if not offsets:
+            return
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        await self._check_partitions(list(offsets))
+        options = self.client_options()
+        consumer = await self.connect(
+            "connect committer",
+            lambda: AIOKafkaConsumer(
+                **options, group_id=group_id, enable_auto_commit=False, auto_offset_reset="none"
+            ),
+            _start_client,
+        )
+        try:
+            consumer.assign([_kafka_tp(tp) for tp in offsets])
+            await self._retrier.run(
+                "commit_group_offsets",
+                lambda: consumer.commit({_kafka_tp(tp): offset for tp, offset in offsets.items()}),
+            )
+        except LogUnavailableError:
+            raise
+        except LogError as exc:
+            raise LogError(
+                f"committing offsets for group {group_id!r} failed (does it have active members?): {exc}"
+            ) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    async def delete_group(self, group_id: str) -> None:
+        admin, _ = self._require()
+
+        async def delete() -> Any:
+            # aiokafka 0.14 has no public delete_consumer_groups; send DeleteGroups to the coordinator.
+            coordinator = await admin.find_coordinator(group_id)
+            return await admin._send_request(DeleteGroupsRequest([group_id]), coordinator)
+
+        response = await self._retrier.run("delete_group", delete)
+        for _name, code in response.results:
+            if code in (0, _GROUP_ID_NOT_FOUND):
+                continue
+            if code == _NON_EMPTY_GROUP:
+                raise LogError(f"group {group_id!r} is not empty; stop its members first")
+            raise _translate(kafka_errors.for_code(code)(), f"delete group {group_id!r}")
+
+
+async def _start_client(client: Any) -> None:
+    await client.start()
+
+
+async def _stop_client(client: Any) -> None:
+    if isinstance(client, AIOKafkaAdminClient):
+        await client.close()
+    else:
+        await client.stop()
+
+
+class _KafkaReader(Reader):
+    """Manual assignment without a group; positions are tracked here so `position()` is synchronous."""
+
+    def __init__(self, owner: KafkaLog) -> None:
+        self._log = owner
+        self._consumer: AIOKafkaConsumer | None = None
+        self._positions: dict[TopicPartition, int] = {}
+        self._closed = False
+
+    async def _client(self) -> AIOKafkaConsumer:
+        if self._closed:
+            raise LogError("reader is closed")
+        if self._consumer is None:
+            options = self._log.client_options()
+            self._consumer = await self._log.connect(
+                "connect reader",
+                lambda: AIOKafkaConsumer(
+                    **options, group_id=None, enable_auto_commit=False, auto_offset_reset="none"
+                ),
+                _start_client,
+            )
+        return self._consumer
+
+    async def assign(self, positions: dict[TopicPartition, int]) -> None:
+        for tp, offset in positions.items():
+            if offset < 0:
+                raise LogError(f"cannot read {tp} from negative offset {offset}")
+        await self._log._check_partitions(list(positions))
+        consumer = await self._client()
+        consumer.assign([_kafka_tp(tp) for tp in positions])
+        for tp, offset in positions.items():
+            consumer.seek(_kafka_tp(tp), offset)
+        self._positions = dict(positions)
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        consumer = await self._client()
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        consumer.seek(_kafka_tp(tp), offset)
+        self._positions[tp] = offset
+
+    def position(self, tp: TopicPartition) -> int:
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        return self._positions[tp]
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        consumer = await self._client()
+        if not self._positions:
+            await asyncio.sleep(max(timeout_ms, 0) / 1000)
+            return Fetched()
+        fetched = await _fetch(self._log, consumer, timeout_ms, max_records, None)
+        for record in fetched.records:
+            self._positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        for gap in fetched.gaps:
+            self._positions[TopicPartition(gap.topic, gap.partition)] = gap.first_surviving
+        for tp in self._positions:
+            # The client may have moved past compacted-away offsets or control records.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.1):
+                    self._positions[tp] = max(self._positions[tp], await consumer.position(_kafka_tp(tp)))
+        return fetched
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._log._forget(self)
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+
+async def _fetch(
+    owner: KafkaLog,
+    consumer: AIOKafkaConsumer,
+    timeout_ms: int,
+    max_records: int,
+    reset: Literal["earliest", "latest"] | None,
+) -> Fetched:
+    """One fetch round: records, plus a Gap for every partition whose position retention passed.
+
+    The consumer runs with `auto_offset_reset="none"`, so aiokafka raises instead of resetting;
+    here a position below log-start becomes a Gap and moves to log-start, and a group partition
+    without a committed offset starts at the group's reset policy.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    gaps: list[Gap] = []
+    records: list[Record] = []
+    for _round in range(len(consumer.assignment()) + 2):
+        remaining_ms = 0 if gaps else max(int((deadline - loop.time()) * 1000), 0)
+        try:
+            batches = await consumer.getmany(timeout_ms=remaining_ms, max_records=max(max_records, 1))
+        except kafka_errors.OffsetOutOfRangeError as exc:
+            beyond_end = await _handle_out_of_range(owner, consumer, exc, gaps)
+            if beyond_end and not gaps:
+                await asyncio.sleep(min(owner._retrier.delay_s(0), max(deadline - loop.time(), 0)))
+                return Fetched(records, gaps)
+            continue
+        except kafka_errors.NoOffsetForPartitionError as exc:
+            tp = exc.args[0] if exc.args else None
+            if reset is None or not isinstance(tp, KafkaTopicPartition):
+                raise _translate(exc, "fetch") from exc
+            await (consumer.seek_to_beginning(tp) if reset == "earliest" else consumer.seek_to_end(tp))
+            continue
+        except kafka_errors.ConsumerStoppedError as exc:
+            raise LogError("the consumer was closed") from exc
+        except kafka_errors.KafkaError as exc:
+            raise _translate(exc, "fetch") from exc
+        for tp in sorted(batches, key=lambda t: (t.topic, t.partition)):
+            records.extend(_record(message) for message in batches[tp])
+        break
+    return Fetched(records, gaps)
+
+
+async def _handle_out_of_range(
+    owner: KafkaLog, consumer: AIOKafkaConsumer, exc: kafka_errors.OffsetOutOfRangeError, gaps: list[Gap]
+) -> bool:
+    """Turn out-of-range positions into Gaps (below log-start) or waits (beyond log-end).
+
+    Returns True when some position was beyond the log end: it stays where it is, as on the
+    embedded log, and the reader sees records once the log grows past it.
+    """
+    positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    beyond_end = False
+    for ktp, position in positions.items():
+        tp = _our_tp(ktp)
+        start = (await owner.beginning_offsets([tp]))[tp]
+        if position < start:
+            gap = Gap(tp.topic, tp.partition, int(position), start)
+            gaps.append(gap)
+            GAP_RECORDS.inc(gap.lost)
+            log.warning("%s: records %d..%d were deleted before they were read", tp, position, start - 1)
+            consumer.seek(ktp, start)
+        else:
+            beyond_end = True
+            consumer.seek(ktp, position)
+    return beyond_end
+
+
+class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Forwards aiokafka's rebalance callbacks to the seam's listener, in our TopicPartition type."""
+
+    def __init__(self, member: _KafkaGroupMember) -> None:
+        self._member = member
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self._member._assigned = set()
+        if self._member.listener is not None:
+            await self._member.listener.on_partitions_revoked({_our_tp(tp) for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        ours = {_our_tp(tp) for tp in assigned}
+        self._member._assigned = ours
+        if self._member.listener is not None:
+            await self._member.listener.on_partitions_assigned(set(ours))
+        self._member._joined.set()
+
+
+class _KafkaGroupMember(GroupConsumer):
+    """A consumer-group member: aiokafka's group protocol, explicit commits only."""
+
+    def __init__(
+        self,
+        owner: KafkaLog,
+        group_id: str,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
+    ) -> None:
+        self._log = owner
+        self.group_id = group_id
+        self.topics = topics
+        self.listener = listener
+        self.reset = reset
+        self._consumer: AIOKafkaConsumer | None = None
+        self._assigned: set[TopicPartition] = set()
+        self._joined = asyncio.Event()
+        self._closed = False
+
+    async def start(self) -> None:
+        if self._consumer is not None:
+            return
+        if self._closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        for topic in self.topics:
+            await self._log._topic_meta(topic)
+        options = self._log.client_options()
+
+        def factory() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(
+                **options,
+                group_id=self.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="none",
+                heartbeat_interval_ms=1000,
+                session_timeout_ms=30_000,
+            )
+            consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
+            return consumer
+
+        self._consumer = await self._log.connect("connect group member", factory, _start_client)
+        try:
+            await self._await_first_assignment(self._consumer)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _await_first_assignment(self, consumer: AIOKafkaConsumer) -> None:
+        """Drive the join until the listener has seen the first assignment (bounded)."""
+        try:
+            async with asyncio.timeout(GROUP_JOIN_TIMEOUT_MS / 1000):
+                await self._joined.wait()
+        except TimeoutError as exc:
+            ERRORS.labels("unavailable").inc()
+            raise LogUnavailableError(
+                f"group {self.group_id!r}: no partition assignment within {GROUP_JOIN_TIMEOUT_MS} ms"
+            ) from exc
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    def _active(self) -> AIOKafkaConsumer:
+        if self._closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        if self._consumer is None:
+            raise LogError(f"group member of {self.group_id!r} is not started; call start() first")
+        return self._consumer
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        consumer = self._active()
+        return await _fetch(self._log, consumer, timeout_ms, max_records, self.reset)
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        consumer = self._active()
+        if tp not in self._assigned:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        consumer.seek(_kafka_tp(tp), offset)
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        consumer = self._active()
+        foreign = sorted(str(tp) for tp in offsets if tp not in self._assigned)
+        if foreign:
+            raise LogError(
+                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
+            )
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        if not offsets:
+            return
+        try:
+            await self._log._retrier.run(
+                "commit", lambda: consumer.commit({_kafka_tp(tp): offset for tp, offset in offsets.items()})
+            )
+        except LogUnavailableError:
+            raise
+        except LogError as exc:
+            raise LogError(f"commit for group {self.group_id!r} rejected: {exc}") from exc
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        consumer = self._active()
+        offset = await self._log._retrier.run("committed", lambda: consumer.committed(_kafka_tp(tp)))
+        return int(offset) if offset is not None and offset >= 0 else None
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._log._forget(self)
+        consumer, self._consumer = self._consumer, None
+        self._assigned = set()
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
