@@ -1,0 +1,1 @@
+"""Watch ingestion: Kubernetes watch streams onto `<prefix>.watch-events`, resume cursors alongside."""

@@ -1,0 +1,86 @@
+"""Resume cursors on the compacted `watch-cursors` topic.
+
+A restarted process reads the topic once, up to the end offsets it saw at start, and keeps the
+newest cursor per stream; afterwards the store is write-through. Cursors are written only after
+the records they cover were acknowledged, so resuming never skips an event.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pipeline.codec import SCHEMA_HEADER, DecodeError
+from pipeline.log.api import Log, TopicPartition
+from pipeline.watch import metrics
+from pipeline.watch.records import Cursor, decode_cursor, encode_cursor
+
+__all__ = ["CursorStore"]
+
+log = logging.getLogger(__name__)
+
+_FETCH_TIMEOUT_MS = 500
+
+
+class CursorStore:
+    """The newest cursor of every stream, loaded from and written to one compacted topic."""
+
+    def __init__(self, log_: Log, topic: str) -> None:
+        self._log = log_
+        self.topic = topic
+        self._cursors: dict[str, Cursor] = {}
+
+    def get(self, key: str) -> Cursor | None:
+        return self._cursors.get(key)
+
+    def __len__(self) -> int:
+        return len(self._cursors)
+
+    async def load(self) -> int:
+        """Read the whole topic up to its current end; returns how many cursors were found."""
+        partitions = await self._log.partitions_for(self.topic)
+        tps = [TopicPartition(self.topic, p) for p in range(partitions)]
+        starts = await self._log.beginning_offsets(tps)
+        ends = await self._log.end_offsets(tps)
+        wanted = {tp: ends[tp] for tp in tps if ends[tp] > starts[tp]}
+        if not wanted:
+            return 0
+        reader = self._log.reader()
+        try:
+            await reader.assign({tp: starts[tp] for tp in wanted})
+            while any(reader.position(tp) < end for tp, end in wanted.items()):
+                fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
+                for record in fetched.records:
+                    tp = TopicPartition(record.topic, record.partition)
+                    if record.offset >= wanted.get(tp, 0):
+                        continue
+                    self._apply(record.key, record.value, record.header(SCHEMA_HEADER), tp, record.offset)
+        finally:
+            await reader.close()
+        log.info("loaded %d watch cursors from %s", len(self._cursors), self.topic)
+        return len(self._cursors)
+
+    def _apply(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        schema: bytes | None,
+        tp: TopicPartition,
+        offset: int,
+    ) -> None:
+        if value is None:
+            if key is not None:
+                self._cursors.pop(key.decode("utf-8", "replace"), None)
+            return
+        try:
+            cursor = decode_cursor(key, value, schema)
+        except DecodeError as exc:
+            metrics.CURSOR_DECODE_ERRORS.inc()
+            log.warning("skipping undecodable cursor at %s offset %d: %s", tp, offset, exc)
+            return
+        self._cursors[cursor.key] = cursor
+
+    async def write(self, cursor: Cursor) -> None:
+        """Append the cursor and wait for the log's acknowledgement before remembering it."""
+        record = encode_cursor(cursor)
+        await self._log.append(self.topic, record.value, key=record.key, headers=record.headers)
+        self._cursors[cursor.key] = cursor

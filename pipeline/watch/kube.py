@@ -1,0 +1,287 @@
+"""A thin client for the three things watch ingestion asks of a Kubernetes API server.
+
+kubernetes-asyncio supplies the connection, TLS and authentication (kubeconfig or in-cluster);
+the requests themselves are raw (`_preload_content=False`) so the stream can use WatchList
+parameters (`sendInitialEvents`, `resourceVersionMatch`) and read events of any size as untyped
+JSON without the generated models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from pipeline.config import ClusterSettings
+
+__all__ = [
+    "ApiResource",
+    "KubeClient",
+    "KubeError",
+    "WatchConnection",
+    "collection_path",
+    "open_client",
+]
+
+_AUTH = ["BearerToken"]
+_CONNECT_TIMEOUT_S = 10.0
+_REQUEST_TIMEOUT_S = 60.0
+
+
+class KubeError(Exception):
+    """The API server refused a request or broke a stream; carries the Status fields."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def gone(self) -> bool:
+        """The resourceVersion asked for is too old (410 Gone / Expired): a fresh snapshot is needed."""
+        return self.status == 410 or self.reason in ("Expired", "Gone")
+
+    @property
+    def watchlist_rejected(self) -> bool:
+        """The server does not support streaming lists, so the LIST fallback applies."""
+        return 400 <= self.status < 500 and "sendInitialEvents" in self.message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @classmethod
+    def from_status(cls, status: int, body: bytes | str) -> KubeError:
+        """Parse a `Status` body when there is one; otherwise keep the raw text."""
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
+            return cls(
+                int(parsed.get("code") or status),
+                str(parsed.get("reason") or ""),
+                str(parsed.get("message") or ""),
+            )
+        return cls(status, "", text[:500])
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResource:
+    """One top-level resource as discovery serves it, at its group's preferred version."""
+
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    verbs: frozenset[str]
+
+    @property
+    def api_prefix(self) -> str:
+        return f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+
+
+def collection_path(api: ApiResource, namespace: str) -> str:
+    """URL path of a collection: one namespace, or all of it when `namespace` is empty."""
+    if api.namespaced and namespace:
+        return f"{api.api_prefix}/namespaces/{namespace}/{api.resource}"
+    return f"{api.api_prefix}/{api.resource}"
+
+
+class WatchConnection:
+    """An open watch response, read as one JSON event per line; lines may be arbitrarily long."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Decoded events until the server ends the stream.
+
+        An abrupt close raises `aiohttp.ClientPayloadError` (or a connection error); a clean end
+        of the stream just ends the iteration.
+        """
+        pending = b""
+        async for chunk in self._response.content.iter_any():
+            pending += chunk
+            while True:
+                newline = pending.find(b"\n")
+                if newline < 0:
+                    break
+                line, pending = pending[:newline], pending[newline + 1 :]
+                if line.strip():
+                    yield _decode_event(line)
+        if pending.strip():
+            yield _decode_event(pending)
+
+    def close(self) -> None:
+        self._response.close()
+
+
+def _decode_event(line: bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError as exc:
+        raise KubeError(0, "BadEvent", f"undecodable watch event: {exc}") from exc
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise KubeError(0, "BadEvent", "watch event without an object")
+    return event
+
+
+class KubeClient:
+    """Discovery, LIST, WATCH and namespace lookups against one cluster."""
+
+    def __init__(self, api: ApiClient, name: str) -> None:
+        self._api = api
+        self.name = name
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _request(
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        limits: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        try:
+            response: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                "GET",
+                query_params=list(query),
+                header_params={"Accept": "application/json"},
+                auth_settings=_AUTH,
+                _preload_content=False,
+                _request_timeout=limits,
+            )
+        except ApiException as exc:
+            raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
+        if response.status != 200:
+            body = await response.read()
+            response.release()
+            raise KubeError.from_status(response.status, body)
+        return response
+
+    async def get_json(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+        """GET a JSON document; raises KubeError for any non-200 answer or broken connection."""
+        timeout = aiohttp.ClientTimeout(total=_REQUEST_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
+        response = await self._request(path, query, timeout)
+        try:
+            body = await response.read()
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
+        finally:
+            response.release()
+        try:
+            parsed = json.loads(body)
+        except ValueError as exc:
+            raise KubeError(200, "BadResponse", f"{path}: not JSON") from exc
+        if not isinstance(parsed, dict):
+            raise KubeError(200, "BadResponse", f"{path}: not a JSON object")
+        return parsed
+
+    async def watch(
+        self, path: str, query: Sequence[tuple[str, str]], read_timeout_s: float
+    ) -> WatchConnection:
+        """Open a watch; the server's refusal (410, WatchList unsupported, ...) raises KubeError."""
+        timeout = aiohttp.ClientTimeout(sock_connect=_CONNECT_TIMEOUT_S, sock_read=read_timeout_s)
+        response = await self._request(path, [*query, ("watch", "true")], timeout)
+        return WatchConnection(response)
+
+    async def list_all(
+        self, path: str, query: Sequence[tuple[str, str]], page_size: int = 500
+    ) -> tuple[list[dict[str, Any]], str]:
+        """LIST every item of a collection (following `continue`); returns items and the list RV."""
+        items: list[dict[str, Any]] = []
+        resource_version = ""
+        token = ""
+        while True:
+            page_query = [*query, ("limit", str(page_size))]
+            if token:
+                page_query.append(("continue", token))
+            page = await self.get_json(path, page_query)
+            meta = page.get("metadata") or {}
+            if not resource_version:
+                resource_version = str(meta.get("resourceVersion") or "")
+            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            token = str(meta.get("continue") or "")
+            if not token:
+                return items, resource_version
+
+    async def namespace_phase(self, namespace: str) -> str | None:
+        """`Active` or `Terminating`, or None when the namespace does not exist."""
+        try:
+            found = await self.get_json(f"/api/v1/namespaces/{namespace}")
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return str((found.get("status") or {}).get("phase") or "Active")
+
+    async def discover(self) -> dict[tuple[str, str], ApiResource]:
+        """Top-level resources at each group's preferred version, keyed by (group, resource)."""
+        found: dict[tuple[str, str], ApiResource] = {}
+        core = await self.get_json("/api")
+        core_versions = [str(v) for v in core.get("versions") or []]
+        if core_versions:
+            await self._discover_version(found, "", core_versions[0])
+        groups = await self.get_json("/apis")
+        for group in groups.get("groups") or []:
+            name = str(group.get("name") or "")
+            preferred = (group.get("preferredVersion") or {}).get("version")
+            if not preferred:
+                versions = group.get("versions") or []
+                preferred = versions[0].get("version") if versions else None
+            if name and preferred:
+                await self._discover_version(found, name, str(preferred))
+        return found
+
+    async def _discover_version(
+        self, found: dict[tuple[str, str], ApiResource], group: str, version: str
+    ) -> None:
+        prefix = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+        try:
+            listing = await self.get_json(prefix)
+        except KubeError as exc:
+            if exc.not_found or exc.status == 503:
+                return  # an aggregated API that is down; its resources show up as unknown
+            raise
+        for entry in listing.get("resources") or []:
+            name = str(entry.get("name") or "")
+            if not name or "/" in name:
+                continue
+            found[(group, name)] = ApiResource(
+                group=group,
+                version=version,
+                resource=name,
+                kind=str(entry.get("kind") or ""),
+                namespaced=bool(entry.get("namespaced")),
+                verbs=frozenset(str(v) for v in entry.get("verbs") or []),
+            )
+
+
+async def open_client(cluster: ClusterSettings) -> KubeClient:
+    """A client for one configured cluster, from its kubeconfig or the pod's service account."""
+    configuration = Configuration()
+    if cluster.in_cluster:
+        kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await kube_config.load_kube_config(
+            config_file=str(cluster.kubeconfig) if cluster.kubeconfig else None,
+            context=cluster.context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    return KubeClient(ApiClient(configuration=configuration), cluster.name)

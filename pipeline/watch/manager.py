@@ -1,0 +1,205 @@
+"""The set of running watch streams, reconciled against the configuration incrementally.
+
+A configuration change starts and stops only the streams whose identity (`StreamSpec`) changed;
+every other stream keeps its connection, cursor and epoch, so it neither replays nor snapshots.
+A type that discovery briefly stops serving does not stop a running stream of an unchanged
+target; only a configuration change or a vanished namespace does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from pipeline.config import ClusterSettings, Settings, TargetSettings
+from pipeline.log.api import Log
+from pipeline.log.topics import TopicNames
+from pipeline.watch import metrics
+from pipeline.watch.cursors import CursorStore
+from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
+from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
+
+__all__ = ["ClientFactory", "StreamStatus", "WatchManager"]
+
+log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStatus:
+    """One stream as the CLI and health output show it."""
+
+    stream: str
+    state: str
+    reason: str
+    message: str
+    resource_version: str
+    snapshots: int
+
+
+@dataclass(slots=True)
+class _Cluster:
+    settings: ClusterSettings
+    client: KubeClient
+    capabilities: ClusterCapabilities
+
+
+class WatchManager:
+    """Owns the cluster clients, the cursor store and one `WatchStream` per `StreamSpec`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log_: Log,
+        *,
+        options: StreamOptions | None = None,
+        client_factory: ClientFactory = open_client,
+    ) -> None:
+        names = TopicNames.for_prefix(settings.log.topic_prefix)
+        self._log = log_
+        self._topic = names.watch_events
+        self._cursors = CursorStore(log_, names.watch_cursors)
+        self._options = options or StreamOptions(max_record_bytes=settings.log.topics.max_message_bytes)
+        self._client_factory = client_factory
+        self._settings = settings
+        self._targets: dict[str, TargetSettings] = {}
+        self._clusters: dict[str, _Cluster] = {}
+        self.streams: dict[StreamSpec, WatchStream] = {}
+        self.problems: list[RuleProblem] = []
+        self._lock = asyncio.Lock()
+        self.started = False
+        metrics.register_source(self)
+
+    async def start(self) -> None:
+        """Load cursors, then declare the configured streams."""
+        await self._cursors.load()
+        await self.apply(self._settings)
+        self.started = True
+
+    async def stop(self) -> None:
+        async with self._lock:
+            await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
+            self.streams.clear()
+            for cluster in self._clusters.values():
+                await cluster.client.close()
+            self._clusters.clear()
+
+    async def apply(self, settings: Settings) -> tuple[int, int]:
+        """Reconcile the running streams with `settings`; returns (started, stopped)."""
+        async with self._lock:
+            desired, problems = await self._desired(settings)
+            removed = [spec for spec in self.streams if spec not in desired]
+            await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed))
+            added = [spec for spec in desired if spec not in self.streams]
+            for spec in added:
+                cluster = self._clusters[spec.cluster]
+                stream = WatchStream(
+                    spec,
+                    cluster.client,
+                    self._log,
+                    self._topic,
+                    self._cursors,
+                    self._options,
+                    cluster.capabilities,
+                )
+                self.streams[spec] = stream
+                stream.start()
+            for problem in problems:
+                if problem not in self.problems:
+                    log.warning(
+                        "target %s rule %d: %s not watched (%s): %s",
+                        problem.target,
+                        problem.rule,
+                        problem.resource,
+                        problem.reason,
+                        problem.message,
+                    )
+            self.problems = problems
+            self._settings = settings
+            self._targets = {t.name: t for t in settings.targets}
+            if added or removed:
+                log.info(
+                    "watch streams: %d started, %d stopped, %d running",
+                    len(added),
+                    len(removed),
+                    len(self.streams),
+                )
+            return len(added), len(removed)
+
+    async def _desired(self, settings: Settings) -> tuple[set[StreamSpec], list[RuleProblem]]:
+        clusters = {c.name: c for c in settings.clusters}
+        wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
+        await self._sync_clusters({name: clusters[name] for name in wanted})
+        desired: set[StreamSpec] = set()
+        problems: list[RuleProblem] = []
+        discovered_by_cluster = {}
+        for name, cluster in self._clusters.items():
+            try:
+                discovered_by_cluster[name] = await cluster.client.discover()
+            except KubeError as exc:
+                log.warning("discovery on cluster %s failed: %s", name, exc)
+        for target in settings.targets:
+            if not target.rules:
+                continue
+            client = self._clusters.get(target.cluster)
+            if client is None:
+                problems.append(
+                    RuleProblem(target.name, 0, "*", "UnknownCluster", f"no cluster {target.cluster!r}")
+                )
+                continue
+            unchanged = self._targets.get(target.name) == target
+            running = {s for s in self.streams if s.target == target.name and s.cluster == target.cluster}
+            discovered = discovered_by_cluster.get(target.cluster)
+            if discovered is None:
+                problems.append(
+                    RuleProblem(
+                        target.name, 0, "*", "DiscoveryFailed", f"cluster {target.cluster} unreachable"
+                    )
+                )
+                if unchanged:
+                    desired |= running
+                continue
+            specs, target_problems = resolve_target(target, client.settings, discovered)
+            desired.update(specs)
+            problems.extend(target_problems)
+            if unchanged:
+                desired |= running
+        return desired, problems
+
+    async def _sync_clusters(self, wanted: dict[str, ClusterSettings]) -> None:
+        """Open clients for new clusters; replace those whose connection settings changed."""
+        for name in list(self._clusters):
+            current = self._clusters[name]
+            if wanted.get(name) != current.settings:
+                for spec in [s for s in self.streams if s.cluster == name]:
+                    await self.streams.pop(spec).stop()
+                await current.client.close()
+                del self._clusters[name]
+        for name, cluster_settings in wanted.items():
+            if name not in self._clusters:
+                client = await self._client_factory(cluster_settings)
+                self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self) -> list[StreamStatus]:
+        return [
+            StreamStatus(
+                spec.describe(),
+                stream.state,
+                stream.reason,
+                stream.message,
+                stream.resource_version,
+                stream.snapshots_completed,
+            )
+            for spec, stream in sorted(self.streams.items(), key=lambda item: item[0].describe())
+        ]
+
+    def stream_views(self) -> Iterable[WatchStream]:
+        return list(self.streams.values())
+
+    def problem_reasons(self) -> Iterable[tuple[str, str]]:
+        return [(p.target, p.reason) for p in self.problems]

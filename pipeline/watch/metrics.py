@@ -1,0 +1,115 @@
+"""Prometheus metrics of watch ingestion (`reverser_watch_*`).
+
+Counters are module-level; the per-stream gauges (state, cursor age, rule problems) are computed
+at scrape time from the live stream managers, so a stopped stream never leaves a stale series.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "CURSOR_DECODE_ERRORS",
+    "DROPPED",
+    "EVENTS",
+    "GONE",
+    "RECONNECTS",
+    "RECORDS",
+    "SNAPSHOTS",
+    "StreamView",
+    "WatchSource",
+    "register_source",
+]
+
+EVENTS = Counter(
+    "reverser_watch_events_total", "Watch events received from the API servers, by type", ["type"]
+)
+DROPPED = Counter(
+    "reverser_watch_events_dropped_total",
+    "Watch events not written to the log, by reason",
+    ["reason"],
+)
+SNAPSHOTS = Counter(
+    "reverser_watch_snapshots_total",
+    "Snapshots by how they were taken (watchlist|list) and outcome (completed|abandoned)",
+    ["mode", "outcome"],
+)
+RECONNECTS = Counter("reverser_watch_reconnects_total", "Watch sessions started after an earlier one ended")
+GONE = Counter("reverser_watch_gone_total", "410 Gone / Expired answers that forced a fresh snapshot")
+RECORDS = Counter("reverser_watch_records_total", "Records acknowledged by the log on watch-events")
+CURSOR_DECODE_ERRORS = Counter(
+    "reverser_watch_cursor_decode_errors_total", "Undecodable records skipped on watch-cursors"
+)
+
+STATES = ("Replaying", "Streaming", "Backoff", "Stopped")
+
+
+class StreamView(Protocol):
+    """What the collector reads from a stream."""
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def labels(self) -> tuple[str, str, str]: ...
+
+    @property
+    def cursor_updated_at_ms(self) -> int | None: ...
+
+
+class WatchSource(Protocol):
+    """Something that owns streams and rule problems (the stream manager)."""
+
+    def stream_views(self) -> Iterable[StreamView]: ...
+
+    def problem_reasons(self) -> Iterable[tuple[str, str]]: ...
+
+
+_sources: weakref.WeakSet[WatchSource] = weakref.WeakSet()
+
+
+def register_source(source: WatchSource) -> None:
+    _sources.add(source)
+
+
+class _StreamCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        states = GaugeMetricFamily("reverser_watch_streams", "Watch streams by state", labels=["state"])
+        ages = GaugeMetricFamily(
+            "reverser_watch_cursor_age_seconds",
+            "Seconds since a stream's cursor last advanced",
+            labels=["target", "resource", "scope"],
+        )
+        problems = GaugeMetricFamily(
+            "reverser_watch_rule_problems",
+            "Rule entries that resolve to no stream, by target and reason",
+            labels=["target", "reason"],
+        )
+        counted: Tally[str] = Tally()
+        problem_count: Tally[tuple[str, str]] = Tally()
+        now_ms = time.time() * 1000
+        for source in list(_sources):
+            for view in source.stream_views():
+                counted[view.state] += 1
+                updated = view.cursor_updated_at_ms
+                if updated is not None and view.state != "Stopped":
+                    ages.add_metric(list(view.labels), max(0.0, (now_ms - updated) / 1000))
+            problem_count.update(source.problem_reasons())
+        for state in STATES:
+            states.add_metric([state], counted.get(state, 0))
+        for (target, reason), count in sorted(problem_count.items()):
+            problems.add_metric([target, reason], count)
+        yield states
+        yield ages
+        yield problems
+
+
+REGISTRY.register(_StreamCollector())

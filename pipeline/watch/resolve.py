@@ -1,0 +1,191 @@
+"""Turns targets and their watch rules into the set of watch streams, using API discovery.
+
+Problems are per rule entry (unknown, ambiguous, not followable, Secret data) and never stop the
+other entries: each one becomes a `RuleProblem` that logs, metrics and the CLI show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pipeline.config import ClusterSettings, TargetSettings
+from pipeline.models import GroupResource
+from pipeline.watch.kube import ApiResource
+
+__all__ = ["DENYLIST", "RuleProblem", "StreamSpec", "resolve_target"]
+
+# Types never mirrored: high churn, controller-owned or security-sensitive (watch-commit.md §1.5).
+DENYLIST = frozenset(
+    {
+        ("", "pods"),
+        ("", "events"),
+        ("events.k8s.io", "events"),
+        ("", "endpoints"),
+        ("discovery.k8s.io", "endpointslices"),
+        ("coordination.k8s.io", "leases"),
+        ("apps", "controllerrevisions"),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+    }
+)
+_SENSITIVE = frozenset({("", "secrets")})
+_REQUIRED_VERBS = frozenset({"get", "list", "watch"})
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """Everything that identifies one watch stream; a changed field means a different stream."""
+
+    target: str
+    cluster: str
+    route: str
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    scope: str
+    label_selector: str
+
+    @property
+    def group_resource(self) -> GroupResource:
+        return GroupResource(self.group, self.resource)
+
+    @property
+    def cursor_key(self) -> str:
+        """Key on the compacted cursor topic: target/group/resource/scope."""
+        return f"{self.target}/{self.group}/{self.resource}/{self.scope}"
+
+    def describe(self) -> str:
+        where = self.scope or "(cluster)"
+        return f"{self.target}:{self.group_resource.key}@{where}"
+
+    def api(self) -> ApiResource:
+        return ApiResource(
+            self.group, self.version, self.resource, self.kind, self.namespaced, frozenset()
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuleProblem:
+    """Why one resource entry of one rule of one target is not watched."""
+
+    target: str
+    rule: int
+    resource: str
+    reason: str
+    message: str
+
+
+def _lookup(
+    text: str, discovered: Mapping[tuple[str, str], ApiResource]
+) -> ApiResource | tuple[str, str]:
+    """The discovered resource for `resource` or `group/resource`, or (reason, message)."""
+    name = text.strip()
+    if "/" in name:
+        gr = GroupResource.parse(name)
+        found = discovered.get((gr.group, gr.resource.lower()))
+        if found is None:
+            return ("Unknown", f"{name} is not served by the cluster")
+        return found
+    lowered = name.lower()
+    core = discovered.get(("", lowered))
+    if core is not None:
+        return core
+    matches = sorted(api.group for (_, res), api in discovered.items() if res == lowered)
+    if not matches:
+        return ("Unknown", f"{name} is not served by the cluster")
+    if len(matches) > 1:
+        return (
+            "Ambiguous",
+            f"{name} is served by groups {', '.join(matches)}; write it as group/resource",
+        )
+    return discovered[(matches[0], lowered)]
+
+
+def _followable(api: ApiResource) -> tuple[str, str] | None:
+    key = (api.group, api.resource)
+    if key in _SENSITIVE:
+        return (
+            "SecretExcluded",
+            "Secret data is never written to Git; Secrets are excluded until encryption is supported",
+        )
+    if key in DENYLIST:
+        return ("NotFollowable", f"{GroupResource(*key).key} is on the watch denylist")
+    missing = _REQUIRED_VERBS - api.verbs
+    if missing:
+        return ("NotWatchable", f"the server does not allow {', '.join(sorted(missing))}")
+    return None
+
+
+def resolve_target(
+    target: TargetSettings,
+    cluster: ClusterSettings,
+    discovered: Mapping[tuple[str, str], ApiResource],
+) -> tuple[list[StreamSpec], list[RuleProblem]]:
+    """The streams one target needs, and the problems of the rule entries that got none."""
+    streams: dict[tuple[str, str, str], StreamSpec] = {}
+    problems: list[RuleProblem] = []
+    for index, rule in enumerate(target.rules):
+        for text in rule.resources:
+            found = _lookup(text, discovered)
+            if isinstance(found, tuple):
+                problems.append(RuleProblem(target.name, index, text, *found))
+                continue
+            refusal = _followable(found)
+            if refusal is not None:
+                problems.append(RuleProblem(target.name, index, text, *refusal))
+                continue
+            scopes = _scopes(found, rule.namespaces, rule.cluster_wide)
+            if isinstance(scopes, tuple):
+                problems.append(RuleProblem(target.name, index, text, *scopes))
+                continue
+            for scope in scopes:
+                spec = StreamSpec(
+                    target=target.name,
+                    cluster=cluster.name,
+                    route=cluster.route,
+                    group=found.group,
+                    version=found.version,
+                    resource=found.resource,
+                    kind=found.kind,
+                    namespaced=found.namespaced,
+                    scope=scope,
+                    label_selector=rule.label_selector,
+                )
+                key = (found.group, found.resource, scope)
+                earlier = streams.get(key)
+                if earlier is None:
+                    streams[key] = spec
+                elif earlier.label_selector != spec.label_selector:
+                    problems.append(
+                        RuleProblem(
+                            target.name,
+                            index,
+                            text,
+                            "SelectorConflict",
+                            f"{scope or 'cluster-wide'} is already watched with selector "
+                            f"{earlier.label_selector!r}; one stream per scope",
+                        )
+                    )
+    return sorted(streams.values(), key=lambda s: (s.group, s.resource, s.scope)), problems
+
+
+def _scopes(
+    api: ApiResource, namespaces: Iterable[str], cluster_wide: bool
+) -> list[str] | tuple[str, str]:
+    names = sorted(set(namespaces))
+    if not api.namespaced:
+        if names:
+            return ("ScopeMismatch", f"{api.resource} is cluster-scoped; remove its namespaces")
+        return [""]
+    if cluster_wide:
+        if names:
+            return ("ScopeMismatch", "give either namespaces or cluster_wide, not both")
+        return [""]
+    if not names:
+        return ("ScopeMismatch", f"{api.resource} is namespaced; list namespaces or set cluster_wide")
+    return names

@@ -1,0 +1,518 @@
+"""One watch stream: a (target, group/resource, namespace scope) mirrored onto the log.
+
+The session order is what lets the commit worker trust the log: a snapshot (begin marker, chunks,
+end marker) before any live event of its scope, live events in server order, and a cursor that
+only ever names a resourceVersion whose events the log has acknowledged. A restarted stream
+resumes from that cursor and snapshots again only when the server says the cursor is too old.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from pipeline.log.api import Log, LogError, PendingRecord
+from pipeline.watch import metrics
+from pipeline.watch.backoff import Backoff, Sleep
+from pipeline.watch.cursors import CursorStore
+from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collection_path
+from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject
+from pipeline.watch.resolve import StreamSpec
+from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+
+__all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]
+
+log = logging.getLogger(__name__)
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_APPEND_GROUP = 500
+
+
+@dataclass(slots=True)
+class ClusterCapabilities:
+    """What one API server turned out to support; shared by the streams of that cluster."""
+
+    watchlist: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """Tuning shared by every stream; the clock, sleep and random source are injectable for tests."""
+
+    max_record_bytes: int
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    healthy_after_s: float = 60.0
+    watch_timeout_s: int = 300
+    queue_size: int = 1024
+    batch_max: int = 500
+    clock: Callable[[], float] = time.time
+    sleep: Sleep = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+
+class StreamStopped(Exception):
+    """The stream's source is gone for good (its namespace was deleted)."""
+
+
+class _End:
+    """The server ended the watch response cleanly."""
+
+
+_END = _End()
+_QueueItem = dict[str, Any] | BaseException | _End
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _rv_floor(rv: str) -> int | None:
+    """RVs are opaque, but etcd's are integers; the LIST floor is applied only when both parse."""
+    try:
+        return int(rv)
+    except ValueError:
+        return None
+
+
+class _Snapshot:
+    """An in-progress snapshot: objects wait here until they fill a chunk."""
+
+    __slots__ = ("chunks", "epoch", "mode", "objects", "pending", "pending_bytes")
+
+    def __init__(self, epoch: int, mode: str) -> None:
+        self.epoch = epoch
+        self.mode = mode
+        self.chunks = 0
+        self.objects = 0
+        self.pending: list[SnapshotObject] = []
+        self.pending_bytes = 0
+
+
+class WatchStream:
+    """Runs the session loop of one stream until stopped or until its namespace is gone."""
+
+    def __init__(
+        self,
+        spec: StreamSpec,
+        client: KubeClient,
+        log_: Log,
+        topic: str,
+        cursors: CursorStore,
+        options: StreamOptions,
+        capabilities: ClusterCapabilities,
+    ) -> None:
+        self.spec = spec
+        self._client = client
+        self._log = log_
+        self._topic = topic
+        self._cursors = cursors
+        self._options = options
+        self._capabilities = capabilities
+        self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
+        self._path = collection_path(spec.api(), spec.scope)
+        self._hashes: dict[str, bytes] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._snapshot: _Snapshot | None = None
+        self._completing: _Snapshot | None = None
+        self._last_epoch = 0
+        self.resource_version = ""
+        self._floor: int | None = None
+        self.state = "Replaying"
+        self.reason = "InitialReplay"
+        self.message = ""
+        self.sessions = 0
+        self.snapshots_begun = 0
+        self.snapshots_completed = 0
+        self.backoff_delays_s: list[float] = []
+        self.became_streaming = asyncio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"watch {self.spec.describe()}")
+
+    async def stop(self) -> None:
+        """Cancel the stream and wait until its connection is closed."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.state != "Stopped":
+            self._set_state("Stopped", "Removed")
+
+    @property
+    def labels(self) -> tuple[str, str, str]:
+        return (self.spec.target, self.spec.group_resource.key, self.spec.scope)
+
+    @property
+    def cursor_updated_at_ms(self) -> int | None:
+        cursor = self._cursors.get(self.spec.cursor_key)
+        return cursor.updated_at_ms if cursor is not None else None
+
+    def _now_ms(self) -> int:
+        return int(self._options.clock() * 1000)
+
+    def _set_state(self, state: str, reason: str, message: str = "") -> None:
+        self.state, self.reason, self.message = state, reason, message
+        if state == "Streaming":
+            self.became_streaming.set()
+
+    # -- session loop ---------------------------------------------------------------------
+    async def _run(self) -> None:
+        options = self._options
+        backoff = Backoff(
+            options.backoff_initial_s, options.backoff_max_s, sleep=options.sleep, rng=options.rng
+        )
+        while True:
+            if self.sessions:
+                metrics.RECONNECTS.inc()
+            self.sessions += 1
+            started = options.clock()
+            try:
+                await self._check_namespace()
+                await self._session()
+                self.message = "the server ended the watch"
+            except StreamStopped as exc:
+                self._set_state("Stopped", "NamespaceGone", str(exc))
+                log.warning("watch %s stopped for good: %s", self.spec.describe(), exc)
+                return
+            except (KubeError, LogError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self.message = str(exc) or type(exc).__name__
+                log.warning("watch %s failed: %s", self.spec.describe(), self.message)
+            self._abandon_snapshot()
+            if options.clock() - started >= options.healthy_after_s:
+                backoff.reset()
+            self._set_state("Backoff", "WatchError", self.message)
+            self.backoff_delays_s.append(await backoff.wait())
+
+    async def _check_namespace(self) -> None:
+        if not (self.spec.namespaced and self.spec.scope):
+            return
+        try:
+            phase = await self._client.namespace_phase(self.spec.scope)
+        except KubeError as exc:
+            if exc.status == 403:
+                return  # not allowed to read namespaces: the watch itself will tell
+            raise
+        if phase is None:
+            raise StreamStopped(f"namespace {self.spec.scope} no longer exists")
+
+    async def _session(self) -> None:
+        cursor = self._cursors.get(self.spec.cursor_key)
+        if cursor is not None and cursor.resource_version:
+            self._set_state("Replaying", "ResumeReplay")
+            try:
+                await self._resume(cursor.resource_version)
+                return
+            except KubeError as exc:
+                if not exc.gone:
+                    raise
+                metrics.GONE.inc()
+                log.info(
+                    "watch %s: cursor %s expired, taking a snapshot",
+                    self.spec.describe(),
+                    cursor.resource_version,
+                )
+                self._abandon_snapshot()
+                self._set_state("Replaying", "ExpiredResourceVersion")
+        else:
+            self._set_state("Replaying", "InitialReplay")
+        if self._capabilities.watchlist:
+            try:
+                await self._watchlist_session()
+                return
+            except KubeError as exc:
+                if not exc.watchlist_rejected:
+                    raise
+                log.warning(
+                    "cluster %s rejects streaming lists (%s); using LIST then WATCH",
+                    self.spec.cluster,
+                    exc.message,
+                )
+                self._capabilities.watchlist = False
+        await self._list_session()
+
+    def _query(self, **extra: str) -> list[tuple[str, str]]:
+        query = [("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self._options.watch_timeout_s))]
+        if self.spec.label_selector:
+            query.append(("labelSelector", self.spec.label_selector))
+        query.extend(extra.items())
+        return query
+
+    async def _open(self, query: list[tuple[str, str]]) -> WatchConnection:
+        return await self._client.watch(self._path, query, self._options.watch_timeout_s + 30.0)
+
+    async def _resume(self, resource_version: str) -> None:
+        connection = await self._open(self._query(resourceVersion=resource_version))
+        self.resource_version = resource_version
+        self._floor = None
+        self._set_state("Streaming", "CursorResume")
+        await self._pump_and_consume(connection)
+
+    async def _watchlist_session(self) -> None:
+        connection = await self._open(
+            self._query(sendInitialEvents="true", resourceVersionMatch="NotOlderThan")
+        )
+        self._floor = None
+        snapshot = self._begin_snapshot("watchlist")
+        await self._pump_and_consume(connection, [self._builder.begin(snapshot.epoch)])
+
+    async def _list_session(self) -> None:
+        """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events."""
+        connection = await self._open(self._query())
+        queue: asyncio.Queue[_QueueItem] = asyncio.Queue(self._options.queue_size)
+        pump = asyncio.create_task(self._pump(connection, queue))
+        try:
+            query = [("labelSelector", self.spec.label_selector)] if self.spec.label_selector else []
+            items, list_rv = await self._client.list_all(self._path, query)
+            snapshot = self._begin_snapshot("list")
+            records = [self._builder.begin(snapshot.epoch, list_rv)]
+            for item in items:
+                records.extend(self._add_to_snapshot(item))
+            records.extend(self._end_snapshot(list_rv))
+            self._floor = _rv_floor(list_rv)
+            await self._write(records, list_rv)
+            self._set_state("Streaming", "AllStreamsReady")
+            await self._consume(queue)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            connection.close()
+
+    # -- reading --------------------------------------------------------------------------
+    async def _pump(self, connection: WatchConnection, queue: asyncio.Queue[_QueueItem]) -> None:
+        """Move events from the connection into the bounded queue; a full queue blocks the reader."""
+        try:
+            async for event in connection.events():
+                await queue.put(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await queue.put(exc)
+            return
+        await queue.put(_END)
+
+    async def _pump_and_consume(
+        self, connection: WatchConnection, first: list[PendingRecord] | None = None
+    ) -> None:
+        queue: asyncio.Queue[_QueueItem] = asyncio.Queue(self._options.queue_size)
+        pump = asyncio.create_task(self._pump(connection, queue))
+        try:
+            if first:
+                await self._write(first, "")
+            await self._consume(queue)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            connection.close()
+
+    async def _consume(self, queue: asyncio.Queue[_QueueItem]) -> None:
+        """Handle events in batches: one append per batch, then the cursor."""
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < self._options.batch_max and not queue.empty():
+                batch.append(queue.get_nowait())
+            records: list[PendingRecord] = []
+            new_rv = ""
+            for item in batch:
+                if isinstance(item, _End):
+                    await self._write(records, new_rv)
+                    return
+                if isinstance(item, BaseException):
+                    await self._write(records, new_rv)
+                    raise item
+                try:
+                    rv = self._handle(item, records)
+                except KubeError:
+                    await self._write(records, new_rv)
+                    raise
+                if rv:
+                    new_rv = rv
+            await self._write(records, new_rv)
+
+    def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
+        """Turn one event into records (appended to `records`); returns the RV the cursor may take."""
+        event_type = str(event.get("type") or "")
+        obj: dict[str, Any] = event["object"]
+        meta = _meta(obj)
+        rv = str(meta.get("resourceVersion") or "")
+        if event_type == "ERROR":
+            raise KubeError(
+                int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or "")
+            )
+        if event_type == "BOOKMARK":
+            annotations = meta.get("annotations") or {}
+            if self._snapshot is not None:
+                if annotations.get(INITIAL_EVENTS_END) == "true":
+                    records.extend(self._end_snapshot(rv))
+                    return rv
+                return ""
+            return rv
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            metrics.DROPPED.labels("unknown_type").inc()
+            return ""
+        metrics.EVENTS.labels(event_type).inc()
+        if self._snapshot is not None:
+            if event_type != "DELETED":
+                records.extend(self._add_to_snapshot(obj))
+            return ""
+        if self._floor is not None:
+            event_rv = _rv_floor(rv)
+            if event_rv is not None and event_rv <= self._floor:
+                metrics.DROPPED.labels("covered_by_list").inc()
+                return ""
+        self._live(event_type, obj, meta, records)
+        return rv
+
+    def _live(
+        self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
+    ) -> None:
+        uid = str(meta.get("uid") or "")
+        deleting = is_terminating(obj)
+        payload = sanitized_json(sanitize(obj))
+        if event_type == "DELETED":
+            self._hashes.pop(uid, None)
+        else:
+            digest = content_hash(payload, deleting)
+            if self._hashes.get(uid) == digest:
+                metrics.DROPPED.labels("unchanged").inc()
+                return
+            self._hashes[uid] = digest
+        record = self._builder.live(event_type, meta, deleting, payload)
+        if not self._builder.fits(record):
+            metrics.DROPPED.labels("too_large").inc()
+            log.error(
+                "watch %s: %s/%s is larger than the topic's message limit; not written",
+                self.spec.describe(),
+                meta.get("namespace", ""),
+                meta.get("name", ""),
+            )
+            return
+        records.append(record)
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _begin_snapshot(self, mode: str) -> _Snapshot:
+        """A new epoch, newer than any this stream (or an earlier process) has used."""
+        cursor = self._cursors.get(self.spec.cursor_key)
+        last = max(cursor.epoch if cursor is not None else 0, self._last_epoch)
+        epoch = self._last_epoch = max(last + 1, self._now_ms())
+        self._snapshot = _Snapshot(epoch, mode)
+        self._hashes = {}
+        self.snapshots_begun += 1
+        return self._snapshot
+
+    def _add_to_snapshot(self, obj: dict[str, Any]) -> list[PendingRecord]:
+        snapshot = self._snapshot
+        assert snapshot is not None
+        if is_terminating(obj):
+            metrics.DROPPED.labels("terminating_in_snapshot").inc()
+            return []
+        meta = _meta(obj)
+        payload = sanitized_json(sanitize(obj))
+        uid = str(meta.get("uid") or "")
+        item = SnapshotObject(
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+            uid,
+            str(meta.get("resourceVersion") or ""),
+            payload,
+        )
+        if item.size_estimate > self._builder.chunk_budget:
+            metrics.DROPPED.labels("too_large").inc()
+            log.error(
+                "watch %s: %s/%s is larger than the topic's message limit; left out of the snapshot",
+                self.spec.describe(),
+                item.namespace,
+                item.name,
+            )
+            return []
+        self._hashes[uid] = content_hash(payload, False)
+        out: list[PendingRecord] = []
+        if snapshot.pending_bytes + item.size_estimate > self._builder.chunk_budget:
+            out = self._flush_chunk()
+        snapshot.pending.append(item)
+        snapshot.pending_bytes += item.size_estimate
+        snapshot.objects += 1
+        return out
+
+    def _flush_chunk(self) -> list[PendingRecord]:
+        snapshot = self._snapshot
+        assert snapshot is not None
+        if not snapshot.pending:
+            return []
+        records = self._builder.chunks(snapshot.epoch, snapshot.chunks, snapshot.pending)
+        snapshot.chunks += len(records)
+        snapshot.pending = []
+        snapshot.pending_bytes = 0
+        return records
+
+    def _end_snapshot(self, resource_version: str) -> list[PendingRecord]:
+        snapshot = self._snapshot
+        assert snapshot is not None
+        records = self._flush_chunk()
+        records.append(
+            self._builder.end(snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version)
+        )
+        self._snapshot = None
+        self._completing = snapshot
+        return records
+
+    def _abandon_snapshot(self) -> None:
+        """A session ended before its snapshot's end marker was acknowledged; a newer epoch will follow."""
+        for snapshot in (self._snapshot, self._completing):
+            if snapshot is not None:
+                metrics.SNAPSHOTS.labels(snapshot.mode, "abandoned").inc()
+        self._snapshot = self._completing = None
+
+    # -- writing --------------------------------------------------------------------------
+    async def _write(self, records: list[PendingRecord], resource_version: str) -> None:
+        """Append, wait for the acknowledgements, then advance the cursor."""
+        for start in range(0, len(records), _APPEND_GROUP):
+            group = records[start : start + _APPEND_GROUP]
+            await self._log.append_many(self._topic, group)
+            metrics.RECORDS.inc(len(group))
+        completed, self._completing = self._completing, None
+        if completed is not None:
+            metrics.SNAPSHOTS.labels(completed.mode, "completed").inc()
+            self.snapshots_completed += 1
+            self._set_state("Streaming", "AllStreamsReady")
+            await self._advance(resource_version, completed.epoch)
+        elif self._snapshot is None:
+            await self._advance(resource_version, None)
+
+    async def _advance(self, resource_version: str, epoch: int | None) -> None:
+        if not resource_version:
+            return
+        previous = self._cursors.get(self.spec.cursor_key)
+        if epoch is None:
+            epoch = previous.epoch if previous is not None else 0
+        self.resource_version = resource_version
+        if previous is not None and previous.resource_version == resource_version and previous.epoch == epoch:
+            return
+        spec = self.spec
+        await self._cursors.write(
+            Cursor(
+                key=spec.cursor_key,
+                target=spec.target,
+                cluster=spec.cluster,
+                group=spec.group,
+                version=spec.version,
+                resource=spec.resource,
+                scope=spec.scope,
+                resource_version=resource_version,
+                epoch=epoch,
+                updated_at_ms=self._now_ms(),
+            )
+        )

@@ -1,0 +1,463 @@
+"""A Kubernetes API server stand-in that speaks the watch protocol over real HTTP on loopback.
+
+It serves discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), namespaces, LIST (with
+`limit`/`continue` and `labelSelector` equality terms) and WATCH with `resourceVersion`,
+`sendInitialEvents` + the `k8s.io/initial-events-end` bookmark, bookmarks, 410 Gone, a switch
+that rejects `sendInitialEvents` (to force the LIST fallback), abrupt connection drops and
+namespace deletion. It is a test double for kube-apiserver, which cannot run in this test
+environment; the behaviour follows the API conventions the client relies on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+CORPUS = Path("/work/shared/corpus/mutationlab")
+
+
+@dataclass(frozen=True)
+class ResourceDef:
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+DEFAULT_RESOURCES = (
+    ResourceDef("", "v1", "configmaps", "ConfigMap", True),
+    ResourceDef("", "v1", "secrets", "Secret", True),
+    ResourceDef("", "v1", "pods", "Pod", True),
+    ResourceDef("", "v1", "namespaces", "Namespace", False),
+    ResourceDef("", "v1", "services", "Service", True),
+    ResourceDef("", "v1", "serviceaccounts", "ServiceAccount", True),
+    ResourceDef("apps", "v1", "deployments", "Deployment", True),
+    ResourceDef("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceDef("wardle.example.com", "v1alpha1", "flunders", "Flunder", True),
+    ResourceDef("one.example.com", "v1", "widgets", "Widget", True),
+    ResourceDef("two.example.com", "v1", "widgets", "Widget", True),
+    ResourceDef("example.com", "v1", "readonlies", "ReadOnly", True, ("get", "list")),
+)
+
+
+@dataclass(eq=False)
+class _Watch:
+    gr: tuple[str, str]
+    namespace: str
+    transport: Any
+    queue: asyncio.Queue[tuple[int, str, dict[str, Any]] | None] = field(
+        default_factory=asyncio.Queue
+    )
+
+
+def corpus_object(relative: str, namespace: str, **tokens: str) -> dict[str, Any]:
+    """The `object` of a corpus watch event, with its tokens given concrete values."""
+    text = (CORPUS / relative).read_text(encoding="utf-8")
+    text = text.replace("<ns-1>", namespace).replace("<ts>", "2026-11-30T09:00:00.000000Z")
+    for token, value in tokens.items():
+        text = text.replace(f"<{token}>", value)
+    for index in range(1, 10):
+        text = text.replace(f"<uid-{index}>", str(uuid.uuid4()))
+        text = text.replace(f"<rand-{index}>", uuid.uuid4().hex[:5])
+        text = text.replace(f"<rv-{index}>", "0")
+    obj: dict[str, Any] = _json_safe(yaml.safe_load(text)["object"])
+    return obj
+
+
+def _json_safe(value: Any) -> Any:
+    """YAML reads timestamps as datetimes; the API serves them as RFC 3339 strings."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat().replace("+00:00", "Z")
+    return value
+
+
+class FakeKubeApiServer:
+    """In-memory objects, a global resourceVersion counter and live watches."""
+
+    def __init__(self, resources: tuple[ResourceDef, ...] = DEFAULT_RESOURCES) -> None:
+        self.resources = {(r.group, r.resource): r for r in resources}
+        self.objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {
+            key: {} for key in self.resources
+        }
+        self.namespaces: dict[str, str] = {"default": "Active"}
+        self.rv = 1000
+        self.compacted_rv = 0
+        self.reject_watchlist = False
+        self.gone_as_http_status = False
+        self.fail_initial_events: set[str] = set()
+        # One-shot hooks run inside the next LIST: before and after it reads the objects.
+        self.around_list: tuple[Callable[[], object], Callable[[], object]] | None = None
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self._watches: set[_Watch] = set()
+        self._history: list[tuple[int, tuple[str, str], str, dict[str, Any]]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        self.drop_connections()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
+                    "users": [{"name": "tester", "user": {"token": "test-token"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
+                    "current-context": "fake",
+                }
+            ),
+            encoding="utf-8",
+        )
+        return path
+
+    # -- mutations ------------------------------------------------------------------------
+    def _next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or update an object (like a client write); emits ADDED or MODIFIED."""
+        obj = copy.deepcopy(obj)
+        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        gr = self._gr_for_kind(group, str(obj["kind"]))
+        meta = obj.setdefault("metadata", {})
+        key = (str(meta.get("namespace") or ""), str(meta["name"]))
+        if key[0]:
+            self.namespaces.setdefault(key[0], "Active")
+        existing = self.objects[gr].get(key)
+        meta["uid"] = existing["metadata"]["uid"] if existing else str(uuid.uuid4())
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        self.objects[gr][key] = obj
+        self._emit(rv, gr, "MODIFIED" if existing else "ADDED", obj)
+        return obj
+
+    def delete(self, kind_api_version: tuple[str, str], namespace: str, name: str) -> None:
+        group, _, _ = kind_api_version[0].rpartition("/")
+        gr = self._gr_for_kind(group, kind_api_version[1])
+        obj = self.objects[gr].pop((namespace, name))
+        rv = self._next_rv()
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self._emit(rv, gr, "DELETED", obj)
+
+    def compact(self) -> None:
+        """Forget history: any resourceVersion older than now is answered with 410 Gone."""
+        self.compacted_rv = self.rv
+        self._history.clear()
+
+    def delete_namespace(self, namespace: str, *, finalize: bool) -> None:
+        """Start deleting a namespace (objects go, phase Terminating, watches fail mid-replay).
+
+        With `finalize` the namespace is gone afterwards: it answers 404.
+        """
+        self.namespaces[namespace] = "Terminating"
+        self.fail_initial_events.add(namespace)
+        for gr, objects in self.objects.items():
+            for key in [k for k in objects if k[0] == namespace]:
+                obj = objects.pop(key)
+                rv = self._next_rv()
+                obj["metadata"]["resourceVersion"] = str(rv)
+                self._emit(rv, gr, "DELETED", obj)
+        self.drop_connections(namespace=namespace)
+        if finalize:
+            self.finalize_namespace(namespace)
+
+    def finalize_namespace(self, namespace: str) -> None:
+        self.namespaces.pop(namespace, None)
+
+    def bookmark(self) -> None:
+        """Send a bookmark at the current resourceVersion to every watch that allows them."""
+        for watch in self._watches:
+            watch.queue.put_nowait((self.rv, "BOOKMARK", {}))
+
+    def drop_connections(self, namespace: str | None = None) -> None:
+        """Cut watch connections without a clean end of the chunked response."""
+        for watch in list(self._watches):
+            if namespace is None or watch.namespace == namespace:
+                watch.transport.abort()
+                watch.queue.put_nowait(None)
+
+    @property
+    def watch_count(self) -> int:
+        return len(self._watches)
+
+    def _gr_for_kind(self, group: str, kind: str) -> tuple[str, str]:
+        for gr, definition in self.resources.items():
+            if definition.group == group and definition.kind == kind:
+                return gr
+        raise KeyError((group, kind))
+
+    def _emit(self, rv: int, gr: tuple[str, str], event_type: str, obj: dict[str, Any]) -> None:
+        snapshot = copy.deepcopy(obj)
+        self._history.append((rv, gr, event_type, snapshot))
+        namespace = str(obj["metadata"].get("namespace") or "")
+        for watch in self._watches:
+            if watch.gr == gr and (not watch.namespace or watch.namespace == namespace):
+                watch.queue.put_nowait((rv, event_type, snapshot))
+
+    # -- HTTP -----------------------------------------------------------------------------
+    @staticmethod
+    def _status(code: int, reason: str, message: str) -> web.Response:
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
+        return web.json_response(body, status=code)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        query = dict(request.query)
+        self.requests.append((request.path, query))
+        if parts == ["api"]:
+            return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
+        if parts == ["apis"]:
+            return web.json_response(self._group_list())
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return self._status(404, "NotFound", f"{request.path} not found")
+        if not rest:
+            return self._resource_list(group, version)
+        if group == "" and rest[0] == "namespaces" and len(rest) == 2:
+            phase = self.namespaces.get(rest[1])
+            if phase is None:
+                return self._status(404, "NotFound", f'namespaces "{rest[1]}" not found')
+            return web.json_response(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rest[1]}, "status": {"phase": phase}}
+            )
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) == 3:
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) != 1 or (group, rest[0]) not in self.resources:
+            return self._status(404, "NotFound", f"{request.path} not found")
+        gr = (group, rest[0])
+        if self.resources[gr].version != version:
+            return self._status(404, "NotFound", f"{request.path} not found")
+        if namespace and namespace not in self.namespaces:
+            return self._status(404, "NotFound", f'namespaces "{namespace}" not found')
+        if query.get("watch") == "true":
+            return await self._watch(request, gr, namespace, query)
+        return self._list(gr, namespace, query)
+
+    def _group_list(self) -> dict[str, Any]:
+        groups: dict[str, str] = {}
+        for definition in self.resources.values():
+            if definition.group:
+                groups.setdefault(definition.group, definition.version)
+        return {
+            "kind": "APIGroupList",
+            "groups": [
+                {
+                    "name": name,
+                    "versions": [{"groupVersion": f"{name}/{v}", "version": v}],
+                    "preferredVersion": {"groupVersion": f"{name}/{v}", "version": v},
+                }
+                for name, v in sorted(groups.items())
+            ],
+        }
+
+    def _resource_list(self, group: str, version: str) -> web.Response:
+        entries = [
+            {
+                "name": d.resource,
+                "singularName": d.kind.lower(),
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": list(d.verbs),
+            }
+            for d in self.resources.values()
+            if d.group == group and d.version == version
+        ]
+        if not entries:
+            return self._status(404, "NotFound", f"{group}/{version} not served")
+        entries.append({"name": entries[0]["name"] + "/status", "namespaced": True, "kind": "X", "verbs": ["get"]})
+        return web.json_response(
+            {"kind": "APIResourceList", "groupVersion": f"{group}/{version}".lstrip("/"), "resources": entries}
+        )
+
+    @staticmethod
+    def _selected(obj: dict[str, Any], selector: str) -> bool:
+        labels = obj.get("metadata", {}).get("labels") or {}
+        for term in filter(None, selector.split(",")):
+            key, _, value = term.partition("=")
+            if labels.get(key.strip()) != value.strip().lstrip("="):
+                return False
+        return True
+
+    def _current(self, gr: tuple[str, str], namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(obj)
+            for (ns, _), obj in sorted(self.objects[gr].items())
+            if (not namespace or ns == namespace) and self._selected(obj, selector)
+        ]
+
+    def _list(self, gr: tuple[str, str], namespace: str, query: dict[str, str]) -> web.Response:
+        hooks, self.around_list = self.around_list, None
+        if hooks:
+            hooks[0]()
+        items = self._current(gr, namespace, query.get("labelSelector", ""))
+        list_rv = self.rv
+        if hooks:
+            hooks[1]()
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items) or 1
+        page = items[start : start + limit]
+        more = start + limit < len(items)
+        definition = self.resources[gr]
+        return web.json_response(
+            {
+                "kind": f"{definition.kind}List",
+                "apiVersion": definition.api_version,
+                "metadata": {"resourceVersion": str(list_rv), "continue": str(start + limit) if more else ""},
+                "items": page,
+            }
+        )
+
+    async def _watch(
+        self, request: web.Request, gr: tuple[str, str], namespace: str, query: dict[str, str]
+    ) -> web.StreamResponse:
+        definition = self.resources[gr]
+        if "watch" not in definition.verbs:
+            return self._status(405, "MethodNotAllowed", "watch is not supported")
+        selector = query.get("labelSelector", "")
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        initial: list[dict[str, Any]] = []
+        send_end_bookmark = False
+        since = self.rv
+        if query.get("sendInitialEvents") == "true":
+            if self.reject_watchlist:
+                return self._status(
+                    422,
+                    "Invalid",
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
+                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                )
+            if query.get("resourceVersionMatch") != "NotOlderThan":
+                return self._status(422, "Invalid", "sendInitialEvents requires resourceVersionMatch")
+            initial = self._current(gr, namespace, selector)
+            send_end_bookmark = True
+        elif query.get("resourceVersion") not in (None, "", "0"):
+            since = int(query["resourceVersion"])
+            if since < self.compacted_rv:
+                message = f"too old resource version: {since} ({self.compacted_rv})"
+                if self.gone_as_http_status:
+                    return self._status(410, "Expired", message)
+                return await self._single_error(request, 410, "Expired", message)
+        else:
+            initial = self._current(gr, namespace, selector)
+        watch = _Watch(gr, namespace, request.transport)
+        backlog = [
+            (rv, event_type, obj)
+            for rv, hgr, event_type, obj in self._history
+            if hgr == gr and rv > since and (not namespace or obj["metadata"].get("namespace") == namespace)
+        ]
+        self._watches.add(watch)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        try:
+            await response.prepare(request)
+            for obj in initial:
+                await self._send(response, "ADDED", obj)
+            if namespace in self.fail_initial_events and send_end_bookmark:
+                watch.transport.abort()
+                return response
+            if send_end_bookmark:
+                await self._send(response, "BOOKMARK", self._bookmark(definition, since, initial_end=True))
+            for rv, event_type, obj in backlog:
+                if self._selected(obj, selector):
+                    await self._send(response, event_type, obj)
+            async for rv, event_type, obj in self._drain(watch):
+                if event_type == "BOOKMARK":
+                    if bookmarks:
+                        await self._send(response, "BOOKMARK", self._bookmark(definition, rv))
+                elif rv > since and self._selected(obj, selector):
+                    await self._send(response, event_type, obj)
+            return response
+        except (ConnectionResetError, RuntimeError):
+            return response
+        finally:
+            self._watches.discard(watch)
+
+    @staticmethod
+    async def _drain(watch: _Watch) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
+        while True:
+            item = await watch.queue.get()
+            if item is None:
+                return
+            yield item
+
+    @staticmethod
+    def _bookmark(definition: ResourceDef, rv: int, initial_end: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"apiVersion": definition.api_version, "kind": definition.kind, "metadata": meta}
+
+    @staticmethod
+    async def _send(response: web.StreamResponse, event_type: str, obj: dict[str, Any]) -> None:
+        await response.write(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
+
+    async def _single_error(
+        self, request: web.Request, code: int, reason: str, message: str
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                  "message": message, "reason": reason, "code": code}
+        await self._send(response, "ERROR", status)
+        await response.write_eof()
+        return response
+
+
+
+@contextlib.asynccontextmanager
+async def running_server() -> AsyncIterator[FakeKubeApiServer]:
+    server = FakeKubeApiServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
