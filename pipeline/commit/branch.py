@@ -1,0 +1,571 @@
+"""One (provider, branch) FIFO: commit windows, snapshots, commits and compare-and-swap pushes.
+
+The worker applies branch work strictly in log order. Offsets are reported as settled only when
+their effect is on the remote (or proved to change nothing), so the consumer never commits an
+offset for work a crash could still lose. Work the branch tip already carries (by its
+`Reverser-Offset` trailer) is skipped, so a redelivery never makes a second commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from pipeline.commit import metrics
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
+from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind
+from pipeline.commit.layout import LayoutError, canonical_path, normalize_target_path
+from pipeline.commit.messages import ChangedObject, parse_offset
+from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
+from pipeline.commit.window import CloseReason, CommitWindow
+from pipeline.commit.work import (
+    ResyncBegin,
+    ResyncChunk,
+    ResyncEnd,
+    ResyncObject,
+    WorkItem,
+    Write,
+)
+from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
+from pipeline.config import ProviderSettings, Settings, TargetSettings
+
+__all__ = ["BranchWorker", "Hook", "Offset"]
+
+log = logging.getLogger(__name__)
+
+Offset = tuple[int, int]
+Hook = Callable[[str], Awaitable[None]]
+SIZE_CAP_BYTES = 8 * 1024 * 1024
+PUSH_ATTEMPTS = 3
+TRAILER_SCAN_COMMITS = 10_000
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """A snapshot being collected between ResyncBegin and ResyncEnd."""
+
+    epoch: int
+    begin: WorkItem
+    objects: list[ResyncObject] = field(default_factory=list)
+    chunks: int = 0
+    offsets: list[Offset] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A local commit not yet on the remote, with the plan to replay it after a conflict."""
+
+    plan: Plan
+    sha: str
+
+
+class BranchWorker:
+    """The single writer of one branch; `handle` takes work in log order, `tick` fires timers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: ProviderSettings,
+        branch: str,
+        repo: LocalRepo,
+        on_settled: Callable[[list[Offset]], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        hook: Hook | None = None,
+        size_cap_bytes: int = SIZE_CAP_BYTES,
+        max_push_backoff_s: float = 60.0,
+    ) -> None:
+        self.provider = provider
+        self.branch = branch
+        self.repo = repo
+        self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
+        self._on_settled = on_settled
+        self._clock = clock
+        self._wall = wall
+        self._hook = hook
+        self._size_cap = size_cap_bytes
+        self._max_backoff_s = max_push_backoff_s
+        self.committer = Identity(
+            provider.committer.name.strip() or "Reverser Pipeline",
+            provider.committer.email.strip() or "noreply@reverser.invalid",
+        )
+        self.synced = False
+        self._remote_tip: str | None = None
+        self._tip: str | None = None
+        self._tree = repo.tree(None)
+        self._skip: dict[int, int] = {}
+        self._window: CommitWindow | None = None
+        self._snapshots: dict[tuple[str, str, str, str], _Snapshot] = {}
+        self._pending: list[_Pending] = []
+        self._finalized: list[Offset] = []
+        self._push_due: float | None = None
+        self._last_push: float | None = None
+        self._backoff_s = 1.0
+        self._labels = (provider.name, branch)
+
+    # state ---------------------------------------------------------------------------------
+    @property
+    def tip(self) -> str | None:
+        """The local tip (remote tip plus unpushed commits)."""
+        return self._tip
+
+    @property
+    def remote_tip(self) -> str | None:
+        return self._remote_tip
+
+    @property
+    def pending_commits(self) -> int:
+        return len(self._pending)
+
+    @property
+    def window(self) -> CommitWindow | None:
+        return self._window
+
+    @property
+    def unsettled(self) -> int:
+        """Work records received but not yet settled (the pending-work gauge)."""
+        in_window = len(self._window.offsets) if self._window else 0
+        in_snapshots = sum(len(s.offsets) for s in self._snapshots.values())
+        return in_window + in_snapshots + len(self._finalized)
+
+    def next_deadline(self) -> float | None:
+        """When `tick` next has something to do (window silence or a due push)."""
+        deadlines = [d for d in (self._window.deadline if self._window else None, self._push_due) if d]
+        return min(deadlines) if deadlines else None
+
+    def _settle(self, offsets: list[Offset]) -> None:
+        if offsets:
+            self._on_settled(offsets)
+        metrics.PENDING.labels(*self._labels).set(self.unsettled)
+
+    def _settle_finalized(self) -> None:
+        done, self._finalized = self._finalized, []
+        self._settle(done)
+
+    # sync ----------------------------------------------------------------------------------
+    async def sync(self) -> None:
+        """Fetch the remote and base the branch on its tip (or the default branch, or nothing)."""
+        await self.repo.fetch()
+        remote = self.repo.remote_ref(self.branch)
+        base = remote
+        if base is None and self.branch != self.provider.default_branch:
+            base = self.repo.remote_ref(self.provider.default_branch)
+        self._remote_tip = remote
+        self._reset(base)
+        self._skip = self._committed_offsets(remote) if remote else {}
+        self.synced = True
+        log.info(
+            "%s %s: based on %s, work already committed up to %s",
+            redact_url(self.provider.url),
+            self.branch,
+            base or "an empty history",
+            self._skip or "nothing",
+        )
+
+    def _reset(self, base: str | None) -> None:
+        self._tip = base
+        self._tree = self.repo.tree(base)
+        if base is not None:
+            self.repo.set_branch(self.branch, base)
+
+    def _committed_offsets(self, tip: str) -> dict[int, int]:
+        """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents."""
+        sha: str | None = tip
+        for _ in range(TRAILER_SCAN_COMMITS):
+            if sha is None:
+                break
+            info = self.repo.read_commit(sha)
+            found = parse_offset(info.trailers(), self.provider.name, self.branch)
+            if found is not None:
+                return {found[0]: found[1]}
+            sha = info.parents[0] if info.parents else None
+        return {}
+
+    # work ----------------------------------------------------------------------------------
+    async def handle(self, item: WorkItem) -> None:
+        """Apply one work record (the caller keeps log order and calls `sync` first)."""
+        here = (item.partition, item.offset)
+        if item.offset <= self._skip.get(item.partition, -1):
+            metrics.SKIPPED.labels("already_committed").inc()
+            self._settle([here])
+            return
+        body = item.body
+        if isinstance(body, Write):
+            await self._write(item, body)
+        elif isinstance(body, ResyncBegin):
+            self._begin(item, body)
+        elif isinstance(body, ResyncChunk):
+            self._chunk(item, body)
+        else:
+            await self._end(item, body)
+        metrics.PENDING.labels(*self._labels).set(self.unsettled)
+
+    def _target(self, name: str) -> TargetSettings | None:
+        return self._targets.get(name)
+
+    def _bad(self, item: WorkItem, reason: str, problem: Exception) -> None:
+        log.warning(
+            "branch work %d:%d for %s/%s skipped: %s",
+            item.partition,
+            item.offset,
+            self.provider.name,
+            self.branch,
+            problem,
+        )
+        metrics.SKIPPED.labels(reason).inc()
+
+    async def _write(self, item: WorkItem, write: Write) -> None:
+        here = (item.partition, item.offset)
+        target = self._target(item.target)
+        prune = target.prune if target is not None else "Never"
+        deleting = write.operation == "DELETE"
+        try:
+            path = canonical_path(
+                normalize_target_path(item.path), item.group, item.resource, write.namespace, write.name
+            )
+            content = None if deleting else render_object(parse_object_json(write.object_json or b"null"))
+        except (LayoutError, RenderError) as exc:
+            self._bad(item, "bad_record", exc)
+            self._settle([here])
+            return
+        if deleting and prune == "Never":
+            metrics.SKIPPED.labels("prune_never").inc()
+            self._settle([here])
+            return
+        key = CommitWindow.key_of(write.author, item.target)
+        if self._window is not None and self._window.key != key:
+            await self._finalize(CloseReason.AUTHOR_CHANGE)
+        if self._window is None:
+            self._window = CommitWindow(key, write.author, item.target, deadline=0.0)
+        obj = ChangedObject(
+            write.operation, item.group, item.version, item.resource, write.namespace, write.name
+        )
+        window = self._window
+        window.add(path, content, obj, write.author, item.partition, item.offset, item.observed_at_ms)
+        window_s = self.provider.commit_window_s
+        if target is not None and target.commit_window_s is not None:
+            window_s = target.commit_window_s
+        pending_size = sum(p.plan.size for p in self._pending)
+        if window.size + pending_size >= self._size_cap:
+            await self._finalize(CloseReason.SIZE_CAP)
+        elif window_s <= 0:
+            await self._finalize(CloseReason.WINDOW_ZERO)
+        else:
+            window.deadline = self._clock() + window_s
+
+    def _begin(self, item: WorkItem, body: ResyncBegin) -> None:
+        older = self._snapshots.pop(item.stream, None)
+        if older is not None:
+            log.info(
+                "snapshot epoch %d of %s superseded by epoch %d before it finished",
+                older.epoch,
+                "/".join(item.stream),
+                body.epoch,
+            )
+            metrics.SKIPPED.labels("superseded_snapshot").inc(len(older.offsets))
+            self._settle(older.offsets)
+        self._snapshots[item.stream] = _Snapshot(body.epoch, item, offsets=[(item.partition, item.offset)])
+
+    def _chunk(self, item: WorkItem, body: ResyncChunk) -> None:
+        snapshot = self._snapshots.get(item.stream)
+        if snapshot is None or snapshot.epoch != body.epoch:
+            metrics.SKIPPED.labels("stale_snapshot").inc()
+            self._settle([(item.partition, item.offset)])
+            return
+        snapshot.objects.extend(body.objects)
+        snapshot.chunks += 1
+        snapshot.offsets.append((item.partition, item.offset))
+
+    async def _end(self, item: WorkItem, body: ResyncEnd) -> None:
+        here = (item.partition, item.offset)
+        snapshot = self._snapshots.get(item.stream)
+        if snapshot is None or snapshot.epoch != body.epoch:
+            metrics.SKIPPED.labels("stale_snapshot").inc()
+            self._settle([here])
+            return
+        del self._snapshots[item.stream]
+        offsets = [*snapshot.offsets, here]
+        if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
+            log.warning(
+                "snapshot epoch %d of %s is incomplete (%d/%d chunks, %d/%d objects); no sweep",
+                body.epoch,
+                "/".join(item.stream),
+                snapshot.chunks,
+                body.chunks,
+                len(snapshot.objects),
+                body.objects,
+            )
+            metrics.SKIPPED.labels("incomplete_snapshot").inc(len(offsets))
+            self._settle(offsets)
+            return
+        await self._finalize(CloseReason.SNAPSHOT)
+        plan = self._snapshot_plan(snapshot, item, body)
+        await self._commit(plan, offsets)
+
+    def _snapshot_plan(self, snapshot: _Snapshot, end: WorkItem, body: ResyncEnd) -> Plan:
+        target = self._target(end.target)
+        target_path = normalize_target_path(end.path)
+        writes: dict[str, tuple[bytes | None, ChangedObject]] = {}
+        keep: set[str] = set()
+        for obj in snapshot.objects:
+            try:
+                path = canonical_path(target_path, end.group, end.resource, obj.namespace, obj.name)
+            except LayoutError as exc:
+                self._bad(end, "bad_record", exc)
+                continue
+            keep.add(path)
+            try:
+                content = render_object(parse_object_json(obj.object_json))
+            except RenderError as exc:
+                self._bad(end, "bad_record", exc)
+                continue
+            writes[path] = (
+                content,
+                ChangedObject("UPDATE", end.group, end.version, end.resource, obj.namespace, obj.name),
+            )
+        opened = snapshot.begin.body
+        revision = body.resource_version or (
+            opened.resource_version if isinstance(opened, ResyncBegin) else ""
+        )
+        return Plan(
+            kind="snapshot",
+            provider=self.provider.name,
+            branch=self.branch,
+            target=end.target,
+            author=self.committer,
+            author_kind="committer",
+            author_label=self.committer.name,
+            attributions=[],
+            author_time_s=(end.observed_at_ms // 1000) or int(self._wall()),
+            partition=end.partition,
+            offset=end.offset,
+            observed_at_ms=snapshot.begin.observed_at_ms,
+            writes=writes,
+            sweep=Sweep(
+                target_path,
+                end.group,
+                end.resource,
+                end.scope,
+                frozenset(keep),
+                prune=target is not None and target.prune == "Always",
+            ),
+            resource=end.resource,
+            revision=revision,
+            size=sum(len(c) for c, _ in writes.values() if c is not None),
+        )
+
+    # windows and commits -------------------------------------------------------------------
+    async def _finalize(self, reason: str) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        metrics.WINDOW_CLOSES.labels(*self._labels, reason).inc()
+        author = window.author
+        identity = author_identity(
+            author.outcome, author.username, author.display_name, author.email, self.committer
+        )
+        kind = author_kind(author.outcome, author.username)
+        if kind == "committer":
+            label = self.committer.name
+        elif kind == "unresolved":
+            label = UNRESOLVED.name
+        else:
+            label = author.username
+        plan = Plan(
+            kind="window",
+            provider=self.provider.name,
+            branch=self.branch,
+            target=window.target,
+            author=identity,
+            author_kind=kind,
+            author_label=label,
+            attributions=window.tiers,
+            author_time_s=(window.last_observed_ms // 1000) or int(self._wall()),
+            partition=window.offsets[-1][0],
+            offset=window.offsets[-1][1],
+            observed_at_ms=window.first_observed_ms,
+            writes=window.writes,
+            size=window.size,
+        )
+        await self._commit(plan, window.offsets)
+
+    def _make_commit(self, plan: Plan) -> str | None:
+        applied = apply_plan(self._tree, plan, self.repo.store_blob)
+        for path in applied.refused:
+            log.warning(
+                "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
+            )
+            metrics.SKIPPED.labels("path_conflict").inc()
+        if plan.sweep is not None:
+            if applied.retained:
+                metrics.RETAINED.labels(plan.target, "Always" if plan.sweep.prune else "OnEvent").inc(
+                    applied.retained
+                )
+            if applied.swept:
+                metrics.SWEEP_DELETES.labels(plan.target, plan.sweep.group, plan.sweep.resource).inc(
+                    applied.swept
+                )
+        if not applied.changed:
+            return None
+        tree = self._tree.write()
+        sha = self.repo.commit(
+            tree,
+            self._tip,
+            plan.author,
+            plan.author_time_s,
+            self.committer,
+            int(self._wall()),
+            message_for(plan, applied),
+        )
+        self._tip = sha
+        self.repo.set_branch(self.branch, sha)
+        return sha
+
+    async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
+        sha = self._make_commit(plan)
+        self._finalized.extend(offsets)
+        if sha is None:
+            if not self._pending:
+                self._settle_finalized()
+            return
+        self._pending.append(_Pending(plan, sha))
+        metrics.COMMITS.labels(*self._labels, plan.author_kind).inc()
+        if self._hook is not None:
+            await self._hook("committed")
+        self._schedule_push()
+
+    # push ----------------------------------------------------------------------------------
+    def _schedule_push(self) -> None:
+        if not self._pending or self._push_due is not None:
+            return
+        now = self._clock()
+        cooldown = self.provider.push_cooldown_s
+        if self._last_push is None or now - self._last_push >= cooldown:
+            self._push_due = now
+        else:
+            self._push_due = self._last_push + cooldown
+
+    async def tick(self) -> None:
+        """Close a silent window and run a due push."""
+        now = self._clock()
+        if self._window is not None and now >= self._window.deadline:
+            await self._finalize(CloseReason.SILENCE)
+        if self._push_due is not None and now >= self._push_due:
+            await self.push()
+
+    async def push(self) -> bool:
+        """Push unpushed commits with a lease on the remote tip, replaying them after a conflict."""
+        self._push_due = None
+        if not self._pending:
+            return True
+        for _ in range(PUSH_ATTEMPTS):
+            assert self._tip is not None
+            started = self._clock()
+            try:
+                await self.repo.push(self.branch, self._tip, self._remote_tip)
+            except PushRejected as exc:
+                metrics.PUSHES.labels(*self._labels, "rejected").inc()
+                log.info("%s; fetching and replaying %d commit(s)", exc, len(self._pending))
+                try:
+                    await self._replay_onto_remote()
+                except GitRemoteError as fetch_error:
+                    self._push_failed(fetch_error)
+                    return False
+                if not self._pending:
+                    self._settle_finalized()
+                    return True
+                continue
+            except GitRemoteError as exc:
+                metrics.PUSHES.labels(*self._labels, "auth_error" if exc.auth else "error").inc()
+                self._push_failed(exc)
+                return False
+            metrics.PUSH_SECONDS.labels(*self._labels).observe(max(self._clock() - started, 0.0))
+            metrics.PUSHES.labels(*self._labels, "ok").inc()
+            await self._pushed()
+            return True
+        self._push_failed(GitRemoteError(f"push still rejected after {PUSH_ATTEMPTS} attempts"))
+        return False
+
+    async def _pushed(self) -> None:
+        self._remote_tip = self._tip
+        self._last_push = self._clock()
+        self._backoff_s = 1.0
+        now_ms = self._wall() * 1000
+        for pending in self._pending:
+            if pending.plan.observed_at_ms:
+                metrics.END_TO_END_SECONDS.labels(*self._labels).observe(
+                    max(now_ms - pending.plan.observed_at_ms, 0.0) / 1000
+                )
+        self._pending.clear()
+        if self._hook is not None:
+            await self._hook("pushed")
+        self._settle_finalized()
+
+    def _push_failed(self, exc: GitRemoteError) -> None:
+        log.error(
+            "push of %s %s failed (%d commit(s) kept, retry in %.0f s): %s",
+            redact_url(self.provider.url),
+            self.branch,
+            len(self._pending),
+            self._backoff_s,
+            exc,
+        )
+        self._push_due = self._clock() + self._backoff_s
+        self._backoff_s = min(self._backoff_s * 2, self._max_backoff_s)
+
+    async def _replay_onto_remote(self) -> None:
+        """Fetch the moved tip and re-apply every unpushed plan on top of it (fresh commits)."""
+        await self.repo.fetch()
+        remote = self.repo.remote_ref(self.branch)
+        metrics.REBASES.labels(*self._labels).inc()
+        plans = [p.plan for p in self._pending]
+        self._pending.clear()
+        self._remote_tip = remote
+        base = remote
+        if base is None and self.branch != self.provider.default_branch:
+            base = self.repo.remote_ref(self.provider.default_branch)
+        self._reset(base)
+        for plan in plans:
+            sha = self._make_commit(plan)
+            if sha is not None:
+                self._pending.append(_Pending(plan, sha))
+
+    async def stop(self, reason: str = CloseReason.SHUTDOWN) -> bool:
+        """Close the open window and push now, ignoring the cooldown; unfinished snapshots are dropped.
+
+        Returns whether everything applied is on the remote. Offsets of dropped snapshots stay
+        unsettled, so the next owner reads them again.
+        """
+        if not self.synced:
+            return False
+        await self._finalize(reason)
+        self._snapshots.clear()
+        if not self._pending:
+            self._settle_finalized()
+            return True
+        return await self.push()
+
+    async def run(self, queue: asyncio.Queue[WorkItem]) -> None:
+        """Serve the FIFO forever: sync (retrying), then items in order and timers in between."""
+        backoff_s = 1.0
+        while not self.synced:
+            try:
+                await self.sync()
+            except GitRemoteError as exc:
+                log.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, self._max_backoff_s)
+        while True:
+            deadline = self.next_deadline()
+            timeout = None if deadline is None else max(deadline - self._clock(), 0.0)
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout)
+            except TimeoutError:
+                item = None
+            if item is not None:
+                await self.handle(item)
+            await self.tick()

@@ -1,0 +1,272 @@
+"""The worker's local bare repository and its remote: object writes, fetch and compare-and-swap push.
+
+Network operations run the `git` CLI as asyncio subprocesses so a slow remote never blocks the
+event loop. HTTP basic credentials travel in an `http.extraHeader` passed through `GIT_CONFIG_*`
+environment variables, so they never appear in a URL, on a command line, or on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import git
+
+from pipeline.commit.gittree import GitTree, store_object
+from pipeline.commit.identity import Identity
+
+__all__ = [
+    "CommitInfo",
+    "GitRemoteError",
+    "LocalRepo",
+    "PushRejected",
+    "RemoteAuth",
+    "redact_url",
+]
+
+log = logging.getLogger(__name__)
+
+_TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
+_FAILURE_HINTS = (
+    "Authentication failed",
+    "401",
+    "403",
+    "could not read Username",
+    "terminal prompts disabled",
+)
+
+
+class GitRemoteError(Exception):
+    """A fetch or push failed for a reason other than a moved remote (network, credentials, missing repo)."""
+
+    def __init__(self, message: str, *, auth: bool = False) -> None:
+        super().__init__(message)
+        self.auth = auth
+
+
+class PushRejected(Exception):
+    """The remote branch is not where we expected it: somebody else pushed first."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteAuth:
+    """HTTP basic credentials for a remote (read from the environment by the caller)."""
+
+    username: str
+    password: str
+
+    def header(self) -> str:
+        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
+        return f"Authorization: Basic {token}"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """What the worker reads back from a commit: its tree, parents, author and trailers."""
+
+    sha: str
+    tree: bytes
+    parents: tuple[str, ...]
+    author: str
+    message: str
+
+    def trailers(self) -> dict[str, list[str]]:
+        """Trailer lines of the message's last paragraph, by key."""
+        found: dict[str, list[str]] = {}
+        last = self.message.rstrip("\n").rsplit("\n\n", 1)[-1]
+        for line in last.splitlines():
+            match = _TRAILER.match(line)
+            if match:
+                found.setdefault(match.group(1), []).append(match.group(2))
+        return found
+
+
+def redact_url(url: str) -> str:
+    """The URL without any user or password, fit for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _signature(identity: Identity, when_s: int) -> bytes:
+    name = identity.name.replace("<", "").replace(">", "").replace("\n", " ")
+    email = identity.email.replace("<", "").replace(">", "").replace("\n", "")
+    return f"{name} <{email}> {when_s} +0000".encode()
+
+
+class LocalRepo:
+    """A bare repository owned by one branch worker: the object store and the remote-tracking refs."""
+
+    def __init__(self, path: Path, url: str, auth: RemoteAuth | None = None) -> None:
+        self.path = path
+        self.url = url
+        self.auth = auth
+        if not (path / "HEAD").exists():
+            path.mkdir(parents=True, exist_ok=True)
+            git.Repo.init(path, bare=True)
+        self.repo = git.Repo(path)
+        with self.repo.config_writer() as config:
+            config.set_value("commit", "gpgSign", "false")
+            config.set_value("gc", "auto", "0")
+        self.odb = self.repo.odb
+
+    @classmethod
+    def for_branch(
+        cls, root: Path, provider: str, branch: str, url: str, auth: RemoteAuth | None
+    ) -> LocalRepo:
+        """The clone for one (provider, branch) under `root`, named by a hash so any branch name is safe."""
+        digest = hashlib.sha256(f"{provider}\0{branch}\0{url.strip()}".encode()).hexdigest()[:32]
+        return cls(root / digest, url, auth)
+
+    def close(self) -> None:
+        self.repo.close()
+
+    # objects -------------------------------------------------------------------------------
+    def tree(self, commit_sha: str | None) -> GitTree:
+        """An editable view of a commit's tree (an empty tree for None)."""
+        root = self.read_commit(commit_sha).tree if commit_sha else None
+        return GitTree(self.odb, root)
+
+    def store_blob(self, data: bytes) -> bytes:
+        return store_object(self.odb, b"blob", data)
+
+    def commit(
+        self,
+        tree: bytes,
+        parent: str | None,
+        author: Identity,
+        author_time_s: int,
+        committer: Identity,
+        commit_time_s: int,
+        message: str,
+    ) -> str:
+        """Store a commit object and return its hex SHA (no ref moves)."""
+        lines = [b"tree " + tree.hex().encode()]
+        if parent:
+            lines.append(b"parent " + parent.encode())
+        lines.append(b"author " + _signature(author, author_time_s))
+        lines.append(b"committer " + _signature(committer, commit_time_s))
+        body = b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
+        return store_object(self.odb, b"commit", body).hex()
+
+    def read_commit(self, sha: str) -> CommitInfo:
+        raw = self.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "replace")
+        header, _, message = raw.partition("\n\n")
+        tree = b""
+        parents: list[str] = []
+        author = ""
+        for line in header.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "tree":
+                tree = bytes.fromhex(value)
+            elif key == "parent":
+                parents.append(value)
+            elif key == "author":
+                author = value.rsplit(" ", 2)[0]
+        return CommitInfo(sha, tree, tuple(parents), author, message)
+
+    def set_branch(self, branch: str, sha: str) -> None:
+        """Point the local `refs/heads/<branch>` at `sha` (keeps unpushed commits reachable)."""
+        ref = self.path / "refs" / "heads" / branch
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ref.with_name(ref.name + ".tmp")
+        tmp.write_text(sha + "\n", encoding="ascii")
+        os.replace(tmp, ref)
+
+    def remote_ref(self, branch: str) -> str | None:
+        """The remote-tracking tip of `branch` as of the last fetch."""
+        ref = self.path / "refs" / "remotes" / "origin" / branch
+        try:
+            return ref.read_text(encoding="ascii").strip() or None
+        except FileNotFoundError:
+            return self._packed_ref(f"refs/remotes/origin/{branch}")
+
+    def _packed_ref(self, name: str) -> str | None:
+        try:
+            text = (self.path / "packed-refs").read_text(encoding="ascii")
+        except FileNotFoundError:
+            return None
+        for line in text.splitlines():
+            sha, _, ref = line.partition(" ")
+            if ref == name:
+                return sha
+        return None
+
+    # remote --------------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "GIT_TERMINAL_PROMPT": "0",
+                "GIT_ASKPASS": "",
+                "SSH_ASKPASS": "",
+                "LC_ALL": "C",
+                "GIT_CONFIG_NOSYSTEM": "1",
+            }
+        )
+        if self.auth is not None:
+            env.update(
+                {
+                    "GIT_CONFIG_COUNT": "1",
+                    "GIT_CONFIG_KEY_0": "http.extraHeader",
+                    "GIT_CONFIG_VALUE_0": self.auth.header(),
+                }
+            )
+        return env
+
+    async def _git(self, *args: str) -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            str(self.path),
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=self._env(),
+        )
+        output, _ = await process.communicate()
+        return process.returncode or 0, output.decode("utf-8", "replace").replace(
+            self.url, redact_url(self.url)
+        )
+
+    def _failure(self, action: str, output: str) -> GitRemoteError:
+        auth = any(hint in output for hint in _FAILURE_HINTS)
+        detail = output.strip().splitlines()[-1] if output.strip() else "no output"
+        reason = "credentials rejected" if auth else "failed"
+        return GitRemoteError(f"git {action} {redact_url(self.url)} {reason}: {detail}", auth=auth)
+
+    async def fetch(self) -> None:
+        """Bring every remote branch into `refs/remotes/origin/*` (pruning deleted ones)."""
+        code, output = await self._git(
+            "fetch", "--no-tags", "--prune", "--quiet", self.url, "+refs/heads/*:refs/remotes/origin/*"
+        )
+        if code != 0:
+            raise self._failure("fetch", output)
+
+    async def push(self, branch: str, sha: str, expected: str | None) -> None:
+        """Set the remote branch to `sha` only if it still points at `expected` (None: absent)."""
+        ref = f"refs/heads/{branch}"
+        code, output = await self._git(
+            "push",
+            "--porcelain",
+            f"--force-with-lease={ref}:{expected or ''}",
+            self.url,
+            f"{sha}:{ref}",
+        )
+        if code == 0:
+            return
+        if "[rejected]" in output or "stale info" in output or "fetch first" in output:
+            raise PushRejected(f"{redact_url(self.url)} {branch} moved: {output.strip().splitlines()[-1]}")
+        raise self._failure("push", output)

@@ -1,0 +1,174 @@
+"""An in-memory, copy-on-write view of a Git tree that writes objects straight to the object database.
+
+Committing through an index costs a full index rewrite per commit (about 230 ms in a 5,000-file
+repository). Here only the trees on the changed paths are re-serialised and stored, so a one-file
+commit writes one blob, a handful of small trees and one commit object.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from git.objects.fun import tree_entries_from_data
+from gitdb.base import IStream  # type: ignore[import-untyped]
+
+__all__ = ["BLOB_MODE", "TREE_MODE", "GitTree", "store_object"]
+
+BLOB_MODE = 0o100644
+TREE_MODE = 0o040000
+
+
+def store_object(odb: Any, kind: bytes, data: bytes) -> bytes:
+    """Write one object into the repository's object database and return its binary SHA-1."""
+    return bytes(odb.store(IStream(kind, len(data), io.BytesIO(data))).binsha)
+
+
+class _Dir:
+    """One tree: entries are `name -> (mode, binsha)`; a changed subtree lives in `children`."""
+
+    __slots__ = ("children", "entries", "sha")
+
+    def __init__(self, sha: bytes | None) -> None:
+        self.sha = sha
+        self.entries: dict[str, tuple[int, bytes]] | None = None if sha is not None else {}
+        self.children: dict[str, _Dir] = {}
+
+
+class GitTree:
+    """The tree of one commit, editable by path; `write()` stores the changed trees and returns the root."""
+
+    __slots__ = ("_odb", "_root")
+
+    def __init__(self, odb: Any, root_sha: bytes | None) -> None:
+        self._odb = odb
+        self._root = _Dir(root_sha)
+
+    def _load(self, node: _Dir) -> dict[str, tuple[int, bytes]]:
+        if node.entries is None:
+            assert node.sha is not None
+            data = self._odb.stream(node.sha).read()
+            node.entries = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
+        return node.entries
+
+    def _child(self, node: _Dir, part: str, create: bool) -> _Dir | None:
+        child = node.children.get(part)
+        if child is not None:
+            return child
+        entry = self._load(node).get(part)
+        if entry is not None and entry[0] == TREE_MODE:
+            child = _Dir(entry[1])
+        elif not create:
+            return None
+        elif entry is not None:
+            raise IsADirectoryError(f"{part!r} is a file, not a folder")
+        else:
+            child = _Dir(None)
+        node.children[part] = child
+        return child
+
+    def _chain(self, parts: list[str], create: bool) -> list[_Dir] | None:
+        chain = [self._root]
+        for part in parts:
+            child = self._child(chain[-1], part, create)
+            if child is None:
+                return None
+            chain.append(child)
+        return chain
+
+    def get(self, path: str) -> bytes | None:
+        """The blob SHA at `path`, or None when there is no file there."""
+        *parents, name = path.split("/")
+        chain = self._chain(parents, create=False)
+        if chain is None:
+            return None
+        entry = self._load(chain[-1]).get(name)
+        return entry[1] if entry is not None and entry[0] != TREE_MODE else None
+
+    def put(self, path: str, blob_sha: bytes) -> None:
+        """Place a blob at `path`, creating folders on the way."""
+        *parents, name = path.split("/")
+        chain = self._chain(parents, create=True)
+        assert chain is not None
+        entries = self._load(chain[-1])
+        existing = entries.get(name)
+        if name in chain[-1].children or (existing is not None and existing[0] == TREE_MODE):
+            raise IsADirectoryError(f"{path!r} is a folder")
+        entries[name] = (BLOB_MODE, blob_sha)
+        for dirty in chain:
+            dirty.sha = None
+
+    def delete(self, path: str) -> bool:
+        """Remove the file at `path`; returns whether there was one."""
+        *parents, name = path.split("/")
+        chain = self._chain(parents, create=False)
+        if chain is None:
+            return False
+        entries = self._load(chain[-1])
+        entry = entries.get(name)
+        if entry is None or entry[0] == TREE_MODE:
+            return False
+        del entries[name]
+        for dirty in chain:
+            dirty.sha = None
+        return True
+
+    def _listing(self, folder: str) -> _Dir | None:
+        if not folder:
+            return self._root
+        chain = self._chain(folder.split("/"), create=False)
+        return chain[-1] if chain is not None else None
+
+    def files(self, folder: str) -> list[str]:
+        """Names of the files directly inside `folder` ("" = root)."""
+        node = self._listing(folder)
+        if node is None:
+            return []
+        return sorted(n for n, (mode, _sha) in self._load(node).items() if mode != TREE_MODE)
+
+    def folders(self, folder: str) -> list[str]:
+        """Names of the sub-folders directly inside `folder` ("" = root)."""
+        node = self._listing(folder)
+        if node is None:
+            return []
+        names = {n for n, (mode, _sha) in self._load(node).items() if mode == TREE_MODE}
+        names.update(node.children)
+        return sorted(names)
+
+    def write(self) -> bytes:
+        """Store every changed tree (empty folders vanish) and return the root tree's SHA."""
+        sha = self._write(self._root)
+        if sha is None:
+            sha = store_object(self._odb, b"tree", b"")
+            self._root = _Dir(sha)
+        return sha
+
+    def _write(self, node: _Dir) -> bytes | None:
+        if node.sha is not None:
+            return node.sha
+        entries = self._load(node)
+        for name, child in list(node.children.items()):
+            child_sha = self._write(child)
+            if child_sha is None:
+                entries.pop(name, None)
+                del node.children[name]
+            else:
+                entries[name] = (TREE_MODE, child_sha)
+        if not entries:
+            return None
+        node.sha = store_object(self._odb, b"tree", _serialise(entries))
+        return node.sha
+
+
+def _order(item: tuple[str, tuple[int, bytes]]) -> bytes:
+    name, (mode, _sha) = item
+    raw = name.encode("utf-8")
+    return raw + b"/" if mode == TREE_MODE else raw
+
+
+def _serialise(entries: dict[str, tuple[int, bytes]]) -> bytes:
+    out = bytearray()
+    for name, (mode, sha) in sorted(entries.items(), key=_order):
+        out += b"%o %s\x00" % (mode, name.encode("utf-8"))
+        out += sha
+    return bytes(out)

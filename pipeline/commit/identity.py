@@ -1,0 +1,76 @@
+"""Commit identities: the resolved actor as the author, the configured identity as the committer.
+
+Rendering follows attribution.md §2.11 so a commit never carries a name that would break the
+`Name <email>` header, and an unresolved change is visibly unresolved rather than blamed on the
+operator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+__all__ = [
+    "UNRESOLVED",
+    "Identity",
+    "author_identity",
+    "author_kind",
+    "safe_email",
+]
+
+_EMAIL = re.compile(r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$")
+_NOT_LOCAL = re.compile(r"[^a-z0-9.-]")
+_SA_PREFIX = "system:serviceaccount:"
+
+
+class Identity(NamedTuple):
+    """A Git identity (`name <email>`)."""
+
+    name: str
+    email: str
+
+    def __str__(self) -> str:
+        return f"{self.name} <{self.email}>"
+
+
+UNRESOLVED = Identity("unknown (attribution unresolved)", "attribution-unresolved@gitops-reverser.invalid")
+
+
+def safe_email(username: str) -> str:
+    """The username itself when it is an email, else a noreply address derived from it."""
+    if _EMAIL.match(username):
+        return username
+    local = _NOT_LOCAL.sub("", username.lower()) or "unknown-user"
+    return f"{local}@noreply.cluster.local"
+
+
+def _clean_name(display_name: str) -> str | None:
+    name = display_name.strip()
+    if not name or "<" in name or ">" in name:
+        return None
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return None
+    return name
+
+
+def author_identity(
+    outcome: str, username: str, display_name: str, email: str, committer: Identity
+) -> Identity:
+    """The commit author for one window (outcome is the work item's RESOLVED/UNRESOLVED/NOT_ATTEMPTED)."""
+    if outcome == "RESOLVED" and username:
+        name = _clean_name(display_name) or _clean_name(username) or "unknown-user"
+        clean_email = email.strip()
+        address = clean_email if _EMAIL.match(clean_email) else safe_email(username)
+        return Identity(name, address)
+    if outcome == "NOT_ATTEMPTED":
+        return committer
+    return UNRESOLVED
+
+
+def author_kind(outcome: str, username: str) -> str:
+    """`user`, `serviceaccount`, `unresolved` or `committer`: the label of the commits metric."""
+    if outcome == "RESOLVED" and username:
+        return "serviceaccount" if username.startswith(_SA_PREFIX) else "user"
+    if outcome == "NOT_ATTEMPTED":
+        return "committer"
+    return "unresolved"

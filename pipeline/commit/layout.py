@@ -1,0 +1,73 @@
+"""Where an object lives in the repository: the canonical path layout of watch-commit.md §4.6.1."""
+
+from __future__ import annotations
+
+import posixpath
+
+__all__ = [
+    "CLUSTER_DIR",
+    "LayoutError",
+    "canonical_path",
+    "in_scope",
+    "normalize_target_path",
+]
+
+CLUSTER_DIR = "_cluster"
+_SENSITIVE = frozenset({"secrets"})
+
+
+class LayoutError(ValueError):
+    """A target path or object name that cannot be mapped safely into the repository."""
+
+
+def normalize_target_path(path: str) -> str:
+    """A target's folder with `.`, leading/trailing slashes and empty segments removed; "" is the root.
+
+    Absolute paths, backslashes and `..` are refused so no write can escape the target's folder.
+    """
+    text = path.strip()
+    if "\\" in text or text.startswith("/"):
+        raise LayoutError(f"target path {path!r} must be relative and use '/'")
+    cleaned = posixpath.normpath(text) if text else "."
+    if cleaned == ".":
+        return ""
+    if cleaned == ".." or cleaned.startswith("../") or "/../" in f"/{cleaned}/":
+        raise LayoutError(f"target path {path!r} leaves the repository")
+    return cleaned.strip("/")
+
+
+def _segment(value: str, what: str) -> str:
+    if not value or "/" in value or value in (".", "..") or "\x00" in value:
+        raise LayoutError(f"{what} {value!r} cannot be a path segment")
+    return value
+
+
+def _type_dir(group: str, resource: str) -> str:
+    resource = _segment(resource, "resource")
+    return f"{_segment(group, 'group')}/{resource}" if group else resource
+
+
+def canonical_path(target_path: str, group: str, resource: str, namespace: str, name: str) -> str:
+    """`[path/]{namespace|_cluster}/[group/]resource/name.yaml` (`.sops.yaml` for secrets)."""
+    scope_dir = _segment(namespace, "namespace") if namespace else CLUSTER_DIR
+    suffix = ".sops.yaml" if not group and resource in _SENSITIVE else ".yaml"
+    relative = f"{scope_dir}/{_type_dir(group, resource)}/{_segment(name, 'name')}{suffix}"
+    return f"{target_path}/{relative}" if target_path else relative
+
+
+def in_scope(path: str, target_path: str, group: str, resource: str, scope: str) -> bool:
+    """Whether a repository file is a document of `group/resource` inside a snapshot's scope.
+
+    A namespace scope covers `<ns>/[group/]resource/*.yaml` only (a sweep never reaches another
+    namespace); the cluster-wide scope "" covers that type in every namespace and in `_cluster`.
+    """
+    prefix = f"{target_path}/" if target_path else ""
+    if not path.startswith(prefix):
+        return False
+    parts = path[len(prefix) :].split("/")
+    type_parts = [group, resource] if group else [resource]
+    if len(parts) != len(type_parts) + 2 or parts[1:-1] != type_parts:
+        return False
+    if not parts[-1].endswith(".yaml"):
+        return False
+    return not scope or parts[0] == scope

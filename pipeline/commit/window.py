@@ -1,0 +1,68 @@
+"""The open commit window of one branch: writes of one author on one target, last write wins per path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.commit.messages import ChangedObject
+from pipeline.commit.work import Author
+
+__all__ = ["CloseReason", "CommitWindow", "WindowKey"]
+
+WindowKey = tuple[str, str, str]
+
+
+class CloseReason:
+    """Why a window closed (the `reason` label of `reverser_commit_window_closes_total`)."""
+
+    SILENCE = "silence"
+    AUTHOR_CHANGE = "author_or_target_change"
+    SIZE_CAP = "size_cap"
+    WINDOW_ZERO = "window_zero"
+    SNAPSHOT = "snapshot_end"
+    SHUTDOWN = "shutdown"
+    REVOKED = "revoked"
+
+
+@dataclass(slots=True)
+class CommitWindow:
+    """Writes collected for one (outcome, username, target); the first write's author names the commit."""
+
+    key: WindowKey
+    author: Author
+    target: str
+    deadline: float
+    writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
+    tiers: list[str] = field(default_factory=list)
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    size: int = 0
+    first_observed_ms: int = 0
+    last_observed_ms: int = 0
+
+    @staticmethod
+    def key_of(author: Author, target: str) -> WindowKey:
+        return (author.outcome, author.username, target)
+
+    def add(
+        self,
+        path: str,
+        content: bytes | None,
+        obj: ChangedObject,
+        author: Author,
+        partition: int,
+        offset: int,
+        observed_ms: int,
+    ) -> None:
+        """Record one write; a repeated path keeps its first position but takes the newest content."""
+        previous = self.writes.get(path)
+        if previous is not None and previous[0] is not None:
+            self.size -= len(previous[0])
+        self.writes[path] = (content, obj)
+        self.size += len(content) if content is not None else 0
+        label = f"{author.tier} {author.username}".strip()
+        if label not in self.tiers:
+            self.tiers.append(label)
+        self.offsets.append((partition, offset))
+        if not self.first_observed_ms:
+            self.first_observed_ms = observed_ms
+        self.last_observed_ms = max(self.last_observed_ms, observed_ms)

@@ -1,0 +1,302 @@
+"""Deterministic, byte-stable YAML for Kubernetes objects, following gopkg.in/yaml.v3's layout.
+
+Git diffs are only readable when the same object always renders to the same bytes and a one-field
+change touches one line. Top-level keys go `apiVersion`, `kind`, `metadata`, then byte order (Go's
+`sort.Strings`); nested maps use yaml.v3's natural sort; sequences sit indented under their key; no
+line wrapping. A scalar that would not read back as the same string is quoted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+__all__ = ["RenderError", "natural_key_less", "render_object", "sorted_natural"]
+
+_FIRST_KEYS = ("apiVersion", "kind", "metadata")
+_INDENT = "  "
+_ALWAYS_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
+_UNREADABLE = object()
+
+
+class RenderError(ValueError):
+    """The object holds a value YAML for Kubernetes cannot carry (e.g. a non-string map key)."""
+
+
+def _is_letter(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("L")
+
+
+def natural_key_less(a: str, b: str) -> bool:
+    """yaml.v3's `keyList.Less` for two string keys: runs of digits compare numerically."""
+    digits = False
+    for i in range(min(len(a), len(b))):
+        ca, cb = a[i], b[i]
+        if ca == cb:
+            digits = ca.isdigit()
+            continue
+        al, bl = _is_letter(ca), _is_letter(cb)
+        if al and bl:
+            return ca < cb
+        if al or bl:
+            return al if digits else bl
+        an = bn = 0
+        if ca == "0" or cb == "0":
+            j = i - 1
+            while j >= 0 and a[j].isdigit():
+                if a[j] != "0":
+                    an = bn = 1
+                    break
+                j -= 1
+        ai = i
+        while ai < len(a) and a[ai].isdigit():
+            an = an * 10 + int(a[ai])
+            ai += 1
+        bi = i
+        while bi < len(b) and b[bi].isdigit():
+            bn = bn * 10 + int(b[bi])
+            bi += 1
+        if an != bn:
+            return an < bn
+        if ai != bi:
+            return ai < bi
+        return ca < cb
+    return len(a) < len(b)
+
+
+class _NaturalKey:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: _NaturalKey) -> bool:
+        return natural_key_less(self.text, other.text)
+
+
+def sorted_natural(keys: Sequence[str]) -> list[str]:
+    """Keys in yaml.v3's natural order."""
+    return sorted(keys, key=_NaturalKey)
+
+
+def _top_level_order(keys: Sequence[str]) -> list[str]:
+    first = [k for k in _FIRST_KEYS if k in keys]
+    rest = sorted((k for k in keys if k not in _FIRST_KEYS), key=lambda k: k.encode("utf-8"))
+    return first + rest
+
+
+def _printable(ch: str) -> bool:
+    """YAML's printable set minus tab and the line breaks, which every style handles on its own."""
+    code = ord(ch)
+    if code in (0x85, 0xFEFF, 0x2028, 0x2029):
+        return False
+    return (
+        0x20 <= code <= 0x7E
+        or 0xA0 <= code <= 0xD7FF
+        or 0xE000 <= code <= 0xFFFD
+        or 0x10000 <= code <= 0x10FFFF
+    )
+
+
+def _has_indicator(text: str) -> bool:
+    """libyaml's block-context analysis: would a plain scalar be misread as structure?"""
+    for i, ch in enumerate(text):
+        followed_by_space = i + 1 == len(text) or text[i + 1] == " "
+        if i == 0:
+            if ch in _ALWAYS_INDICATORS:
+                return True
+            if ch in "?:-" and followed_by_space:
+                return True
+        elif (ch == ":" and followed_by_space) or (ch == "#" and text[i - 1] == " "):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=65536)
+def _read_back(text: str) -> object:
+    """What a YAML reader makes of `text` written plain as a map value (a sentinel if unreadable)."""
+    try:
+        loaded = yaml.safe_load(f"k: {text}\n")
+    except yaml.YAMLError:
+        return _UNREADABLE
+    return loaded.get("k", _UNREADABLE) if isinstance(loaded, dict) else _UNREADABLE
+
+
+def _plain_ok(text: str) -> bool:
+    if not text or text != text.strip(" ") or text.startswith(("---", "...")):
+        return False
+    if not all(_printable(ch) for ch in text) or _has_indicator(text):
+        return False
+    return _read_back(text) == text
+
+
+def _resolves_elsewhere(text: str) -> bool:
+    """yaml.v3 double-quotes strings that plain would read as another type (`"true"`, `"1"`)."""
+    value = _read_back(text)
+    return value is not _UNREADABLE and not isinstance(value, (str, list, dict))
+
+
+def _double_quoted(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif not _printable(ch):
+            code = ord(ch)
+            if code <= 0xFF:
+                out.append(f"\\x{code:02X}")
+            elif code <= 0xFFFF:
+                out.append(f"\\u{code:04X}")
+            else:
+                out.append(f"\\U{code:08X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _scalar_inline(text: str) -> str:
+    if _plain_ok(text):
+        return text
+    if text and not _resolves_elsewhere(text) and all(_printable(ch) for ch in text):
+        return "'" + text.replace("'", "''") + "'"
+    return _double_quoted(text)
+
+
+def _block_ok(text: str) -> bool:
+    if text.startswith(("\n", " ")):
+        return False
+    return all(not line.endswith(" ") and all(_printable(ch) for ch in line) for line in text.split("\n"))
+
+
+def _literal(text: str, indent: str) -> list[str]:
+    if text.endswith("\n\n") or text == "\n":
+        chomp = "+"
+    elif text.endswith("\n"):
+        chomp = ""
+    else:
+        chomp = "-"
+    body = text[:-1] if text.endswith("\n") else text
+    lines = [f"|{chomp}"]
+    for line in body.split("\n"):
+        lines.append(f"{indent}{line}" if line else "")
+    return lines
+
+
+def _float(value: float) -> str:
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
+
+
+def _leaf(value: Any) -> str | None:
+    """Inline text of a leaf value, or None for maps, lists and multi-line strings."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, str):
+        if "\n" in value and _block_ok(value):
+            return None
+        return _scalar_inline(value)
+    if isinstance(value, Mapping):
+        return "{}" if not value else None
+    if isinstance(value, (list, tuple)):
+        return "[]" if not value else None
+    raise RenderError(f"cannot render a value of type {type(value).__name__}")
+
+
+def _key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise RenderError(f"map key {key!r} is not a string")
+    return _scalar_inline(key)
+
+
+def _emit_map(value: Mapping[str, Any], indent: str, out: list[str], order: list[str]) -> None:
+    for key in order:
+        item = value[key]
+        head = f"{indent}{_key(key)}:"
+        leaf = _leaf(item)
+        if leaf is not None:
+            out.append(f"{head} {leaf}")
+        elif isinstance(item, str):
+            lines = _literal(item, indent + _INDENT)
+            out.append(f"{head} {lines[0]}")
+            out.extend(lines[1:])
+        elif isinstance(item, Mapping):
+            out.append(head)
+            _emit_map(item, indent + _INDENT, out, sorted_natural(list(item)))
+        else:
+            out.append(head)
+            _emit_seq(item, indent + _INDENT, out)
+
+
+def _emit_seq(items: Sequence[Any], indent: str, out: list[str]) -> None:
+    inner = indent + _INDENT
+    for item in items:
+        leaf = _leaf(item)
+        if leaf is not None:
+            out.append(f"{indent}- {leaf}")
+        elif isinstance(item, str):
+            lines = _literal(item, inner)
+            out.append(f"{indent}- {lines[0]}")
+            out.extend(lines[1:])
+        else:
+            nested: list[str] = []
+            if isinstance(item, Mapping):
+                _emit_map(item, inner, nested, sorted_natural(list(item)))
+            else:
+                _emit_seq(item, inner, nested)
+            out.append(f"{indent}- {nested[0][len(inner) :]}")
+            out.extend(nested[1:])
+
+
+def render_object(obj: Mapping[str, Any]) -> bytes:
+    """The canonical YAML bytes of one (already sanitized) object; `status` is never written."""
+    if not isinstance(obj, Mapping):
+        raise RenderError("a Kubernetes object must be a map")
+    keys = [k for k in obj if k != "status"]
+    for key in keys:
+        if not isinstance(key, str):
+            raise RenderError(f"map key {key!r} is not a string")
+    out: list[str] = []
+    _emit_map(obj, "", out, _top_level_order(keys))
+    if not out:
+        return b"{}\n"
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def parse_object_json(raw: bytes) -> dict[str, Any]:
+    """Decode the sanitized object JSON carried in branch work; raises RenderError when it is not a map."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RenderError(f"object is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RenderError("object JSON is not a map")
+    return value

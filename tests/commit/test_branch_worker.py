@@ -1,0 +1,392 @@
+"""The per-branch FIFO against a real local bare remote, with an injected clock (watch-commit.md §6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.window import CloseReason
+from pipeline.config import ProviderSettings, Settings, TargetSettings
+from tests.commit.helpers import (
+    ALICE,
+    BOB,
+    CONFIGURED,
+    NOBODY,
+    Work,
+    bare_remote,
+    cm,
+    files,
+    foreign_push,
+    git,
+    log_lines,
+)
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, prune: str = "OnEvent", window_s: float = 5.0,
+                 cooldown_s: float = 5.0, size_cap: int = 8 * 1024 * 1024,
+                 targets: list[TargetSettings] | None = None) -> None:
+        self.tmp_path = tmp_path
+        self.remote = bare_remote(tmp_path / "remote.git")
+        self.provider = ProviderSettings(
+            name="git", url=str(self.remote), commit_window_s=window_s, push_cooldown_s=cooldown_s
+        )
+        self.settings = Settings(
+            workdir=tmp_path / "work",
+            providers=[self.provider],
+            targets=targets or [TargetSettings(name="t1", provider="git", path="live", prune=prune)],
+        )
+        self.clock = Clock()
+        self.settled: list[tuple[int, int]] = []
+        self.size_cap = size_cap
+        self.worker = self.new_worker()
+
+    def new_worker(self) -> BranchWorker:
+        repo = LocalRepo.for_branch(self.tmp_path / "clones", "git", "main", str(self.remote), None)
+        return BranchWorker(
+            self.settings, self.provider, "main", repo, self.settled.extend,
+            clock=self.clock, wall=lambda: 1_767_000_000.0, size_cap_bytes=self.size_cap,
+        )
+
+    async def feed(self, *items: Any) -> None:
+        if not self.worker.synced:
+            await self.worker.sync()
+        for item in items:
+            await self.worker.handle(item)
+            await self.worker.tick()
+
+    async def settle_time(self, seconds: float = 5.0) -> None:
+        self.clock.advance(seconds)
+        await self.worker.tick()
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    return Harness(tmp_path)
+
+
+async def test_silence_closes_window_and_first_push_is_immediate(h: Harness) -> None:
+    w = Work()
+    await h.feed(w.create(cm("c")))
+    assert git(h.remote, "branch").strip() == "", "nothing is pushed while the window is open"
+    assert h.worker.window is not None
+    h.clock.advance(4.9)
+    await h.worker.tick()
+    assert h.worker.window is not None, "the window must stay open before 5 s of silence"
+    await h.settle_time(0.2)
+    assert log_lines(h.remote) == [
+        "Alice Example <alice@example.com>|Reverser Pipeline|[CREATE] v1/configmaps/c"
+    ]
+    assert files(h.remote)["live/team-a/configmaps/c.yaml"].startswith("apiVersion: v1\nkind: ConfigMap\n")
+    assert h.settled == [(0, 0)]
+
+
+async def test_rolling_window_resets_on_each_append(h: Harness) -> None:
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    h.clock.advance(4)
+    await h.feed(w.create(cm("b")))
+    h.clock.advance(4)
+    await h.worker.tick()
+    assert h.worker.window is not None
+    await h.settle_time(1.1)
+    assert log_lines(h.remote, fmt="%s") == ["alice@example.com on t1: 2 resource(s)"]
+
+
+async def test_interleaved_authors_split_windows(h: Harness) -> None:
+    """Scenario 5: alice x1 x2, bob y1, alice x3 → three commits with the right authors."""
+    w = Work()
+    await h.feed(w.create(cm("x1")), w.create(cm("x2")), w.create(cm("y1"), BOB), w.create(cm("x3")))
+    await h.settle_time(5)
+    await h.settle_time(5)
+    assert log_lines(h.remote) == [
+        "Alice Example <alice@example.com>|Reverser Pipeline|alice@example.com on t1: 2 resource(s)",
+        "Bob <bob@noreply.cluster.local>|Reverser Pipeline|[CREATE] v1/configmaps/y1",
+        "Alice Example <alice@example.com>|Reverser Pipeline|[CREATE] v1/configmaps/x3",
+    ]
+
+
+async def test_unresolved_and_configured_authors(h: Harness) -> None:
+    w = Work()
+    await h.feed(w.create(cm("u"), NOBODY), w.create(cm("c"), CONFIGURED))
+    await h.settle_time(5)
+    assert log_lines(h.remote) == [
+        "unknown (attribution unresolved) <attribution-unresolved@gitops-reverser.invalid>"
+        "|Reverser Pipeline|[CREATE] v1/configmaps/u",
+        "Reverser Pipeline <noreply@reverser.invalid>|Reverser Pipeline|[CREATE] v1/configmaps/c",
+    ]
+
+
+async def test_trailers_name_offset_branch_and_tiers(h: Harness) -> None:
+    w = Work(start=41)
+    await h.feed(w.create(cm("a")), w.update(cm("a", key="2")))
+    await h.settle_time(5)
+    body = git(h.remote, "log", "-1", "--format=%B", "main")
+    assert "Reverser-Offset: 0:42" in body
+    assert "Reverser-Branch: git main" in body
+    assert "Reverser-Attribution: exact alice@example.com" in body
+
+
+async def test_window_zero_commits_each_event_and_cooldown_batches_pushes(tmp_path: Path) -> None:
+    """Scenario 8/31: W=0 → one commit per event; pushes at most once per cooldown."""
+    h = Harness(tmp_path, window_s=0)
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.worker.tick()
+    assert len(log_lines(h.remote)) == 1
+    h.clock.advance(1)
+    await h.feed(w.create(cm("b")))
+    await h.worker.tick()
+    h.clock.advance(2)
+    await h.feed(w.create(cm("c")))
+    await h.worker.tick()
+    assert len(log_lines(h.remote)) == 1, "commits 2 and 3 wait for the cooldown"
+    assert h.worker.pending_commits == 2
+    assert h.settled == [(0, 0)]
+    await h.settle_time(2)
+    assert len(log_lines(h.remote)) == 3
+    assert sorted(h.settled) == [(0, 0), (0, 1), (0, 2)]
+
+
+async def test_size_cap_closes_window(tmp_path: Path) -> None:
+    h = Harness(tmp_path, size_cap=400)
+    w = Work()
+    await h.feed(w.create(cm("a", key="x" * 150)))
+    assert h.worker.window is not None
+    await h.feed(w.create(cm("b", key="y" * 150)))
+    assert h.worker.window is None
+    await h.worker.tick()
+    assert log_lines(h.remote, fmt="%s") == ["alice@example.com on t1: 2 resource(s)"]
+
+
+async def test_delete_on_event_removes_file_and_never_keeps_it(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    w = Work()
+    await h.feed(w.create(cm("c")))
+    await h.settle_time(5)
+    await h.feed(w.delete("c", BOB))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%an|%s")[-1] == "Bob|[DELETE] v1/configmaps/c"
+    assert "live/team-a/configmaps/c.yaml" not in files(h.remote)
+
+    never = Harness(tmp_path / "never", prune="Never")
+    w2 = Work()
+    await never.feed(w2.create(cm("c")))
+    await never.settle_time(5)
+    await never.feed(w2.delete("c", BOB))
+    await never.settle_time(5)
+    assert len(log_lines(never.remote)) == 1
+    assert "live/team-a/configmaps/c.yaml" in files(never.remote)
+    assert (0, 1) in never.settled
+
+
+async def test_create_then_delete_in_one_window_makes_no_commit(h: Harness) -> None:
+    """Scenario 24: only the DELETE survives and the file never existed → no commit, offsets settle."""
+    w = Work()
+    await h.feed(w.create(cm("a")), w.delete("a"))
+    await h.settle_time(5)
+    assert git(h.remote, "branch").strip() == ""
+    assert h.settled == [(0, 0), (0, 1)]
+
+
+async def test_update_with_same_content_makes_no_commit(h: Harness) -> None:
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.settle_time(5)
+    await h.feed(w.update(cm("a"), BOB))
+    await h.settle_time(5)
+    assert len(log_lines(h.remote)) == 1
+
+
+async def test_snapshot_then_sweep_per_prune_mode(tmp_path: Path) -> None:
+    """Scenarios 1, 17, 18: reconcile commit by the operator; orphans swept only under Always."""
+    for mode, expect_orphan in (("OnEvent", True), ("Always", False)):
+        h = Harness(tmp_path / mode, prune=mode)
+        w = Work()
+        await h.feed(*w.snapshot(1, [cm("a"), cm("b"), cm("c")], rv="10"))
+        assert log_lines(h.remote) == [
+            "Reverser Pipeline <noreply@reverser.invalid>|Reverser Pipeline|"
+            "reconciled 3 configmaps (last resourceVersion: 10)"
+        ]
+        await h.feed(*w.snapshot(2, [cm("a"), cm("b")], rv="20"))
+        h.clock.advance(5)
+        await h.worker.tick()
+        present = "live/team-a/configmaps/c.yaml" in files(h.remote)
+        assert present is expect_orphan, mode
+        subjects = log_lines(h.remote, fmt="%s")
+        if mode == "Always":
+            assert subjects[-1] == "reconciled 1 configmaps (last resourceVersion: 20)"
+        else:
+            assert len(subjects) == 1
+        assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+async def test_namespace_scoped_sweep_spares_other_namespaces(tmp_path: Path) -> None:
+    """Scenario 21 / T26: a team-a sweep never touches team-b documents of the same type."""
+    h = Harness(tmp_path, prune="Always")
+    w = Work()
+    await h.feed(*w.snapshot(1, [cm("x", "team-b")], scope="team-b"))
+    await h.feed(*w.snapshot(2, [cm("a")], scope="team-a"))
+    await h.feed(*w.snapshot(3, [], scope="team-a"))
+    h.clock.advance(5)
+    await h.worker.tick()
+    assert sorted(files(h.remote)) == ["live/team-b/configmaps/x.yaml"]
+
+
+async def test_newer_epoch_discards_unfinished_older_snapshot(h: Harness) -> None:
+    w = Work()
+    old = w.snapshot(1, [cm("old1"), cm("old2"), cm("old3")])
+    await h.feed(*old[:2])
+    await h.feed(*w.snapshot(2, [cm("new")]))
+    await h.feed(*old[2:])
+    assert sorted(files(h.remote)) == ["live/team-a/configmaps/new.yaml"]
+    assert len(log_lines(h.remote)) == 1
+    assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+async def test_snapshot_closes_open_window_first(h: Harness) -> None:
+    w = Work()
+    await h.feed(w.create(cm("live")))
+    await h.feed(*w.snapshot(1, [cm("live"), cm("snap")]))
+    h.clock.advance(5)
+    await h.worker.tick()
+    assert log_lines(h.remote, fmt="%an|%s") == [
+        "Alice Example|[CREATE] v1/configmaps/live",
+        "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 100)",
+    ]
+
+
+async def test_two_targets_on_one_branch_split_windows(tmp_path: Path) -> None:
+    """Scenario 30: windows split on every target change; each commit touches one subtree."""
+    targets = [
+        TargetSettings(name="ta", provider="git", path="a"),
+        TargetSettings(name="tb", provider="git", path="b"),
+    ]
+    h = Harness(tmp_path, targets=targets)
+    wa, wb = Work(target="ta", path="a"), Work(target="tb", path="b")
+    wb.offset = 100
+    await h.feed(wa.create(cm("1")), wb.create(cm("2")), wa.create(cm("3")))
+    await h.settle_time(5)
+    for sha in git(h.remote, "rev-list", "main").split():
+        touched = {p.split("/")[0] for p in git(h.remote, "show", "--name-only", "--format=", sha).split()}
+        assert len(touched) == 1
+
+
+async def test_restart_skips_work_already_on_the_branch(h: Harness) -> None:
+    """Invariant 2: a redelivery after a crash never commits twice."""
+    w = Work()
+    items = [w.create(cm("a")), w.create(cm("b"), BOB)]
+    await h.feed(*items)
+    await h.settle_time(5)
+    assert len(log_lines(h.remote)) == 2
+    h.worker = h.new_worker()
+    await h.feed(*items, w.create(cm("c")))
+    await h.settle_time(5)
+    assert len(log_lines(h.remote)) == 3
+    assert [o for o in h.settled if o == (0, 0)] == [(0, 0), (0, 0)]
+
+
+async def test_crash_between_commit_and_push_loses_nothing(h: Harness) -> None:
+    """The local commit dies with the process; the unsettled work is redelivered and pushed once."""
+    w = Work()
+    items = [w.create(cm("a")), w.create(cm("b"))]
+    h.provider = h.provider.model_copy(update={"push_cooldown_s": 5.0})
+    await h.feed(*items[:1])
+    await h.settle_time(5)
+    await h.feed(*items[1:])
+    h.clock.advance(4.9)
+    await h.worker.tick()
+    h.clock.advance(0.2)
+    await h.worker._finalize(CloseReason.SILENCE)
+    assert h.worker.pending_commits in (0, 1)
+    # the process "dies" here: a fresh worker redelivers from the first unsettled offset
+    unsettled = [i for i in items if (i.partition, i.offset) not in h.settled]
+    h.worker = h.new_worker()
+    await h.feed(*unsettled)
+    await h.settle_time(5)
+    names = log_lines(h.remote, fmt="%s")
+    assert names == ["[CREATE] v1/configmaps/a", "[CREATE] v1/configmaps/b"]
+
+
+async def test_foreign_push_is_rebased_without_losing_writes(h: Harness) -> None:
+    """Scenario 32: the CAS push is rejected; our commit is replayed on top of theirs."""
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.settle_time(5)
+    foreign_push(h.remote, h.tmp_path, "README.md", "hello\n")
+    await h.feed(w.create(cm("b")))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%an|%s") == [
+        "Alice Example|[CREATE] v1/configmaps/a",
+        "Human|human edit README.md",
+        "Alice Example|[CREATE] v1/configmaps/b",
+    ]
+    assert set(files(h.remote)) == {"README.md", "live/team-a/configmaps/a.yaml", "live/team-a/configmaps/b.yaml"}
+    assert git(h.remote, "rev-list", "--merges", "main").strip() == ""
+
+
+async def test_remote_already_has_our_content(h: Harness) -> None:
+    """Scenario 33: the replayed write is a no-op → no replacement commit, offsets still settle."""
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.settle_time(5)
+    item = w.create(cm("b"))
+    await h.feed(item)
+    h.clock.advance(5)
+    # somebody pushes exactly the file we are about to push
+    from pipeline.commit.yamlrender import render_object
+
+    foreign_push(h.remote, h.tmp_path, "live/team-a/configmaps/b.yaml", render_object(cm("b")).decode())
+    await h.worker.tick()
+    assert log_lines(h.remote, fmt="%an|%s")[-1] == "Human|human edit live/team-a/configmaps/b.yaml"
+    assert (item.partition, item.offset) in h.settled
+
+
+async def test_new_branch_is_based_on_default_branch(tmp_path: Path) -> None:
+    """Scenario 35: an absent target branch starts from the default branch tip."""
+    targets = [TargetSettings(name="t1", provider="git", path="live", branch="feature")]
+    h = Harness(tmp_path, targets=targets)
+    foreign_push(h.remote, tmp_path, "README.md", "base\n")
+    repo = LocalRepo.for_branch(tmp_path / "clones", "git", "feature", str(h.remote), None)
+    worker = BranchWorker(h.settings, h.provider, "feature", repo, h.settled.extend, clock=h.clock)
+    await worker.sync()
+    await worker.handle(Work(branch="feature").create(cm("a")))
+    h.clock.advance(5)
+    await worker.tick()
+    assert log_lines(h.remote, "feature", fmt="%s") == ["human edit README.md", "[CREATE] v1/configmaps/a"]
+
+
+async def test_shutdown_closes_window_and_pushes_immediately(h: Harness) -> None:
+    """Scenario 36."""
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.settle_time(5)
+    await h.feed(w.create(cm("b")))
+    assert await h.worker.stop()
+    assert len(log_lines(h.remote)) == 2
+
+
+async def test_bad_record_is_skipped_and_settled(h: Harness) -> None:
+    w = Work()
+    bad = w.write("CREATE", None, name="broken")
+    await h.feed(bad, w.create(cm("ok")))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/ok"]
+    assert (0, 0) in h.settled
