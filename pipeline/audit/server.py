@@ -31,7 +31,7 @@ from pipeline.audit.metrics import (
     REQUESTS,
     UNDECLARED_ROUTE,
 )
-from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.audit.records import RECORD_OVERHEAD_BYTES, Built, build_records
 from pipeline.audit.security import (
     RoutePolicy,
     authorize,
@@ -43,6 +43,7 @@ from pipeline.audit.security import (
     watch_certificate,
 )
 from pipeline.config import Settings
+from pipeline.facts.model import FactBatch
 from pipeline.facts.reduce import (
     QUEUED,
     WRITE_ERROR,
@@ -51,7 +52,7 @@ from pipeline.facts.reduce import (
     group_facts,
     reduce_event,
 )
-from pipeline.log.api import Log, LogError
+from pipeline.log.api import Log, LogError, RecordTooLargeError
 from pipeline.log.topics import TopicNames
 from pipeline.service.app import split_addr
 
@@ -64,6 +65,8 @@ EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 # Outcome of a fact that does not fit in one record even without its uid set (see records.py).
 FACT_TOO_LARGE = "fact_too_large"
 _READ_CHUNK_BYTES = 256 * 1024
+# Smallest record payload the ingress splits down to when the log refuses records as too large.
+MIN_PAYLOAD_BYTES = 16 * 1024
 
 
 class RequestRejected(Exception):
@@ -246,18 +249,15 @@ class AuditIngress:
         failure: str | None = None
         published = 0
         if batches:
-            built = build_records(batches, self._max_payload_bytes)
+            built, error = await self._publish(route.name, batches)
             too_large = {id(fact) for fact in built.dropped}
             if too_large:
                 outcomes[FACT_TOO_LARGE] += len(too_large)
                 fact_count -= len(too_large)
-            try:
-                if built.records:
-                    await self._log.append_many(self._topic, built.records)
-            except LogError as exc:
-                failure = f"audit facts not stored, retry: {type(exc).__name__}: {exc}"
+            if error is not None:
+                failure = f"audit facts not stored, retry: {type(error).__name__}: {error}"
                 log.warning(
-                    "route %s: appending %d fact records failed: %s", route.name, len(built.records), exc
+                    "route %s: appending %d fact records failed: %s", route.name, len(built.records), error
                 )
             else:
                 published = fact_count
@@ -268,6 +268,34 @@ class AuditIngress:
         if failure is not None:
             return 503, failure
         return 200, f"audit events processed: {len(items)} events, {published} facts"
+
+    async def _publish(self, route: str, batches: list[FactBatch]) -> tuple[Built, LogError | None]:
+        """One `append_many` for the request; re-split if the log's real size limit is lower.
+
+        The topic may predate the configured `max_message_bytes` (or the broker may cap it), and a
+        record the log refuses as too large would be refused on every apiserver retry; halving the
+        payload size until it fits keeps the batch flowing. The learned limit is kept.
+        """
+        while True:
+            built = build_records(batches, self._max_payload_bytes)
+            if not built.records:
+                return built, None
+            try:
+                await self._log.append_many(self._topic, built.records)
+            except RecordTooLargeError as exc:
+                if self._max_payload_bytes <= MIN_PAYLOAD_BYTES:
+                    return built, exc
+                self._max_payload_bytes = max(MIN_PAYLOAD_BYTES, self._max_payload_bytes // 2)
+                log.warning(
+                    "route %s: the log refused a fact record as too large (%s); splitting to %d bytes",
+                    route,
+                    exc,
+                    self._max_payload_bytes,
+                )
+            except LogError as exc:
+                return built, exc
+            else:
+                return built, None
 
     @staticmethod
     def _count(route: str, outcomes: Counter[str]) -> None:

@@ -412,3 +412,29 @@ async def test_reverser_run_starts_the_ingress(tmp_path: Path, http: aiohttp.Cli
         assert [r.key for r in records] == [stream_key("default", GroupResource("", "configmaps"))]
     finally:
         await service.stop()
+
+
+async def test_topic_with_a_smaller_limit_than_configured_still_gets_the_batch(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """The topic was created with max.message.bytes=40000 while the ingress believes 4 MiB."""
+    from pipeline.audit.server import AuditIngress
+    from tests.audit.conftest import open_embedded
+
+    small = ingress_settings(tmp_path, max_message_bytes=40_000)
+    log = await open_embedded(small)  # creates the topics with the small limit
+    settings = small.model_copy(
+        update={"log": small.log.model_copy(update={"topics": type(small.log.topics)()})}
+    )
+    ingress = AuditIngress(settings, log)
+    await ingress.start()
+    try:
+        running = Running(ingress, log, settings)
+        events = [write(f"cm-{i:04d}") for i in range(2000)]
+        status, text = await post(http, running, event_list(events))
+        assert status == 200, text
+        names = [f.name for _, b in await read_batches(running) for f in b.facts]
+        assert names == [f"cm-{i:04d}" for i in range(2000)]
+    finally:
+        await ingress.stop()
+        await log.close()
