@@ -549,12 +549,17 @@ class BranchWorker:
             return True
         return await self.push()
 
-    async def run(self, queue: asyncio.Queue[WorkItem]) -> None:
-        """Serve the FIFO forever: sync (retrying), then items in order and timers in between."""
+    async def run(self, queue: asyncio.Queue[WorkItem], lock: asyncio.Lock) -> None:
+        """Serve the FIFO forever: sync (retrying), then items in order and timers in between.
+
+        `lock` is held while an item or timer is applied, so a rebalance can stop the worker only
+        between two steps.
+        """
         backoff_s = 1.0
         while not self.synced:
             try:
-                await self.sync()
+                async with lock:
+                    await self.sync()
             except GitRemoteError as exc:
                 log.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
                 await asyncio.sleep(backoff_s)
@@ -566,6 +571,7 @@ class BranchWorker:
                 item = await asyncio.wait_for(queue.get(), timeout)
             except TimeoutError:
                 item = None
-            if item is not None:
-                await self.handle(item)
-            await self.tick()
+            async with lock:
+                if item is not None:
+                    await self.handle(item)
+                await self.tick()

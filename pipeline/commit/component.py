@@ -1,0 +1,17 @@
+"""`reverser run` wiring: the commit worker is built only when providers and targets are configured."""
+
+from __future__ import annotations
+
+from pipeline.commit.consumer import CommitWorker
+from pipeline.config import Settings
+from pipeline.log.api import Log
+from pipeline.service.component import Component
+
+__all__ = ["build"]
+
+
+def build(settings: Settings, log: Log) -> Component | None:
+    """The commit worker component, or None when there is nothing to commit to."""
+    if not settings.providers or not settings.targets:
+        return None
+    return CommitWorker(settings, log)

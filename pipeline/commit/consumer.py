@@ -1,0 +1,237 @@
+"""The commit worker as a consumer-group member: one FIFO task per branch, offsets committed after push.
+
+Branch work is keyed by (provider, branch), so one partition owner sees every record of a branch.
+Records are handed to that branch's worker in log order; a partition's offset is committed only
+up to its oldest record not yet settled, so a crash or a rebalance redelivers exactly the work
+that might not be on the remote, and the branch tip's trailer filters what already is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from dataclasses import dataclass
+
+from pipeline.codec import DecodeError
+from pipeline.commit import metrics
+from pipeline.commit.branch import BranchWorker, Hook, Offset
+from pipeline.commit.gitrepo import LocalRepo, RemoteAuth
+from pipeline.commit.offsets import OffsetBook
+from pipeline.commit.window import CloseReason
+from pipeline.commit.work import WorkItem, decode_work
+from pipeline.config import ProviderSettings, Settings
+from pipeline.log.api import GroupConsumer, Log, LogError, RebalanceListener, TopicPartition
+from pipeline.log.topics import TopicNames
+
+__all__ = ["CommitWorker", "group_id_for", "remote_auth"]
+
+log = logging.getLogger(__name__)
+
+QUEUE_ITEMS = 1000
+
+
+def group_id_for(settings: Settings) -> str:
+    """The consumer group of the commit worker for this topic prefix."""
+    return f"{settings.log.topic_prefix}.commit-worker"
+
+
+def remote_auth(provider: ProviderSettings) -> RemoteAuth | None:
+    """HTTP basic credentials from the provider's environment variables (None when not configured)."""
+    if provider.password_env is None:
+        return None
+    password = os.environ.get(provider.password_env)
+    if password is None:
+        raise ValueError(
+            f"provider {provider.name!r}: environment variable {provider.password_env} is not set"
+        )
+    username = os.environ.get(provider.username_env, "") if provider.username_env else ""
+    return RemoteAuth(username, password)
+
+
+@dataclass(slots=True)
+class _Branch:
+    worker: BranchWorker
+    queue: asyncio.Queue[WorkItem]
+    task: asyncio.Task[None]
+    partition: TopicPartition
+    lock: asyncio.Lock
+
+
+class CommitWorker(RebalanceListener):
+    """Consumes `<prefix>.branch-work` and runs one `BranchWorker` per (provider, branch)."""
+
+    name = "commit-worker"
+
+    def __init__(self, settings: Settings, log_: Log, *, hook: Hook | None = None) -> None:
+        self.settings = settings
+        self.log = log_
+        self.topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
+        self.group_id = group_id_for(settings)
+        self._hook = hook
+        self._book = OffsetBook()
+        self._branches: dict[tuple[str, str], _Branch] = {}
+        self._consumer: GroupConsumer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._settled = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+        self._failed: str | None = None
+        self._started = False
+        self.clones = settings.workdir / "git"
+
+    # component -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._consumer = self.log.group_consumer(self.group_id, [self.topic], listener=self)
+        await self._consumer.start()
+        self._tasks = [
+            asyncio.create_task(self._fetch_loop(), name="commit-fetch"),
+            asyncio.create_task(self._commit_loop(), name="commit-offsets"),
+        ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+        self._started = True
+
+    def ready(self) -> bool:
+        return self._started and self._failed is None
+
+    async def stop(self) -> None:
+        """Stop fetching, close every window and push it, commit what was pushed, leave the group."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        for key in list(self._branches):
+            await self._stop_branch(key, CloseReason.SHUTDOWN)
+        await self._commit_due()
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None
+        self._started = False
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            self._failed = f"{task.get_name()}: {error!r}"
+            log.error("commit worker task %s failed", task.get_name(), exc_info=error)
+
+    # rebalance -----------------------------------------------------------------------------
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Flush and push the branches on revoked partitions, then commit what they settled."""
+        for key, branch in list(self._branches.items()):
+            if branch.partition in revoked:
+                await self._stop_branch(key, CloseReason.REVOKED)
+        await self._commit_due(revoked)
+        self._book.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info("commit worker owns %s", ", ".join(str(tp) for tp in sorted(assigned)) or "nothing")
+
+    # fetching ------------------------------------------------------------------------------
+    async def _fetch_loop(self) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        while True:
+            fetched = await consumer.fetch(timeout_ms=500, max_records=500)
+            assigned = consumer.assignment()
+            for record in fetched.records:
+                tp = TopicPartition(record.topic, record.partition)
+                if tp not in assigned:
+                    continue
+                self._book.received(tp, record.offset)
+                try:
+                    item = decode_work(record)
+                except DecodeError as exc:
+                    log.warning("branch work %s@%d undecodable, skipped: %s", tp, record.offset, exc)
+                    metrics.SKIPPED.labels("bad_record").inc()
+                    self._settle_one(tp, record.offset)
+                    continue
+                branch = self._branch_for(item, tp)
+                if branch is None:
+                    self._settle_one(tp, record.offset)
+                    continue
+                await branch.queue.put(item)
+
+    def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch | None:
+        key = (item.provider, item.branch)
+        branch = self._branches.get(key)
+        if branch is not None:
+            return branch
+        try:
+            provider = self.settings.provider(item.provider)
+            auth = remote_auth(provider)
+        except (KeyError, ValueError) as exc:
+            log.warning("branch work %s@%d for provider %s skipped: %s", tp, item.offset, item.provider, exc)
+            metrics.SKIPPED.labels("unknown_provider").inc()
+            return None
+        repo = LocalRepo.for_branch(self.clones, provider.name, item.branch, provider.url, auth)
+        worker = BranchWorker(
+            self.settings,
+            provider,
+            item.branch,
+            repo,
+            functools.partial(self._settle_many, tp.topic),
+            hook=self._hook,
+        )
+        queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
+        lock = asyncio.Lock()
+        task = asyncio.create_task(self._run_branch(worker, queue, lock), name=f"commit-{key[0]}-{key[1]}")
+        task.add_done_callback(self._task_done)
+        branch = _Branch(worker, queue, task, tp, lock)
+        self._branches[key] = branch
+        return branch
+
+    async def _run_branch(
+        self, worker: BranchWorker, queue: asyncio.Queue[WorkItem], lock: asyncio.Lock
+    ) -> None:
+        await worker.run(queue, lock)
+
+    async def _stop_branch(self, key: tuple[str, str], reason: str) -> None:
+        branch = self._branches.pop(key)
+        async with branch.lock:
+            branch.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await branch.task
+        while not branch.queue.empty():
+            branch.queue.get_nowait()
+        try:
+            await branch.worker.stop(reason)
+        finally:
+            branch.worker.repo.close()
+
+    # offsets -------------------------------------------------------------------------------
+    def _settle_one(self, tp: TopicPartition, offset: int) -> None:
+        self._book.settle(tp, offset)
+        self._settled.set()
+
+    def _settle_many(self, topic: str, offsets: list[Offset]) -> None:
+        for partition, offset in offsets:
+            self._book.settle(TopicPartition(topic, partition), offset)
+        self._settled.set()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._settled.wait()
+            self._settled.clear()
+            await self._commit_due()
+
+    async def _commit_due(self, only: set[TopicPartition] | None = None) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        async with self._commit_lock:
+            assigned = consumer.assignment()
+            due = self._book.due(assigned if only is None else assigned & only)
+            if not due:
+                return
+            try:
+                await consumer.commit(due)
+            except LogError as exc:
+                log.warning("committing branch-work offsets failed (work will be redelivered): %s", exc)
+                return
+            self._book.mark_committed(due)
