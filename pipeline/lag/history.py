@@ -9,7 +9,7 @@ about one poll interval, at the cost of two machine integers per point.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 __all__ = ["EndOffsetHistory"]
 
@@ -46,14 +46,18 @@ class EndOffsetHistory:
         if len(points) > 2 * self._capacity:
             del points[:2]
 
-    def end_at(self, at_ms: int) -> int | None:
-        """The log-end offset last seen at or before `at_ms` (the oldest point if none was)."""
+    def end_seen_after(self, at_ms: int) -> int | None:
+        """The log-end offset of the first poll at or after `at_ms` (the newest if none was).
+
+        A commit's lag is measured at the first poll that could have seen it, so commits read from
+        `__consumer_offsets` are judged exactly like commits inferred by polling.
+        """
         points = self._points
         if not points:
             return None
         times = points[1::2]
-        index = bisect_right(times, at_ms)
-        return points[2 * max(index - 1, 0)]
+        index = min(bisect_left(times, at_ms), len(times) - 1)
+        return points[2 * index]
 
     def lag_seconds(self, committed: int, now_ms: int) -> float | None:
         """How long ago the log end stood at `committed`; 0 when caught up, None when unknown."""

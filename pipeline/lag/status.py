@@ -58,17 +58,20 @@ def partition_status(
     times_ms: Sequence[int],
     current_lag: int,
     now_ms: int,
+    min_span_ms: int = 0,
 ) -> Status:
     """Evaluate one partition; the three sequences describe the window, oldest first.
 
     `times_ms` are commit times. An empty window carries no evidence and is OK, and so is a
-    partition with no lag now: an idle topic whose consumer is caught up never stops.
+    partition with no lag now: an idle topic whose consumer is caught up never stops. STOP needs
+    the silence to exceed the window's span and `min_span_ms` (the poll interval), so a single
+    commit read moments ago does not count as a consumer that stopped.
     """
     if not offsets or current_lag <= 0:
         return Status.OK
     first_ms = times_ms[0]
     last_ms = times_ms[-1]
-    if now_ms - last_ms > last_ms - first_ms:
+    if now_ms - last_ms > max(last_ms - first_ms, min_span_ms):
         return Status.STOP
     if any(offsets[i] < offsets[i - 1] for i in range(1, len(offsets))):
         return Status.REWIND
@@ -137,6 +140,8 @@ class CommitWindow:
     def offsets(self) -> list[int]:
         return self._data[0 :: self._FIELDS].tolist()
 
-    def status(self, current_lag: int, now_ms: int) -> Status:
+    def status(self, current_lag: int, now_ms: int, min_span_ms: int = 0) -> Status:
         data = self._data
-        return partition_status(data[0::4], data[1::4], data[2::4], current_lag, now_ms)
+        return partition_status(
+            data[0::4], data[1::4], data[2::4], current_lag, now_ms, min_span_ms
+        )

@@ -49,8 +49,9 @@ def test_a_quiet_period_keeps_its_start_and_end_so_a_burst_is_placed_correctly()
     assert len(h) == 3
     # records 100..199 arrived between the polls at 9 s and 10 s
     assert h.lag_seconds(100, 10_000) == pytest.approx(1.0)
-    assert h.end_at(5_000) == 100
-    assert h.end_at(10_000) == 200
+    assert h.end_seen_after(5_000) == 100
+    assert h.end_seen_after(9_500) == 200
+    assert h.end_seen_after(60_000) == 200
 
 
 def test_a_shrinking_log_end_restarts_the_history() -> None:
@@ -67,7 +68,7 @@ def test_capacity_bounds_the_points() -> None:
     for i in range(100):
         h.record(i * 10, i * 1000)
     assert len(h) == 4
-    assert h.end_at(0) == 960
+    assert h.end_seen_after(0) == 960
 
 
 @given(st.integers(-10**6, 10**6), st.integers(0, 10**6), st.integers(0, 10**6))

@@ -32,6 +32,12 @@ def test_no_commit_for_longer_than_the_window_spans_is_stop() -> None:
     assert partition_status(offsets, lags, times, current_lag=6, now_ms=5 * S) is Status.STOP
 
 
+def test_stop_needs_the_silence_to_exceed_the_minimum_span_too() -> None:
+    offsets, lags, times = window((10, 5, 0),)
+    assert partition_status(offsets, lags, times, 5, now_ms=S, min_span_ms=S) is Status.OK
+    assert partition_status(offsets, lags, times, 5, now_ms=S + 1, min_span_ms=S) is Status.STOP
+
+
 def test_stop_is_checked_before_rewind() -> None:
     offsets, lags, times = window((10, 5, 0), (4, 11, S))
     assert partition_status(offsets, lags, times, current_lag=11, now_ms=S) is Status.REWIND
@@ -106,14 +112,14 @@ def test_no_lag_now_is_always_ok(ps: list[tuple[int, int, int]], extra_ms: int) 
     assert partition_status(offsets, lags, times, 0, times[-1] + extra_ms) is Status.OK
 
 
-@given(points, st.integers(1, 1000), st.integers(0, 20_000))
+@given(points, st.integers(1, 1000), st.integers(0, 20_000), st.integers(0, 5000))
 def test_rules_apply_in_burrows_order(
-    ps: list[tuple[int, int, int]], current_lag: int, extra_ms: int
+    ps: list[tuple[int, int, int]], current_lag: int, extra_ms: int, min_span_ms: int
 ) -> None:
     offsets, lags, times = window(*ps)
     now_ms = times[-1] + extra_ms
-    status = partition_status(offsets, lags, times, current_lag, now_ms)
-    stopped = now_ms - times[-1] > times[-1] - times[0]
+    status = partition_status(offsets, lags, times, current_lag, now_ms, min_span_ms)
+    stopped = now_ms - times[-1] > max(times[-1] - times[0], min_span_ms)
     rewound = any(b < a for a, b in itertools.pairwise(offsets))
     touched_zero = 0 in lags
     if stopped:
