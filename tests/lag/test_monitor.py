@@ -8,6 +8,7 @@ re-committing the same offset shows as STOP, not STALL). Time moves with `Skewed
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from prometheus_client import REGISTRY
@@ -169,7 +170,7 @@ async def test_lag_seconds_is_within_one_poll_interval_of_the_truth(
     truth_s = (snapshot.taken_ms - appended_ms) / 1000.0
     estimate = only(snapshot, group).partitions[0].lag_seconds
     assert estimate is not None
-    widest_poll_gap_s = max(b - a for a, b in zip(polled_ms, polled_ms[1:], strict=False)) / 1000.0
+    widest_poll_gap_s = max(b - a for a, b in itertools.pairwise(polled_ms)) / 1000.0
     # the estimator places the record somewhere between the two polls around its append (+ slack
     # for the moments between reading offsets and stamping the poll)
     assert abs(estimate - truth_s) <= widest_poll_gap_s + 0.05
