@@ -340,9 +340,11 @@ class EmbeddedLog(Log):
         results: list[AppendResult | None] = [None] * len(records)
         for number, indexes in by_partition.items():
             partition = topic.partitions[number]
-            partition.maybe_roll(now, sum(sizes[i] for i in indexes), self.segment_bytes, segment_ms)
             written = partition.append(
-                [(records[i].key, records[i].value, records[i].headers) for i in indexes], now
+                [(records[i].key, records[i].value, records[i].headers) for i in indexes],
+                now,
+                self.segment_bytes,
+                segment_ms,
             )
             for i, (offset, timestamp) in zip(indexes, written, strict=True):
                 results[i] = AppendResult(name, number, offset, timestamp)
@@ -392,7 +394,7 @@ class EmbeddedLog(Log):
             spec = topic.spec
             segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
             for partition in topic.partitions:
-                partition.maybe_roll(now, 0, self.segment_bytes, segment_ms)
+                partition.roll_if_older(now, segment_ms)
                 outcome: RetentionOutcome
                 if spec.cleanup_policy == "compact":
                     outcome = partition.compact(now, self.tombstone_retention_ms)

@@ -10,6 +10,7 @@ every record are kept in `array('q')` indexes, so a read is one `pread` of the e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -19,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from pipeline.log.api import Headers, Record
+from pipeline.log.api import Headers, LogError, Record
 
 __all__ = [
     "SEGMENT_SUFFIX",
@@ -162,10 +163,16 @@ class Segment:
         data = b"".join(frame for _, _, frame in frames)
         fd = self.fd()
         written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        if fsync:
-            os.fsync(fd)
+        try:
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            if fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            # Cut what a partial write left behind, so the file and the index stay in step.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self.size)
+            raise LogError(f"cannot append to {self.path}: {exc.strerror or exc}") from exc
         pos = self.size
         for offset, timestamp, frame in frames:
             self.offsets.append(offset)
@@ -264,34 +271,52 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def maybe_roll(self, now_ms: int, incoming_bytes: int, segment_bytes: int, segment_ms: int) -> None:
-        """Start a new segment when the active one is full or older than `segment_ms`."""
+    def roll_if_older(self, now_ms: int, segment_ms: int) -> None:
+        """Start a new segment when the active one's first record is `segment_ms` old (Kafka's rule)."""
         active = self.active
-        if not active.offsets:
-            return
-        if active.size + incoming_bytes > segment_bytes or now_ms - active.timestamps[0] >= segment_ms:
+        if active.offsets and now_ms - active.timestamps[0] >= segment_ms:
             self.roll()
 
     def roll(self) -> None:
+        """Close the active segment (fsynced) and start an empty one at the log-end offset."""
         self.active.sync()
         self.active.close()
         self.segments.append(Segment.create(self.directory, self.next_offset))
         self._bases.append(self.next_offset)
 
     def append(
-        self, items: Sequence[tuple[bytes | None, bytes | None, Headers]], now_ms: int
+        self,
+        items: Sequence[tuple[bytes | None, bytes | None, Headers]],
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
     ) -> list[tuple[int, int]]:
-        """Write records to the active segment; returns `(offset, timestamp)` per record."""
+        """Write records, rolling segments by age and size; returns `(offset, timestamp)` per record."""
+        self.roll_if_older(now_ms, segment_ms)
         timestamp = max(now_ms, self.last_timestamp)
-        frames = []
+        placed: list[tuple[int, int]] = []
+        chunk: list[tuple[int, int, bytes]] = []
+        chunk_bytes = 0
         offset = self.next_offset
         for key, value, headers in items:
-            frames.append((offset, timestamp, encode_frame(offset, timestamp, key, value, headers)))
+            frame = encode_frame(offset, timestamp, key, value, headers)
+            if self.active.size + chunk_bytes + len(frame) > segment_bytes and (self.active.offsets or chunk):
+                if chunk:
+                    self._write(chunk, timestamp)
+                    chunk, chunk_bytes = [], 0
+                self.roll()
+            chunk.append((offset, timestamp, frame))
+            chunk_bytes += len(frame)
+            placed.append((offset, timestamp))
             offset += 1
-        self.active.write(frames, self.fsync)
-        self.next_offset = offset
+        if chunk:
+            self._write(chunk, timestamp)
+        return placed
+
+    def _write(self, chunk: list[tuple[int, int, bytes]], timestamp: int) -> None:
+        self.active.write(chunk, self.fsync)
+        self.next_offset = chunk[-1][0] + 1
         self.last_timestamp = timestamp
-        return [(o, t) for o, t, _ in frames]
 
     def read(self, position: int, max_records: int) -> list[Record]:
         """Up to `max_records` records with offsets >= `position` (which must be >= log_start)."""
