@@ -13,6 +13,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.service.cli",
     "pipeline.log.cli",
     "pipeline.lag.cli",
+    "pipeline.attribution.cli",
 )
 
 

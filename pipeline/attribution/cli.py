@@ -1,0 +1,234 @@
+"""`reverser resolve`: attribute recorded watch events offline from recorded audit events.
+
+The tool to reach for when a commit names the wrong author: it runs the recording through exactly
+the live path (accept gate and reduction of the webhook, a log, the follower, the index, the
+resolver with its grace) and prints one JSON line per watch event with the tier and author, plus,
+with `--explain-audit`, one line per audit event saying what the ingress did with it.
+
+The facts go to a throwaway log: the embedded one in a temporary directory by default, or, when
+the configuration names Kafka, topics under a fresh `<prefix>-resolve-<random>` prefix, so the
+live fact topic is never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from pipeline.attribution.follower import FactFollower
+from pipeline.attribution.index import FactIndex
+from pipeline.attribution.kinds import group_resource_for
+from pipeline.attribution.model import NONE
+from pipeline.attribution.resolver import Resolver, query_from_watch_object
+from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.config import Settings
+from pipeline.facts.reduce import Reduction, group_facts, reduce_event
+from pipeline.log import LogError, open_log
+from pipeline.log.topics import TopicNames, topic_specs
+from pipeline.models import stream_name
+from pipeline.service.cli import add_config_argument, settings_from_args
+
+__all__ = ["AuditDocument", "InputError", "read_audit_file", "read_watch_file", "register"]
+
+READY_TIMEOUT_S = 120.0
+
+
+class InputError(Exception):
+    """A file that cannot be read or parsed; the message names the file and the document."""
+
+
+class AuditDocument(NamedTuple):
+    """The events of one document (a single Event or an EventList): one webhook request."""
+
+    source: str
+    events: list[Any]
+
+
+def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from exc
+    number = 0
+    try:
+        for number, document in enumerate(yaml.safe_load_all(text), start=1):
+            if document is not None:
+                yield number, document
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: document {number + 1}: not valid YAML or JSON: {exc}") from exc
+
+
+def read_audit_file(path: Path) -> list[AuditDocument]:
+    """Audit Events, EventLists, or a multi-document stream of them, in file order."""
+    documents: list[AuditDocument] = []
+    for number, document in _documents(path):
+        source = f"{path}#{number}"
+        if isinstance(document, dict) and (document.get("kind") == "EventList" or "items" in document):
+            items = document.get("items")
+            if items is None:
+                items = []
+            if not isinstance(items, list):
+                raise InputError(f"{path}: document {number}: EventList items must be a list")
+            documents.append(AuditDocument(source, items))
+        elif isinstance(document, dict):
+            documents.append(AuditDocument(source, [document]))
+        elif isinstance(document, list):
+            documents.append(AuditDocument(source, document))
+        else:
+            raise InputError(f"{path}: document {number}: expected an audit Event or EventList")
+    return documents
+
+
+def read_watch_file(path: Path) -> list[dict[str, Any]]:
+    """Watch events `{type, object}`, one per document or a list per document."""
+    events: list[dict[str, Any]] = []
+    for number, document in _documents(path):
+        for event in document if isinstance(document, list) else [document]:
+            if (
+                not isinstance(event, dict)
+                or not isinstance(event.get("type"), str)
+                or not isinstance(event.get("object"), dict)
+            ):
+                raise InputError(f"{path}: document {number}: expected a watch event {{type, object}}")
+            events.append(event)
+    return events
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "resolve",
+        help="attribute recorded watch events from recorded audit events (offline)",
+        description=(
+            "Run audit recordings through the webhook's accept gate and reduction into a throwaway "
+            "log, rebuild a fact index from it, then resolve each recorded watch event and print one "
+            "JSON line per event with the tier and author."
+        ),
+    )
+    add_config_argument(parser)
+    parser.add_argument("--audit", type=Path, action="append", default=[], metavar="FILE",
+                        help="audit Event / EventList file, YAML or JSON (repeatable, applied in order)")
+    parser.add_argument("--watch", type=Path, action="append", default=[], metavar="FILE",
+                        help="watch event file {type, object}, YAML or JSON (repeatable, resolved in order)")
+    parser.add_argument("--route", default="default", help="audit route the facts are filed under")
+    parser.add_argument("--grace-ms", type=int, default=3000, metavar="N",
+                        help="how long each watch event waits for a better fact (default 3000)")
+    parser.add_argument("--explain-audit", action="store_true",
+                        help="first print one line per audit event: published or dropped, and why")
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.grace_ms < 0:
+        print("reverser resolve: --grace-ms must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        audits = [doc for path in args.audit for doc in read_audit_file(path)]
+        watches = [event for path in args.watch for event in read_watch_file(path)]
+    except InputError as exc:
+        print(f"reverser resolve: {exc}", file=sys.stderr)
+        return 2
+    settings = settings_from_args(args)
+    with tempfile.TemporaryDirectory(prefix="reverser-resolve-") as workdir:
+        log_settings = settings.log
+        if log_settings.effective_backend == "kafka":
+            prefix = f"{log_settings.topic_prefix}-resolve-{uuid.uuid4().hex[:10]}"
+            log_settings = log_settings.model_copy(update={"topic_prefix": prefix})
+        settings = settings.model_copy(update={"workdir": Path(workdir), "log": log_settings})
+        try:
+            return asyncio.run(_resolve(settings, args, audits, watches))
+        except (LogError, TimeoutError) as exc:
+            print(f"reverser resolve: log unavailable: {exc}", file=sys.stderr)
+            return 1
+
+
+def _explain(route: str, event: Any, reduction: Reduction, published: bool) -> dict[str, Any]:
+    item = event if isinstance(event, dict) else {}
+    gr = reduction.group_resource
+    return {
+        "auditID": item.get("auditID", "") if isinstance(item.get("auditID"), str) else "",
+        "verb": item.get("verb", "") if isinstance(item.get("verb"), str) else "",
+        "decision": "published" if published else "dropped",
+        "reason": reduction.reason,
+        "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
+    }
+
+
+def _emit(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line, separators=(", ", ": ")) + "\n")
+
+
+async def _resolve(
+    settings: Settings, args: argparse.Namespace, audits: list[AuditDocument], watches: list[dict[str, Any]]
+) -> int:
+    route: str = args.route
+    topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    log = open_log(settings)
+    await log.start()
+    try:
+        await log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
+        max_payload = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
+        explained: list[dict[str, Any]] = []
+        for document in audits:
+            reductions = [
+                reduce_event(event, uid_cap=settings.audit.collection_uid_cap) for event in document.events
+            ]
+            built = build_records(group_facts(route, reductions), max_payload)
+            if built.records:
+                await log.append_many(topics.audit_facts, built.records)
+            dropped = {id(fact) for fact in built.dropped}
+            for event, reduction in zip(document.events, reductions, strict=True):
+                published = reduction.fact is not None and id(reduction.fact) not in dropped
+                explained.append(_explain(route, event, reduction, published))
+        if args.explain_audit:
+            for line in explained:
+                _emit(line)
+        index = FactIndex.from_settings(settings.attribution)
+        follower = FactFollower(log, topics, index, settings, fetch_timeout_ms=100)
+        await follower.start()
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                await follower.wait_ready()
+            resolver = Resolver(index, args.grace_ms)
+            for event in watches:
+                _emit(await _resolve_one(resolver, route, event))
+        finally:
+            await follower.stop()
+    finally:
+        await log.close()
+    sys.stdout.flush()
+    return 0
+
+
+async def _resolve_one(resolver: Resolver, route: str, event: dict[str, Any]) -> dict[str, Any]:
+    obj: dict[str, Any] = event["object"]
+    event_type: str = event["type"]
+    api_version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
+    gr, version = group_resource_for(str(api_version), str(kind))
+    query = query_from_watch_object(route, gr, event_type, obj, version)
+    raw_metadata = obj.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+    line: dict[str, Any] = {
+        "type": event_type,
+        "group": gr.group,
+        "resource": gr.resource,
+        "namespace": str(metadata.get("namespace") or ""),
+        "name": str(metadata.get("name") or ""),
+        "uid": str(metadata.get("uid") or ""),
+        "resourceVersion": str(metadata.get("resourceVersion") or ""),
+    }
+    if query is None:
+        line.update(tier=NONE, author="", actorKind="none")
+        return line
+    found = await resolver.resolve(query)
+    line.update(tier=found.tier, author=found.author, actorKind=found.actor_kind)
+    return line
