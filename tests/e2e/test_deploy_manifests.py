@@ -58,7 +58,9 @@ async def _create_all(kubeconfig: Path, objects: list[dict[str, Any]]) -> list[s
             try:
                 await utils.create_from_dict(api, obj, namespace=RELEASE_NAMESPACE, dry_run="All")
             except ApiException as exc:
-                raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} refused: {exc.body!r}") from exc
+                raise AssertionError(
+                    f"{obj['kind']}/{obj['metadata']['name']} refused: {exc.body!r}"
+                ) from exc
             created.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return created
 
