@@ -33,7 +33,7 @@ CORPUS = Path("/work/shared/corpus")
 RECORDS = 20_000
 BATCH = 500
 PARTITIONS = 6
-REPEATS = 3
+REPEATS = 5
 
 
 def corpus_objects() -> list[dict[str, Any]]:

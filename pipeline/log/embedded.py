@@ -10,6 +10,7 @@ A lock file keeps a second process (a second replica) out.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import fcntl
@@ -575,15 +576,16 @@ def _record_bytes(record: PendingRecord) -> int:
     return size
 
 
-class _Fetcher:
+class _Fetcher(abc.ABC):
     """What the fetch loop needs from a reader or a group member."""
 
     closed: bool
     rotation: int
     waiter: asyncio.Future[None] | None
 
+    @abc.abstractmethod
     def positions(self) -> dict[TopicPartition, int]:
-        raise NotImplementedError
+        """The live position map the fetch loop reads from and advances."""
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
