@@ -20,6 +20,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.log import (
     AppendResult,
+    Gap,
     Log,
     LogError,
     PendingRecord,
@@ -475,7 +476,8 @@ async def test_retention_moves_log_start_and_readers_get_a_gap(any_log: Log, set
     reader = any_log.reader()
     try:
         await reader.assign({tp: 0})
-        gaps, records = [], []
+        gaps: list[Gap] = []
+        records: list[Record] = []
         deadline = time.monotonic() + 30
         while not records and time.monotonic() < deadline:
             fetched = await reader.fetch(timeout_ms=500)
@@ -507,7 +509,7 @@ async def test_committed_offset_below_log_start_reports_a_gap(any_log: Log, sett
     consumer = any_log.group_consumer(group, [topic])
     await consumer.start()
     try:
-        gaps = []
+        gaps: list[Gap] = []
         deadline = time.monotonic() + 60
         while not gaps and time.monotonic() < deadline:
             gaps = (await consumer.fetch(timeout_ms=500)).gaps
@@ -530,11 +532,17 @@ async def test_compaction_keeps_the_newest_value_per_key(any_log: Log, settings:
     end = (await any_log.end_offsets([tp]))[tp]
 
     async def compacted() -> bool:
+        # Kafka guarantees the newest value per key survives, and drops superseded ones only from
+        # segments its cleaner has reached (it may leave a later dirty segment below the ratio),
+        # so "some superseded values are gone" is the portable condition; the embedded unit tests
+        # pin the exact result.
         records = await read_all(any_log, tp, 0, end)
-        return len([r for r in records if r.key in keys]) == len(keys)
+        return len([r for r in records if r.key in keys]) < 3 * len(keys)
 
     await age_out(any_log, compacted, "compaction to drop superseded values")
     records = await read_all(any_log, tp, 0, end)
+    assert [r.offset for r in records] == sorted(r.offset for r in records)
+    assert records[-1].key == b"filler"
     newest = {r.key: r.value for r in records}
     assert {k: newest[k] for k in keys} == {k: b"2" for k in keys}
     assert (await any_log.beginning_offsets([tp]))[tp] == 0
