@@ -32,12 +32,20 @@ from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
 from pipeline.config import Settings
 from pipeline.facts.reduce import Reduction, group_facts, reduce_event
-from pipeline.log import LogError, open_log
+from pipeline.log import Log, LogError, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import stream_name
 from pipeline.service.cli import add_config_argument, settings_from_args
 
-__all__ = ["AuditDocument", "InputError", "read_audit_file", "read_watch_file", "register"]
+__all__ = [
+    "AuditDocument",
+    "InputError",
+    "publish_audit_documents",
+    "read_audit_file",
+    "read_watch_file",
+    "register",
+    "resolve_watch_event",
+]
 
 READY_TIMEOUT_S = 120.0
 
@@ -67,8 +75,40 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
         raise InputError(f"{path}: document {number + 1}: not valid YAML or JSON: {exc}") from exc
 
 
+_IDENTITY_FIELDS = ("name", "namespace", "uid", "resourceVersion", "generateName")
+
+
+def _stringify(mapping: object, fields: tuple[str, ...] = _IDENTITY_FIELDS) -> None:
+    """YAML reads unquoted digits as numbers; identity fields are always strings on the wire."""
+    if isinstance(mapping, dict):
+        for field in fields:
+            value = mapping.get(field)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                mapping[field] = str(value)
+
+
+def _normalise_audit_event(event: object) -> object:
+    """Make a YAML-read audit event look like the JSON the webhook receives (identity strings)."""
+    if isinstance(event, dict):
+        _stringify(event.get("objectRef"))
+        for body_key in ("requestObject", "responseObject"):
+            body = event.get(body_key)
+            if isinstance(body, dict):
+                _stringify(body.get("metadata"))
+                items = body.get("items")
+                if isinstance(items, list):
+                    for item in items:
+                        if isinstance(item, dict):
+                            _stringify(item.get("metadata"))
+    return event
+
+
 def read_audit_file(path: Path) -> list[AuditDocument]:
-    """Audit Events, EventLists, or a multi-document stream of them, in file order."""
+    """Audit Events, EventLists, or a multi-document stream of them, in file order.
+
+    Identity fields written as bare YAML numbers (`resourceVersion: 1001`) are read as the strings
+    the apiserver would have sent.
+    """
     documents: list[AuditDocument] = []
     for number, document in _documents(path):
         source = f"{path}#{number}"
@@ -78,11 +118,11 @@ def read_audit_file(path: Path) -> list[AuditDocument]:
                 items = []
             if not isinstance(items, list):
                 raise InputError(f"{path}: document {number}: EventList items must be a list")
-            documents.append(AuditDocument(source, items))
+            documents.append(AuditDocument(source, [_normalise_audit_event(e) for e in items]))
         elif isinstance(document, dict):
-            documents.append(AuditDocument(source, [document]))
+            documents.append(AuditDocument(source, [_normalise_audit_event(document)]))
         elif isinstance(document, list):
-            documents.append(AuditDocument(source, document))
+            documents.append(AuditDocument(source, [_normalise_audit_event(e) for e in document]))
         else:
             raise InputError(f"{path}: document {number}: expected an audit Event or EventList")
     return documents
@@ -99,6 +139,7 @@ def read_watch_file(path: Path) -> list[dict[str, Any]]:
                 or not isinstance(event.get("object"), dict)
             ):
                 raise InputError(f"{path}: document {number}: expected a watch event {{type, object}}")
+            _stringify(event["object"].get("metadata"))
             events.append(event)
     return events
 
@@ -166,6 +207,29 @@ def _emit(line: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(line, separators=(", ", ": ")) + "\n")
 
 
+async def publish_audit_documents(
+    log: Log, topic: str, route: str, documents: list[AuditDocument], settings: Settings
+) -> list[dict[str, Any]]:
+    """Append each document's facts like the webhook would (one request per document).
+
+    Returns one explanation per audit event: published or dropped, the reason and the stream.
+    """
+    max_payload = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
+    explained: list[dict[str, Any]] = []
+    for document in documents:
+        reductions = [
+            reduce_event(event, uid_cap=settings.audit.collection_uid_cap) for event in document.events
+        ]
+        built = build_records(group_facts(route, reductions), max_payload)
+        if built.records:
+            await log.append_many(topic, built.records)
+        dropped = {id(fact) for fact in built.dropped}
+        for event, reduction in zip(document.events, reductions, strict=True):
+            published = reduction.fact is not None and id(reduction.fact) not in dropped
+            explained.append(_explain(route, event, reduction, published))
+    return explained
+
+
 async def _resolve(
     settings: Settings, args: argparse.Namespace, audits: list[AuditDocument], watches: list[dict[str, Any]]
 ) -> int:
@@ -175,19 +239,7 @@ async def _resolve(
     await log.start()
     try:
         await log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
-        max_payload = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
-        explained: list[dict[str, Any]] = []
-        for document in audits:
-            reductions = [
-                reduce_event(event, uid_cap=settings.audit.collection_uid_cap) for event in document.events
-            ]
-            built = build_records(group_facts(route, reductions), max_payload)
-            if built.records:
-                await log.append_many(topics.audit_facts, built.records)
-            dropped = {id(fact) for fact in built.dropped}
-            for event, reduction in zip(document.events, reductions, strict=True):
-                published = reduction.fact is not None and id(reduction.fact) not in dropped
-                explained.append(_explain(route, event, reduction, published))
+        explained = await publish_audit_documents(log, topics.audit_facts, route, audits, settings)
         if args.explain_audit:
             for line in explained:
                 _emit(line)
@@ -199,7 +251,7 @@ async def _resolve(
                 await follower.wait_ready()
             resolver = Resolver(index, args.grace_ms)
             for event in watches:
-                _emit(await _resolve_one(resolver, route, event))
+                _emit(await resolve_watch_event(resolver, route, event))
         finally:
             await follower.stop()
     finally:
@@ -208,7 +260,8 @@ async def _resolve(
     return 0
 
 
-async def _resolve_one(resolver: Resolver, route: str, event: dict[str, Any]) -> dict[str, Any]:
+async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The output line for one watch event; BOOKMARK, ERROR and other types get tier `none`."""
     obj: dict[str, Any] = event["object"]
     event_type: str = event["type"]
     api_version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
