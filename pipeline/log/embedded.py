@@ -76,6 +76,10 @@ TORN_BYTES = Counter(
     "reverser_log_embedded_torn_bytes",
     "Bytes of torn or corrupt segment tails cut off when the embedded log was opened.",
 )
+LISTENER_ERRORS = Counter(
+    "reverser_log_embedded_listener_errors",
+    "Rebalance listener callbacks that raised (logged; the rebalance went ahead).",
+)
 GAP_RECORDS = Counter(
     "reverser_log_embedded_gap_records",
     "Records a reader or group member lost because retention deleted them before they were read.",
@@ -288,8 +292,9 @@ class EmbeddedLog(Log):
             created.append(spec.name)
         if created:
             for group in list(self._groups.values()):
-                if any(set(created) & set(m.topics) for m in group.members):
-                    await self._rebalance(group)
+                async with group.lock:
+                    if any(set(created) & set(m.topics) for m in group.members):
+                        await self._rebalance(group)
         return created
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
@@ -505,8 +510,8 @@ class EmbeddedLog(Log):
         """Eager range assignment like Kafka's: everyone gives up everything, then gets a share."""
         members = list(group.members)
         for member in members:
-            if member.joined and member.listener is not None:
-                await member.listener.on_partitions_revoked(set(member.assigned))
+            if member.joined:
+                await _tell(member, "on_partitions_revoked", member.assigned)
         shares: dict[int, set[TopicPartition]] = {m.member_id: set() for m in members}
         topics = sorted({name for m in members for name in m.topics})
         for name in topics:
@@ -526,8 +531,7 @@ class EmbeddedLog(Log):
             member.position_map.clear()
             member.joined = True
         for member in members:
-            if member.listener is not None:
-                await member.listener.on_partitions_assigned(set(member.assigned))
+            await _tell(member, "on_partitions_assigned", member.assigned)
             member.wake()
 
     async def list_groups(self) -> list[str]:
@@ -567,6 +571,21 @@ class EmbeddedLog(Log):
         del self._groups[group_id]
         path = self.directory / "groups" / f"{urllib.parse.quote(group_id, safe='')}.json"
         path.unlink(missing_ok=True)
+
+
+async def _tell(
+    member: _GroupMember,
+    callback: Literal["on_partitions_revoked", "on_partitions_assigned"],
+    partitions: set[TopicPartition],
+) -> None:
+    """Run a listener callback; like Kafka clients, a failing listener is logged, not fatal to the group."""
+    if member.listener is None:
+        return
+    try:
+        await getattr(member.listener, callback)(set(partitions))
+    except Exception:
+        LISTENER_ERRORS.inc()
+        _log.exception("embedded log: %s of group %r failed", callback, member.group_id)
 
 
 def _record_bytes(record: PendingRecord) -> int:

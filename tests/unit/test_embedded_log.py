@@ -320,6 +320,28 @@ async def test_rebalance_is_eager_range_assignment_with_callbacks_in_order(log: 
     await two.close()
 
 
+class Failing(RebalanceListener):
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        raise RuntimeError("listener bug")
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        raise RuntimeError("listener bug")
+
+
+async def test_a_failing_listener_is_counted_and_the_rebalance_goes_ahead(log: EmbeddedLog) -> None:
+    await log.create_topics([TopicSpec("t", 2)])
+    before = metric("reverser_log_embedded_listener_errors_total")
+    one = log.group_consumer("g", ["t"], listener=Failing())
+    await one.start()
+    two = log.group_consumer("g", ["t"])
+    await two.start()
+    assert one.assignment() == {TopicPartition("t", 0)}
+    assert two.assignment() == {TopicPartition("t", 1)}
+    assert metric("reverser_log_embedded_listener_errors_total") - before == 3
+    await one.close()
+    await two.close()
+
+
 async def test_uncommitted_progress_is_reread_after_a_rebalance(log: EmbeddedLog) -> None:
     await log.create_topics([TopicSpec("t", 1)])
     tp = TopicPartition("t", 0)
