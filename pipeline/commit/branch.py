@@ -236,21 +236,25 @@ class BranchWorker:
             metrics.SKIPPED.labels("prune_never").inc()
             self._settle([here])
             return
+        window_s = self.provider.commit_window_s
+        if target is not None and target.commit_window_s is not None:
+            window_s = target.commit_window_s
+        open_window = self._window
+        if open_window is not None and item.observed_at_ms - open_window.last_observed_ms >= (
+            open_window.silence_s * 1000
+        ):
+            await self._finalize(CloseReason.SILENCE)
         key = CommitWindow.key_of(write.author, item.target)
         if self._window is not None and self._window.key != key:
             await self._finalize(CloseReason.AUTHOR_CHANGE)
         if self._window is None:
-            self._window = CommitWindow(key, write.author, item.target, deadline=0.0)
+            self._window = CommitWindow(key, write.author, item.target, deadline=0.0, silence_s=window_s)
         obj = ChangedObject(
             write.operation, item.group, item.version, item.resource, write.namespace, write.name
         )
         window = self._window
         window.add(path, content, obj, write.author, item.partition, item.offset, item.observed_at_ms)
-        window_s = self.provider.commit_window_s
-        if target is not None and target.commit_window_s is not None:
-            window_s = target.commit_window_s
-        pending_size = sum(p.plan.size for p in self._pending)
-        if window.size + pending_size >= self._size_cap:
+        if window.size >= self._size_cap:
             await self._finalize(CloseReason.SIZE_CAP)
         elif window_s <= 0:
             await self._finalize(CloseReason.WINDOW_ZERO)
@@ -449,10 +453,14 @@ class BranchWorker:
         else:
             self._push_due = self._last_push + cooldown
 
-    async def tick(self) -> None:
-        """Close a silent window and run a due push."""
+    async def tick(self, idle: bool = True) -> None:
+        """Close a silent window and run a due push.
+
+        Silence on the clock only counts when no work is queued (`idle`): with a backlog the
+        records' own observation times decide, so a replay groups windows exactly as live did.
+        """
         now = self._clock()
-        if self._window is not None and now >= self._window.deadline:
+        if idle and self._window is not None and now >= self._window.deadline:
             await self._finalize(CloseReason.SILENCE)
         if self._push_due is not None and now >= self._push_due:
             await self.push()
@@ -565,13 +573,17 @@ class BranchWorker:
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, self._max_backoff_s)
         while True:
-            deadline = self.next_deadline()
-            timeout = None if deadline is None else max(deadline - self._clock(), 0.0)
-            try:
-                item = await asyncio.wait_for(queue.get(), timeout)
-            except TimeoutError:
-                item = None
+            item: WorkItem | None
+            if not queue.empty():
+                item = queue.get_nowait()
+            else:
+                deadline = self.next_deadline()
+                timeout = None if deadline is None else max(deadline - self._clock(), 0.001)
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout)
+                except TimeoutError:
+                    item = None
             async with lock:
                 if item is not None:
                     await self.handle(item)
-                await self.tick()
+                await self.tick(idle=queue.empty())

@@ -243,7 +243,9 @@ class LocalRepo:
 
     def _failure(self, action: str, output: str) -> GitRemoteError:
         auth = any(hint in output for hint in _FAILURE_HINTS)
-        detail = output.strip().splitlines()[-1] if output.strip() else "no output"
+        lines = [line.strip() for line in output.splitlines() if line.strip()]
+        fatal = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
+        detail = "; ".join(fatal or lines[-1:]) or "no output"
         reason = "credentials rejected" if auth else "failed"
         return GitRemoteError(f"git {action} {redact_url(self.url)} {reason}: {detail}", auth=auth)
 

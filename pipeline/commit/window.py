@@ -32,6 +32,7 @@ class CommitWindow:
     author: Author
     target: str
     deadline: float
+    silence_s: float
     writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
     tiers: list[str] = field(default_factory=list)
     offsets: list[tuple[int, int]] = field(default_factory=list)

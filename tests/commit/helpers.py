@@ -43,6 +43,7 @@ class Work:
         path: str = "live",
         partition: int = 0,
         start: int = 0,
+        step_ms: int = 1000,
     ) -> None:
         self.provider = provider
         self.branch = branch
@@ -51,10 +52,19 @@ class Work:
         self.partition = partition
         self.offset = start
         self.observed_ms = 1_767_000_000_000
+        self.step_ms = step_ms
 
-    def _item(self, body: Any, *, target: str | None = None, path: str | None = None,
-              group: str = "", version: str = "v1", resource: str = "configmaps",
-              scope: str = "team-a") -> WorkItem:
+    def _item(
+        self,
+        body: Any,
+        *,
+        target: str | None = None,
+        path: str | None = None,
+        group: str = "",
+        version: str = "v1",
+        resource: str = "configmaps",
+        scope: str = "team-a",
+    ) -> WorkItem:
         item = WorkItem(
             partition=self.partition,
             offset=self.offset,
@@ -71,11 +81,19 @@ class Work:
             body=body,
         )
         self.offset += 1
-        self.observed_ms += 1000
+        self.observed_ms += self.step_ms
         return item
 
-    def write(self, op: str, obj: dict[str, Any] | None, author: Author = ALICE, *,
-              name: str | None = None, namespace: str = "team-a", **kw: Any) -> WorkItem:
+    def write(
+        self,
+        op: str,
+        obj: dict[str, Any] | None,
+        author: Author = ALICE,
+        *,
+        name: str | None = None,
+        namespace: str = "team-a",
+        **kw: Any,
+    ) -> WorkItem:
         meta = (obj or {}).get("metadata", {})
         return self._item(
             Write(
@@ -99,14 +117,20 @@ class Work:
     def delete(self, name: str, author: Author = ALICE, namespace: str = "team-a", **kw: Any) -> WorkItem:
         return self.write("DELETE", None, author, name=name, namespace=namespace, **kw)
 
-    def snapshot(self, epoch: int, objs: list[dict[str, Any]], rv: str = "100", chunk_size: int = 2,
-                 **kw: Any) -> list[WorkItem]:
+    def snapshot(
+        self, epoch: int, objs: list[dict[str, Any]], rv: str = "100", chunk_size: int = 2, **kw: Any
+    ) -> list[WorkItem]:
         items = [self._item(ResyncBegin(epoch, rv), **kw)]
         chunks = [objs[i : i + chunk_size] for i in range(0, len(objs), chunk_size)]
         for seq, chunk in enumerate(chunks):
             objects = tuple(
-                ResyncObject(o["metadata"].get("namespace", ""), o["metadata"]["name"], "u", "1",
-                             json.dumps(o).encode())
+                ResyncObject(
+                    o["metadata"].get("namespace", ""),
+                    o["metadata"]["name"],
+                    "u",
+                    "1",
+                    json.dumps(o).encode(),
+                )
                 for o in chunk
             )
             items.append(self._item(ResyncChunk(epoch, seq, objects), **kw))
@@ -115,9 +139,7 @@ class Work:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
 def bare_remote(path: Path) -> Path:
@@ -151,6 +173,15 @@ def foreign_push(remote: Path, workdir: Path, path: str, content: str, branch: s
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content)
     git(clone, "add", path)
-    git(clone, "-c", "user.name=Human", "-c", "user.email=human@example.com", "commit", "-q", "-m",
-        f"human edit {path}")
+    git(
+        clone,
+        "-c",
+        "user.name=Human",
+        "-c",
+        "user.email=human@example.com",
+        "commit",
+        "-q",
+        "-m",
+        f"human edit {path}",
+    )
     git(clone, "push", "-q", "origin", f"HEAD:{branch}")

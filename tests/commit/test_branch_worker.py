@@ -12,7 +12,6 @@ from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from tests.commit.helpers import (
-    ALICE,
     BOB,
     CONFIGURED,
     NOBODY,
@@ -40,9 +39,15 @@ class Clock:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, prune: str = "OnEvent", window_s: float = 5.0,
-                 cooldown_s: float = 5.0, size_cap: int = 8 * 1024 * 1024,
-                 targets: list[TargetSettings] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        prune: str = "OnEvent",
+        window_s: float = 5.0,
+        cooldown_s: float = 5.0,
+        size_cap: int = 8 * 1024 * 1024,
+        targets: list[TargetSettings] | None = None,
+    ) -> None:
         self.tmp_path = tmp_path
         self.remote = bare_remote(tmp_path / "remote.git")
         self.provider = ProviderSettings(
@@ -61,8 +66,14 @@ class Harness:
     def new_worker(self) -> BranchWorker:
         repo = LocalRepo.for_branch(self.tmp_path / "clones", "git", "main", str(self.remote), None)
         return BranchWorker(
-            self.settings, self.provider, "main", repo, self.settled.extend,
-            clock=self.clock, wall=lambda: 1_767_000_000.0, size_cap_bytes=self.size_cap,
+            self.settings,
+            self.provider,
+            "main",
+            repo,
+            self.settled.extend,
+            clock=self.clock,
+            wall=lambda: 1_767_000_000.0,
+            size_cap_bytes=self.size_cap,
         )
 
     async def feed(self, *items: Any) -> None:
@@ -338,7 +349,11 @@ async def test_foreign_push_is_rebased_without_losing_writes(h: Harness) -> None
         "Human|human edit README.md",
         "Alice Example|[CREATE] v1/configmaps/b",
     ]
-    assert set(files(h.remote)) == {"README.md", "live/team-a/configmaps/a.yaml", "live/team-a/configmaps/b.yaml"}
+    assert set(files(h.remote)) == {
+        "README.md",
+        "live/team-a/configmaps/a.yaml",
+        "live/team-a/configmaps/b.yaml",
+    }
     assert git(h.remote, "rev-list", "--merges", "main").strip() == ""
 
 
