@@ -62,7 +62,7 @@ class WatchManager:
         names = TopicNames.for_prefix(settings.log.topic_prefix)
         self._log = log_
         self._topic = names.watch_events
-        self._cursors = CursorStore(log_, names.watch_cursors)
+        self.cursors = CursorStore(log_, names.watch_cursors)
         self._options = options or StreamOptions(max_record_bytes=settings.log.topics.max_message_bytes)
         self._client_factory = client_factory
         self._settings = settings
@@ -76,7 +76,7 @@ class WatchManager:
 
     async def start(self) -> None:
         """Load cursors, then declare the configured streams."""
-        await self._cursors.load()
+        await self.cursors.load()
         await self.apply(self._settings)
         self.started = True
 
@@ -102,7 +102,7 @@ class WatchManager:
                     cluster.client,
                     self._log,
                     self._topic,
-                    self._cursors,
+                    self.cursors,
                     self._options,
                     cluster.capabilities,
                 )

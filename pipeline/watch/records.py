@@ -64,9 +64,7 @@ class RecordBuilder:
 
     __slots__ = ("_base", "_clock_ms", "_codec", "_headers", "_key", "max_record_bytes")
 
-    def __init__(
-        self, spec: StreamSpec, max_record_bytes: int, clock_ms: Callable[[], int]
-    ) -> None:
+    def __init__(self, spec: StreamSpec, max_record_bytes: int, clock_ms: Callable[[], int]) -> None:
         self._codec = codec(WATCH_EVENT)
         self._key = stream_key(spec.route, spec.group_resource)
         self._headers = (
@@ -111,9 +109,7 @@ class RecordBuilder:
                     "name": str(meta.get("name") or ""),
                     "uid": str(meta.get("uid") or ""),
                     "resourceVersion": str(meta.get("resourceVersion") or ""),
-                    "labels": {str(k): str(v) for k, v in labels.items()}
-                    if isinstance(labels, dict)
-                    else {},
+                    "labels": {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
                     "deleting": deleting,
                     "object": payload,
                 },

@@ -64,9 +64,7 @@ class StreamSpec:
         return f"{self.target}:{self.group_resource.key}@{where}"
 
     def api(self) -> ApiResource:
-        return ApiResource(
-            self.group, self.version, self.resource, self.kind, self.namespaced, frozenset()
-        )
+        return ApiResource(self.group, self.version, self.resource, self.kind, self.namespaced, frozenset())
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +78,7 @@ class RuleProblem:
     message: str
 
 
-def _lookup(
-    text: str, discovered: Mapping[tuple[str, str], ApiResource]
-) -> ApiResource | tuple[str, str]:
+def _lookup(text: str, discovered: Mapping[tuple[str, str], ApiResource]) -> ApiResource | tuple[str, str]:
     """The discovered resource for `resource` or `group/resource`, or (reason, message)."""
     name = text.strip()
     if "/" in name:
@@ -174,9 +170,7 @@ def resolve_target(
     return sorted(streams.values(), key=lambda s: (s.group, s.resource, s.scope)), problems
 
 
-def _scopes(
-    api: ApiResource, namespaces: Iterable[str], cluster_wide: bool
-) -> list[str] | tuple[str, str]:
+def _scopes(api: ApiResource, namespaces: Iterable[str], cluster_wide: bool) -> list[str] | tuple[str, str]:
     names = sorted(set(namespaces))
     if not api.namespaced:
         if names:

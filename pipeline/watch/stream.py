@@ -125,6 +125,7 @@ class WatchStream:
         self._snapshot: _Snapshot | None = None
         self._completing: _Snapshot | None = None
         self._last_epoch = 0
+        self._namespace_seen = False
         self.resource_version = ""
         self._floor: int | None = None
         self.state = "Replaying"
@@ -204,8 +205,12 @@ class WatchStream:
             if exc.status == 403:
                 return  # not allowed to read namespaces: the watch itself will tell
             raise
-        if phase is None:
+        if phase is not None:
+            self._namespace_seen = True
+            return
+        if self._namespace_seen:
             raise StreamStopped(f"namespace {self.spec.scope} no longer exists")
+        raise KubeError(404, "NamespaceNotFound", f"namespace {self.spec.scope} does not exist (yet)")
 
     async def _session(self) -> None:
         cursor = self._cursors.get(self.spec.cursor_key)
@@ -462,9 +467,7 @@ class WatchStream:
         snapshot = self._snapshot
         assert snapshot is not None
         records = self._flush_chunk()
-        records.append(
-            self._builder.end(snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version)
-        )
+        records.append(self._builder.end(snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version))
         self._snapshot = None
         self._completing = snapshot
         return records
@@ -498,8 +501,8 @@ class WatchStream:
         previous = self._cursors.get(self.spec.cursor_key)
         if epoch is None:
             epoch = previous.epoch if previous is not None else 0
-        self.resource_version = resource_version
         if previous is not None and previous.resource_version == resource_version and previous.epoch == epoch:
+            self.resource_version = resource_version
             return
         spec = self.spec
         await self._cursors.write(
@@ -516,3 +519,4 @@ class WatchStream:
                 updated_at_ms=self._now_ms(),
             )
         )
+        self.resource_version = resource_version

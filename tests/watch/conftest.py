@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.config import ClusterSettings, ProviderSettings, Settings, TargetSettings, WatchRule
@@ -36,12 +37,19 @@ async def topics_log(any_log: Log, settings: Settings) -> Log:
 
 
 def target(name: str, *rules: WatchRule, cluster: str = "src", branch: str = "main") -> TargetSettings:
-    return TargetSettings(name=name, provider="git", branch=branch, path=name, cluster=cluster, rules=list(rules))
+    return TargetSettings(
+        name=name, provider="git", branch=branch, path=name, cluster=cluster, rules=list(rules)
+    )
 
 
-def rule(*resources: str, namespaces: tuple[str, ...] = (), cluster_wide: bool = False, selector: str = "") -> WatchRule:
+def rule(
+    *resources: str, namespaces: tuple[str, ...] = (), cluster_wide: bool = False, selector: str = ""
+) -> WatchRule:
     return WatchRule(
-        resources=list(resources), namespaces=list(namespaces), cluster_wide=cluster_wide, label_selector=selector
+        resources=list(resources),
+        namespaces=list(namespaces),
+        cluster_wide=cluster_wide,
+        label_selector=selector,
     )
 
 
@@ -115,7 +123,9 @@ async def read_events(log: Log, settings: Settings) -> list[dict[str, Any]]:
     return out
 
 
-def kinds(events: list[dict[str, Any]], target_name: str | None = None, scope: str | None = None) -> list[str]:
+def kinds(
+    events: list[dict[str, Any]], target_name: str | None = None, scope: str | None = None
+) -> list[str]:
     """Compact view of records: `begin`, `chunk`, `end`, or `<TYPE> <name>` for live events."""
     out = []
     for event in events:
@@ -162,3 +172,7 @@ async def wait_for_events(
 
     await wait_for(check, what=what)
     return found
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0

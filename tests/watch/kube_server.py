@@ -62,9 +62,7 @@ class _Watch:
     gr: tuple[str, str]
     namespace: str
     transport: Any
-    queue: asyncio.Queue[tuple[int, str, dict[str, Any]] | None] = field(
-        default_factory=asyncio.Queue
-    )
+    queue: asyncio.Queue[tuple[int, str, dict[str, Any]] | None] = field(default_factory=asyncio.Queue)
 
 
 def corpus_object(relative: str, namespace: str, **tokens: str) -> dict[str, Any]:
@@ -154,7 +152,7 @@ class FakeKubeApiServer:
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or update an object (like a client write); emits ADDED or MODIFIED."""
         obj = copy.deepcopy(obj)
-        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        group = str(obj["apiVersion"]).rpartition("/")[0]
         gr = self._gr_for_kind(group, str(obj["kind"]))
         meta = obj.setdefault("metadata", {})
         key = (str(meta.get("namespace") or ""), str(meta["name"]))
@@ -208,10 +206,9 @@ class FakeKubeApiServer:
             watch.queue.put_nowait((self.rv, "BOOKMARK", {}))
 
     def drop_connections(self, namespace: str | None = None) -> None:
-        """Cut watch connections without a clean end of the chunked response."""
+        """Cut watch connections, after the events already queued, without a clean end of the response."""
         for watch in list(self._watches):
             if namespace is None or watch.namespace == namespace:
-                watch.transport.abort()
                 watch.queue.put_nowait(None)
 
     @property
@@ -267,7 +264,12 @@ class FakeKubeApiServer:
             if phase is None:
                 return self._status(404, "NotFound", f'namespaces "{rest[1]}" not found')
             return web.json_response(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rest[1]}, "status": {"phase": phase}}
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": rest[1]},
+                    "status": {"phase": phase},
+                }
             )
         namespace = ""
         if rest[0] == "namespaces" and len(rest) == 3:
@@ -314,9 +316,15 @@ class FakeKubeApiServer:
         ]
         if not entries:
             return self._status(404, "NotFound", f"{group}/{version} not served")
-        entries.append({"name": entries[0]["name"] + "/status", "namespaced": True, "kind": "X", "verbs": ["get"]})
+        entries.append(
+            {"name": entries[0]["name"] + "/status", "namespaced": True, "kind": "X", "verbs": ["get"]}
+        )
         return web.json_response(
-            {"kind": "APIResourceList", "groupVersion": f"{group}/{version}".lstrip("/"), "resources": entries}
+            {
+                "kind": "APIResourceList",
+                "groupVersion": f"{group}/{version}".lstrip("/"),
+                "resources": entries,
+            }
         )
 
     @staticmethod
@@ -373,7 +381,7 @@ class FakeKubeApiServer:
                 return self._status(
                     422,
                     "Invalid",
-                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
+                    'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: '
                     "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
                 )
             if query.get("resourceVersionMatch") != "NotOlderThan":
@@ -406,7 +414,7 @@ class FakeKubeApiServer:
                 return response
             if send_end_bookmark:
                 await self._send(response, "BOOKMARK", self._bookmark(definition, since, initial_end=True))
-            for rv, event_type, obj in backlog:
+            for _, event_type, obj in backlog:
                 if self._selected(obj, selector):
                     await self._send(response, event_type, obj)
             async for rv, event_type, obj in self._drain(watch):
@@ -415,6 +423,8 @@ class FakeKubeApiServer:
                         await self._send(response, "BOOKMARK", self._bookmark(definition, rv))
                 elif rv > since and self._selected(obj, selector):
                     await self._send(response, event_type, obj)
+            if watch.transport is not None:
+                watch.transport.abort()
             return response
         except (ConnectionResetError, RuntimeError):
             return response
@@ -423,8 +433,14 @@ class FakeKubeApiServer:
 
     @staticmethod
     async def _drain(watch: _Watch) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
+        """Queued events until the watch is dropped (`None`) or the client went away."""
         while True:
-            item = await watch.queue.get()
+            try:
+                item = await asyncio.wait_for(watch.queue.get(), 0.05)
+            except TimeoutError:
+                if watch.transport is None or watch.transport.is_closing():
+                    return
+                continue
             if item is None:
                 return
             yield item
@@ -445,12 +461,18 @@ class FakeKubeApiServer:
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
-        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                  "message": message, "reason": reason, "code": code}
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
         await self._send(response, "ERROR", status)
         await response.write_eof()
         return response
-
 
 
 @contextlib.asynccontextmanager

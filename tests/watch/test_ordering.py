@@ -26,7 +26,9 @@ async def test_watchlist_snapshot_precedes_live_events(
 ) -> None:
     kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
     kube.put(corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a"))
-    config = with_targets(settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",))))
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
     component = make_component(config, topics_log, fast_options(config))
     await component.start()
     try:
@@ -43,12 +45,14 @@ async def test_watchlist_snapshot_precedes_live_events(
     begin, chunk, end, live = (e["body"][1] for e in events)
     assert begin["epoch"] == chunk["epoch"] == end["epoch"]
     assert sorted(o["name"] for o in chunk["objects"]) == ["cm-a", "cm-collapse"]
-    assert end["objects"] == 2 and end["chunks"] == 1
-    assert live["object"] is not None and b"managedFields" not in live["object"]
+    assert end["objects"] == 2
+    assert end["chunks"] == 1
+    assert live["object"] is not None
+    assert b"managedFields" not in live["object"]
     assert events[0]["_key"] == stream_key("src", GroupResource("", "configmaps"))
     assert events[0]["_headers"]["target"] == b"t1"
     assert events[0]["_headers"]["scope"] == b"team-a"
-    assert kube.requests and any(q.get("sendInitialEvents") == "true" for _, q in kube.requests)
+    assert any(q.get("sendInitialEvents") == "true" for _, q in kube.requests)
 
 
 async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
@@ -56,7 +60,9 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
 ) -> None:
     kube.reject_watchlist = True
     kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
-    config = with_targets(settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",))))
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
     before = corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a")
     after = corpus_object("configmap/generate-name-create/watch.added.yaml", "team-a")
     after["metadata"]["name"] = "cm-after"
@@ -66,7 +72,9 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     component = make_component(config, topics_log, fast_options(config))
     await component.start()
     try:
-        events = await wait_for_events(topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after")
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after"
+        )
     finally:
         await component.stop()
     assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-after"]
@@ -74,7 +82,9 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     assert snapshot_names == ["cm-a", "cm-collapse"]
     assert events[0]["body"][1]["resourceVersion"] == events[2]["body"][1]["resourceVersion"] != ""
     paths = [(path, q) for path, q in kube.requests if "configmaps" in path]
-    first_watch = next(i for i, (_, q) in enumerate(paths) if q.get("watch") == "true" and "sendInitialEvents" not in q)
+    first_watch = next(
+        i for i, (_, q) in enumerate(paths) if q.get("watch") == "true" and "sendInitialEvents" not in q
+    )
     first_list = next(i for i, (_, q) in enumerate(paths) if "watch" not in q)
     assert first_watch < first_list
     assert len(await read_events(topics_log, config)) == 4

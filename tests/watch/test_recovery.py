@@ -1,0 +1,182 @@
+"""Cursor resume across restarts, 410 Gone recovery, abrupt connection drops, bookmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.log.api import Log
+from pipeline.watch.component import WatchComponent
+from pipeline.watch.stream import WatchStream
+from tests.watch.conftest import (
+    fast_options,
+    kinds,
+    make_component,
+    metric,
+    read_events,
+    rule,
+    target,
+    wait_for,
+    wait_for_events,
+    with_targets,
+)
+from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+CM_A = "configmap/create-succeeds/watch.added.yaml"
+
+
+def configmap(name: str, namespace: str = "team-a", value: str = "1") -> dict[str, object]:
+    obj = corpus_object(CM_A, namespace)
+    obj["metadata"]["name"] = name
+    obj["data"] = {"value": value}
+    return obj
+
+
+def only_stream(component: WatchComponent) -> WatchStream:
+    (stream,) = component.manager.streams.values()
+    return stream
+
+
+async def started(settings: Settings, log: Log) -> WatchComponent:
+    component = make_component(settings, log, fast_options(settings))
+    await component.start()
+    stream = only_stream(component)
+    try:
+        await wait_for(lambda: stream.state == "Streaming", what="streaming")
+    except AssertionError:
+        await component.stop()
+        raise
+    return component
+
+
+@pytest.fixture
+def config(kube: FakeKubeApiServer, settings: Settings, tmp_path: Path) -> Settings:
+    kube.put(configmap("cm-a"))
+    return with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+
+
+async def test_restart_resumes_from_the_cursor_without_replaying(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    component = await started(config, topics_log)
+    kube.put(configmap("cm-b"))
+    await wait_for_events(topics_log, config, lambda evs: "ADDED cm-b" in kinds(evs), "cm-b")
+    cursor_rv = only_stream(component).resource_version
+    await component.stop()
+
+    kube.put(configmap("cm-c"))  # written while nothing watched
+    restarted = await started(config, topics_log)
+    try:
+        events = await wait_for_events(topics_log, config, lambda evs: "ADDED cm-c" in kinds(evs), "cm-c")
+        assert only_stream(restarted).reason == "CursorResume"
+    finally:
+        await restarted.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-b", "ADDED cm-c"]
+    resumes = [q for path, q in kube.requests if q.get("resourceVersion") == cursor_rv]
+    assert resumes
+    assert resumes[-1].get("watch") == "true"
+
+
+@pytest.mark.parametrize("gone_as_http_status", [False, True], ids=["error-event", "http-410"])
+async def test_expired_cursor_takes_a_fresh_snapshot_with_a_newer_epoch(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings, gone_as_http_status: bool
+) -> None:
+    kube.gone_as_http_status = gone_as_http_status
+    component = await started(config, topics_log)
+    await component.stop()
+    kube.put(configmap("cm-b"))
+    kube.compact()
+    gone_before = metric("reverser_watch_gone_total")
+
+    restarted = make_component(config, topics_log, fast_options(config))
+    await restarted.start()
+    stream = only_stream(restarted)
+    try:
+        events = await wait_for_events(
+            topics_log, config, lambda evs: kinds(evs).count("end") == 2, "the second snapshot"
+        )
+        assert stream.reason == "AllStreamsReady"
+        kube.put(configmap("cm-c"))
+        events = await wait_for_events(topics_log, config, lambda evs: "ADDED cm-c" in kinds(evs), "cm-c")
+    finally:
+        await restarted.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "begin", "chunk", "end", "ADDED cm-c"]
+    first_epoch = events[0]["body"][1]["epoch"]
+    second_epoch = events[3]["body"][1]["epoch"]
+    assert second_epoch > first_epoch
+    assert sorted(o["name"] for o in events[4]["body"][1]["objects"]) == ["cm-a", "cm-b"]
+    assert metric("reverser_watch_gone_total") == gone_before + 1
+    cursor = restarted.manager.cursors.get(stream.spec.cursor_key)
+    assert cursor is not None
+    assert cursor.epoch == second_epoch
+
+
+async def test_abrupt_close_reconnects_from_the_cursor(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    reconnects_before = metric("reverser_watch_reconnects_total")
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    try:
+        kube.put(configmap("cm-b"))
+        await wait_for_events(topics_log, config, lambda evs: "ADDED cm-b" in kinds(evs), "cm-b")
+        for round_ in range(3):
+            kube.drop_connections()
+            kube.put(configmap("cm-b", value=f"v{round_}"))
+        events = await wait_for_events(
+            topics_log, config, lambda evs: kinds(evs).count("MODIFIED cm-b") == 3, "three updates"
+        )
+        await wait_for(lambda: kube.watch_count == 1, what="one live watch")
+    finally:
+        await component.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-b"] + ["MODIFIED cm-b"] * 3
+    assert stream.sessions >= 2
+    assert stream.snapshots_begun == 1
+    assert metric("reverser_watch_reconnects_total") >= reconnects_before + 1
+
+
+async def test_bookmark_advances_the_cursor_without_records(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    try:
+        kube.put(configmap("unrelated", namespace="elsewhere"))
+        kube.bookmark()
+        await wait_for(lambda: stream.resource_version == str(kube.rv), what="cursor at the bookmark")
+        cursor = component.manager.cursors.get(stream.spec.cursor_key)
+        assert cursor is not None
+        assert cursor.resource_version == str(kube.rv)
+    finally:
+        await component.stop()
+    assert kinds(await read_events(topics_log, config)) == ["begin", "chunk", "end"]
+
+
+async def test_status_only_and_no_op_updates_are_dropped(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    first = corpus_object("deployment/status-update/watch.modified.1.yaml", "team-a")
+    status_only = corpus_object("deployment/status-update/watch.modified.2.yaml", "team-a")
+    kube.namespaces["team-a"] = "Active"
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("apps/deployments", namespaces=("team-a",)))
+    )
+    component = await started(config, topics_log)
+    dropped_before = metric("reverser_watch_events_dropped_total", reason="unchanged")
+    try:
+        kube.put(first)
+        await wait_for_events(topics_log, config, lambda evs: "ADDED d1" in kinds(evs), "d1")
+        kube.put(status_only)
+        kube.put(status_only)
+        scaled = corpus_object("deployment/status-update/watch.modified.2.yaml", "team-a")
+        scaled["spec"]["replicas"] = 3
+        kube.put(scaled)
+        events = await wait_for_events(topics_log, config, lambda evs: "MODIFIED d1" in kinds(evs), "scale")
+    finally:
+        await component.stop()
+    assert kinds(events) == ["begin", "end", "ADDED d1", "MODIFIED d1"]
+    assert metric("reverser_watch_events_dropped_total", reason="unchanged") == dropped_before + 2

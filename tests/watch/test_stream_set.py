@@ -1,0 +1,127 @@
+"""Incremental stream set, rule problems (unknown, ambiguous, Secrets, denylist) and removal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.config import Settings
+from pipeline.log.api import Log
+from tests.watch.conftest import (
+    fast_options,
+    kinds,
+    make_component,
+    metric,
+    read_events,
+    rule,
+    target,
+    wait_for,
+    with_targets,
+)
+from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+
+async def test_adding_a_rule_starts_exactly_one_new_stream(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    for namespace in ("team-a", "team-b"):
+        kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", namespace))
+    kubeconfig = kube.kubeconfig(tmp_path)
+    rules = [
+        rule("configmaps", namespaces=("team-a", "team-b")),
+        rule("apps/deployments", namespaces=("team-a",)),
+    ]
+    config = with_targets(settings, kubeconfig, target("t1", *rules))
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        before = dict(component.manager.streams)
+        assert len(before) == 3
+        await wait_for(lambda: all(s.state == "Streaming" for s in before.values()), what="three streams")
+        requests_before = len(kube.requests)
+
+        changed = with_targets(
+            settings, kubeconfig, target("t1", *rules, rule("serviceaccounts", namespaces=("team-a",)))
+        )
+        assert await component.apply(changed) == (1, 0)
+        after = component.manager.streams
+        (new_spec,) = set(after) - set(before)
+        assert new_spec.resource == "serviceaccounts"
+        assert all(after[spec] is stream for spec, stream in before.items())
+        await wait_for(lambda: after[new_spec].state == "Streaming", what="the new stream")
+        assert all(stream.sessions == 1 for stream in before.values())
+        new_watches = [q for _, q in kube.requests[requests_before:] if q.get("watch") == "true"]
+        assert len(new_watches) == 1
+        # the same configuration again changes nothing
+        assert await component.apply(changed) == (0, 0)
+    finally:
+        await component.stop()
+    events = await read_events(topics_log, config)
+    assert kinds(events).count("begin") == 4
+    assert [e["body"][1] for e in events if e["resource"] == "serviceaccounts"] != []
+
+
+async def test_removed_target_stops_its_streams(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    kubeconfig = kube.kubeconfig(tmp_path)
+    keep = target("keep", rule("configmaps", namespaces=("team-a",)))
+    drop = target("drop", rule("configmaps", "apps/deployments", namespaces=("team-a",)))
+    config = with_targets(settings, kubeconfig, keep, drop)
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        await wait_for(lambda: kube.watch_count == 3, what="three watches")
+        assert await component.apply(with_targets(settings, kubeconfig, keep)) == (0, 2)
+        await wait_for(lambda: kube.watch_count == 1, what="only the kept watch")
+        assert {s.target for s in component.manager.streams} == {"keep"}
+    finally:
+        await component.stop()
+
+
+async def test_rule_problems_are_reported_per_entry_and_secrets_never_watched(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db", "namespace": "team-a"},
+        "data": {"password": "aHVudGVyMg=="},
+    }
+    kube.put(secret)
+    mixed = rule(
+        "secrets",
+        "configmaps",
+        "widgets",
+        "nothing",
+        "pods",
+        "example.com/readonlies",
+        namespaces=("team-a",),
+    )
+    config = with_targets(settings, kube.kubeconfig(tmp_path), target("t1", mixed, rule("apps/deployments")))
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        (stream,) = component.manager.streams.values()
+        assert stream.spec.resource == "configmaps"
+        await wait_for(lambda: stream.state == "Streaming", what="configmaps")
+        reasons = {p.resource: p.reason for p in component.manager.problems}
+        assert reasons == {
+            "secrets": "SecretExcluded",
+            "widgets": "Ambiguous",
+            "nothing": "Unknown",
+            "pods": "NotFollowable",
+            "example.com/readonlies": "NotWatchable",
+            "apps/deployments": "ScopeMismatch",
+        }
+        secret_problem = next(p for p in component.manager.problems if p.resource == "secrets")
+        assert "encryption" in secret_problem.message
+        assert metric("reverser_watch_rule_problems", target="t1", reason="SecretExcluded") == 1
+        kube.put({**secret, "data": {"password": "bmV3"}})
+    finally:
+        await component.stop()
+    assert not any("secrets" in path for path, _ in kube.requests)
+    events = await read_events(topics_log, config)
+    assert {e["resource"] for e in events} == {"configmaps"}
+    assert all(b"aHVudGVyMg" not in repr(e).encode() for e in events)
