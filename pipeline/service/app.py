@@ -23,6 +23,7 @@ COMPONENT_FACTORIES: tuple[str, ...] = (
     "pipeline.lag.component:build",
     "pipeline.audit.component:build",
     "pipeline.commit.component:build",
+    "pipeline.watch.component:build",
 )
 
 
