@@ -78,12 +78,23 @@ class FactFollower:
 
     # -- Component ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start following in the background; returns at once (see `wait_ready`)."""
+        """Assign the partitions, then follow in the background (see `wait_ready`).
+
+        If the first assignment fails (log down, topic missing) the failure is counted and the
+        background loop keeps retrying; start never raises for it.
+        """
         if self._task is not None:
             return
         metrics.TRANSPORT_INFO.labels(self._transport).set(1)
         self._started_at = self._last_progress = self._last_sweep = time.monotonic()
-        self._task = asyncio.create_task(self._run(), name=self.name)
+        delay = 0.0
+        try:
+            await self._open()
+            self._check_ready()
+        except Exception as exc:
+            self._count_error(exc)
+            delay = self._error_backoff_s
+        self._task = asyncio.create_task(self._run(delay), name=self.name)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -104,7 +115,15 @@ class FactFollower:
         await self._ready.wait()
 
     # -- loop --------------------------------------------------------------------------------------
-    async def _run(self) -> None:
+    def _count_error(self, exc: Exception) -> None:
+        self.errors += 1
+        metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
+        log.warning("fact follower: reading %s failed (%s: %s); retrying in %.1f s",
+                    self.topic, type(exc).__name__, exc, self._error_backoff_s)
+
+    async def _run(self, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
         while True:
             try:
                 if self._reader is None:
@@ -114,10 +133,7 @@ class FactFollower:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.errors += 1
-                metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
-                log.warning("fact follower: reading %s failed (%s: %s); retrying in %.0f s",
-                            self.topic, type(exc).__name__, exc, self._error_backoff_s)
+                self._count_error(exc)
                 await asyncio.sleep(self._error_backoff_s)
                 continue
             metrics.LAST_SUCCESS.set(time.time())

@@ -86,6 +86,16 @@ def test_scenario_through_reverser_resolve(
         assert line["stream"].startswith(f"{ROUTE}/")
     assert [(w["tier"], w["author"]) for w in watch_lines] == list(expected.watches.values())
     for line in watch_lines:
-        assert set(line) == {"type", "group", "resource", "namespace", "name", "uid", "resourceVersion",
-                             "tier", "author", "actorKind"}
+        assert set(line) == {
+            "type",
+            "group",
+            "resource",
+            "namespace",
+            "name",
+            "uid",
+            "resourceVersion",
+            "tier",
+            "author",
+            "actorKind",
+        }
         assert line["actorKind"] == ("user" if line["author"] else "none")
