@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -156,10 +156,19 @@ class ClusterSettings(_Section):
     context: str | None = None
     in_cluster: bool = False
     audit_route: str | None = None
+    watch_backoff_initial_s: float = Field(default=1.0, gt=0)
+    watch_backoff_max_s: float = Field(default=60.0, gt=0)
+    watch_timeout_s: int = Field(default=300, gt=0)
 
     @property
     def route(self) -> str:
         return self.audit_route or self.name
+
+    @model_validator(mode="after")
+    def _backoff_range(self) -> ClusterSettings:
+        if self.watch_backoff_max_s < self.watch_backoff_initial_s:
+            raise ValueError("watch_backoff_max_s must be >= watch_backoff_initial_s")
+        return self
 
 
 class CommitterSettings(_Section):
@@ -183,10 +192,16 @@ class ProviderSettings(_Section):
 class WatchRule(_Section):
     """Resources (`resource` or `group/resource`) to mirror, in some namespaces or cluster-wide."""
 
-    resources: list[str] = Field(min_length=1)
-    namespaces: list[str] = []
+    resources: list[Annotated[str, Field(pattern=r"^[a-z0-9.-]+(/[a-z0-9.-]+)?$")]] = Field(min_length=1)
+    namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []
     cluster_wide: bool = False
     label_selector: str = ""
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> WatchRule:
+        if self.cluster_wide and self.namespaces:
+            raise ValueError("give either namespaces or cluster_wide, not both")
+        return self
 
 
 class TargetSettings(_Section):

@@ -63,7 +63,7 @@ class WatchManager:
         self._log = log_
         self._topic = names.watch_events
         self.cursors = CursorStore(log_, names.watch_cursors)
-        self._options = options or StreamOptions(max_record_bytes=settings.log.topics.max_message_bytes)
+        self._options = options
         self._client_factory = client_factory
         self._settings = settings
         self._targets: dict[str, TargetSettings] = {}
@@ -103,7 +103,7 @@ class WatchManager:
                     self._log,
                     self._topic,
                     self.cursors,
-                    self._options,
+                    self._options or self._default_options(settings, cluster.settings),
                     cluster.capabilities,
                 )
                 self.streams[spec] = stream
@@ -129,6 +129,16 @@ class WatchManager:
                     len(self.streams),
                 )
             return len(added), len(removed)
+
+    @staticmethod
+    def _default_options(settings: Settings, cluster: ClusterSettings) -> StreamOptions:
+        return StreamOptions(
+            max_record_bytes=settings.log.topics.max_message_bytes,
+            backoff_initial_s=cluster.watch_backoff_initial_s,
+            backoff_max_s=cluster.watch_backoff_max_s,
+            healthy_after_s=cluster.watch_backoff_max_s,
+            watch_timeout_s=cluster.watch_timeout_s,
+        )
 
     async def _desired(self, settings: Settings) -> tuple[set[StreamSpec], list[RuleProblem]]:
         clusters = {c.name: c for c in settings.clusters}

@@ -177,8 +177,6 @@ def _scopes(api: ApiResource, namespaces: Iterable[str], cluster_wide: bool) -> 
             return ("ScopeMismatch", f"{api.resource} is cluster-scoped; remove its namespaces")
         return [""]
     if cluster_wide:
-        if names:
-            return ("ScopeMismatch", "give either namespaces or cluster_wide, not both")
         return [""]
     if not names:
         return ("ScopeMismatch", f"{api.resource} is namespaced; list namespaces or set cluster_wide")
