@@ -23,6 +23,7 @@ from typing import NamedTuple
 from pipeline.log.api import Headers, LogError, Record
 
 __all__ = [
+    "INDEX_SUFFIX",
     "SEGMENT_SUFFIX",
     "PartitionLog",
     "RetentionOutcome",
@@ -31,7 +32,13 @@ __all__ = [
 ]
 
 SEGMENT_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
 _CLEANED_SUFFIX = ".cleaned"
+# Sidecar index of a closed segment: magic, base offset and byte size of the segment it covers,
+# record count, crc32 of the arrays, then the offsets, positions and timestamps (native int64).
+# An index that does not match its segment exactly is ignored and rebuilt by scanning.
+_INDEX_HEAD = struct.Struct("<8sqqqI")
+_INDEX_MAGIC = b"RVRIDX02"
 _PREFIX = struct.Struct("<II")
 _BODY = struct.Struct("<qqiiH")
 _HEADER_NAME = struct.Struct("<H")
@@ -146,6 +153,44 @@ class Segment:
         segment.size = pos
         return segment, torn
 
+    @classmethod
+    def load_indexed(cls, path: Path) -> Segment | None:
+        """A closed segment from its sidecar index, or None when that is missing or stale."""
+        try:
+            data = path.with_suffix(INDEX_SUFFIX).read_bytes()
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return None
+        if len(data) < _INDEX_HEAD.size:
+            return None
+        magic, base, covered, count, crc = _INDEX_HEAD.unpack_from(data)
+        width = count * 8
+        arrays = data[_INDEX_HEAD.size :]
+        expected_base = int(path.name.removesuffix(SEGMENT_SUFFIX))
+        if (
+            magic != _INDEX_MAGIC
+            or (base, covered) != (expected_base, size)
+            or len(arrays) != 3 * width
+            or zlib.crc32(arrays) != crc
+        ):
+            return None
+        segment = cls(path, base)
+        segment.offsets.frombytes(arrays[:width])
+        segment.positions.frombytes(arrays[width : 2 * width])
+        segment.timestamps.frombytes(arrays[2 * width :])
+        segment.size = size
+        return segment
+
+    def write_index(self) -> None:
+        """Persist this (closed) segment's index so a restart does not have to scan the file."""
+        target = self.path.with_suffix(INDEX_SUFFIX)
+        tmp = target.with_name(target.name + ".tmp")
+        arrays = self.offsets.tobytes() + self.positions.tobytes() + self.timestamps.tobytes()
+        head = _INDEX_HEAD.pack(_INDEX_MAGIC, self.base, self.size, len(self.offsets), zlib.crc32(arrays))
+        with tmp.open("wb") as out:
+            out.write(head + arrays)
+        os.replace(tmp, target)
+
     def __len__(self) -> int:
         return len(self.offsets)
 
@@ -205,6 +250,7 @@ class Segment:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        self.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
 
 
 class RetentionOutcome(NamedTuple):
@@ -244,13 +290,21 @@ class PartitionLog:
         """Load (or create) a partition directory; returns it and the torn bytes cut from its tail."""
         log = cls(topic, partition, directory, fsync)
         directory.mkdir(parents=True, exist_ok=True)
-        for leftover in directory.glob(f"*{_CLEANED_SUFFIX}"):
+        for leftover in [*directory.glob(f"*{_CLEANED_SUFFIX}"), *directory.glob("*.tmp")]:
             leftover.unlink()
         paths = sorted(directory.glob(f"*{SEGMENT_SUFFIX}"))
+        for orphan in directory.glob(f"*{INDEX_SUFFIX}"):
+            if orphan.with_suffix(SEGMENT_SUFFIX) not in paths:
+                orphan.unlink()
         torn = 0
         for i, path in enumerate(paths):
-            segment, cut = Segment.load(path, verify=i == len(paths) - 1)
-            torn += cut
+            newest = i == len(paths) - 1
+            segment = None if newest else Segment.load_indexed(path)
+            if segment is None:
+                segment, cut = Segment.load(path, verify=newest)
+                torn += cut
+                if not newest:
+                    segment.write_index()
             log.segments.append(segment)
         if not log.segments:
             log.segments.append(Segment.create(directory, 0))
@@ -278,9 +332,10 @@ class PartitionLog:
             self.roll()
 
     def roll(self) -> None:
-        """Close the active segment (fsynced) and start an empty one at the log-end offset."""
+        """Close the active segment (fsynced, index written) and start one at the log-end offset."""
         self.active.sync()
         self.active.close()
+        self.active.write_index()
         self.segments.append(Segment.create(self.directory, self.next_offset))
         self._bases.append(self.next_offset)
 
@@ -415,6 +470,7 @@ class PartitionLog:
         segment.close()
         os.replace(cleaned, segment.path)
         rewritten, _ = Segment.load(segment.path, verify=False)
+        rewritten.write_index()
         return rewritten
 
     def close(self) -> None:

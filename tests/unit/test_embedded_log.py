@@ -26,7 +26,7 @@ from pipeline.log import (
     TopicSpec,
 )
 from pipeline.log.embedded import EmbeddedLog
-from pipeline.log.embedded_segments import SEGMENT_SUFFIX
+from pipeline.log.embedded_segments import INDEX_SUFFIX, SEGMENT_SUFFIX
 from pipeline.log.partitioner import murmur2_partition
 
 HOUR_MS = 3_600_000
@@ -99,6 +99,42 @@ async def test_a_torn_tail_is_cut_on_open_and_appends_continue(tmp_path: Path, d
         assert values == [f"value-{i}".encode() for i in range(survivors)] + [b"after"]
     finally:
         await reopened.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbled", "stale"])
+async def test_closed_segments_keep_an_index_and_a_bad_one_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    directory = tmp_path / "log"
+    first = EmbeddedLog(directory, segment_bytes=300)
+    await first.start()
+    await first.create_topics([TopicSpec("t", 1)])
+    await first.append_many("t", [PendingRecord(f"value-{i}".encode() * 3, key=b"k") for i in range(40)])
+    await first.close()
+    segments = segment_files(first, "t")
+    indexes = [path.with_suffix(INDEX_SUFFIX) for path in segments]
+    assert len(segments) > 3
+    assert [path.exists() for path in indexes] == [True] * (len(segments) - 1) + [False]
+    damaged = indexes[1]
+    if damage == "missing":
+        damaged.unlink()
+    elif damage == "garbled":
+        damaged.write_bytes(b"not an index")
+    else:
+        damaged.write_bytes(indexes[0].read_bytes())
+
+    reopened = EmbeddedLog(directory, segment_bytes=300)
+    await reopened.start()
+    try:
+        records = await read_partition(reopened, TopicPartition("t", 0))
+        assert [r.value for r in records] == [f"value-{i}".encode() * 3 for i in range(40)]
+        assert [r.offset for r in records] == list(range(40))
+        tp = TopicPartition("t", 0)
+        middle = records[20]
+        assert await reopened.offsets_for_times({tp: middle.timestamp_ms}) == {
+            tp: next(r.offset for r in records if r.timestamp_ms >= middle.timestamp_ms)
+        }
+    finally:
+        await reopened.close()
+    assert damaged.read_bytes()[:8] == b"RVRIDX02"
 
 
 async def test_operations_need_a_started_log(tmp_path: Path) -> None:
