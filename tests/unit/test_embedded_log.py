@@ -465,3 +465,85 @@ def test_everything_appended_reads_back_in_order_before_and_after_a_restart(
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(scenario(Path(directory)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(1, 120), min_size=1, max_size=60),
+    segment_bytes=st.integers(60, 600),
+    retention_bytes=st.none() | st.integers(0, 3000),
+    age_ms=st.integers(0, 2 * HOUR_MS),
+    probe=st.integers(0, 70),
+)
+def test_retention_only_ever_removes_a_prefix(
+    sizes: list[int], segment_bytes: int, retention_bytes: int | None, age_ms: int, probe: int
+) -> None:
+    async def scenario(directory: Path) -> None:
+        log = EmbeddedLog(directory, segment_bytes=segment_bytes)
+        await log.start()
+        spec = TopicSpec("r", 1, retention_ms=HOUR_MS, retention_bytes=retention_bytes, segment_ms=HOUR_MS)
+        await log.create_topics([spec])
+        results = await log.append_many("r", [PendingRecord(b"x" * n, partition=0) for n in sizes])
+        tp = TopicPartition("r", 0)
+        log.enforce_retention(now_ms=results[-1].timestamp_ms + age_ms)
+        start = (await log.beginning_offsets([tp]))[tp]
+        assert 0 <= start <= len(sizes)
+        assert await log.end_offsets([tp]) == {tp: len(sizes)}
+        if age_ms > HOUR_MS:
+            assert start == len(sizes)
+        reader = log.reader()
+        await reader.assign({tp: probe})
+        fetched = await reader.fetch(timeout_ms=0, max_records=1000)
+        await reader.close()
+        if probe < start:
+            assert [(g.position, g.first_surviving) for g in fetched.gaps] == [(probe, start)]
+        else:
+            assert fetched.gaps == []
+        first = max(probe, start)
+        assert [r.offset for r in fetched.records] == list(range(first, len(sizes)))
+        assert [len(r.value or b"") for r in fetched.records] == sizes[first:]
+        await log.close()
+
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(scenario(Path(directory)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from([b"a", b"b", b"c", b"d"]), st.none() | st.binary(min_size=1, max_size=30)),
+        min_size=1,
+        max_size=60,
+    ),
+    segment_bytes=st.integers(60, 400),
+    later_ms=st.sampled_from([0, 60_000, 2 * 24 * HOUR_MS]),
+)
+def test_compaction_keeps_the_newest_value_per_key_in_order(
+    writes: list[tuple[bytes, bytes | None]], segment_bytes: int, later_ms: int
+) -> None:
+    async def scenario(directory: Path) -> None:
+        log = EmbeddedLog(directory, segment_bytes=segment_bytes)
+        await log.start()
+        await log.create_topics([TopicSpec("c", 1, "compact", segment_ms=HOUR_MS)])
+        results = await log.append_many("c", [PendingRecord(v, key=k) for k, v in writes])
+        tp = TopicPartition("c", 0)
+        before = await read_partition(log, tp)
+        log.enforce_retention(now_ms=results[-1].timestamp_ms + later_ms)
+        after = await read_partition(log, tp)
+        newest = {k: v for k, v in writes}
+        surviving = {r.key: r.value for r in after}
+        for key, value in newest.items():
+            if value is not None or later_ms < 24 * HOUR_MS:
+                assert surviving[key] == value
+            else:
+                # An expired tombstone may go, taking its key with it; older values never come back.
+                assert surviving.get(key) is None
+        offsets = [r.offset for r in after]
+        assert offsets == sorted(offsets)
+        assert {(r.offset, r.key, r.value) for r in after} <= {(r.offset, r.key, r.value) for r in before}
+        assert await log.beginning_offsets([tp]) == {tp: 0}
+        assert await log.end_offsets([tp]) == {tp: len(writes)}
+        await log.close()
+
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(scenario(Path(directory)))
