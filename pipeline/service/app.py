@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 COMPONENT_FACTORIES: tuple[str, ...] = (
     "pipeline.lag.component:build",
     "pipeline.audit.component:build",
+    "pipeline.router.component:build",
     "pipeline.commit.component:build",
     "pipeline.watch.component:build",
 )

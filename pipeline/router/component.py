@@ -1,0 +1,62 @@
+"""`reverser run` wiring: the fact follower and the router, started together."""
+
+from __future__ import annotations
+
+from pipeline.attribution import FactFollower, FactIndex, Resolver
+from pipeline.config import Settings
+from pipeline.log.api import Log
+from pipeline.log.topics import TopicNames
+from pipeline.router.events import Destination
+from pipeline.router.lookup import IndexLookup
+from pipeline.router.router import Router
+
+
+def target_path(path: str) -> str:
+    """A target's folder as used in the repository: no leading/trailing slash, "" for the root."""
+    cleaned = path.strip().strip("/")
+    return "" if cleaned in ("", ".") else cleaned
+
+
+def destinations(settings: Settings) -> dict[str, Destination]:
+    """Target name → (provider, branch, folder); a target without a branch uses the provider's default."""
+    return {
+        target.name: Destination(
+            target.provider,
+            target.branch or settings.provider(target.provider).default_branch,
+            target_path(target.path),
+        )
+        for target in settings.targets
+    }
+
+
+class RouterComponent:
+    """The follower must have replayed the facts before the router resolves anything."""
+
+    name = "router"
+
+    def __init__(self, settings: Settings, log: Log) -> None:
+        topics = TopicNames.for_prefix(settings.log.topic_prefix)
+        index = FactIndex.from_settings(settings.attribution)
+        self.follower = FactFollower(log, topics, index, settings)
+        lookup = IndexLookup(self.follower, Resolver(index, settings.attribution.grace_ms))
+        self.router = Router(
+            log, topics, destinations(settings), lookup, group_id=f"{settings.log.topic_prefix}.router"
+        )
+
+    async def start(self) -> None:
+        await self.follower.start()
+        await self.router.start()
+
+    async def stop(self) -> None:
+        await self.router.stop()
+        await self.follower.stop()
+
+    def ready(self) -> bool:
+        return self.follower.ready()
+
+
+def build(settings: Settings, log: Log) -> RouterComponent | None:
+    """The router runs when targets are configured (every process also follows the facts)."""
+    if not settings.targets:
+        return None
+    return RouterComponent(settings, log)
