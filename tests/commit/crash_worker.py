@@ -24,8 +24,7 @@ async def _hook(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def main(settings_file: Path) -> None:
-    settings = Settings.model_validate_json(settings_file.read_text())
+async def main(settings: Settings) -> None:
     log = open_log(settings)
     await log.start()
     worker = CommitWorker(settings, log, hook=_hook)
@@ -38,4 +37,4 @@ async def main(settings_file: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1])))
+    asyncio.run(main(Settings.model_validate_json(Path(sys.argv[1]).read_text())))

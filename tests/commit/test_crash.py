@@ -46,7 +46,9 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     remote = bare_remote(tmp_path / "remote.git")
     cfg = settings.model_copy(
         update={
-            "providers": [ProviderSettings(name="git", url=str(remote), commit_window_s=1, push_cooldown_s=0)],
+            "providers": [
+                ProviderSettings(name="git", url=str(remote), commit_window_s=1, push_cooldown_s=0)
+            ],
             "targets": [TargetSettings(name="t1", provider="git", path="live")],
         }
     )
@@ -71,4 +73,3 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     assert Counter(subjects) == Counter(f"[CREATE] v1/configmaps/o{i}" for i in range(6))
     assert subjects[: len(pushed_before)] == pushed_before
     assert sorted(files(remote)) == [f"live/team-a/configmaps/o{i}.yaml" for i in range(6)]
-

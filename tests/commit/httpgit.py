@@ -1,0 +1,107 @@
+"""A real smart-HTTP Git remote on loopback: `git http-backend` behind a tiny CGI bridge with basic auth."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
+
+
+class GitHttpServer:
+    """Serves every bare repository under `root` at `http://127.0.0.1:<port>/<name>.git`."""
+
+    def __init__(self, root: Path, username: str, password: str) -> None:
+        self.root = root
+        self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self.requests: list[tuple[str, int]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.handle(self)
+
+            def do_POST(self) -> None:
+                server.handle(self)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> GitHttpServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        if request.headers.get("Authorization") != self.expected:
+            self.requests.append((request.path, 401))
+            request.send_response(401)
+            request.send_header("WWW-Authenticate", 'Basic realm="git"')
+            request.send_header("Content-Length", "0")
+            request.end_headers()
+            return
+        body = self._body(request)
+        path, _, query = request.path.partition("?")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(self.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": request.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": request.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": "tester",
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_HTTP_MAX_REQUEST_BUFFER": "100M",
+        }
+        if request.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = request.headers["Content-Encoding"]
+        if request.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = request.headers["Git-Protocol"]
+        done = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True, check=False)
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers: list[tuple[str, str]] = []
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.requests.append((request.path, status))
+        request.send_response(status)
+        for name, value in headers:
+            request.send_header(name, value)
+        request.send_header("Content-Length", str(len(payload)))
+        request.end_headers()
+        request.wfile.write(payload)
+
+    @staticmethod
+    def _body(request: BaseHTTPRequestHandler) -> bytes:
+        if request.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(request.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    request.rfile.readline()
+                    break
+                chunks.append(request.rfile.read(size))
+                request.rfile.readline()
+            return b"".join(chunks)
+        length = int(request.headers.get("Content-Length") or 0)
+        return request.rfile.read(length) if length else b""

@@ -1,0 +1,133 @@
+"""The commit worker against a real smart-HTTP remote with basic auth (git http-backend on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.commit.consumer import CommitWorker, group_id_for
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, RemoteAuth
+from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.log import open_log
+from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
+from tests.commit.httpgit import GitHttpServer
+from tests.commit.logwork import append_work, wait_settled
+
+PASSWORD = "s3cret-Pa55word"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[GitHttpServer]:
+    root = tmp_path / "srv"
+    root.mkdir()
+    bare_remote(root / "repo.git")
+    with GitHttpServer(root, "git-user", PASSWORD) as srv:
+        yield srv
+
+
+def http_settings(settings: Settings, url: str) -> Settings:
+    return settings.model_copy(
+        update={
+            "providers": [
+                ProviderSettings(
+                    name="git",
+                    url=url,
+                    username_env="TEST_GIT_USER",
+                    password_env="TEST_GIT_PASSWORD",
+                    commit_window_s=0.2,
+                    push_cooldown_s=0.2,
+                )
+            ],
+            "targets": [TargetSettings(name="t1", provider="git", path="live")],
+        }
+    )
+
+
+async def test_wrong_password_is_a_clear_auth_error(server: GitHttpServer, tmp_path: Path) -> None:
+    repo = LocalRepo(tmp_path / "clone", f"{server.base_url}/repo.git", RemoteAuth("git-user", "wrong"))
+    with pytest.raises(GitRemoteError) as caught:
+        await repo.fetch()
+    assert caught.value.auth
+    assert "credentials rejected" in str(caught.value)
+    assert "wrong" not in str(caught.value)
+
+
+async def test_bad_credentials_lose_nothing_and_work_lands_after_fixing_them(
+    settings: Settings,
+    server: GitHttpServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cfg = http_settings(settings, f"{server.base_url}/repo.git")
+    w = Work(step_ms=10)
+    log = open_log(cfg)
+    await log.start()
+    try:
+        await append_work(log, cfg, [w.create(cm("a")), w.create(cm("b"), BOB), w.delete("a", BOB)])
+        monkeypatch.setenv("TEST_GIT_USER", "git-user")
+        monkeypatch.setenv("TEST_GIT_PASSWORD", "not-the-password")
+        worker = CommitWorker(cfg, log)
+        with caplog.at_level(logging.ERROR, logger="pipeline.commit"):
+            await worker.start()
+            await asyncio.sleep(2.0)
+            await worker.stop()
+        assert any("credentials rejected" in r.getMessage() for r in caplog.records)
+        assert all("not-the-password" not in r.getMessage() for r in caplog.records)
+        committed = await log.group_offsets(group_id_for(cfg))
+        assert all(offset == 0 for offset in committed.values()), committed
+
+        monkeypatch.setenv("TEST_GIT_PASSWORD", PASSWORD)
+        fixed = CommitWorker(cfg, log)
+        await fixed.start()
+        try:
+            await wait_settled(log, cfg)
+        finally:
+            await fixed.stop()
+    finally:
+        await log.close()
+    remote = server.root / "repo.git"
+    assert log_lines(remote, fmt="%an|%s") == [
+        "Alice Example|[CREATE] v1/configmaps/a",
+        "Bob|bob on t1: 2 resource(s)",
+    ]
+    assert sorted(files(remote)) == ["live/team-a/configmaps/b.yaml"]
+    clone_texts = [p.read_bytes() for p in (cfg.workdir / "git").rglob("*") if p.is_file()]
+    assert all(PASSWORD.encode() not in text for text in clone_texts), "credentials must never be written"
+
+
+async def test_push_over_http_with_foreign_commit_rebases(
+    settings: Settings, server: GitHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_GIT_USER", "git-user")
+    monkeypatch.setenv("TEST_GIT_PASSWORD", PASSWORD)
+    cfg = http_settings(settings, f"{server.base_url}/repo.git")
+    from tests.commit.helpers import foreign_push
+
+    remote = server.root / "repo.git"
+    foreign_push(remote, tmp_path, "README.md", "first\n")
+    log = open_log(cfg)
+    await log.start()
+    try:
+        w = Work(step_ms=10)
+        await append_work(log, cfg, [w.create(cm("a"), ALICE)])
+        worker = CommitWorker(cfg, log)
+        await worker.start()
+        await wait_settled(log, cfg)
+        foreign_push(remote, tmp_path, "NOTES.md", "second\n")
+        await append_work(log, cfg, [w.create(cm("b"), ALICE)])
+        await wait_settled(log, cfg)
+        await worker.stop()
+    finally:
+        await log.close()
+    assert [s for s in log_lines(remote, fmt="%s")] == [
+        "human edit README.md",
+        "[CREATE] v1/configmaps/a",
+        "human edit NOTES.md",
+        "[CREATE] v1/configmaps/b",
+    ]
+    assert any(status == 200 and "receive-pack" in path for path, status in server.requests)
