@@ -26,6 +26,8 @@ _END = "reverser.watch.SnapshotEnd"
 # Room for the envelope, key and headers around the objects of a chunk.
 _ENVELOPE_BYTES = 4096
 _PER_OBJECT_BYTES = 32
+# Kafka counts the record batch against max.message.bytes: batch header plus per-record framing.
+_BATCH_OVERHEAD_BYTES = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,7 @@ class RecordBuilder:
 
     def fits(self, record: PendingRecord) -> bool:
         size = len(record.value or b"") + len(self._key) + sum(len(k) + len(v) for k, v in self._headers)
-        return size + 64 <= self.max_record_bytes
+        return size + _BATCH_OVERHEAD_BYTES <= self.max_record_bytes
 
     def live(
         self,

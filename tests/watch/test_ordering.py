@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import Settings
+import pytest
+
+from pipeline.config import Settings, TopicSettings
+from pipeline.log import open_log
 from pipeline.log.api import Log
+from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, stream_key
 from tests.watch.conftest import (
     fast_options,
@@ -88,3 +92,47 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     first_list = next(i for i, (_, q) in enumerate(paths) if "watch" not in q)
     assert first_watch < first_list
     assert len(await read_events(topics_log, config)) == 4
+
+
+async def test_large_snapshot_is_chunked_under_the_topic_limit(
+    kube: FakeKubeApiServer, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from tests.conftest import make_settings
+
+    # 20 kB rather than less: Kafka counts a producer batch (up to 16 KiB) against the limit.
+    base = make_settings(backend, tmp_path, request)
+    small = base.model_copy(
+        update={"log": base.log.model_copy(update={"topics": TopicSettings(max_message_bytes=20_000)})}
+    )
+    for index in range(12):
+        obj = corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a")
+        obj["metadata"]["name"] = f"cm-{index:02d}"
+        obj["data"] = {"blob": "x" * 2500}
+        kube.put(obj)
+    config = with_targets(
+        small, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+    log = open_log(config)
+    await log.start()
+    try:
+        await log.create_topics(topic_specs(config))
+        component = make_component(config, log, fast_options(config))
+        await component.start()
+        try:
+            events = await wait_for_events(log, config, lambda evs: "end" in kinds(evs), "the snapshot end")
+        finally:
+            await component.stop()
+        topic = TopicNames.for_prefix(config.log.topic_prefix).watch_events
+        described = await log.describe_topics([topic])
+        assert described[topic].configs.get("max.message.bytes") == "20000"
+    finally:
+        await log.close()
+    labels = kinds(events)
+    assert labels[0] == "begin"
+    assert labels[-1] == "end"
+    chunks = [e["body"][1] for e in events if e["body"][0].endswith("SnapshotChunk")]
+    assert len(chunks) > 2
+    assert [c["seq"] for c in chunks] == list(range(len(chunks)))
+    assert sorted(o["name"] for c in chunks for o in c["objects"]) == [f"cm-{i:02d}" for i in range(12)]
+    end = events[-1]["body"][1]
+    assert (end["chunks"], end["objects"]) == (len(chunks), 12)
