@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 from prometheus_client import Counter
 
-from pipeline.lag.monitor import Commit, CommitFeed
+from pipeline.lag.evaluator import Commit
+from pipeline.lag.monitor import CommitFeed
 from pipeline.log.api import Log, Reader, Record, TopicNotFoundError, TopicPartition
 
 __all__ = [

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.lag.evaluator import offset_lag
 from pipeline.lag.history import EndOffsetHistory
-from pipeline.lag.monitor import offset_lag
 
 
 def test_unknown_without_points_and_zero_when_caught_up() -> None:
