@@ -139,6 +139,14 @@ async def _groups_caught_up(log_: Log, topics: set[str]) -> bool:
     return busy <= readers
 
 
+async def _already_replayed(log_: Log, settings: Settings) -> bool:
+    """A restart on the same workdir resumes the pipeline instead of replaying the story twice."""
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).watch_events
+    partitions = await log_.partitions_for(topic)
+    ends = await log_.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    return any(end > 0 for end in ends.values())
+
+
 def git_history(remote: Path) -> str:
     """The attributed history of the demo branch, oldest first, with the pipeline's trailers."""
     result = subprocess.run(
@@ -148,13 +156,22 @@ def git_history(remote: Path) -> str:
             "log",
             "--reverse",
             "main",
-            "--format=%h  %an <%ae>%n    %s%n%(trailers:only,unfold,separator=%x0a    )%n",
+            "--format=%h%x00%an <%ae>%x00%s%x00%(trailers:only,unfold)%x1e",
         ],
         check=False,
         capture_output=True,
         text=True,
     )
-    return result.stdout if result.returncode == 0 else f"(no history: {result.stderr.strip()})"
+    if result.returncode != 0:
+        return f"(no history: {result.stderr.strip()})"
+    lines: list[str] = []
+    for entry in filter(None, (chunk.strip() for chunk in result.stdout.split("\x1e"))):
+        sha, author, subject, trailers = entry.split("\x00")
+        lines.append(f"{sha}  {author}")
+        lines.append(f"    {subject}")
+        lines.extend(f"    {trailer}" for trailer in trailers.splitlines() if trailer)
+        lines.append("")
+    return "\n".join(lines)
 
 
 async def run_demo(base: Settings, *, once: bool) -> int:
@@ -166,8 +183,15 @@ async def run_demo(base: Settings, *, once: bool) -> int:
     service = Service(settings)
     await service.start()
     try:
-        print(f"replaying the demo recording into {settings.workdir} ...", flush=True)
-        await replay_recording(service.log, settings, load_recording(), audit_url)
+        if await _already_replayed(service.log, settings):
+            print(
+                f"the demo was already replayed into {settings.workdir}; resuming from the log "
+                "(delete that directory to start over)",
+                flush=True,
+            )
+        else:
+            print(f"replaying the demo recording into {settings.workdir} ...", flush=True)
+            await replay_recording(service.log, settings, load_recording(), audit_url)
         await wait_until_committed(service.log, settings)
     finally:
         if once:

@@ -104,9 +104,7 @@ async def test_emits_in_log_order_although_resolutions_finish_out_of_order(
     steps = [WatchStep("ADDED", configmap(name, "1")) for name in ("slow", "fast", "medium")]
     steps.append(WatchStep("MODIFIED", configmap("slow", "2")))
     await append_live(any_log, topics, steps)
-    lookup = ScriptedLookup(
-        {"slow": "alice", "fast": "bob", "medium": "carol"}, {"slow": 0.6, "medium": 0.3}
-    )
+    lookup = ScriptedLookup({"slow": "alice", "fast": "bob", "medium": "carol"}, {"slow": 0.6, "medium": 0.3})
     router = Router(any_log, topics, destinations(), lookup, group_id="g-order")
     await router.start()
     try:
@@ -115,7 +113,10 @@ async def test_emits_in_log_order_although_resolutions_finish_out_of_order(
         await router.stop()
     writes = [item["body"][1] for item in items]
     assert [(w["name"], w["resourceVersion"]) for w in writes] == [
-        ("slow", "1"), ("fast", "1"), ("medium", "1"), ("slow", "2"),
+        ("slow", "1"),
+        ("fast", "1"),
+        ("medium", "1"),
+        ("slow", "2"),
     ]
     assert [w["author"]["username"] for w in writes] == ["alice", "bob", "carol", "alice"]
     assert [w["operation"] for w in writes] == ["CREATE", "CREATE", "CREATE", "UPDATE"]
@@ -135,8 +136,9 @@ async def test_snapshot_markers_pass_through_between_live_events_and_deletes_car
         builder.live(WatchStep("MODIFIED", configmap("b", "3", deleting=True))),
     ]
     await any_log.append_many(topics.watch_events, records)
-    router = Router(any_log, topics, destinations(), ScriptedLookup({"a": "alice", "b": "bob"}),
-                    group_id="g-snap")
+    router = Router(
+        any_log, topics, destinations(), ScriptedLookup({"a": "alice", "b": "bob"}), group_id="g-snap"
+    )
     await router.start()
     try:
         items = await read_work(any_log, topics.branch_work, 5)
@@ -147,11 +149,14 @@ async def test_snapshot_markers_pass_through_between_live_events_and_deletes_car
     assert items[1]["body"][1] == {"epoch": 7, "resourceVersion": "5"}
     assert [o["name"] for o in items[2]["body"][1]["objects"]] == ["a", "b"]
     deleted = items[4]["body"][1]
-    assert deleted["operation"] == "DELETE" and deleted["object"] is None
+    assert deleted["operation"] == "DELETE"
+    assert deleted["object"] is None
     assert deleted["author"]["username"] == "bob"
 
 
-async def test_unknown_targets_are_dropped_but_their_offsets_committed(any_log: Log, settings: Settings) -> None:
+async def test_unknown_targets_are_dropped_but_their_offsets_committed(
+    any_log: Log, settings: Settings
+) -> None:
     topics = await prepare(any_log, settings)
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("x", "1"))], target="gone")
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("y", "1"))])
@@ -177,11 +182,14 @@ async def single_partition_of(log: Log, topic: str) -> TopicPartition:
 
 async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, settings: Settings) -> None:
     topics = await prepare(any_log, settings)
-    key = WatchRecordBuilder("default", "default", "shop", "shop").live(
-        WatchStep("ADDED", configmap("z", "1"))
-    ).key
-    await any_log.append(topics.watch_events, b"\x00garbage", key=key,
-                         headers=(("reverser-schema", b"watch_event/1"),))
+    key = (
+        WatchRecordBuilder("default", "default", "shop", "shop")
+        .live(WatchStep("ADDED", configmap("z", "1")))
+        .key
+    )
+    await any_log.append(
+        topics.watch_events, b"\x00garbage", key=key, headers=(("reverser-schema", b"watch_event/1"),)
+    )
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("z", "1"))])
     router = Router(any_log, topics, destinations(), ScriptedLookup({"z": "zoe"}), group_id="g-dead")
     await router.start()
@@ -197,7 +205,9 @@ async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, s
     finally:
         await reader.close()
     letter = codec("dead_letter").decode(fetched.records[0].value, fetched.records[0].header(SCHEMA_HEADER))
-    assert letter["stage"] == "router" and letter["value"] == b"\x00garbage" and letter["offset"] == 0
+    assert letter["stage"] == "router"
+    assert letter["value"] == b"\x00garbage"
+    assert letter["offset"] == 0
 
 
 class FlakyLog:
@@ -224,8 +234,13 @@ async def test_offsets_are_committed_only_after_the_work_was_acknowledged(
     topics = await prepare(any_log, settings)
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("w", "1"))])
     flaky = FlakyLog(any_log, topics.branch_work, failures=2)
-    router = Router(flaky, topics, destinations(), ScriptedLookup({"w": "wendy"}),  # type: ignore[arg-type]
-                    group_id="g-acks")
+    router = Router(
+        flaky,
+        topics,
+        destinations(),
+        ScriptedLookup({"w": "wendy"}),  # type: ignore[arg-type]
+        group_id="g-acks",
+    )
     await router.start()
     try:
         tp = await single_partition_of(any_log, topics.watch_events)
@@ -239,7 +254,9 @@ async def test_offsets_are_committed_only_after_the_work_was_acknowledged(
     assert len(items) == 1
 
 
-async def test_a_restarted_router_resumes_after_its_committed_offsets(any_log: Log, settings: Settings) -> None:
+async def test_a_restarted_router_resumes_after_its_committed_offsets(
+    any_log: Log, settings: Settings
+) -> None:
     topics = await prepare(any_log, settings)
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("r1", "1"))])
     first = Router(any_log, topics, destinations(), ScriptedLookup({"r1": "rita"}), group_id="g-restart")
@@ -264,10 +281,17 @@ async def test_a_restarted_router_resumes_after_its_committed_offsets(any_log: L
 
 @pytest.mark.parametrize(
     ("event_type", "deleting", "operation"),
-    [("ADDED", False, "CREATE"), ("MODIFIED", False, "UPDATE"), ("DELETED", False, "DELETE"),
-     ("MODIFIED", True, "DELETE"), ("ADDED", True, "DELETE")],
+    [
+        ("ADDED", False, "CREATE"),
+        ("MODIFIED", False, "UPDATE"),
+        ("DELETED", False, "DELETE"),
+        ("MODIFIED", True, "DELETE"),
+        ("ADDED", True, "DELETE"),
+    ],
 )
-def test_operation_mapping_records_deletion_at_intent_time(event_type: str, deleting: bool, operation: str) -> None:
+def test_operation_mapping_records_deletion_at_intent_time(
+    event_type: str, deleting: bool, operation: str
+) -> None:
     from pipeline.router import Operation
 
     assert Operation.of(event_type, deleting).value == operation

@@ -1,0 +1,127 @@
+"""`reverser run --demo --once`: the whole pipeline on the embedded log, as `make run` runs it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXPECTED_AUTHORS = [
+    ("Reverser Pipeline <noreply@reverser.invalid>", "snapshot"),
+    ("Alice Liddell <alice@example.com>", "exact alice"),
+    ("bob <bob@example.com>", "exact bob"),
+    ("Alice Liddell <alice@example.com>", "exact alice"),
+    ("Carol Danvers <carol@example.com>", "delete_sticky carol"),
+    ("Dave Lister <dave@noreply.cluster.local>", "deletecollection_body_uid dave"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_demo(workdir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "run",
+            "--demo",
+            "--once",
+            "--workdir",
+            str(workdir),
+            "--audit-addr",
+            f"127.0.0.1:{free_port()}",
+            "--metrics-addr",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def history(remote: Path) -> list[tuple[str, str, str]]:
+    out = subprocess.run(
+        [
+            "git",
+            f"--git-dir={remote}",
+            "log",
+            "--reverse",
+            "main",
+            "--format=%an <%ae>%x00%(trailers:key=Reverser-Attribution,valueonly,separator=%x2c)%x00%T",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [tuple(line.split("\x00")) for line in out.splitlines()]  # type: ignore[misc]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    workdir = tmp_path_factory.mktemp("demo")
+    return workdir, run_demo(workdir)
+
+
+def test_demo_prints_an_attributed_history_with_several_authors(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = workdir.resolve() / "demo" / "remote.git"
+    assert f"git repository: {remote}" in result.stdout
+    commits = history(remote)
+    assert [
+        (author, tiers.split(" ")[0] if tiers.startswith("snapshot") else tiers)
+        for author, tiers, _ in commits
+    ] == EXPECTED_AUTHORS
+    assert "Carol Danvers <carol@example.com>" in result.stdout
+
+
+def test_demo_tree_holds_the_surviving_objects(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = workdir.resolve() / "demo" / "remote.git"
+    files = subprocess.run(
+        ["git", f"--git-dir={remote}", "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    objects = sorted(f for f in files if f.startswith("clusters/default/shop/"))
+    # legacy-settings (finalizer delete) and cache-a/cache-b (collection delete) are gone
+    assert objects == [
+        "clusters/default/shop/apps/deployments/web.yaml",
+        "clusters/default/shop/configmaps/app-config.yaml",
+    ]
+    config = subprocess.run(
+        ["git", f"--git-dir={remote}", "show", f"main:{objects[1]}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert 'max-cart-items: "80"' in config
+
+
+def test_a_second_run_resumes_from_the_log_without_duplicate_commits(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    workdir, first = demo_run
+    assert first.returncode == 0, first.stderr[-3000:]
+    remote = workdir.resolve() / "demo" / "remote.git"
+    before = history(remote)
+    second = run_demo(workdir)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "already replayed" in second.stdout
+    assert history(remote) == before
