@@ -9,6 +9,7 @@ JSON without the generated models.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings
+from pipeline.watch import metrics
 
 __all__ = [
     "ApiResource",
@@ -28,6 +30,8 @@ __all__ = [
     "collection_path",
     "open_client",
 ]
+
+log = logging.getLogger(__name__)
 
 _AUTH = ["BearerToken"]
 _CONNECT_TIMEOUT_S = 10.0
@@ -119,22 +123,31 @@ class WatchConnection:
                 if newline < 0:
                     break
                 line, pending = pending[:newline], pending[newline + 1 :]
-                if line.strip():
-                    yield _decode_event(line)
-        if pending.strip():
-            yield _decode_event(pending)
+                event = _decode_event(line)
+                if event is not None:
+                    yield event
+        event = _decode_event(pending)
+        if event is not None:
+            yield event
 
     def close(self) -> None:
         self._response.close()
 
 
-def _decode_event(line: bytes) -> dict[str, Any]:
+def _decode_event(line: bytes) -> dict[str, Any] | None:
+    """The event on one line; a blank line is None, an undecodable one is counted and skipped."""
+    if not line.strip():
+        return None
     try:
         event = json.loads(line)
     except ValueError as exc:
-        raise KubeError(0, "BadEvent", f"undecodable watch event: {exc}") from exc
+        metrics.DROPPED.labels("undecodable").inc()
+        log.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
+        return None
     if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-        raise KubeError(0, "BadEvent", "watch event without an object")
+        metrics.DROPPED.labels("undecodable").inc()
+        log.error("skipping a watch event without an object: %.200r", line)
+        return None
     return event
 
 

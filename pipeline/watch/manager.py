@@ -84,6 +84,7 @@ class WatchManager:
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
             self.streams.clear()
+            self.problems = []
             for cluster in self._clusters.values():
                 await cluster.client.close()
             self._clusters.clear()
@@ -108,6 +109,14 @@ class WatchManager:
                 )
                 self.streams[spec] = stream
                 stream.start()
+            widened = [
+                name
+                for name, previous in self._targets.items()
+                if previous.prune != "Always"
+                and any(t.name == name and t.prune == "Always" for t in settings.targets)
+            ]
+            resnapshot = [s for s in self.streams.values() if s.spec.target in widened]
+            await asyncio.gather(*(stream.resnapshot() for stream in resnapshot))
             for problem in problems:
                 if problem not in self.problems:
                     log.warning(

@@ -126,6 +126,7 @@ class WatchStream:
         self._completing: _Snapshot | None = None
         self._last_epoch = 0
         self._namespace_seen = False
+        self._force_snapshot = False
         self.resource_version = ""
         self._floor: int | None = None
         self.state = "Replaying"
@@ -143,13 +144,25 @@ class WatchStream:
 
     async def stop(self) -> None:
         """Cancel the stream and wait until its connection is closed."""
+        await self._cancel()
+        if self.state != "Stopped":
+            self._set_state("Stopped", "Removed")
+
+    async def resnapshot(self) -> None:
+        """Restart with a fresh snapshot instead of a cursor resume (prune mode widened to Always)."""
+        if self.state == "Stopped":
+            return
+        await self._cancel()
+        self._abandon_snapshot()
+        self._force_snapshot = True
+        self.start()
+
+    async def _cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self.state != "Stopped":
-            self._set_state("Stopped", "Removed")
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -190,6 +203,10 @@ class WatchStream:
             except (KubeError, LogError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.message = str(exc) or type(exc).__name__
                 log.warning("watch %s failed: %s", self.spec.describe(), self.message)
+            except Exception as exc:
+                # Unexpected input must not end the stream for good: log it, back off, retry.
+                self.message = f"unexpected {type(exc).__name__}: {exc}"
+                log.exception("watch %s failed unexpectedly", self.spec.describe())
             self._abandon_snapshot()
             if options.clock() - started >= options.healthy_after_s:
                 backoff.reset()
@@ -214,7 +231,7 @@ class WatchStream:
 
     async def _session(self) -> None:
         cursor = self._cursors.get(self.spec.cursor_key)
-        if cursor is not None and cursor.resource_version:
+        if cursor is not None and cursor.resource_version and not self._force_snapshot:
             self._set_state("Replaying", "ResumeReplay")
             try:
                 await self._resume(cursor.resource_version)
@@ -353,6 +370,7 @@ class WatchStream:
         obj: dict[str, Any] = event["object"]
         meta = _meta(obj)
         rv = str(meta.get("resourceVersion") or "")
+        metrics.EVENTS.labels(event_type or "unknown").inc()
         if event_type == "ERROR":
             raise KubeError(
                 int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or "")
@@ -368,7 +386,6 @@ class WatchStream:
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
             metrics.DROPPED.labels("unknown_type").inc()
             return ""
-        metrics.EVENTS.labels(event_type).inc()
         if self._snapshot is not None:
             if event_type != "DELETED":
                 records.extend(self._add_to_snapshot(obj))
@@ -490,6 +507,7 @@ class WatchStream:
         if completed is not None:
             metrics.SNAPSHOTS.labels(completed.mode, "completed").inc()
             self.snapshots_completed += 1
+            self._force_snapshot = False
             self._set_state("Streaming", "AllStreamsReady")
             await self._advance(resource_version, completed.epoch)
         elif self._snapshot is None:

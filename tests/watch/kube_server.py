@@ -205,6 +205,11 @@ class FakeKubeApiServer:
         for watch in self._watches:
             watch.queue.put_nowait((self.rv, "BOOKMARK", {}))
 
+    def inject_raw(self, line: bytes) -> None:
+        """Send one raw line (for example broken JSON) on every open watch."""
+        for watch in self._watches:
+            watch.queue.put_nowait((self.rv, "RAW", {"line": line}))
+
     def drop_connections(self, namespace: str | None = None) -> None:
         """Cut watch connections, after the events already queued, without a clean end of the response."""
         for watch in list(self._watches):
@@ -418,7 +423,9 @@ class FakeKubeApiServer:
                 if self._selected(obj, selector):
                     await self._send(response, event_type, obj)
             async for rv, event_type, obj in self._drain(watch):
-                if event_type == "BOOKMARK":
+                if event_type == "RAW":
+                    await response.write(obj["line"])
+                elif event_type == "BOOKMARK":
                     if bookmarks:
                         await self._send(response, "BOOKMARK", self._bookmark(definition, rv))
                 elif rv > since and self._selected(obj, selector):

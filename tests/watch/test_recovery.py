@@ -180,3 +180,43 @@ async def test_status_only_and_no_op_updates_are_dropped(
         await component.stop()
     assert kinds(events) == ["begin", "end", "ADDED d1", "MODIFIED d1"]
     assert metric("reverser_watch_events_dropped_total", reason="unchanged") == dropped_before + 2
+
+
+async def test_undecodable_and_odd_events_are_counted_not_fatal(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    dropped_before = metric("reverser_watch_events_dropped_total", reason="undecodable")
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    try:
+        kube.inject_raw(b'{"type": "MODIFIED", "object": {"metadata": \n')
+        kube.inject_raw(b'{"type": "ADDED"}\n')
+        kube.inject_raw(b'{"type": "SURPRISE", "object": {}}\n')
+        kube.put(configmap("cm-b"))
+        events = await wait_for_events(topics_log, config, lambda evs: "ADDED cm-b" in kinds(evs), "cm-b")
+    finally:
+        await component.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-b"]
+    assert stream.sessions == 1
+    assert metric("reverser_watch_events_dropped_total", reason="undecodable") == dropped_before + 2
+
+
+async def test_widening_prune_to_always_forces_one_fresh_snapshot(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    always = config.model_copy(update={"targets": [config.targets[0].model_copy(update={"prune": "Always"})]})
+    try:
+        assert await component.apply(always) == (0, 0)
+        await wait_for(lambda: stream.snapshots_completed == 2, what="the forced snapshot")
+        kube.put(configmap("cm-b"))
+        await wait_for_events(topics_log, config, lambda evs: "ADDED cm-b" in kinds(evs), "cm-b")
+        assert await component.apply(always) == (0, 0)
+        assert await component.apply(config) == (0, 0)
+        kube.put(configmap("cm-c"))
+        events = await wait_for_events(topics_log, config, lambda evs: "ADDED cm-c" in kinds(evs), "cm-c")
+    finally:
+        await component.stop()
+    assert kinds(events) == ["begin", "chunk", "end"] * 2 + ["ADDED cm-b", "ADDED cm-c"]
+    assert stream.snapshots_completed == 2
