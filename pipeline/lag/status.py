@@ -142,6 +142,8 @@ class CommitWindow:
 
     def status(self, current_lag: int, now_ms: int, min_span_ms: int = 0) -> Status:
         data = self._data
+        if current_lag <= 0 or not data:
+            return Status.OK
         return partition_status(
             data[0::4], data[1::4], data[2::4], current_lag, now_ms, min_span_ms
         )
