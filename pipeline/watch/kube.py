@@ -117,15 +117,14 @@ class WatchConnection:
         """
         pending = b""
         async for chunk in self._response.content.iter_any():
-            pending += chunk
-            while True:
-                newline = pending.find(b"\n")
-                if newline < 0:
-                    break
-                line, pending = pending[:newline], pending[newline + 1 :]
-                event = _decode_event(line)
+            data = pending + chunk if pending else chunk
+            start = 0
+            while (newline := data.find(b"\n", start)) >= 0:
+                event = _decode_event(data[start:newline])
+                start = newline + 1
                 if event is not None:
                     yield event
+            pending = data[start:]
         event = _decode_event(pending)
         if event is not None:
             yield event
