@@ -426,7 +426,6 @@ class BranchWorker:
             message_for(plan, applied),
         )
         self._tip = sha
-        self.repo.set_branch(self.branch, sha)
         return sha
 
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
@@ -473,6 +472,7 @@ class BranchWorker:
         for _ in range(PUSH_ATTEMPTS):
             assert self._tip is not None
             started = self._clock()
+            self.repo.set_branch(self.branch, self._tip)
             try:
                 await self.repo.push(self.branch, self._tip, self._remote_tip)
             except PushRejected as exc:
@@ -532,6 +532,7 @@ class BranchWorker:
         metrics.REBASES.labels(*self._labels).inc()
         plans = [p.plan for p in self._pending]
         self._pending.clear()
+        self.repo.objects.discard()
         self._remote_tip = remote
         base = remote
         if base is None and self.branch != self.provider.default_branch:

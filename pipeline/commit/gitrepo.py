@@ -19,8 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import git
 
-from pipeline.commit.gittree import GitTree, store_object
+from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
+from pipeline.commit.objstore import ObjectStore
 
 __all__ = [
     "CommitInfo",
@@ -119,7 +120,7 @@ class LocalRepo:
         with self.repo.config_writer() as config:
             config.set_value("commit", "gpgSign", "false")
             config.set_value("gc", "auto", "0")
-        self.odb = self.repo.odb
+        self.objects = ObjectStore(path, self.repo.odb)
 
     @classmethod
     def for_branch(
@@ -136,10 +137,10 @@ class LocalRepo:
     def tree(self, commit_sha: str | None) -> GitTree:
         """An editable view of a commit's tree (an empty tree for None)."""
         root = self.read_commit(commit_sha).tree if commit_sha else None
-        return GitTree(self.odb, root)
+        return GitTree(self.objects, root)
 
     def store_blob(self, data: bytes) -> bytes:
-        return store_object(self.odb, b"blob", data)
+        return self.objects.write(b"blob", data)
 
     def commit(
         self,
@@ -158,10 +159,10 @@ class LocalRepo:
         lines.append(b"author " + _signature(author, author_time_s))
         lines.append(b"committer " + _signature(committer, commit_time_s))
         body = b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
-        return store_object(self.odb, b"commit", body).hex()
+        return self.objects.write(b"commit", body).hex()
 
     def read_commit(self, sha: str) -> CommitInfo:
-        raw = self.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "replace")
+        raw = self.objects.read(bytes.fromhex(sha)).decode("utf-8", "replace")
         header, _, message = raw.partition("\n\n")
         tree = b""
         parents: list[str] = []
@@ -177,7 +178,8 @@ class LocalRepo:
         return CommitInfo(sha, tree, tuple(parents), author, message)
 
     def set_branch(self, branch: str, sha: str) -> None:
-        """Point the local `refs/heads/<branch>` at `sha` (keeps unpushed commits reachable)."""
+        """Write held objects, then point the local `refs/heads/<branch>` at `sha`."""
+        self.objects.flush()
         ref = self.path / "refs" / "heads" / branch
         ref.parent.mkdir(parents=True, exist_ok=True)
         tmp = ref.with_name(ref.name + ".tmp")

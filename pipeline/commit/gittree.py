@@ -7,21 +7,14 @@ commit writes one blob, a handful of small trees and one commit object.
 
 from __future__ import annotations
 
-import io
-from typing import Any
-
 from git.objects.fun import tree_entries_from_data
-from gitdb.base import IStream  # type: ignore[import-untyped]
 
-__all__ = ["BLOB_MODE", "TREE_MODE", "GitTree", "store_object"]
+from pipeline.commit.objstore import ObjectStore
+
+__all__ = ["BLOB_MODE", "TREE_MODE", "GitTree"]
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
-
-
-def store_object(odb: Any, kind: bytes, data: bytes) -> bytes:
-    """Write one object into the repository's object database and return its binary SHA-1."""
-    return bytes(odb.store(IStream(kind, len(data), io.BytesIO(data))).binsha)
 
 
 class _Dir:
@@ -38,16 +31,16 @@ class _Dir:
 class GitTree:
     """The tree of one commit, editable by path; `write()` stores the changed trees and returns the root."""
 
-    __slots__ = ("_odb", "_root")
+    __slots__ = ("_root", "_store")
 
-    def __init__(self, odb: Any, root_sha: bytes | None) -> None:
-        self._odb = odb
+    def __init__(self, store: ObjectStore, root_sha: bytes | None) -> None:
+        self._store = store
         self._root = _Dir(root_sha)
 
     def _load(self, node: _Dir) -> dict[str, tuple[int, bytes]]:
         if node.entries is None:
             assert node.sha is not None
-            data = self._odb.stream(node.sha).read()
+            data = self._store.read(node.sha)
             node.entries = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
         return node.entries
 
@@ -139,7 +132,7 @@ class GitTree:
         """Store every changed tree (empty folders vanish) and return the root tree's SHA."""
         sha = self._write(self._root)
         if sha is None:
-            sha = store_object(self._odb, b"tree", b"")
+            sha = self._store.write(b"tree", b"")
             self._root = _Dir(sha)
         return sha
 
@@ -156,7 +149,7 @@ class GitTree:
                 entries[name] = (TREE_MODE, child_sha)
         if not entries:
             return None
-        node.sha = store_object(self._odb, b"tree", _serialise(entries))
+        node.sha = self._store.write(b"tree", _serialise(entries))
         return node.sha
 
 

@@ -355,6 +355,7 @@ async def test_foreign_push_is_rebased_without_losing_writes(h: Harness) -> None
         "live/team-a/configmaps/b.yaml",
     }
     assert git(h.remote, "rev-list", "--merges", "main").strip() == ""
+    git(h.remote, "fsck", "--strict", "--no-dangling")
 
 
 async def test_remote_already_has_our_content(h: Harness) -> None:
