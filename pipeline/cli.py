@@ -14,6 +14,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.log.cli",
     "pipeline.lag.cli",
     "pipeline.attribution.cli",
+    "pipeline.watch.cli",
 )
 
 

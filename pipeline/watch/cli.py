@@ -1,0 +1,108 @@
+"""`reverser watch-rules`: which streams the configured watch rules resolve to, and why not.
+
+It asks each source cluster's discovery, exactly as the service does, so an operator can see an
+unknown, ambiguous or excluded resource (and Secrets being left out) before starting the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from pipeline.config import Settings
+from pipeline.service.cli import add_config_argument, settings_from_args
+from pipeline.watch.kube import KubeError, open_client
+from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
+
+__all__ = ["register", "resolve_all"]
+
+
+async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RuleProblem]]:
+    """Streams and rule problems for every target, one discovery per source cluster."""
+    clusters = {c.name: c for c in settings.clusters}
+    specs: list[StreamSpec] = []
+    problems: list[RuleProblem] = []
+    discovered: dict[str, Any] = {}
+    for name in sorted({t.cluster for t in settings.targets if t.rules and t.cluster in clusters}):
+        client = await open_client(clusters[name])
+        try:
+            discovered[name] = await client.discover()
+        except KubeError as exc:
+            discovered[name] = exc
+        finally:
+            await client.close()
+    for target in settings.targets:
+        if not target.rules:
+            continue
+        found = discovered.get(target.cluster)
+        if found is None:
+            problems.append(
+                RuleProblem(target.name, 0, "*", "UnknownCluster", f"no cluster {target.cluster!r}")
+            )
+        elif isinstance(found, KubeError):
+            problems.append(RuleProblem(target.name, 0, "*", "DiscoveryFailed", str(found)))
+        else:
+            target_specs, target_problems = resolve_target(target, clusters[target.cluster], found)
+            specs.extend(target_specs)
+            problems.extend(target_problems)
+    return specs, problems
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "watch-rules", help="show the watch streams the rules resolve to and the entries that are not watched"
+    )
+    add_config_argument(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    specs, problems = asyncio.run(resolve_all(settings))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "streams": [
+                        {
+                            "target": s.target,
+                            "cluster": s.cluster,
+                            "group": s.group,
+                            "version": s.version,
+                            "resource": s.resource,
+                            "scope": s.scope,
+                            "labelSelector": s.label_selector,
+                        }
+                        for s in specs
+                    ],
+                    "problems": [
+                        {
+                            "target": p.target,
+                            "rule": p.rule,
+                            "resource": p.resource,
+                            "reason": p.reason,
+                            "message": p.message,
+                        }
+                        for p in problems
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"{'TARGET':<20} {'CLUSTER':<12} {'RESOURCE':<40} {'SCOPE':<20} SELECTOR")
+        for s in specs:
+            resource = f"{s.group}/{s.version}/{s.resource}" if s.group else f"{s.version}/{s.resource}"
+            print(
+                f"{s.target:<20} {s.cluster:<12} {resource:<40} {s.scope or '(all)':<20} {s.label_selector}"
+            )
+        if problems:
+            print(file=sys.stdout)
+            print(f"{'TARGET':<20} {'RULE':<5} {'ENTRY':<30} {'REASON':<18} MESSAGE")
+            for p in problems:
+                print(f"{p.target:<20} {p.rule:<5} {p.resource:<30} {p.reason:<18} {p.message}")
+    return 1 if problems else 0
