@@ -107,7 +107,7 @@ class LagEvaluator:
             history = self._histories.get(commit.tp)
             if history is None:
                 continue
-            end = history.end_seen_after(commit.commit_ms)
+            end = history.end_at(commit.commit_ms)
             lag = max(0, end - commit.offset) if end is not None else 0
             self._window(commit.group, commit.tp).add(
                 commit.offset, lag, commit.commit_ms, self._min_distance_ms

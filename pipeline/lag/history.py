@@ -9,7 +9,7 @@ about one poll interval, at the cost of two machine integers per point.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 
 __all__ = ["EndOffsetHistory"]
 
@@ -46,18 +46,25 @@ class EndOffsetHistory:
         if len(points) > 2 * self._capacity:
             del points[:2]
 
-    def end_seen_after(self, at_ms: int) -> int | None:
-        """The log-end offset of the first poll at or after `at_ms` (the newest if none was).
+    def end_at(self, at_ms: int) -> int | None:
+        """The log-end offset at `at_ms`, interpolated between the polls around it.
 
-        A commit's lag is measured at the first poll that could have seen it, so commits read from
-        `__consumer_offsets` are judged exactly like commits inferred by polling.
+        Used for the lag at a commit read from `__consumer_offsets`: between polls the log end
+        is assumed to move evenly, so a caught-up consumer's commit is not charged with records
+        appended after it. Before the first point the oldest end is used, after the last the newest.
         """
         points = self._points
         if not points:
             return None
         times = points[1::2]
-        index = min(bisect_left(times, at_ms), len(times) - 1)
-        return points[2 * index]
+        index = bisect_right(times, at_ms)
+        if index == 0:
+            return points[0]
+        if index == len(times):
+            return points[-2]
+        lo_off, lo_ms = points[2 * index - 2], points[2 * index - 1]
+        hi_off, hi_ms = points[2 * index], points[2 * index + 1]
+        return lo_off + (hi_off - lo_off) * (at_ms - lo_ms) // (hi_ms - lo_ms)
 
     def lag_seconds(self, committed: int, now_ms: int) -> float | None:
         """How long ago the log end stood at `committed`; 0 when caught up, None when unknown."""

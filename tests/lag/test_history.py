@@ -49,9 +49,10 @@ def test_a_quiet_period_keeps_its_start_and_end_so_a_burst_is_placed_correctly()
     assert len(h) == 3
     # records 100..199 arrived between the polls at 9 s and 10 s
     assert h.lag_seconds(100, 10_000) == pytest.approx(1.0)
-    assert h.end_seen_after(5_000) == 100
-    assert h.end_seen_after(9_500) == 200
-    assert h.end_seen_after(60_000) == 200
+    assert h.end_at(5_000) == 100
+    assert h.end_at(9_500) == 150
+    assert h.end_at(60_000) == 200
+    assert h.end_at(-1) == 100
 
 
 def test_a_shrinking_log_end_restarts_the_history() -> None:
@@ -68,7 +69,7 @@ def test_capacity_bounds_the_points() -> None:
     for i in range(100):
         h.record(i * 10, i * 1000)
     assert len(h) == 4
-    assert h.end_seen_after(0) == 960
+    assert h.end_at(0) == 960
 
 
 @given(st.integers(-10**6, 10**6), st.integers(0, 10**6), st.integers(0, 10**6))
@@ -126,3 +127,24 @@ def test_lag_seconds_never_negative_and_shrinks_as_the_consumer_advances(
         assert here >= 0
         if further is not None:
             assert further <= here
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.integers(-5000, 40_000))
+def test_end_at_stays_between_the_surrounding_polls(steps: list[int], at_ms: int) -> None:
+    h = EndOffsetHistory(64)
+    ends = []
+    end = 0
+    for i, step in enumerate(steps):
+        end += step
+        ends.append(end)
+        h.record(end, i * 1000)
+    estimate = h.end_at(at_ms)
+    assert estimate is not None
+    assert ends[0] <= estimate <= ends[-1]
+    if 0 <= at_ms < (len(steps) - 1) * 1000:
+        before = ends[at_ms // 1000]
+        after = ends[at_ms // 1000 + 1]
+        assert before <= estimate <= after
+    later = h.end_at(at_ms + 500)
+    assert later is not None
+    assert later >= estimate
