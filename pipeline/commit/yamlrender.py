@@ -39,7 +39,7 @@ def natural_key_less(a: str, b: str) -> bool:
     for i in range(min(len(a), len(b))):
         ca, cb = a[i], b[i]
         if ca == cb:
-            digits = ca.isdigit()
+            digits = ca.isdecimal()
             continue
         al, bl = _is_letter(ca), _is_letter(cb)
         if al and bl:
@@ -49,17 +49,17 @@ def natural_key_less(a: str, b: str) -> bool:
         an = bn = 0
         if ca == "0" or cb == "0":
             j = i - 1
-            while j >= 0 and a[j].isdigit():
+            while j >= 0 and a[j].isdecimal():
                 if a[j] != "0":
                     an = bn = 1
                     break
                 j -= 1
         ai = i
-        while ai < len(a) and a[ai].isdigit():
+        while ai < len(a) and a[ai].isdecimal():
             an = an * 10 + int(a[ai])
             ai += 1
         bi = i
-        while bi < len(b) and b[bi].isdigit():
+        while bi < len(b) and b[bi].isdecimal():
             bn = bn * 10 + int(b[bi])
             bi += 1
         if an != bn:
@@ -77,7 +77,11 @@ class _NaturalKey:
         self.text = text
 
     def __lt__(self, other: _NaturalKey) -> bool:
-        return natural_key_less(self.text, other.text)
+        if natural_key_less(self.text, other.text):
+            return True
+        if natural_key_less(other.text, self.text):
+            return False
+        return self.text < other.text
 
 
 def sorted_natural(keys: Sequence[str]) -> list[str]:

@@ -1,0 +1,146 @@
+"""Pure pieces of the commit worker: identities, paths, trailers, the offset book, the tree editor."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pipeline.commit.gitrepo import CommitInfo, LocalRepo, redact_url
+from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
+from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
+from pipeline.commit.messages import parse_offset
+from pipeline.commit.offsets import OffsetBook
+from pipeline.log.api import TopicPartition
+
+OPERATOR = Identity("Op", "op@example.com")
+
+
+def test_resolved_author_rendering() -> None:
+    assert author_identity("RESOLVED", "alice", "Alice A", "alice@corp.io", OPERATOR) == Identity(
+        "Alice A", "alice@corp.io"
+    )
+    assert author_identity("RESOLVED", "alice", "Evil <x>", "bad", OPERATOR) == Identity(
+        "alice", "alice@noreply.cluster.local"
+    )
+    assert author_identity("RESOLVED", "bob@corp.io", " ", "", OPERATOR) == Identity(
+        "bob@corp.io", "bob@corp.io"
+    )
+    assert author_identity("RESOLVED", "x", "new\nline", "", OPERATOR).name == "x"
+
+
+def test_unresolved_is_never_the_committer() -> None:
+    assert author_identity("UNRESOLVED", "", "", "", OPERATOR) == UNRESOLVED
+    assert author_identity("RESOLVED", "", "", "", OPERATOR) == UNRESOLVED
+    assert author_identity("NOT_ATTEMPTED", "", "", "", OPERATOR) == OPERATOR
+
+
+def test_safe_email_and_kinds() -> None:
+    assert (
+        safe_email("system:serviceaccount:flux-system:kustomize-controller")
+        == "systemserviceaccountflux-systemkustomize-controller@noreply.cluster.local"
+    )
+    assert safe_email("::") == "unknown-user@noreply.cluster.local"
+    assert author_kind("RESOLVED", "system:serviceaccount:a:b") == "serviceaccount"
+    assert author_kind("RESOLVED", "system:admin") == "user"
+    assert author_kind("UNRESOLVED", "") == "unresolved"
+    assert author_kind("NOT_ATTEMPTED", "") == "committer"
+
+
+def test_canonical_paths() -> None:
+    assert canonical_path("live", "", "configmaps", "team-a", "app") == "live/team-a/configmaps/app.yaml"
+    assert canonical_path("", "apps", "deployments", "team-a", "api") == "team-a/apps/deployments/api.yaml"
+    assert canonical_path("", "", "namespaces", "", "team-a") == "_cluster/namespaces/team-a.yaml"
+    assert (
+        canonical_path("x", "rbac.authorization.k8s.io", "clusterroles", "", "admin")
+        == "x/_cluster/rbac.authorization.k8s.io/clusterroles/admin.yaml"
+    )
+    assert canonical_path("", "", "secrets", "ns", "db") == "ns/secrets/db.sops.yaml"
+    with pytest.raises(LayoutError):
+        canonical_path("", "", "configmaps", "ns", "../evil")
+
+
+@pytest.mark.parametrize(("raw", "clean"), [(".", ""), ("", ""), ("live/", "live"), ("a//b/./c", "a/b/c")])
+def test_target_paths(raw: str, clean: str) -> None:
+    assert normalize_target_path(raw) == clean
+
+
+@pytest.mark.parametrize("raw", ["/abs", "../up", "a/../../b", "a\\b"])
+def test_target_paths_refused(raw: str) -> None:
+    with pytest.raises(LayoutError):
+        normalize_target_path(raw)
+
+
+def test_scope_membership() -> None:
+    assert in_scope("live/team-a/configmaps/x.yaml", "live", "", "configmaps", "team-a")
+    assert not in_scope("live/team-b/configmaps/x.yaml", "live", "", "configmaps", "team-a")
+    assert in_scope("live/team-b/configmaps/x.yaml", "live", "", "configmaps", "")
+    assert not in_scope("live/team-a/apps/configmaps/x.yaml", "live", "", "configmaps", "")
+    assert not in_scope("live/team-a/configmaps/README.md", "live", "", "configmaps", "team-a")
+
+
+def test_offset_trailer_belongs_to_its_fifo() -> None:
+    info = CommitInfo(
+        "0" * 40, b"", (), "a", "s\n\nbody\n\nReverser-Branch: git main\nReverser-Offset: 3:17\n"
+    )
+    assert parse_offset(info.trailers(), "git", "main") == (3, 17)
+    assert parse_offset(info.trailers(), "git", "other") is None
+    human = CommitInfo("0" * 40, b"", (), "a", "fix typo\n")
+    assert parse_offset(human.trailers(), "git", "main") is None
+
+
+def test_offset_book_commits_before_oldest_unsettled() -> None:
+    tp = TopicPartition("t", 0)
+    book = OffsetBook()
+    for offset in range(5):
+        book.received(tp, offset)
+    book.settle(tp, 1)
+    book.settle(tp, 3)
+    assert book.committable(tp) == 0
+    book.settle(tp, 0)
+    assert book.due({tp}) == {tp: 2}
+    book.mark_committed({tp: 2})
+    assert book.due({tp}) == {}
+    book.settle(tp, 2)
+    book.settle(tp, 4)
+    assert book.due({tp}) == {tp: 5}
+
+
+def test_redact_url() -> None:
+    assert redact_url("https://user:pw@git.example.com:8443/r.git") == "https://git.example.com:8443/r.git"
+    assert redact_url("/srv/repo.git") == "/srv/repo.git"
+
+
+def test_tree_editor_matches_git(tmp_path: Path) -> None:
+    """Trees written without the index read back identically through git itself."""
+    repo = LocalRepo(tmp_path / "r", str(tmp_path / "none"))
+    tree = repo.tree(None)
+    for path in ("a/b/one.yaml", "a/b/two.yaml", "a/c.yaml", "z.yaml", "a-b/x.yaml", "a.b"):
+        tree.put(path, repo.store_blob(path.encode()))
+    assert tree.delete("a/b/one.yaml")
+    assert not tree.delete("a/b/missing.yaml")
+    assert tree.get("a/c.yaml") is not None
+    with pytest.raises(IsADirectoryError):
+        tree.put("a/b", repo.store_blob(b"x"))
+    sha = repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "m\n")
+    repo.set_branch("main", sha)
+    listing = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "ls-tree", "-r", "--name-only", "main"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert listing == ["a-b/x.yaml", "a.b", "a/b/two.yaml", "a/c.yaml", "z.yaml"]
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "fsck", "--strict"], check=True, capture_output=True)
+    again = repo.tree(sha)
+    assert again.delete("a/b/two.yaml")
+    emptied = repo.commit(again.write(), sha, OPERATOR, 0, OPERATOR, 0, "m\n")
+    repo.set_branch("main", emptied)
+    listing = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "ls-tree", "-r", "-t", "--name-only", "main"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert "a/b" not in listing, "an emptied folder disappears"

@@ -1,0 +1,114 @@
+"""Byte-stable YAML rendering (watch-commit.md §4.6.3, §7 T15)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.commit.yamlrender import RenderError, natural_key_less, render_object, sorted_natural
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+    st.sampled_from(
+        ["true", "no", "1", "0x1F", "1:20", "~", "null", "- a", "a: b", "#x", " lead", "x\n", "a\nb\n\n"]
+    ),
+)
+keys = st.one_of(
+    st.text(min_size=1, max_size=12), st.sampled_from(["a2", "a10", "app.kubernetes.io/name", "appname"])
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+    max_leaves=25,
+)
+objects = st.dictionaries(keys, values, max_size=6).map(
+    lambda d: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, **d}
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(objects)
+def test_render_reads_back_and_is_stable(obj: dict[str, Any]) -> None:
+    first = render_object(obj)
+    loaded = yaml.safe_load(first)
+    expected = {k: v for k, v in obj.items() if k != "status"}
+    assert loaded == expected
+    assert render_object(loaded) == first, "rendering what was read back must give the same bytes"
+    assert first.endswith(b"\n")
+    assert not first.startswith(b"---")
+
+
+@settings(max_examples=100, deadline=None)
+@given(objects, keys, scalars)
+def test_one_field_change_touches_one_line(obj: dict[str, Any], key: str, value: Any) -> None:
+    """Scenario 37: updating one label changes exactly one line (or adds one)."""
+    labels = {"app": "web", "tier": "front", "a10": "x"}
+    before = {**obj, "metadata": {"name": "x", "labels": labels}}
+    after = {**obj, "metadata": {"name": "x", "labels": {**labels, "tier": "back"}}}
+    old = render_object(before).decode().splitlines()
+    new = render_object(after).decode().splitlines()
+    assert len(old) == len(new)
+    assert sum(1 for a, b in zip(old, new, strict=True) if a != b) == 1
+
+
+def test_layout_matches_yaml_v3() -> None:
+    obj = {
+        "kind": "ClusterRole",
+        "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+        "metadata": {"name": "r", "labels": {"b": "1", "a10": "x", "a2": "y"}},
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "aggregationRule": {"x": None},
+        "status": {"ignored": True},
+    }
+    assert render_object(obj).decode() == (
+        "apiVersion: rbac.authorization.k8s.io/v1\n"
+        "kind: ClusterRole\n"
+        "metadata:\n"
+        "  labels:\n"
+        "    a2: y\n"
+        "    a10: x\n"
+        '    b: "1"\n'
+        "  name: r\n"
+        "aggregationRule:\n"
+        "  x: null\n"
+        "rules:\n"
+        "  - apiGroups:\n"
+        '      - ""\n'
+        "    resources:\n"
+        "      - pods\n"
+        "    verbs:\n"
+        "      - get\n"
+        "      - list\n"
+    )
+
+
+def test_multiline_strings_are_literal_blocks() -> None:
+    text = render_object(
+        {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "x\ny\n", "b": "x\ny"}}
+    ).decode()
+    assert "  a: |\n    x\n    y\n" in text
+    assert "  b: |-\n    x\n    y\n" in text
+
+
+def test_natural_sort() -> None:
+    assert sorted_natural(["a10", "a2", "appname", "app.kubernetes.io/name", "b"]) == [
+        "a2",
+        "a10",
+        "app.kubernetes.io/name",
+        "appname",
+        "b",
+    ]
+    assert natural_key_less("x1y", "x10") and not natural_key_less("x10", "x1y")
+
+
+def test_non_string_key_is_a_clear_error() -> None:
+    with pytest.raises(RenderError, match="not a string"):
+        render_object({"apiVersion": "v1", "data": {1: "x"}})
