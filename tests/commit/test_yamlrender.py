@@ -106,7 +106,8 @@ def test_natural_sort() -> None:
         "appname",
         "b",
     ]
-    assert natural_key_less("x1y", "x10") and not natural_key_less("x10", "x1y")
+    assert natural_key_less("x1y", "x10")
+    assert not natural_key_less("x10", "x1y")
 
 
 def test_non_string_key_is_a_clear_error() -> None:
