@@ -159,6 +159,7 @@ class ClusterSettings(_Section):
     watch_backoff_initial_s: float = Field(default=1.0, gt=0)
     watch_backoff_max_s: float = Field(default=60.0, gt=0)
     watch_timeout_s: int = Field(default=300, gt=0)
+    watch_rediscover_s: float = Field(default=300.0, gt=0)
 
     @property
     def route(self) -> str:

@@ -9,6 +9,7 @@ target; only a configuration change or a vanished namespace does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from pipeline.watch import metrics
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 
@@ -71,16 +72,33 @@ class WatchManager:
         self.streams: dict[StreamSpec, WatchStream] = {}
         self.problems: list[RuleProblem] = []
         self._lock = asyncio.Lock()
+        self._refresh: asyncio.Task[None] | None = None
         self.started = False
         metrics.register_source(self)
 
     async def start(self) -> None:
-        """Load cursors, then declare the configured streams."""
+        """Load cursors, declare the configured streams, then re-discover periodically."""
         await self.cursors.load()
         await self.apply(self._settings)
+        self._refresh = asyncio.create_task(self._refresh_loop(), name="watch rediscovery")
         self.started = True
 
+    async def _refresh_loop(self) -> None:
+        """Pick up types that appear later (a CRD installed after start) and retry failed discovery."""
+        while True:
+            intervals = [c.watch_rediscover_s for c in self._settings.clusters]
+            await asyncio.sleep(min(intervals, default=300.0))
+            try:
+                await self.apply(self._settings)
+            except Exception:
+                log.exception("watch rediscovery failed; trying again next interval")
+
     async def stop(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
+            self._refresh = None
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
             self.streams.clear()
@@ -152,10 +170,10 @@ class WatchManager:
     async def _desired(self, settings: Settings) -> tuple[set[StreamSpec], list[RuleProblem]]:
         clusters = {c.name: c for c in settings.clusters}
         wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
-        await self._sync_clusters({name: clusters[name] for name in wanted})
+        failed = await self._sync_clusters({name: clusters[name] for name in wanted})
         desired: set[StreamSpec] = set()
         problems: list[RuleProblem] = []
-        discovered_by_cluster = {}
+        discovered_by_cluster: dict[str, dict[tuple[str, str], ApiResource]] = {}
         for name, cluster in self._clusters.items():
             try:
                 discovered_by_cluster[name] = await cluster.client.discover()
@@ -165,6 +183,11 @@ class WatchManager:
             if not target.rules:
                 continue
             client = self._clusters.get(target.cluster)
+            if target.cluster in failed:
+                problems.append(
+                    RuleProblem(target.name, 0, "*", "ClusterConfigError", failed[target.cluster])
+                )
+                continue
             if client is None:
                 problems.append(
                     RuleProblem(target.name, 0, "*", "UnknownCluster", f"no cluster {target.cluster!r}")
@@ -186,11 +209,13 @@ class WatchManager:
             desired.update(specs)
             problems.extend(target_problems)
             if unchanged:
-                desired |= running
+                # A type discovery stopped serving keeps its stream; a changed version replaces it.
+                covered = {(s.group, s.resource, s.scope) for s in specs}
+                desired |= {s for s in running if (s.group, s.resource, s.scope) not in covered}
         return desired, problems
 
-    async def _sync_clusters(self, wanted: dict[str, ClusterSettings]) -> None:
-        """Open clients for new clusters; replace those whose connection settings changed."""
+    async def _sync_clusters(self, wanted: dict[str, ClusterSettings]) -> dict[str, str]:
+        """Open clients for new clusters, replace changed ones; returns the clusters that failed."""
         for name in list(self._clusters):
             current = self._clusters[name]
             if wanted.get(name) != current.settings:
@@ -198,10 +223,23 @@ class WatchManager:
                     await self.streams.pop(spec).stop()
                 await current.client.close()
                 del self._clusters[name]
+        failed: dict[str, str] = {}
         for name, cluster_settings in wanted.items():
-            if name not in self._clusters:
+            if name in self._clusters:
+                continue
+            try:
                 client = await self._client_factory(cluster_settings)
-                self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
+            except Exception as exc:  # kubeconfig loaders raise many types for a bad file
+                source = (
+                    "in-cluster service account"
+                    if cluster_settings.in_cluster
+                    else cluster_settings.kubeconfig
+                )
+                failed[name] = f"cannot load the client configuration ({source}): {exc}"
+                log.error("cluster %s: %s", name, failed[name])
+                continue
+            self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
+        return failed
 
     # -- status ---------------------------------------------------------------------------
     def status(self) -> list[StreamStatus]:

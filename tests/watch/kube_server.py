@@ -146,6 +146,12 @@ class FakeKubeApiServer:
         )
         return path
 
+    def serve(self, definition: ResourceDef) -> None:
+        """Start serving another resource type (like installing a CRD)."""
+        key = (definition.group, definition.resource)
+        self.resources[key] = definition
+        self.objects.setdefault(key, {})
+
     # -- mutations ------------------------------------------------------------------------
     def _next_rv(self) -> int:
         self.rv += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import Settings
+from pipeline.config import ClusterSettings, Settings
 from pipeline.log.api import Log
 from tests.watch.conftest import (
     fast_options,
@@ -17,7 +17,7 @@ from tests.watch.conftest import (
     wait_for,
     with_targets,
 )
-from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+from tests.watch.kube_server import FakeKubeApiServer, ResourceDef, corpus_object
 
 
 async def test_adding_a_rule_starts_exactly_one_new_stream(
@@ -125,3 +125,56 @@ async def test_rule_problems_are_reported_per_entry_and_secrets_never_watched(
     events = await read_events(topics_log, config)
     assert {e["resource"] for e in events} == {"configmaps"}
     assert all(b"aHVudGVyMg" not in repr(e).encode() for e in events)
+
+
+async def test_broken_cluster_config_is_reported_and_other_clusters_run(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("good", rule("configmaps", namespaces=("team-a",)))
+    )
+    broken = ClusterSettings(name="broken", kubeconfig=tmp_path / "missing-kubeconfig")
+    config = config.model_copy(
+        update={
+            "clusters": [*config.clusters, broken],
+            "targets": [
+                *config.targets,
+                target("bad", rule("configmaps", namespaces=("team-a",)), cluster="broken"),
+            ],
+        }
+    )
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        (stream,) = component.manager.streams.values()
+        await wait_for(lambda: stream.state == "Streaming", what="the good cluster's stream")
+        (problem,) = component.manager.problems
+        assert (problem.target, problem.reason) == ("bad", "ClusterConfigError")
+        assert "missing-kubeconfig" in problem.message
+    finally:
+        await component.stop()
+
+
+async def test_rediscovery_starts_streams_for_types_served_later(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    config = with_targets(
+        settings,
+        kube.kubeconfig(tmp_path),
+        target("t1", rule("configmaps", "gadgets", namespaces=("team-a",))),
+    )
+    config.clusters[0] = config.clusters[0].model_copy(update={"watch_rediscover_s": 0.05})
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        assert [p.resource for p in component.manager.problems] == ["gadgets"]
+        configmaps = next(iter(component.manager.streams.values()))
+        kube.serve(ResourceDef("example.com", "v1", "gadgets", "Gadget", True))
+        await wait_for(lambda: len(component.manager.streams) == 2, what="the gadgets stream")
+        await wait_for(lambda: component.manager.problems == [], what="the problem to clear")
+        assert configmaps.sessions == 1
+        assert next(iter(component.manager.streams.values())) is configmaps
+    finally:
+        await component.stop()
