@@ -35,7 +35,7 @@ mkdir -p "$BIN_DIR" "$WORK" "$GOMODCACHE" "$GOCACHE"
 
 # The machine is shared: build at low priority and with at most two parallel compile jobs.
 NICE=(nice -n 15)
-BUILD_FLAGS=(-p 2 -trimpath "-ldflags=-s -w")
+BUILD_FLAGS=(-p 2 -trimpath)
 
 write_build_module() {
   local kube_mod
@@ -66,16 +66,22 @@ write_build_module() {
 }
 
 build() {
-  local pkg="$1" name="$2"
-  (cd "$WORK" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" -o "$BIN_DIR/$name.tmp" "$pkg")
+  local pkg="$1" name="$2" ldflags="-s -w ${3:-}"
+  (cd "$WORK" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" "-ldflags=$ldflags" -o "$BIN_DIR/$name.tmp" "$pkg")
   mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
+}
+
+# What the kubernetes release build stamps with -X; without it /version says v0.0.0-master.
+kube_version_ldflags() {
+  local pkg=k8s.io/component-base/version minor="${KUBE_VERSION#v1.}"
+  echo "-X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=clean"
 }
 
 start_s=$SECONDS
 if [[ ! -x "$BIN_DIR/etcd" || ! -x "$BIN_DIR/kube-apiserver" ]]; then
   write_build_module
   [[ -x "$BIN_DIR/etcd" ]] || build go.etcd.io/etcd/server/v3 etcd
-  [[ -x "$BIN_DIR/kube-apiserver" ]] || build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
+  [[ -x "$BIN_DIR/kube-apiserver" ]] || build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$(kube_version_ldflags)"
 fi
 echo "build-binaries.sh: kube-apiserver $KUBE_VERSION and etcd ready in $((SECONDS - start_s)) s" >&2
 echo "$BIN_DIR"

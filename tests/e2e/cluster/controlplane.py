@@ -268,6 +268,12 @@ class ControlPlane:
                         return
                     last_error = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):
+                    # Our own credentials are refused: waiting longer cannot help.
+                    raise ControlPlaneError(
+                        f"{name} refused the admin client certificate (HTTP {exc.code}):\n"
+                        f"{_tail(self.workdir / f'{name}.log')}"
+                    ) from exc
                 last_error = f"HTTP {exc.code}"
             except (urllib.error.URLError, OSError) as exc:
                 last_error = str(exc)
@@ -350,6 +356,8 @@ class ControlPlane:
                 # No kube-controller-manager runs, so nothing would create the token controller's
                 # default ServiceAccounts that this admission plugin waits for.
                 "--disable-admission-plugins=ServiceAccount",
+                # The `kubernetes` Service endpoints may not be loopback, and nothing here needs them.
+                "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 *self._write_audit_files(),
             ],

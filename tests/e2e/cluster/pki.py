@@ -8,20 +8,25 @@ keeps the test wiring obvious; production clusters would use separate CAs.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-import trustme
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["AUDIT_CLIENT_CN", "Pki", "write_pki"]
+__all__ = ["ADMIN_CN", "AUDIT_CLIENT_CN", "Pki", "write_pki"]
 
 # The identity kube-apiserver presents to the audit webhook (the ingress may allow-list it).
 AUDIT_CLIENT_CN = "kube-apiserver-audit"
 ADMIN_CN = "reverser-e2e-admin"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_DNS = ("localhost", "kubernetes", "kubernetes.default")
+LOOPBACK_IPS = ("127.0.0.1", "::1")
 SA_KEY_BITS = 2048
+VALIDITY_DAYS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +46,95 @@ class Pki:
     sa_public_key: Path
 
 
-def _write_leaf(leaf: trustme.LeafCert, cert_path: Path, key_path: Path) -> None:
-    # Only the leaf itself: the CA is distributed separately through `ca.pem`.
-    cert_path.write_bytes(leaf.cert_chain_pems[0].bytes())
-    leaf.private_key_pem.write_to_path(str(key_path))
-    key_path.chmod(0o600)
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization is not None:
+        # Kubernetes maps the Organization of a client certificate to the user's groups.
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attributes)
+
+
+def _write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+class _Ca:
+    """A self-signed ECDSA CA that issues serving and client leaves.
+
+    Written out with `cryptography` rather than a test-CA helper because Go's verifier refuses
+    certificates with an empty critical subjectAltName, which client certificates would carry.
+    """
+
+    def __init__(self) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.name = _name("reverser-e2e-ca", "reverser-e2e")
+        now = datetime.datetime.now(datetime.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(self.name)
+            .issuer_name(self.name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=VALIDITY_DAYS))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    def issue(
+        self,
+        cert_path: Path,
+        key_path: Path,
+        common_name: str,
+        organization: str | None = None,
+        server: bool = False,
+    ) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(common_name, organization))
+            .issuer_name(self.name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=VALIDITY_DAYS))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
+        )
+        if server:
+            alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in LOOPBACK_DNS]
+            alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in LOOPBACK_IPS]
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(key, key_path)
 
 
 def write_pki(directory: Path) -> Pki:
@@ -64,37 +153,14 @@ def write_pki(directory: Path) -> Pki:
         sa_signing_key=directory / "sa.key",
         sa_public_key=directory / "sa.pub",
     )
-    ca = trustme.CA(organization_name="reverser-e2e")
-    ca.cert_pem.write_to_path(str(pki.ca))
-    _write_leaf(
-        ca.issue_cert(*LOOPBACK_NAMES, "kubernetes", "kubernetes.default", common_name="kube-apiserver"),
-        pki.apiserver_cert,
-        pki.apiserver_key,
-    )
-    _write_leaf(
-        ca.issue_cert(common_name=ADMIN_CN, organization_name="system:masters"),
-        pki.admin_cert,
-        pki.admin_key,
-    )
-    _write_leaf(
-        ca.issue_cert(common_name=AUDIT_CLIENT_CN, organization_name="reverser-e2e"),
-        pki.audit_client_cert,
-        pki.audit_client_key,
-    )
-    _write_leaf(
-        ca.issue_cert(*LOOPBACK_NAMES, common_name="reverser-audit-ingress"),
-        pki.ingress_cert,
-        pki.ingress_key,
-    )
+    ca = _Ca()
+    pki.ca.write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
+    ca.issue(pki.apiserver_cert, pki.apiserver_key, "kube-apiserver", server=True)
+    ca.issue(pki.admin_cert, pki.admin_key, ADMIN_CN, organization="system:masters")
+    ca.issue(pki.audit_client_cert, pki.audit_client_key, AUDIT_CLIENT_CN, organization="reverser-e2e")
+    ca.issue(pki.ingress_cert, pki.ingress_key, "reverser-audit-ingress", server=True)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
-    pki.sa_signing_key.write_bytes(
-        sa_key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    pki.sa_signing_key.chmod(0o600)
+    _write_key(sa_key, pki.sa_signing_key)
     pki.sa_public_key.write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
