@@ -173,6 +173,8 @@ class ClusterSettings(_Section):
 
 
 class CommitterSettings(_Section):
+    """The identity every commit names as committer (the author is the person who made the change)."""
+
     name: str = "Reverser Pipeline"
     email: str = "noreply@reverser.invalid"
 
@@ -188,6 +190,8 @@ class ProviderSettings(_Section):
     committer: CommitterSettings = CommitterSettings()
     commit_window_s: float = Field(default=5.0, ge=0)
     push_cooldown_s: float = Field(default=5.0, ge=0)
+    window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    push_max_backoff_s: float = Field(default=60.0, gt=0)
 
 
 class WatchRule(_Section):

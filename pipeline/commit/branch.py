@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 Offset = tuple[int, int]
 Hook = Callable[[str], Awaitable[None]]
-SIZE_CAP_BYTES = 8 * 1024 * 1024
 PUSH_ATTEMPTS = 3
 TRAILER_SCAN_COMMITS = 10_000
 
@@ -76,8 +75,6 @@ class BranchWorker:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         hook: Hook | None = None,
-        size_cap_bytes: int = SIZE_CAP_BYTES,
-        max_push_backoff_s: float = 60.0,
     ) -> None:
         self.provider = provider
         self.branch = branch
@@ -87,8 +84,8 @@ class BranchWorker:
         self._clock = clock
         self._wall = wall
         self._hook = hook
-        self._size_cap = size_cap_bytes
-        self._max_backoff_s = max_push_backoff_s
+        self._size_cap = provider.window_max_bytes
+        self._max_backoff_s = provider.push_max_backoff_s
         self.committer = Identity(
             provider.committer.name.strip() or "Reverser Pipeline",
             provider.committer.email.strip() or "noreply@reverser.invalid",

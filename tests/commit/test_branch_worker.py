@@ -51,7 +51,11 @@ class Harness:
         self.tmp_path = tmp_path
         self.remote = bare_remote(tmp_path / "remote.git")
         self.provider = ProviderSettings(
-            name="git", url=str(self.remote), commit_window_s=window_s, push_cooldown_s=cooldown_s
+            name="git",
+            url=str(self.remote),
+            commit_window_s=window_s,
+            push_cooldown_s=cooldown_s,
+            window_max_bytes=size_cap,
         )
         self.settings = Settings(
             workdir=tmp_path / "work",
@@ -73,7 +77,6 @@ class Harness:
             self.settled.extend,
             clock=self.clock,
             wall=lambda: 1_767_000_000.0,
-            size_cap_bytes=self.size_cap,
         )
 
     async def feed(self, *items: Any) -> None:
