@@ -138,10 +138,9 @@ class CommitWorker(RebalanceListener):
         consumer = self._consumer
         while True:
             fetched = await consumer.fetch(timeout_ms=500, max_records=500)
-            assigned = consumer.assignment()
             for record in fetched.records:
                 tp = TopicPartition(record.topic, record.partition)
-                if tp not in assigned:
+                if tp not in consumer.assignment():
                     continue
                 self._book.received(tp, record.offset)
                 try:

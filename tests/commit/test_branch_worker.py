@@ -10,6 +10,7 @@ import pytest
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.window import CloseReason
+from pipeline.commit.work import Author
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from tests.commit.helpers import (
     BOB,
@@ -23,6 +24,8 @@ from tests.commit.helpers import (
     git,
     log_lines,
 )
+
+ALICE_SA = Author("RESOLVED", "system:serviceaccount:flux:kc", "", "", "exact", "serviceaccount")
 
 
 class Clock:
@@ -409,3 +412,68 @@ async def test_bad_record_is_skipped_and_settled(h: Harness) -> None:
     await h.settle_time(5)
     assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/ok"]
     assert (0, 0) in h.settled
+
+
+async def test_transient_push_failure_retries_on_its_own(h: Harness) -> None:
+    """T7 divergence: a failed push re-arms itself with backoff; no new commit is needed."""
+    from prometheus_client import REGISTRY
+
+    def pushes(result: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "reverser_commit_pushes_total", {"provider": "git", "branch": "main", "result": result}
+        )
+        return value or 0.0
+
+    w = Work()
+    await h.feed(w.create(cm("a")))
+    await h.settle_time(5)
+    failed_before, ok_before = pushes("error"), pushes("ok")
+    hidden = h.remote.with_name("hidden.git")
+    h.remote.rename(hidden)
+    await h.feed(w.create(cm("b")))
+    await h.settle_time(5)
+    assert pushes("error") == failed_before + 1
+    assert h.worker.pending_commits == 1
+    assert (0, 1) not in h.settled, "nothing is settled while the commit is not on the remote"
+    hidden.rename(h.remote)
+    await h.settle_time(0.5)
+    assert h.worker.pending_commits == 1, "the retry waits for its backoff"
+    await h.settle_time(1)
+    assert h.worker.pending_commits == 0
+    assert pushes("ok") == ok_before + 1
+    assert (0, 1) in h.settled
+    assert log_lines(h.remote, fmt="%s")[-1] == "[CREATE] v1/configmaps/b"
+
+
+async def test_metrics_count_commits_by_author_kind_and_window_reasons(h: Harness) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"provider": "git", "branch": "main", **labels}) or 0.0
+
+    before = {
+        kind: sample("reverser_commit_commits_total", author_kind=kind)
+        for kind in ("user", "serviceaccount", "unresolved", "committer")
+    }
+    change_before = sample("reverser_commit_window_closes_total", reason="author_or_target_change")
+    silence_before = sample("reverser_commit_window_closes_total", reason="silence")
+    sa = ALICE_SA
+    w = Work()
+    await h.feed(w.create(cm("u")), w.create(cm("s"), sa), w.create(cm("n"), NOBODY))
+    await h.settle_time(5)
+    await h.feed(*w.snapshot(1, [cm("u"), cm("s"), cm("n"), cm("new")]))
+    after = {k: sample("reverser_commit_commits_total", author_kind=k) - v for k, v in before.items()}
+    assert after == {"user": 1, "serviceaccount": 1, "unresolved": 1, "committer": 1}
+    assert (
+        sample("reverser_commit_window_closes_total", reason="author_or_target_change") == change_before + 2
+    )
+    assert sample("reverser_commit_window_closes_total", reason="silence") == silence_before + 1
+    assert sample("reverser_commit_pending_work") == 4, "the snapshot waits for the push cooldown"
+    await h.settle_time(5)
+    assert sample("reverser_commit_pending_work") == 0
+    assert (
+        REGISTRY.get_sample_value(
+            "reverser_commit_end_to_end_seconds_count", {"provider": "git", "branch": "main"}
+        )
+        or 0
+    ) > 0

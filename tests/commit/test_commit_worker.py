@@ -145,3 +145,33 @@ async def test_unreachable_remote_commits_no_offsets(
     await worker.stop()
     committed = await started_log.group_offsets(group_id_for(cfg))
     assert all(offset == 0 for offset in committed.values()), committed
+
+
+async def test_rebalance_between_two_members_commits_everything_once(
+    settings: Settings, started_log: Log, tmp_path: Path
+) -> None:
+    """A second member joins mid-stream: revoked branches are flushed, nothing is lost or doubled."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = with_git(settings, remote)
+    branches = [f"b{i}" for i in range(6)]
+    builders = {b: Work(branch=b, step_ms=10_000) for b in branches}
+    first = [builders[b].create(cm(f"{b}-1")) for b in branches]
+    second = [builders[b].create(cm(f"{b}-2"), BOB) for b in branches]
+    await append_work(started_log, cfg, first)
+    one = CommitWorker(cfg, started_log)
+    await one.start()
+    await asyncio.sleep(0.5)
+    other_cfg = cfg.model_copy(update={"workdir": tmp_path / "other-work"})
+    two = CommitWorker(other_cfg, started_log)
+    await two.start()
+    await append_work(started_log, cfg, second)
+    try:
+        await wait_settled(started_log, cfg)
+    finally:
+        await two.stop()
+        await one.stop()
+    for b in branches:
+        assert log_lines(remote, b, fmt="%s") == [
+            f"[CREATE] v1/configmaps/{b}-1",
+            f"[CREATE] v1/configmaps/{b}-2",
+        ]
