@@ -55,6 +55,8 @@ class KubeError(Exception):
     @property
     def watchlist_rejected(self) -> bool:
         """The server does not support streaming lists, so the LIST fallback applies."""
+        if self.reason == "WatchListIgnored":
+            return True
         return 400 <= self.status < 500 and "sendInitialEvents" in self.message
 
     @property

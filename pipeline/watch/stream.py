@@ -261,6 +261,7 @@ class WatchStream:
                     self.spec.cluster,
                     exc.message,
                 )
+                self._abandon_snapshot()
                 self._capabilities.watchlist = False
         await self._list_session()
 
@@ -376,19 +377,20 @@ class WatchStream:
                 int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or "")
             )
         if event_type == "BOOKMARK":
+            if self._snapshot is None:
+                return rv
             annotations = meta.get("annotations") or {}
-            if self._snapshot is not None:
-                if annotations.get(INITIAL_EVENTS_END) == "true":
-                    records.extend(self._end_snapshot(rv))
-                    return rv
-                return ""
+            if annotations.get(INITIAL_EVENTS_END) != "true":
+                self._ignored_watchlist()
+            records.extend(self._end_snapshot(rv))
             return rv
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
             metrics.DROPPED.labels("unknown_type").inc()
             return ""
         if self._snapshot is not None:
-            if event_type != "DELETED":
-                records.extend(self._add_to_snapshot(obj))
+            if event_type != "ADDED":
+                self._ignored_watchlist()
+            records.extend(self._add_to_snapshot(obj))
             return ""
         if self._floor is not None:
             event_rv = _rv_floor(rv)
@@ -397,6 +399,11 @@ class WatchStream:
                 return ""
         self._live(event_type, obj, meta, records)
         return rv
+
+    def _ignored_watchlist(self) -> None:
+        """Initial events are only ADDEDs closed by the end bookmark; anything else means the
+        server ignored `sendInitialEvents` (it predates WatchList), so fall back to LIST."""
+        raise KubeError(0, "WatchListIgnored", "the server ignored sendInitialEvents")
 
     def _live(
         self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]

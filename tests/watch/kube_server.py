@@ -102,6 +102,7 @@ class FakeKubeApiServer:
         self.rv = 1000
         self.compacted_rv = 0
         self.reject_watchlist = False
+        self.ignore_watchlist = False  # behave like a server that predates WatchList
         self.gone_as_http_status = False
         self.fail_initial_events: set[str] = set()
         # One-shot hooks run inside the next LIST: before and after it reads the objects.
@@ -390,7 +391,7 @@ class FakeKubeApiServer:
         initial: list[dict[str, Any]] = []
         send_end_bookmark = False
         since = self.rv
-        if query.get("sendInitialEvents") == "true":
+        if query.get("sendInitialEvents") == "true" and not self.ignore_watchlist:
             if self.reject_watchlist:
                 return self._status(
                     422,
@@ -402,7 +403,7 @@ class FakeKubeApiServer:
                 return self._status(422, "Invalid", "sendInitialEvents requires resourceVersionMatch")
             initial = self._current(gr, namespace, selector)
             send_end_bookmark = True
-        elif query.get("resourceVersion") not in (None, "", "0"):
+        elif query.get("resourceVersion") not in (None, "", "0") and "sendInitialEvents" not in query:
             since = int(query["resourceVersion"])
             if since < self.compacted_rv:
                 message = f"too old resource version: {since} ({self.compacted_rv})"

@@ -136,3 +136,32 @@ async def test_large_snapshot_is_chunked_under_the_topic_limit(
     assert sorted(o["name"] for c in chunks for o in c["objects"]) == [f"cm-{i:02d}" for i in range(12)]
     end = events[-1]["body"][1]
     assert (end["chunks"], end["objects"]) == (len(chunks), 12)
+
+
+async def test_server_that_ignores_send_initial_events_falls_back_to_list(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.ignore_watchlist = True
+    kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        (stream,) = component.manager.streams.values()
+        await wait_for(lambda: kube.watch_count == 1, what="the watch")
+        kube.bookmark()  # a plain bookmark where only initial ADDEDs may come
+        await wait_for(lambda: stream.state == "Streaming", what="streaming after the fallback")
+        later = corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a")
+        kube.put(later)
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-collapse" in kinds(evs), "live"
+        )
+    finally:
+        await component.stop()
+    # the abandoned WatchList attempt left only its begin marker; the LIST snapshot supersedes it
+    assert kinds(events) == ["begin", "begin", "chunk", "end", "ADDED cm-collapse"]
+    first, second = events[0]["body"][1]["epoch"], events[1]["body"][1]["epoch"]
+    assert second > first
+    assert events[1]["body"][1]["resourceVersion"] != ""
