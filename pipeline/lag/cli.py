@@ -60,7 +60,7 @@ async def run_lag(settings: Settings, group: str | None, output: str, watch: boo
     selector = GroupSelector(allow, settings.lag.deny)
     log = open_log(settings)
     await log.start()
-    monitor = LagMonitor(log, settings.lag, selector=selector, commit_feed=commit_feed_for(log))
+    monitor = LagMonitor(log, settings.lag, selector=selector, commit_feed=commit_feed_for(log, settings.lag))
     try:
         while True:
             snapshot = await monitor.poll()

@@ -25,7 +25,7 @@ class LagComponent:
 
     def __init__(self, log: Log, settings: LagSettings, *, clock: Clock = wall_clock_ms) -> None:
         self._settings = settings
-        self.monitor = LagMonitor(log, settings, clock=clock, commit_feed=commit_feed_for(log))
+        self.monitor = LagMonitor(log, settings, clock=clock, commit_feed=commit_feed_for(log, settings))
         self.metrics = LagMetrics(kafka_lag_exporter_names=settings.kafka_lag_exporter_names)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

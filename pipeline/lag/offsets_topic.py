@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter
 
+from pipeline.config import LagSettings
 from pipeline.lag.evaluator import Commit
 from pipeline.lag.monitor import CommitFeed
 from pipeline.log.api import Log, Reader, Record, TopicNotFoundError, TopicPartition
@@ -147,10 +148,17 @@ def decode_commit(record: Record) -> Commit | None:
 
 
 class ConsumerOffsetsFeed:
-    """Follows `__consumer_offsets` from its start; each `drain` returns the commits since the last."""
+    """Follows `__consumer_offsets` from its start; each `drain` returns the commits since the last.
 
-    def __init__(self, log: Log) -> None:
+    The first drain can read millions of commits, so each drain thins them the way the commit
+    window will: commits less than `min_distance_ms` after the first of their slot replace each
+    other, and only the newest `keep` slots per group partition are returned.
+    """
+
+    def __init__(self, log: Log, *, min_distance_ms: int = 0, keep: int = 0) -> None:
         self._log = log
+        self._min_distance_ms = min_distance_ms
+        self._keep = keep
         self._reader: Reader | None = None
         self._tps: list[TopicPartition] = []
 
@@ -159,16 +167,26 @@ class ConsumerOffsetsFeed:
         if reader is None:
             return []
         targets = await self._log.end_offsets(self._tps)
-        commits: list[Commit] = []
+        slots: dict[tuple[str, TopicPartition], list[Commit]] = {}
+        opened_ms: dict[tuple[str, TopicPartition], int] = {}
         while any(reader.position(tp) < targets.get(tp, 0) for tp in self._tps):
             fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS, max_records=FETCH_MAX_RECORDS)
             if not fetched.records and not fetched.gaps:
                 break
             for record in fetched.records:
                 commit = decode_commit(record)
-                if commit is not None and selected(commit.group):
-                    commits.append(commit)
-        return commits
+                if commit is None or not selected(commit.group):
+                    continue
+                key = (commit.group, commit.tp)
+                kept = slots.setdefault(key, [])
+                if kept and commit.commit_ms - opened_ms[key] < self._min_distance_ms:
+                    kept[-1] = commit
+                    continue
+                kept.append(commit)
+                opened_ms[key] = commit.commit_ms
+                if self._keep and len(kept) > self._keep:
+                    del kept[0]
+        return [commit for kept in slots.values() for commit in kept]
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -190,6 +208,10 @@ class ConsumerOffsetsFeed:
         return reader
 
 
-def commit_feed_for(log: Log) -> CommitFeed | None:
+def commit_feed_for(log: Log, settings: LagSettings) -> CommitFeed | None:
     """The commit feed a backend offers: Kafka has `__consumer_offsets`, the embedded log none."""
-    return ConsumerOffsetsFeed(log) if log.kind == "kafka" else None
+    if log.kind != "kafka":
+        return None
+    return ConsumerOffsetsFeed(
+        log, min_distance_ms=int(settings.poll_interval_s * 1000), keep=settings.window
+    )

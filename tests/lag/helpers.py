@@ -42,8 +42,9 @@ def lag_settings(**overrides: object) -> LagSettings:
 def monitor_for(log: Log, groups: list[str], clock: SkewedClock, **overrides: object) -> LagMonitor:
     """A monitor that sees only `groups` (the shared broker has everyone else's groups too)."""
     selector = GroupSelector([f"^{re.escape(group)}$" for group in groups])
+    settings = lag_settings(**overrides)
     return LagMonitor(
-        log, lag_settings(**overrides), selector=selector, clock=clock, commit_feed=commit_feed_for(log)
+        log, settings, selector=selector, clock=clock, commit_feed=commit_feed_for(log, settings)
     )
 
 

@@ -52,9 +52,7 @@ def _assert_stale_kept(snapshot: LagSnapshot, group: str, tp: TopicPartition, er
     assert lag_value(group, tp) == 3
 
 
-async def test_embedded_log_closed_under_the_monitor(
-    embedded_log: Log, embedded_settings: Settings
-) -> None:
+async def test_embedded_log_closed_under_the_monitor(embedded_log: Log, embedded_settings: Settings) -> None:
     group, tp = await _prepare(embedded_log, embedded_settings)
     monitor = monitor_for(embedded_log, [group], SkewedClock())
     metrics = LagMetrics()

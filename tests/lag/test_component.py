@@ -23,9 +23,7 @@ async def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 30.0
         await asyncio.sleep(0.05)
 
 
-def test_factory_is_registered_and_honours_enabled(
-    embedded_log: Log, embedded_settings: Settings
-) -> None:
+def test_factory_is_registered_and_honours_enabled(embedded_log: Log, embedded_settings: Settings) -> None:
     assert "pipeline.lag.component:build" in COMPONENT_FACTORIES
     disabled = embedded_settings.model_copy(update={"lag": lag_settings(enabled=False)})
     assert build(disabled, embedded_log) is None
@@ -62,9 +60,10 @@ async def test_reverser_run_serves_lag_metrics(embedded_log: Log, embedded_setti
     await produce(embedded_log, tp, 3)
     await embedded_log.commit_group_offsets(group, {tp: 1})
     settings = embedded_settings.model_copy(
-        update={"lag": lag_settings(allow=[f"^{group}$"]), "metrics": embedded_settings.metrics.model_copy(
-            update={"addr": "127.0.0.1:0"}
-        )}
+        update={
+            "lag": lag_settings(allow=[f"^{group}$"]),
+            "metrics": embedded_settings.metrics.model_copy(update={"addr": "127.0.0.1:0"}),
+        }
     )
     service = Service(settings, embedded_log, load_factories(("pipeline.lag.component:build",)))
     await service.start()

@@ -72,7 +72,7 @@ def test_capacity_bounds_the_points() -> None:
     assert h.end_at(0) == 960
 
 
-@given(st.integers(-10**6, 10**6), st.integers(0, 10**6), st.integers(0, 10**6))
+@given(st.integers(-(10**6), 10**6), st.integers(0, 10**6), st.integers(0, 10**6))
 def test_offset_lag_is_never_negative(committed: int, start: int, end_delta: int) -> None:
     end = start + end_delta
     lag, lost = offset_lag(committed, start, end)

@@ -105,9 +105,7 @@ async def _recommit_same_offset(log: Log, settings: Settings, group: str) -> Gro
 
 
 @pytest.mark.kafka
-async def test_kafka_group_stuck_on_one_offset_is_stall(
-    kafka_log: Log, kafka_settings: Settings
-) -> None:
+async def test_kafka_group_stuck_on_one_offset_is_stall(kafka_log: Log, kafka_settings: Settings) -> None:
     group = group_name(kafka_settings, "stuck")
     result = await _recommit_same_offset(kafka_log, kafka_settings, group)
     assert result.partitions[0].lag == 57
@@ -144,9 +142,7 @@ async def test_offset_reset_backwards_is_rewind(any_log: Log, settings: Settings
     assert result.status is Status.ERR
 
 
-async def test_lag_seconds_is_within_one_poll_interval_of_the_truth(
-    any_log: Log, settings: Settings
-) -> None:
+async def test_lag_seconds_is_within_one_poll_interval_of_the_truth(any_log: Log, settings: Settings) -> None:
     group = group_name(settings, "seconds")
     tp = await make_topic(any_log, settings, "seconds")
     await any_log.commit_group_offsets(group, {tp: 3})
@@ -188,9 +184,9 @@ async def test_deleted_group_disappears_with_its_metrics(any_log: Log, settings:
         metrics.export(await monitor.poll())
         assert REGISTRY.get_sample_value("reverser_consumergroup_lag", labels) == 3
         assert REGISTRY.get_sample_value("kafka_consumergroup_group_lag", labels) == 3
-        assert REGISTRY.get_sample_value(
-            "reverser_consumergroup_status", {"group": group, "status": "OK"}
-        ) == 1
+        assert (
+            REGISTRY.get_sample_value("reverser_consumergroup_status", {"group": group, "status": "OK"}) == 1
+        )
         await any_log.delete_group(group)
         snapshot = await monitor.poll()
         metrics.export(snapshot)
@@ -202,9 +198,10 @@ async def test_deleted_group_disappears_with_its_metrics(any_log: Log, settings:
     assert REGISTRY.get_sample_value("reverser_consumergroup_lag", labels) is None
     assert REGISTRY.get_sample_value("kafka_consumergroup_group_lag", labels) is None
     for status in ("OK", "WARN", "ERR"):
-        assert REGISTRY.get_sample_value(
-            "reverser_consumergroup_status", {"group": group, "status": status}
-        ) is None
+        assert (
+            REGISTRY.get_sample_value("reverser_consumergroup_status", {"group": group, "status": status})
+            is None
+        )
 
 
 async def test_groups_outside_the_allow_list_are_not_read(any_log: Log, settings: Settings) -> None:

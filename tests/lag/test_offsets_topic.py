@@ -11,8 +11,15 @@ import struct
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.lag.offsets_topic import OFFSETS_TOPIC, decode_commit, decode_key, decode_value
-from pipeline.log.api import Record, TopicPartition
+from pipeline.config import Settings
+from pipeline.lag.offsets_topic import (
+    OFFSETS_TOPIC,
+    ConsumerOffsetsFeed,
+    decode_commit,
+    decode_key,
+    decode_value,
+)
+from pipeline.log.api import Log, Record, TopicPartition, TopicSpec
 
 
 def string(text: str) -> bytes:
@@ -89,3 +96,28 @@ def test_malformed_records_are_counted_not_raised(key: bytes, val: bytes) -> Non
     before = REGISTRY.get_sample_value("reverser_lag_undecodable_offset_records_total") or 0.0
     assert decode_commit(record(key, val)) is None
     assert REGISTRY.get_sample_value("reverser_lag_undecodable_offset_records_total") == before + 1
+
+
+@pytest.mark.kafka
+async def test_feed_reads_real_commits_and_thins_them(kafka_log: Log, kafka_settings: Settings) -> None:
+    group = f"{kafka_settings.log.topic_prefix}-feed"
+    topic = f"{kafka_settings.log.topic_prefix}.feed"
+    await kafka_log.create_topics([TopicSpec(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    for offset in (1, 2, 3, 4):
+        await kafka_log.commit_group_offsets(group, {tp: offset})
+
+    def selected(name: str) -> bool:
+        return name == group
+
+    slots = ConsumerOffsetsFeed(kafka_log, min_distance_ms=3_600_000)
+    newest = ConsumerOffsetsFeed(kafka_log, keep=2)
+    try:
+        (merged,) = await slots.drain(selected)
+        assert (merged.group, merged.tp, merged.offset) == (group, tp, 4)
+        assert [c.offset for c in await newest.drain(selected)] == [3, 4]
+        await kafka_log.commit_group_offsets(group, {tp: 9})
+        assert [c.offset for c in await newest.drain(selected)] == [9]
+    finally:
+        await slots.close()
+        await newest.close()

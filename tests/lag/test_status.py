@@ -33,7 +33,9 @@ def test_no_commit_for_longer_than_the_window_spans_is_stop() -> None:
 
 
 def test_stop_needs_the_silence_to_exceed_the_minimum_span_too() -> None:
-    offsets, lags, times = window((10, 5, 0),)
+    offsets, lags, times = window(
+        (10, 5, 0),
+    )
     assert partition_status(offsets, lags, times, 5, now_ms=S, min_span_ms=S) is Status.OK
     assert partition_status(offsets, lags, times, 5, now_ms=S + 1, min_span_ms=S) is Status.STOP
 
@@ -147,9 +149,7 @@ def test_group_is_err_exactly_when_a_partition_has_an_error(statuses: list[Statu
     result = group_status(statuses)
     assert result in (Status.OK, Status.WARN, Status.ERR)
     assert (result is Status.ERR) == any(s.is_error for s in statuses)
-    assert (result is Status.WARN) == (
-        Status.WARN in statuses and not any(s.is_error for s in statuses)
-    )
+    assert (result is Status.WARN) == (Status.WARN in statuses and not any(s.is_error for s in statuses))
 
 
 @given(
