@@ -27,7 +27,8 @@ __all__ = ["FactFollower"]
 log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_MS: Final = 1000
-FETCH_MAX_RECORDS: Final = 512
+FETCH_MAX_RECORDS: Final = 2000
+MAX_STREAM_LABELS: Final = 1024  # per partition, bounds the gap metric's label set
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
 
@@ -67,7 +68,7 @@ class FactFollower:
         self._ready = asyncio.Event()
         self._targets: dict[TopicPartition, int] = {}
         self._streams: dict[int, set[str]] = {}
-        self._gr_keys: dict[tuple[str, str], str] = {}
+        self._gr_keys: dict[tuple[int, str, str, str], str] = {}
         self.records_applied = 0
         self.records_refused = 0
         self.errors = 0
@@ -215,13 +216,13 @@ class FactFollower:
                             record.topic, record.partition, record.offset, exc)
                 continue
             route = batch["route"]
-            pair = (batch["group"], batch["resource"])
-            gr_key = gr_keys.get(pair)
+            stream = (record.partition, route, batch["group"], batch["resource"])
+            gr_key = gr_keys.get(stream)
             if gr_key is None:
-                gr_key = gr_keys[pair] = f"{pair[0]}/{pair[1]}" if pair[0] else pair[1]
-            streams = self._streams.setdefault(record.partition, set())
-            if len(streams) < 1024:
-                streams.add(f"{route}/{gr_key}")
+                gr_key = gr_keys[stream] = f"{stream[2]}/{stream[3]}" if stream[2] else stream[3]
+                seen = self._streams.setdefault(record.partition, set())
+                if len(seen) < MAX_STREAM_LABELS:
+                    seen.add(f"{route}/{gr_key}")
             index.apply_records(route, gr_key, facts, record.timestamp_ms)
             self.records_applied += 1
 

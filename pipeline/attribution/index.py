@@ -5,10 +5,11 @@ lives on one asyncio loop (no locks: filing and lookup are synchronous). Every s
 inside a scope `(route, grKey)`, so a fact from one cluster route can never name the author of an
 object watched on another. Tiers, TTL-on-read, caps and the sweep follow docs/attribution.md.
 
-Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is one slotted
-`StoredFact` shared by every structure it is filed in; `live` is a bit set of those structures.
-Each scope keeps one `order` list with one reference per filing, oldest first; a reference whose
-`live` is 0 is stale (replaced or swept) and is skipped by eviction and dropped by compaction.
+Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is one `StoredFact`
+tuple shared by every structure it is filed in. Each scope keeps one `order` list with one
+reference per filing, oldest first; a reference that no structure holds any more (replaced or
+swept) is stale, skipped by eviction and dropped by compaction. Verbs, namespaces and identities
+are shared string objects.
 """
 
 from __future__ import annotations
@@ -46,13 +47,6 @@ __all__ = ["FactIndex", "IndexLimits"]
 
 log = logging.getLogger(__name__)
 
-# Bits of StoredFact.live / StoredCollection.live, in the order one filing inserts them.
-_EXACT: Final = 1
-_LATEST: Final = 2
-_REMOVAL: Final = 4
-_RV: Final = 8
-_NAME: Final = 16
-_COLLECTION: Final = 32
 
 # Waiter key kinds (the second element of a waiter key).
 _K_EXACT: Final = 1
@@ -62,7 +56,14 @@ _K_NAME: Final = 4
 _K_COLLECTION: Final = 5
 
 _IDENTITY_CACHE_MAX: Final = 16_384
+_SHARED_STRINGS_MAX: Final = 16_384
 _ORDER_SLACK: Final = 64
+
+_EVICTED_PER_TYPE: Final = metrics.EVICTIONS.labels("per_type")
+_EVICTED_TOTAL: Final = metrics.EVICTIONS.labels("total")
+
+# tuple.__new__ skips the Python-level NamedTuple constructor on the rebuild hot path.
+_new_fact: Final = tuple.__new__
 
 ScopeKey = tuple[str, str]
 WaiterKey = tuple[Any, ...]
@@ -105,66 +106,83 @@ class _Scope:
         self.count = 0
 
     def evict_oldest(self) -> bool:
-        """Drop the oldest live entry (stale references are skipped); False when nothing is left."""
+        """Drop the oldest live entry (stale references are skipped); False when nothing is left.
+
+        One filing's entries are evicted in the order it inserted them: exact, latest, removals.
+        """
         order = self.order
         while self.head < len(order):
             ref = order[self.head]
-            live = ref.live
-            if not live:
+            if type(ref) is StoredCollection:
+                if ref.live:
+                    if self.collections.popleft() is not ref:
+                        raise AssertionError("collection order diverged from the eviction order")
+                    ref.live = False
+                    self.head += 1
+                    self.count -= 1
+                    return True
+            elif uid := ref.uid:
+                rv = ref.resource_version
+                if rv and self.exact.get((uid, rv)) is ref:
+                    del self.exact[(uid, rv)]
+                    self.count -= 1
+                    return True
+                if self.latest.get(uid) is ref:
+                    del self.latest[uid]
+                    self.count -= 1
+                    return True
+                if self.removals.get(uid) is ref:
+                    del self.removals[uid]
+                    self.count -= 1
+                    return True
+            elif rv := ref.resource_version:
+                if self.rv_only.get(rv) is ref:
+                    del self.rv_only[rv]
+                    self.head += 1
+                    self.count -= 1
+                    return True
+            elif self.by_name.get((ref.namespace, ref.name)) is ref:
+                del self.by_name[(ref.namespace, ref.name)]
                 self.head += 1
-                continue
-            bit = live & -live
-            self._remove(ref, bit)
-            ref.live = live & ~bit
-            if not ref.live:
-                self.head += 1
-            self.count -= 1
-            return True
+                self.count -= 1
+                return True
+            self.head += 1
         return False
 
-    def _remove(self, ref: Stored, bit: int) -> None:
-        if isinstance(ref, StoredCollection):
-            oldest = self.collections.popleft()
-            if oldest is not ref:
-                raise AssertionError("collection order diverged from the eviction order")
-            return
-        if bit == _EXACT:
-            del self.exact[(ref.uid, ref.resource_version)]
-        elif bit == _LATEST:
-            del self.latest[ref.uid]
-        elif bit == _REMOVAL:
-            del self.removals[ref.uid]
-        elif bit == _RV:
-            del self.rv_only[ref.resource_version]
-        else:
-            del self.by_name[(ref.namespace, ref.name)]
+    def holds(self, ref: Stored) -> bool:
+        """Whether any structure still holds this filing."""
+        if type(ref) is StoredCollection:
+            return ref.live
+        if uid := ref.uid:
+            rv = ref.resource_version
+            return (
+                (bool(rv) and self.exact.get((uid, rv)) is ref)
+                or self.latest.get(uid) is ref
+                or self.removals.get(uid) is ref
+            )
+        if rv := ref.resource_version:
+            return self.rv_only.get(rv) is ref
+        return self.by_name.get((ref.namespace, ref.name)) is ref
 
-    def compact(self, force: bool = False) -> None:
-        """Drop stale references; reallocates so a rewrite storm gives its memory back."""
-        live_refs = len(self.order) - self.head
-        if force or live_refs > 2 * self.count + _ORDER_SLACK:
-            self.order = [ref for ref in self.order[self.head :] if ref.live]
-            self.head = 0
+    def compact(self) -> None:
+        """Drop stale references and reallocate, so a rewrite storm gives its memory back."""
+        self.order = [ref for ref in self.order[self.head :] if self.holds(ref)]
+        self.head = 0
 
     def expire(self, cutoff_ms: int) -> int:
         """Remove TTL-expired entries (never the sticky removals); returns how many."""
         removed = 0
-        structures: tuple[tuple[dict[Any, StoredFact], int], ...] = (
-            (self.exact, _EXACT),
-            (self.latest, _LATEST),
-            (self.rv_only, _RV),
-            (self.by_name, _NAME),
-        )
-        for structure, bit in structures:
+        structures: tuple[dict[Any, StoredFact], ...] = (self.exact, self.latest, self.rv_only, self.by_name)
+        for structure in structures:
             dead = [key for key, fact in structure.items() if fact.at_ms < cutoff_ms]
             for key in dead:
-                structure.pop(key).live &= ~bit
+                del structure[key]
             removed += len(dead)
         if self.collections and any(c.at_ms < cutoff_ms for c in self.collections):
             kept: deque[StoredCollection] = deque()
             for collection in self.collections:
                 if collection.at_ms < cutoff_ms:
-                    collection.live = 0
+                    collection.live = False
                     removed += 1
                 else:
                     kept.append(collection)
@@ -201,7 +219,11 @@ class FactIndex:
         self._scopes: dict[ScopeKey, _Scope] = {}
         self._total = 0
         self._waiters: dict[WaiterKey, set[_Waiter]] = {}
-        self._identities: dict[tuple[str, str, str], Identity] = {}
+        # Keyed by the username alone when a fact carries no display name or email.
+        self._identities: dict[str | tuple[str, str, str], Identity] = {}
+        # Verbs and namespaces repeat across thousands of facts: keep one string object each.
+        self._shared: dict[str, str] = {}
+        self._verbs: dict[str, tuple[str, str]] = {}  # verb -> (shared verb, lower-cased)
         self.evictions: dict[str, int] = {"per_type": 0, "total": 0}
 
     @classmethod
@@ -258,71 +280,98 @@ class FactIndex:
         scope = self._scopes.get(key)
         before = self._total
         identities = self._identities
+        shared = self._shared
+        if len(shared) >= _SHARED_STRINGS_MAX:
+            shared.clear()
+        verbs = self._verbs
+        if len(verbs) >= _SHARED_STRINGS_MAX:
+            verbs.clear()
+        per_type = self.limits.max_facts_per_type
+        max_total = self.limits.max_facts
         for fact in facts:
-            who = (fact["author"], fact["displayName"], fact["email"])
+            author = fact["author"]
+            display = fact["displayName"]
+            email = fact["email"]
+            who: str | tuple[str, str, str] = (author, display, email) if display or email else author
             identity = identities.get(who)
             if identity is None:
                 if len(identities) >= _IDENTITY_CACHE_MAX:
                     identities.clear()
-                identity = identities[who] = Identity(*who)
+                identity = identities[who] = Identity(author, display, email)
             verb = fact["verb"]
+            known = verbs.get(verb)
+            if known is None:
+                known = verbs[verb] = (verb, verb.lower())
+            verb, lowered = known
             namespace = fact["namespace"]
-            lowered = verb.lower()
-            wake: tuple[WaiterKey, ...]
+            namespace = shared.setdefault(namespace, namespace)
+            if scope is None:
+                joinable = fact["uid"] or fact["resourceVersion"] or fact["name"]
+                if not (joinable or lowered == "deletecollection"):
+                    continue
+                scope = self._scopes[key] = _Scope()
             if lowered == "deletecollection":
-                if scope is None:
-                    scope = self._scopes[key] = _Scope()
                 self._file_collection(scope, identity, verb, namespace, fact, at)
-                wake = ((key, _K_COLLECTION, namespace),)
             elif uid := fact["uid"]:
-                if scope is None:
-                    scope = self._scopes[key] = _Scope()
                 rv = fact["resourceVersion"]
-                stored = StoredFact(identity, verb, fact["auditID"], namespace, fact["name"], uid, rv, at)
-                self._file_uid(scope, stored, lowered == "delete")
-                wake = ((key, _K_EXACT, uid, rv), (key, _K_LATEST, uid)) if rv else ((key, _K_LATEST, uid),)
+                stored = _new_fact(
+                    StoredFact, (identity, verb, fact["auditID"], namespace, fact["name"], uid, rv, at)
+                )
+                added = 0
+                if rv:
+                    exact_key = (uid, rv)
+                    if exact_key not in scope.exact:
+                        added += 1
+                    scope.exact[exact_key] = stored
+                if uid not in scope.latest:
+                    added += 1
+                scope.latest[uid] = stored
+                if lowered == "delete":
+                    if uid not in scope.removals:
+                        added += 1
+                    scope.removals[uid] = stored
+                scope.order.append(stored)
+                scope.count += added
+                self._total += added
             elif rv := fact["resourceVersion"]:
-                if scope is None:
-                    scope = self._scopes[key] = _Scope()
                 stored = StoredFact(identity, verb, fact["auditID"], namespace, fact["name"], "", rv, at)
-                self._put(scope, scope.rv_only, rv, stored, _RV)
+                self._put(scope, scope.rv_only, rv, stored)
                 scope.order.append(stored)
-                wake = ((key, _K_RV, rv),)
             elif name := fact["name"]:
-                if scope is None:
-                    scope = self._scopes[key] = _Scope()
                 stored = StoredFact(identity, verb, fact["auditID"], namespace, name, "", "", at)
-                self._put(scope, scope.by_name, (namespace, name), stored, _NAME)
+                self._put(scope, scope.by_name, (namespace, name), stored)
                 scope.order.append(stored)
-                wake = ((key, _K_NAME, namespace, name),)
             else:
                 continue
-            scope.compact()
-            if scope.count > self.limits.max_facts_per_type or self._total > self.limits.max_facts:
+            if len(scope.order) - scope.head > 2 * scope.count + _ORDER_SLACK:
+                scope.compact()
+            if scope.count > per_type or self._total > max_total:
                 self._enforce_caps(key, scope)
                 scope = self._scopes.get(key)
             if self._waiters:
-                self._wake(wake)
+                self._wake(self._wake_keys(key, fact, lowered, namespace))
         return self._total - before
 
-    def _put(self, scope: _Scope, structure: dict[Any, StoredFact], key: Any, stored: StoredFact,
-             bit: int) -> None:
-        old = structure.get(key)
-        if old is None:
+    @staticmethod
+    def _wake_keys(
+        key: ScopeKey, fact: Mapping[str, Any], lowered: str, namespace: str
+    ) -> tuple[WaiterKey, ...]:
+        """The waiter keys a just-filed fact satisfies (mirrors `register`)."""
+        if lowered == "deletecollection":
+            return ((key, _K_COLLECTION, namespace),)
+        uid = fact["uid"]
+        rv = fact["resourceVersion"]
+        if uid:
+            return ((key, _K_EXACT, uid, rv), (key, _K_LATEST, uid)) if rv else ((key, _K_LATEST, uid),)
+        if rv:
+            return ((key, _K_RV, rv),)
+        return ((key, _K_NAME, namespace, fact["name"]),)
+
+    def _put(self, scope: _Scope, structure: dict[Any, StoredFact], key: Any, stored: StoredFact) -> None:
+        if key not in structure:
             scope.count += 1
             self._total += 1
-        else:
-            old.live &= ~bit
         structure[key] = stored
-        stored.live |= bit
-
-    def _file_uid(self, scope: _Scope, stored: StoredFact, is_delete: bool) -> None:
-        if stored.resource_version:
-            self._put(scope, scope.exact, (stored.uid, stored.resource_version), stored, _EXACT)
-        self._put(scope, scope.latest, stored.uid, stored, _LATEST)
-        if is_delete:
-            self._put(scope, scope.removals, stored.uid, stored, _REMOVAL)
-        scope.order.append(stored)
 
     def _file_collection(
         self,
@@ -355,7 +404,6 @@ class FactIndex:
             fact["stageTimestampMicros"] // 1000 if fact["stageTimestampMicros"] > 0 else 0,
             at,
         )
-        stored.live = _COLLECTION
         scope.collections.append(stored)
         scope.order.append(stored)
         scope.count += 1
@@ -363,24 +411,30 @@ class FactIndex:
 
     def _enforce_caps(self, key: ScopeKey, scope: _Scope | None) -> None:
         limits = self.limits
+        per_type = 0
         while scope is not None and scope.count > limits.max_facts_per_type:
             if not scope.evict_oldest():
                 break
             self._total -= 1
-            self.evictions["per_type"] += 1
-            metrics.EVICTIONS.labels("per_type").inc()
+            per_type += 1
             if scope.count == 0:
                 del self._scopes[key]
                 scope = None
+        total = 0
         while self._total > limits.max_facts and self._scopes:
             largest_key, largest = max(self._scopes.items(), key=lambda item: item[1].count)
             if not largest.evict_oldest():
                 break
             self._total -= 1
-            self.evictions["total"] += 1
-            metrics.EVICTIONS.labels("total").inc()
+            total += 1
             if largest.count == 0:
                 del self._scopes[largest_key]
+        if per_type:
+            self.evictions["per_type"] += per_type
+            _EVICTED_PER_TYPE.inc(per_type)
+        if total:
+            self.evictions["total"] += total
+            _EVICTED_TOTAL.inc(total)
 
     # -- waiters -----------------------------------------------------------------------------------
     def _wake(self, keys: tuple[WaiterKey, ...]) -> None:
@@ -507,7 +561,7 @@ class FactIndex:
             scope = self._scopes[key]
             gone = scope.expire(cutoff)
             removed += gone
-            scope.compact(force=True)
+            scope.compact()
             if scope.count == 0:
                 del self._scopes[key]
         self._total -= removed

@@ -73,37 +73,22 @@ class Identity(NamedTuple):
     email: str
 
 
-class StoredFact:
+class StoredFact(NamedTuple):
     """One filed fact (not a collection). `at_ms` is its record's append time.
 
-    `live` is a bit set of the structures that still hold this object (see `pipeline.attribution.index`),
-    so the eviction order list can tell a live reference from one made stale by a newer put.
-    Slotted and without the stage timestamp, which only collections need, to stay small at full caps.
+    A tuple of strings and ints: the garbage collector stops tracking it after its first pass, so a
+    full index adds nothing to collection pauses. It has no stage timestamp (only collections
+    need one) to stay small at full caps.
     """
 
-    __slots__ = ("at_ms", "audit_id", "identity", "live", "name", "namespace", "resource_version", "uid",
-                 "verb")
-
-    def __init__(
-        self,
-        identity: Identity,
-        verb: str,
-        audit_id: str,
-        namespace: str,
-        name: str,
-        uid: str,
-        resource_version: str,
-        at_ms: int,
-    ) -> None:
-        self.identity = identity
-        self.verb = verb
-        self.audit_id = audit_id
-        self.namespace = namespace
-        self.name = name
-        self.uid = uid
-        self.resource_version = resource_version
-        self.at_ms = at_ms
-        self.live = 0
+    identity: Identity
+    verb: str
+    audit_id: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    at_ms: int
 
     @property
     def author(self) -> str:
@@ -113,15 +98,11 @@ class StoredFact:
     def removal(self) -> bool:
         return is_removal_verb(self.verb)
 
-    def __repr__(self) -> str:
-        return (
-            f"StoredFact(author={self.identity.author!r}, verb={self.verb!r}, ns={self.namespace!r}, "
-            f"name={self.name!r}, uid={self.uid!r}, rv={self.resource_version!r}, at_ms={self.at_ms})"
-        )
-
 
 class StoredCollection:
     """A filed `deletecollection` fact: namespace, parsed selector and the uid set its response listed.
+
+    `live` turns False when eviction or the sweep removes it (its eviction-order reference is stale).
 
     `selector is None` with `invalid_selector False` means "match everything"; `uids is None` means
     the response listed no usable uid set (fall back to the scope tier).
@@ -153,7 +134,7 @@ class StoredCollection:
         self.uids = uids
         self.stage_ms = stage_ms
         self.at_ms = at_ms
-        self.live = 0
+        self.live = True
 
     @property
     def author(self) -> str:

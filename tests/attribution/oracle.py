@@ -139,8 +139,18 @@ class Oracle:
             if scope.count == 0:
                 del self.scopes[key]
 
-    def lookup(self, route: str, gr_key: str, uid: str, rv: str, ns: str, name: str,
-               labels: dict[str, str], exact_capable: bool, now: int) -> tuple[str, AuthorFact | None]:
+    def lookup(
+        self,
+        route: str,
+        gr_key: str,
+        uid: str,
+        rv: str,
+        ns: str,
+        name: str,
+        labels: dict[str, str],
+        exact_capable: bool,
+        now: int,
+    ) -> tuple[str, AuthorFact | None]:
         scope = self.scopes.get((route, gr_key))
         if scope is None:
             return ("absent", None)
@@ -163,8 +173,12 @@ class Oracle:
             fallback = held
             if uid:
                 for entry in reversed(scope.collections):
-                    if entry.at >= cutoff and entry.fact.namespace == ns and entry.fact.uids and \
-                            uid in entry.fact.uids:
+                    if (
+                        entry.at >= cutoff
+                        and entry.fact.namespace == ns
+                        and entry.fact.uids
+                        and uid in entry.fact.uids
+                    ):
                         return ("deletecollection_body_uid", entry.fact)
                 found = live(scope.latest.get(uid))
                 if found is not None:

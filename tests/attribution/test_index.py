@@ -197,8 +197,14 @@ def test_collection_uid_outranks_a_stale_write() -> None:
 
 def test_unjoinable_fact_is_not_stored() -> None:
     index = make_index()
-    index.apply(ROUTE, CM, [AuthorFact("ghost", verb="create", namespace="ns-1"),
-                            fact("alice", "create", name="a", uid="u1", rv="1")])
+    index.apply(
+        ROUTE,
+        CM,
+        [
+            AuthorFact("ghost", verb="create", namespace="ns-1"),
+            fact("alice", "create", name="a", uid="u1", rv="1"),
+        ],
+    )
     assert len(index) == 2
 
 

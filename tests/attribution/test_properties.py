@@ -59,8 +59,9 @@ queries = st.builds(
 
 def run(ops: list[tuple[Any, ...]], per_type: int, total: int) -> tuple[Any, Oracle, Clock]:
     clock = Clock()
-    index = make_index(clock, ttl_s=TTL_S, max_facts_per_type=per_type, max_facts=total,
-                       collection_window_s=WINDOW_S)
+    index = make_index(
+        clock, ttl_s=TTL_S, max_facts_per_type=per_type, max_facts=total, collection_window_s=WINDOW_S
+    )
     oracle = Oracle(TTL_S * 1000, per_type, total, WINDOW_S * 1000)
     for op in ops:
         if op[0] == "apply":
@@ -77,8 +78,17 @@ def run(ops: list[tuple[Any, ...]], per_type: int, total: int) -> tuple[Any, Ora
 
 
 def expected(oracle: Oracle, q: FactQuery, now: int) -> tuple[str, str]:
-    tier, fact = oracle.lookup(q.route, q.group_resource.key, q.uid, q.resource_version, q.namespace,
-                               q.name, dict(q.labels), q.exact_capable, now)
+    tier, fact = oracle.lookup(
+        q.route,
+        q.group_resource.key,
+        q.uid,
+        q.resource_version,
+        q.namespace,
+        q.name,
+        dict(q.labels),
+        q.exact_capable,
+        now,
+    )
     return tier, fact.author if fact is not None else ""
 
 

@@ -156,8 +156,13 @@ async def test_resolution_metrics_by_tier_and_actor_kind() -> None:
     gr = GroupResource("metrics.test", "widgets")
     index = make_index()
     index.apply(ROUTE, gr, [fact("system:serviceaccount:a:b", "create", name="w", uid="u1", rv="1")])
-    labels = {"tier": EXACT, "actor_kind": "serviceaccount", "group": "metrics.test", "version": "",
-              "resource": "widgets"}
+    labels = {
+        "tier": EXACT,
+        "actor_kind": "serviceaccount",
+        "group": "metrics.test",
+        "version": "",
+        "resource": "widgets",
+    }
     before = REGISTRY.get_sample_value("reverser_attribution_resolutions_total", labels) or 0
     await Resolver(index, grace_ms=0).resolve(query(uid="u1", rv="1", name="w", gr=gr))
     assert REGISTRY.get_sample_value("reverser_attribution_resolutions_total", labels) == before + 1
@@ -169,8 +174,15 @@ def test_negative_grace_is_rejected() -> None:
 
 
 def test_query_from_watch_object() -> None:
-    obj = {"metadata": {"uid": "u1", "resourceVersion": "7", "namespace": "n", "name": "a",
-                        "labels": {"app": "web"}}}
+    obj = {
+        "metadata": {
+            "uid": "u1",
+            "resourceVersion": "7",
+            "namespace": "n",
+            "name": "a",
+            "labels": {"app": "web"},
+        }
+    }
     added = query_from_watch_object(ROUTE, CM, "ADDED", obj)
     assert added is not None
     assert added.exact_capable

@@ -40,8 +40,11 @@ VALID = [
     ("x in (foo,,baz),y,z notin ()", {"x": "", "y": "1"}, True),
     (" x = a , y in ( b ) ", {"x": "a", "y": "b"}, True),
     ("x=a,y=b", {"x": "a"}, False),
-    ("mutationlab.configbutler.ai/scenario=deletecollection",
-     {"mutationlab.configbutler.ai/scenario": "deletecollection"}, True),
+    (
+        "mutationlab.configbutler.ai/scenario=deletecollection",
+        {"mutationlab.configbutler.ai/scenario": "deletecollection"},
+        True,
+    ),
     ("in in (in)", {"in": "in"}, True),
     ("x in (notin)", {"x": "notin"}, True),
     ("app.kubernetes.io/name notin (web)", {"app.kubernetes.io/name": "db"}, True),

@@ -1,0 +1,237 @@
+"""`reverser resolve` input handling: formats, document shapes, errors and output lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.attribution.kinds import group_resource_for, guess_resource
+from pipeline.cli import main
+from pipeline.models import GroupResource
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def audit_event(name: str, uid: str, rv: str, user: str = "alice", verb: str = "create") -> dict[str, Any]:
+    return {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "auditID": f"id-{name}-{verb}",
+        "stage": "ResponseComplete",
+        "verb": verb,
+        "user": {"username": user},
+        "objectRef": {
+            "apiGroup": "apps",
+            "apiVersion": "v1",
+            "resource": "deployments",
+            "namespace": "ns",
+            "name": name,
+        },
+        "responseObject": {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv}},
+        "responseStatus": {"code": 201},
+        "stageTimestamp": now(),
+    }
+
+
+def watch_event(event_type: str, name: str, uid: str, rv: str) -> dict[str, Any]:
+    return {
+        "type": event_type,
+        "object": {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+        },
+    }
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]], str]:
+    code = main(["resolve", "--grace-ms", "0", *argv])
+    captured = capsys.readouterr()
+    return code, [json.loads(line) for line in captured.out.splitlines()], captured.err
+
+
+def test_json_eventlist_and_yaml_multi_document_watch_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audits = tmp_path / "audit.json"
+    audits.write_text(
+        json.dumps(
+            {
+                "kind": "EventList",
+                "apiVersion": "audit.k8s.io/v1",
+                "items": [
+                    audit_event("web", "u1", "10"),
+                    audit_event("api", "u2", "11", user="system:serviceaccount:a:b"),
+                    {**audit_event("web", "u1", "12"), "verb": "get"},
+                ],
+            }
+        )
+    )
+    watches = tmp_path / "watch.yaml"
+    watches.write_text(
+        "type: ADDED\nobject: "
+        + json.dumps(watch_event("ADDED", "web", "u1", "10")["object"])
+        + "\n---\n"
+        + json.dumps(
+            [
+                watch_event("ADDED", "api", "u2", "11"),
+                {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "kind": "Deployment",
+                        "apiVersion": "apps/v1",
+                        "metadata": {"resourceVersion": "99"},
+                    },
+                },
+            ]
+        )
+    )
+    code, lines, _ = run(
+        capsys, "--audit", str(audits), "--watch", str(watches), "--explain-audit", "--route", "prod"
+    )
+    assert code == 0
+    assert lines[:3] == [
+        {
+            "auditID": "id-web-create",
+            "verb": "create",
+            "decision": "published",
+            "reason": "queued",
+            "stream": "prod/apps/deployments",
+        },
+        {
+            "auditID": "id-api-create",
+            "verb": "create",
+            "decision": "published",
+            "reason": "queued",
+            "stream": "prod/apps/deployments",
+        },
+        {
+            "auditID": "id-web-create",
+            "verb": "get",
+            "decision": "dropped",
+            "reason": "read_only_or_unknown_verb",
+            "stream": "prod/apps/deployments",
+        },
+    ]
+    assert lines[3] == {
+        "type": "ADDED",
+        "group": "apps",
+        "resource": "deployments",
+        "namespace": "ns",
+        "name": "web",
+        "uid": "u1",
+        "resourceVersion": "10",
+        "tier": "exact",
+        "author": "alice",
+        "actorKind": "user",
+    }
+    assert (lines[4]["tier"], lines[4]["actorKind"]) == ("exact", "serviceaccount")
+    assert (lines[5]["type"], lines[5]["tier"], lines[5]["author"], lines[5]["actorKind"]) == (
+        "BOOKMARK",
+        "none",
+        "",
+        "none",
+    )
+
+
+def test_audit_files_apply_in_order_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tmp_path / "1.yaml", tmp_path / "2.yaml"
+    first.write_text(json.dumps(audit_event("web", "u1", "10", user="alice", verb="update")))
+    second.write_text(json.dumps(audit_event("web", "u1", "11", user="bob", verb="update")))
+    deleted = tmp_path / "w.yaml"
+    deleted.write_text(json.dumps(watch_event("DELETED", "web", "u1", "12")))
+    code, lines, _ = run(capsys, "--audit", str(first), "--audit", str(second), "--watch", str(deleted))
+    assert code == 0
+    assert (lines[0]["tier"], lines[0]["author"]) == ("latest", "bob")
+
+
+@pytest.mark.parametrize(
+    ("content", "document"),
+    [
+        ("kind: Event\n---\nfoo: [unclosed\n", 2),
+        ('{"kind": "Event"', 1),
+        ('---\n- 1\n---\n"just a string"\n', 2),
+    ],
+)
+def test_unparseable_audit_file_exits_2_naming_file_and_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, document: int
+) -> None:
+    bad = tmp_path / "broken.yaml"
+    bad.write_text(content)
+    code = main(["resolve", "--audit", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(bad) in err
+    assert f"document {document}" in err
+
+
+def test_invalid_watch_document_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "watch.yaml"
+    bad.write_text(json.dumps(watch_event("ADDED", "a", "u", "1")) + "\n---\n{type: ADDED}\n")
+    assert main(["resolve", "--watch", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err
+    assert "document 2" in err
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["resolve", "--audit", str(tmp_path / "nope.yaml")]) == 2
+    assert "nope.yaml" in capsys.readouterr().err
+
+
+def test_negative_grace_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["resolve", "--grace-ms", "-1"]) == 2
+    assert "grace" in capsys.readouterr().err
+
+
+def test_console_script_runs_as_a_subprocess(tmp_path: Path) -> None:
+    audit = tmp_path / "a.json"
+    audit.write_text(json.dumps(audit_event("web", "u1", "10")))
+    watch = tmp_path / "w.json"
+    watch.write_text(json.dumps(watch_event("ADDED", "web", "u1", "10")))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "resolve",
+            "--audit",
+            str(audit),
+            "--watch",
+            str(watch),
+            "--grace-ms",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line)["tier"] == "exact"
+
+
+def test_group_resource_from_api_version_and_kind() -> None:
+    assert group_resource_for("v1", "ConfigMap") == (GroupResource("", "configmaps"), "v1")
+    assert group_resource_for("v1", "Endpoints") == (GroupResource("", "endpoints"), "v1")
+    assert group_resource_for("apps/v1", "Deployment") == (GroupResource("apps", "deployments"), "v1")
+    assert group_resource_for("networking.k8s.io/v1", "Ingress") == (
+        GroupResource("networking.k8s.io", "ingresses"),
+        "v1",
+    )
+    assert group_resource_for("wardle.example.com/v1alpha1", "Flunder") == (
+        GroupResource("wardle.example.com", "flunders"),
+        "v1alpha1",
+    )
+    assert guess_resource("Policy") == "policies"
+    assert guess_resource("Status") == "statuses"
+    assert guess_resource("") == ""
