@@ -30,7 +30,6 @@ class LagComponent:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._ready = False
-        self.polls = 0
 
     async def start(self) -> None:
         self._stop.clear()
@@ -53,7 +52,6 @@ class LagComponent:
         while not self._stop.is_set():
             snapshot = await self.monitor.poll()
             self.metrics.export(snapshot)
-            self.polls += 1
             if not snapshot.stale:
                 self._ready = True
             with contextlib.suppress(TimeoutError):
