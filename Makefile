@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run demo test unit lint bench kafka-jars kafka-start kafka-stop e2e clean
+.PHONY: install run test unit lint bench kafka-jars kafka-start kafka-stop e2e clean
 
 install: $(VENV)/.installed
 
@@ -14,9 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-## run the whole pipeline on embedded defaults (no Kafka, no cluster needed)
+## the whole pipeline on embedded defaults (no Kafka, no cluster): the bundled recording into a local Git remote
 run: install
-	$(BIN)/reverser run
+	$(BIN)/reverser run --demo
 
 ## fetch the Apache Kafka broker jars from Maven Central (cached under ~/.cache/reverser-kafka)
 kafka-jars:
@@ -43,8 +43,13 @@ lint: install
 bench: install kafka-jars
 	$(BIN)/python -m bench
 
+## end-to-end: real etcd + kube-apiserver (and helm) built with Go from the module proxy, cached
+## under ~/.cache/reverser-e2e; a cold build takes minutes, a warm one seconds
 e2e: install kafka-jars
-	$(BIN)/pytest -rs -m e2e tests/e2e
+	tests/e2e/cluster/build-binaries.sh
+	tests/deploy/build-helm.sh
+	$(BIN)/pytest -rs --durations=10 -m e2e tests/e2e
+	$(BIN)/pytest -rs tests/deploy
 
 clean:
 	rm -rf $(VENV) .reverser .pytest_cache .mypy_cache .ruff_cache

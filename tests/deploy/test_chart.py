@@ -147,8 +147,8 @@ def test_service_monitor_is_optional(helm: Path) -> None:
             [*REQUIRED, "--set", "config.log.bootstrap_servers="],
             "replicaCount > 1 needs config.log.bootstrap_servers",
         ),
-        ([*REQUIRED, "--set", "metrics.port=0"], "metrics.port"),
-        ([*REQUIRED, "--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
+        ([*REQUIRED, "--set", "metrics.port=0"], "/metrics/port"),
+        ([*REQUIRED, "--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy"),
         ([*REQUIRED, "--set", "unknownKey=1"], "unknownKey"),
     ],
 )

@@ -1,8 +1,9 @@
 """The deploy files against a real kube-apiserver: every object passes server-side validation.
 
 `helm lint` and YAML parsing cannot tell a misspelt field or a wrong type from a right one; the
-apiserver can. Each object is created with `dryRun=All` (admission and schema validation run,
-nothing is stored), except namespaces, which must exist for their objects to be checked.
+apiserver can. Each object is created with `dryRun=All` and strict field validation (admission and
+schema validation run, unknown fields are errors, nothing is stored), except namespaces, which must
+exist for their objects to be checked.
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ async def _create_all(kubeconfig: Path, objects: list[dict[str, Any]]) -> list[s
             if obj["kind"] == "Namespace":
                 continue
             try:
-                await utils.create_from_dict(api, obj, namespace=RELEASE_NAMESPACE, dry_run="All")
-            except ApiException as exc:
-                raise AssertionError(
-                    f"{obj['kind']}/{obj['metadata']['name']} refused: {exc.body!r}"
-                ) from exc
+                await utils.create_from_dict(
+                    api, obj, namespace=RELEASE_NAMESPACE, dry_run="All", field_validation="Strict"
+                )
+            except utils.FailToCreateError as exc:
+                raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} refused: {exc}") from exc
             created.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return created
 
