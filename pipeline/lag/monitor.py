@@ -55,7 +55,6 @@ class LagMonitor:
         commit_feed: CommitFeed | None = None,
     ) -> None:
         self._log = log
-        self._settings = settings
         self._select = selector if selector is not None else GroupSelector(settings.allow, settings.deny)
         self._clock = clock
         self._feed = commit_feed

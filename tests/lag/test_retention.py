@@ -72,3 +72,30 @@ async def test_embedded_records_deleted_by_retention_are_reported_lost(
     assert partition.start == start
     assert partition.lost == start - 2
     assert partition.lag == 28
+
+
+@pytest.mark.kafka
+async def test_kafka_deleted_topic_drops_its_partitions_not_the_poll(
+    kafka_log: Log, kafka_settings: Settings
+) -> None:
+    group = f"{kafka_settings.log.topic_prefix}-two-topics"
+    kept = await make_topic(kafka_log, kafka_settings, "kept")
+    doomed = await make_topic(kafka_log, kafka_settings, "doomed")
+    await produce(kafka_log, kept, 3)
+    await produce(kafka_log, doomed, 3)
+    await kafka_log.commit_group_offsets(group, {kept: 1, doomed: 1})
+    monitor = monitor_for(kafka_log, [group], SkewedClock())
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_settings.log.bootstrap_servers)
+    await admin.start()
+    try:
+        first = await monitor.poll()
+        assert {p.topic for p in first.groups[0].partitions} == {kept.topic, doomed.topic}
+        await admin.delete_topics([doomed.topic])
+        snapshot = await monitor.poll()
+    finally:
+        await admin.close()
+        await monitor.close()
+    assert not snapshot.stale, snapshot.error
+    result = snapshot.group(group)
+    assert result is not None
+    assert [(p.topic, p.lag) for p in result.partitions] == [(kept.topic, 2)]
