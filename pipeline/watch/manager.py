@@ -23,23 +23,11 @@ from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 
-__all__ = ["ClientFactory", "StreamStatus", "WatchManager"]
+__all__ = ["ClientFactory", "WatchManager"]
 
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamStatus:
-    """One stream as the CLI and health output show it."""
-
-    stream: str
-    state: str
-    reason: str
-    message: str
-    resource_version: str
-    snapshots: int
 
 
 @dataclass(slots=True)
@@ -241,20 +229,7 @@ class WatchManager:
             self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
         return failed
 
-    # -- status ---------------------------------------------------------------------------
-    def status(self) -> list[StreamStatus]:
-        return [
-            StreamStatus(
-                spec.describe(),
-                stream.state,
-                stream.reason,
-                stream.message,
-                stream.resource_version,
-                stream.snapshots_completed,
-            )
-            for spec, stream in sorted(self.streams.items(), key=lambda item: item[0].describe())
-        ]
-
+    # -- metrics ---------------------------------------------------------------------------
     def stream_views(self) -> Iterable[WatchStream]:
         return list(self.streams.values())
 

@@ -135,8 +135,6 @@ class WatchStream:
         self.sessions = 0
         self.snapshots_begun = 0
         self.snapshots_completed = 0
-        self.backoff_delays_s: list[float] = []
-        self.became_streaming = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -178,8 +176,6 @@ class WatchStream:
 
     def _set_state(self, state: str, reason: str, message: str = "") -> None:
         self.state, self.reason, self.message = state, reason, message
-        if state == "Streaming":
-            self.became_streaming.set()
 
     # -- session loop ---------------------------------------------------------------------
     async def _run(self) -> None:
@@ -211,7 +207,7 @@ class WatchStream:
             if options.clock() - started >= options.healthy_after_s:
                 backoff.reset()
             self._set_state("Backoff", "WatchError", self.message)
-            self.backoff_delays_s.append(await backoff.wait())
+            await backoff.wait()
 
     async def _check_namespace(self) -> None:
         if not (self.spec.namespaced and self.spec.scope):
