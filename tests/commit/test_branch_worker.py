@@ -477,3 +477,20 @@ async def test_metrics_count_commits_by_author_kind_and_window_reasons(h: Harnes
         )
         or 0
     ) > 0
+
+
+async def test_per_target_commit_window_overrides_the_provider(tmp_path: Path) -> None:
+    targets = [TargetSettings(name="t1", provider="git", path="live", commit_window_s=0)]
+    h = Harness(tmp_path, window_s=5, cooldown_s=0, targets=targets)
+    w = Work(step_ms=10)
+    await h.feed(w.create(cm("a")), w.create(cm("b")))
+    assert h.worker.window is None
+    assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/a", "[CREATE] v1/configmaps/b"]
+
+
+async def test_event_time_silence_splits_a_backlog_like_live(h: Harness) -> None:
+    """Records that were 5 s apart when observed land in separate commits even when read at once."""
+    w = Work(step_ms=6000)
+    await h.feed(w.create(cm("a")), w.create(cm("b")))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/a", "[CREATE] v1/configmaps/b"]
