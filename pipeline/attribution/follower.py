@@ -161,7 +161,12 @@ class FactFollower:
         ends = await self._log.end_offsets(tps)
         positions = {tp: (starts.get(tp) if starts.get(tp) is not None else ends[tp]) for tp in tps}
         reader = self._log.reader()
-        await reader.assign({tp: int(offset) for tp, offset in positions.items() if offset is not None})
+        try:
+            await reader.assign({tp: int(offset) for tp, offset in positions.items() if offset is not None})
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await reader.close()
+            raise
         self._reader = reader
         self._targets = dict(ends)
         remaining = sum(max(0, ends[tp] - int(positions[tp] or 0)) for tp in tps)
