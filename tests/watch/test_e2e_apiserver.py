@@ -1,0 +1,119 @@
+"""Watch ingestion against a real etcd + kube-apiserver (`-m e2e`; binaries from tests/e2e).
+
+Pins what the watch-protocol test server stands in for: the real server's WatchList snapshot (or
+its refusal, which the LIST fallback handles), live events, and a restart that resumes from the
+cursor without a snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from pipeline.config import Settings
+from pipeline.log import open_log
+from pipeline.log.topics import topic_specs
+from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
+from tests.e2e.kube import kube_client
+from tests.watch.conftest import (
+    fast_options,
+    kinds,
+    make_component,
+    metric,
+    rule,
+    target,
+    wait_for,
+    wait_for_events,
+    with_targets,
+)
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "watch-e2e"
+
+
+@pytest.fixture(scope="module")
+def plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    if "e2e" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("needs the real control plane: run with -m e2e")
+    bin_dir = find_binaries()
+    if bin_dir is None:
+        pytest.skip("kube-apiserver/etcd are not built; run tests/e2e/cluster/build-binaries.sh")
+    control_plane = ControlPlane(tmp_path_factory.mktemp("watch-controlplane"), bin_dir)
+    control_plane.start()
+    try:
+        yield control_plane
+    finally:
+        control_plane.stop()
+
+
+def configmap(name: str, value: str) -> client.V1ConfigMap:
+    return client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, namespace=NAMESPACE, labels={"app": "e2e"}),
+        data={"value": value},
+    )
+
+
+async def test_snapshot_live_events_and_cursor_resume_on_kube_apiserver(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
+        await core.create_namespaced_config_map(NAMESPACE, configmap("cm-a", "1"))
+        config = with_targets(
+            Settings(workdir=tmp_path / "work"),
+            plane.kubeconfig,
+            target("t1", rule("configmaps", namespaces=(NAMESPACE,))),
+        )
+        log = open_log(config)
+        await log.start()
+        try:
+            await log.create_topics(topic_specs(config))
+            watchlist_before = metric("reverser_watch_snapshots_total", mode="watchlist", outcome="completed")
+            list_before = metric("reverser_watch_snapshots_total", mode="list", outcome="completed")
+            component = make_component(config, log, fast_options(config))
+            await component.start()
+            try:
+                (stream,) = component.manager.streams.values()
+                await wait_for(lambda: stream.state == "Streaming", what="streaming", timeout_s=60)
+                await core.patch_namespaced_config_map("cm-a", NAMESPACE, {"data": {"value": "2"}})
+                events = await wait_for_events(
+                    log, config, lambda evs: "MODIFIED cm-a" in kinds(evs), "update"
+                )
+            finally:
+                await component.stop()
+            snapshots = (
+                metric("reverser_watch_snapshots_total", mode="watchlist", outcome="completed")
+                - watchlist_before,
+                metric("reverser_watch_snapshots_total", mode="list", outcome="completed") - list_before,
+            )
+            assert snapshots == (1, 0)  # kube-apiserver 1.37 serves WatchList
+            assert kinds(events) == ["begin", "chunk", "end", "MODIFIED cm-a"]
+            (snapshot_object,) = events[1]["body"][1]["objects"]
+            assert snapshot_object["name"] == "cm-a"
+            assert b"managedFields" not in snapshot_object["object"]
+            assert events[2]["body"][1]["resourceVersion"] != ""
+
+            await core.create_namespaced_config_map(NAMESPACE, configmap("cm-b", "1"))
+            restarted = make_component(config, log, fast_options(config))
+            await restarted.start()
+            try:
+                (stream,) = restarted.manager.streams.values()
+                events = await wait_for_events(log, config, lambda evs: "ADDED cm-b" in kinds(evs), "cm-b")
+                assert stream.reason == "CursorResume"
+                await core.delete_namespaced_config_map("cm-b", NAMESPACE)
+                events = await wait_for_events(
+                    log, config, lambda evs: "DELETED cm-b" in kinds(evs), "delete"
+                )
+            finally:
+                await restarted.stop()
+            assert kinds(events) == ["begin", "chunk", "end", "MODIFIED cm-a", "ADDED cm-b", "DELETED cm-b"]
+            deleted = events[-1]["body"][1]
+            assert deleted["object"] is not None
+            assert deleted["labels"] == {"app": "e2e"}
+        finally:
+            await log.close()
