@@ -116,34 +116,37 @@ class LagEvaluator:
     def _evaluate(
         self, group: str, committed: Offsets, starts: Offsets, ends: Offsets, now_ms: int
     ) -> GroupLag:
+        windows = self._windows.get(group)
+        if windows is None:
+            windows = self._windows[group] = {}
+        for tp in [tp for tp in windows if tp not in committed]:
+            del windows[tp]
         partitions: list[PartitionLag] = []
-        for tp in sorted(committed):
+        for tp, offset in sorted(committed.items()):
             end = ends.get(tp)
             if end is None:
                 continue
-            offset = committed[tp]
             start = starts.get(tp, 0)
             lag, lost = offset_lag(offset, start, end)
-            window = self._window(group, tp)
+            window = windows.get(tp)
+            if window is None:
+                window = windows[tp] = CommitWindow(self._window_size)
             if window.last_offset != offset and (not self._commits_fed or not len(window)):
                 window.add(offset, lag, now_ms, self._min_distance_ms)
             lag_seconds = 0.0 if lag == 0 else self._histories[tp].lag_seconds(offset, now_ms)
             partitions.append(
                 PartitionLag(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    committed=offset,
-                    start=start,
-                    end=end,
-                    lag=lag,
-                    lost=lost,
-                    lag_seconds=lag_seconds,
-                    status=window.status(lag, now_ms, self._min_distance_ms),
+                    tp.topic,
+                    tp.partition,
+                    offset,
+                    start,
+                    end,
+                    lag,
+                    lost,
+                    lag_seconds,
+                    window.status(lag, now_ms, self._min_distance_ms),
                 )
             )
-        windows = self._windows.get(group, {})
-        for tp in [tp for tp in windows if tp not in committed]:
-            del windows[tp]
         return GroupLag(
             group=group,
             status=group_status(p.status for p in partitions),

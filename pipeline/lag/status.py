@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from array import array
 from collections.abc import Iterable, Sequence
+from operator import ge, lt
 
 __all__ = [
     "CommitWindow",
@@ -73,15 +74,13 @@ def partition_status(
     last_ms = times_ms[-1]
     if now_ms - last_ms > max(last_ms - first_ms, min_span_ms):
         return Status.STOP
-    if any(offsets[i] < offsets[i - 1] for i in range(1, len(offsets))):
+    if any(map(lt, offsets[1:], offsets)):
         return Status.REWIND
-    if any(lag == 0 for lag in lags):
+    if 0 in lags or len(offsets) < 2:
         return Status.OK
-    if len(offsets) < 2:
-        return Status.OK
-    if all(offsets[i] == offsets[0] for i in range(1, len(offsets))):
+    if offsets.count(offsets[0]) == len(offsets):
         return Status.STALL
-    if all(lags[i] >= lags[i - 1] for i in range(1, len(lags))):
+    if all(map(ge, lags[1:], lags)):
         return Status.WARN
     return Status.OK
 
