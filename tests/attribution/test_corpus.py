@@ -16,10 +16,12 @@ from pipeline.attribution.cli import (
     resolve_watch_event,
 )
 from pipeline.cli import main
-from pipeline.config import Settings
+from pipeline.config import LogSettings, Settings
+from pipeline.log import open_log
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames, topic_specs
 from tests.attribution.corpus import SCENARIOS, all_scenarios_on_disk, materialise
+from tests.conftest import unique_prefix
 
 GRACE_MS = 150
 ROUTE = "default"
@@ -99,3 +101,53 @@ def test_scenario_through_reverser_resolve(
             "actorKind",
         }
         assert line["actorKind"] == ("user" if line["author"] else "none")
+
+
+async def test_watch_event_first_fact_later_through_the_log(
+    any_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    """The usual order in production: the resolver is already waiting when the fact lands."""
+    directory = materialise("configmap/update", tmp_path)
+    topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    await any_log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
+    index = FactIndex.from_settings(settings.attribution)
+    follower = FactFollower(any_log, topics, index, settings, fetch_timeout_ms=100)
+    await follower.start()
+    try:
+        await asyncio.wait_for(follower.wait_ready(), READY_GUARD_S)
+        (event,) = read_watch_file(directory / "watch.modified.yaml")
+        waiting = asyncio.create_task(resolve_watch_event(Resolver(index, 600_000), ROUTE, event))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        documents = read_audit_file(directory / "audit.update.yaml")
+        await publish_audit_documents(any_log, topics.audit_facts, ROUTE, documents, settings)
+        line = await asyncio.wait_for(waiting, READY_GUARD_S)
+        assert (line["tier"], line["author"]) == ("exact", "system:admin")
+        assert index.waiter_count() == 0
+    finally:
+        await follower.stop()
+
+
+@pytest.mark.kafka
+def test_reverser_resolve_on_kafka_uses_a_throwaway_prefix(
+    kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live_prefix = unique_prefix()
+    monkeypatch.setenv("REVERSER_LOG__BOOTSTRAP_SERVERS", kafka_bootstrap)
+    monkeypatch.setenv("REVERSER_LOG__TOPIC_PREFIX", live_prefix)
+    directory = materialise("configmap/deletecollection", tmp_path)
+    argv = ["resolve", "--grace-ms", "0", "--audit", str(directory / "audit.deletecollection.yaml")]
+    argv += ["--watch", str(directory / "watch.deleted.cm-a.yaml")]
+    assert main(argv) == 0
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert (line["tier"], line["author"]) == ("deletecollection_body_uid", "system:admin")
+
+    async def live_topic_exists() -> bool:
+        log = open_log(Settings(log=LogSettings(backend="kafka", bootstrap_servers=kafka_bootstrap)))
+        await log.start()
+        try:
+            return bool(await log.describe_topics([f"{live_prefix}.audit-facts"]))
+        finally:
+            await log.close()
+
+    assert not asyncio.run(live_topic_exists()), "the live fact topic must never be written"
