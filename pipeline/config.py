@@ -120,6 +120,7 @@ class AuditSettings(_Section):
     collection_uid_cap: int = Field(default=10_000, gt=0)
     read_timeout_s: float = Field(default=15.0, gt=0)
     idle_timeout_s: float = Field(default=60.0, gt=0)
+    publish_timeout_s: float = Field(default=10.0, gt=0)
 
     @field_validator("routes")
     @classmethod

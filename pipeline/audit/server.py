@@ -52,7 +52,7 @@ from pipeline.facts.reduce import (
     group_facts,
     reduce_event,
 )
-from pipeline.log.api import Log, LogError, RecordTooLargeError
+from pipeline.log.api import Log, LogError, LogUnavailableError, RecordTooLargeError
 from pipeline.log.topics import TopicNames
 from pipeline.service.app import split_addr
 
@@ -270,18 +270,27 @@ class AuditIngress:
         return 200, f"audit events processed: {len(items)} events, {published} facts"
 
     async def _publish(self, route: str, batches: list[FactBatch]) -> tuple[Built, LogError | None]:
-        """One `append_many` for the request; re-split if the log's real size limit is lower.
+        """One `append_many` for the request, bounded by `publish_timeout_s`; re-split if needed.
 
-        The topic may predate the configured `max_message_bytes` (or the broker may cap it), and a
-        record the log refuses as too large would be refused on every apiserver retry; halving the
-        payload size until it fits keeps the batch flowing. The learned limit is kept.
+        A request the log does not acknowledge in time is answered 503 (records that land later
+        are duplicates of the apiserver's retry, which the index tolerates).
+
+        Re-splitting: the topic may predate the configured `max_message_bytes` (or the broker may
+        cap it), and a record the log refuses as too large would be refused on every apiserver
+        retry; halving the payload size until it fits keeps the batch flowing. The learned limit
+        is kept.
         """
         while True:
             built = build_records(batches, self._max_payload_bytes)
             if not built.records:
                 return built, None
             try:
-                await self._log.append_many(self._topic, built.records)
+                async with asyncio.timeout(self._audit.publish_timeout_s):
+                    await self._log.append_many(self._topic, built.records)
+            except TimeoutError:
+                return built, LogUnavailableError(
+                    f"the log did not acknowledge within {self._audit.publish_timeout_s:g} s"
+                )
             except RecordTooLargeError as exc:
                 if self._max_payload_bytes <= MIN_PAYLOAD_BYTES:
                     return built, exc
