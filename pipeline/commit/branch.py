@@ -469,7 +469,7 @@ class BranchWorker:
         for _ in range(PUSH_ATTEMPTS):
             assert self._tip is not None
             started = self._clock()
-            self.repo.set_branch(self.branch, self._tip)
+            await asyncio.to_thread(self.repo.set_branch, self.branch, self._tip)
             try:
                 await self.repo.push(self.branch, self._tip, self._remote_tip)
             except PushRejected as exc:

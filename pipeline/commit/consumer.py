@@ -39,14 +39,21 @@ def group_id_for(settings: Settings) -> str:
 
 
 def remote_auth(provider: ProviderSettings) -> RemoteAuth | None:
-    """HTTP basic credentials from the provider's environment variables (None when not configured)."""
+    """HTTP basic credentials from the provider's environment variables.
+
+    A configured but unset variable is logged and treated as "no credentials": the remote then
+    refuses, nothing is settled, and the work waits on the log until the variable is provided.
+    """
     if provider.password_env is None:
         return None
     password = os.environ.get(provider.password_env)
     if password is None:
-        raise ValueError(
-            f"provider {provider.name!r}: environment variable {provider.password_env} is not set"
+        log.error(
+            "provider %s: environment variable %s is not set; pushing without credentials",
+            provider.name,
+            provider.password_env,
         )
+        return None
     username = os.environ.get(provider.username_env, "") if provider.username_env else ""
     return RemoteAuth(username, password)
 
@@ -163,11 +170,16 @@ class CommitWorker(RebalanceListener):
             return branch
         try:
             provider = self.settings.provider(item.provider)
-            auth = remote_auth(provider)
-        except (KeyError, ValueError) as exc:
-            log.warning("branch work %s@%d for provider %s skipped: %s", tp, item.offset, item.provider, exc)
+        except KeyError:
+            log.error(
+                "branch work %s@%d names provider %r, which is not configured; skipped",
+                tp,
+                item.offset,
+                item.provider,
+            )
             metrics.SKIPPED.labels("unknown_provider").inc()
             return None
+        auth = remote_auth(provider)
         repo = LocalRepo.for_branch(self.clones, provider.name, item.branch, provider.url, auth)
         worker = BranchWorker(
             self.settings,

@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     try:
         asyncio.run(replay_branch(settings, args.provider, args.branch, args.into))
-    except (ReplayError, GitRemoteError, ValueError) as exc:
+    except (ReplayError, GitRemoteError) as exc:
         print(f"reverser replay: {exc}", file=sys.stderr)
         return 1
     except LogError as exc:

@@ -131,3 +131,28 @@ async def test_push_over_http_with_foreign_commit_rebases(
         "[CREATE] v1/configmaps/b",
     ]
     assert any(status == 200 and "receive-pack" in path for path, status in server.requests)
+
+
+async def test_unset_credentials_variable_loses_nothing(
+    settings: Settings,
+    server: GitHttpServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("TEST_GIT_PASSWORD", raising=False)
+    cfg = http_settings(settings, f"{server.base_url}/repo.git")
+    log = open_log(cfg)
+    await log.start()
+    try:
+        await append_work(log, cfg, [Work().create(cm("a"))])
+        worker = CommitWorker(cfg, log)
+        with caplog.at_level(logging.ERROR, logger="pipeline.commit"):
+            await worker.start()
+            await asyncio.sleep(1.5)
+            await worker.stop()
+        committed = await log.group_offsets(group_id_for(cfg))
+    finally:
+        await log.close()
+    assert all(offset == 0 for offset in committed.values()), committed
+    assert any("TEST_GIT_PASSWORD is not set" in r.getMessage() for r in caplog.records)
+    assert any("credentials rejected" in r.getMessage() for r in caplog.records)
