@@ -35,7 +35,7 @@ from pipeline.facts.reduce import Reduction, group_facts, reduce_event
 from pipeline.log import Log, LogError, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import stream_name
-from pipeline.service.cli import add_config_argument, settings_from_args
+from pipeline.service.cli import settings_from_args
 
 __all__ = [
     "AuditDocument",
@@ -154,7 +154,8 @@ def register(subparsers: Any) -> None:
             "JSON line per event with the tier and author."
         ),
     )
-    add_config_argument(parser)
+    parser.add_argument("--config", type=Path,
+                        help="YAML configuration file: Kafka connection, attribution limits (default: none)")
     parser.add_argument("--audit", type=Path, action="append", default=[], metavar="FILE",
                         help="audit Event / EventList file, YAML or JSON (repeatable, applied in order)")
     parser.add_argument("--watch", type=Path, action="append", default=[], metavar="FILE",

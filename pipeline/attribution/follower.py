@@ -190,7 +190,7 @@ class FactFollower:
         if remaining == 0:
             metrics.REPLAY_ETA.set(0)
             self._ready.set()
-            self.index.sweep()
+            metrics.INDEX_ENTRIES.set(len(self.index))
             log.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
                      self.records_applied, elapsed, len(self.index))
             return

@@ -71,7 +71,7 @@ TRANSPORT_INFO = Gauge(
 )
 REPLAY_APPLIED = Gauge(
     "reverser_attribution_replay_applied_records",
-    "Fact records applied since the follower started.",
+    "Fact records applied by the start-up replay (frozen once the follower is ready).",
 )
 REPLAY_REMAINING = Gauge(
     "reverser_attribution_replay_remaining_records",
