@@ -175,3 +175,55 @@ async def test_rebalance_between_two_members_commits_everything_once(
             f"[CREATE] v1/configmaps/{b}-1",
             f"[CREATE] v1/configmaps/{b}-2",
         ]
+
+
+async def test_concurrent_foreign_pushes_lose_no_write(
+    settings: Settings, started_log: Log, tmp_path: Path
+) -> None:
+    """Humans keep pushing to the branch while the worker commits: every write of both sides lands."""
+    import threading
+
+    from tests.commit.helpers import foreign_push
+
+    remote = bare_remote(tmp_path / "remote.git")
+    foreign_push(remote, tmp_path, "human/0.txt", "0\n")
+    cfg = with_git(settings, remote)
+    cfg.providers[0].commit_window_s = 0
+    cfg.providers[0].push_cooldown_s = 0
+    stop = threading.Event()
+    pushed: list[str] = []
+
+    def human() -> None:
+        n = 1
+        while not stop.is_set() and n < 40:
+            path = f"human/{n}.txt"
+            try:
+                foreign_push(remote, tmp_path, path, f"{n}\n")
+            except Exception:
+                continue
+            pushed.append(path)
+            n += 1
+
+    w = Work(step_ms=10)
+    items = [w.create(cm(f"w{i}"), ALICE if i % 2 else BOB) for i in range(30)]
+    worker = CommitWorker(cfg, started_log)
+    await worker.start()
+    thread = threading.Thread(target=human)
+    thread.start()
+    try:
+        for chunk in range(0, len(items), 5):
+            await append_work(started_log, cfg, items[chunk : chunk + 5])
+            await asyncio.sleep(0.2)
+        await wait_settled(started_log, cfg, timeout_s=120)
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join)
+        await worker.stop()
+    tree = files(remote)
+    assert {f"live/team-a/configmaps/w{i}.yaml" for i in range(30)} <= set(tree)
+    assert {"human/0.txt", *pushed} <= set(tree)
+    from tests.commit.helpers import git
+
+    assert git(remote, "rev-list", "--merges", "main").strip() == ""
+    ours = [s for s in log_lines(remote, fmt="%s") if s.startswith("[CREATE]")]
+    assert len(ours) == len(set(ours)) == 30
