@@ -61,18 +61,41 @@ class AuditDocument(NamedTuple):
     events: list[Any]
 
 
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _json_lines(text: str) -> list[Any] | None:
+    """The documents of a JSON-lines file (the apiserver's audit log format), or None if it is not one."""
+    documents = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            documents.append(json.loads(line))
+        except ValueError:
+            return None
+    return documents
+
+
 def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+    """Non-empty documents of a YAML / JSON / multi-document / JSON-lines file, numbered from 1."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}") from exc
-    number = 0
+    documents: list[Any] = []
     try:
-        for number, document in enumerate(yaml.safe_load_all(text), start=1):
-            if document is not None:
-                yield number, document
+        documents.extend(yaml.load_all(text, Loader=_YAML_LOADER))
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: document {number + 1}: not valid YAML or JSON: {exc}") from exc
+        lines = _json_lines(text)
+        if lines is None or len(lines) < 2:
+            raise InputError(
+                f"{path}: document {len(documents) + 1}: not valid YAML or JSON: {exc}"
+            ) from exc
+        documents = lines
+    for number, document in enumerate(documents, start=1):
+        if document is not None:
+            yield number, document
 
 
 _IDENTITY_FIELDS = ("name", "namespace", "uid", "resourceVersion", "generateName")

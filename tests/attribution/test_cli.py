@@ -235,3 +235,38 @@ def test_group_resource_from_api_version_and_kind() -> None:
     assert guess_resource("Policy") == "policies"
     assert guess_resource("Status") == "statuses"
     assert guess_resource("") == ""
+
+
+def test_audit_log_backend_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        json.dumps(audit_event("web", "u1", "10", user="alice"))
+        + "\n\n"
+        + json.dumps(audit_event("web", "u1", "11", user="bob", verb="update"))
+        + "\n"
+    )
+    watch = tmp_path / "w.json"
+    watch.write_text(json.dumps(watch_event("MODIFIED", "web", "u1", "11")))
+    code, lines, _ = run(capsys, "--audit", str(log), "--watch", str(watch), "--explain-audit")
+    assert code == 0
+    assert [line["decision"] for line in lines[:2]] == ["published", "published"]
+    assert (lines[2]["tier"], lines[2]["author"]) == ("exact", "bob")
+
+
+def test_bare_yaml_numbers_are_read_as_identity_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit = tmp_path / "a.yaml"
+    audit.write_text(
+        "kind: Event\nstage: ResponseComplete\nverb: create\nauditID: x\nuser: {username: carol}\n"
+        "objectRef: {resource: configmaps, namespace: ns, name: cm}\n"
+        "responseObject: {metadata: {name: cm, namespace: ns, uid: 42, resourceVersion: 1001}}\n"
+    )
+    watch = tmp_path / "w.yaml"
+    watch.write_text(
+        "type: ADDED\nobject: {apiVersion: v1, kind: ConfigMap, "
+        "metadata: {name: cm, namespace: ns, uid: 42, resourceVersion: 1001}}\n"
+    )
+    code, lines, _ = run(capsys, "--audit", str(audit), "--watch", str(watch))
+    assert code == 0
+    assert (lines[0]["tier"], lines[0]["author"], lines[0]["resourceVersion"]) == ("exact", "carol", "1001")
