@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 Offset = tuple[int, int]
 Hook = Callable[[str], Awaitable[None]]
 PUSH_ATTEMPTS = 3
+MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
 
 
@@ -128,6 +129,12 @@ class BranchWorker:
         in_window = len(self._window.offsets) if self._window else 0
         in_snapshots = sum(len(s.offsets) for s in self._snapshots.values())
         return in_window + in_snapshots + len(self._finalized)
+
+    @property
+    def backlogged(self) -> bool:
+        """Too much unpushed work to take more: the FIFO stops reading until a push succeeds."""
+        pending_bytes = sum(p.plan.size for p in self._pending)
+        return len(self._pending) >= MAX_PENDING_COMMITS or pending_bytes >= 4 * self._size_cap
 
     def next_deadline(self) -> float | None:
         """When `tick` next has something to do (window silence or a due push)."""
@@ -572,7 +579,11 @@ class BranchWorker:
                 backoff_s = min(backoff_s * 2, self._max_backoff_s)
         while True:
             item: WorkItem | None
-            if not queue.empty():
+            if self.backlogged:
+                deadline = self.next_deadline()
+                await asyncio.sleep(max(deadline - self._clock(), 0.001) if deadline is not None else 1.0)
+                item = None
+            elif not queue.empty():
                 item = queue.get_nowait()
             else:
                 deadline = self.next_deadline()

@@ -494,3 +494,31 @@ async def test_event_time_silence_splits_a_backlog_like_live(h: Harness) -> None
     await h.feed(w.create(cm("a")), w.create(cm("b")))
     await h.settle_time(5)
     assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/a", "[CREATE] v1/configmaps/b"]
+
+
+async def test_unpushable_backlog_stops_reading_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant 5: while pushes fail, unpushed work is bounded and the queue applies back-pressure."""
+    import asyncio
+
+    from pipeline.commit import branch as branch_module
+
+    monkeypatch.setattr(branch_module, "MAX_PENDING_COMMITS", 2)
+    h = Harness(tmp_path, window_s=0)
+    await h.worker.sync()
+    h.remote.rename(h.remote.with_name("gone.git"))
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    w = Work()
+    for i in range(5):
+        queue.put_nowait(w.create(cm(f"q{i}")))
+    task = asyncio.create_task(h.worker.run(queue, asyncio.Lock()))
+    try:
+        await asyncio.sleep(1.0)
+        assert h.worker.pending_commits == 2
+        assert queue.qsize() == 3
+        assert h.settled == []
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
