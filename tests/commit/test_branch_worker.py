@@ -522,3 +522,31 @@ async def test_unpushable_backlog_stops_reading_the_queue(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_burst_in_configured_mode_is_one_commit(h: Harness) -> None:
+    """Scenario 4: four creates within the window → one commit by the operator, files in first-seen order."""
+    w = Work()
+    await h.feed(*(w.create(cm(n), CONFIGURED) for n in ("d", "b", "c", "a")))
+    await h.settle_time(5)
+    assert log_lines(h.remote) == [
+        "Reverser Pipeline <noreply@reverser.invalid>|Reverser Pipeline|"
+        "Reverser Pipeline on t1: 4 resource(s)"
+    ]
+    body = git(h.remote, "log", "-1", "--format=%b", "main").splitlines()
+    assert body[:4] == [f"CREATE v1/configmaps/team-a/{n}" for n in ("d", "b", "c", "a")]
+    assert "Reverser-Attribution: none" in body
+
+
+async def test_rename_by_recreate_and_same_content_recreate(h: Harness) -> None:
+    """Scenarios 22 and 23."""
+    w = Work()
+    await h.feed(w.create(cm("old")), w.create(cm("same")))
+    await h.settle_time(5)
+    await h.feed(w.delete("old"), w.create(cm("new")), w.delete("same"), w.create(cm("same")))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s")[-1] == "alice@example.com on t1: 2 resource(s)"
+    body = git(h.remote, "log", "-1", "--format=%b", "main")
+    assert "DELETE v1/configmaps/team-a/old" in body
+    assert "CREATE v1/configmaps/team-a/new" in body
+    assert "same" not in body
