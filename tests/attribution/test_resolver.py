@@ -82,14 +82,24 @@ async def test_removal_waits_for_collection_evidence_arriving_later() -> None:
     assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
 
 
-async def test_removal_returns_the_last_writer_only_after_the_grace() -> None:
+async def test_removal_holding_a_write_does_not_return_before_the_grace() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
-    resolver = Resolver(index, grace_ms=200)
-    task = asyncio.create_task(resolver.resolve(removal(uid="u1", rv="2", name="a")))
+    task = asyncio.create_task(Resolver(index, grace_ms=600_000).resolve(removal(uid="u1", rv="2", name="a")))
     await settle()
-    assert not task.done()
-    found = await asyncio.wait_for(task, GUARD_S)
+    assert not task.done(), "a held write fallback must not end the wait"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert index.waiter_count() == 0
+
+
+async def test_removal_settles_on_the_last_writer_when_the_grace_ends() -> None:
+    index = make_index()
+    index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
+    found = await asyncio.wait_for(
+        Resolver(index, grace_ms=50).resolve(removal(uid="u1", rv="2", name="a")), GUARD_S
+    )
     assert (found.tier, found.author) == (LATEST, "editor")
     assert index.waiter_count() == 0
 
