@@ -79,6 +79,13 @@ class CursorStore:
             return
         self._cursors[cursor.key] = cursor
 
+    async def delete(self, key: str) -> None:
+        """Append a tombstone (compaction then drops the key) and forget the cursor."""
+        if key not in self._cursors:
+            return
+        await self._log.append(self.topic, None, key=key.encode())
+        self._cursors.pop(key, None)
+
     async def write(self, cursor: Cursor) -> None:
         """Append the cursor and wait for the log's acknowledgement before remembering it."""
         record = encode_cursor(cursor)

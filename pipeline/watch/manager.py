@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from pipeline.config import ClusterSettings, Settings, TargetSettings
-from pipeline.log.api import Log
+from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.watch import metrics
 from pipeline.watch.cursors import CursorStore
@@ -98,9 +98,20 @@ class WatchManager:
     async def apply(self, settings: Settings) -> tuple[int, int]:
         """Reconcile the running streams with `settings`; returns (started, stopped)."""
         async with self._lock:
-            desired, problems = await self._desired(settings)
+            clusters = {c.name: c for c in settings.clusters}
+            wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
+            failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
+            desired, problems = await self._desired(settings, failed)
             removed = [spec for spec in self.streams if spec not in desired]
-            await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed))
+            # Streams of a cluster whose connection settings changed restart on the new client
+            # and resume from their cursors.
+            moved = [spec for spec in self.streams if spec in desired and spec.cluster in retired]
+            await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed + moved))
+            for old_client in retired.values():
+                await old_client.close()
+            # A replaced stream (new selector or version, same cursor key) must not resume from
+            # the old stream's cursor: its snapshot is what sweeps objects that no longer match.
+            removed_keys = {spec.cursor_key for spec in removed}
             added = [spec for spec in desired if spec not in self.streams]
             for spec in added:
                 cluster = self._clusters[spec.cluster]
@@ -112,9 +123,11 @@ class WatchManager:
                     self.cursors,
                     self._options or self._default_options(settings, cluster.settings),
                     cluster.capabilities,
+                    fresh=spec.cursor_key in removed_keys,
                 )
                 self.streams[spec] = stream
                 stream.start()
+            await self._forget_cursors(removed_keys - {spec.cursor_key for spec in self.streams})
             widened = [
                 name
                 for name, previous in self._targets.items()
@@ -136,14 +149,23 @@ class WatchManager:
             self.problems = problems
             self._settings = settings
             self._targets = {t.name: t for t in settings.targets}
-            if added or removed:
+            stopped = len(removed) + len(moved)
+            if added or stopped:
                 log.info(
                     "watch streams: %d started, %d stopped, %d running",
                     len(added),
-                    len(removed),
+                    stopped,
                     len(self.streams),
                 )
-            return len(added), len(removed)
+            return len(added), stopped
+
+    async def _forget_cursors(self, keys: set[str]) -> None:
+        """Tombstone the cursors of streams that are gone, so re-adding one starts with a snapshot."""
+        for key in sorted(keys):
+            try:
+                await self.cursors.delete(key)
+            except LogError as exc:
+                log.warning("could not remove the cursor of %s: %s", key, exc)
 
     @staticmethod
     def _default_options(settings: Settings, cluster: ClusterSettings) -> StreamOptions:
@@ -155,10 +177,9 @@ class WatchManager:
             watch_timeout_s=cluster.watch_timeout_s,
         )
 
-    async def _desired(self, settings: Settings) -> tuple[set[StreamSpec], list[RuleProblem]]:
-        clusters = {c.name: c for c in settings.clusters}
-        wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
-        failed = await self._sync_clusters({name: clusters[name] for name in wanted})
+    async def _desired(
+        self, settings: Settings, failed: dict[str, str]
+    ) -> tuple[set[StreamSpec], list[RuleProblem]]:
         desired: set[StreamSpec] = set()
         problems: list[RuleProblem] = []
         discovered_by_cluster: dict[str, dict[tuple[str, str], ApiResource]] = {}
@@ -202,14 +223,19 @@ class WatchManager:
                 desired |= {s for s in running if (s.group, s.resource, s.scope) not in covered}
         return desired, problems
 
-    async def _sync_clusters(self, wanted: dict[str, ClusterSettings]) -> dict[str, str]:
-        """Open clients for new clusters, replace changed ones; returns the clusters that failed."""
+    async def _sync_clusters(
+        self, wanted: dict[str, ClusterSettings]
+    ) -> tuple[dict[str, str], dict[str, KubeClient]]:
+        """Open clients for new clusters and replace changed ones.
+
+        Returns the clusters whose client could not be loaded (with the reason) and the retired
+        clients, which the caller closes once the streams using them are stopped.
+        """
+        retired: dict[str, KubeClient] = {}
         for name in list(self._clusters):
             current = self._clusters[name]
             if wanted.get(name) != current.settings:
-                for spec in [s for s in self.streams if s.cluster == name]:
-                    await self.streams.pop(spec).stop()
-                await current.client.close()
+                retired[name] = current.client
                 del self._clusters[name]
         failed: dict[str, str] = {}
         for name, cluster_settings in wanted.items():
@@ -227,7 +253,7 @@ class WatchManager:
                 log.error("cluster %s: %s", name, failed[name])
                 continue
             self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
-        return failed
+        return failed, retired
 
     # -- metrics ---------------------------------------------------------------------------
     def stream_views(self) -> Iterable[WatchStream]:

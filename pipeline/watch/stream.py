@@ -110,6 +110,8 @@ class WatchStream:
         cursors: CursorStore,
         options: StreamOptions,
         capabilities: ClusterCapabilities,
+        *,
+        fresh: bool = False,
     ) -> None:
         self.spec = spec
         self._client = client
@@ -126,7 +128,7 @@ class WatchStream:
         self._completing: _Snapshot | None = None
         self._last_epoch = 0
         self._namespace_seen = False
-        self._force_snapshot = False
+        self._force_snapshot = fresh
         self.resource_version = ""
         self._floor: int | None = None
         self.state = "Replaying"

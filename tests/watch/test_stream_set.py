@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pipeline.config import ClusterSettings, Settings
 from pipeline.log.api import Log
+from pipeline.log.topics import TopicNames
+from pipeline.watch.cursors import CursorStore
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -15,6 +17,7 @@ from tests.watch.conftest import (
     rule,
     target,
     wait_for,
+    wait_for_events,
     with_targets,
 )
 from tests.watch.kube_server import FakeKubeApiServer, ResourceDef, corpus_object
@@ -178,3 +181,68 @@ async def test_rediscovery_starts_streams_for_types_served_later(
         assert next(iter(component.manager.streams.values())) is configmaps
     finally:
         await component.stop()
+
+
+async def test_removed_stream_forgets_its_cursor_and_a_changed_selector_snapshots_again(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    web = corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a")
+    web["metadata"]["labels"] = {"app": "web"}
+    db = corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a")
+    db["metadata"]["labels"] = {"app": "db"}
+    kube.put(web)
+    kube.put(db)
+    kubeconfig = kube.kubeconfig(tmp_path)
+    everything = with_targets(settings, kubeconfig, target("t1", rule("configmaps", namespaces=("team-a",))))
+    only_web = with_targets(
+        settings, kubeconfig, target("t1", rule("configmaps", namespaces=("team-a",), selector="app=web"))
+    )
+    component = make_component(everything, topics_log, fast_options(everything))
+    await component.start()
+    try:
+        (first,) = component.manager.streams.values()
+        await wait_for(lambda: first.state == "Streaming", what="streaming")
+        assert await component.apply(only_web) == (1, 1)
+        (second,) = component.manager.streams.values()
+        await wait_for(lambda: second.snapshots_completed == 1, what="the selector's snapshot")
+        key = second.spec.cursor_key
+        assert await component.apply(with_targets(settings, kubeconfig)) == (0, 1)
+        assert component.manager.cursors.get(key) is None
+    finally:
+        await component.stop()
+    reloaded = CursorStore(topics_log, TopicNames.for_prefix(settings.log.topic_prefix).watch_cursors)
+    await reloaded.load()
+    assert reloaded.get(key) is None
+    events = await read_events(topics_log, everything)
+    assert kinds(events) == ["begin", "chunk", "end", "begin", "chunk", "end"]
+    assert sorted(o["name"] for o in events[1]["body"][1]["objects"]) == ["cm-a", "cm-collapse"]
+    assert [o["name"] for o in events[4]["body"][1]["objects"]] == ["cm-a"]
+
+
+async def test_changed_cluster_connection_restarts_its_streams_from_their_cursors(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        (first,) = component.manager.streams.values()
+        await wait_for(lambda: first.state == "Streaming", what="streaming")
+        changed = config.model_copy(
+            update={"clusters": [config.clusters[0].model_copy(update={"watch_timeout_s": 120})]}
+        )
+        assert await component.apply(changed) == (1, 1)
+        (second,) = component.manager.streams.values()
+        assert second is not first
+        await wait_for(lambda: second.state == "Streaming", what="streaming again")
+        assert second.reason == "CursorResume"
+        kube.put(corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a"))
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-collapse" in kinds(evs), "live"
+        )
+    finally:
+        await component.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-collapse"]
