@@ -131,15 +131,15 @@ class FactFollower:
                     await self._open()
                     self._check_ready()
                 fetched = await self._reader_or_raise().fetch(self._fetch_timeout_ms, FETCH_MAX_RECORDS)
+                metrics.LAST_SUCCESS.set(time.time())
+                self._report_gaps(fetched)
+                self._apply(fetched)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self._count_error(exc)
                 await asyncio.sleep(self._error_backoff_s)
                 continue
-            metrics.LAST_SUCCESS.set(time.time())
-            self._apply(fetched)
-            self._report_gaps(fetched)
             if not self._ready.is_set():
                 self._check_ready()
             now = time.monotonic()
