@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = ["ServiceError", "ServiceProcess"]
 
@@ -74,6 +75,32 @@ class ServiceProcess:
         with urllib.request.urlopen(f"http://{self.metrics_addr}/metrics", timeout=5) as response:
             text: str = response.read().decode()
             return text
+
+    def metric_samples(self, sample_name: str) -> list[tuple[dict[str, str], float]]:
+        """Every sample called `sample_name`, as (labels, value)."""
+        return [
+            (sample.labels, sample.value)
+            for family in text_string_to_metric_families(self.metrics())
+            for sample in family.samples
+            if sample.name == sample_name
+        ]
+
+    def metric_sum(self, sample_name: str, **labels: str) -> float:
+        """Sum of the samples called `sample_name` whose labels include `labels`."""
+        return sum(
+            value for have, value in self.metric_samples(sample_name) if labels.items() <= have.items()
+        )
+
+    def wait_for_metric(self, sample_name: str, minimum: float, timeout_s: float, **labels: str) -> None:
+        """Wait until `metric_sum(sample_name, **labels) >= minimum`; fail with the log tail."""
+        deadline = time.monotonic() + timeout_s
+        while (value := self.metric_sum(sample_name, **labels)) < minimum:
+            if time.monotonic() >= deadline:
+                raise ServiceError(
+                    f"{sample_name}{labels} stayed at {value} < {minimum} for {timeout_s:.0f} s:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL_S)
 
     def stop(self) -> int | None:
         """SIGTERM (a clean drain), SIGKILL after the timeout; returns the exit code."""
