@@ -201,8 +201,14 @@ class _Retrier:
             except LogError:
                 raise
             except Exception as exc:
-                if not _is_transient(exc) or attempt >= self.retries:
+                if not _is_transient(exc):
                     raise _translate(exc, what) from exc
+                if attempt >= self.retries:
+                    ERRORS.labels("unavailable").inc()
+                    raise LogUnavailableError(
+                        f"{what}: Kafka unavailable after {attempt + 1} attempts "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from exc
                 log.debug("%s failed (%s), retry %d of %d", what, exc, attempt + 1, self.retries)
             RETRIES.labels(what.split(" ", 1)[0]).inc()
             await asyncio.sleep(self.delay_s(attempt))
@@ -257,7 +263,7 @@ class KafkaLog(Log):
                 raise
             return client
 
-        return await self._retrier.run(what, attempt)
+        return await self._retrier.run(f"{what} to {self._settings.bootstrap_servers}", attempt)
 
     async def start(self) -> None:
         if self._producer is not None:
@@ -293,8 +299,11 @@ class KafkaLog(Log):
             with contextlib.suppress(Exception):
                 await owner.close()
         self._owners.clear()
-        clients: list[Any] = [self._producer, self._offsets, self._admin]
-        self._producer = self._offsets = self._admin = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await _discard_producer(producer)
+        clients: list[Any] = [self._offsets, self._admin]
+        self._offsets = self._admin = None
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -451,27 +460,8 @@ class KafkaLog(Log):
         meta = await self._topic_meta(topic)
         partitions = [self._choose_partition(topic, meta, record) for record in records]
         producer = await self._ready_producer()
-        futures: list[asyncio.Future[Any]] = []
-        failure: BaseException | None = None
-        try:
-            for record, partition in zip(records, partitions, strict=True):
-                futures.append(
-                    await producer.send(
-                        topic,
-                        record.value,
-                        key=record.key,
-                        partition=partition,
-                        headers=list(record.headers),
-                    )
-                )
-        except Exception as exc:
-            failure = exc
-        outcomes = await asyncio.gather(*futures, return_exceptions=True)
-        if failure is None:
-            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        outcomes, failure = await self._send_all(producer, topic, records, partitions)
         if failure is not None:
-            if isinstance(failure, asyncio.CancelledError):
-                raise failure
             if _is_transient(failure):
                 self._mark_producer_broken(producer)
             if isinstance(failure, kafka_errors.UnknownTopicOrPartitionError):
@@ -479,8 +469,7 @@ class KafkaLog(Log):
             raise _translate(failure, f"append to {topic!r}") from failure
         results: list[AppendResult] = []
         now_ms = int(time.time() * 1000)
-        for outcome in outcomes:
-            metadata: Any = outcome
+        for metadata in outcomes:
             timestamp = (
                 metadata.timestamp if metadata.timestamp is not None and metadata.timestamp >= 0 else now_ms
             )
@@ -488,6 +477,49 @@ class KafkaLog(Log):
         APPENDED_RECORDS.inc(len(results))
         APPENDED_BYTES.inc(sum(_record_bytes(record) for record in records))
         return results
+
+    async def _send_all(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        records: Sequence[PendingRecord],
+        partitions: Sequence[int | None],
+    ) -> tuple[list[Any], BaseException | None]:
+        """Send every record, then wait for every acknowledgement within the delivery timeout.
+
+        aiokafka's idempotent producer retries an in-flight batch forever while the broker is
+        down, so the wait is bounded here (`request_timeout_ms`); what is still unacknowledged
+        then counts as a failure, and the producer is replaced before the next append.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.request_timeout_ms / 1000
+        futures: list[asyncio.Future[Any]] = []
+        failure: BaseException | None = None
+        try:
+            async with asyncio.timeout_at(deadline):
+                for record, partition in zip(records, partitions, strict=True):
+                    future = await producer.send(
+                        topic, record.value, key=record.key, partition=partition, headers=list(record.headers)
+                    )
+                    futures.append(future)
+        except TimeoutError:
+            failure = kafka_errors.KafkaTimeoutError(
+                f"could not hand {len(records) - len(futures)} records to the producer in time"
+            )
+        except kafka_errors.KafkaError as exc:
+            failure = exc
+        if not futures:
+            return [], failure
+        _, pending = await asyncio.wait(futures, timeout=max(deadline - loop.time(), 0))
+        for future in pending:
+            future.add_done_callback(_consume_outcome)
+        if failure is None and pending:
+            failure = kafka_errors.KafkaTimeoutError(
+                f"{len(pending)} records not acknowledged within {self._settings.request_timeout_ms} ms"
+            )
+        if failure is None:
+            failure = next((f.exception() for f in futures if f.exception() is not None), None)
+        return ([f.result() for f in futures] if failure is None else []), failure
 
     @staticmethod
     def _choose_partition(topic: str, meta: _TopicMeta, record: PendingRecord) -> int | None:
@@ -528,9 +560,7 @@ class KafkaLog(Log):
                 replacement = await self.connect("connect producer", self._new_producer, _start_client)
                 self._producer, self._producer_broken = replacement, False
                 PRODUCER_RESETS.inc()
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(self._settings.request_timeout_ms / 1000):
-                        await old.stop()
+                await _discard_producer(old)
         return self._producer
 
     def _mark_producer_broken(self, producer: AIOKafkaProducer) -> None:
@@ -635,7 +665,7 @@ class KafkaLog(Log):
             ) from exc
         finally:
             with contextlib.suppress(Exception):
-                await consumer.stop()
+                await _stop_client(consumer)
 
     async def delete_group(self, group_id: str) -> None:
         admin, _ = self._require()
@@ -654,15 +684,48 @@ class KafkaLog(Log):
             raise _translate(kafka_errors.for_code(code)(), f"delete group {group_id!r}")
 
 
+def _consume_outcome(future: asyncio.Future[Any]) -> None:
+    """Retrieve the late outcome of an abandoned send, so asyncio does not log it as unhandled."""
+    if not future.cancelled():
+        future.exception()
+
+
+async def _discard_producer(producer: AIOKafkaProducer, grace_s: float = 1.0) -> None:
+    """Stop a producer whose batches may never be acknowledged.
+
+    `stop()` waits for in-flight batches, which an idempotent aiokafka producer retries forever;
+    after `grace_s` its sender task is cancelled, which lets `stop()` close the connections.
+    """
+    stopping = asyncio.ensure_future(_stop_client(producer))
+    _, pending = await asyncio.wait({stopping}, timeout=grace_s)
+    if pending:
+        sender = getattr(getattr(producer, "_sender", None), "sender_task", None)
+        if sender is not None:
+            sender.cancel()
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(grace_s * 5):
+            await stopping
+
+
 async def _start_client(client: Any) -> None:
     await client.start()
 
 
 async def _stop_client(client: Any) -> None:
-    if isinstance(client, AIOKafkaAdminClient):
-        await client.close()
-    else:
-        await client.stop()
+    """Stop an aiokafka client; its own cancelled background tasks must not cancel the caller.
+
+    aiokafka 0.14's consumer `stop()` awaits a background task it has just cancelled, and the
+    CancelledError escapes; it is swallowed here unless this task itself is being cancelled.
+    """
+    try:
+        if isinstance(client, AIOKafkaAdminClient):
+            await client.close()
+        else:
+            await client.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 class _KafkaReader(Reader):
@@ -738,7 +801,7 @@ class _KafkaReader(Reader):
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
-                await consumer.stop()
+                await _stop_client(consumer)
 
 
 async def _fetch(
@@ -945,4 +1008,4 @@ class _KafkaGroupMember(GroupConsumer):
         self._assigned = set()
         if consumer is not None:
             with contextlib.suppress(Exception):
-                await consumer.stop()
+                await _stop_client(consumer)

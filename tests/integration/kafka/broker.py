@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -139,7 +140,7 @@ def answers_metadata(host: str, port: int, timeout_s: float = 2.0) -> bool:
     if len(response) < 12:
         return False
     got_correlation, _throttle_ms, brokers = struct.unpack(">iii", response[:12])
-    return got_correlation == correlation_id and brokers >= 1
+    return bool(got_correlation == correlation_id and brokers >= 1)
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -329,7 +330,8 @@ class KafkaBroker:
 
     def _format(self, libs: Path, config: Path) -> None:
         self.cluster_id = _cluster_id()
-        command = [*self._java(libs), "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)]
+        tool = [*self._java(libs), "kafka.tools.StorageTool"]
+        command = [*tool, "format", "-t", self.cluster_id, "-c", str(config)]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BrokerError(
@@ -343,7 +345,9 @@ class KafkaBroker:
             if not self.running():
                 code = self._process.returncode if self._process is not None else None
                 self._forget_process()
-                raise BrokerError(f"the Kafka broker exited during start-up (exit {code}):\n{self.log_tail()}")
+                raise BrokerError(
+                    f"the Kafka broker exited during start-up (exit {code}):\n{self.log_tail()}"
+                )
             if answers_metadata("127.0.0.1", self.port):
                 return
             time.sleep(0.25)
@@ -356,10 +360,8 @@ class KafkaBroker:
     def _signal(self, signum: signal.Signals) -> None:
         if self._pid is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signum)
-        except ProcessLookupError:
-            pass
 
     def _wait_exit(self, timeout_s: float) -> bool:
         if self._process is not None:

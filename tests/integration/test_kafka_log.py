@@ -1,0 +1,347 @@
+"""KafkaLog against a real Apache Kafka broker: what the shared conformance suite cannot show.
+
+Partition placement is checked against the Java client's own partitioner (kafka-clients from the
+broker jars), the crash test kills and restarts a private broker under a live client, and the
+unreachable-bootstrap test needs no broker at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY
+
+from pipeline.config import LogSettings
+from pipeline.log import (
+    AppendResult,
+    LogError,
+    LogUnavailableError,
+    PendingRecord,
+    Record,
+    TopicNotFoundError,
+    TopicPartition,
+    TopicSpec,
+)
+from pipeline.log.kafka import KafkaLog
+from pipeline.log.partitioner import murmur2_partition
+from tests.conftest import unique_prefix
+from tests.integration.kafka.broker import KafkaBroker, libs_dir
+
+HERE = Path(__file__).resolve().parent
+WAIT_S = 90.0
+
+
+def kafka_settings(bootstrap: str, **overrides: object) -> LogSettings:
+    return LogSettings.model_validate(
+        {"backend": "kafka", "bootstrap_servers": bootstrap, "topic_prefix": unique_prefix(), **overrides}
+    )
+
+
+@pytest.fixture
+async def kafka_log(kafka_bootstrap: str) -> AsyncIterator[KafkaLog]:
+    log = KafkaLog(kafka_settings(kafka_bootstrap))
+    await log.start()
+    try:
+        yield log
+    finally:
+        await log.close()
+
+
+async def new_topic(log: KafkaLog, suffix: str, partitions: int = 1, **config: object) -> str:
+    name = f"{log._settings.topic_prefix}.{suffix}"
+    spec = TopicSpec(name, partitions, **config)  # type: ignore[arg-type]
+    assert await log.create_topics([spec]) == [name]
+    return name
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        await asyncio.sleep(0.5)
+
+
+async def read_partition(log: KafkaLog, tp: TopicPartition) -> list[Record]:
+    """Every surviving record of `tp`, from log-start to log-end."""
+    start = (await log.beginning_offsets([tp]))[tp]
+    end = (await log.end_offsets([tp]))[tp]
+    reader = log.reader()
+    records: list[Record] = []
+    try:
+        await reader.assign({tp: start})
+        deadline = time.monotonic() + WAIT_S
+        while reader.position(tp) < end:
+            if time.monotonic() > deadline:
+                pytest.fail(f"could not read {tp} up to {end}; at {reader.position(tp)}")
+            fetched = await reader.fetch(timeout_ms=500)
+            assert fetched.gaps == []
+            records.extend(fetched.records)
+    finally:
+        await reader.close()
+    return records
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# appending and reading ---------------------------------------------------------------------------
+
+
+@pytest.mark.kafka
+async def test_round_trip_keeps_key_value_headers_and_broker_timestamps(kafka_log: KafkaLog) -> None:
+    appended_topic = await new_topic(kafka_log, "append-time", partitions=2)
+    created_topic = await new_topic(kafka_log, "create-time", partitions=2, log_append_time=False)
+    headers = (("reverser-schema", b"fact_batch/1"), ("trace", b"\x00\xff"), ("trace", b"second"))
+    for topic in (appended_topic, created_topic):
+        before_ms = int(time.time() * 1000)
+        result = await kafka_log.append(topic, b"value", key=b"key", headers=headers)
+        after_ms = int(time.time() * 1000)
+        assert result.partition == murmur2_partition(b"key", 2)
+        assert before_ms - 1000 <= result.timestamp_ms <= after_ms + 1000
+        tombstone = await kafka_log.append(topic, None, key=b"key")
+        assert (tombstone.partition, tombstone.offset) == (result.partition, result.offset + 1)
+
+        records = await read_partition(kafka_log, TopicPartition(topic, result.partition))
+        assert [(r.offset, r.key, r.value, r.headers) for r in records] == [
+            (result.offset, b"key", b"value", headers),
+            (tombstone.offset, b"key", None, ()),
+        ]
+        assert records[0].timestamp_ms == result.timestamp_ms
+        assert records[0].header("trace") == b"\x00\xff"
+
+    description = await kafka_log.describe_topics([appended_topic, created_topic])
+    assert description[appended_topic].configs["message.timestamp.type"] == "LogAppendTime"
+    assert description[created_topic].configs["message.timestamp.type"] == "CreateTime"
+
+
+@pytest.mark.kafka
+async def test_append_many_to_several_partitions_acknowledges_all_in_input_order(kafka_log: KafkaLog) -> None:
+    topic = await new_topic(kafka_log, "many", partitions=4)
+    pending = [PendingRecord(f"v{i}".encode(), key=f"k{i % 7}".encode()) for i in range(200)]
+    results = await kafka_log.append_many(topic, pending)
+    assert [r.partition for r in results] == [murmur2_partition(p.key or b"", 4) for p in pending]
+    for partition in range(4):
+        offsets = [r.offset for r in results if r.partition == partition]
+        assert offsets == sorted(offsets)
+        stored = await read_partition(kafka_log, TopicPartition(topic, partition))
+        expected = [p.value for p, r in zip(pending, results, strict=True) if r.partition == partition]
+        assert [r.value for r in stored] == expected
+
+
+@pytest.mark.kafka
+async def test_broker_rejections_are_typed_errors(kafka_log: KafkaLog) -> None:
+    topic = await new_topic(kafka_log, "rules", partitions=2)
+    compacted = await new_topic(kafka_log, "compacted", partitions=1, cleanup_policy="compact")
+    with pytest.raises(TopicNotFoundError):
+        await kafka_log.append(f"{topic}-missing", b"x")
+    with pytest.raises(TopicNotFoundError):
+        await kafka_log.end_offsets([TopicPartition(topic, 2)])
+    with pytest.raises(LogError, match="partition 5 does not exist"):
+        await kafka_log.append(topic, b"x", partition=5)
+    with pytest.raises(LogError, match="without a key"):
+        await kafka_log.append(compacted, b"x")
+    reader = kafka_log.reader()
+    with pytest.raises(TopicNotFoundError):
+        await reader.assign({TopicPartition(f"{topic}-missing", 0): 0})
+    await reader.close()
+    with pytest.raises(LogError, match="closed"):
+        await reader.fetch(timeout_ms=0)
+    # Nothing about the log broke: it still appends.
+    assert (await kafka_log.append(topic, b"fine", partition=1)).offset == 0
+
+
+# partitioning agrees with the Java client ---------------------------------------------------------
+
+
+def java_partitions(keys: list[bytes], partitions: int) -> list[int]:
+    """Partitions chosen by kafka-clients' BuiltInPartitioner (the Java producer's default)."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.fail("java is needed to run the Java partitioner (it also runs the test broker)")
+    command = [java, "-cp", f"{libs_dir()}/*", str(HERE / "kafka" / "JavaPartitioner.java"), str(partitions)]
+    result = subprocess.run(
+        [*command, *(key.hex() for key in keys)], capture_output=True, text=True, check=True, timeout=120
+    )
+    return [int(line) for line in result.stdout.split()]
+
+
+KEYS = [b"", b"a", b"ab", b"abc", b"abcd", b"\x00", b"\xff\xfe\xfd", "κλειδί/ünïcode".encode()] + [
+    f"default/apps/deployments/{i}".encode() for i in range(40)
+]
+
+
+@pytest.mark.kafka
+async def test_partitions_match_the_java_producer_and_aiokafka(kafka_log: KafkaLog) -> None:
+    from aiokafka.partitioner import DefaultPartitioner
+
+    partitions = 7
+    java = java_partitions(KEYS, partitions)
+    ours = [murmur2_partition(key, partitions) for key in KEYS]
+    aiokafka_default = [DefaultPartitioner()(key, list(range(partitions)), []) for key in KEYS]
+    assert ours == java
+    assert aiokafka_default == java
+
+    topic = await new_topic(kafka_log, "placement", partitions=partitions)
+    results = await kafka_log.append_many(topic, [PendingRecord(b"v", key=key) for key in KEYS])
+    assert [r.partition for r in results] == java
+
+
+@hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=64), st.integers(min_value=1, max_value=500))
+def test_murmur2_partition_matches_aiokafka_for_any_key(key: bytes, partitions: int) -> None:
+    """aiokafka's DefaultPartitioner is what KafkaLog would fall back to; both must be Java's."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    assert murmur2_partition(key, partitions) == DefaultPartitioner()(key, list(range(partitions)), [])
+
+
+# gaps ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.kafka
+async def test_reader_reports_a_gap_only_where_retention_deleted_unread_records(kafka_log: KafkaLog) -> None:
+    short = await new_topic(kafka_log, "short", partitions=1, retention_ms=1000, segment_ms=100)
+    kept = await new_topic(kafka_log, "kept", partitions=1)
+    short_tp, kept_tp = TopicPartition(short, 0), TopicPartition(kept, 0)
+    await kafka_log.append_many(short, [PendingRecord(f"s{i}".encode()) for i in range(5)])
+    await kafka_log.append_many(kept, [PendingRecord(f"k{i}".encode()) for i in range(5)])
+
+    async def short_log_start_moved() -> bool:
+        return (await kafka_log.beginning_offsets([short_tp]))[short_tp] > 0
+
+    await eventually(short_log_start_moved, "retention to move the log-start offset")
+    gaps_before = metric("reverser_log_kafka_gap_records_total")
+
+    reader = kafka_log.reader()
+    try:
+        await reader.assign({short_tp: 0, kept_tp: 0})
+        gaps, kept_values = [], []
+        deadline = time.monotonic() + WAIT_S
+        while (not gaps or len(kept_values) < 5) and time.monotonic() < deadline:
+            fetched = await reader.fetch(timeout_ms=500)
+            gaps += fetched.gaps
+            kept_values += [r.value for r in fetched.records if r.topic == kept]
+            short_offsets = [r.offset for r in fetched.records if r.topic == short]
+            assert all(offset >= g.first_surviving for offset in short_offsets for g in gaps)
+        assert kept_values == [f"k{i}".encode() for i in range(5)]
+        assert [(g.topic, g.partition, g.position) for g in gaps] == [(short, 0, 0)]
+        assert gaps[0].first_surviving > 0
+        assert reader.position(short_tp) >= gaps[0].first_surviving
+        assert metric("reverser_log_kafka_gap_records_total") - gaps_before == gaps[0].lost
+    finally:
+        await reader.close()
+
+
+@pytest.mark.kafka
+async def test_reader_beyond_the_log_end_waits_instead_of_resetting(kafka_log: KafkaLog) -> None:
+    topic = await new_topic(kafka_log, "ahead", partitions=1)
+    tp = TopicPartition(topic, 0)
+    await kafka_log.append_many(topic, [PendingRecord(b"old") for _ in range(3)])
+    reader = kafka_log.reader()
+    try:
+        await reader.assign({tp: 5})
+        fetched = await reader.fetch(timeout_ms=300)
+        assert (fetched.records, fetched.gaps, reader.position(tp)) == ([], [], 5)
+        await kafka_log.append_many(topic, [PendingRecord(f"new{i}".encode()) for i in range(3)])
+        records: list[Record] = []
+        deadline = time.monotonic() + WAIT_S
+        while not records and time.monotonic() < deadline:
+            records = (await reader.fetch(timeout_ms=500)).records
+        assert [(r.offset, r.value) for r in records] == [(5, b"new2")]
+        assert reader.position(tp) == 6
+    finally:
+        await reader.close()
+
+
+# unavailability ------------------------------------------------------------------------------------
+
+
+async def test_unreachable_bootstrap_is_a_typed_error_after_bounded_retries() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    log = KafkaLog(kafka_settings(address, connect_retries=2, retry_backoff_ms=50, request_timeout_ms=2000))
+    retries_before = metric("reverser_log_kafka_retries_total", operation="connect")
+    with pytest.raises(LogUnavailableError, match=f"{address}.*after 3 attempts"):
+        await log.start()
+    assert metric("reverser_log_kafka_retries_total", operation="connect") - retries_before == 2
+    with pytest.raises(LogError, match="not started"):
+        await log.append("any", b"x")
+    await log.close()
+
+
+@pytest.mark.kafka
+async def test_killed_broker_gives_a_typed_error_and_the_same_client_continues_after_restart(
+    tmp_path: Path,
+) -> None:
+    """Uses a private broker (never KAFKA_BOOTSTRAP_SERVERS): the test kills and restarts it."""
+    broker = KafkaBroker(tmp_path / "broker")
+    await asyncio.to_thread(broker.start)
+    log = KafkaLog(
+        kafka_settings(broker.bootstrap, request_timeout_ms=4000, connect_retries=2, retry_backoff_ms=100)
+    )
+    try:
+        await log.start()
+        topic = await new_topic(log, "crash", partitions=3)
+        acknowledged: dict[bytes, AppendResult] = {}
+
+        async def keep_appending() -> LogUnavailableError:
+            number = 0
+            while True:
+                value = f"before-{number}".encode()
+                try:
+                    if number % 2:
+                        acknowledged[value] = await log.append(topic, value, key=value)
+                    else:
+                        batch = [PendingRecord(value + b"-" + bytes([i + 48]), key=value) for i in range(5)]
+                        for record, result in zip(batch, await log.append_many(topic, batch), strict=True):
+                            acknowledged[record.value or b""] = result
+                except LogUnavailableError as exc:
+                    return exc
+                number += 1
+
+        unavailable_before = metric("reverser_log_kafka_errors_total", kind="unavailable")
+        writer = asyncio.create_task(keep_appending())
+
+        async def enough_acknowledged() -> bool:
+            assert not writer.done(), writer
+            return len(acknowledged) >= 200
+
+        await eventually(enough_acknowledged, "appends before the crash")
+        await asyncio.to_thread(broker.kill)
+        error = await asyncio.wait_for(writer, WAIT_S)
+        assert isinstance(error, LogUnavailableError)
+        assert metric("reverser_log_kafka_errors_total", kind="unavailable") > unavailable_before
+        with pytest.raises(LogUnavailableError):
+            await log.end_offsets([TopicPartition(topic, 0)])
+
+        await asyncio.to_thread(broker.restart)
+        after = await log.append(topic, b"after-restart", key=b"after-restart")
+        acknowledged[b"after-restart"] = after
+
+        stored: dict[bytes, tuple[int, int]] = {}
+        for partition in range(3):
+            for record in await read_partition(log, TopicPartition(topic, partition)):
+                stored[record.value or b""] = (record.partition, record.offset)
+        lost = [v for v, r in acknowledged.items() if stored.get(v) != (r.partition, r.offset)]
+        assert lost == []
+    finally:
+        await log.close()
+        await asyncio.to_thread(broker.stop)
