@@ -175,8 +175,7 @@ def _label_selector(uri: object) -> str:
     return values[0] if values else ""
 
 
-def _extra(user: dict[str, Any], key: str) -> str:
-    extra = user.get("extra")
+def _extra(extra: object, key: str) -> str:
     if not isinstance(extra, dict):
         return ""
     values = extra.get(key)
@@ -206,113 +205,112 @@ def _uid_set(body: object, uid_cap: int) -> tuple[list[str] | None, str | None]:
     return uids, None
 
 
-def _gate(event: dict[str, Any], object_ref: dict[str, Any] | None, verb_lower: str) -> str | None:
-    """The drop reason of the accept gate, in the specified order, or None when accepted."""
-    operation = _MUTATIONS.get(verb_lower)
-    if object_ref is not None:
-        subresource = object_ref.get("subresource")
-        if subresource and (operation is None or subresource != "scale"):
-            return NON_SCALE_SUBRESOURCE
-    if event.get("stage") != "ResponseComplete":
-        return STAGE
-    if operation is None:
-        return READ_ONLY_OR_UNKNOWN_VERB
-    status = event.get("responseStatus")
-    if isinstance(status, dict):
-        code = status.get("code")
-        if code is not None:
-            if isinstance(code, bool) or not isinstance(code, int | float):
-                return MALFORMED_EVENT
-            if code >= 300:
-                return FAILED_REQUEST
-    if _is_dry_run(event.get("requestURI")):
-        return DRY_RUN
-    response_md = _metadata(event.get("responseObject"))
-    request_md = _metadata(event.get("requestObject"))
-    if response_md is not None and request_md is not None:
-        after = response_md.get("resourceVersion")
-        before = request_md.get("resourceVersion")
-        if isinstance(after, str) and after and after == before:
-            return UNCHANGED_RESOURCE_VERSION
-    return None
-
-
 def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
     """Run one decoded audit event through the accept gate and reduce it to at most one fact.
 
     `uid_cap` bounds a collection delete's uid set by item count (<= 0 means the default 10,000).
+    This is the ingress hot path (hundreds of events per request), hence the inlined lookups.
     """
     if event is None:
         return Reduction(NIL_EVENT, None, None)
     if not isinstance(event, dict):
         return Reduction(MALFORMED_EVENT, None, None)
-    raw_ref = event.get("objectRef")
-    object_ref = raw_ref if isinstance(raw_ref, dict) else None
-    resource = _text(object_ref, "resource") if object_ref is not None else ""
-    gr = GroupResource(_text(object_ref, "apiGroup"), resource) if object_ref is not None else None
-    raw_verb = event.get("verb")
-    verb = raw_verb if isinstance(raw_verb, str) else ""
+    object_ref = event.get("objectRef")
+    gr: GroupResource | None = None
+    resource = ""
+    if isinstance(object_ref, dict):
+        resource = object_ref.get("resource", "")
+        if not isinstance(resource, str):
+            resource = ""
+        group = object_ref.get("apiGroup", "")
+        gr = GroupResource(group if isinstance(group, str) else "", resource)
+    else:
+        object_ref = None
+    verb = event.get("verb", "")
+    if not isinstance(verb, str):
+        verb = ""
     verb_lower = verb.lower()
+    operation = _MUTATIONS.get(verb_lower)
 
-    dropped = _gate(event, object_ref, verb_lower)
-    if dropped is not None:
-        return Reduction(dropped, gr, None)
-    if object_ref is None or not resource:
+    # The accept gate, in the specified order.
+    if object_ref is not None:
+        subresource = object_ref.get("subresource")
+        if subresource and (operation is None or subresource != "scale"):
+            return Reduction(NON_SCALE_SUBRESOURCE, gr, None)
+    if event.get("stage") != "ResponseComplete":
+        return Reduction(STAGE, gr, None)
+    if operation is None:
+        return Reduction(READ_ONLY_OR_UNKNOWN_VERB, gr, None)
+    status = event.get("responseStatus")
+    if isinstance(status, dict):
+        code = status.get("code")
+        if code is not None:
+            if isinstance(code, bool) or not isinstance(code, int | float):
+                return Reduction(MALFORMED_EVENT, gr, None)
+            if code >= 300:
+                return Reduction(FAILED_REQUEST, gr, None)
+    request_uri = event.get("requestURI")
+    if _is_dry_run(request_uri):
+        return Reduction(DRY_RUN, gr, None)
+    request_body = event.get("requestObject")
+    response_body = event.get("responseObject")
+    response_md = _metadata(response_body)
+    request_md = _metadata(request_body)
+    response_rv = ""
+    if response_md is not None:
+        response_rv = response_md.get("resourceVersion", "")
+        if not isinstance(response_rv, str):
+            response_rv = ""
+        if response_rv and request_md is not None and request_md.get("resourceVersion") == response_rv:
+            return Reduction(UNCHANGED_RESOURCE_VERSION, gr, None)
+
+    # The fact.
+    if object_ref is None or not resource or gr is None:
         return Reduction(NO_ATTRIBUTION_FACT, gr, None)
-    stream = GroupResource(_text(object_ref, "apiGroup"), resource)
-
     user = event.get("impersonatedUser")
     if not isinstance(user, dict) or not _text(user, "username"):
         user = event.get("user")
-    if not isinstance(user, dict):
-        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+        if not isinstance(user, dict):
+            return Reduction(NO_ATTRIBUTION_FACT, gr, None)
     author = _text(user, "username")
     if not author:
         return Reduction(NO_ATTRIBUTION_FACT, gr, None)
 
-    request_body = event.get("requestObject")
-    response_body = event.get("responseObject")
     namespace = _text(object_ref, "namespace")
     name = _text(object_ref, "name")
     uid = _text(object_ref, "uid")
     if not (namespace and name and uid):
-        is_delete = _MUTATIONS[verb_lower] == "DELETE"
-        for body in (request_body, response_body) if is_delete else (response_body, request_body):
-            metadata = _metadata(body)
-            if metadata is None:
-                continue
-            namespace = namespace or _text(metadata, "namespace")
-            name = name or _text(metadata, "name")
-            uid = uid or _text(metadata, "uid")
+        order = (request_md, response_md) if operation == "DELETE" else (response_md, request_md)
+        for metadata in order:
+            if metadata is not None:
+                namespace = namespace or _text(metadata, "namespace")
+                name = name or _text(metadata, "name")
+                uid = uid or _text(metadata, "uid")
 
     is_collection = verb_lower == "deletecollection"
     if not name and not is_collection:
         return Reduction(NO_ATTRIBUTION_FACT, gr, None)
-
-    response_md = _metadata(response_body)
-    resource_version = _text(response_md, "resourceVersion") if response_md is not None else ""
-    if not resource_version:
-        resource_version = _text(object_ref, "resourceVersion")
-
-    raw_audit_id = event.get("auditID")
+    resource_version = response_rv or _text(object_ref, "resourceVersion")
+    audit_id = event.get("auditID", "")
+    extra = user.get("extra")
     fact = AuthorFact(
-        author=author,
-        display_name=_extra(user, DISPLAY_NAME_EXTRA),
-        email=_extra(user, EMAIL_EXTRA),
-        verb=verb,
-        audit_id=raw_audit_id if isinstance(raw_audit_id, str) else "",
-        namespace=namespace,
-        name=name,
-        uid=uid,
-        resource_version=resource_version,
-        stage_timestamp_us=parse_rfc3339_us(event.get("stageTimestamp")),
+        author,
+        _extra(extra, DISPLAY_NAME_EXTRA) if extra else "",
+        _extra(extra, EMAIL_EXTRA) if extra else "",
+        verb,
+        audit_id if isinstance(audit_id, str) else "",
+        namespace,
+        name,
+        uid,
+        resource_version,
+        parse_rfc3339_us(event.get("stageTimestamp")),
     )
-    uidset_reason: str | None = None
-    if is_collection:
-        fact.name = fact.uid = fact.resource_version = ""
-        fact.label_selector = _label_selector(event.get("requestURI"))
-        fact.uids, uidset_reason = _uid_set(response_body, uid_cap if uid_cap > 0 else DEFAULT_UID_CAP)
-    return Reduction(QUEUED, stream, fact, uidset_reason)
+    if not is_collection:
+        return Reduction(QUEUED, gr, fact)
+    fact.name = fact.uid = fact.resource_version = ""
+    fact.label_selector = _label_selector(request_uri)
+    fact.uids, uidset_reason = _uid_set(response_body, uid_cap if uid_cap > 0 else DEFAULT_UID_CAP)
+    return Reduction(QUEUED, gr, fact, uidset_reason)
 
 
 def group_facts(route: str, reductions: Iterable[Reduction]) -> list[FactBatch]:

@@ -631,6 +631,13 @@ def us(moment: datetime) -> int:
         ("2026-06-25T12:11:12.5+02:00", us(datetime(2026, 6, 25, 10, 11, 12, 500000, tzinfo=UTC))),
         ("2026-06-25t10:11:12-01:30", us(datetime(2026, 6, 25, 11, 41, 12, tzinfo=UTC))),
         ("2026-06-25 10:11:12Z", 0),
+        ("2026-02-30T10:11:12.123456Z", 0),
+        ("2026-06-25T23:59:60.000000Z", 0),
+        ("2026-06-25T24:00:00Z", 0),
+        ("2026-06-25T10:11:12.12345\u0663Z", 0),
+        ("2026-06-25T10:11:12.+12345Z", 0),
+        ("\u0662026-06-25T10:11:12.123456Z", 0),
+        ("2026-06-25T10:11:12.123456z", us(datetime(2026, 6, 25, 10, 11, 12, 123456, tzinfo=UTC))),
         ("2026-06-25", 0),
         ("2026-13-25T10:11:12Z", 0),
         ("2026-06-25T10:11:12.1234567890Z", 0),
@@ -744,3 +751,15 @@ def test_mutated_corpus_events_never_raise_and_facts_encode(event: dict[str, Any
     for batch in batches:
         assert batch.facts[0].author
         codec(FACT_BATCH).encode(batch.to_avro())
+
+
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9999, 12, 31)),
+    st.integers(min_value=0, max_value=999),
+)
+def test_timestamp_fast_path_agrees_with_the_full_parse(moment: datetime, nanos: int) -> None:
+    expected = us(moment.replace(tzinfo=UTC))
+    micro = moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert parse_rfc3339_us(micro + "Z") == expected  # fast path
+    assert parse_rfc3339_us(f"{micro}{nanos:03d}Z") == expected  # nine digits: truncated
+    assert parse_rfc3339_us(micro + "+00:00") == expected  # offset form: full parse
