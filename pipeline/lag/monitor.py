@@ -17,7 +17,7 @@ from pipeline.config import LagSettings
 from pipeline.lag.evaluator import Commit, LagEvaluator
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
-from pipeline.log.api import Log, LogError, TopicNotFoundError, TopicPartition
+from pipeline.log.api import Log, LogError, TopicPartition
 
 __all__ = ["Clock", "CommitFeed", "LagMonitor", "wall_clock_ms"]
 
@@ -115,23 +115,17 @@ class LagMonitor:
     async def _bounds(
         self, tps: Sequence[TopicPartition]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        """Log-start and log-end offsets; a deleted topic drops its partitions instead of failing."""
+        """Log-start and log-end offsets of the partitions that still exist.
+
+        Groups keep committed offsets of deleted topics for a while; asking the broker for their
+        offsets would fail the whole poll, so partitions of missing topics are left out first.
+        """
         if not tps:
             return {}, {}
-        try:
-            return await self._log.beginning_offsets(tps), await self._log.end_offsets(tps)
-        except TopicNotFoundError:
-            pass
-        starts: dict[TopicPartition, int] = {}
-        ends: dict[TopicPartition, int] = {}
-        for topic in sorted({tp.topic for tp in tps}):
-            members = [tp for tp in tps if tp.topic == topic]
-            try:
-                topic_starts = await self._log.beginning_offsets(members)
-                topic_ends = await self._log.end_offsets(members)
-            except TopicNotFoundError:
-                logger.info("topic %s no longer exists; its committed offsets are skipped", topic)
-                continue
-            starts.update(topic_starts)
-            ends.update(topic_ends)
-        return starts, ends
+        described = await self._log.describe_topics(sorted({tp.topic for tp in tps}))
+        live = [
+            tp for tp in tps if tp.topic in described and tp.partition < described[tp.topic].partitions
+        ]
+        if not live:
+            return {}, {}
+        return await self._log.beginning_offsets(live), await self._log.end_offsets(live)
