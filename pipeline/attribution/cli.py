@@ -30,6 +30,7 @@ from pipeline.attribution.kinds import group_resource_for
 from pipeline.attribution.model import NONE
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.audit.server import FACT_TOO_LARGE
 from pipeline.config import Settings
 from pipeline.facts.reduce import Reduction, group_facts, reduce_event
 from pipeline.log import Log, LogError, open_log
@@ -215,14 +216,15 @@ def _main(args: argparse.Namespace) -> int:
             return 1
 
 
-def _explain(route: str, event: Any, reduction: Reduction, published: bool) -> dict[str, Any]:
+def _explain(route: str, event: Any, reduction: Reduction, too_large: bool) -> dict[str, Any]:
     item = event if isinstance(event, dict) else {}
     gr = reduction.group_resource
+    published = reduction.fact is not None and not too_large
     return {
         "auditID": item.get("auditID", "") if isinstance(item.get("auditID"), str) else "",
         "verb": item.get("verb", "") if isinstance(item.get("verb"), str) else "",
         "decision": "published" if published else "dropped",
-        "reason": reduction.reason,
+        "reason": FACT_TOO_LARGE if too_large else reduction.reason,
         "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
     }
 
@@ -249,8 +251,8 @@ async def publish_audit_documents(
             await log.append_many(topic, built.records)
         dropped = {id(fact) for fact in built.dropped}
         for event, reduction in zip(document.events, reductions, strict=True):
-            published = reduction.fact is not None and id(reduction.fact) not in dropped
-            explained.append(_explain(route, event, reduction, published))
+            too_large = reduction.fact is not None and id(reduction.fact) in dropped
+            explained.append(_explain(route, event, reduction, too_large))
     return explained
 
 

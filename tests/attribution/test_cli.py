@@ -270,3 +270,25 @@ def test_bare_yaml_numbers_are_read_as_identity_strings(
     code, lines, _ = run(capsys, "--audit", str(audit), "--watch", str(watch))
     assert code == 0
     assert (lines[0]["tier"], lines[0]["author"], lines[0]["resourceVersion"]) == ("exact", "carol", "1001")
+
+
+def test_fact_too_large_for_the_log_is_explained_as_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("log:\n  topics:\n    max_message_bytes: 2048\n")
+    audit = tmp_path / "a.json"
+    audit.write_text(
+        json.dumps(
+            {
+                "kind": "EventList",
+                "items": [audit_event("x" * 1500, "u1", "10"), audit_event("ok", "u2", "11")],
+            }
+        )
+    )
+    code, lines, _ = run(capsys, "--config", str(config), "--audit", str(audit), "--explain-audit")
+    assert code == 0
+    assert [(line["decision"], line["reason"]) for line in lines] == [
+        ("dropped", "fact_too_large"),
+        ("published", "queued"),
+    ]
