@@ -153,15 +153,14 @@ class GitTree:
         return node.sha
 
 
-def _order(item: tuple[str, tuple[int, bytes]]) -> bytes:
+def _order(item: tuple[str, tuple[int, bytes]]) -> str:
+    """Git's tree order: by name bytes, folders as if followed by '/' (UTF-8 keeps code-point order)."""
     name, (mode, _sha) = item
-    raw = name.encode("utf-8")
-    return raw + b"/" if mode == TREE_MODE else raw
+    return name + "/" if mode == TREE_MODE else name
 
 
 def _serialise(entries: dict[str, tuple[int, bytes]]) -> bytes:
-    out = bytearray()
-    for name, (mode, sha) in sorted(entries.items(), key=_order):
-        out += b"%o %s\x00" % (mode, name.encode("utf-8"))
-        out += sha
-    return bytes(out)
+    return b"".join(
+        b"%o %s\x00%s" % (mode, name.encode("utf-8"), sha)
+        for name, (mode, sha) in sorted(entries.items(), key=_order)
+    )
