@@ -9,6 +9,9 @@ batch; and the RBAC wiring refuses strangers.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.e2e.audit_receiver import AuditReceiver
-from tests.e2e.cluster.controlplane import ControlPlane
+from tests.e2e.cluster.controlplane import ControlPlane, ControlPlaneState
 from tests.e2e.cluster.pki import ADMIN_CN, AUDIT_CLIENT_CN
 from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
 
@@ -157,3 +160,40 @@ async def test_strangers_are_refused(plane: ControlPlane) -> None:
     # Anonymous requests are either unauthenticated (401) or authenticated as system:anonymous
     # and then refused by RBAC (403); both prove a client certificate is required to act.
     assert unauthorised.value.status in (401, 403)
+
+
+def test_the_cli_leaves_the_control_plane_running_until_stop(
+    controlplane_bin_dir: Path, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "cli"
+    started = subprocess.run(
+        [sys.executable, "-m", "tests.e2e.cluster.controlplane", "start", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "REVERSER_E2E_BIN_DIR": str(controlplane_bin_dir)},
+    )
+    assert started.returncode == 0, started.stderr
+    kubeconfig = Path(started.stdout.strip())
+    state = ControlPlaneState.load(workdir)
+    try:
+        # The starting process has exited; the apiserver it started still answers.
+        namespaces = asyncio.run(_namespace_names(kubeconfig))
+        assert "default" in namespaces
+    finally:
+        stopped = subprocess.run(
+            [sys.executable, "-m", "tests.e2e.cluster.controlplane", "stop", "--workdir", str(workdir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert stopped.returncode == 0, stopped.stderr
+    for pid in (state.apiserver_pid, state.etcd_pid):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (workdir / "state.json").exists()
+
+
+async def _namespace_names(kubeconfig: Path) -> set[str]:
+    async with kube_client(kubeconfig) as api:
+        return {ns.metadata.name for ns in (await client.CoreV1Api(api).list_namespace()).items}
