@@ -17,7 +17,6 @@ __all__ = [
     "WorkItem",
     "Write",
     "decode_work",
-    "encode_work",
 ]
 
 WRITE = "reverser.router.Write"
@@ -156,75 +155,4 @@ def decode_work(record: Record) -> WorkItem:
         scope=data["scope"],
         observed_at_ms=data["source"]["observedAtMs"],
         body=_body(kind, body),
-    )
-
-
-def encode_work(item: WorkItem) -> bytes:
-    """The Avro bytes of a work item (used by tests and the replay tool to write branch work)."""
-    body = item.body
-    if isinstance(body, Write):
-        a = body.author
-        encoded: tuple[str, dict[str, Any]] = (
-            WRITE,
-            {
-                "operation": body.operation,
-                "namespace": body.namespace,
-                "name": body.name,
-                "uid": body.uid,
-                "resourceVersion": body.resource_version,
-                "object": body.object_json,
-                "author": {
-                    "outcome": a.outcome,
-                    "username": a.username,
-                    "displayName": a.display_name,
-                    "email": a.email,
-                    "tier": a.tier,
-                    "actorKind": a.actor_kind,
-                },
-            },
-        )
-    elif isinstance(body, ResyncBegin):
-        encoded = (RESYNC_BEGIN, {"epoch": body.epoch, "resourceVersion": body.resource_version})
-    elif isinstance(body, ResyncChunk):
-        encoded = (
-            RESYNC_CHUNK,
-            {
-                "epoch": body.epoch,
-                "seq": body.seq,
-                "objects": [
-                    {
-                        "namespace": o.namespace,
-                        "name": o.name,
-                        "uid": o.uid,
-                        "resourceVersion": o.resource_version,
-                        "object": o.object_json,
-                    }
-                    for o in body.objects
-                ],
-            },
-        )
-    else:
-        encoded = (
-            RESYNC_END,
-            {
-                "epoch": body.epoch,
-                "chunks": body.chunks,
-                "objects": body.objects,
-                "resourceVersion": body.resource_version,
-            },
-        )
-    return codec(BRANCH_WORK).encode(
-        {
-            "provider": item.provider,
-            "branch": item.branch,
-            "target": item.target,
-            "path": item.path,
-            "cluster": item.cluster,
-            "group": item.group,
-            "version": item.version,
-            "resource": item.resource,
-            "scope": item.scope,
-            "source": {"partition": 0, "offset": item.offset, "observedAtMs": item.observed_at_ms},
-            "body": encoded,
-        }
     )

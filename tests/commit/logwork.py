@@ -5,10 +5,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from pipeline.codec import BRANCH_WORK, codec
 from pipeline.commit.consumer import group_id_for
-from pipeline.commit.work import WorkItem, encode_work
+from pipeline.commit.work import (
+    RESYNC_BEGIN,
+    RESYNC_CHUNK,
+    RESYNC_END,
+    WRITE,
+    ResyncBegin,
+    ResyncChunk,
+    WorkItem,
+    Write,
+)
 from pipeline.config import Settings
 from pipeline.log.api import Log, PendingRecord, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
@@ -43,3 +53,74 @@ async def wait_settled(log: Log, settings: Settings, timeout_s: float = 60.0) ->
         if time.monotonic() > deadline:
             raise TimeoutError(f"not settled: ends={ends} committed={committed}")
         await asyncio.sleep(0.1)
+
+
+def encode_work(item: WorkItem) -> bytes:
+    """The Avro bytes of a work item, as the router writes it (its source position is not used here)."""
+    body = item.body
+    if isinstance(body, Write):
+        a = body.author
+        encoded: tuple[str, dict[str, Any]] = (
+            WRITE,
+            {
+                "operation": body.operation,
+                "namespace": body.namespace,
+                "name": body.name,
+                "uid": body.uid,
+                "resourceVersion": body.resource_version,
+                "object": body.object_json,
+                "author": {
+                    "outcome": a.outcome,
+                    "username": a.username,
+                    "displayName": a.display_name,
+                    "email": a.email,
+                    "tier": a.tier,
+                    "actorKind": a.actor_kind,
+                },
+            },
+        )
+    elif isinstance(body, ResyncBegin):
+        encoded = (RESYNC_BEGIN, {"epoch": body.epoch, "resourceVersion": body.resource_version})
+    elif isinstance(body, ResyncChunk):
+        encoded = (
+            RESYNC_CHUNK,
+            {
+                "epoch": body.epoch,
+                "seq": body.seq,
+                "objects": [
+                    {
+                        "namespace": o.namespace,
+                        "name": o.name,
+                        "uid": o.uid,
+                        "resourceVersion": o.resource_version,
+                        "object": o.object_json,
+                    }
+                    for o in body.objects
+                ],
+            },
+        )
+    else:
+        encoded = (
+            RESYNC_END,
+            {
+                "epoch": body.epoch,
+                "chunks": body.chunks,
+                "objects": body.objects,
+                "resourceVersion": body.resource_version,
+            },
+        )
+    return codec(BRANCH_WORK).encode(
+        {
+            "provider": item.provider,
+            "branch": item.branch,
+            "target": item.target,
+            "path": item.path,
+            "cluster": item.cluster,
+            "group": item.group,
+            "version": item.version,
+            "resource": item.resource,
+            "scope": item.scope,
+            "source": {"partition": 0, "offset": 0, "observedAtMs": item.observed_at_ms},
+            "body": encoded,
+        }
+    )
