@@ -94,10 +94,6 @@ class StoredFact(NamedTuple):
     def author(self) -> str:
         return self.identity.author
 
-    @property
-    def removal(self) -> bool:
-        return is_removal_verb(self.verb)
-
 
 class StoredCollection:
     """A filed `deletecollection` fact: namespace, parsed selector and the uid set its response listed.
@@ -151,10 +147,6 @@ class StoredCollection:
     @property
     def resource_version(self) -> str:
         return ""
-
-    @property
-    def removal(self) -> bool:
-        return True
 
     def __repr__(self) -> str:
         return (
