@@ -138,7 +138,8 @@ class BranchWorker:
 
     def next_deadline(self) -> float | None:
         """When `tick` next has something to do (window silence or a due push)."""
-        deadlines = [d for d in (self._window.deadline if self._window else None, self._push_due) if d]
+        window_deadline = self._window.deadline if self._window is not None else None
+        deadlines = [d for d in (window_deadline, self._push_due) if d is not None]
         return min(deadlines) if deadlines else None
 
     def _settle(self, offsets: list[Offset]) -> None:
