@@ -275,6 +275,13 @@ async def _resolve(
         try:
             async with asyncio.timeout(READY_TIMEOUT_S):
                 await follower.wait_ready()
+            evicted = index.evictions["per_type"] + index.evictions["total"]
+            if evicted:
+                print(
+                    f"reverser resolve: warning: {evicted} index entries were evicted by the caps, so some "
+                    "facts are missing; raise attribution.max_facts_per_type / max_facts with --config",
+                    file=sys.stderr,
+                )
             resolver = Resolver(index, args.grace_ms)
             for event in watches:
                 _emit(await resolve_watch_event(resolver, route, event))

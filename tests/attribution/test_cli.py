@@ -292,3 +292,21 @@ def test_fact_too_large_for_the_log_is_explained_as_dropped(
         ("dropped", "fact_too_large"),
         ("published", "queued"),
     ]
+
+
+def test_evictions_are_warned_about_and_caps_come_from_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit = tmp_path / "audit.log"
+    audit.write_text("\n".join(json.dumps(audit_event(f"o{i}", f"u{i}", str(i))) for i in range(5)))
+    watch = tmp_path / "w.json"
+    watch.write_text(json.dumps(watch_event("ADDED", "o0", "u0", "0")))
+    small = tmp_path / "small.yaml"
+    small.write_text("attribution:\n  max_facts_per_type: 4\n  max_facts: 4\n")
+    code, lines, err = run(capsys, "--config", str(small), "--audit", str(audit), "--watch", str(watch))
+    assert code == 0
+    assert lines[0]["tier"] == "absent"
+    assert "6 index entries were evicted" in err
+    code, lines, err = run(capsys, "--audit", str(audit), "--watch", str(watch))
+    assert lines[0]["tier"] == "exact"
+    assert "evicted" not in err
