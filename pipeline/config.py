@@ -161,15 +161,27 @@ class ClusterSettings(_Section):
     watch_backoff_max_s: float = Field(default=60.0, gt=0)
     watch_timeout_s: int = Field(default=300, gt=0)
     watch_rediscover_s: float = Field(default=300.0, gt=0)
+    leader_election: bool = False
+    lease_namespace: str = "default"
+    lease_name: str | None = None
+    lease_duration_s: float = Field(default=15.0, gt=0)
+    lease_renew_s: float = Field(default=2.0, gt=0)
 
     @property
     def route(self) -> str:
         return self.audit_route or self.name
 
+    @property
+    def effective_lease_name(self) -> str:
+        """The Lease that elects the one replica watching this cluster."""
+        return self.lease_name or f"reverser-watch-{self.name}"
+
     @model_validator(mode="after")
     def _backoff_range(self) -> ClusterSettings:
         if self.watch_backoff_max_s < self.watch_backoff_initial_s:
             raise ValueError("watch_backoff_max_s must be >= watch_backoff_initial_s")
+        if self.lease_renew_s >= self.lease_duration_s:
+            raise ValueError("lease_renew_s must be shorter than lease_duration_s")
         return self
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.config import Settings
 from pipeline.log.api import Log
+from pipeline.watch.kube import open_client
 from pipeline.watch.manager import ClientFactory, WatchManager
 from pipeline.watch.stream import StreamOptions
 
@@ -21,12 +22,12 @@ class WatchComponent:
         log: Log,
         *,
         options: StreamOptions | None = None,
-        client_factory: ClientFactory | None = None,
+        client_factory: ClientFactory = open_client,
+        identity: str | None = None,
     ) -> None:
-        if client_factory is None:
-            self.manager = WatchManager(settings, log, options=options)
-        else:
-            self.manager = WatchManager(settings, log, options=options, client_factory=client_factory)
+        self.manager = WatchManager(
+            settings, log, options=options, client_factory=client_factory, identity=identity
+        )
 
     async def start(self) -> None:
         await self.manager.start()

@@ -167,13 +167,19 @@ class KubeClient:
         path: str,
         query: Sequence[tuple[str, str]],
         limits: aiohttp.ClientTimeout,
+        method: str = "GET",
+        body: dict[str, Any] | None = None,
     ) -> aiohttp.ClientResponse:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
-                "GET",
+                method,
                 query_params=list(query),
-                header_params={"Accept": "application/json"},
+                header_params=headers,
+                body=body,
                 auth_settings=_AUTH,
                 _preload_content=False,
                 _request_timeout=limits,
@@ -182,24 +188,34 @@ class KubeClient:
             raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
-        if response.status != 200:
-            body = await response.read()
+        if response.status not in (200, 201):
+            error_body = await response.read()
             response.release()
-            raise KubeError.from_status(response.status, body)
+            raise KubeError.from_status(response.status, error_body)
         return response
 
     async def get_json(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-        """GET a JSON document; raises KubeError for any non-200 answer or broken connection."""
+        """GET a JSON document; raises KubeError for any non-2xx answer or broken connection."""
+        return await self.send_json("GET", path, query=query)
+
+    async def send_json(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        query: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, Any]:
+        """One request with an optional JSON body; the answer must be a JSON object."""
         timeout = aiohttp.ClientTimeout(total=_REQUEST_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
-        response = await self._request(path, query, timeout)
+        response = await self._request(path, query, timeout, method, body)
         try:
-            body = await response.read()
+            raw = await response.read()
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
         finally:
             response.release()
         try:
-            parsed = json.loads(body)
+            parsed = json.loads(raw)
         except ValueError as exc:
             raise KubeError(200, "BadResponse", f"{path}: not JSON") from exc
         if not isinstance(parsed, dict):

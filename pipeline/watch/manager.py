@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -20,6 +23,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.watch import metrics
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
+from pipeline.watch.lease import LeaseElector
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 
@@ -35,6 +39,24 @@ class _Cluster:
     settings: ClusterSettings
     client: KubeClient
     capabilities: ClusterCapabilities
+    elector: LeaseElector | None = None
+    election: asyncio.Task[None] | None = None
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica may watch the cluster (always, without leader election)."""
+        return self.elector is None or self.elector.leading
+
+    async def close(self) -> None:
+        """End the election (releasing the lease) and the connection; streams must be stopped."""
+        if self.election is not None:
+            self.election.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.election
+            self.election = None
+        if self.elector is not None:
+            await self.elector.release()
+        await self.client.close()
 
 
 class WatchManager:
@@ -47,8 +69,12 @@ class WatchManager:
         *,
         options: StreamOptions | None = None,
         client_factory: ClientFactory = open_client,
+        identity: str | None = None,
     ) -> None:
         names = TopicNames.for_prefix(settings.log.topic_prefix)
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._leadership: asyncio.Queue[str] = asyncio.Queue()
+        self._leadership_worker: asyncio.Task[None] | None = None
         self._log = log_
         self._topic = names.watch_events
         self.cursors = CursorStore(log_, names.watch_cursors)
@@ -67,9 +93,35 @@ class WatchManager:
     async def start(self) -> None:
         """Load cursors, declare the configured streams, then re-discover periodically."""
         await self.cursors.load()
+        self._leadership_worker = asyncio.create_task(self._follow_leadership(), name="watch leadership")
         await self.apply(self._settings)
         self._refresh = asyncio.create_task(self._refresh_loop(), name="watch rediscovery")
         self.started = True
+
+    async def _follow_leadership(self) -> None:
+        """Start a cluster's streams when this replica wins its lease, stop them when it loses it."""
+        while True:
+            name = await self._leadership.get()
+            try:
+                async with self._lock:
+                    cluster = self._clusters.get(name)
+                    if cluster is None:
+                        continue
+                    if cluster.leading:
+                        # the previous leader's cursors are on the topic: resume where it stopped
+                        await self.cursors.load()
+                        await self._apply_locked(self._settings)
+                    else:
+                        mine = [spec for spec in self.streams if spec.cluster == name]
+                        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
+            except Exception:
+                log.exception("following the leadership of cluster %s failed", name)
+
+    def _leadership_changed(self, name: str) -> Callable[[], Awaitable[None]]:
+        async def notify() -> None:
+            self._leadership.put_nowait(name)
+
+        return notify
 
     async def _refresh_loop(self) -> None:
         """Pick up types that appear later (a CRD installed after start) and retry failed discovery."""
@@ -82,82 +134,88 @@ class WatchManager:
                 log.exception("watch rediscovery failed; trying again next interval")
 
     async def stop(self) -> None:
-        if self._refresh is not None:
-            self._refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresh
-            self._refresh = None
+        for task in (self._refresh, self._leadership_worker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._refresh = self._leadership_worker = None
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
             self.streams.clear()
             self.problems = []
             for cluster in self._clusters.values():
-                await cluster.client.close()
+                await cluster.close()
             self._clusters.clear()
 
     async def apply(self, settings: Settings) -> tuple[int, int]:
         """Reconcile the running streams with `settings`; returns (started, stopped)."""
         async with self._lock:
-            clusters = {c.name: c for c in settings.clusters}
-            wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
-            failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
-            desired, problems = await self._desired(settings, failed)
-            removed = [spec for spec in self.streams if spec not in desired]
-            # Streams of a cluster whose connection settings changed restart on the new client
-            # and resume from their cursors.
-            moved = [spec for spec in self.streams if spec in desired and spec.cluster in retired]
-            await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed + moved))
-            for old_client in retired.values():
-                await old_client.close()
-            # A replaced stream (new selector or version, same cursor key) must not resume from
-            # the old stream's cursor: its snapshot is what sweeps objects that no longer match.
-            removed_keys = {spec.cursor_key for spec in removed}
-            added = [spec for spec in desired if spec not in self.streams]
-            for spec in added:
-                cluster = self._clusters[spec.cluster]
-                stream = WatchStream(
-                    spec,
-                    cluster.client,
-                    self._log,
-                    self._topic,
-                    self.cursors,
-                    self._options or self._default_options(settings, cluster.settings),
-                    cluster.capabilities,
-                    fresh=spec.cursor_key in removed_keys,
+            return await self._apply_locked(settings)
+
+    async def _apply_locked(self, settings: Settings) -> tuple[int, int]:
+        clusters = {c.name: c for c in settings.clusters}
+        wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
+        failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
+        desired, problems = await self._desired(settings, failed)
+        removed = [spec for spec in self.streams if spec not in desired]
+        # Streams of a cluster whose connection settings changed restart on the new client
+        # and resume from their cursors.
+        moved = [spec for spec in self.streams if spec in desired and spec.cluster in retired]
+        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed + moved))
+        for old_cluster in retired.values():
+            await old_cluster.close()
+        # A replaced stream (new selector or version, same cursor key) must not resume from
+        # the old stream's cursor: its snapshot is what sweeps objects that no longer match.
+        removed_keys = {spec.cursor_key for spec in removed}
+        added = [
+            spec for spec in desired if spec not in self.streams and self._clusters[spec.cluster].leading
+        ]
+        for spec in added:
+            cluster = self._clusters[spec.cluster]
+            stream = WatchStream(
+                spec,
+                cluster.client,
+                self._log,
+                self._topic,
+                self.cursors,
+                self._options or self._default_options(settings, cluster.settings),
+                cluster.capabilities,
+                fresh=spec.cursor_key in removed_keys,
+            )
+            self.streams[spec] = stream
+            stream.start()
+        await self._forget_cursors(removed_keys - {spec.cursor_key for spec in self.streams})
+        widened = [
+            name
+            for name, previous in self._targets.items()
+            if previous.prune != "Always"
+            and any(t.name == name and t.prune == "Always" for t in settings.targets)
+        ]
+        resnapshot = [s for s in self.streams.values() if s.spec.target in widened]
+        await asyncio.gather(*(stream.resnapshot() for stream in resnapshot))
+        for problem in problems:
+            if problem not in self.problems:
+                log.warning(
+                    "target %s rule %d: %s not watched (%s): %s",
+                    problem.target,
+                    problem.rule,
+                    problem.resource,
+                    problem.reason,
+                    problem.message,
                 )
-                self.streams[spec] = stream
-                stream.start()
-            await self._forget_cursors(removed_keys - {spec.cursor_key for spec in self.streams})
-            widened = [
-                name
-                for name, previous in self._targets.items()
-                if previous.prune != "Always"
-                and any(t.name == name and t.prune == "Always" for t in settings.targets)
-            ]
-            resnapshot = [s for s in self.streams.values() if s.spec.target in widened]
-            await asyncio.gather(*(stream.resnapshot() for stream in resnapshot))
-            for problem in problems:
-                if problem not in self.problems:
-                    log.warning(
-                        "target %s rule %d: %s not watched (%s): %s",
-                        problem.target,
-                        problem.rule,
-                        problem.resource,
-                        problem.reason,
-                        problem.message,
-                    )
-            self.problems = problems
-            self._settings = settings
-            self._targets = {t.name: t for t in settings.targets}
-            stopped = len(removed) + len(moved)
-            if added or stopped:
-                log.info(
-                    "watch streams: %d started, %d stopped, %d running",
-                    len(added),
-                    stopped,
-                    len(self.streams),
-                )
-            return len(added), stopped
+        self.problems = problems
+        self._settings = settings
+        self._targets = {t.name: t for t in settings.targets}
+        stopped = len(removed) + len(moved)
+        if added or stopped:
+            log.info(
+                "watch streams: %d started, %d stopped, %d running",
+                len(added),
+                stopped,
+                len(self.streams),
+            )
+        return len(added), stopped
 
     async def _forget_cursors(self, keys: set[str]) -> None:
         """Tombstone the cursors of streams that are gone, so re-adding one starts with a snapshot."""
@@ -225,17 +283,17 @@ class WatchManager:
 
     async def _sync_clusters(
         self, wanted: dict[str, ClusterSettings]
-    ) -> tuple[dict[str, str], dict[str, KubeClient]]:
+    ) -> tuple[dict[str, str], dict[str, _Cluster]]:
         """Open clients for new clusters and replace changed ones.
 
         Returns the clusters whose client could not be loaded (with the reason) and the retired
         clients, which the caller closes once the streams using them are stopped.
         """
-        retired: dict[str, KubeClient] = {}
+        retired: dict[str, _Cluster] = {}
         for name in list(self._clusters):
             current = self._clusters[name]
             if wanted.get(name) != current.settings:
-                retired[name] = current.client
+                retired[name] = current
                 del self._clusters[name]
         failed: dict[str, str] = {}
         for name, cluster_settings in wanted.items():
@@ -252,12 +310,29 @@ class WatchManager:
                 failed[name] = f"cannot load the client configuration ({source}): {exc}"
                 log.error("cluster %s: %s", name, failed[name])
                 continue
-            self._clusters[name] = _Cluster(cluster_settings, client, ClusterCapabilities())
+            cluster = _Cluster(cluster_settings, client, ClusterCapabilities())
+            if cluster_settings.leader_election:
+                cluster.elector = LeaseElector(
+                    client,
+                    cluster_settings.lease_namespace,
+                    cluster_settings.effective_lease_name,
+                    self.identity,
+                    duration_s=cluster_settings.lease_duration_s,
+                    renew_s=cluster_settings.lease_renew_s,
+                )
+                changed = self._leadership_changed(name)
+                cluster.election = asyncio.create_task(
+                    cluster.elector.run(changed, changed), name=f"watch lease {name}"
+                )
+            self._clusters[name] = cluster
         return failed, retired
 
     # -- metrics ---------------------------------------------------------------------------
     def stream_views(self) -> Iterable[WatchStream]:
         return list(self.streams.values())
+
+    def leadership(self) -> Iterable[tuple[str, bool]]:
+        return [(name, cluster.leading) for name, cluster in sorted(self._clusters.items())]
 
     def problem_reasons(self) -> Iterable[tuple[str, str]]:
         return [(p.target, p.reason) for p in self.problems]

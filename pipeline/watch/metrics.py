@@ -72,6 +72,8 @@ class WatchSource(Protocol):
 
     def problem_reasons(self) -> Iterable[tuple[str, str]]: ...
 
+    def leadership(self) -> Iterable[tuple[str, bool]]: ...
+
 
 _sources: weakref.WeakSet[WatchSource] = weakref.WeakSet()
 
@@ -93,7 +95,13 @@ class _StreamCollector(Collector):
             "Rule entries that resolve to no stream, by target and reason",
             labels=["target", "reason"],
         )
+        leaders = GaugeMetricFamily(
+            "reverser_watch_leader",
+            "1 when this replica holds the cluster's lease (or runs without leader election)",
+            labels=["cluster"],
+        )
         counted: Tally[str] = Tally()
+        leading_by_cluster: dict[str, bool] = {}
         problem_count: Tally[tuple[str, str]] = Tally()
         now_ms = time.time() * 1000
         for source in list(_sources):
@@ -103,13 +111,18 @@ class _StreamCollector(Collector):
                 if updated is not None and view.state != "Stopped":
                     ages.add_metric(list(view.labels), max(0.0, (now_ms - updated) / 1000))
             problem_count.update(source.problem_reasons())
+            for cluster, leading in source.leadership():
+                leading_by_cluster[cluster] = leading_by_cluster.get(cluster, False) or leading
         for state in STATES:
             states.add_metric([state], counted.get(state, 0))
         for (target, reason), count in sorted(problem_count.items()):
             problems.add_metric([target, reason], count)
         yield states
         yield ages
+        for cluster, leading in sorted(leading_by_cluster.items()):
+            leaders.add_metric([cluster], 1.0 if leading else 0.0)
         yield problems
+        yield leaders
 
 
 REGISTRY.register(_StreamCollector())

@@ -108,6 +108,7 @@ class FakeKubeApiServer:
         # One-shot hooks run inside the next LIST: before and after it reads the objects.
         self.around_list: tuple[Callable[[], object], Callable[[], object]] | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self._watches: set[_Watch] = set()
         # (rv, group/resource, type, object, the event as served): served lines are cached so a
         # long backlog costs the server little (the benchmark replays one).
@@ -118,7 +119,7 @@ class FakeKubeApiServer:
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
         app = web.Application()
-        app.router.add_get("/{tail:.*}", self._dispatch)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -262,6 +263,11 @@ class FakeKubeApiServer:
         parts = [p for p in request.path.split("/") if p]
         query = dict(request.query)
         self.requests.append((request.path, query))
+        lease_prefix = ["apis", "coordination.k8s.io", "v1", "namespaces"]
+        if parts[:4] == lease_prefix and len(parts) in (6, 7) and parts[5] == "leases":
+            return await self._lease(request, parts[4], parts[6] if len(parts) == 7 else None)
+        if request.method != "GET":
+            return self._status(405, "MethodNotAllowed", f"{request.method} is not supported here")
         if parts == ["api"]:
             return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
         if parts == ["apis"]:
@@ -299,6 +305,36 @@ class FakeKubeApiServer:
         if query.get("watch") == "true":
             return await self._watch(request, gr, namespace, query)
         return self._list(gr, namespace, query)
+
+    async def _lease(self, request: web.Request, namespace: str, name: str | None) -> web.Response:
+        """Leases with optimistic concurrency: a stale resourceVersion is a 409 Conflict."""
+        if request.method == "GET" and name is not None:
+            found = self.leases.get((namespace, name))
+            if found is None:
+                return self._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+            return web.json_response(found)
+        body = await request.json()
+        key = (namespace, name or str(body["metadata"]["name"]))
+        existing = self.leases.get(key)
+        if request.method == "POST" and name is None:
+            if existing is not None:
+                return self._status(409, "AlreadyExists", f'leases "{key[1]}" already exists')
+        elif request.method == "PUT" and name is not None:
+            if existing is None:
+                return self._status(404, "NotFound", f'leases "{name}" not found')
+            if body["metadata"].get("resourceVersion") != existing["metadata"]["resourceVersion"]:
+                return self._status(409, "Conflict", "the object has been modified")
+        else:
+            return self._status(405, "MethodNotAllowed", f"{request.method} on leases")
+        body["metadata"]["resourceVersion"] = str(self._next_rv())
+        self.leases[key] = body
+        return web.json_response(body, status=201 if request.method == "POST" else 200)
+
+    def set_lease_holder(self, namespace: str, name: str, holder: str) -> None:
+        """Another process takes the lease (as if it won after this one stopped renewing)."""
+        lease = self.leases[(namespace, name)]
+        lease["spec"]["holderIdentity"] = holder
+        lease["metadata"]["resourceVersion"] = str(self._next_rv())
 
     def _group_list(self) -> dict[str, Any]:
         groups: dict[str, str] = {}

@@ -16,6 +16,7 @@ from kubernetes_asyncio import client
 from pipeline.config import Settings
 from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
+from pipeline.watch.component import WatchComponent
 from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
 from tests.e2e.kube import kube_client
 from tests.watch.conftest import (
@@ -115,5 +116,48 @@ async def test_snapshot_live_events_and_cursor_resume_on_kube_apiserver(
             deleted = events[-1]["body"][1]
             assert deleted["object"] is not None
             assert deleted["labels"] == {"app": "e2e"}
+        finally:
+            await log.close()
+
+
+async def test_leader_election_on_a_real_lease(plane: ControlPlane, tmp_path: Path) -> None:
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        leases = client.CoordinationV1Api(api)
+        await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="watch-lease")))
+        config = with_targets(
+            Settings(workdir=tmp_path / "work"),
+            plane.kubeconfig,
+            target("t1", rule("configmaps", namespaces=("watch-lease",))),
+        )
+        cluster = config.clusters[0].model_copy(
+            update={"leader_election": True, "lease_duration_s": 2.0, "lease_renew_s": 0.2}
+        )
+        config = config.model_copy(update={"clusters": [cluster]})
+        log = open_log(config)
+        await log.start()
+        try:
+            await log.create_topics(topic_specs(config))
+            first = WatchComponent(config, log, options=fast_options(config), identity="e2e-1")
+            second = WatchComponent(config, log, options=fast_options(config), identity="e2e-2")
+            await first.start()
+            await second.start()
+            try:
+                await wait_for(
+                    lambda: bool(first.manager.streams) != bool(second.manager.streams),
+                    what="one leader",
+                    timeout_s=30,
+                )
+                leader, standby = (first, second) if first.manager.streams else (second, first)
+                lease = await leases.read_namespaced_lease("reverser-watch-src", "default")
+                assert lease.spec.holder_identity == leader.manager.identity
+                await leader.stop()
+                await wait_for(lambda: bool(standby.manager.streams), what="the hand-over", timeout_s=30)
+                lease = await leases.read_namespaced_lease("reverser-watch-src", "default")
+                assert lease.spec.holder_identity == standby.manager.identity
+                assert lease.spec.lease_transitions >= 1
+            finally:
+                await first.stop()
+                await second.stop()
         finally:
             await log.close()

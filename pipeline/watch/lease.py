@@ -1,0 +1,156 @@
+"""Leader election per source cluster on a `coordination.k8s.io/v1` Lease.
+
+Several replicas may run the service; only the holder of a cluster's Lease watches that cluster,
+so each change is written to the log once. Expiry is judged the way client-go judges it: by how
+long this process has seen the same lease record unchanged on its own clock, never by comparing
+another process's timestamps with ours, so clock skew cannot split the brain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pipeline.watch.backoff import Sleep
+from pipeline.watch.kube import KubeClient, KubeError
+
+__all__ = ["LeaseElector"]
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseElector:
+    """Acquires and renews one Lease; tells its owner when leadership starts and ends."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        duration_s: float,
+        renew_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._client = client
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration_s = duration_s
+        self.renew_s = renew_s
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._sleep = sleep
+        self._observed: tuple[str, float] | None = None  # (record resourceVersion, when seen)
+        self._last_renewed = float("-inf")
+        self.leading = False
+
+    async def run(
+        self, on_started: Callable[[], Awaitable[None]], on_stopped: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Try to acquire or renew every `renew_s`; call the callbacks on each change.
+
+        Cancelling `run` ends leadership without calling `on_stopped`: the owner that cancels it
+        stops its own work, then calls `release`.
+        """
+        try:
+            while True:
+                try:
+                    held = await self._try_acquire_or_renew()
+                except KubeError as exc:
+                    log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                    # Without a successful renewal for a whole lease duration, assume it is lost.
+                    held = self.leading and self._clock() - self._last_renewed < self.duration_s
+                if held and not self.leading:
+                    self.leading = True
+                    log.info("lease %s/%s acquired by %s", self.namespace, self.name, self.identity)
+                    await on_started()
+                elif not held and self.leading:
+                    self.leading = False
+                    log.warning("lease %s/%s lost by %s", self.namespace, self.name, self.identity)
+                    await on_stopped()
+                await self._sleep(self.renew_s)
+        finally:
+            self.leading = False
+
+    async def release(self) -> None:
+        """Give the lease up (after the owner stopped working) so another replica takes over now."""
+        try:
+            lease = await self._client.get_json(self._path)
+        except KubeError:
+            return
+        spec = lease.get("spec") or {}
+        if spec.get("holderIdentity") != self.identity:
+            return
+        spec["holderIdentity"] = ""
+        spec["leaseDurationSeconds"] = 1
+        lease["spec"] = spec
+        try:
+            await self._client.send_json("PUT", self._path, lease)
+        except KubeError as exc:
+            log.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, exc)
+
+    def _spec(self, transitions: int, acquired: str | None) -> dict[str, Any]:
+        now = _micro_time(self._wall_clock())
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.duration_s)),
+            "acquireTime": acquired or now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    async def _try_acquire_or_renew(self) -> bool:
+        try:
+            lease = await self._client.get_json(self._path)
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(0, None),
+            }
+            return await self._write("POST", self._collection, body)
+        meta = lease.get("metadata") or {}
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        record = str(meta.get("resourceVersion") or "")
+        now = self._clock()
+        if self._observed is None or self._observed[0] != record:
+            self._observed = (record, now)
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
+            return await self._write("PUT", self._path, lease)
+        duration_s = float(spec.get("leaseDurationSeconds") or self.duration_s)
+        if holder and now - self._observed[1] < duration_s:
+            return False
+        lease["spec"] = self._spec(transitions + 1, None)
+        return await self._write("PUT", self._path, lease)
+
+    async def _write(self, method: str, path: str, body: dict[str, Any]) -> bool:
+        """Create or update with optimistic concurrency: a conflict means someone else won."""
+        try:
+            await self._client.send_json(method, path, body)
+        except KubeError as exc:
+            if exc.status in (409, 422):
+                return False
+            raise
+        self._last_renewed = self._clock()
+        return True

@@ -1,0 +1,94 @@
+"""Leader election per source cluster: two replicas, one watcher, hand-over without a snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.config import Settings
+from pipeline.log.api import Log
+from pipeline.watch.component import WatchComponent
+from tests.watch.conftest import (
+    fast_options,
+    kinds,
+    metric,
+    read_events,
+    rule,
+    target,
+    wait_for,
+    wait_for_events,
+    with_targets,
+)
+from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+
+def elected(settings: Settings, kubeconfig: Path) -> Settings:
+    config = with_targets(settings, kubeconfig, target("t1", rule("configmaps", namespaces=("team-a",))))
+    cluster = config.clusters[0].model_copy(
+        update={
+            "leader_election": True,
+            "lease_duration_s": 1.0,
+            "lease_renew_s": 0.05,
+            "lease_namespace": "ops",
+        }
+    )
+    return config.model_copy(update={"clusters": [cluster]})
+
+
+def streaming(component: WatchComponent) -> bool:
+    return any(s.state == "Streaming" for s in component.manager.streams.values())
+
+
+async def test_one_replica_watches_and_the_other_takes_over_from_its_cursor(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
+    config = elected(settings, kube.kubeconfig(tmp_path))
+    first = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
+    second = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-2")
+    await first.start()
+    await second.start()
+    try:
+        await wait_for(lambda: streaming(first) or streaming(second), what="a leader")
+        leader, standby = (first, second) if streaming(first) else (second, first)
+        await wait_for(
+            lambda: kube.leases[("ops", "reverser-watch-src")]["spec"]["holderIdentity"] != "", what="lease"
+        )
+        assert standby.manager.streams == {}
+        assert kube.watch_count == 1
+        assert kube.leases[("ops", "reverser-watch-src")]["spec"]["holderIdentity"] == leader.manager.identity
+        assert metric("reverser_watch_leader", cluster="src") == 1.0
+
+        await leader.stop()  # releases the lease
+        await wait_for(lambda: streaming(standby), what="the standby to take over")
+        (stream,) = standby.manager.streams.values()
+        assert stream.reason == "CursorResume"
+        kube.put(corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a"))
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-collapse" in kinds(evs), "live"
+        )
+    finally:
+        await first.stop()
+        await second.stop()
+    assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-collapse"]
+
+
+async def test_losing_the_lease_stops_the_streams(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    config = elected(settings, kube.kubeconfig(tmp_path))
+    component = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
+    await component.start()
+    try:
+        await wait_for(lambda: streaming(component), what="leadership")
+        kube.set_lease_holder("ops", "reverser-watch-src", "intruder")
+        await wait_for(lambda: component.manager.streams == {}, what="the streams to stop")
+        assert metric("reverser_watch_leader", cluster="src") == 0.0
+        await wait_for(lambda: kube.watch_count == 0, what="the watch to close")
+        # the intruder never renews: after the lease duration this replica leads again
+        await wait_for(lambda: streaming(component), what="leadership again")
+        (stream,) = component.manager.streams.values()
+        assert stream.reason == "CursorResume"
+    finally:
+        await component.stop()
+    assert kinds(await read_events(topics_log, config)) == ["begin", "end"]
