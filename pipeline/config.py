@@ -177,7 +177,7 @@ class ClusterSettings(_Section):
         return self.lease_name or f"reverser-watch-{self.name}"
 
     @model_validator(mode="after")
-    def _backoff_range(self) -> ClusterSettings:
+    def _timing_ranges(self) -> ClusterSettings:
         if self.watch_backoff_max_s < self.watch_backoff_initial_s:
             raise ValueError("watch_backoff_max_s must be >= watch_backoff_initial_s")
         if self.lease_renew_s >= self.lease_duration_s:
