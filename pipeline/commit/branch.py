@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind
-from pipeline.commit.layout import LayoutError, canonical_path, normalize_target_path
+from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject, parse_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
 from pipeline.commit.window import CloseReason, CommitWindow
@@ -223,6 +223,17 @@ class BranchWorker:
         )
         metrics.SKIPPED.labels(reason).inc()
 
+    def _refuse_plaintext(self, item: WorkItem, namespace: str, name: str) -> None:
+        log.warning(
+            "branch work %d:%d: %s %s/%s not written: secrets need encryption, which is not configured",
+            item.partition,
+            item.offset,
+            item.resource,
+            namespace,
+            name,
+        )
+        metrics.SKIPPED.labels("sensitive_unencrypted").inc()
+
     async def _write(self, item: WorkItem, write: Write) -> None:
         here = (item.partition, item.offset)
         target = self._target(item.target)
@@ -239,6 +250,10 @@ class BranchWorker:
             return
         if deleting and prune == "Never":
             metrics.SKIPPED.labels("prune_never").inc()
+            self._settle([here])
+            return
+        if not deleting and is_sensitive(item.group, item.resource):
+            self._refuse_plaintext(item, write.namespace, write.name)
             self._settle([here])
             return
         window_s = self.provider.commit_window_s
@@ -327,6 +342,9 @@ class BranchWorker:
                 self._bad(end, "bad_record", exc)
                 continue
             keep.add(path)
+            if is_sensitive(end.group, end.resource):
+                self._refuse_plaintext(end, obj.namespace, obj.name)
+                continue
             try:
                 content = render_object(parse_object_json(obj.object_json))
             except RenderError as exc:

@@ -9,6 +9,7 @@ __all__ = [
     "LayoutError",
     "canonical_path",
     "in_scope",
+    "is_sensitive",
     "normalize_target_path",
 ]
 
@@ -36,6 +37,11 @@ def normalize_target_path(path: str) -> str:
     return cleaned.strip("/")
 
 
+def is_sensitive(group: str, resource: str) -> bool:
+    """Secrets: their content is never written in plaintext (this worker does not encrypt)."""
+    return not group and resource in _SENSITIVE
+
+
 def _segment(value: str, what: str) -> str:
     if not value or "/" in value or value in (".", "..") or "\x00" in value:
         raise LayoutError(f"{what} {value!r} cannot be a path segment")
@@ -50,7 +56,7 @@ def _type_dir(group: str, resource: str) -> str:
 def canonical_path(target_path: str, group: str, resource: str, namespace: str, name: str) -> str:
     """`[path/]{namespace|_cluster}/[group/]resource/name.yaml` (`.sops.yaml` for secrets)."""
     scope_dir = _segment(namespace, "namespace") if namespace else CLUSTER_DIR
-    suffix = ".sops.yaml" if not group and resource in _SENSITIVE else ".yaml"
+    suffix = ".sops.yaml" if is_sensitive(group, resource) else ".yaml"
     relative = f"{scope_dir}/{_type_dir(group, resource)}/{_segment(name, 'name')}{suffix}"
     return f"{target_path}/{relative}" if target_path else relative
 

@@ -550,3 +550,22 @@ async def test_rename_by_recreate_and_same_content_recreate(h: Harness) -> None:
     assert "DELETE v1/configmaps/team-a/old" in body
     assert "CREATE v1/configmaps/team-a/new" in body
     assert "same" not in body
+
+
+async def test_secrets_are_never_written_in_plaintext(tmp_path: Path) -> None:
+    """§2.5: without encryption no Secret content reaches Git; a ConfigMap in the same window still does."""
+    h = Harness(tmp_path, prune="Always")
+    w = Work(step_ms=10)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db", "namespace": "team-a"},
+        "data": {"password": "c2VjcmV0"},
+    }
+    await h.feed(w.create(secret, resource="secrets"), w.create(cm("plain")))
+    await h.feed(*w.snapshot(1, [secret], resource="secrets"))
+    await h.settle_time(5)
+    tree = files(h.remote)
+    assert sorted(tree) == ["live/team-a/configmaps/plain.yaml"]
+    assert all("c2VjcmV0" not in content for content in tree.values())
+    assert (0, 0) in h.settled
