@@ -169,6 +169,45 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     return context
 
 
+_AIOKAFKA_LOG = logging.getLogger("aiokafka")
+_AUTH_ERRORS = (
+    kafka_errors.AuthenticationFailedError,
+    kafka_errors.AuthenticationMethodNotSupported,
+    kafka_errors.UnsupportedSaslMechanismError,
+    kafka_errors.IllegalSaslStateError,
+    kafka_errors.SaslAuthenticationFailed,
+)
+
+
+class _BootstrapFailures(logging.Handler):
+    """Collects why aiokafka could not bootstrap: it logs the cause, then raises a bare error.
+
+    A refused connection is worth retrying; a certificate the client does not trust or rejected
+    credentials are configuration errors that retrying cannot fix, so they fail at once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.last: BaseException | None = None
+        self.fatal: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        cause = args[-1] if args else None
+        if not isinstance(cause, BaseException):
+            return
+        self.last = cause
+        if isinstance(cause, (ssl.SSLError, *_AUTH_ERRORS)):
+            self.fatal = cause
+
+    def raise_fatal(self, where: str, exc: BaseException) -> None:
+        if self.fatal is None:
+            return
+        ERRORS.labels("configuration").inc()
+        kind = "TLS handshake failed" if isinstance(self.fatal, ssl.SSLError) else "authentication failed"
+        raise LogError(f"{where}: {kind}: {self.fatal} (check log.tls / log.sasl)") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class _TopicMeta:
     """What appends need to know about a topic, cached for `TOPIC_METADATA_TTL_S`."""
@@ -253,17 +292,27 @@ class KafkaLog(Log):
     async def connect(self, what: str, factory: Callable[[], T], start: Callable[[T], Awaitable[None]]) -> T:
         """Create and start a client, retrying the bootstrap with backoff; a failed client is closed."""
 
+        where = f"{what} to {self._settings.bootstrap_servers}"
+
         async def attempt() -> T:
             client = factory()
+            failures = _BootstrapFailures()
+            _AIOKAFKA_LOG.addHandler(failures)
             try:
                 await start(client)
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(Exception):
                     await _stop_client(client)
+                if isinstance(exc, kafka_errors.KafkaConnectionError):
+                    failures.raise_fatal(where, exc)
+                    if failures.last is not None:
+                        raise kafka_errors.KafkaConnectionError(f"{exc}: {failures.last}") from exc
                 raise
+            finally:
+                _AIOKAFKA_LOG.removeHandler(failures)
             return client
 
-        return await self._retrier.run(f"{what} to {self._settings.bootstrap_servers}", attempt)
+        return await self._retrier.run(where, attempt)
 
     async def start(self) -> None:
         if self._producer is not None:

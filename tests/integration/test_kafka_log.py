@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,7 @@ from pipeline.log import (
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.partitioner import murmur2_partition
 from tests.conftest import unique_prefix
-from tests.integration.kafka.broker import KafkaBroker, libs_dir
+from tests.integration.kafka.broker import BrokerSecurity, KafkaBroker, libs_dir
 
 HERE = Path(__file__).resolve().parent
 WAIT_S = 90.0
@@ -345,3 +345,119 @@ async def test_killed_broker_gives_a_typed_error_and_the_same_client_continues_a
     finally:
         await log.close()
         await asyncio.to_thread(broker.stop)
+
+
+# TLS and SASL ----------------------------------------------------------------------------------------
+
+
+def pkcs8(key_pem: bytes) -> str:
+    """Kafka's PEM keystore wants PKCS#8; trustme writes the traditional EC form."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+@pytest.fixture(scope="module")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaBroker, Path]]:
+    """A private broker with mutual-TLS and SASL_SSL (PLAIN, SCRAM-SHA-256) listeners, and the PEMs."""
+    import trustme
+
+    pems = tmp_path_factory.mktemp("pems")
+    server_ca, client_ca = trustme.CA(), trustme.CA()
+    server = server_ca.issue_cert("127.0.0.1", "localhost")
+    client = client_ca.issue_cert("reverser-client")
+    server_ca.cert_pem.write_to_path(str(pems / "ca.pem"))
+    client.private_key_and_cert_chain_pem.write_to_path(str(pems / "client.pem"))
+    trustme.CA().cert_pem.write_to_path(str(pems / "other-ca.pem"))
+    chain = "".join(blob.bytes().decode() for blob in server.cert_chain_pems)
+    security = BrokerSecurity(
+        keystore_pem=pkcs8(server.private_key_pem.bytes()) + chain,
+        client_ca_pem=client_ca.cert_pem.bytes().decode(),
+        plain_users={"alice": "alice-secret"},
+        scram_users={"bob": "bob-secret"},
+    )
+    broker = KafkaBroker(tmp_path_factory.mktemp("secured") / "broker", security=security)
+    broker.start()
+    try:
+        yield broker, pems
+    finally:
+        broker.stop()
+
+
+async def round_trip(settings: LogSettings) -> None:
+    log = KafkaLog(settings)
+    await log.start()
+    try:
+        topic = await new_topic(log, "secured", partitions=1)
+        result = await log.append(topic, b"over tls", key=b"k")
+        records = await read_partition(log, TopicPartition(topic, 0))
+        assert [(r.offset, r.value) for r in records] == [(result.offset, b"over tls")]
+    finally:
+        await log.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("protocol", "mechanism", "username", "password"),
+    [
+        ("SSL", "PLAIN", "", ""),
+        ("SASL_SSL", "PLAIN", "alice", "alice-secret"),
+        ("SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret"),
+    ],
+)
+async def test_tls_and_sasl_options_reach_a_secured_broker(
+    secured_broker: tuple[KafkaBroker, Path], protocol: str, mechanism: str, username: str, password: str
+) -> None:
+    broker, pems = secured_broker
+    bootstrap = broker.ssl_bootstrap if protocol == "SSL" else broker.sasl_ssl_bootstrap
+    tls = {"ca_file": str(pems / "ca.pem")}
+    if protocol == "SSL":
+        tls |= {"cert_file": str(pems / "client.pem"), "key_file": str(pems / "client.pem")}
+    await round_trip(
+        kafka_settings(
+            bootstrap,
+            security_protocol=protocol,
+            tls=tls,
+            sasl={"mechanism": mechanism, "username": username, "password": password},
+        )
+    )
+
+
+@pytest.mark.kafka
+async def test_tls_and_sasl_misconfiguration_is_a_typed_error(
+    secured_broker: tuple[KafkaBroker, Path],
+) -> None:
+    broker, pems = secured_broker
+    quick = {"connect_retries": 1, "retry_backoff_ms": 50, "request_timeout_ms": 3000}
+    wrong_password = kafka_settings(
+        broker.sasl_ssl_bootstrap,
+        security_protocol="SASL_SSL",
+        tls={"ca_file": str(pems / "ca.pem")},
+        sasl={"mechanism": "SCRAM-SHA-256", "username": "bob", "password": "wrong"},
+        **quick,
+    )
+    untrusted_server = kafka_settings(
+        broker.sasl_ssl_bootstrap,
+        security_protocol="SASL_SSL",
+        tls={"ca_file": str(pems / "other-ca.pem")},
+        sasl={"mechanism": "PLAIN", "username": "alice", "password": "alice-secret"},
+        **quick,
+    )
+    missing_ca = kafka_settings(
+        broker.ssl_bootstrap, security_protocol="SSL", tls={"ca_file": str(pems / "absent.pem")}, **quick
+    )
+    expected = [
+        (wrong_password, "authentication failed.*invalid credentials"),
+        (untrusted_server, "TLS handshake failed.*CERTIFICATE_VERIFY_FAILED"),
+        (missing_ca, "log.tls: cannot load TLS material"),
+    ]
+    for settings, reason in expected:
+        log = KafkaLog(settings)
+        with pytest.raises(LogError, match=reason) as caught:
+            await log.start()
+        # Retrying cannot fix configuration: it is not reported as an outage.
+        assert not isinstance(caught.value, LogUnavailableError)
+        await log.close()

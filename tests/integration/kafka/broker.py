@@ -25,9 +25,10 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["KAFKA_VERSION", "BrokerError", "KafkaBroker", "fetch_jars", "libs_dir"]
+__all__ = ["KAFKA_VERSION", "BrokerError", "BrokerSecurity", "KafkaBroker", "fetch_jars", "libs_dir"]
 
 KAFKA_VERSION = "4.1.1"
 HERE = Path(__file__).resolve().parent
@@ -51,6 +52,22 @@ logger.kafka.level = INFO
 logger.apache.name = org.apache.kafka
 logger.apache.level = INFO
 """
+
+
+@dataclass(frozen=True)
+class BrokerSecurity:
+    """Extra SSL and SASL_SSL listeners, so clients' TLS and SASL options meet a real broker.
+
+    `keystore_pem` holds the broker's PKCS#8 private key followed by its certificate chain;
+    `client_ca_pem`, when set, makes the SSL listener require client certificates signed by it.
+    PLAIN users live in the listener's JAAS config; SCRAM-SHA-256 users are written into the
+    cluster metadata when the storage is formatted.
+    """
+
+    keystore_pem: str
+    client_ca_pem: str | None = None
+    plain_users: dict[str, str] = field(default_factory=dict)
+    scram_users: dict[str, str] = field(default_factory=dict)
 
 
 class BrokerError(RuntimeError):
@@ -172,12 +189,22 @@ class KafkaBroker:
     with the same data: clients that were connected before can reconnect and carry on.
     """
 
-    def __init__(self, workdir: Path, *, version: str = KAFKA_VERSION, heap: str = HEAP) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        version: str = KAFKA_VERSION,
+        heap: str = HEAP,
+        security: BrokerSecurity | None = None,
+    ) -> None:
         self.workdir = Path(workdir).resolve()
         self.version = version
         self.heap = heap
+        self.security = security
         self.port = 0
         self.controller_port = 0
+        self.ssl_port = 0
+        self.sasl_ssl_port = 0
         self.cluster_id = ""
         self._process: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
@@ -208,6 +235,20 @@ class KafkaBroker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listener (only with `security`)."""
+        if not self.ssl_port:
+            raise BrokerError("the broker has no SSL listener")
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL listener (only with `security`)."""
+        if not self.sasl_ssl_port:
+            raise BrokerError("the broker has no SASL_SSL listener")
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    @property
     def pid(self) -> int | None:
         return self._pid
 
@@ -220,10 +261,12 @@ class KafkaBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         if not self.port:
-            self.port = _free_port()
-            self.controller_port = _free_port()
-            while self.controller_port == self.port:
-                self.controller_port = _free_port()
+            ports: set[int] = set()
+            while len(ports) < 4:
+                ports.add(_free_port())
+            self.port, self.controller_port, ssl_port, sasl_ssl_port = sorted(ports)
+            if self.security is not None:
+                self.ssl_port, self.sasl_ssl_port = ssl_port, sasl_ssl_port
         config = self._write_config()
         if not (self.data_dir / "meta.properties").exists():
             self._format(libs, config)
@@ -324,14 +367,54 @@ class KafkaBroker:
             "message.max.bytes": str(8 * 1024 * 1024 + 1024),
             "replica.fetch.max.bytes": str(8 * 1024 * 1024 + 1024),
         }
+        if self.security is not None:
+            settings.update(self._security_config(self.security))
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
         return path
+
+    def _security_config(self, security: BrokerSecurity) -> dict[str, str]:
+        keystore = self.workdir / "tls" / "broker-keystore.pem"
+        keystore.parent.mkdir(parents=True, exist_ok=True)
+        keystore.write_text(security.keystore_pem, encoding="utf-8")
+        plain_users = " ".join(f'user_{name}="{secret}"' for name, secret in security.plain_users.items())
+        config = {
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port},"
+                f"SSL://127.0.0.1:{self.ssl_port},SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+            ),
+            "advertised.listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port},"
+                f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+            ),
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+        }
+        if security.client_ca_pem is not None:
+            truststore = self.workdir / "tls" / "client-ca.pem"
+            truststore.write_text(security.client_ca_pem, encoding="utf-8")
+            config["listener.name.ssl.ssl.truststore.type"] = "PEM"
+            config["listener.name.ssl.ssl.truststore.location"] = str(truststore)
+            config["listener.name.ssl.ssl.client.auth"] = "required"
+        return config
 
     def _format(self, libs: Path, config: Path) -> None:
         self.cluster_id = _cluster_id()
         tool = [*self._java(libs), "kafka.tools.StorageTool"]
         command = [*tool, "format", "-t", self.cluster_id, "-c", str(config)]
+        if self.security is not None:
+            for name, secret in self.security.scram_users.items():
+                command += ["--add-scram", f"SCRAM-SHA-256=[name={name},password={secret}]"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BrokerError(
@@ -388,6 +471,8 @@ class KafkaBroker:
             "pid": self._pid,
             "port": self.port,
             "controller_port": self.controller_port,
+            "ssl_port": self.ssl_port,
+            "sasl_ssl_port": self.sasl_ssl_port,
             "cluster_id": self.cluster_id,
             "version": self.version,
         }
@@ -400,6 +485,8 @@ class KafkaBroker:
             return
         self.port = int(state.get("port") or 0)
         self.controller_port = int(state.get("controller_port") or 0)
+        self.ssl_port = int(state.get("ssl_port") or 0)
+        self.sasl_ssl_port = int(state.get("sasl_ssl_port") or 0)
         self.cluster_id = str(state.get("cluster_id") or "")
         pid = state.get("pid")
         self._pid = int(pid) if pid else None
