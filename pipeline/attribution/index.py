@@ -293,6 +293,7 @@ class FactIndex:
             verbs.clear()
         per_type = self.limits.max_facts_per_type
         max_total = self.limits.max_facts
+        evicted_per_type = evicted_total = 0
         for fact in facts:
             author = fact["author"]
             display = fact["displayName"]
@@ -350,11 +351,25 @@ class FactIndex:
                 continue
             if len(scope.order) - scope.head > 2 * scope.count + _ORDER_SLACK:
                 scope.compact()
-            if scope.count > per_type or self._total > max_total:
-                self._enforce_caps(key, scope)
+            if scope.count > per_type:
+                # Steady state at the per-type cap: one or two entries out per fact.
+                while scope.count > per_type and scope.evict_oldest():
+                    self._total -= 1
+                    evicted_per_type += 1
+                if scope.count == 0:
+                    del self._scopes[key]
+                    scope = None
+            if self._total > max_total:
+                evicted_total += self._evict_total()
                 scope = self._scopes.get(key)
             if self._waiters:
                 self._wake(self._wake_keys(key, fact, lowered, namespace))
+        if evicted_per_type:
+            self.evictions["per_type"] += evicted_per_type
+            _EVICTED_PER_TYPE.inc(evicted_per_type)
+        if evicted_total:
+            self.evictions["total"] += evicted_total
+            _EVICTED_TOTAL.inc(evicted_total)
         return self._total - before
 
     @staticmethod
@@ -414,32 +429,18 @@ class FactIndex:
         scope.count += 1
         self._total += 1
 
-    def _enforce_caps(self, key: ScopeKey, scope: _Scope | None) -> None:
-        limits = self.limits
-        per_type = 0
-        while scope is not None and scope.count > limits.max_facts_per_type:
-            if not scope.evict_oldest():
-                break
-            self._total -= 1
-            per_type += 1
-            if scope.count == 0:
-                del self._scopes[key]
-                scope = None
-        total = 0
-        while self._total > limits.max_facts and self._scopes:
+    def _evict_total(self) -> int:
+        """Evict from the largest scope until the whole index is within its cap; returns how many."""
+        evicted = 0
+        while self._total > self.limits.max_facts and self._scopes:
             largest_key, largest = max(self._scopes.items(), key=lambda item: item[1].count)
             if not largest.evict_oldest():
                 break
             self._total -= 1
-            total += 1
+            evicted += 1
             if largest.count == 0:
                 del self._scopes[largest_key]
-        if per_type:
-            self.evictions["per_type"] += per_type
-            _EVICTED_PER_TYPE.inc(per_type)
-        if total:
-            self.evictions["total"] += total
-            _EVICTED_TOTAL.inc(total)
+        return evicted
 
     # -- waiters -----------------------------------------------------------------------------------
     def _wake(self, keys: tuple[WaiterKey, ...]) -> None:
