@@ -317,3 +317,27 @@ async def resolve_all(
         return out
     finally:
         await follower.stop()
+
+
+async def test_the_follower_loop_sweeps_expired_facts(tmp_path: Path) -> None:
+    base = Settings(workdir=tmp_path)
+    settings = base.model_copy(
+        update={"attribution": base.attribution.model_copy(update={"ttl_s": 0.5, "sweep_interval_s": 0.05})}
+    )
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        topic = await create_fact_topic(log, settings)
+        index = FactIndex.from_settings(settings.attribution)
+        follower = FactFollower(log, topics_of(settings), index, settings, fetch_timeout_ms=50)
+        await follower.start()
+        await asyncio.wait_for(follower.wait_ready(), GUARD_S)
+        await log.append_many(
+            topic, [record_for(FactBatch("default", CM, [fact(name="a", uid="u1", rv="1")]))]
+        )
+        await eventually(lambda: follower.records_applied == 1, "fact applied")
+        await eventually(lambda: len(index) == 0, "expired fact swept from memory")
+        assert sample("reverser_attribution_fact_index_entries") == 0
+        await follower.stop()
+    finally:
+        await log.close()
