@@ -98,10 +98,12 @@ class GitRemote:
 
     def files(self, branch: str = "main") -> dict[str, str]:
         """Every file at the branch tip, path to content."""
-        if self.head(branch) is None:
+        # One commit for every read: the worker may push between two git calls.
+        tip = self.head(branch)
+        if tip is None:
             return {}
-        paths = self._git("ls-tree", "-r", "--name-only", f"refs/heads/{branch}").splitlines()
-        return {path: self._git("show", f"refs/heads/{branch}:{path}") for path in paths}
+        paths = self._git("ls-tree", "-r", "--name-only", tip).splitlines()
+        return {path: self._git("show", f"{tip}:{path}") for path in paths}
 
     def wait_for(self, predicate: Callable[[GitRemote], bool], timeout_s: float, what: str) -> None:
         """Poll until `predicate(self)` holds; fail naming `what` and the history seen so far."""

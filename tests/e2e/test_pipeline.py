@@ -366,3 +366,24 @@ def test_the_service_counted_what_it_did(env: Env) -> None:
     assert service.metric_sum("reverser_attribution_resolutions_total", tier="exact") > 0
     assert service.metric_sum("reverser_attribution_resolutions_total", tier="absent") == 0
     assert service.metric_sum("reverser_router_decode_errors_total") == 0
+
+
+async def test_a_restart_loses_nothing_and_repeats_nothing(env: Env) -> None:
+    """Runs after the metrics check (a restart resets the counters).
+
+    While the service is down, the apiserver's audit batch fails and is retried, and the watch
+    resumes from its cursor: the change made meanwhile is still credited to its author, and no work
+    from before the restart is committed twice.
+    """
+    before = env.remote.head()
+    assert before is not None
+    assert await asyncio.to_thread(env.service.stop) == 0
+    async with kube_client(env.kubeconfig, ALICE) as api:
+        await client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, cm("while-down", {"k": "v"}))
+    await asyncio.to_thread(env.service.start)
+
+    await wait_until(env, "while-down", lambda r: cm_path("while-down") in r.files())
+    await asyncio.sleep(COMMIT_WINDOW_S + 2)
+    after = env.remote.commits(since=before)
+    assert [c.changes for c in after] == [(("A", cm_path("while-down")),)], [c.subject for c in after]
+    assert_authored(after[0], ALICE, {"exact"})
