@@ -928,9 +928,12 @@ class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
         self._member = member
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        self._member._assigned = set()
-        if self._member.listener is not None:
-            await self._member.listener.on_partitions_revoked({_our_tp(tp) for tp in revoked})
+        # The partitions stay committable inside the listener (the generation is still valid).
+        try:
+            if self._member.listener is not None:
+                await self._member.listener.on_partitions_revoked({_our_tp(tp) for tp in revoked})
+        finally:
+            self._member._assigned = set()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         ours = {_our_tp(tp) for tp in assigned}

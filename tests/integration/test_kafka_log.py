@@ -24,9 +24,11 @@ from prometheus_client import REGISTRY
 from pipeline.config import LogSettings
 from pipeline.log import (
     AppendResult,
+    GroupConsumer,
     LogError,
     LogUnavailableError,
     PendingRecord,
+    RebalanceListener,
     Record,
     TopicNotFoundError,
     TopicPartition,
@@ -270,6 +272,74 @@ async def test_reader_beyond_the_log_end_waits_instead_of_resetting(kafka_log: K
         assert reader.position(tp) == 6
     finally:
         await reader.close()
+
+
+# consumer groups ---------------------------------------------------------------------------------
+
+
+class CommitOnRevoke(RebalanceListener):
+    """Commits the member's read progress when partitions are taken away, as the commit worker does."""
+
+    def __init__(self) -> None:
+        self.member: GroupConsumer | None = None
+        self.progress: dict[TopicPartition, int] = {}
+        self.committed: list[dict[TopicPartition, int]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        mine = {tp: offset for tp, offset in self.progress.items() if tp in revoked}
+        if mine and self.member is not None:
+            await self.member.commit(mine)
+            self.committed.append(mine)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
+
+
+@pytest.mark.kafka
+async def test_progress_committed_on_revoke_is_where_the_next_owner_resumes(kafka_log: KafkaLog) -> None:
+    topic = await new_topic(kafka_log, "handover", partitions=2)
+    every = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    group = f"{kafka_log._settings.topic_prefix}-handover"
+    await kafka_log.append_many(topic, [PendingRecord(f"old{i}".encode(), partition=i % 2) for i in range(6)])
+    listener = CommitOnRevoke()
+    first = kafka_log.group_consumer(group, [topic], listener=listener)
+    listener.member = first
+    second = kafka_log.group_consumer(group, [topic])
+    await first.start()
+    try:
+        assert first.assignment() == every
+
+        async def read_everything() -> bool:
+            for record in (await first.fetch(timeout_ms=300)).records:
+                listener.progress[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            return listener.progress == dict.fromkeys(every, 3)
+
+        await eventually(read_everything, "the first member to read every record")
+        await second.start()
+
+        async def split() -> bool:
+            await asyncio.gather(first.fetch(timeout_ms=200), second.fetch(timeout_ms=200))
+            return len(first.assignment()) == len(second.assignment()) == 1
+
+        await eventually(split, "the partitions to be split")
+        assert listener.committed, "nothing was committed while the partitions were revoked"
+        assert listener.committed[0] == dict.fromkeys(every, 3)
+        assert await kafka_log.group_offsets(group) == dict.fromkeys(every, 3)
+
+        (moved,) = second.assignment()
+        await kafka_log.append(topic, b"new", partition=moved.partition)
+        seen: list[Record] = []
+
+        async def second_reads_new() -> bool:
+            fetched = await second.fetch(timeout_ms=300)
+            seen.extend(fetched.records)
+            return bool(seen)
+
+        await eventually(second_reads_new, "the new owner to read the new record")
+        assert [(r.partition, r.offset, r.value) for r in seen] == [(moved.partition, 3, b"new")]
+    finally:
+        await second.close()
+        await first.close()
 
 
 # unavailability ------------------------------------------------------------------------------------
