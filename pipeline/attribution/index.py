@@ -253,6 +253,10 @@ class FactIndex:
     def scope_count(self) -> int:
         return len(self._scopes)
 
+    def scope_sizes(self) -> dict[str, int]:
+        """Entries per scope, keyed `<route>/<grKey>` (the stream name used in metrics and logs)."""
+        return {f"{route}/{gr_key}": scope.count for (route, gr_key), scope in sorted(self._scopes.items())}
+
     def waiter_count(self) -> int:
         """Registered waiter keys; 0 whenever no resolution is in flight."""
         return len(self._waiters)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.attribution.replay_cli import add_replay_facts_parser
 from pipeline.codec import DecodeError
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
@@ -51,6 +52,7 @@ def register(subparsers: Any) -> None:
         "default: the provider's own URL",
     )
     branch.set_defaults(func=_run)
+    add_replay_facts_parser(kinds)
 
 
 def _target_url(into: str | None, provider: ProviderSettings) -> str:
