@@ -86,6 +86,9 @@ TOPIC_METADATA_TTL_S = 60.0
 #: How long `start()` of a group member waits for its first assignment.
 GROUP_JOIN_TIMEOUT_MS = 60_000
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+#: Producer batch size: large batches make `append_many` fast; topics whose `max.message.bytes`
+#: is below this are appended one record per batch instead.
+PRODUCER_BATCH_BYTES = 1024 * 1024
 #: Client-side request size cap; the topic's `max.message.bytes` (checked first) is the real limit.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
@@ -341,6 +344,7 @@ class KafkaLog(Log):
             enable_idempotence=True,
             linger_ms=0,
             max_request_size=PRODUCER_MAX_REQUEST_BYTES,
+            max_batch_size=PRODUCER_BATCH_BYTES,
         )
 
     async def close(self) -> None:
@@ -509,7 +513,17 @@ class KafkaLog(Log):
         meta = await self._topic_meta(topic)
         partitions = [self._choose_partition(topic, meta, record) for record in records]
         producer = await self._ready_producer()
-        outcomes, failure = await self._send_all(producer, topic, records, partitions)
+        if meta.max_message_bytes < PRODUCER_BATCH_BYTES:
+            # Records that each fit the topic could exceed it together in one producer batch.
+            outcomes: list[Any] = []
+            failure: BaseException | None = None
+            for record, partition in zip(records, partitions, strict=True):
+                acknowledged, failure = await self._send_all(producer, topic, [record], [partition])
+                outcomes += acknowledged
+                if failure is not None:
+                    break
+        else:
+            outcomes, failure = await self._send_all(producer, topic, records, partitions)
         if failure is not None:
             if _is_transient(failure):
                 self._mark_producer_broken(producer)
@@ -566,8 +580,10 @@ class KafkaLog(Log):
             failure = kafka_errors.KafkaTimeoutError(
                 f"{len(pending)} records not acknowledged within {self._settings.request_timeout_ms} ms"
             )
-        if failure is None:
-            failure = next((f.exception() for f in futures if f.exception() is not None), None)
+        done = [f for f in futures if f.done()]
+        errors = [error for error in (_outcome_error(f) for f in done) if error is not None]
+        if failure is None and errors:
+            failure = errors[0]
         return ([f.result() for f in futures] if failure is None else []), failure
 
     @staticmethod
@@ -731,6 +747,12 @@ class KafkaLog(Log):
             if code == _NON_EMPTY_GROUP:
                 raise LogError(f"group {group_id!r} is not empty; stop its members first")
             raise _translate(kafka_errors.for_code(code)(), f"delete group {group_id!r}")
+
+
+def _outcome_error(future: asyncio.Future[Any]) -> BaseException | None:
+    if future.cancelled():
+        return asyncio.CancelledError()
+    return future.exception()
 
 
 def _consume_outcome(future: asyncio.Future[Any]) -> None:

@@ -171,6 +171,17 @@ async def test_broker_rejections_are_typed_errors(kafka_log: KafkaLog) -> None:
     assert (await kafka_log.append(topic, b"fine", partition=1)).offset == 0
 
 
+@pytest.mark.kafka
+async def test_append_many_fits_batches_to_a_small_max_message_bytes(kafka_log: KafkaLog) -> None:
+    """Each record fits the topic's limit; together they would not, so they must not share a batch."""
+    topic = await new_topic(kafka_log, "small-limit", partitions=1, max_message_bytes=4096)
+    pending = [PendingRecord(bytes([65 + i]) * 1500) for i in range(12)]
+    results = await kafka_log.append_many(topic, pending)
+    assert [r.offset for r in results] == list(range(12))
+    stored = await read_partition(kafka_log, TopicPartition(topic, 0))
+    assert [r.value for r in stored] == [p.value for p in pending]
+
+
 # partitioning agrees with the Java client ---------------------------------------------------------
 
 
