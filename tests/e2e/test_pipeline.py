@@ -200,6 +200,22 @@ async def test_alice_creates_and_updates_configmaps_in_one_commit(env: Env) -> N
     assert "managedFields" not in settings["metadata"]
 
 
+async def test_a_change_of_author_closes_the_window(env: Env) -> None:
+    since = env.remote.head()
+    for user, name in ((ALICE, "turn-1"), (BOB, "turn-2"), (ALICE, "turn-3")):
+        async with kube_client(env.kubeconfig, user) as api:
+            await client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, cm(name, {"by": user}))
+
+    paths = [cm_path(n) for n in ("turn-1", "turn-2", "turn-3")]
+    await wait_until(env, "three turns", lambda r: all(p in r.files() for p in paths))
+    commits = touching(env.remote.commits(since=since), *paths)
+    assert [(c.author_name, c.changes) for c in commits] == [
+        (ALICE, (("A", paths[0]),)),
+        (BOB, (("A", paths[1]),)),
+        (ALICE, (("A", paths[2]),)),
+    ]
+
+
 async def test_bob_deletes_a_configmap(env: Env) -> None:
     async with kube_client(env.kubeconfig, ALICE) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, cm("doomed", {"k": "v"}))
