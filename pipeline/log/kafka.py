@@ -530,13 +530,8 @@ class KafkaLog(Log):
             if isinstance(failure, kafka_errors.UnknownTopicOrPartitionError):
                 self._topics.pop(topic, None)
             raise _translate(failure, f"append to {topic!r}") from failure
-        results: list[AppendResult] = []
-        now_ms = int(time.time() * 1000)
-        for metadata in outcomes:
-            timestamp = (
-                metadata.timestamp if metadata.timestamp is not None and metadata.timestamp >= 0 else now_ms
-            )
-            results.append(AppendResult(metadata.topic, metadata.partition, metadata.offset, timestamp))
+        # aiokafka reports the broker's time on LogAppendTime topics and the record's own otherwise.
+        results = [AppendResult(md.topic, md.partition, md.offset, int(md.timestamp)) for md in outcomes]
         APPENDED_RECORDS.inc(len(results))
         APPENDED_BYTES.inc(sum(_record_bytes(record) for record in records))
         return results

@@ -353,6 +353,30 @@ async def test_progress_committed_on_revoke_is_where_the_next_owner_resumes(kafk
         await first.close()
 
 
+@pytest.mark.kafka
+async def test_group_admin_refuses_a_group_with_active_members(kafka_log: KafkaLog) -> None:
+    topic = await new_topic(kafka_log, "busy", partitions=1)
+    tp = TopicPartition(topic, 0)
+    await kafka_log.append_many(topic, [PendingRecord(b"v") for _ in range(3)])
+    group = f"{kafka_log._settings.topic_prefix}-busy"
+    member = kafka_log.group_consumer(group, [topic])
+    await member.start()
+    try:
+        await member.commit({tp: 1})
+        with pytest.raises(LogError, match="active members") as caught:
+            await kafka_log.commit_group_offsets(group, {tp: 3})
+        assert not isinstance(caught.value, LogUnavailableError)
+        with pytest.raises(LogError, match="not empty"):
+            await kafka_log.delete_group(group)
+        assert await kafka_log.group_offsets(group) == {tp: 1}
+    finally:
+        await member.close()
+    await kafka_log.commit_group_offsets(group, {tp: 3})
+    assert await kafka_log.group_offsets(group) == {tp: 3}
+    await kafka_log.delete_group(group)
+    assert group not in await kafka_log.list_groups()
+
+
 # unavailability ------------------------------------------------------------------------------------
 
 
