@@ -9,6 +9,8 @@ exist for their objects to be checked.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import yaml
 from kubernetes_asyncio import client, utils
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.deploy.helm import BUILD_HELM, REQUIRED, helm_path, render
+from tests.deploy.helm import BUILD_HELM, CHART, REQUIRED, helm_path, render
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 
@@ -95,3 +97,50 @@ def test_rendered_chart_is_valid(plane: ControlPlane) -> None:
 
     assert "Deployment/rp-reverser-pipeline" in created
     assert "Job/rp-reverser-pipeline-topics" in created
+
+
+def test_helm_installs_and_uninstalls_the_chart(plane: ControlPlane, tmp_path: Path) -> None:
+    helm = helm_path()
+    if helm is None:
+        pytest.skip(f"helm is not built; run {BUILD_HELM}")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(plane.kubeconfig),
+        "HELM_CACHE_HOME": str(tmp_path / "cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "config"),
+        "HELM_DATA_HOME": str(tmp_path / "data"),
+    }
+    # Hooks are skipped: the topics Job would wait for a kubelet that this control plane lacks.
+    installed = subprocess.run(
+        [
+            str(helm),
+            "install",
+            "rp",
+            str(CHART),
+            "-n",
+            "installed",
+            "--create-namespace",
+            "--no-hooks",
+            *REQUIRED,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert "STATUS: deployed" in installed.stdout
+    assert "route: default" in installed.stdout
+
+    async def deployment_replicas() -> int:
+        async with kube_client(plane.kubeconfig) as api:
+            deployment = await client.AppsV1Api(api).read_namespaced_deployment(
+                "rp-reverser-pipeline", "installed"
+            )
+            replicas: int = deployment.spec.replicas
+            return replicas
+
+    assert asyncio.run(deployment_replicas()) == 2
+    uninstalled = subprocess.run(
+        [str(helm), "uninstall", "rp", "-n", "installed"], capture_output=True, text=True, env=env
+    )
+    assert uninstalled.returncode == 0, uninstalled.stderr
