@@ -20,7 +20,7 @@ from pipeline.commit.work import (
     Write,
 )
 from pipeline.config import Settings
-from pipeline.log.api import Log, PendingRecord, TopicPartition
+from pipeline.log.api import Log, PendingRecord, TopicNotFoundError, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
 
@@ -42,9 +42,16 @@ async def append_work(log: Log, settings: Settings, items: Sequence[WorkItem]) -
 async def wait_settled(log: Log, settings: Settings, timeout_s: float = 60.0) -> None:
     """Until the commit worker's group has committed every branch-work partition to its end."""
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
-    partitions = await log.partitions_for(topic)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            partitions = await log.partitions_for(topic)
+            break
+        except TopicNotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     while True:
         ends = await log.end_offsets(tps)
         committed = await log.group_offsets(group_id_for(settings))

@@ -12,6 +12,7 @@ from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from pipeline.log.api import Log
+from pipeline.log.topics import topic_specs
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, wait_settled
 
@@ -206,6 +207,7 @@ async def test_concurrent_foreign_pushes_lose_no_write(
 
     w = Work(step_ms=10)
     items = [w.create(cm(f"w{i}"), ALICE if i % 2 else BOB) for i in range(30)]
+    await started_log.create_topics(topic_specs(cfg))
     worker = CommitWorker(cfg, started_log)
     await worker.start()
     thread = threading.Thread(target=human)
