@@ -504,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         broker = KafkaBroker(args.workdir)
         if args.command == "start":
-            broker.start()
+            # Idempotent for `make kafka-start`: a broker already serving from this workdir is reused.
+            if not (broker.running() and answers_metadata("127.0.0.1", broker.port)):
+                broker.start()
             bootstrap_file = args.bootstrap_file or broker.workdir / "bootstrap"
             bootstrap_file.write_text(broker.bootstrap + "\n", encoding="utf-8")
             print(broker.bootstrap)
