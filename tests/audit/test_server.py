@@ -438,3 +438,12 @@ async def test_topic_with_a_smaller_limit_than_configured_still_gets_the_batch(
     finally:
         await ingress.stop()
         await log.close()
+
+
+async def test_lone_surrogates_in_json_do_not_fail_the_request(
+    running: Running, http: aiohttp.ClientSession
+) -> None:
+    body = json.dumps(event_list([write("cm-\ud800"), write("fine")])).encode()  # "\ud800" escape
+    status, text = await post(http, running, body)
+    assert status == 200, text
+    assert [f.name for _, b in await read_batches(running) for f in b.facts] == ["cm-?", "fine"]

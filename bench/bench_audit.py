@@ -1,0 +1,237 @@
+"""Audit ingress throughput: 400-event RequestResponse batches over real HTTP, acknowledged by the log.
+
+The server runs in its own process pinned to one core; the load generator (this process) keeps a
+few requests in flight, like an apiserver with several webhook batches outstanding. Figures:
+events/s on the wall clock, events per CPU-second of the server process (the one-core figure,
+insensitive to other load on the machine), p50/p99 request latency, and each rate as a ratio
+against `json.loads` of the same bytes measured in this run (the floor any Python ingress pays).
+
+Environment: `KAFKA_BOOTSTRAP_SERVERS` (or `/tmp/reverser-dev-kafka`) names a broker; without one
+a private broker is started from `tests/integration/kafka/broker.py` if its jars are cached.
+`BENCH_AUDIT_SECONDS` sets the measuring window per backend (default 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+EVENTS_PER_BATCH = 400
+DISTINCT_BATCHES = 25
+IN_FLIGHT = 4
+TARGET_EVENTS_PER_S = 20_000
+TARGET_P99_S = 0.050
+CORPUS = Path(os.environ.get("REVERSER_CORPUS", "/work/shared/corpus")) / "mutationlab" / "configmap"
+
+
+def _template(name: str) -> dict[str, Any]:
+    import yaml
+
+    event: dict[str, Any] = yaml.safe_load((CORPUS / name).read_text())
+    return event
+
+
+def _events(batch: int) -> Iterator[dict[str, Any]]:
+    """Events shaped like the corpus: creates, updates, SSA patches, deletes, a few reads."""
+    templates = [
+        _template("create-succeeds/audit.create.yaml"),
+        _template("update/audit.update.yaml"),
+        _template("server-side-apply/audit.patch.yaml"),
+    ]
+    types = [
+        ("", "configmaps", "ConfigMap"),
+        ("", "secrets", "Secret"),
+        ("apps", "deployments", "Deployment"),
+    ]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.123456Z", time.gmtime())
+    for i in range(EVENTS_PER_BATCH):
+        event = copy.deepcopy(templates[i % len(templates)])
+        group, resource, kind = types[(i // 3) % len(types)]
+        name, uid, rv = f"obj-{batch}-{i}", str(uuid.uuid4()), str(100_000 + batch * 1000 + i)
+        namespace = f"team-{i % 7}"
+        event.update(auditID=str(uuid.uuid4()), stageTimestamp=stamp, requestReceivedTimestamp=stamp)
+        event["objectRef"].update(resource=resource, apiGroup=group, namespace=namespace, name=name)
+        for body in (event.get("requestObject"), event.get("responseObject")):
+            if isinstance(body, dict):
+                body["kind"] = kind
+                body["metadata"].update(name=name, namespace=namespace, creationTimestamp=stamp)
+        event["responseObject"]["metadata"].update(uid=uid, resourceVersion=rv)
+        if i % 10 == 9:  # a read at Metadata level: dropped by the gate
+            event.update(verb="get", level="Metadata")
+            event.pop("requestObject", None)
+            event.pop("responseObject", None)
+        yield event
+
+
+def make_bodies() -> list[bytes]:
+    return [
+        json.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": list(_events(b))}).encode()
+        for b in range(DISTINCT_BATCHES)
+    ]
+
+
+def json_baseline(bodies: list[bytes], min_seconds: float = 2.0) -> float:
+    """Events per second that `json.loads` alone reaches on these bodies in this process."""
+    events = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < min_seconds:
+        for body in bodies:
+            json.loads(body)
+            events += EVENTS_PER_BATCH
+    return events / (time.perf_counter() - started)
+
+
+# --- the server process ---------------------------------------------------------------------------
+
+
+def _serve(backend: str, bootstrap: str, workdir: str, conn: Connection) -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    asyncio.run(_serve_async(backend, bootstrap, Path(workdir), conn))
+
+
+async def _serve_async(backend: str, bootstrap: str, workdir: Path, conn: Connection) -> None:
+    from pipeline.audit.server import AuditIngress
+    from pipeline.config import AuditSettings, LogSettings, Settings
+    from pipeline.log import open_log
+    from pipeline.log.topics import topic_specs
+
+    log_settings = (
+        LogSettings(backend="kafka", bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:8]}")
+        if backend == "kafka"
+        else LogSettings(backend="embedded", topic_prefix="bench")
+    )
+    settings = Settings(workdir=workdir, log=log_settings, audit=AuditSettings(addr="127.0.0.1:0"))
+    log = open_log(settings)
+    await log.start()
+    await log.create_topics(topic_specs(settings))
+    ingress = AuditIngress(settings, log)
+    await ingress.start()
+    conn.send(ingress.port)
+    await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+    await ingress.stop()
+    await log.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the load generator ---------------------------------------------------------------------------
+
+
+async def _drive(url: str, bodies: list[bytes], seconds: float, in_flight: int) -> tuple[int, list[float]]:
+    latencies: list[float] = []
+    events = 0
+    deadline = time.perf_counter() + seconds
+    counter = 0
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal events, counter
+        while time.perf_counter() < deadline:
+            body = bodies[counter % len(bodies)]
+            counter += 1
+            started = time.perf_counter()
+            async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"ingress answered {resp.status}")
+            latencies.append(time.perf_counter() - started)
+            events += EVENTS_PER_BATCH
+
+    connector = aiohttp.TCPConnector(limit=in_flight)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(in_flight)))
+    return events, latencies
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def run_backend(backend: str, bootstrap: str, bodies: list[bytes], baseline: float, seconds: float) -> None:
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    with tempfile.TemporaryDirectory(prefix="bench-audit-") as workdir:
+        process = context.Process(target=_serve, args=(backend, bootstrap, workdir, child), daemon=True)
+        process.start()
+        try:
+            port = parent.recv()
+            url = f"http://127.0.0.1:{port}/audit-webhook/default"
+            asyncio.run(_drive(url, bodies, 2.0, IN_FLIGHT))  # warm-up
+            assert process.pid is not None
+            for in_flight in (1, IN_FLIGHT):
+                cpu_before = _cpu_seconds(process.pid)
+                started = time.perf_counter()
+                events, latencies = asyncio.run(_drive(url, bodies, seconds, in_flight))
+                wall = time.perf_counter() - started
+                cpu = _cpu_seconds(process.pid) - cpu_before
+                rate, per_cpu = events / wall, events / cpu if cpu > 0 else float("inf")
+                p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
+                print(
+                    f"{backend:8s} in-flight={in_flight}: {rate:9,.0f} events/s wall "
+                    f"({rate / baseline:.2f}x json.loads), {per_cpu:9,.0f} events per server CPU-second "
+                    f"({per_cpu / baseline:.2f}x json.loads); p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms "
+                    f"per {EVENTS_PER_BATCH}-event batch; {len(latencies)} requests; "
+                    f"target >= {TARGET_EVENTS_PER_S:,}/s: {'met' if per_cpu >= TARGET_EVENTS_PER_S else 'MISSED'}, "
+                    f"p99 < {TARGET_P99_S * 1000:.0f} ms: {'met' if p99 < TARGET_P99_S else 'MISSED'}",
+                    flush=True,
+                )
+        finally:
+            parent.send("stop")
+            process.join(60)
+            if process.is_alive():
+                process.kill()
+
+
+def _bootstrap() -> tuple[str, contextlib.AbstractContextManager[Any]]:
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not configured:
+        with contextlib.suppress(OSError):
+            configured = Path("/tmp/reverser-dev-kafka").read_text().strip()
+    if configured:
+        return configured, contextlib.nullcontext()
+    from tests.integration.kafka.broker import KafkaBroker
+
+    directory = tempfile.TemporaryDirectory(prefix="bench-kafka-")
+    broker = KafkaBroker(Path(directory.name))
+    broker.start()
+    stack = contextlib.ExitStack()
+    stack.enter_context(directory)
+    stack.callback(broker.stop)
+    return broker.bootstrap, stack
+
+
+def main() -> None:
+    seconds = float(os.environ.get("BENCH_AUDIT_SECONDS", "10"))
+    bodies = make_bodies()
+    size = sum(len(b) for b in bodies) / len(bodies)
+    baseline = json_baseline(bodies)
+    print(
+        f"baseline: json.loads of the same bodies: {baseline:,.0f} events/s "
+        f"({EVENTS_PER_BATCH} events, {size / 1024:.0f} KiB per batch)",
+        flush=True,
+    )
+    run_backend("embedded", "", bodies, baseline, seconds)
+    bootstrap, broker = _bootstrap()
+    with broker:
+        run_backend("kafka", bootstrap, bodies, baseline, seconds)
+
+
+if __name__ == "__main__":
+    main()
