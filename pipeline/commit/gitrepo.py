@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -34,6 +35,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+GC_EVERY_PACKS = 50
 _TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
 _FAILURE_HINTS = (
     "Authentication failed",
@@ -119,8 +121,9 @@ class LocalRepo:
         self.repo = git.Repo(path)
         with self.repo.config_writer() as config:
             config.set_value("commit", "gpgSign", "false")
-            config.set_value("gc", "auto", "0")
+            config.set_value("gc", "autoDetach", "false")
         self.objects = ObjectStore(path, self.repo.odb)
+        self._packs_written = 0
 
     @classmethod
     def for_branch(
@@ -178,8 +181,17 @@ class LocalRepo:
         return CommitInfo(sha, tree, tuple(parents), author, message)
 
     def set_branch(self, branch: str, sha: str) -> None:
-        """Write held objects, then point the local `refs/heads/<branch>` at `sha`."""
-        self.objects.flush()
+        """Write held objects, then point the local `refs/heads/<branch>` at `sha`.
+
+        Every pack written is one more file to search, so every `GC_EVERY_PACKS` packs
+        `git gc --auto` consolidates them once `gc.autoPackLimit` is exceeded.
+        """
+        if self.objects.flush():
+            self._packs_written += 1
+            if self._packs_written % GC_EVERY_PACKS == 0:
+                subprocess.run(
+                    ["git", "-C", str(self.path), "gc", "--auto", "--quiet"], check=False, capture_output=True
+                )
         ref = self.path / "refs" / "heads" / branch
         ref.parent.mkdir(parents=True, exist_ok=True)
         tmp = ref.with_name(ref.name + ".tmp")

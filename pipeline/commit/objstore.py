@@ -67,10 +67,10 @@ class ObjectStore:
         """Forget unflushed objects (their commits were replaced after a conflict)."""
         self._new.clear()
 
-    def flush(self) -> None:
-        """Write every held object into the repository as one pack (no-op when nothing is held)."""
+    def flush(self) -> bool:
+        """Write every held object into the repository as one pack; returns whether one was written."""
         if not self._new:
-            return
+            return False
         body = bytearray(b"PACK" + (2).to_bytes(4, "big") + len(self._new).to_bytes(4, "big"))
         for kind, data in self._new.values():
             body += _pack_header(_TYPE_CODES[kind], len(data))
@@ -83,3 +83,4 @@ class ObjectStore:
             capture_output=True,
         )
         self._new.clear()
+        return True

@@ -144,3 +144,22 @@ def test_tree_editor_matches_git(tmp_path: Path) -> None:
         text=True,
     ).stdout.split()
     assert "a/b" not in listing, "an emptied folder disappears"
+
+
+def test_packs_are_consolidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pack per push would grow without bound; `git gc --auto` folds them together."""
+    from pipeline.commit import gitrepo
+
+    monkeypatch.setattr(gitrepo, "GC_EVERY_PACKS", 5)
+    repo = LocalRepo(tmp_path / "r", str(tmp_path / "none"))
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "config", "gc.autoPackLimit", "3"], check=True)
+    parent = None
+    for n in range(10):
+        tree = repo.tree(parent)
+        tree.put(f"f{n}.yaml", repo.store_blob(str(n).encode()))
+        parent = repo.commit(tree.write(), parent, OPERATOR, 0, OPERATOR, 0, f"{n}\n")
+        repo.set_branch("main", parent)
+    packs = list((tmp_path / "r" / "objects" / "pack").glob("*.pack"))
+    assert len(packs) < 10
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "fsck", "--strict"], check=True, capture_output=True)
+    assert repo.read_commit(parent).message == "9\n"
