@@ -1,5 +1,8 @@
 """Audit ingress throughput: 400-event RequestResponse batches over real HTTP, acknowledged by the log.
 
+Closed loop (1 and 4 requests in flight) gives the sustained rate; open loop at the apiserver's
+ceiling (4,000 events/s) and at the 20,000 events/s target gives the request latency at that load.
+
 The server runs in its own process pinned to one core; the load generator (this process) keeps a
 few requests in flight, like an apiserver with several webhook batches outstanding. Figures:
 events/s on the wall clock, events per CPU-second of the server process (the one-core figure,
@@ -160,6 +163,30 @@ async def _drive(url: str, bodies: list[bytes], seconds: float, in_flight: int) 
     return events, latencies
 
 
+async def _drive_paced(url: str, bodies: list[bytes], seconds: float, batches_per_s: float) -> list[float]:
+    """Open loop: a batch every 1/rate seconds whether or not earlier ones were answered."""
+    latencies: list[float] = []
+
+    async def one(session: aiohttp.ClientSession, body: bytes) -> None:
+        started = time.perf_counter()
+        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+            await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"ingress answered {resp.status}")
+        latencies.append(time.perf_counter() - started)
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        tasks = []
+        begin = time.perf_counter()
+        for n in range(int(seconds * batches_per_s)):
+            delay = begin + n / batches_per_s - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(session, bodies[n % len(bodies)])))
+        await asyncio.gather(*tasks)
+    return latencies
+
+
 def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -186,10 +213,19 @@ def run_backend(backend: str, bootstrap: str, bodies: list[bytes], baseline: flo
                 print(
                     f"{backend:8s} in-flight={in_flight}: {rate:9,.0f} events/s wall "
                     f"({rate / baseline:.2f}x json.loads), {per_cpu:9,.0f} events per server CPU-second "
-                    f"({per_cpu / baseline:.2f}x json.loads); p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms "
-                    f"per {EVENTS_PER_BATCH}-event batch; {len(latencies)} requests; "
-                    f"target >= {TARGET_EVENTS_PER_S:,}/s: {'met' if per_cpu >= TARGET_EVENTS_PER_S else 'MISSED'}, "
-                    f"p99 < {TARGET_P99_S * 1000:.0f} ms: {'met' if p99 < TARGET_P99_S else 'MISSED'}",
+                    f"({per_cpu / baseline:.2f}x json.loads); p50 {p50 * 1000:.1f} ms, "
+                    f"p99 {p99 * 1000:.1f} ms per {EVENTS_PER_BATCH}-event batch; {len(latencies)} requests; "
+                    f"target >= {TARGET_EVENTS_PER_S:,}/s per core: "
+                    f"{'met' if per_cpu >= TARGET_EVENTS_PER_S else 'MISSED'}",
+                    flush=True,
+                )
+            for events_per_s in (4_000, TARGET_EVENTS_PER_S):
+                latencies = asyncio.run(_drive_paced(url, bodies, seconds, events_per_s / EVENTS_PER_BATCH))
+                p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
+                print(
+                    f"{backend:8s} paced at {events_per_s:,} events/s: p50 {p50 * 1000:.1f} ms, "
+                    f"p99 {p99 * 1000:.1f} ms per {EVENTS_PER_BATCH}-event batch ({len(latencies)} requests; "
+                    f"p99 < {TARGET_P99_S * 1000:.0f} ms: {'met' if p99 < TARGET_P99_S else 'MISSED'})",
                     flush=True,
                 )
         finally:
