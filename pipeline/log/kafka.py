@@ -273,6 +273,11 @@ class KafkaLog(Log):
         self._topics: dict[str, _TopicMeta] = {}
         self._owners: set[_KafkaReader | _KafkaGroupMember] = set()
 
+    @property
+    def settings(self) -> LogSettings:
+        """The connection settings this log was created with."""
+        return self._settings
+
     # lifecycle ------------------------------------------------------------------------------
     def client_options(self) -> dict[str, Any]:
         """Connection options shared by every aiokafka client this log creates."""

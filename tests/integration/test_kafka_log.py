@@ -60,7 +60,7 @@ async def kafka_log(kafka_bootstrap: str) -> AsyncIterator[KafkaLog]:
 
 
 async def new_topic(log: KafkaLog, suffix: str, partitions: int = 1, **config: object) -> str:
-    name = f"{log._settings.topic_prefix}.{suffix}"
+    name = f"{log.settings.topic_prefix}.{suffix}"
     spec = TopicSpec(name, partitions, **config)  # type: ignore[arg-type]
     assert await log.create_topics([spec]) == [name]
     return name
@@ -310,7 +310,7 @@ class CommitOnRevoke(RebalanceListener):
 async def test_progress_committed_on_revoke_is_where_the_next_owner_resumes(kafka_log: KafkaLog) -> None:
     topic = await new_topic(kafka_log, "handover", partitions=2)
     every = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
-    group = f"{kafka_log._settings.topic_prefix}-handover"
+    group = f"{kafka_log.settings.topic_prefix}-handover"
     await kafka_log.append_many(topic, [PendingRecord(f"old{i}".encode(), partition=i % 2) for i in range(6)])
     listener = CommitOnRevoke()
     first = kafka_log.group_consumer(group, [topic], listener=listener)
@@ -358,7 +358,7 @@ async def test_group_admin_refuses_a_group_with_active_members(kafka_log: KafkaL
     topic = await new_topic(kafka_log, "busy", partitions=1)
     tp = TopicPartition(topic, 0)
     await kafka_log.append_many(topic, [PendingRecord(b"v") for _ in range(3)])
-    group = f"{kafka_log._settings.topic_prefix}-busy"
+    group = f"{kafka_log.settings.topic_prefix}-busy"
     member = kafka_log.group_consumer(group, [topic])
     await member.start()
     try:
