@@ -15,7 +15,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.lag.cli",
     "pipeline.attribution.cli",
     "pipeline.watch.cli",
-    "pipeline.commit.replay_cli",
+    "pipeline.replay",
 )
 
 

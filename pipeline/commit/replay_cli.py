@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.attribution.replay_cli import add_replay_facts_parser
 from pipeline.codec import DecodeError
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
@@ -29,7 +28,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.service.cli import add_config_argument, settings_from_args
 
-__all__ = ["register", "replay_branch"]
+__all__ = ["add_replay_branch_parser", "replay_branch"]
 
 PUSH_EVERY_RECORDS = 2000
 PROGRESS_EVERY_RECORDS = 1000
@@ -39,9 +38,8 @@ class ReplayError(Exception):
     """The replay cannot start or finish; the message says why."""
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("replay", help="rebuild state from the log")
-    kinds = parser.add_subparsers(dest="replay_kind", required=True, metavar="KIND")
+def add_replay_branch_parser(kinds: Any) -> None:
+    """Registered under `reverser replay` (see `pipeline.replay`)."""
     branch = kinds.add_parser("branch", help="rebuild a Git branch from branch-work into an empty remote")
     add_config_argument(branch)
     branch.add_argument("--provider", required=True, help="provider name from the configuration")
@@ -52,7 +50,6 @@ def register(subparsers: Any) -> None:
         "default: the provider's own URL",
     )
     branch.set_defaults(func=_run)
-    add_replay_facts_parser(kinds)
 
 
 def _target_url(into: str | None, provider: ProviderSettings) -> str:

@@ -1,0 +1,19 @@
+"""`reverser replay KIND`: rebuild state from the topics, with progress.
+
+`branch` (the commit worker's Git branch from `<prefix>.branch-work`) and `facts` (the fact index
+from `<prefix>.audit-facts`) are each implemented by the package that owns that state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.attribution.replay_cli import add_replay_facts_parser
+from pipeline.commit.replay_cli import add_replay_branch_parser
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("replay", help="rebuild state (a Git branch, the fact index) from the log")
+    kinds = parser.add_subparsers(dest="replay_kind", required=True, metavar="KIND")
+    add_replay_branch_parser(kinds)
+    add_replay_facts_parser(kinds)
