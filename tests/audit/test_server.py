@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +18,7 @@ from prometheus_client import REGISTRY
 from pipeline.audit.component import build
 from pipeline.audit.server import FACT_TOO_LARGE
 from pipeline.config import ConfigError, Settings
-from pipeline.facts.reduce import group_facts, reduce_event
+from pipeline.facts.reduce import category, group_facts, reduce_event
 from pipeline.models import GroupResource, stream_key
 from pipeline.service.app import COMPONENT_FACTORIES, Service
 from tests.audit.conftest import Running, ingress_settings, read_batches, read_records
@@ -140,7 +142,7 @@ async def test_five_events_three_types_become_three_records_in_order(
 async def test_outcomes_and_metrics(running: Running, http: aiohttp.ClientSession) -> None:
     def events(reason: str) -> float:
         return sample(
-            "reverser_audit_events_total", route="default", reason=reason, category=_category(reason)
+            "reverser_audit_events_total", route="default", reason=reason, category=category(reason)
         )
 
     before = {
@@ -149,6 +151,8 @@ async def test_outcomes_and_metrics(running: Running, http: aiohttp.ClientSessio
     requests_before = sample("reverser_audit_requests_total", route="default", code="200")
     facts_before = sample("reverser_audit_facts_published_total", route="default")
     bytes_before = sample("reverser_audit_received_bytes_total", route="default")
+    batches_before = sample("reverser_audit_batch_events_sum", route="default")
+    latency_before = sample("reverser_audit_request_duration_seconds_count", route="default")
     dry = write("dry")
     dry["requestURI"] += "?dryRun=All"
     nameless = write("x")
@@ -166,13 +170,9 @@ async def test_outcomes_and_metrics(running: Running, http: aiohttp.ClientSessio
     assert sample("reverser_audit_requests_total", route="default", code="200") - requests_before == 1
     assert sample("reverser_audit_facts_published_total", route="default") - facts_before == 2
     assert sample("reverser_audit_received_bytes_total", route="default") - bytes_before == len(body)
+    assert sample("reverser_audit_batch_events_sum", route="default") - batches_before == 6
+    assert sample("reverser_audit_request_duration_seconds_count", route="default") - latency_before == 1
     assert [f.name for _, b in await read_batches(running) for f in b.facts] == ["a", "b"]
-
-
-def _category(reason: str) -> str:
-    from pipeline.facts.reduce import category
-
-    return category(reason)
 
 
 async def test_collection_without_uid_set_is_counted(running: Running, http: aiohttp.ClientSession) -> None:
@@ -447,3 +447,29 @@ async def test_lone_surrogates_in_json_do_not_fail_the_request(
     status, text = await post(http, running, body)
     assert status == 200, text
     assert [f.name for _, b in await read_batches(running) for f in b.facts] == ["cm-?", "fine"]
+
+
+async def test_slow_body_is_408(start_ingress: Callable[..., Any], http: aiohttp.ClientSession) -> None:
+    running = await start_ingress(read_timeout_s=0.3)
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"kind": "EventList", '
+        await asyncio.sleep(5)
+        yield b'"apiVersion": "audit.k8s.io/v1"}'
+
+    before = sample("reverser_audit_requests_total", route="default", code="408")
+    with contextlib.suppress(aiohttp.ClientError):  # the client may still be writing when answered
+        async with http.post(running.url(), data=trickle()) as resp:
+            assert resp.status == 408
+            assert "timed out" in await resp.text()
+    assert sample("reverser_audit_requests_total", route="default", code="408") - before == 1
+
+
+def test_unreadable_certificates_refuse_to_start(tmp_path: Path) -> None:
+    (tmp_path / "tls.crt").write_text("not a certificate")
+    (tmp_path / "tls.key").write_text("not a key")
+    settings = ingress_settings(
+        tmp_path, tls={"cert_file": tmp_path / "tls.crt", "key_file": tmp_path / "tls.key"}
+    )
+    with pytest.raises(ConfigError, match="cannot load certificates"):
+        build(settings, None)  # type: ignore[arg-type]
