@@ -33,9 +33,12 @@ start() {
   [[ -f "$REDPANDA_HOME/redpanda.yaml" ]] || sed "s#^redpanda:#redpanda:\n  data_directory: $REDPANDA_HOME/data#" \
     "$HERE/redpanda.yaml" > "$REDPANDA_HOME/redpanda.yaml"
   cp "$HERE/bootstrap.yaml" "$REDPANDA_HOME/.bootstrap.yaml"
-  (cd "$REDPANDA_HOME" && nohup rpk redpanda start --config "$REDPANDA_HOME/redpanda.yaml" \
-      --mode dev-container --smp 1 --memory 1G --default-log-level=warn \
-      > "$REDPANDA_HOME/redpanda.log" 2>&1 & echo $! > "$PID_FILE")
+  # Only the rpk process goes to the background, so the PID file names Redpanda itself.
+  cd "$REDPANDA_HOME"
+  nohup rpk redpanda start --config "$REDPANDA_HOME/redpanda.yaml" \
+    --mode dev-container --smp 1 --memory 1G --default-log-level=warn \
+    < /dev/null > "$REDPANDA_HOME/redpanda.log" 2>&1 &
+  echo $! > "$PID_FILE"
   local waited=0
   until rpk cluster health --config "$REDPANDA_HOME/redpanda.yaml" --exit-when-healthy --watch=false >/dev/null 2>&1; do
     if ! running; then
