@@ -69,7 +69,12 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 env=env,
             )
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            # Never leave a half-started service behind a failed fixture.
+            self.stop()
+            raise
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://{self.metrics_addr}/metrics", timeout=5) as response:

@@ -2,7 +2,7 @@
 
 The binaries come from `build-binaries.sh` (Go module proxy, cached under ~/.cache/reverser-e2e), so
 end-to-end tests exercise the watch and audit behaviour of the apiserver itself rather than a
-protocol double. Only the standard library plus `trustme`/`cryptography` (test extras) are used.
+protocol double. Only the standard library plus `cryptography` (for the PKI) are used.
 
     python -m tests.e2e.cluster.controlplane build
     python -m tests.e2e.cluster.controlplane start --workdir DIR [--audit-url URL]
