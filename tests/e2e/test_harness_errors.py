@@ -1,7 +1,8 @@
-"""Failure paths of the control-plane harness, which need no real binaries.
+"""The end-to-end harness itself, without a control plane: failure paths and the Git reader.
 
-A control plane that cannot start must fail fast with the failing process's own words, and leave
-nothing running; these run in the ordinary `make test` (no `e2e` marker).
+A control plane or service that cannot start must fail fast with the failing process's own words
+and leave nothing running; the Git reader must see exactly what was pushed. These run in the
+ordinary `make test` (no `e2e` marker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pytest
 
 from tests.e2e.cluster import controlplane
 from tests.e2e.cluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneState
+from tests.e2e.gitremote import GitRemote
+from tests.e2e.service_process import ServiceError, ServiceProcess
 
 
 def _fake_binary(directory: Path, name: str, script: str) -> None:
@@ -83,3 +86,40 @@ def test_build_script_names_a_cache_dir_per_version(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("REVERSER_E2E_BIN_DIR", raising=False)
     assert controlplane.binaries_dir() == tmp_path / "bin" / "kube-v1.99.0"
     assert controlplane.find_binaries() is None
+
+
+def test_a_service_that_exits_at_start_fails_with_its_own_words(tmp_path: Path) -> None:
+    config = {"metrics": {"addr": f"127.0.0.1:{controlplane.free_port()}"}, "targets": [{"name": "t"}]}
+    service = ServiceProcess(tmp_path, config)
+
+    with pytest.raises(ServiceError, match="exited with 2") as failure:
+        service.start()
+
+    assert "targets.0.provider" in str(failure.value)
+    assert service.stop() is None
+
+
+def test_git_remote_reads_history_files_and_trailers(tmp_path: Path) -> None:
+    remote = GitRemote(tmp_path / "remote.git")
+    assert remote.head() is None
+    assert remote.commits() == []
+    work = tmp_path / "work"
+    git = ["git", "-C", str(work), "-c", "user.name=alice", "-c", "user.email=alice@example.invalid"]
+    subprocess.run(["git", "clone", "-q", remote.url, str(work)], check=True, capture_output=True)
+    (work / "a.yaml").write_text("a: 1\n")
+    subprocess.run([*git, "add", "a.yaml"], check=True)
+    subprocess.run(
+        [*git, "commit", "-q", "-m", "add a\n\nReverser-Attribution: exact alice\nReverser-Offset: 3:14"],
+        check=True,
+    )
+    subprocess.run([*git, "push", "-q", "origin", "HEAD:main"], check=True, capture_output=True)
+
+    (commit,) = remote.commits()
+    assert commit.author_name == "alice"
+    assert commit.subject == "add a"
+    assert commit.trailers == {"Reverser-Attribution": ["exact alice"], "Reverser-Offset": ["3:14"]}
+    assert commit.changes == (("A", "a.yaml"),)
+    assert remote.files() == {"a.yaml": "a: 1\n"}
+    assert remote.commits(since=commit.sha) == []
+    with pytest.raises(AssertionError, match=r"waiting for b\.yaml"):
+        remote.wait_for(lambda r: "b.yaml" in r.files(), 0.5, "b.yaml")
