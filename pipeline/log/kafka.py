@@ -401,7 +401,7 @@ class KafkaLog(Log):
         return created
 
     async def _await_leaders(self, names: list[str]) -> None:
-        """Wait (bounded) until new topics have a leader for every partition, so appends succeed."""
+        """Wait (bounded) until new topics have leaders and configs, so appends and describes succeed."""
         if not names:
             return
         admin, _ = self._require()
@@ -411,11 +411,13 @@ class KafkaLog(Log):
             topics = await self._retrier.run(
                 "describe_topics", functools.partial(admin.describe_topics, list(pending))
             )
-            ready = {
+            led = [
                 t["topic"]
                 for t in topics
                 if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
-            }
+            ]
+            # Configs propagate separately from leadership; describe_topics() needs both.
+            ready = set(await self._topic_configs(led)) if led else set()
             pending = [name for name in pending if name not in ready]
             if not pending:
                 return
