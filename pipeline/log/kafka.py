@@ -140,8 +140,33 @@ def _our_tp(tp: KafkaTopicPartition) -> TopicPartition:
     return TopicPartition(tp.topic, tp.partition)
 
 
+#: Distinct header tuples remembered by `_headers`; the cache is dropped whole when it fills up.
+HEADER_CACHE_MAX = 1024
+_header_cache: dict[Any, Headers] = {}
+
+
+def _headers(raw: Any) -> Headers:
+    """aiokafka's headers as the seam's tuple, shared between records that carry equal headers.
+
+    Nearly every record of a topic carries the same schema header: looking the tuple up costs a
+    fraction of rebuilding it, and equal records then share one headers object in memory.
+    """
+    if not raw:
+        return ()
+    try:
+        found = _header_cache.get(raw)
+    except TypeError:  # an unhashable header value
+        found = None
+    if found is None:
+        found = tuple((str(k), bytes(v)) for k, v in raw)
+        if len(_header_cache) >= HEADER_CACHE_MAX:
+            _header_cache.clear()
+        with contextlib.suppress(TypeError):
+            _header_cache[raw] = found
+    return found
+
+
 def _record(message: Any) -> Record:
-    headers: Headers = tuple((str(k), bytes(v)) for k, v in (message.headers or ()))
     return Record(
         message.topic,
         message.partition,
@@ -149,7 +174,7 @@ def _record(message: Any) -> Record:
         message.timestamp,
         message.key,
         message.value,
-        headers,
+        _headers(message.headers),
     )
 
 
@@ -854,9 +879,9 @@ class _KafkaReader(Reader):
         if not self._positions:
             await asyncio.sleep(max(timeout_ms, 0) / 1000)
             return Fetched()
-        fetched = await _fetch(self._log, consumer, timeout_ms, max_records, None)
-        for record in fetched.records:
-            self._positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        fetched, next_offsets = await _fetch(self._log, consumer, timeout_ms, max_records, None)
+        for ktp, offset in next_offsets.items():
+            self._positions[_our_tp(ktp)] = offset
         for gap in fetched.gaps:
             self._positions[TopicPartition(gap.topic, gap.partition)] = gap.first_surviving
         for tp in self._positions:
@@ -883,17 +908,19 @@ async def _fetch(
     timeout_ms: int,
     max_records: int,
     reset: Literal["earliest", "latest"] | None,
-) -> Fetched:
+) -> tuple[Fetched, dict[KafkaTopicPartition, int]]:
     """One fetch round: records, plus a Gap for every partition whose position retention passed.
 
     The consumer runs with `auto_offset_reset="none"`, so aiokafka raises instead of resetting;
     here a position below log-start becomes a Gap and moves to log-start, and a group partition
-    without a committed offset starts at the group's reset policy.
+    without a committed offset starts at the group's reset policy. Also returns, per partition
+    that yielded records, the offset after its last record (a reader's next position).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
     gaps: list[Gap] = []
     records: list[Record] = []
+    next_offsets: dict[KafkaTopicPartition, int] = {}
     for _round in range(len(consumer.assignment()) + 2):
         remaining_ms = 0 if gaps else max(int((deadline - loop.time()) * 1000), 0)
         try:
@@ -902,7 +929,7 @@ async def _fetch(
             beyond_end = await _handle_out_of_range(owner, consumer, exc, gaps)
             if beyond_end and not gaps:
                 await asyncio.sleep(min(owner._retrier.delay_s(0), max(deadline - loop.time(), 0)))
-                return Fetched(records, gaps)
+                return Fetched(records, gaps), next_offsets
             continue
         except kafka_errors.NoOffsetForPartitionError as exc:
             tp = exc.args[0] if exc.args else None
@@ -915,9 +942,12 @@ async def _fetch(
         except kafka_errors.KafkaError as exc:
             raise _translate(exc, "fetch") from exc
         for tp in sorted(batches, key=lambda t: (t.topic, t.partition)):
-            records.extend(_record(message) for message in batches[tp])
+            messages = batches[tp]
+            if messages:
+                records.extend(map(_record, messages))
+                next_offsets[tp] = messages[-1].offset + 1
         break
-    return Fetched(records, gaps)
+    return Fetched(records, gaps), next_offsets
 
 
 async def _handle_out_of_range(
@@ -1039,7 +1069,8 @@ class _KafkaGroupMember(GroupConsumer):
 
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         consumer = self._active()
-        return await _fetch(self._log, consumer, timeout_ms, max_records, self.reset)
+        fetched, _next_offsets = await _fetch(self._log, consumer, timeout_ms, max_records, self.reset)
+        return fetched
 
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         consumer = self._active()
