@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import time
@@ -232,12 +233,30 @@ class AuditIngress:
             raise RequestRejected(400, "invalid audit event list: items must be a list")
         return items
 
+    def _reduce_body(self, body: bytes) -> tuple[int, list[Reduction]]:
+        """Decode and reduce a body with the cyclic GC paused; returns (events, reductions).
+
+        Decoding a 400-event batch allocates tens of thousands of (acyclic) containers, which
+        otherwise trigger repeated collections that walk every live object of the process: in
+        the benchmark that cost a quarter of the throughput and most of the p99. The section is
+        synchronous, so nothing else runs on the loop meanwhile, and the decoded events are freed
+        by reference counting as soon as it returns.
+        """
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            items = self._decode(body)
+            uid_cap = self._audit.collection_uid_cap
+            return len(items), [reduce_event(item, uid_cap=uid_cap) for item in items]
+        finally:
+            if paused:
+                gc.enable()
+
     async def _process(self, request: web.Request, route: RoutePolicy) -> tuple[int, str]:
         body = await self._read_body(request, route.name)
-        items = self._decode(body)
-        BATCH_EVENTS.labels(route.name).observe(len(items))
-        uid_cap = self._audit.collection_uid_cap
-        reductions: list[Reduction] = [reduce_event(item, uid_cap=uid_cap) for item in items]
+        event_count, reductions = self._reduce_body(body)
+        BATCH_EVENTS.labels(route.name).observe(event_count)
         outcomes: Counter[str] = Counter()
         for reduction in reductions:
             if reduction.fact is None:
@@ -267,7 +286,7 @@ class AuditIngress:
         self._count(route.name, outcomes)
         if failure is not None:
             return 503, failure
-        return 200, f"audit events processed: {len(items)} events, {published} facts"
+        return 200, f"audit events processed: {event_count} events, {published} facts"
 
     async def _publish(self, route: str, batches: list[FactBatch]) -> tuple[Built, LogError | None]:
         """One `append_many` for the request, bounded by `publish_timeout_s`; re-split if needed.
