@@ -113,9 +113,9 @@ def encode_fact_batch(batch: FactBatch, fact_codec: Codec | None = None) -> byte
 
 
 class Encoded(NamedTuple):
-    """The payloads one group became (each with its fact count) and the facts that did not fit."""
+    """The payloads one group became, in fact order, and the facts that did not fit."""
 
-    payloads: list[tuple[bytes, int]]
+    payloads: list[bytes]
     dropped: list[AuthorFact]
 
 
@@ -124,7 +124,7 @@ def encode_batch(batch: FactBatch, max_payload_bytes: int, fact_codec: Codec | N
     writer = fact_codec or codec(FACT_BATCH)
     payload = encode_fact_batch(batch, writer)
     if len(payload) <= max_payload_bytes:
-        return Encoded([(payload, len(batch.facts))], [])
+        return Encoded([payload], [])
     facts = batch.facts
     if len(facts) > 1:
         middle = len(facts) // 2
@@ -148,10 +148,9 @@ def encode_batch(batch: FactBatch, max_payload_bytes: int, fact_codec: Codec | N
 
 
 class Built(NamedTuple):
-    """Records to append, the fact count of each, and the facts too large to publish."""
+    """Records to append and the facts too large to publish."""
 
     records: list[PendingRecord]
-    fact_counts: list[int]
     dropped: list[AuthorFact]
 
 
@@ -160,13 +159,10 @@ def build_records(batches: list[FactBatch], max_payload_bytes: int) -> Built:
     writer = codec(FACT_BATCH)
     headers = (writer.header,)
     records: list[PendingRecord] = []
-    counts: list[int] = []
     dropped: list[AuthorFact] = []
     for batch in batches:
         key = stream_key(batch.route, batch.group_resource)
         encoded = encode_batch(batch, max_payload_bytes, writer)
-        for payload, count in encoded.payloads:
-            records.append(PendingRecord(payload, key=key, headers=headers))
-            counts.append(count)
+        records.extend(PendingRecord(payload, key=key, headers=headers) for payload in encoded.payloads)
         dropped.extend(encoded.dropped)
-    return Built(records, counts, dropped)
+    return Built(records, dropped)
