@@ -237,8 +237,8 @@ class AuditIngress:
         """Decode and reduce a body with the cyclic GC paused; returns (events, reductions).
 
         Decoding a 400-event batch allocates tens of thousands of (acyclic) containers, which
-        otherwise trigger repeated collections that walk every live object of the process: in
-        the benchmark that cost a quarter of the throughput and most of the p99. The section is
+        otherwise trigger repeated collections that walk the process's long-lived objects (the
+        fact index, clients) and show up as throughput loss and latency spikes. The section is
         synchronous, so nothing else runs on the loop meanwhile, and the decoded events are freed
         by reference counting as soon as it returns.
         """
