@@ -29,6 +29,7 @@ import fastavro
 
 from bench.bench_log import kafka_bootstrap
 from pipeline.attribution import FactFollower, FactIndex, FactQuery, IndexLimits
+from pipeline.attribution.follower import decode_fact_batch_v1
 from pipeline.codec import FACT_BATCH, codec
 from pipeline.config import LogSettings, Settings
 from pipeline.facts.model import AuthorFact, FactBatch
@@ -91,9 +92,9 @@ def bench_memory() -> FactIndex:
     start = tracemalloc.get_traced_memory()[0]
     index = FactIndex(IndexLimits(max_facts_per_type=FULL_CAPS, max_facts=FULL_CAPS))
     for gr_key, payload in payloads:
-        batch = writer.decode(payload, header)
-        index.apply_records("prod", gr_key, batch["facts"], None)
-    del batch
+        route, _group, _resource, rows = decode_fact_batch_v1(payload)
+        index.apply_records(route, gr_key, rows, None)
+    del rows
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - start
     tracemalloc.stop()

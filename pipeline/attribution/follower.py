@@ -17,12 +17,13 @@ from typing import Any, Final
 
 from pipeline.attribution import metrics
 from pipeline.attribution.index import FactIndex
+from pipeline.attribution.model import FactRow, avro_fact_row
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, DecodeError, codec
 from pipeline.config import Settings
-from pipeline.log.api import Fetched, Log, Reader, TopicPartition
+from pipeline.log.api import Fetched, Log, Reader, Record, TopicPartition
 from pipeline.log.topics import TopicNames
 
-__all__ = ["FactFollower"]
+__all__ = ["FactFollower", "decode_fact_batch_v1"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,118 @@ FETCH_MAX_RECORDS: Final = 2000
 MAX_STREAM_LABELS: Final = 1024  # per partition, bounds the gap metric's label set
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
+
+#: The schema header of the `fact_batch` version `decode_fact_batch_v1` reads by hand.
+FACT_BATCH_V1: Final = b"fact_batch/1"
+_STRING_FIELDS: Final = range(9)  # author .. resourceVersion
+_MAX_VARINT_BYTES: Final = 10
+
+Decoded = tuple[str, str, str, list[FactRow]]
+
+
+def _long(data: bytes, pos: int) -> tuple[int, int]:
+    """The Avro `long` (zigzag varint) at `pos`, and the position after it."""
+    result = shift = 0
+    end = pos + _MAX_VARINT_BYTES
+    while pos < end:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            result &= 0xFFFF_FFFF_FFFF_FFFF
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise DecodeError(f"{FACT_BATCH}: a varint is longer than {_MAX_VARINT_BYTES} bytes")
+
+
+def _count(data: bytes, pos: int) -> tuple[int, int]:
+    """An array block's item count; a negative count is followed by the block's byte size."""
+    count, pos = _long(data, pos)
+    if count < 0:
+        count = -count
+        _size, pos = _long(data, pos)
+    return count, pos
+
+
+def _string(data: bytes, pos: int) -> tuple[str, int]:
+    size, pos = _long(data, pos)
+    if size < 0:
+        raise DecodeError(f"{FACT_BATCH}: negative string length {size}")
+    end = pos + size
+    if end > len(data):
+        raise DecodeError(f"{FACT_BATCH}: a string runs past the end of the record")
+    return data[pos:end].decode(), end
+
+
+def decode_fact_batch_v1(data: bytes) -> Decoded:
+    """`(route, group, resource, rows)` of a `fact_batch/1` payload, read straight from the bytes.
+
+    About twice as fast as fastavro on this path, because it builds one tuple per fact instead of
+    a dict, and never decodes what the index does not read: the stage timestamp of a fact that is
+    not a deletecollection is skipped (its row carries 0). It refuses every payload fastavro
+    refuses (raising `DecodeError`, trailing bytes included) and otherwise yields the same values
+    (property-tested against fastavro); the schema is frozen, later versions go through the codec.
+    """
+    try:
+        route, pos = _string(data, 0)
+        group, pos = _string(data, pos)
+        resource, pos = _string(data, pos)
+        rows: list[FactRow] = []
+        count, pos = _count(data, pos)
+        while count:
+            for _ in range(count):
+                fields: list[Any] = []
+                append = fields.append
+                for _field in _STRING_FIELDS:
+                    size = data[pos]
+                    if size & 0x81:  # not a one-byte, non-negative length: the general path
+                        text, pos = _string(data, pos)
+                        append(text)
+                        continue
+                    end = pos + 1 + (size >> 1)
+                    append(data[pos + 1 : end].decode())
+                    pos = end
+                if fields[3].lower() == "deletecollection":
+                    stage_us, pos = _long(data, pos)
+                else:  # the index keeps no stage time for other facts: skip the varint
+                    while data[pos] & 0x80:
+                        pos += 1
+                    pos += 1
+                    stage_us = 0
+                branch = data[pos]
+                if branch == 0:
+                    selector = None
+                    pos += 1
+                elif branch == 2:
+                    selector, pos = _string(data, pos + 1)
+                else:
+                    raise DecodeError(f"{FACT_BATCH}: labelSelector union branch byte {branch:#x}")
+                branch = data[pos]
+                if branch == 0:
+                    uids = None
+                    pos += 1
+                elif branch == 2:
+                    uids = []
+                    items, pos = _count(data, pos + 1)
+                    while items:
+                        for _item in range(items):
+                            uid, pos = _string(data, pos)
+                            uids.append(uid)
+                        items, pos = _count(data, pos)
+                else:
+                    raise DecodeError(f"{FACT_BATCH}: uids union branch byte {branch:#x}")
+                append(stage_us)
+                append(selector)
+                append(uids)
+                rows.append(tuple(fields))
+            count, pos = _count(data, pos)
+    except IndexError:
+        raise DecodeError(f"{FACT_BATCH}: the record ends early") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{FACT_BATCH}: a string is not UTF-8: {exc}") from None
+    if pos != len(data):
+        raise DecodeError(f"{FACT_BATCH}: {len(data) - pos} trailing bytes after the record")
+    return route, group, resource, rows
 
 
 class FactFollower:
@@ -203,32 +316,45 @@ class FactFollower:
                      f"{eta:.0f} s" if eta != float("inf") else "unknown")
 
     # -- records -----------------------------------------------------------------------------------
+    def _decode(self, record: Record) -> Decoded:
+        """A record's stream and fact rows; `DecodeError` if it is undecodable or a fact has no author."""
+        header = record.header(SCHEMA_HEADER)
+        if header == FACT_BATCH_V1 and record.value is not None:
+            decoded = decode_fact_batch_v1(record.value)
+        else:
+            batch: dict[str, Any] = self._codec.decode(record.value, header)
+            decoded = (
+                batch["route"],
+                batch["group"],
+                batch["resource"],
+                [avro_fact_row(fact) for fact in batch["facts"]],
+            )
+        for row in decoded[3]:
+            if not row[0]:
+                raise DecodeError("a fact has no author; the whole record is refused")
+        return decoded
+
     def _apply(self, fetched: Fetched) -> None:
-        decode = self._codec.decode
-        index = self.index
+        decode = self._decode
+        apply_records = self.index.apply_records
         gr_keys = self._gr_keys
         for record in fetched.records:
             try:
-                batch: dict[str, Any] = decode(record.value, record.header(SCHEMA_HEADER))
-                facts = batch["facts"]
-                for fact in facts:
-                    if not fact["author"]:
-                        raise DecodeError("a fact has no author; the whole record is refused")
+                route, group, resource, rows = decode(record)
             except DecodeError as exc:
                 self.records_refused += 1
                 metrics.DECODE_ERRORS.labels(self._transport).inc()
                 log.warning("fact follower: skipping record %s[%d]@%d: %s",
                             record.topic, record.partition, record.offset, exc)
                 continue
-            route = batch["route"]
-            stream = (record.partition, route, batch["group"], batch["resource"])
+            stream = (record.partition, route, group, resource)
             gr_key = gr_keys.get(stream)
             if gr_key is None:
-                gr_key = gr_keys[stream] = f"{stream[2]}/{stream[3]}" if stream[2] else stream[3]
+                gr_key = gr_keys[stream] = f"{group}/{resource}" if group else resource
                 seen = self._streams.setdefault(record.partition, set())
                 if len(seen) < MAX_STREAM_LABELS:
                     seen.add(f"{route}/{gr_key}")
-            index.apply_records(route, gr_key, facts, record.timestamp_ms)
+            apply_records(route, gr_key, rows, record.timestamp_ms)
             self.records_applied += 1
 
     def _report_gaps(self, fetched: Fetched) -> None:

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from pipeline.attribution import metrics
@@ -38,9 +38,11 @@ from pipeline.attribution.model import (
     RESOURCE_VERSION,
     Attribution,
     FactQuery,
+    FactRow,
     Identity,
     StoredCollection,
     StoredFact,
+    fact_row,
     is_removal_verb,
 )
 from pipeline.attribution.selector import SelectorError, parse_selector
@@ -269,16 +271,16 @@ class FactIndex:
         self, route: str, gr: GroupResource, facts: Iterable[AuthorFact], append_ms: int | None = None
     ) -> int:
         """File facts of one record in order; they share its append time. Returns entries added."""
-        return self.apply_records(route, gr.key, [fact.to_avro() for fact in facts], append_ms)
+        return self.apply_records(route, gr.key, [fact_row(fact) for fact in facts], append_ms)
 
     def apply_records(
         self,
         route: str,
         gr_key: str,
-        facts: Sequence[Mapping[str, Any]],
+        facts: Iterable[FactRow],
         append_ms: int | None = None,
     ) -> int:
-        """File facts given as `fact_batch` Avro dicts (the follower's fast path).
+        """File facts given as rows (the follower's fast path, see `FactRow`).
 
         `append_ms` is the record's append time; None, 0 or negative means now, and a time in the
         future is clamped to now so no fact ages slower than the clock.
@@ -298,35 +300,26 @@ class FactIndex:
         per_type = self.limits.max_facts_per_type
         max_total = self.limits.max_facts
         evicted_per_type = evicted_total = 0
-        for fact in facts:
-            author = fact["author"]
-            display = fact["displayName"]
-            email = fact["email"]
+        for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
             who: str | tuple[str, str, str] = (author, display, email) if display or email else author
             identity = identities.get(who)
             if identity is None:
                 if len(identities) >= _IDENTITY_CACHE_MAX:
                     identities.clear()
                 identity = identities[who] = Identity(author, display, email)
-            verb = fact["verb"]
             known = verbs.get(verb)
             if known is None:
                 known = verbs[verb] = (verb, verb.lower())
             verb, lowered = known
-            namespace = fact["namespace"]
             namespace = shared.setdefault(namespace, namespace)
             if scope is None:
-                joinable = fact["uid"] or fact["resourceVersion"] or fact["name"]
-                if not (joinable or lowered == "deletecollection"):
+                if not (uid or rv or name or lowered == "deletecollection"):
                     continue
                 scope = self._scopes[key] = _Scope()
             if lowered == "deletecollection":
-                self._file_collection(scope, identity, verb, namespace, fact, at)
-            elif uid := fact["uid"]:
-                rv = fact["resourceVersion"]
-                stored = _new_fact(
-                    StoredFact, (identity, verb, fact["auditID"], namespace, fact["name"], uid, rv, at)
-                )
+                self._file_collection(scope, identity, verb, audit_id, namespace, text, uids, stage_us, at)
+            elif uid:
+                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, uid, rv, at))
                 added = 0
                 if rv:
                     exact_key = (uid, rv)
@@ -343,12 +336,12 @@ class FactIndex:
                 scope.order.append(stored)
                 scope.count += added
                 self._total += added
-            elif rv := fact["resourceVersion"]:
-                stored = StoredFact(identity, verb, fact["auditID"], namespace, fact["name"], "", rv, at)
+            elif rv:
+                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, "", rv, at))
                 self._put(scope, scope.rv_only, rv, stored)
                 scope.order.append(stored)
-            elif name := fact["name"]:
-                stored = StoredFact(identity, verb, fact["auditID"], namespace, name, "", "", at)
+            elif name:
+                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, "", "", at))
                 self._put(scope, scope.by_name, (namespace, name), stored)
                 scope.order.append(stored)
             else:
@@ -367,7 +360,7 @@ class FactIndex:
                 evicted_total += self._evict_total()
                 scope = self._scopes.get(key)
             if self._waiters:
-                self._wake(self._wake_keys(key, fact, lowered, namespace))
+                self._wake(self._wake_keys(key, lowered, namespace, name, uid, rv))
         if evicted_per_type:
             self.evictions["per_type"] += evicted_per_type
             _EVICTED_PER_TYPE.inc(evicted_per_type)
@@ -378,18 +371,16 @@ class FactIndex:
 
     @staticmethod
     def _wake_keys(
-        key: ScopeKey, fact: Mapping[str, Any], lowered: str, namespace: str
+        key: ScopeKey, lowered: str, namespace: str, name: str, uid: str, rv: str
     ) -> tuple[WaiterKey, ...]:
         """The waiter keys a just-filed fact satisfies (mirrors `register`)."""
         if lowered == "deletecollection":
             return ((key, _K_COLLECTION, namespace),)
-        uid = fact["uid"]
-        rv = fact["resourceVersion"]
         if uid:
             return ((key, _K_EXACT, uid, rv), (key, _K_LATEST, uid)) if rv else ((key, _K_LATEST, uid),)
         if rv:
             return ((key, _K_RV, rv),)
-        return ((key, _K_NAME, namespace, fact["name"]),)
+        return ((key, _K_NAME, namespace, name),)
 
     def _put(self, scope: _Scope, structure: dict[Any, StoredFact], key: Any, stored: StoredFact) -> None:
         if key not in structure:
@@ -402,11 +393,14 @@ class FactIndex:
         scope: _Scope,
         identity: Identity,
         verb: str,
+        audit_id: str,
         namespace: str,
-        fact: Mapping[str, Any],
+        label_selector: str | None,
+        uids: Sequence[str] | None,
+        stage_us: int,
         at: int,
     ) -> None:
-        text = fact["labelSelector"] or ""
+        text = label_selector or ""
         selector = None
         invalid = False
         if text:
@@ -414,18 +408,17 @@ class FactIndex:
                 selector = parse_selector(text)
             except SelectorError as exc:
                 invalid = True
-                log.info("collection fact %s: invalid label selector %r: %s", fact["auditID"], text, exc)
-        uids = fact["uids"]
+                log.info("collection fact %s: invalid label selector %r: %s", audit_id, text, exc)
         stored = StoredCollection(
             identity,
             verb,
-            fact["auditID"],
+            audit_id,
             namespace,
             text,
             selector,
             invalid,
             frozenset(uids) if uids else None,
-            fact["stageTimestampMicros"] // 1000 if fact["stageTimestampMicros"] > 0 else 0,
+            stage_us // 1000 if stage_us > 0 else 0,
             at,
         )
         scope.collections.append(stored)

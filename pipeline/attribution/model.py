@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 from pipeline.attribution.selector import LabelSelector
+from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
 
 __all__ = [
@@ -21,9 +22,12 @@ __all__ = [
     "TIERS",
     "Attribution",
     "FactQuery",
+    "FactRow",
     "StoredCollection",
     "StoredFact",
     "actor_kind",
+    "avro_fact_row",
+    "fact_row",
     "is_removal_verb",
 ]
 
@@ -63,6 +67,49 @@ def actor_kind(author: str) -> str:
     if not author:
         return "none"
     return "serviceaccount" if author.startswith(SERVICE_ACCOUNT_PREFIX) else "user"
+
+
+#: One fact as the index files it: the `fact_batch` AuthorFact fields in schema order (author,
+#: displayName, email, verb, auditID, namespace, name, uid, resourceVersion, stageTimestampMicros,
+#: labelSelector, uids). A plain tuple, so the follower can build one per fact straight from the
+#: record bytes; the index reads only deletecollection facts' stage timestamp, labelSelector and uids.
+FactRow = tuple[str, str, str, str, str, str, str, str, str, int, str | None, Sequence[str] | None]
+
+
+def fact_row(fact: AuthorFact) -> FactRow:
+    """An `AuthorFact` as the row the index files."""
+    return (
+        fact.author,
+        fact.display_name,
+        fact.email,
+        fact.verb,
+        fact.audit_id,
+        fact.namespace,
+        fact.name,
+        fact.uid,
+        fact.resource_version,
+        fact.stage_timestamp_us,
+        fact.label_selector,
+        fact.uids,
+    )
+
+
+def avro_fact_row(fact: Mapping[str, Any]) -> FactRow:
+    """A decoded `fact_batch` AuthorFact dict as the row the index files."""
+    return (
+        fact["author"],
+        fact["displayName"],
+        fact["email"],
+        fact["verb"],
+        fact["auditID"],
+        fact["namespace"],
+        fact["name"],
+        fact["uid"],
+        fact["resourceVersion"],
+        fact["stageTimestampMicros"],
+        fact["labelSelector"],
+        fact["uids"],
+    )
 
 
 class Identity(NamedTuple):
