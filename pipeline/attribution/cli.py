@@ -29,10 +29,9 @@ from pipeline.attribution.index import FactIndex
 from pipeline.attribution.kinds import group_resource_for
 from pipeline.attribution.model import NONE
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
-from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records
-from pipeline.audit.server import FACT_TOO_LARGE
 from pipeline.config import Settings
-from pipeline.facts.reduce import Reduction, group_facts, reduce_event
+from pipeline.facts.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.facts.reduce import FACT_TOO_LARGE, Reduction, group_facts, reduce_event
 from pipeline.log import Log, LogError, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import stream_name

@@ -13,7 +13,6 @@ __all__ = [
     "COLLECTION_WITHOUT_UIDSET",
     "EVENTS",
     "FACTS_PUBLISHED",
-    "OVERSIZED_FACTS",
     "RECEIVED_BYTES",
     "RECORDS_PUBLISHED",
     "REQUESTS",
@@ -64,9 +63,4 @@ COLLECTION_WITHOUT_UIDSET = Counter(
     "reverser_audit_collection_without_uidset_total",
     "deletecollection facts whose list response gave no uid set (uid_cap: too many items; no_uids: none).",
     ["reason"],
-)
-OVERSIZED_FACTS = Counter(
-    "reverser_audit_oversized_facts_total",
-    "Facts too large for one record: uid set dropped (uids_dropped) or fact dropped (dropped).",
-    ["action"],
 )

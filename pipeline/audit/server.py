@@ -32,7 +32,6 @@ from pipeline.audit.metrics import (
     REQUESTS,
     UNDECLARED_ROUTE,
 )
-from pipeline.audit.records import RECORD_OVERHEAD_BYTES, Built, build_records
 from pipeline.audit.security import (
     RoutePolicy,
     authorize,
@@ -45,7 +44,9 @@ from pipeline.audit.security import (
 )
 from pipeline.config import Settings
 from pipeline.facts.model import FactBatch
+from pipeline.facts.records import RECORD_OVERHEAD_BYTES, Built, build_records
 from pipeline.facts.reduce import (
+    FACT_TOO_LARGE,
     QUEUED,
     WRITE_ERROR,
     Reduction,
@@ -57,14 +58,13 @@ from pipeline.log.api import Log, LogError, LogUnavailableError, RecordTooLargeE
 from pipeline.log.topics import TopicNames
 from pipeline.service.app import split_addr
 
-__all__ = ["EVENT_LIST_API_VERSION", "FACT_TOO_LARGE", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
+__all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
 
 log = logging.getLogger(__name__)
 
 PATH_PREFIX = "/audit-webhook"
 EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 # Outcome of a fact that does not fit in one record even without its uid set (see records.py).
-FACT_TOO_LARGE = "fact_too_large"
 _READ_CHUNK_BYTES = 256 * 1024
 # Smallest record payload the ingress splits down to when the log refuses records as too large.
 MIN_PAYLOAD_BYTES = 16 * 1024

@@ -13,13 +13,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from pipeline.audit.metrics import OVERSIZED_FACTS
+from prometheus_client import Counter
+
 from pipeline.codec import FACT_BATCH, Codec, codec
 from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log.api import PendingRecord
 from pipeline.models import stream_key
 
 __all__ = ["RECORD_OVERHEAD_BYTES", "Built", "Encoded", "build_records", "encode_batch", "encode_fact_batch"]
+
+# Named for the ingress that owns most of these facts; `reverser resolve` counts here too.
+OVERSIZED_FACTS = Counter(
+    "reverser_audit_oversized_facts_total",
+    "Facts too large for one record: uid set dropped (uids_dropped) or fact dropped (dropped).",
+    ["action"],
+)
 
 # Room left under max.message.bytes for the record-batch header, key, headers and varints.
 RECORD_OVERHEAD_BYTES = 1024

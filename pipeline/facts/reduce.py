@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_UID_CAP",
     "DROP_REASONS",
     "DRY_RUN",
+    "FACT_TOO_LARGE",
     "FAILED_REQUEST",
     "MALFORMED_EVENT",
     "NIL_EVENT",
@@ -57,6 +58,8 @@ UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
 # Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, or
 # whose response code is not a number. Counted and skipped so the rest of the list still lands.
 MALFORMED_EVENT = "malformed_event"
+# A fact the log cannot hold even alone (see pipeline.facts.records); counted, not published.
+FACT_TOO_LARGE = "fact_too_large"
 
 DROP_REASONS = frozenset(
     {

@@ -16,9 +16,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.audit.component import build
-from pipeline.audit.server import FACT_TOO_LARGE
 from pipeline.config import ConfigError, Settings
-from pipeline.facts.reduce import category, group_facts, reduce_event
+from pipeline.facts.reduce import FACT_TOO_LARGE, category, group_facts, reduce_event
 from pipeline.models import GroupResource, stream_key
 from pipeline.service.app import COMPONENT_FACTORIES, Service
 from tests.audit.conftest import Running, ingress_settings, read_batches, read_records

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.audit.records import RECORD_OVERHEAD_BYTES, build_records, encode_batch, encode_fact_batch
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
 from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.facts.records import RECORD_OVERHEAD_BYTES, build_records, encode_batch, encode_fact_batch
 from pipeline.models import GroupResource, stream_key
 
 texts = st.text(max_size=80) | st.text(max_size=300)
