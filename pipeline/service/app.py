@@ -61,18 +61,23 @@ class Service:
         self.metrics_port: int | None = None
 
     async def start(self) -> None:
+        """Start everything, or nothing: a stage that fails to start stops the ones before it."""
         await self.log.start()
-        created = await self.log.create_topics(topic_specs(self.settings))
-        if created:
-            log.info("created topics: %s", ", ".join(created))
-        await self._start_ops_server()
-        for factory in self._factories:
-            component = factory(self.settings, self.log)
-            if component is None:
-                continue
-            await component.start()
-            self.components.append(component)
-            log.info("started %s", component.name)
+        try:
+            created = await self.log.create_topics(topic_specs(self.settings))
+            if created:
+                log.info("created topics: %s", ", ".join(created))
+            await self._start_ops_server()
+            for factory in self._factories:
+                component = factory(self.settings, self.log)
+                if component is None:
+                    continue
+                await component.start()
+                self.components.append(component)
+                log.info("started %s", component.name)
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         for component in reversed(self.components):

@@ -65,6 +65,9 @@ def _run(args: argparse.Namespace) -> int:
 
             return asyncio.run(run_demo(settings, once=args.once))
         asyncio.run(run_until_signalled(Service(settings)))
+    except ConfigError as exc:
+        print(f"reverser: {exc}", file=sys.stderr)
+        return 2
     except LogError as exc:
         print(f"reverser: log unavailable: {exc}", file=sys.stderr)
         return 1
