@@ -25,9 +25,10 @@ from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.identity import Identity
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.plan import Plan
-from pipeline.commit.work import Author, WorkItem, Write
+from pipeline.commit.work import WorkItem, Write
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.work import WorkAuthor
 
 NAMESPACES = 50
 PER_NAMESPACE = 100
@@ -142,7 +143,9 @@ def worker_path_rate(base: Path, root: Path) -> float:
     remote = root / "worker-remote.git"
     shutil.copytree(base, remote)
     worker, repo = _worker(remote, root / "worker")
-    author = Author("RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user")
+    author = WorkAuthor(
+        "RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user"
+    )
     items = []
     for n in range(CHANGES):
         ns, i = change(n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.commit.messages import ChangedObject
-from pipeline.commit.work import Author
+from pipeline.work import WorkAuthor
 
 __all__ = ["CloseReason", "CommitWindow", "WindowKey"]
 
@@ -29,7 +29,7 @@ class CommitWindow:
     """Writes collected for one (outcome, username, target); the first write's author names the commit."""
 
     key: WindowKey
-    author: Author
+    author: WorkAuthor
     target: str
     deadline: float
     silence_s: float
@@ -41,7 +41,7 @@ class CommitWindow:
     last_observed_ms: int = 0
 
     @staticmethod
-    def key_of(author: Author, target: str) -> WindowKey:
+    def key_of(author: WorkAuthor, target: str) -> WindowKey:
         return (author.outcome, author.username, target)
 
     def add(
@@ -49,7 +49,7 @@ class CommitWindow:
         path: str,
         content: bytes | None,
         obj: ChangedObject,
-        author: Author,
+        author: WorkAuthor,
         partition: int,
         offset: int,
         observed_ms: int,

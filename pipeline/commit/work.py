@@ -7,9 +7,9 @@ from typing import Any
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, DecodeError, codec
 from pipeline.log.api import Record
+from pipeline.work import WorkAuthor
 
 __all__ = [
-    "Author",
     "ResyncBegin",
     "ResyncChunk",
     "ResyncEnd",
@@ -26,18 +26,6 @@ RESYNC_END = "reverser.router.ResyncEnd"
 
 
 @dataclass(frozen=True, slots=True)
-class Author:
-    """The author the router resolved and stored, so a replay commits under the same name."""
-
-    outcome: str
-    username: str = ""
-    display_name: str = ""
-    email: str = ""
-    tier: str = "absent"
-    actor_kind: str = "none"
-
-
-@dataclass(frozen=True, slots=True)
 class Write:
     operation: str
     namespace: str
@@ -45,7 +33,7 @@ class Write:
     uid: str
     resource_version: str
     object_json: bytes | None
-    author: Author
+    author: WorkAuthor
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +95,6 @@ class WorkItem:
 
 def _body(kind: str, data: dict[str, Any]) -> Body:
     if kind == WRITE:
-        author = data["author"]
         return Write(
             operation=data["operation"],
             namespace=data["namespace"],
@@ -115,14 +102,7 @@ def _body(kind: str, data: dict[str, Any]) -> Body:
             uid=data["uid"],
             resource_version=data["resourceVersion"],
             object_json=data["object"],
-            author=Author(
-                outcome=author["outcome"],
-                username=author["username"],
-                display_name=author["displayName"],
-                email=author["email"],
-                tier=author["tier"],
-                actor_kind=author["actorKind"],
-            ),
+            author=WorkAuthor.from_avro(data["author"]),
         )
     if kind == RESYNC_BEGIN:
         return ResyncBegin(data["epoch"], data["resourceVersion"])

@@ -6,7 +6,7 @@ markers through, and appends one work item per claiming target to `<prefix>.bran
 provider + branch. Offsets are committed only after the work items were acknowledged.
 """
 
-from pipeline.router.events import Operation, WatchRecord, WorkAuthor, decode_watch_record
+from pipeline.router.events import Operation, WatchRecord, decode_watch_record
 from pipeline.router.router import AuthorLookup, Router, RouterStats
 
 __all__ = [
@@ -15,6 +15,5 @@ __all__ = [
     "Router",
     "RouterStats",
     "WatchRecord",
-    "WorkAuthor",
     "decode_watch_record",
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.log.api import Record
 from pipeline.models import GroupResource
+from pipeline.work import NOT_ATTEMPTED, WorkAuthor
 
 LIVE_EVENT = "reverser.watch.LiveEvent"
 SNAPSHOT_BEGIN = "reverser.watch.SnapshotBegin"
@@ -29,30 +30,6 @@ class Operation(StrEnum):
         if deleting or event_type == "DELETED":
             return cls.DELETE
         return cls.CREATE if event_type == "ADDED" else cls.UPDATE
-
-
-class WorkAuthor(NamedTuple):
-    """The resolved author stored in a work item, so a replay never recomputes it."""
-
-    outcome: str
-    username: str = ""
-    display_name: str = ""
-    email: str = ""
-    tier: str = "absent"
-    actor_kind: str = "none"
-
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "username": self.username,
-            "displayName": self.display_name,
-            "email": self.email,
-            "tier": self.tier,
-            "actorKind": self.actor_kind,
-        }
-
-
-NOT_ATTEMPTED = WorkAuthor("NOT_ATTEMPTED", tier="none")
 
 
 @dataclass(frozen=True, slots=True)

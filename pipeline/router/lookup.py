@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipeline.attribution import FactFollower, FactQuery, Resolver
-from pipeline.router.events import WatchRecord, WorkAuthor
+from pipeline.router.events import WatchRecord
+from pipeline.work import WorkAuthor
 
 
 def query_for(watch: WatchRecord) -> FactQuery:

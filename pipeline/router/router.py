@@ -23,7 +23,8 @@ from pipeline.log.api import (
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.router import metrics
-from pipeline.router.events import Destination, WatchRecord, WorkAuthor, decode_watch_record, work_item
+from pipeline.router.events import Destination, WatchRecord, decode_watch_record, work_item
+from pipeline.work import WorkAuthor
 
 log = logging.getLogger(__name__)
 

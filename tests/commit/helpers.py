@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commit.work import (
-    Author,
     ResyncBegin,
     ResyncChunk,
     ResyncEnd,
@@ -16,11 +15,12 @@ from pipeline.commit.work import (
     WorkItem,
     Write,
 )
+from pipeline.work import WorkAuthor
 
-ALICE = Author("RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user")
-BOB = Author("RESOLVED", "bob", "Bob", "not-an-email", "collection", "user")
-NOBODY = Author("UNRESOLVED", tier="absent")
-CONFIGURED = Author("NOT_ATTEMPTED", tier="none")
+ALICE = WorkAuthor("RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user")
+BOB = WorkAuthor("RESOLVED", "bob", "Bob", "not-an-email", "collection", "user")
+NOBODY = WorkAuthor("UNRESOLVED", tier="absent")
+CONFIGURED = WorkAuthor("NOT_ATTEMPTED", tier="none")
 
 
 def cm(name: str, namespace: str = "team-a", **data: str) -> dict[str, Any]:
@@ -88,7 +88,7 @@ class Work:
         self,
         op: str,
         obj: dict[str, Any] | None,
-        author: Author = ALICE,
+        author: WorkAuthor = ALICE,
         *,
         name: str | None = None,
         namespace: str = "team-a",
@@ -108,13 +108,13 @@ class Work:
             **kw,
         )
 
-    def create(self, obj: dict[str, Any], author: Author = ALICE, **kw: Any) -> WorkItem:
+    def create(self, obj: dict[str, Any], author: WorkAuthor = ALICE, **kw: Any) -> WorkItem:
         return self.write("CREATE", obj, author, **kw)
 
-    def update(self, obj: dict[str, Any], author: Author = ALICE, **kw: Any) -> WorkItem:
+    def update(self, obj: dict[str, Any], author: WorkAuthor = ALICE, **kw: Any) -> WorkItem:
         return self.write("UPDATE", obj, author, **kw)
 
-    def delete(self, name: str, author: Author = ALICE, namespace: str = "team-a", **kw: Any) -> WorkItem:
+    def delete(self, name: str, author: WorkAuthor = ALICE, namespace: str = "team-a", **kw: Any) -> WorkItem:
         return self.write("DELETE", None, author, name=name, namespace=namespace, **kw)
 
     def snapshot(

@@ -10,8 +10,8 @@ import pytest
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.window import CloseReason
-from pipeline.commit.work import Author
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.work import WorkAuthor
 from tests.commit.helpers import (
     BOB,
     CONFIGURED,
@@ -25,7 +25,7 @@ from tests.commit.helpers import (
     log_lines,
 )
 
-ALICE_SA = Author("RESOLVED", "system:serviceaccount:flux:kc", "", "", "exact", "serviceaccount")
+ALICE_SA = WorkAuthor("RESOLVED", "system:serviceaccount:flux:kc", "", "", "exact", "serviceaccount")
 
 
 class Clock:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.commit.work import Author, WorkItem, Write
+from pipeline.commit.work import WorkItem, Write
 from pipeline.watch.sanitize import is_terminating, sanitize, sanitized_json
+from pipeline.work import WorkAuthor
 from tests.commit.helpers import ALICE, BOB, Work, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
 
@@ -25,7 +26,7 @@ def recorded(scenario: str, name: str) -> dict[str, Any]:
     return event
 
 
-def to_work(w: Work, event: dict[str, Any], author: Author, resource: str = "configmaps") -> WorkItem:
+def to_work(w: Work, event: dict[str, Any], author: WorkAuthor, resource: str = "configmaps") -> WorkItem:
     obj = event["object"]
     deleting = event["type"] == "DELETED" or is_terminating(obj)
     operation = "DELETE" if deleting else ("CREATE" if event["type"] == "ADDED" else "UPDATE")

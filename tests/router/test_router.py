@@ -19,8 +19,9 @@ from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import AppendResult, Log, LogUnavailableError, PendingRecord, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, branch_key
-from pipeline.router import Router, WatchRecord, WorkAuthor
+from pipeline.router import Router, WatchRecord
 from pipeline.router.events import Destination
+from pipeline.work import WorkAuthor
 
 CONFIGMAPS = GroupResource("", "configmaps")
 

@@ -1,0 +1,48 @@
+"""The author stored in every branch-work `Write`: the router resolves it, the commit worker commits under it.
+
+Storing the author (instead of recomputing it) is what lets a replay of `<prefix>.branch-work`
+rebuild the same history long after the audit facts have aged out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["NOT_ATTEMPTED", "WorkAuthor"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkAuthor:
+    """`outcome` is RESOLVED, UNRESOLVED or NOT_ATTEMPTED (no fact index configured)."""
+
+    outcome: str
+    username: str = ""
+    display_name: str = ""
+    email: str = ""
+    tier: str = "absent"
+    actor_kind: str = "none"
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "username": self.username,
+            "displayName": self.display_name,
+            "email": self.email,
+            "tier": self.tier,
+            "actorKind": self.actor_kind,
+        }
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> WorkAuthor:
+        return cls(
+            data["outcome"],
+            data["username"],
+            data["displayName"],
+            data["email"],
+            data["tier"],
+            data["actorKind"],
+        )
+
+
+NOT_ATTEMPTED = WorkAuthor("NOT_ATTEMPTED", tier="none")
