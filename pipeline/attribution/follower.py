@@ -35,7 +35,6 @@ PROGRESS_INTERVAL_S: Final = 5.0
 
 #: The schema header of the `fact_batch` version `decode_fact_batch_v1` reads by hand.
 FACT_BATCH_V1: Final = b"fact_batch/1"
-_STRING_FIELDS: Final = range(9)  # author .. resourceVersion
 _MAX_VARINT_BYTES: Final = 10
 
 Decoded = tuple[str, str, str, list[FactRow]]
@@ -92,18 +91,81 @@ def decode_fact_batch_v1(data: bytes) -> Decoded:
         count, pos = _count(data, pos)
         while count:
             for _ in range(count):
-                fields: list[Any] = []
-                append = fields.append
-                for _field in _STRING_FIELDS:
-                    size = data[pos]
-                    if size & 0x81:  # not a one-byte, non-negative length: the general path
-                        text, pos = _string(data, pos)
-                        append(text)
-                        continue
-                    end = pos + 1 + (size >> 1)
-                    append(data[pos + 1 : end].decode())
+                # The nine strings, written out: a loop costs 15% more here. A size byte with bit 0
+                # or bit 7 set (negative, or 64 bytes and longer) takes the general path.
+                size = data[pos]
+                if size & 0x81:
+                    author, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    author = data[pos:end].decode()
                     pos = end
-                if fields[3].lower() == "deletecollection":
+                size = data[pos]
+                if size & 0x81:
+                    display, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    display = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    email, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    email = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    verb, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    verb = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    audit_id, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    audit_id = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    namespace, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    namespace = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    name, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    name = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    uid, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    uid = data[pos:end].decode()
+                    pos = end
+                size = data[pos]
+                if size & 0x81:
+                    rv, pos = _string(data, pos)
+                else:
+                    pos += 1
+                    end = pos + (size >> 1)
+                    rv = data[pos:end].decode()
+                    pos = end
+                if verb.lower() == "deletecollection":
                     stage_us, pos = _long(data, pos)
                 else:  # the index keeps no stage time for other facts: skip the varint
                     while data[pos] & 0x80:
@@ -127,15 +189,15 @@ def decode_fact_batch_v1(data: bytes) -> Decoded:
                     items, pos = _count(data, pos + 1)
                     while items:
                         for _item in range(items):
-                            uid, pos = _string(data, pos)
-                            uids.append(uid)
+                            listed, pos = _string(data, pos)
+                            uids.append(listed)
                         items, pos = _count(data, pos)
                 else:
                     raise DecodeError(f"{FACT_BATCH}: uids union branch byte {branch:#x}")
-                append(stage_us)
-                append(selector)
-                append(uids)
-                rows.append(tuple(fields))
+                rows.append(
+                    (author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, selector,
+                     uids)
+                )
             count, pos = _count(data, pos)
     except IndexError:
         raise DecodeError(f"{FACT_BATCH}: the record ends early") from None
