@@ -129,16 +129,15 @@ def bench_lookup(index: FactIndex) -> None:
     queries: list[FactQuery] = []
     for i in range(LOOKUPS):
         gr_key, fact = stored[rng.randrange(len(stored))]
+        _who, _verb, _audit_id, namespace, name, uid, rv, _at_ms = fact  # the index's filed tuple
         gr = grs[gr_key]
         labels = {"app": "web"}
         if i % 4 == 0:  # exact hit
-            q = FactQuery(
-                "prod", gr, fact.uid, fact.resource_version, fact.namespace, fact.name, labels, True
-            )
+            q = FactQuery("prod", gr, uid, rv, namespace, name, labels, True)
         elif i % 4 == 1:  # removal: sticky / latest / the whole ladder
-            q = FactQuery("prod", gr, fact.uid, "1", fact.namespace, fact.name, labels, False)
+            q = FactQuery("prod", gr, uid, "1", namespace, name, labels, False)
         elif i % 4 == 2:  # exact-capable miss: falls through rv and name
-            q = FactQuery("prod", gr, str(uuid.uuid4()), "7", fact.namespace, fact.name, labels, True)
+            q = FactQuery("prod", gr, str(uuid.uuid4()), "7", namespace, name, labels, True)
         else:  # removal of an unknown object: every tier
             q = FactQuery("prod", gr, str(uuid.uuid4()), "7", "nowhere", "ghost", labels, False)
         queries.append(q)

@@ -5,11 +5,13 @@ lives on one asyncio loop (no locks: filing and lookup are synchronous). Every s
 inside a scope `(route, grKey)`, so a fact from one cluster route can never name the author of an
 object watched on another. Tiers, TTL-on-read, caps and the sweep follow docs/attribution.md.
 
-Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is one `StoredFact`
-tuple shared by every structure it is filed in. Each scope keeps one `order` list with one
-reference per filing, oldest first; a reference that no structure holds any more (replaced or
-swept) is stale, skipped by eviction and dropped by compaction. Verbs, namespaces and identities
-are shared string objects.
+Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is one plain tuple
+(`_Fact`) shared by every structure it is filed in; `lookup` hands out a `StoredFact` built from it.
+Plain tuples of strings and ints matter: CPython's collector stops tracking them after one pass,
+whereas a NamedTuple stays tracked forever, so a full index of NamedTuples made every full
+collection walk all of them. Each scope keeps one `order` list with one reference per filing,
+oldest first; a reference that no structure holds any more (replaced or swept) is stale, skipped
+by eviction and dropped by compaction. Verbs, namespaces and identities are shared objects.
 
 Trap 8 (design doc §6) is decided against parity: for a removal, an `exact` hit on a *write* is
 held as the fallback and the removal ladder continues in the same pass, so a deletecollection's
@@ -69,12 +71,23 @@ _ORDER_SLACK: Final = 64
 _EVICTED_PER_TYPE: Final = metrics.EVICTIONS.labels("per_type")
 _EVICTED_TOTAL: Final = metrics.EVICTIONS.labels("total")
 
-# tuple.__new__ skips the Python-level NamedTuple constructor on the rebuild hot path.
-_new_fact: Final = tuple.__new__
+# tuple.__new__ skips the Python-level NamedTuple constructor.
+_new_tuple: Final = tuple.__new__
 
 ScopeKey = tuple[str, str]
 WaiterKey = tuple[Any, ...]
-Stored = StoredFact | StoredCollection
+# A filed fact: (who, verb, auditID, namespace, name, uid, resourceVersion, append ms), where
+# who = (author, displayName, email); the field order of `StoredFact`.
+Who = tuple[str, str, str]
+_Fact = tuple[Who, str, str, str, str, str, str, int]
+_VERB: Final = 1
+_AT_MS: Final = 7
+Stored = _Fact | StoredCollection
+
+
+def _answer(fact: _Fact) -> StoredFact:
+    """The `StoredFact` a lookup answers with for a filed fact."""
+    return _new_tuple(StoredFact, (_new_tuple(Identity, fact[0]), *fact[1:]))
 
 
 class IndexLimits:
@@ -102,11 +115,11 @@ class _Scope:
                  "rv_only")
 
     def __init__(self) -> None:
-        self.exact: dict[tuple[str, str], StoredFact] = {}
-        self.latest: dict[str, StoredFact] = {}
-        self.removals: dict[str, StoredFact] = {}
-        self.rv_only: dict[str, StoredFact] = {}
-        self.by_name: dict[tuple[str, str], StoredFact] = {}
+        self.exact: dict[tuple[str, str], _Fact] = {}
+        self.latest: dict[str, _Fact] = {}
+        self.removals: dict[str, _Fact] = {}
+        self.rv_only: dict[str, _Fact] = {}
+        self.by_name: dict[tuple[str, str], _Fact] = {}
         self.collections: deque[StoredCollection] = deque()
         self.order: list[Stored] = []
         self.head = 0
@@ -120,7 +133,7 @@ class _Scope:
         order = self.order
         while self.head < len(order):
             ref = order[self.head]
-            if type(ref) is StoredCollection:
+            if isinstance(ref, StoredCollection):
                 if ref.live:
                     if self.collections.popleft() is not ref:
                         raise AssertionError("collection order diverged from the eviction order")
@@ -128,8 +141,10 @@ class _Scope:
                     self.head += 1
                     self.count -= 1
                     return True
-            elif uid := ref.uid:
-                rv = ref.resource_version
+                self.head += 1
+                continue
+            _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
+            if uid:
                 if rv and self.exact.get((uid, rv)) is ref:
                     del self.exact[(uid, rv)]
                     self.count -= 1
@@ -142,14 +157,14 @@ class _Scope:
                     del self.removals[uid]
                     self.count -= 1
                     return True
-            elif rv := ref.resource_version:
+            elif rv:
                 if self.rv_only.get(rv) is ref:
                     del self.rv_only[rv]
                     self.head += 1
                     self.count -= 1
                     return True
-            elif self.by_name.get((ref.namespace, ref.name)) is ref:
-                del self.by_name[(ref.namespace, ref.name)]
+            elif self.by_name.get((namespace, name)) is ref:
+                del self.by_name[(namespace, name)]
                 self.head += 1
                 self.count -= 1
                 return True
@@ -158,18 +173,18 @@ class _Scope:
 
     def holds(self, ref: Stored) -> bool:
         """Whether any structure still holds this filing."""
-        if type(ref) is StoredCollection:
+        if isinstance(ref, StoredCollection):
             return ref.live
-        if uid := ref.uid:
-            rv = ref.resource_version
+        _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
+        if uid:
             return (
                 (bool(rv) and self.exact.get((uid, rv)) is ref)
                 or self.latest.get(uid) is ref
                 or self.removals.get(uid) is ref
             )
-        if rv := ref.resource_version:
+        if rv:
             return self.rv_only.get(rv) is ref
-        return self.by_name.get((ref.namespace, ref.name)) is ref
+        return self.by_name.get((namespace, name)) is ref
 
     def compact(self) -> None:
         """Drop stale references and reallocate, so a rewrite storm gives its memory back."""
@@ -179,9 +194,9 @@ class _Scope:
     def expire(self, cutoff_ms: int) -> int:
         """Remove TTL-expired entries (never the sticky removals); returns how many."""
         removed = 0
-        structures: tuple[dict[Any, StoredFact], ...] = (self.exact, self.latest, self.rv_only, self.by_name)
+        structures: tuple[dict[Any, _Fact], ...] = (self.exact, self.latest, self.rv_only, self.by_name)
         for structure in structures:
-            dead = [key for key, fact in structure.items() if fact.at_ms < cutoff_ms]
+            dead = [key for key, fact in structure.items() if fact[_AT_MS] < cutoff_ms]
             for key in dead:
                 del structure[key]
             removed += len(dead)
@@ -227,7 +242,7 @@ class FactIndex:
         self._total = 0
         self._waiters: dict[WaiterKey, set[_Waiter]] = {}
         # Keyed by the username alone when a fact carries no display name or email.
-        self._identities: dict[str | tuple[str, str, str], Identity] = {}
+        self._identities: dict[str | Who, Who] = {}
         # Verbs and namespaces repeat across thousands of facts: keep one string object each.
         self._shared: dict[str, str] = {}
         self._verbs: dict[str, tuple[str, str]] = {}  # verb -> (shared verb, lower-cased)
@@ -301,12 +316,12 @@ class FactIndex:
         max_total = self.limits.max_facts
         evicted_per_type = evicted_total = 0
         for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
-            who: str | tuple[str, str, str] = (author, display, email) if display or email else author
-            identity = identities.get(who)
-            if identity is None:
+            key_who: str | Who = (author, display, email) if display or email else author
+            who = identities.get(key_who)
+            if who is None:
                 if len(identities) >= _IDENTITY_CACHE_MAX:
                     identities.clear()
-                identity = identities[who] = Identity(author, display, email)
+                who = identities[key_who] = (author, display, email)
             known = verbs.get(verb)
             if known is None:
                 known = verbs[verb] = (verb, verb.lower())
@@ -317,9 +332,9 @@ class FactIndex:
                     continue
                 scope = self._scopes[key] = _Scope()
             if lowered == "deletecollection":
-                self._file_collection(scope, identity, verb, audit_id, namespace, text, uids, stage_us, at)
+                self._file_collection(scope, who, verb, audit_id, namespace, text, uids, stage_us, at)
             elif uid:
-                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, uid, rv, at))
+                stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at)
                 added = 0
                 if rv:
                     exact_key = (uid, rv)
@@ -337,11 +352,11 @@ class FactIndex:
                 scope.count += added
                 self._total += added
             elif rv:
-                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, "", rv, at))
+                stored = (who, verb, audit_id, namespace, name, "", rv, at)
                 self._put(scope, scope.rv_only, rv, stored)
                 scope.order.append(stored)
             elif name:
-                stored = _new_fact(StoredFact, (identity, verb, audit_id, namespace, name, "", "", at))
+                stored = (who, verb, audit_id, namespace, name, "", "", at)
                 self._put(scope, scope.by_name, (namespace, name), stored)
                 scope.order.append(stored)
             else:
@@ -382,7 +397,7 @@ class FactIndex:
             return ((key, _K_RV, rv),)
         return ((key, _K_NAME, namespace, name),)
 
-    def _put(self, scope: _Scope, structure: dict[Any, StoredFact], key: Any, stored: StoredFact) -> None:
+    def _put(self, scope: _Scope, structure: dict[Any, _Fact], key: Any, stored: _Fact) -> None:
         if key not in structure:
             scope.count += 1
             self._total += 1
@@ -391,7 +406,7 @@ class FactIndex:
     def _file_collection(
         self,
         scope: _Scope,
-        identity: Identity,
+        who: Who,
         verb: str,
         audit_id: str,
         namespace: str,
@@ -410,7 +425,7 @@ class FactIndex:
                 invalid = True
                 log.info("collection fact %s: invalid label selector %r: %s", audit_id, text, exc)
         stored = StoredCollection(
-            identity,
+            _new_tuple(Identity, who),
             verb,
             audit_id,
             namespace,
@@ -491,27 +506,27 @@ class FactIndex:
         if removal and uid:
             sticky = scope.removals.get(uid)
             if sticky is not None:
-                return Attribution(DELETE_STICKY, sticky)
+                return Attribution(DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
         if uid and rv:
             fact = scope.exact.get((uid, rv))
-            if fact is not None and fact.at_ms >= cutoff:
-                if not removal or is_removal_verb(fact.verb):
-                    return Attribution(EXACT, fact)
+            if fact is not None and fact[_AT_MS] >= cutoff:
+                if not removal or is_removal_verb(fact[_VERB]):
+                    return Attribution(EXACT, _answer(fact))
                 # Trap 8: a removal matched to an exact WRITE keeps looking for deletion evidence.
-                held = Attribution(EXACT, fact)
+                held = Attribution(EXACT, _answer(fact))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:
                 return found
         if rv:
             fact = scope.rv_only.get(rv)
-            if fact is not None and fact.at_ms >= cutoff:
-                return Attribution(RESOURCE_VERSION, fact)
+            if fact is not None and fact[_AT_MS] >= cutoff:
+                return Attribution(RESOURCE_VERSION, _answer(fact))
         if query.name:
             fact = scope.by_name.get((query.namespace, query.name))
-            if fact is not None and fact.at_ms >= cutoff:
-                return Attribution(NAME, fact)
+            if fact is not None and fact[_AT_MS] >= cutoff:
+                return Attribution(NAME, _answer(fact))
         return ABSENT_ATTRIBUTION
 
     def _removal_ladder(
@@ -530,15 +545,15 @@ class FactIndex:
                 ):
                     return Attribution(DELETECOLLECTION_BODY_UID, collection)
             fact = scope.latest.get(uid)
-            if fact is not None and fact.at_ms >= cutoff:
-                if is_removal_verb(fact.verb):
-                    return Attribution(LATEST, fact)
+            if fact is not None and fact[_AT_MS] >= cutoff:
+                if is_removal_verb(fact[_VERB]):
+                    return Attribution(LATEST, _answer(fact))
                 if fallback is None:
-                    fallback = Attribution(LATEST, fact)
+                    fallback = Attribution(LATEST, _answer(fact))
         if query.name:
             fact = scope.by_name.get((namespace, query.name))
-            if fact is not None and fact.at_ms >= cutoff and is_removal_verb(fact.verb):
-                return Attribution(NAME, fact)
+            if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]):
+                return Attribution(NAME, _answer(fact))
         if fallback is not None:
             return fallback
         window = self.limits.collection_window_ms

@@ -113,7 +113,7 @@ def avro_fact_row(fact: Mapping[str, Any]) -> FactRow:
 
 
 class Identity(NamedTuple):
-    """Who a fact names; interned per index, so thousands of facts share one tuple per author."""
+    """Who a fact names (the index files it as a plain, interned `(author, displayName, email)`)."""
 
     author: str
     display_name: str
@@ -121,11 +121,11 @@ class Identity(NamedTuple):
 
 
 class StoredFact(NamedTuple):
-    """One filed fact (not a collection). `at_ms` is its record's append time.
+    """One filed fact (not a collection), as a lookup answers it. `at_ms` is its record's append time.
 
-    A tuple of strings and ints: the garbage collector stops tracking it after its first pass, so a
-    full index adds nothing to collection pauses. It has no stage timestamp (only collections
-    need one) to stay small at full caps.
+    The index itself files the same fields as a plain tuple (a NamedTuple is never untracked by
+    the garbage collector) and builds this view per answer. It has no stage timestamp (only
+    collections need one) to stay small at full caps.
     """
 
     identity: Identity
