@@ -21,7 +21,7 @@ FAKE_RPK = """#!/bin/sh
 echo "rpk $*" >> "$CALLS"
 case "$1 $2" in
   "redpanda start") exec sleep 300 ;;
-  "cluster health") grep -q "^rpk redpanda start" "$CALLS" ;;
+  "cluster health") grep -q "^rpk redpanda start" "$CALLS"; exit $? ;;
 esac
 exit 0
 """
