@@ -125,51 +125,56 @@ class _Scope:
         self.head = 0
         self.count = 0
 
-    def evict_oldest(self) -> bool:
-        """Drop the oldest live entry (stale references are skipped); False when nothing is left.
+    def evict(self, wanted: int) -> int:
+        """Drop up to `wanted` oldest live entries (stale references are skipped); returns how many.
 
         One filing's entries are evicted in the order it inserted them: exact, latest, removals.
+        At the per-type cap every new fact evicts one or two entries, so this runs per fact: the
+        structures are read into locals once per call rather than once per entry.
         """
         order = self.order
-        while self.head < len(order):
-            ref = order[self.head]
+        exact, latest, removals = self.exact, self.latest, self.removals
+        head = self.head
+        end = len(order)
+        evicted = 0
+        while evicted < wanted and head < end:
+            ref = order[head]
             if isinstance(ref, StoredCollection):
                 if ref.live:
                     if self.collections.popleft() is not ref:
                         raise AssertionError("collection order diverged from the eviction order")
                     ref.live = False
-                    self.head += 1
-                    self.count -= 1
-                    return True
-                self.head += 1
+                    evicted += 1
+                head += 1
                 continue
             _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
             if uid:
-                if rv and self.exact.get((uid, rv)) is ref:
-                    del self.exact[(uid, rv)]
-                    self.count -= 1
-                    return True
-                if self.latest.get(uid) is ref:
-                    del self.latest[uid]
-                    self.count -= 1
-                    return True
-                if self.removals.get(uid) is ref:
-                    del self.removals[uid]
-                    self.count -= 1
-                    return True
+                # The filing may hold up to three entries. If the budget runs out before one of them,
+                # head stays on the filing and the next call resumes with that entry.
+                if rv and exact.get((uid, rv)) is ref:
+                    del exact[(uid, rv)]
+                    evicted += 1
+                if latest.get(uid) is ref:
+                    if evicted == wanted:
+                        break
+                    del latest[uid]
+                    evicted += 1
+                if removals.get(uid) is ref:
+                    if evicted == wanted:
+                        break
+                    del removals[uid]
+                    evicted += 1
             elif rv:
                 if self.rv_only.get(rv) is ref:
                     del self.rv_only[rv]
-                    self.head += 1
-                    self.count -= 1
-                    return True
+                    evicted += 1
             elif self.by_name.get((namespace, name)) is ref:
                 del self.by_name[(namespace, name)]
-                self.head += 1
-                self.count -= 1
-                return True
-            self.head += 1
-        return False
+                evicted += 1
+            head += 1
+        self.head = head
+        self.count -= evicted
+        return evicted
 
     def holds(self, ref: Stored) -> bool:
         """Whether any structure still holds this filing."""
@@ -365,9 +370,9 @@ class FactIndex:
                 scope.compact()
             if scope.count > per_type:
                 # Steady state at the per-type cap: one or two entries out per fact.
-                while scope.count > per_type and scope.evict_oldest():
-                    self._total -= 1
-                    evicted_per_type += 1
+                evicted = scope.evict(scope.count - per_type)
+                self._total -= evicted
+                evicted_per_type += evicted
                 if scope.count == 0:
                     del self._scopes[key]
                     scope = None
@@ -446,7 +451,7 @@ class FactIndex:
         evicted = 0
         while self._total > self.limits.max_facts and self._scopes:
             largest_key, largest = max(self._scopes.items(), key=lambda item: item[1].count)
-            if not largest.evict_oldest():
+            if not largest.evict(1):
                 break
             self._total -= 1
             evicted += 1
