@@ -16,7 +16,8 @@ from typing import Any
 import fastavro
 
 SCHEMA_HEADER = "reverser-schema"
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+# `pipeline/schemas` links to the top-level `schemas/`, so the files ship inside the wheel too.
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
 FACT_BATCH = "fact_batch"
 WATCH_EVENT = "watch_event"
