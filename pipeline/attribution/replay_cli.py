@@ -40,7 +40,7 @@ class FactReplayReport(BaseModel):
 
 
 def add_replay_facts_parser(kinds: Any) -> None:
-    """Registered under `reverser replay` (the `replay` command itself lives with the commit worker)."""
+    """Registered under `reverser replay` by `pipeline/replay.py`, next to `replay branch`."""
     parser = kinds.add_parser("facts", help="rebuild the fact index from audit-facts and report it")
     add_config_argument(parser)
     parser.add_argument("--output", choices=("table", "json"), default="table")
