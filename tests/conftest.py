@@ -6,6 +6,7 @@ from Maven Central, KRaft, loopback) unless `KAFKA_BOOTSTRAP_SERVERS` names an e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -73,9 +74,9 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
     return make_settings(backend, tmp_path, request)
 
 
-@pytest.fixture
-async def any_log(settings: Settings) -> AsyncIterator[Log]:
-    """A started log of the parametrised backend, closed after the test."""
+@contextlib.asynccontextmanager
+async def started_log(settings: Settings) -> AsyncIterator[Log]:
+    """A started log for `settings`, closed on exit: the body of every log fixture."""
     from pipeline.log import open_log
 
     log = open_log(settings)
@@ -84,3 +85,10 @@ async def any_log(settings: Settings) -> AsyncIterator[Log]:
         yield log
     finally:
         await log.close()
+
+
+@pytest.fixture
+async def any_log(settings: Settings) -> AsyncIterator[Log]:
+    """A started log of the parametrised backend, closed after the test."""
+    async with started_log(settings) as log:
+        yield log

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.log import open_log
 from pipeline.log.api import Log
 from pipeline.log.topics import topic_specs
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
@@ -30,18 +26,8 @@ def with_git(settings: Settings, remote: Path, **provider: object) -> Settings:
     )
 
 
-@pytest.fixture
-async def started_log(settings: Settings) -> AsyncIterator[Log]:
-    log = open_log(settings)
-    await log.start()
-    try:
-        yield log
-    finally:
-        await log.close()
-
-
 async def test_branch_work_becomes_attributed_history(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     remote = bare_remote(tmp_path / "remote.git")
     cfg = with_git(settings, remote)
@@ -53,11 +39,11 @@ async def test_branch_work_becomes_attributed_history(
         w.update(cm("a", key="changed"), BOB),
         w.delete("b", BOB),
     ]
-    await append_work(started_log, cfg, items)
-    worker = CommitWorker(cfg, started_log)
+    await append_work(any_log, cfg, items)
+    worker = CommitWorker(cfg, any_log)
     await worker.start()
     try:
-        await wait_settled(started_log, cfg)
+        await wait_settled(any_log, cfg)
     finally:
         await worker.stop()
     assert log_lines(remote, fmt="%an|%s") == [
@@ -74,7 +60,7 @@ async def test_branch_work_becomes_attributed_history(
 
 
 async def test_replay_from_the_beginning_reproduces_trees_and_authors(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     """PRODUCT.md: replaying branch-work into an empty remote rebuilds the same history."""
     first = bare_remote(tmp_path / "first.git")
@@ -84,10 +70,10 @@ async def test_replay_from_the_beginning_reproduces_trees_and_authors(
     items += w.snapshot(1, [cm("x1"), cm("x2")])
     items += [w.delete("x4", BOB), w.update(cm("x5", key="v2"))]
     cfg = with_git(settings, first)
-    await append_work(started_log, cfg, items)
-    worker = CommitWorker(cfg, started_log)
+    await append_work(any_log, cfg, items)
+    worker = CommitWorker(cfg, any_log)
     await worker.start()
-    await wait_settled(started_log, cfg)
+    await wait_settled(any_log, cfg)
     await worker.stop()
 
     replay_cfg = cfg.model_copy(
@@ -96,10 +82,10 @@ async def test_replay_from_the_beginning_reproduces_trees_and_authors(
             "workdir": tmp_path / "replay-work",
         }
     )
-    await started_log.delete_group(group_id_for(cfg))
-    again = CommitWorker(replay_cfg, started_log)
+    await any_log.delete_group(group_id_for(cfg))
+    again = CommitWorker(replay_cfg, any_log)
     await again.start()
-    await wait_settled(started_log, replay_cfg)
+    await wait_settled(any_log, replay_cfg)
     await again.stop()
     fmt = "%T|%an <%ae>|%s"
     assert log_lines(first, fmt=fmt) == log_lines(second, fmt=fmt)
@@ -107,23 +93,23 @@ async def test_replay_from_the_beginning_reproduces_trees_and_authors(
 
 
 async def test_bad_records_are_skipped_not_fatal(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     from pipeline.log.topics import TopicNames
 
     remote = bare_remote(tmp_path / "remote.git")
     cfg = with_git(settings, remote)
     w = Work()
-    await append_work(started_log, cfg, [w.create(cm("before"))])
+    await append_work(any_log, cfg, [w.create(cm("before"))])
     topic = TopicNames.for_prefix(cfg.log.topic_prefix).branch_work
     from pipeline.models import branch_key
 
-    await started_log.append(topic, b"\x00garbage", key=branch_key("git", "main"))
-    await append_work(started_log, cfg, [w.create(cm("after"), BOB), Work(provider="nope").create(cm("x"))])
-    worker = CommitWorker(cfg, started_log)
+    await any_log.append(topic, b"\x00garbage", key=branch_key("git", "main"))
+    await append_work(any_log, cfg, [w.create(cm("after"), BOB), Work(provider="nope").create(cm("x"))])
+    worker = CommitWorker(cfg, any_log)
     await worker.start()
     try:
-        await wait_settled(started_log, cfg)
+        await wait_settled(any_log, cfg)
         assert worker.ready()
     finally:
         await worker.stop()
@@ -134,22 +120,22 @@ async def test_bad_records_are_skipped_not_fatal(
 
 
 async def test_unreachable_remote_commits_no_offsets(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     """Nothing is settled while the remote cannot be reached; the work waits on the log."""
     cfg = with_git(settings, tmp_path / "missing.git")
     w = Work()
-    await append_work(started_log, cfg, [w.create(cm("a"))])
-    worker = CommitWorker(cfg, started_log)
+    await append_work(any_log, cfg, [w.create(cm("a"))])
+    worker = CommitWorker(cfg, any_log)
     await worker.start()
     await asyncio.sleep(1.5)
     await worker.stop()
-    committed = await started_log.group_offsets(group_id_for(cfg))
+    committed = await any_log.group_offsets(group_id_for(cfg))
     assert all(offset == 0 for offset in committed.values()), committed
 
 
 async def test_rebalance_between_two_members_commits_everything_once(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     """A second member joins mid-stream: revoked branches are flushed, nothing is lost or doubled."""
     remote = bare_remote(tmp_path / "remote.git")
@@ -158,16 +144,16 @@ async def test_rebalance_between_two_members_commits_everything_once(
     builders = {b: Work(branch=b, step_ms=10_000) for b in branches}
     first = [builders[b].create(cm(f"{b}-1")) for b in branches]
     second = [builders[b].create(cm(f"{b}-2"), BOB) for b in branches]
-    await append_work(started_log, cfg, first)
-    one = CommitWorker(cfg, started_log)
+    await append_work(any_log, cfg, first)
+    one = CommitWorker(cfg, any_log)
     await one.start()
     await asyncio.sleep(0.5)
     other_cfg = cfg.model_copy(update={"workdir": tmp_path / "other-work"})
-    two = CommitWorker(other_cfg, started_log)
+    two = CommitWorker(other_cfg, any_log)
     await two.start()
-    await append_work(started_log, cfg, second)
+    await append_work(any_log, cfg, second)
     try:
-        await wait_settled(started_log, cfg)
+        await wait_settled(any_log, cfg)
     finally:
         await two.stop()
         await one.stop()
@@ -179,7 +165,7 @@ async def test_rebalance_between_two_members_commits_everything_once(
 
 
 async def test_concurrent_foreign_pushes_lose_no_write(
-    settings: Settings, started_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     """Humans keep pushing to the branch while the worker commits: every write of both sides lands."""
     import threading
@@ -207,16 +193,16 @@ async def test_concurrent_foreign_pushes_lose_no_write(
 
     w = Work(step_ms=10)
     items = [w.create(cm(f"w{i}"), ALICE if i % 2 else BOB) for i in range(30)]
-    await started_log.create_topics(topic_specs(cfg))
-    worker = CommitWorker(cfg, started_log)
+    await any_log.create_topics(topic_specs(cfg))
+    worker = CommitWorker(cfg, any_log)
     await worker.start()
     thread = threading.Thread(target=human)
     thread.start()
     try:
         for chunk in range(0, len(items), 5):
-            await append_work(started_log, cfg, items[chunk : chunk + 5])
+            await append_work(any_log, cfg, items[chunk : chunk + 5])
             await asyncio.sleep(0.2)
-        await wait_settled(started_log, cfg, timeout_s=120)
+        await wait_settled(any_log, cfg, timeout_s=120)
     finally:
         stop.set()
         await asyncio.to_thread(thread.join)

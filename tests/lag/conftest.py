@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
-from pipeline.log import open_log
 from pipeline.log.api import Log
-from tests.conftest import make_settings
+from tests.conftest import make_settings, started_log
 
 
 @pytest.fixture
@@ -23,22 +22,13 @@ def embedded_settings(tmp_path: Path, request: pytest.FixtureRequest) -> Setting
     return make_settings("embedded", tmp_path, request)
 
 
-async def _started(settings: Settings) -> AsyncIterator[Log]:
-    log = open_log(settings)
-    await log.start()
-    try:
-        yield log
-    finally:
-        await log.close()
-
-
 @pytest.fixture
 async def kafka_log(kafka_settings: Settings) -> AsyncIterator[Log]:
-    async for log in _started(kafka_settings):
+    async with started_log(kafka_settings) as log:
         yield log
 
 
 @pytest.fixture
 async def embedded_log(embedded_settings: Settings) -> AsyncIterator[Log]:
-    async for log in _started(embedded_settings):
+    async with started_log(embedded_settings) as log:
         yield log
