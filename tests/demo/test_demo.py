@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.net import free_port
 
 EXPECTED_AUTHORS = [
     ("Reverser Pipeline <noreply@reverser.invalid>", "snapshot"),
@@ -17,13 +18,6 @@ EXPECTED_AUTHORS = [
     ("Carol Danvers <carol@example.com>", "delete_sticky carol"),
     ("Dave Lister <dave@noreply.cluster.local>", "deletecollection_body_uid dave"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run_demo(workdir: Path) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster.controlplane import find_binaries, free_port
+from tests.e2e.cluster.controlplane import find_binaries
+from tests.support.net import free_port
 
 SKIP_REASON = (
     "kube-apiserver/etcd are not built; run `make e2e` or tests/e2e/cluster/build-binaries.sh "

@@ -18,6 +18,7 @@ from tests.e2e.cluster import controlplane
 from tests.e2e.cluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneState
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.service_process import ServiceError, ServiceProcess
+from tests.support.net import free_port
 
 
 def _fake_binary(directory: Path, name: str, script: str) -> None:
@@ -89,7 +90,7 @@ def test_build_script_names_a_cache_dir_per_version(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_service_that_exits_at_start_fails_with_its_own_words(tmp_path: Path) -> None:
-    config = {"metrics": {"addr": f"127.0.0.1:{controlplane.free_port()}"}, "targets": [{"name": "t"}]}
+    config = {"metrics": {"addr": f"127.0.0.1:{free_port()}"}, "targets": [{"name": "t"}]}
     service = ServiceProcess(tmp_path, config)
 
     with pytest.raises(ServiceError, match="exited with 2") as failure:

@@ -21,11 +21,12 @@ import yaml
 from kubernetes_asyncio import client
 
 from tests.conftest import unique_prefix
-from tests.e2e.cluster.controlplane import ControlPlane, free_port
+from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.cluster.pki import AUDIT_CLIENT_CN
 from tests.e2e.gitremote import Commit, GitRemote
 from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
 from tests.e2e.service_process import ServiceProcess
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -38,6 +37,7 @@ from pipeline.log.kafka import KafkaLog
 from pipeline.log.partitioner import murmur2_partition
 from tests.conftest import unique_prefix
 from tests.integration.kafka.broker import BrokerSecurity, KafkaBroker, libs_dir
+from tests.support.net import free_port
 
 HERE = Path(__file__).resolve().parent
 WAIT_S = 90.0
@@ -96,13 +96,6 @@ async def read_partition(log: KafkaLog, tp: TopicPartition) -> list[Record]:
 
 def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # appending and reading ---------------------------------------------------------------------------

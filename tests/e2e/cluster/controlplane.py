@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tests.e2e.cluster.pki import Pki, write_pki
+from tests.support.net import free_port
 
 __all__ = [
     "ControlPlane",
@@ -36,7 +36,6 @@ __all__ = [
     "binaries_dir",
     "build_binaries",
     "find_binaries",
-    "free_port",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -103,14 +102,6 @@ def build_binaries() -> Path:
         tail = "\n".join(result.stderr.splitlines()[-LOG_TAIL_LINES:])
         raise ControlPlaneError(f"build-binaries.sh failed ({result.returncode}):\n{tail}")
     return Path(result.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True, slots=True)

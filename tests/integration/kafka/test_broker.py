@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kafka.broker import BrokerError, KafkaBroker, answers_metadata
+from tests.support.net import free_port
 
 HERE = Path(__file__).resolve().parent
 CLI = [sys.executable, str(HERE / "broker.py")]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.mark.kafka

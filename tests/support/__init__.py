@@ -1,0 +1,1 @@
+"""Helpers several test packages share (free ports, polling until a condition holds)."""
