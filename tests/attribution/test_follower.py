@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from pipeline.models import stream_key
 from tests.attribution.corpus import SCENARIOS, materialise
 from tests.attribution.helpers import CM, DEPLOY, fact, query
 from tests.conftest import unique_prefix
+from tests.support.wait import wait_for
 
 GUARD_S = 60.0
 FACTS = FACT_BATCH
@@ -60,13 +62,7 @@ def labelled(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-async def eventually(check: object, what: str) -> None:
-    """Poll `check()` until true; the guard only bounds a hung test."""
-    deadline = time.monotonic() + GUARD_S
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.02)
+eventually = functools.partial(wait_for, timeout_s=GUARD_S)
 
 
 async def test_replays_in_order_and_is_ready_only_after_catching_up(any_log: Log, settings: Settings) -> None:

@@ -9,6 +9,7 @@ embedded log is driven deterministically with `enforce_retention(now_ms=...)`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 import time
@@ -33,6 +34,7 @@ from pipeline.log import (
 )
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.partitioner import murmur2_partition
+from tests.support.wait import wait_for
 
 BACKGROUND_WAIT_S = 90.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,15 +51,8 @@ async def make_topic(log: Log, settings: Settings, suffix: str, partitions: int 
     return name
 
 
-async def eventually(
-    check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = BACKGROUND_WAIT_S
-) -> None:
-    """Poll `check` until it holds; Kafka runs retention, compaction and rebalances in the background."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        await asyncio.sleep(0.5)
+# Kafka runs retention, compaction and rebalances in the background.
+eventually = functools.partial(wait_for, timeout_s=BACKGROUND_WAIT_S, interval_s=0.5)
 
 
 async def read_all(log: Log, tp: TopicPartition, start: int, end: int) -> list[Record]:

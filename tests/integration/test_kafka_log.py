@@ -8,10 +8,11 @@ unreachable-bootstrap test needs no broker at all.
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ from pipeline.log.partitioner import murmur2_partition
 from tests.conftest import unique_prefix
 from tests.integration.kafka.broker import BrokerSecurity, KafkaBroker, libs_dir
 from tests.support.net import free_port
+from tests.support.wait import wait_for
 
 HERE = Path(__file__).resolve().parent
 WAIT_S = 90.0
@@ -66,12 +68,8 @@ async def new_topic(log: KafkaLog, suffix: str, partitions: int = 1, **config: o
     return name
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        await asyncio.sleep(0.5)
+# Kafka runs retention, compaction and rebalances in the background.
+eventually = functools.partial(wait_for, timeout_s=WAIT_S, interval_s=0.5)
 
 
 async def read_partition(log: KafkaLog, tp: TopicPartition) -> list[Record]:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
-
 import aiohttp
 from prometheus_client import REGISTRY
 
@@ -14,13 +10,9 @@ from pipeline.lag.component import LagComponent, build
 from pipeline.log.api import Log
 from pipeline.service.app import COMPONENT_FACTORIES, Service, load_factories
 from tests.lag.helpers import lag_settings, make_topic, produce
+from tests.support.wait import wait_for
 
-
-async def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+WAIT_S = 30.0
 
 
 def test_factory_is_registered_and_honours_enabled(embedded_log: Log, embedded_settings: Settings) -> None:
@@ -42,12 +34,13 @@ async def test_component_polls_exports_and_clears_on_stop(
     await component.start()
     try:
         assert component.name == "lag-monitor"
-        await wait_for(component.ready, "the first good poll")
+        await wait_for(component.ready, "the first good poll", timeout_s=WAIT_S)
         assert REGISTRY.get_sample_value("reverser_consumergroup_lag", labels) == 5
         await embedded_log.commit_group_offsets(group, {tp: 9})
         await wait_for(
             lambda: REGISTRY.get_sample_value("reverser_consumergroup_lag", labels) == 0,
             "the next poll to see the new commit",
+            timeout_s=WAIT_S,
         )
     finally:
         await component.stop()
@@ -68,7 +61,7 @@ async def test_reverser_run_serves_lag_metrics(embedded_log: Log, embedded_setti
     service = Service(settings, embedded_log, load_factories(("pipeline.lag.component:build",)))
     await service.start()
     try:
-        await wait_for(service.ready, "the service to be ready")
+        await wait_for(service.ready, "the service to be ready", timeout_s=WAIT_S)
         async with aiohttp.ClientSession() as session:
             url = f"http://127.0.0.1:{service.metrics_port}/metrics"
             async with session.get(url) as response:

@@ -17,6 +17,7 @@ from pipeline.log.api import Log, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.stream import StreamOptions
+from tests.support.wait import wait_for
 from tests.watch.kube_server import FakeKubeApiServer
 
 
@@ -143,21 +144,6 @@ def kinds(
         else:
             out.append(f"{body['type']} {body['name']}")
     return out
-
-
-async def wait_for(predicate: Callable[[], Any], timeout_s: float = 15.0, what: str = "condition") -> None:
-    """Poll `predicate` (sync or returning an awaitable) until truthy."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def wait_for_events(

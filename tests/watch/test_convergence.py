@@ -21,13 +21,13 @@ from pipeline.log import open_log
 from pipeline.log.api import Log
 from pipeline.log.topics import topic_specs
 from pipeline.watch.component import WatchComponent
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     make_component,
     read_events,
     rule,
     target,
-    wait_for,
     with_targets,
 )
 from tests.watch.kube_server import FakeKubeApiServer

@@ -19,6 +19,7 @@ from pipeline.log.topics import topic_specs
 from pipeline.watch.component import WatchComponent
 from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
 from tests.e2e.kube import kube_client
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -26,7 +27,6 @@ from tests.watch.conftest import (
     metric,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )

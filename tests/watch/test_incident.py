@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pipeline.config import Settings
 from pipeline.log.api import Log
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     RecordingSleep,
     fast_options,
@@ -21,7 +22,6 @@ from tests.watch.conftest import (
     read_events,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )

@@ -7,6 +7,7 @@ from pathlib import Path
 from pipeline.config import Settings
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -14,7 +15,6 @@ from tests.watch.conftest import (
     read_events,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )

@@ -11,6 +11,7 @@ from pipeline.log import open_log
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, stream_key
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -18,7 +19,6 @@ from tests.watch.conftest import (
     read_events,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )

@@ -10,6 +10,7 @@ from pipeline.config import Settings
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.stream import WatchStream
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -18,7 +19,6 @@ from tests.watch.conftest import (
     read_events,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )

@@ -8,6 +8,7 @@ from pipeline.config import ClusterSettings, Settings
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from pipeline.watch.cursors import CursorStore
+from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -16,7 +17,6 @@ from tests.watch.conftest import (
     read_events,
     rule,
     target,
-    wait_for,
     wait_for_events,
     with_targets,
 )
