@@ -11,11 +11,15 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pipeline.config import LogSettings, Settings
 from pipeline.log.api import Log
+
+if TYPE_CHECKING:
+    from tests.integration.kafka.broker import KafkaBroker
 
 BACKENDS = ("embedded", "kafka")
 
@@ -33,6 +37,19 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     broker.start()
     try:
         yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
+    """A private broker the test may stop or kill (the shared one must stay up for everybody else)."""
+    from tests.integration.kafka.broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker")
+    broker.start()
+    try:
+        yield broker
     finally:
         broker.stop()
 

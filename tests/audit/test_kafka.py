@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +86,6 @@ async def test_acknowledged_corpus_is_read_back_from_the_broker(
         assert got == sorted(expected, key=repr)
     finally:
         await stop(running)
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    """A broker this test may kill (the shared one must stay up for everybody else)."""
-    broker = KafkaBroker(tmp_path / "broker")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 async def test_broker_down_mid_traffic_gives_503_and_every_200_is_durable(

@@ -7,7 +7,6 @@ embedded case closes the log under the monitor and opens it again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,16 +71,6 @@ async def test_embedded_log_closed_under_the_monitor(embedded_log: Log, embedded
     finally:
         await monitor.close()
         metrics.clear()
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(tmp_path / "broker")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.mark.kafka
