@@ -13,7 +13,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,9 +291,7 @@ class WatchStream:
     async def _list_session(self) -> None:
         """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events."""
         connection = await self._open(self._query())
-        queue: asyncio.Queue[_QueueItem] = asyncio.Queue(self._options.queue_size)
-        pump = asyncio.create_task(self._pump(connection, queue))
-        try:
+        async with self._pumped(connection) as queue:
             query = [("labelSelector", self.spec.label_selector)] if self.spec.label_selector else []
             items, list_rv = await self._client.list_all(self._path, query)
             snapshot = self._begin_snapshot("list")
@@ -305,11 +303,6 @@ class WatchStream:
             await self._write(records, list_rv)
             self._set_state("Streaming", "AllStreamsReady")
             await self._consume(queue)
-        finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
-            connection.close()
 
     # -- reading --------------------------------------------------------------------------
     async def _pump(self, connection: WatchConnection, queue: asyncio.Queue[_QueueItem]) -> None:
@@ -324,20 +317,26 @@ class WatchStream:
             return
         await queue.put(_END)
 
-    async def _pump_and_consume(
-        self, connection: WatchConnection, first: list[PendingRecord] | None = None
-    ) -> None:
+    @contextlib.asynccontextmanager
+    async def _pumped(self, connection: WatchConnection) -> AsyncIterator[asyncio.Queue[_QueueItem]]:
+        """The connection's events in a bounded queue, filled by a task until the block ends."""
         queue: asyncio.Queue[_QueueItem] = asyncio.Queue(self._options.queue_size)
         pump = asyncio.create_task(self._pump(connection, queue))
         try:
-            if first:
-                await self._write(first, "")
-            await self._consume(queue)
+            yield queue
         finally:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
             connection.close()
+
+    async def _pump_and_consume(
+        self, connection: WatchConnection, first: list[PendingRecord] | None = None
+    ) -> None:
+        async with self._pumped(connection) as queue:
+            if first:
+                await self._write(first, "")
+            await self._consume(queue)
 
     async def _consume(self, queue: asyncio.Queue[_QueueItem]) -> None:
         """Handle events in batches: one append per batch, then the cursor."""
