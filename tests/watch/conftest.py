@@ -18,17 +18,13 @@ from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.stream import StreamOptions
 from tests.support.wait import wait_for
-from tests.watch.kube_server import FakeKubeApiServer
+from tests.watch.kube_server import FakeKubeApiServer, running_server
 
 
 @pytest.fixture
 async def kube() -> AsyncIterator[FakeKubeApiServer]:
-    server = FakeKubeApiServer()
-    await server.start()
-    try:
+    async with running_server() as server:
         yield server
-    finally:
-        await server.stop()
 
 
 @pytest.fixture

@@ -248,16 +248,7 @@ class FakeKubeApiServer:
     # -- HTTP -----------------------------------------------------------------------------
     @staticmethod
     def _status(code: int, reason: str, message: str) -> web.Response:
-        body = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        }
-        return web.json_response(body, status=code)
+        return web.json_response(_failure(code, reason, message), status=code)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
@@ -516,18 +507,22 @@ class FakeKubeApiServer:
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
-        status = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        }
-        await self._send(response, "ERROR", status)
+        await self._send(response, "ERROR", _failure(code, reason, message))
         await response.write_eof()
         return response
+
+
+def _failure(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A `Status` of kind Failure, as the apiserver answers a request or ends a watch with."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 @contextlib.asynccontextmanager
