@@ -23,6 +23,12 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _reject_duplicates(what: str, names: list[str]) -> None:
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate {what} names: {', '.join(duplicates)}")
+
+
 class TlsSettings(_Section):
     """Client TLS towards Kafka."""
 
@@ -125,10 +131,7 @@ class AuditSettings(_Section):
     @field_validator("routes")
     @classmethod
     def _unique_routes(cls, routes: list[AuditRoute]) -> list[AuditRoute]:
-        names = [r.name for r in routes]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate audit route names: {', '.join(duplicates)}")
+        _reject_duplicates("audit route", [r.name for r in routes])
         return routes
 
 
@@ -278,10 +281,7 @@ class Settings(_Section):
     @field_validator("targets")
     @classmethod
     def _unique_targets(cls, targets: list[TargetSettings]) -> list[TargetSettings]:
-        names = [t.name for t in targets]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate target names: {', '.join(duplicates)}")
+        _reject_duplicates("target", [t.name for t in targets])
         return targets
 
     @model_validator(mode="after")

@@ -1,0 +1,38 @@
+"""Configuration mistakes an operator makes get one clear line naming the field and the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, load_settings
+
+
+def load(tmp_path: Path, text: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    load_settings(config, environ={})
+
+
+def test_duplicate_audit_routes_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"audit\.routes: .*duplicate audit route names: a, b"):
+        load(tmp_path, "audit: {routes: [{name: b}, {name: a}, {name: b}, {name: a}, {name: c}]}\n")
+
+
+def test_duplicate_targets_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"targets: .*duplicate target names: t1$"):
+        load(
+            tmp_path,
+            "providers: [{name: git, url: /srv/git}]\n"
+            "targets: [{name: t1, provider: git}, {name: t1, provider: git}, {name: t2, provider: git}]\n",
+        )
+
+
+def test_distinct_names_load(tmp_path: Path) -> None:
+    load(
+        tmp_path,
+        "audit: {routes: [{name: a}, {name: b}]}\n"
+        "providers: [{name: git, url: /srv/git}]\n"
+        "targets: [{name: t1, provider: git}, {name: t2, provider: git}]\n",
+    )
