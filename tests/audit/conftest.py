@@ -14,10 +14,11 @@ from pipeline.audit.server import AuditIngress
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
 from pipeline.config import AuditSettings, LogSettings, Settings, TopicSettings
 from pipeline.facts.model import FactBatch
-from pipeline.log.api import Log, Record, TopicPartition
+from pipeline.log.api import Log, Record
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import TopicNames, topic_specs
 from tests.conftest import unique_prefix
+from tests.support.logread import read_topic
 
 
 def ingress_settings(
@@ -82,33 +83,12 @@ async def running(start_ingress: Callable[..., Any]) -> Running:
     return result
 
 
-async def read_records(log: Log, topic: str) -> list[Record]:
-    """Every record of `topic`, partition by partition, in log order."""
-    count = await log.partitions_for(topic)
-    tps = [TopicPartition(topic, p) for p in range(count)]
-    ends = await log.end_offsets(tps)
-    starts = await log.beginning_offsets(tps)
-    wanted = {tp: end for tp, end in ends.items() if end > starts[tp]}
-    records: list[Record] = []
-    if not wanted:
-        return records
-    reader = log.reader()
-    try:
-        await reader.assign({tp: starts[tp] for tp in wanted})
-        while any(reader.position(tp) < end for tp, end in wanted.items()):
-            fetched = await reader.fetch(timeout_ms=2000, max_records=1000)
-            records.extend(fetched.records)
-    finally:
-        await reader.close()
-    return sorted(records, key=lambda r: (r.partition, r.offset))
-
-
 def decode_batch(record: Record) -> FactBatch:
     return FactBatch.from_avro(codec(FACT_BATCH).decode(record.value, record.header(SCHEMA_HEADER)))
 
 
 async def read_batches(running: Running) -> list[tuple[bytes | None, FactBatch]]:
-    return [(r.key, decode_batch(r)) for r in await read_records(running.log, running.topic)]
+    return [(r.key, decode_batch(r)) for r in await read_topic(running.log, running.topic)]
 
 
 class ThreadedIngress:

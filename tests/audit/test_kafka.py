@@ -18,7 +18,7 @@ from pipeline.facts.reduce import group_facts, reduce_event
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import topic_specs
 from pipeline.models import stream_key
-from tests.audit.conftest import Running, decode_batch, ingress_settings, read_records
+from tests.audit.conftest import Running, decode_batch, ingress_settings
 from tests.audit.corpus import (
     MUTATIONLAB_AUDIT_FILES,
     WEBHOOK_FILES,
@@ -29,6 +29,7 @@ from tests.audit.corpus import (
 )
 from tests.conftest import unique_prefix
 from tests.integration.kafka.broker import KafkaBroker
+from tests.support.logread import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -80,7 +81,7 @@ async def test_acknowledged_corpus_is_read_back_from_the_broker(
             async with http.post(running.url(), data=to_json(document)) as resp:
                 assert resp.status == 200, await resp.text()
             expected.extend(group_facts("default", [reduce_event(e) for e in document["items"]]))
-        records = await read_records(running.log, running.topic)
+        records = await read_topic(running.log, running.topic)
         assert all(r.key == stream_key("default", decode_batch(r).group_resource) for r in records)
         got = sorted((decode_batch(r) for r in records), key=repr)
         assert got == sorted(expected, key=repr)
@@ -135,7 +136,7 @@ async def test_broker_down_mid_traffic_gives_503_and_every_200_is_durable(
             await asyncio.sleep(1)
         assert acknowledged[-1] == "after"
         stored = {
-            f.name for r in await read_records(running.log, running.topic) for f in decode_batch(r).facts
+            f.name for r in await read_topic(running.log, running.topic) for f in decode_batch(r).facts
         }
         missing = [name for name in acknowledged if name not in stored]
         assert missing == []  # nothing answered 200 was lost

@@ -20,7 +20,7 @@ from pipeline.config import ConfigError, Settings
 from pipeline.facts.reduce import FACT_TOO_LARGE, category, group_facts, reduce_event
 from pipeline.models import GroupResource, stream_key
 from pipeline.service.app import COMPONENT_FACTORIES, Service
-from tests.audit.conftest import Running, ingress_settings, read_batches, read_records
+from tests.audit.conftest import Running, ingress_settings, read_batches
 from tests.audit.corpus import (
     MUTATIONLAB_AUDIT_FILES,
     WEBHOOK_FILES,
@@ -29,6 +29,7 @@ from tests.audit.corpus import (
     load_recording,
     to_json,
 )
+from tests.support.logread import read_topic
 
 NOW = datetime.now(UTC)
 
@@ -125,7 +126,7 @@ async def test_five_events_three_types_become_three_records_in_order(
     ]
     status, _ = await post(http, running, event_list(events))
     assert status == 200
-    records = await read_records(running.log, running.topic)
+    records = await read_topic(running.log, running.topic)
     keys = [r.key for r in records]
     assert sorted(keys, key=str) == sorted(
         [b"default:apps/deployments", b"default:configmaps", b"default:secrets"], key=str
@@ -186,7 +187,7 @@ async def test_collection_without_uid_set_is_counted(running: Running, http: aio
 async def test_empty_list_and_missing_items_are_ok(running: Running, http: aiohttp.ClientSession) -> None:
     assert (await post(http, running, event_list([])))[0] == 200
     assert (await post(http, running, {"kind": "EventList", "apiVersion": "audit.k8s.io/v1"}))[0] == 200
-    assert await read_records(running.log, running.topic) == []
+    assert await read_topic(running.log, running.topic) == []
 
 
 # --- the status table ----------------------------------------------------------------------------
@@ -317,7 +318,7 @@ async def test_oversized_group_is_split_into_consecutive_records(
     running = await start_ingress(max_message_bytes=4096)
     events = [write(f"cm-{i:03d}") for i in range(120)]
     assert (await post(http, running, event_list(events)))[0] == 200
-    records = await read_records(running.log, running.topic)
+    records = await read_topic(running.log, running.topic)
     assert len(records) > 3
     assert {(r.key, r.partition) for r in records} == {(b"default:configmaps", records[0].partition)}
     assert all(len(r.value or b"") <= 4096 - 1024 for r in records)
@@ -407,7 +408,7 @@ async def test_reverser_run_starts_the_ingress(tmp_path: Path, http: aiohttp.Cli
             assert resp.status == 200
         async with http.get(f"http://127.0.0.1:{service.metrics_port}/metrics") as resp:
             assert 'reverser_audit_requests_total{code="200",route="default"}' in await resp.text()
-        records = await read_records(service.log, f"{settings.log.topic_prefix}.audit-facts")
+        records = await read_topic(service.log, f"{settings.log.topic_prefix}.audit-facts")
         assert [r.key for r in records] == [stream_key("default", GroupResource("", "configmaps"))]
     finally:
         await service.stop()

@@ -13,10 +13,11 @@ from prometheus_client import REGISTRY
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.config import ClusterSettings, ProviderSettings, Settings, TargetSettings, WatchRule
-from pipeline.log.api import Log, TopicPartition
+from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.stream import StreamOptions
+from tests.support.logread import read_topic
 from tests.support.wait import wait_for
 from tests.watch.kube_server import FakeKubeApiServer, running_server
 
@@ -92,31 +93,13 @@ def make_component(settings: Settings, log: Log, options: StreamOptions) -> Watc
 async def read_events(log: Log, settings: Settings) -> list[dict[str, Any]]:
     """Every watch-events record decoded, in log order per partition, with `_key`/`_headers` added."""
     topic = TopicNames.for_prefix(settings.log.topic_prefix).watch_events
-    partitions = await log.partitions_for(topic)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    ends = await log.end_offsets(tps)
-    wanted = {tp: end for tp, end in ends.items() if end > 0}
-    out: list[dict[str, Any]] = []
-    if not wanted:
-        return out
-    reader = log.reader()
     watch_codec = codec(WATCH_EVENT)
-    try:
-        await reader.assign({tp: 0 for tp in wanted})
-        by_partition: dict[int, list[dict[str, Any]]] = {}
-        while any(reader.position(tp) < end for tp, end in wanted.items()):
-            fetched = await reader.fetch(timeout_ms=500)
-            for record in fetched.records:
-                if record.offset >= wanted.get(TopicPartition(record.topic, record.partition), 0):
-                    continue
-                decoded = watch_codec.decode(record.value, record.header(SCHEMA_HEADER))
-                decoded["_key"] = record.key
-                decoded["_headers"] = dict(record.headers)
-                by_partition.setdefault(record.partition, []).append(decoded)
-        for partition in sorted(by_partition):
-            out.extend(by_partition[partition])
-    finally:
-        await reader.close()
+    out: list[dict[str, Any]] = []
+    for record in await read_topic(log, topic):
+        decoded = watch_codec.decode(record.value, record.header(SCHEMA_HEADER))
+        decoded["_key"] = record.key
+        decoded["_headers"] = dict(record.headers)
+        out.append(decoded)
     return out
 
 
