@@ -38,7 +38,11 @@ async def test_service_runs_watch_streams_and_exports_metrics(
         assert isinstance(component, WatchComponent)
         assert service.ready()
         (stream,) = component.manager.streams.values()
-        await wait_for(lambda: stream.state == "Streaming", what="streaming")
+        # The state turns Streaming before the snapshot's cursor is acknowledged; the age needs the cursor.
+        await wait_for(
+            lambda: stream.state == "Streaming" and stream.cursor_updated_at_ms is not None,
+            what="streaming with a cursor",
+        )
         async with (
             aiohttp.ClientSession() as session,
             session.get(f"http://127.0.0.1:{service.metrics_port}/metrics") as response,
