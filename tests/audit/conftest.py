@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from pipeline.audit.server import AuditIngress
@@ -85,6 +86,13 @@ async def running(start_ingress: Callable[..., Any]) -> Running:
 
 def decode_batch(record: Record) -> FactBatch:
     return FactBatch.from_avro(codec(FACT_BATCH).decode(record.value, record.header(SCHEMA_HEADER)))
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    """A client session for posting to the ingress, closed after the test."""
+    async with aiohttp.ClientSession() as session:
+        yield session
 
 
 async def read_batches(running: Running) -> list[tuple[bytes | None, FactBatch]]:

@@ -66,6 +66,7 @@ async def stop(running: Running) -> None:
 
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    """Requests here wait on a broker being killed and restarted; bound each one."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
         yield session
 

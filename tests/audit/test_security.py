@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,6 @@ class Pki:
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
     return Pki(tmp_path)
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def status_of(

@@ -56,12 +56,6 @@ def write(name: str, resource: str = "configmaps", group: str = "", user: str = 
     }
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
 async def post(
     http: aiohttp.ClientSession,
     running: Running,
