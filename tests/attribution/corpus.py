@@ -7,14 +7,14 @@ to a recent UTC time with six fractional digits so facts fall inside the TTL and
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-CORPUS = Path(os.environ.get("REVERSER_CORPUS", "/work/shared/corpus")) / "mutationlab"
+from tests.support.corpus import MUTATIONLAB
+
 TOKEN = re.compile(r"<(?P<kind>[a-zA-Z]+)(?:-(?P<n>\d+))?>")
 
 
@@ -68,7 +68,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def all_scenarios_on_disk() -> set[str]:
-    return {f"{p.parent.name}/{p.name}" for p in CORPUS.glob("*/*") if p.is_dir()}
+    return {f"{p.parent.name}/{p.name}" for p in MUTATIONLAB.glob("*/*") if p.is_dir()}
 
 
 def materialise(scenario: str, target: Path) -> Path:
@@ -95,6 +95,6 @@ def materialise(scenario: str, target: Path) -> Path:
 
     out = target / scenario.replace("/", "__")
     out.mkdir(parents=True, exist_ok=True)
-    for path in sorted((CORPUS / scenario).iterdir()):
+    for path in sorted((MUTATIONLAB / scenario).iterdir()):
         (out / path.name).write_text(TOKEN.sub(concrete, path.read_text(encoding="utf-8")), encoding="utf-8")
     return out

@@ -8,7 +8,6 @@ corpus README says to replace each with a concrete value of the right shape befo
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from datetime import UTC, datetime
@@ -17,7 +16,8 @@ from typing import Any
 
 import yaml
 
-CORPUS = Path(os.environ.get("REVERSER_CORPUS", "/work/shared/corpus"))
+from tests.support.corpus import CORPUS
+
 WEBHOOK_FILES = sorted((CORPUS / "webhook").glob("*.yaml"))
 MUTATIONLAB_AUDIT_FILES = sorted((CORPUS / "mutationlab").glob("*/*/audit.*.yaml"))
 

@@ -13,14 +13,14 @@ from pipeline.watch.sanitize import is_terminating, sanitize, sanitized_json
 from pipeline.work import WorkAuthor
 from tests.commit.helpers import ALICE, BOB, Work, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
+from tests.support.corpus import MUTATIONLAB
 
-CORPUS = Path("/work/shared/corpus/mutationlab")
 NAMESPACE = "team-a"
 
 
 def recorded(scenario: str, name: str) -> dict[str, Any]:
     """A watch event with its tokens given concrete values (namespace, uids, resourceVersions)."""
-    text = (CORPUS / scenario / name).read_text()
+    text = (MUTATIONLAB / scenario / name).read_text()
     text = text.replace("<ns-1>", NAMESPACE).replace("<ts>", "2026-06-25T10:00:00.000000Z")
     event: dict[str, Any] = yaml.safe_load(text)
     return event
@@ -46,7 +46,7 @@ def to_work(w: Work, event: dict[str, Any], author: WorkAuthor, resource: str = 
     return item
 
 
-pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="corpus not present")
+pytestmark = pytest.mark.skipif(not MUTATIONLAB.exists(), reason="corpus not present")
 
 
 async def test_create_then_update_is_a_one_line_diff(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-CORPUS = Path("/work/shared/corpus/mutationlab")
+from tests.support.corpus import MUTATIONLAB
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class _Watch:
 
 def corpus_object(relative: str, namespace: str, **tokens: str) -> dict[str, Any]:
     """The `object` of a corpus watch event, with its tokens given concrete values."""
-    text = (CORPUS / relative).read_text(encoding="utf-8")
+    text = (MUTATIONLAB / relative).read_text(encoding="utf-8")
     text = text.replace("<ns-1>", namespace).replace("<ts>", "2026-11-30T09:00:00.000000Z")
     for token, value in tokens.items():
         text = text.replace(f"<{token}>", value)
