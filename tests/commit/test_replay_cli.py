@@ -52,20 +52,11 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     into = tmp_path / "rebuilt.git"
-    code = main(
-        [
-            "replay",
-            "branch",
-            "--config",
-            str(config),
-            "--provider",
-            "git",
-            "--branch",
-            "main",
-            "--into",
-            str(into),
-        ]
-    )
+    argv = [
+        "replay", "branch", "--config", str(config),
+        "--provider", "git", "--branch", "main", "--into", str(into),
+    ]
+    code = main(argv)
     assert code == 0
     out = capsys.readouterr().out
     assert "replayed" in out
@@ -73,20 +64,7 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
     fmt = "%T|%an <%ae>|%s"
     assert log_lines(into, fmt=fmt) == log_lines(live, fmt=fmt)
 
-    again = main(
-        [
-            "replay",
-            "branch",
-            "--config",
-            str(config),
-            "--provider",
-            "git",
-            "--branch",
-            "main",
-            "--into",
-            str(into),
-        ]
-    )
+    again = main(argv)
     assert again == 1
     assert "needs an empty remote" in capsys.readouterr().err
 
