@@ -589,9 +589,10 @@ async def _tell(
 
 
 def _record_bytes(record: PendingRecord) -> int:
+    """Key, value and header bytes as Kafka counts them (header names in UTF-8, not characters)."""
     size = len(record.key or b"") + len(record.value or b"")
     for name, value in record.headers:
-        size += len(name) + len(value)
+        size += len(name.encode()) + len(value)
     return size
 
 

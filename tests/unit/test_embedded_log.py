@@ -298,6 +298,15 @@ async def test_bad_requests_get_clear_errors(log: EmbeddedLog) -> None:
     assert await log.end_offsets([TopicPartition("t", 0)]) == {TopicPartition("t", 0): 0}
 
 
+async def test_header_names_count_in_utf8_bytes_against_max_message_bytes(log: EmbeddedLog) -> None:
+    await log.create_topics([TopicSpec("t", 1, max_message_bytes=2048)])
+    # 600 characters but 1,200 bytes: 1,200 + 800 + the batch overhead is over the limit, as on Kafka.
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes=2048"):
+        await log.append("t", b"x" * 800, headers=(("\u00e9" * 600, b""),))
+    ok = await log.append("t", b"x" * 800, headers=(("e" * 600, b""),))
+    assert ok.offset == 0
+
+
 async def test_group_misuse_gets_clear_errors(log: EmbeddedLog) -> None:
     await log.create_topics([TopicSpec("t", 2)])
     member = log.group_consumer("g", ["t"])
