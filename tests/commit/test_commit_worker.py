@@ -168,6 +168,7 @@ async def test_concurrent_foreign_pushes_lose_no_write(
     settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
     """Humans keep pushing to the branch while the worker commits: every write of both sides lands."""
+    import subprocess
     import threading
 
     from tests.commit.helpers import foreign_push
@@ -186,7 +187,7 @@ async def test_concurrent_foreign_pushes_lose_no_write(
             path = f"human/{n}.txt"
             try:
                 foreign_push(remote, tmp_path, path, f"{n}\n")
-            except Exception:
+            except subprocess.CalledProcessError:  # rejected: the worker pushed first; try again
                 continue
             pushed.append(path)
             n += 1
@@ -209,6 +210,7 @@ async def test_concurrent_foreign_pushes_lose_no_write(
         await worker.stop()
     tree = files(remote)
     assert {f"live/team-a/configmaps/w{i}.yaml" for i in range(30)} <= set(tree)
+    assert pushed, "no foreign push landed while the worker was committing"
     assert {"human/0.txt", *pushed} <= set(tree)
     from tests.commit.helpers import git
 
