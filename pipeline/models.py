@@ -28,18 +28,9 @@ def escape_route(route: str) -> str:
     return route.replace("%", "%25").replace(":", "%3A")
 
 
-def unescape_route(escaped: str) -> str:
-    return escaped.replace("%3A", ":").replace("%25", "%")
-
-
 def stream_key(route: str, gr: GroupResource) -> bytes:
     """Record key for audit facts and watch events: one (route, group/resource) per partition."""
     return f"{escape_route(route)}:{gr.key}".encode()
-
-
-def parse_stream_key(key: bytes) -> tuple[str, GroupResource]:
-    route, _, gr = key.decode().partition(":")
-    return unescape_route(route), GroupResource.parse(gr)
 
 
 def stream_name(route: str, gr: GroupResource) -> str:

@@ -67,6 +67,14 @@ class PendingRecord:
     headers: Headers = ()
     partition: int | None = None
 
+    @property
+    def size_bytes(self) -> int:
+        """Key, value and header bytes as Kafka counts them against `max.message.bytes` (UTF-8 names)."""
+        size = len(self.key or b"") + len(self.value or b"")
+        for name, value in self.headers:
+            size += len(name.encode()) + len(value)
+        return size
+
 
 @dataclass(frozen=True, slots=True)
 class Gap:

@@ -332,7 +332,7 @@ class EmbeddedLog(Log):
         by_partition: dict[int, list[int]] = {}
         sizes = []
         for index, record in enumerate(records):
-            size = _record_bytes(record)
+            size = record.size_bytes
             if size + _BATCH_OVERHEAD_BYTES > max_bytes:
                 raise RecordTooLargeError(
                     f"record of {size} bytes exceeds max.message.bytes={max_bytes} of topic {name!r}"
@@ -586,14 +586,6 @@ async def _tell(
     except Exception:
         LISTENER_ERRORS.inc()
         _log.exception("embedded log: %s of group %r failed", callback, member.group_id)
-
-
-def _record_bytes(record: PendingRecord) -> int:
-    """Key, value and header bytes as Kafka counts them (header names in UTF-8, not characters)."""
-    size = len(record.key or b"") + len(record.value or b"")
-    for name, value in record.headers:
-        size += len(name.encode()) + len(value)
-    return size
 
 
 class _Fetcher(abc.ABC):

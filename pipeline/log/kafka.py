@@ -178,11 +178,6 @@ def _record(message: Any) -> Record:
     )
 
 
-def _record_bytes(record: PendingRecord) -> int:
-    size = len(record.key or b"") + len(record.value or b"")
-    return size + sum(len(k.encode()) + len(v) for k, v in record.headers)
-
-
 def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     """Client TLS from the settings: system CAs unless `ca_file`, mutual TLS when a cert is set."""
     try:
@@ -565,7 +560,7 @@ class KafkaLog(Log):
         # aiokafka reports the broker's time on LogAppendTime topics and the record's own otherwise.
         results = [AppendResult(md.topic, md.partition, md.offset, int(md.timestamp)) for md in outcomes]
         APPENDED_RECORDS.inc(len(results))
-        APPENDED_BYTES.inc(sum(_record_bytes(record) for record in records))
+        APPENDED_BYTES.inc(sum(record.size_bytes for record in records))
         return results
 
     async def _send_all(
@@ -616,7 +611,7 @@ class KafkaLog(Log):
     @staticmethod
     def _choose_partition(topic: str, meta: _TopicMeta, record: PendingRecord) -> int | None:
         """Validate one record and pick its partition (None lets the client spread keyless records)."""
-        size = _record_bytes(record)
+        size = record.size_bytes
         if size + RECORD_OVERHEAD_BYTES > meta.max_message_bytes:
             ERRORS.labels("record_too_large").inc()
             raise RecordTooLargeError(
