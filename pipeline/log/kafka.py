@@ -656,23 +656,21 @@ class KafkaLog(Log):
 
     # offsets --------------------------------------------------------------------------------
     async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        _, client = self._require()
-        if not tps:
-            return {}
-        await self._check_partitions(tps)
-        found = await self._retrier.run(
-            "beginning_offsets", lambda: client.beginning_offsets([_kafka_tp(tp) for tp in tps])
-        )
-        return {_our_tp(tp): int(offset) for tp, offset in found.items()}
+        return await self._watermarks("beginning_offsets", tps)
 
     async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._watermarks("end_offsets", tps)
+
+    async def _watermarks(
+        self, which: Literal["beginning_offsets", "end_offsets"], tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Log-start or log-end offsets through the client's method of that name, with retries."""
         _, client = self._require()
         if not tps:
             return {}
         await self._check_partitions(tps)
-        found = await self._retrier.run(
-            "end_offsets", lambda: client.end_offsets([_kafka_tp(tp) for tp in tps])
-        )
+        query = getattr(client, which)
+        found = await self._retrier.run(which, lambda: query([_kafka_tp(tp) for tp in tps]))
         return {_our_tp(tp): int(offset) for tp, offset in found.items()}
 
     async def offsets_for_times(
