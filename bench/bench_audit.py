@@ -38,7 +38,11 @@ DISTINCT_BATCHES = 25
 IN_FLIGHT = 4
 TARGET_EVENTS_PER_S = 20_000
 TARGET_P99_S = 0.050
-CORPUS = Path(os.environ.get("REVERSER_CORPUS", "/work/shared/corpus")) / "mutationlab" / "configmap"
+CORPUS = (
+    Path(os.environ.get("REVERSER_CORPUS", Path(__file__).resolve().parents[1] / "tests" / "corpus"))
+    / "mutationlab"
+    / "configmap"
+)
 
 
 def _template(name: str) -> dict[str, Any]:

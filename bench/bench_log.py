@@ -1,6 +1,6 @@
 """Log and codec throughput, each figure as a ratio to raw fastavro on the same records in the same run.
 
-Records are `watch_event` records built from the real watch recordings in `/work/shared/corpus`
+Records are `watch_event` records built from the real watch recordings in `tests/corpus/`
 (or a built-in ConfigMap when the corpus is absent). Baselines: raw `fastavro.schemaless_writer` /
 `schemaless_reader` on the same records, so a slower machine moves both sides together.
 The Kafka figures use `KAFKA_BOOTSTRAP_SERVERS`, or a broker started from
@@ -29,7 +29,7 @@ from pipeline.config import LogSettings, Settings
 from pipeline.log import Log, PendingRecord, TopicPartition, TopicSpec, open_log
 from pipeline.log.embedded import EmbeddedLog
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 RECORDS = 20_000
 BATCH = 500
 PARTITIONS = 6

@@ -13,10 +13,10 @@ collection walk all of them. Each scope keeps one `order` list with one referenc
 oldest first; a reference that no structure holds any more (replaced or swept) is stale, skipped
 by eviction and dropped by compaction. Verbs, namespaces and identities are shared objects.
 
-Trap 8 (design doc §6) is decided against parity: for a removal, an `exact` hit on a *write* is
-held as the fallback and the removal ladder continues in the same pass, so a deletecollection's
-uid set or the object's own delete fact beats a finalizer controller's patch that carries the
-deletion-stamped resourceVersion.
+Exact-versus-collection for removals (docs/attribution.md, "Decision on trap 8") is decided against
+parity: for a removal, an `exact` hit on a *write* is held as the fallback and the removal ladder
+continues in the same pass, so a deletecollection's uid set or the object's own delete fact beats a
+finalizer controller's patch that carries the deletion-stamped resourceVersion.
 """
 
 from __future__ import annotations

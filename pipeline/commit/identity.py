@@ -1,8 +1,8 @@
 """Commit identities: the resolved actor as the author, the configured identity as the committer.
 
-Rendering follows attribution.md §2.11 so a commit never carries a name that would break the
-`Name <email>` header, and an unresolved change is visibly unresolved rather than blamed on the
-operator.
+Rendering (docs/commit-worker.md, "Identities") makes sure a commit never carries a name that
+would break the `Name <email>` header, and an unresolved change is visibly unresolved rather than
+blamed on the operator.
 """
 
 from __future__ import annotations

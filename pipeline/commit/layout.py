@@ -1,4 +1,4 @@
-"""Where an object lives in the repository: the canonical path layout of watch-commit.md §4.6.1."""
+"""Where an object lives in the repository: the canonical path layout of docs/commit-worker.md ("Files")."""
 
 from __future__ import annotations
 

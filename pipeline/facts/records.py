@@ -2,10 +2,10 @@
 
 A 10 MiB EventList can reduce to a multi-megabyte group for one type, and a record over
 `max.message.bytes` fails on every retry, so the apiserver would resend the same batch forever
-(design trap 30). An oversized group is therefore split into consecutive records for the same key
-(same partition, order kept); facts are independent keyed data, so splitting changes nothing for
-the reader. A single fact that still does not fit first loses its uid set (the index then falls
-back to the collection's scope) and is dropped only if even that is too large.
+(docs/audit-ingress.md, "Records"). An oversized group is therefore split into consecutive records
+for the same key (same partition, order kept); facts are independent keyed data, so splitting
+changes nothing for the reader. A single fact that still does not fit first loses its uid set (the
+index then falls back to the collection's scope) and is dropped only if even that is too large.
 """
 
 from __future__ import annotations

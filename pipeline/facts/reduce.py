@@ -1,11 +1,11 @@
-"""The accept gate and the audit-event → author-fact reduction (design `attribution.md` §1.4 to §1.6).
+"""The accept gate and the audit-event → author-fact reduction (docs/audit-ingress.md, "What becomes a fact").
 
 Shared by the audit webhook ingress and `reverser resolve`, so that offline attribution of a
 recording gives exactly the facts the live ingress would have published. Pure and lenient: any
 JSON value is accepted as an event, and a malformed nested field reads as absent; nothing here
 raises on input data.
 
-Decision on trap 13: a delete answered with a `Status` body does **not** read
+Decision on `Status.details.uid`: a delete answered with a `Status` body does **not** read
 `Status.details.uid`. Upstream does not read it either, and reading it would silently move corpus
 row 10 (owner-reference cascade) from the `name` tier to `delete_sticky`. Parity wins here because
 the watch side's tiering was specified against that behaviour.

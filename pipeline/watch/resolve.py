@@ -15,7 +15,7 @@ from pipeline.watch.kube import ApiResource
 
 __all__ = ["DENYLIST", "RuleProblem", "StreamSpec", "resolve_target"]
 
-# Types never mirrored: high churn, controller-owned or security-sensitive (watch-commit.md §1.5).
+# Types never mirrored: high churn, controller-owned or security-sensitive (docs/watch.md, "Secrets").
 DENYLIST = frozenset(
     {
         ("", "pods"),

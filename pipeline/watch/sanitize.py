@@ -1,9 +1,9 @@
 """The allowlist that turns a live Kubernetes object into the content mirrored to Git.
 
-It builds a new object from the fields that describe intent (watch-commit.md §2.4), so runtime noise
-such as `status`, `managedFields` or `resourceVersion` never reaches Git and never makes a no-op
-change look like a change. The allowlist is reproduced exactly for byte compatibility with
-repositories the upstream operator wrote.
+It builds a new object from the fields that describe intent (listed in docs/watch.md, "Sanitize"),
+so runtime noise such as `status`, `managedFields` or `resourceVersion` never reaches Git and never
+makes a no-op change look like a change. The allowlist is reproduced exactly for byte compatibility
+with repositories the upstream operator wrote.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Loading the recorded audit events of `/work/shared/corpus` with their tokens made concrete.
+"""Loading the recorded audit events of `tests/corpus/` with their tokens made concrete.
 
 The mutation-lab recordings are normalised to tokens (`<uid-1>`, `<rv-2>`, `<ns-1>`, `<ts>`); the
 corpus README says to replace each with a concrete value of the right shape before replaying, with

@@ -1,4 +1,4 @@
-"""The per-branch FIFO against a real local bare remote, with an injected clock (watch-commit.md §6)."""
+"""The per-branch FIFO against a real local bare remote, with an injected clock."""
 
 from __future__ import annotations
 
@@ -553,7 +553,7 @@ async def test_rename_by_recreate_and_same_content_recreate(h: Harness) -> None:
 
 
 async def test_secrets_are_never_written_in_plaintext(tmp_path: Path) -> None:
-    """§2.5: without encryption no Secret content reaches Git; a ConfigMap in the same window still does."""
+    """Without encryption no Secret content reaches Git; a ConfigMap in the same window still does."""
     h = Harness(tmp_path, prune="Always")
     w = Work(step_ms=10)
     secret = {

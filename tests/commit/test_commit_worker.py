@@ -62,7 +62,7 @@ async def test_branch_work_becomes_attributed_history(
 async def test_replay_from_the_beginning_reproduces_trees_and_authors(
     settings: Settings, any_log: Log, tmp_path: Path
 ) -> None:
-    """PRODUCT.md: replaying branch-work into an empty remote rebuilds the same history."""
+    """Replaying branch-work into an empty remote rebuilds the same history."""
     first = bare_remote(tmp_path / "first.git")
     second = bare_remote(tmp_path / "second.git")
     w = Work(step_ms=150)

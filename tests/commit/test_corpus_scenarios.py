@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from pipeline.commit.work import WorkItem, Write
@@ -46,7 +45,7 @@ def to_work(w: Work, event: dict[str, Any], author: WorkAuthor, resource: str = 
     return item
 
 
-pytestmark = pytest.mark.skipif(not MUTATIONLAB.exists(), reason="corpus not present")
+
 
 
 async def test_create_then_update_is_a_one_line_diff(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Crash tests: SIGKILL the worker between commit and push, and between push and offset commit.
 
-Invariant 2 of PRODUCT.md: after the restart every change is on the remote exactly once.
+After the restart every change is on the remote exactly once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Byte-stable YAML rendering (watch-commit.md §4.6.3, §7 T15)."""
+"""Byte-stable YAML rendering (docs/commit-worker.md, "Files")."""
 
 from __future__ import annotations
 

@@ -230,7 +230,7 @@ async def test_bob_deletes_a_configmap(env: Env) -> None:
     (commit,) = touching(env.remote.commits(since=since), cm_path("doomed"))
     assert commit.touched(CM_DIR) == [("D", cm_path("doomed"))]
     # An immediate delete is answered with a Status body, so the fact carries no uid and the
-    # removal matches bob's name-keyed delete fact (attribution.md §2.2, "Status-answered deletes").
+    # removal matches bob's name-keyed delete fact (docs/attribution.md, "The join").
     assert_authored(commit, BOB, {"name"})
 
 

@@ -1,4 +1,4 @@
-"""Where the recorded corpus lives: the shared checkout, or `REVERSER_CORPUS` when set."""
+"""Where the recorded corpus lives: `tests/corpus/` in this repository, or `REVERSER_CORPUS` when set."""
 
 from __future__ import annotations
 
@@ -7,5 +7,5 @@ from pathlib import Path
 
 __all__ = ["CORPUS", "MUTATIONLAB"]
 
-CORPUS = Path(os.environ.get("REVERSER_CORPUS", "/work/shared/corpus"))
+CORPUS = Path(os.environ.get("REVERSER_CORPUS", Path(__file__).resolve().parents[1] / "corpus"))
 MUTATIONLAB = CORPUS / "mutationlab"

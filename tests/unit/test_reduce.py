@@ -1,4 +1,4 @@
-"""The accept gate and fact reduction: every corpus audit recording plus the edge cases of §1.4-1.6."""
+"""The accept gate and fact reduction: every recorded audit event, and docs/audit-ingress.md's edge cases."""
 
 from __future__ import annotations
 

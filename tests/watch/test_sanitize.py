@@ -1,4 +1,4 @@
-"""The sanitize allowlist (watch-commit.md §2.4) on the recorded corpus objects."""
+"""The sanitize allowlist (docs/watch.md, "Sanitize") on the recorded corpus objects."""
 
 from __future__ import annotations
 
