@@ -2,6 +2,9 @@
 
 The broker is started once per session by `tests/integration/kafka/broker.py` (Apache Kafka jars
 from Maven Central, KRaft, loopback) unless `KAFKA_BOOTSTRAP_SERVERS` names an existing broker.
+
+With `REVERSER_NO_SKIPS=1` (set by `.ci/run`) a skipped test fails instead: locally a suite may
+skip when a tool is not built yet, saying why, but CI must never go green by skipping one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,18 @@ if TYPE_CHECKING:
     from tests.integration.kafka.broker import KafkaBroker
 
 BACKENDS = ("embedded", "kafka")
+NO_SKIPS_ENV = "REVERSER_NO_SKIPS"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under `REVERSER_NO_SKIPS=1`, turn every skip into a failure that keeps the skip's reason."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and not hasattr(report, "wasxfail") and os.environ.get(NO_SKIPS_ENV) == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped while {NO_SKIPS_ENV}=1 (CI forbids skips): {reason}"
 
 
 @pytest.fixture(scope="session")

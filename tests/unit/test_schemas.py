@@ -9,9 +9,9 @@ using the current schema as the reader (Avro schema resolution, as a consumer mi
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from pipeline.codec import SCHEMA_DIR, SCHEMA_HEADER, Codec, DecodeError, codec, history_files
 
 NAMES = sorted(path.stem for path in SCHEMA_DIR.glob("*.avsc"))
-REPO_ROOT = SCHEMA_DIR.parent
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 Json = Any
@@ -184,33 +183,11 @@ def incompatibilities(writer: Json, reader: Json) -> list[str]:
     return problems
 
 
-def previous_committed_version(name: str) -> Json | None:
-    """The most recent committed `schemas/<name>.avsc` that differs from the current file."""
-    relative = f"schemas/{name}.avsc"
-    current = load_raw(SCHEMA_DIR / f"{name}.avsc")
-    log = subprocess.run(
-        ["git", "log", "--format=%H", "--", relative],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if log.returncode != 0:
-        return None
-    for commit in log.stdout.split():
-        shown = subprocess.run(
-            ["git", "show", f"{commit}:{relative}"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if shown.returncode != 0:
-            continue
-        raw = json.loads(shown.stdout)
-        if raw != current:
-            return raw
-    return None
+def released_versions() -> dict[str, str]:
+    """File name -> sha256 of every released schema version (`schemas/history/RELEASED.json`)."""
+    manifest = json.loads((SCHEMA_DIR / "history" / "RELEASED.json").read_text(encoding="utf-8"))
+    released: dict[str, str] = manifest["released"]
+    return released
 
 
 # round trips ---------------------------------------------------------------------------------------
@@ -329,12 +306,24 @@ def test_frozen_versions_decode_with_the_current_schema(name: str) -> None:
             assert isinstance(decoded, dict)
 
 
+def test_released_schema_versions_never_change() -> None:
+    """A released version is what old records on the log were written with: editing it in place
+    would make the compatibility checks compare against a schema nobody wrote with."""
+    released = released_versions()
+    frozen = {path.name for name in NAMES for path in history_files(name).values()}
+    assert frozen, "no frozen schema versions found"
+    assert set(released) == frozen, "every file in schemas/history/ is listed in RELEASED.json"
+    for file_name, digest in released.items():
+        content = (SCHEMA_DIR / "history" / file_name).read_bytes()
+        assert hashlib.sha256(content).hexdigest() == digest, f"released schema {file_name} was edited"
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_previous_committed_version_decodes_with_the_current_schema(name: str) -> None:
-    previous = previous_committed_version(name)
-    if previous is None:
-        pytest.skip(f"schemas/{name}.avsc has no earlier committed version")
-    assert incompatibilities(previous, codec(name).current.raw) == []
+def test_last_released_version_decodes_with_the_current_schema(name: str) -> None:
+    versions = history_files(name)
+    assert versions, f"schemas/{name}.avsc has no released version in schemas/history/"
+    last = load_raw(versions[max(versions)])
+    assert incompatibilities(last, codec(name).current.raw) == []
 
 
 def test_the_compatibility_check_catches_a_breaking_change(tmp_path: Path) -> None:
