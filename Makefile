@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test unit lint bench kafka-jars kafka-start kafka-stop e2e clean
+.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e clean
 
 install: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ lint: install
 
 bench: install kafka-jars
 	$(BIN)/python -m bench
+
+## mutation testing of the modules where a silent bug costs most (tests/mutation/modules.toml);
+## slow (tens of minutes), not part of `make test`: run it before a release
+mutation: install kafka-jars
+	$(BIN)/python -m tests.mutation
 
 ## end-to-end: real etcd + kube-apiserver (and helm) built with Go from the module proxy, cached
 ## under ~/.cache/reverser-e2e; a cold build takes minutes, a warm one seconds
