@@ -165,7 +165,7 @@ class ClusterSettings(_Section):
     watch_timeout_s: int = Field(default=300, gt=0)
     watch_rediscover_s: float = Field(default=300.0, gt=0)
     leader_election: bool = False
-    lease_namespace: str = "default"
+    lease_namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     lease_name: str | None = None
     lease_duration_s: float = Field(default=15.0, gt=0)
     lease_renew_s: float = Field(default=2.0, gt=0)

@@ -11,16 +11,56 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pipeline.watch.backoff import Sleep
 from pipeline.watch.kube import KubeClient, KubeError
 
-__all__ = ["LeaseElector"]
+__all__ = ["POD_NAMESPACE_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "LeaseElector", "lease_namespace"]
 
 log = logging.getLogger(__name__)
+
+# The pod's namespace, as the chart passes it through the downward API ...
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+# ... and as every pod with a mounted service account token finds it on disk.
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FALLBACK_LEASE_NAMESPACE = "default"
+
+
+def lease_namespace(
+    configured: str | None,
+    environ: Mapping[str, str] | None = None,
+    namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE,
+) -> str:
+    """Where a cluster's Lease lives: the configured namespace, else the pod's own namespace.
+
+    A service account is usually granted Lease rights only in its own namespace, so defaulting to
+    the pod's namespace (not `default`) is what makes leader election work without extra RBAC.
+    Outside a pod (no POD_NAMESPACE, no service account file) the fallback is `default`.
+    """
+    if configured:
+        return configured
+    env = os.environ if environ is None else environ
+    from_env = env.get(POD_NAMESPACE_ENV, "").strip()
+    if from_env:
+        return from_env
+    try:
+        from_file = namespace_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        from_file = ""
+    if from_file:
+        return from_file
+    log.warning(
+        "no lease_namespace configured and neither %s nor %s gives the pod's namespace; using %r",
+        POD_NAMESPACE_ENV,
+        namespace_file,
+        FALLBACK_LEASE_NAMESPACE,
+    )
+    return FALLBACK_LEASE_NAMESPACE
 
 
 def _micro_time(seconds: float) -> str:

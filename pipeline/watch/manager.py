@@ -23,7 +23,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.watch import metrics
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
-from pipeline.watch.lease import LeaseElector
+from pipeline.watch.lease import LeaseElector, lease_namespace
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 
@@ -314,7 +314,7 @@ class WatchManager:
             if cluster_settings.leader_election:
                 cluster.elector = LeaseElector(
                     client,
-                    cluster_settings.lease_namespace,
+                    lease_namespace(cluster_settings.lease_namespace),
                     cluster_settings.effective_lease_name,
                     self.identity,
                     duration_s=cluster_settings.lease_duration_s,

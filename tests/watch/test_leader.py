@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipeline.config import Settings
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
+from pipeline.watch.lease import POD_NAMESPACE_ENV, lease_namespace
 from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
@@ -92,3 +95,37 @@ async def test_losing_the_lease_stops_the_streams(
     finally:
         await component.stop()
     assert kinds(await read_events(topics_log, config)) == ["begin", "end"]
+
+
+def test_lease_namespace_is_the_configured_one_else_the_pods(tmp_path: Path) -> None:
+    sa_file = tmp_path / "namespace"
+    sa_file.write_text("from-token-mount\n")
+    missing = tmp_path / "absent"
+
+    assert lease_namespace("ops", {"POD_NAMESPACE": "pod-ns"}, sa_file) == "ops"
+    assert lease_namespace(None, {"POD_NAMESPACE": "pod-ns"}, sa_file) == "pod-ns"
+    assert lease_namespace(None, {}, sa_file) == "from-token-mount"
+    assert lease_namespace(None, {"POD_NAMESPACE": " "}, missing) == "default"
+
+
+async def test_an_unconfigured_lease_lands_in_the_pods_namespace(
+    kube: FakeKubeApiServer,
+    topics_log: Log,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(POD_NAMESPACE_ENV, "reverser-system")
+    kube.namespaces["team-a"] = "Active"
+    config = elected(settings, kube.kubeconfig(tmp_path))
+    cluster = config.clusters[0].model_copy(update={"lease_namespace": None})
+    config = config.model_copy(update={"clusters": [cluster]})
+    component = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
+    await component.start()
+    try:
+        await wait_for(lambda: streaming(component), what="leadership")
+        lease = kube.leases[("reverser-system", "reverser-watch-src")]
+        assert lease["spec"]["holderIdentity"] == "replica-1"
+        assert not [key for key in kube.leases if key[0] != "reverser-system"]
+    finally:
+        await component.stop()
