@@ -20,6 +20,7 @@ from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, auth
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject, parse_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
+from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.commit.work import (
     ResyncBegin,
@@ -97,6 +98,7 @@ class BranchWorker:
         self._tree = repo.tree(None)
         self._skip: dict[int, int] = {}
         self._window: CommitWindow | None = None
+        self.versions = VersionLedger()
         self._snapshots: dict[tuple[str, str, str, str], _Snapshot] = {}
         self._pending: list[_Pending] = []
         self._finalized: list[Offset] = []
@@ -256,6 +258,11 @@ class BranchWorker:
             self._refuse_plaintext(item, write.namespace, write.name)
             self._settle([here])
             return
+        if self.versions.is_older(path, write.resource_version):
+            self._skip_older(item, path, write.resource_version)
+            self._settle([here])
+            return
+        self.versions.applied(path, write.resource_version)
         window_s = self.provider.commit_window_s
         if target is not None and target.commit_window_s is not None:
             window_s = target.commit_window_s
@@ -280,6 +287,17 @@ class BranchWorker:
             await self._finalize(CloseReason.WINDOW_ZERO)
         else:
             window.deadline = self._clock() + window_s
+
+    def _skip_older(self, item: WorkItem, path: str, version: str) -> None:
+        log.info(
+            "branch work %d:%d: %s at resourceVersion %s is older than the version already applied; "
+            "skipped",
+            item.partition,
+            item.offset,
+            path,
+            version,
+        )
+        metrics.SKIPPED.labels("older_version").inc()
 
     def _begin(self, item: WorkItem, body: ResyncBegin) -> None:
         older = self._snapshots.pop(item.stream, None)
@@ -345,11 +363,15 @@ class BranchWorker:
             if is_sensitive(end.group, end.resource):
                 self._refuse_plaintext(end, obj.namespace, obj.name)
                 continue
+            if self.versions.is_older(path, obj.resource_version):
+                self._skip_older(end, path, obj.resource_version)
+                continue
             try:
                 content = render_object(parse_object_json(obj.object_json))
             except RenderError as exc:
                 self._bad(end, "bad_record", exc)
                 continue
+            self.versions.applied(path, obj.resource_version)
             writes[path] = (
                 content,
                 ChangedObject("UPDATE", end.group, end.version, end.resource, obj.namespace, obj.name),
@@ -358,6 +380,8 @@ class BranchWorker:
         revision = body.resource_version or (
             opened.resource_version if isinstance(opened, ResyncBegin) else ""
         )
+        # objects written after the list's revision are not in it, and must not be swept
+        keep |= self.versions.newer_than(revision)
         return Plan(
             kind="snapshot",
             provider=self.provider.name,

@@ -45,7 +45,7 @@ SKIPPED = Counter(
     "reverser_commit_skipped_total",
     "Work records skipped, by reason (already_committed, bad_record, unknown_provider, "
     "stale_snapshot, superseded_snapshot, incomplete_snapshot, prune_never, path_conflict, "
-    "sensitive_unencrypted).",
+    "sensitive_unencrypted, older_version).",
     ["reason"],
 )
 SWEEP_DELETES = Counter(

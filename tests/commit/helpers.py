@@ -92,6 +92,7 @@ class Work:
         *,
         name: str | None = None,
         namespace: str = "team-a",
+        rv: str = "1",
         **kw: Any,
     ) -> WorkItem:
         meta = (obj or {}).get("metadata", {})
@@ -101,7 +102,7 @@ class Work:
                 namespace=meta.get("namespace", namespace),
                 name=name or meta["name"],
                 uid="uid-" + (name or meta["name"]),
-                resource_version="1",
+                resource_version=rv,
                 object_json=None if obj is None else json.dumps(obj).encode(),
                 author=author,
             ),
@@ -118,7 +119,13 @@ class Work:
         return self.write("DELETE", None, author, name=name, namespace=namespace, **kw)
 
     def snapshot(
-        self, epoch: int, objs: list[dict[str, Any]], rv: str = "100", chunk_size: int = 2, **kw: Any
+        self,
+        epoch: int,
+        objs: list[dict[str, Any]],
+        rv: str = "100",
+        chunk_size: int = 2,
+        object_rvs: dict[str, str] | None = None,
+        **kw: Any,
     ) -> list[WorkItem]:
         items = [self._item(ResyncBegin(epoch, rv), **kw)]
         chunks = [objs[i : i + chunk_size] for i in range(0, len(objs), chunk_size)]
@@ -128,7 +135,7 @@ class Work:
                     o["metadata"].get("namespace", ""),
                     o["metadata"]["name"],
                     "u",
-                    "1",
+                    (object_rvs or {}).get(o["metadata"]["name"], "1"),
                     json.dumps(o).encode(),
                 )
                 for o in chunk

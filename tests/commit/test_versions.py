@@ -1,0 +1,92 @@
+"""Never go backwards: the pure ledger, and the branch worker on a real bare remote.
+
+An object's older version can follow its newer one on branch-work after a watch failover (the new
+leader resumes from a lagging cursor, or a paused old leader appends after its successor); the
+worker must skip it, count it, and settle its offset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import REGISTRY
+
+from pipeline.commit.versions import VersionLedger, compare_versions
+from tests.commit.helpers import BOB, Work, cm, files, log_lines
+from tests.commit.test_branch_worker import Harness
+
+PATH = "live/team-a/configmaps/a.yaml"
+
+
+def older_skipped() -> float:
+    return REGISTRY.get_sample_value("reverser_commit_skipped_total", {"reason": "older_version"}) or 0.0
+
+
+def test_versions_compare_as_integers_only_when_both_are_decimal() -> None:
+    assert compare_versions("9", "10") == -1  # not string order
+    assert compare_versions("10", "10") == 0
+    assert compare_versions("11", "10") == 1
+    assert compare_versions("abc", "10") is None
+    assert compare_versions("", "10") is None
+    assert compare_versions("١٢", "10") is None  # non-ASCII digits are not etcd revisions
+
+
+def test_ledger_skips_older_versions_and_remembers_deletes() -> None:
+    ledger = VersionLedger()
+    assert not ledger.is_older("p", "5")
+    ledger.applied("p", "12")
+    assert ledger.is_older("p", "10")
+    assert not ledger.is_older("p", "12")
+    assert not ledger.is_older("p", "13")
+    assert not ledger.is_older("p", "opaque")  # incomparable: written, as before
+    ledger.applied("p", "10")  # an older version never lowers the mark
+    assert ledger.is_older("p", "11")
+    ledger.applied("q", "20")  # e.g. a delete at 20
+    assert ledger.newer_than("15") == {"q"}
+    assert ledger.newer_than("25") == set()
+
+
+async def test_an_older_version_after_a_newer_one_is_skipped_and_counted(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    w = Work()
+    before = older_skipped()
+    await h.feed(
+        w.create(cm("a", key="v1"), rv="10"),
+        w.update(cm("a", key="v2"), rv="12"),
+        w.update(cm("a", key="v1"), BOB, rv="10"),  # the old leader's version, redelivered late
+    )
+    await h.settle_time(5)
+    assert "key: v2" in files(h.remote)[PATH]
+    assert older_skipped() == before + 1
+    assert sorted(h.settled) == [(0, 0), (0, 1), (0, 2)], "the skipped record settles too"
+    assert [line.split("|")[0] for line in log_lines(h.remote, fmt="%an|%s")] == ["Alice Example"]
+
+    # a delete is a version too: an older update must not bring the object back
+    await h.feed(w.delete("a", rv="15"), w.update(cm("a", key="v2"), rv="12"))
+    await h.settle_time(5)
+    assert PATH not in files(h.remote)
+    assert older_skipped() == before + 2
+    # a newer version after all of it is written
+    await h.feed(w.create(cm("a", key="v3"), rv="20"))
+    await h.settle_time(5)
+    assert "key: v3" in files(h.remote)[PATH]
+
+
+async def test_a_snapshot_listed_earlier_neither_reverts_nor_sweeps_newer_writes(tmp_path: Path) -> None:
+    h = Harness(tmp_path, prune="Always")
+    w = Work()
+    before = older_skipped()
+    await h.feed(
+        w.create(cm("a", key="v2"), rv="12"),
+        w.create(cm("b"), rv="13"),
+    )
+    await h.settle_time(5)
+    # listed at revision 11, before b existed and while a was still at v1
+    await h.feed(*w.snapshot(1, [cm("a", key="v1"), cm("c")], rv="11", object_rvs={"a": "10", "c": "9"}))
+    await h.settle_time(5)
+    tree = files(h.remote)
+    assert "key: v2" in tree[PATH]
+    assert "live/team-a/configmaps/b.yaml" in tree, "created after the list: not an orphan"
+    assert "live/team-a/configmaps/c.yaml" in tree
+    assert older_skipped() == before + 1
+    assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
