@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -87,6 +88,7 @@ class CommitWorker(RebalanceListener):
         self._failed: str | None = None
         self._started = False
         self.clones = settings.workdir / "git"
+        metrics.register_owner(self)
 
     # component -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -118,6 +120,15 @@ class CommitWorker(RebalanceListener):
             await self._consumer.close()
             self._consumer = None
         self._started = False
+
+    def owned_partitions(self) -> Iterable[tuple[str, int]]:
+        """The branch-work partitions the group gave this member (the ownership gauges)."""
+        if self._consumer is None:
+            return []
+        return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+
+    def owned_branches(self) -> Iterable[tuple[str, str]]:
+        return list(self._branches)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 COMMITS = Counter(
     "reverser_commit_commits_total",
@@ -58,3 +64,59 @@ RETAINED = Counter(
     "Orphan documents a snapshot kept because the target's prune mode is not Always.",
     ["target", "prune_mode"],
 )
+
+
+class Owner(Protocol):
+    """A commit worker, as the ownership gauges see it."""
+
+    def owned_partitions(self) -> Iterable[tuple[str, int]]: ...
+
+    def owned_branches(self) -> Iterable[tuple[str, str]]: ...
+
+
+_owners: weakref.WeakSet[Owner] = weakref.WeakSet()
+
+
+def register_owner(owner: Owner) -> None:
+    """Report `owner`'s partitions and branches at every scrape (a collected worker drops out)."""
+    _owners.add(owner)
+
+
+class _OwnershipCollector(Collector):
+    """Which branch-work partitions and branches this replica works on, read at scrape time.
+
+    Summed over replicas, each partition is owned exactly once; a rebalance after a kill shows up
+    as the partitions moving to the survivors.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        partitions = GaugeMetricFamily(
+            "reverser_commit_owned_partition",
+            "1 for each branch-work partition assigned to this replica's commit worker",
+            labels=["topic", "partition"],
+        )
+        count = GaugeMetricFamily(
+            "reverser_commit_owned_partitions",
+            "Number of branch-work partitions assigned to this replica's commit worker",
+        )
+        branches = GaugeMetricFamily(
+            "reverser_commit_owned_branch",
+            "1 for each (provider, branch) whose FIFO runs on this replica",
+            labels=["provider", "branch"],
+        )
+        owned_partitions: set[tuple[str, int]] = set()
+        owned_branches: set[tuple[str, str]] = set()
+        for owner in list(_owners):
+            owned_partitions.update(owner.owned_partitions())
+            owned_branches.update(owner.owned_branches())
+        for topic, partition in sorted(owned_partitions):
+            partitions.add_metric([topic, str(partition)], 1.0)
+        count.add_metric([], float(len(owned_partitions)))
+        for provider, branch in sorted(owned_branches):
+            branches.add_metric([provider, branch], 1.0)
+        yield partitions
+        yield count
+        yield branches
+
+
+REGISTRY.register(_OwnershipCollector())

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from prometheus_client import REGISTRY
+
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
-from pipeline.log.topics import topic_specs
+from pipeline.log.topics import TopicNames, topic_specs
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, wait_settled
+from tests.support.wait import wait_for
 
 
 def with_git(settings: Settings, remote: Path, **provider: object) -> Settings:
@@ -217,3 +220,49 @@ async def test_concurrent_foreign_pushes_lose_no_write(
     assert git(remote, "rev-list", "--merges", "main").strip() == ""
     ours = [s for s in log_lines(remote, fmt="%s") if s.startswith("[CREATE]")]
     assert len(ours) == len(set(ours)) == 30
+
+
+async def test_ownership_metrics_follow_the_group_assignment(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """Two members share the branch partitions; when one leaves, the other owns them all again."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = with_git(settings, remote)
+    topic = TopicNames.for_prefix(cfg.log.topic_prefix).branch_work
+    everything = {(topic, p) for p in range(cfg.log.topics.branch_work_partitions)}
+    branches = [f"b{i}" for i in range(8)]
+    await append_work(any_log, cfg, [Work(branch=b).create(cm(b)) for b in branches])
+
+    def scraped() -> set[tuple[str, int]]:
+        return {
+            (s.labels["topic"], int(s.labels["partition"]))
+            for family in REGISTRY.collect()
+            if family.name == "reverser_commit_owned_partition"
+            for s in family.samples
+            if s.labels["topic"] == topic
+        }
+
+    one = CommitWorker(cfg, any_log)
+    two = CommitWorker(cfg.model_copy(update={"workdir": tmp_path / "other-work"}), any_log)
+    await one.start()
+    try:
+        await wait_for(lambda: set(one.owned_partitions()) == everything, what="one member owning all")
+        assert scraped() == everything
+        await two.start()
+        await wait_for(
+            lambda: set(one.owned_partitions()) and set(two.owned_partitions()), what="a rebalance"
+        )
+        await wait_for(
+            lambda: set(one.owned_partitions()) | set(two.owned_partitions()) == everything,
+            what="every partition owned",
+        )
+        assert not set(one.owned_partitions()) & set(two.owned_partitions())
+        assert scraped() == everything
+        await wait_settled(any_log, cfg)
+        assert sorted(b for _, b in [*one.owned_branches(), *two.owned_branches()]) == branches
+        await two.stop()
+        await wait_for(lambda: set(one.owned_partitions()) == everything, what="ownership moving back")
+    finally:
+        await two.stop()
+        await one.stop()
+    assert not scraped(), "a stopped worker owns nothing"
