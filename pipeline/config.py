@@ -54,7 +54,19 @@ class TopicSettings(_Section):
     watch_events_retention_ms: int = 7 * 24 * 3600 * 1000
     branch_work_retention_ms: int = -1
     max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=1024)
-    replication_factor: int = Field(default=1, gt=0)
+    # None: 3 copies with min.insync.replicas 2 on a cluster of 3 or more brokers, fewer on a smaller
+    # one (`pipeline.log.api.default_replication`); set them to override.
+    replication_factor: int | None = Field(default=None, gt=0)
+    min_insync_replicas: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _min_insync_fits(self) -> TopicSettings:
+        factor, min_insync = self.replication_factor, self.min_insync_replicas
+        if factor is not None and min_insync is not None and min_insync > factor:
+            raise ValueError(
+                f"min_insync_replicas ({min_insync}) cannot exceed replication_factor ({factor})"
+            )
+        return self
 
 
 class LogSettings(_Section):

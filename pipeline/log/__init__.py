@@ -21,6 +21,7 @@ from pipeline.log.api import (
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
+    default_replication,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "TopicNotFoundError",
     "TopicPartition",
     "TopicSpec",
+    "default_replication",
     "open_log",
 ]
 

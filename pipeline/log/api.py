@@ -9,9 +9,14 @@ the *next* record to read.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+# Three copies, two in sync: one broker may fail without losing or refusing acknowledged writes.
+SAFE_REPLICATION_FACTOR = 3
+SAFE_MIN_INSYNC_REPLICAS = 2
 
 Headers = tuple[tuple[str, bytes], ...]
 CleanupPolicy = Literal["delete", "compact"]
@@ -110,6 +115,16 @@ class TopicSpec:
     segment_ms: int | None = None
     log_append_time: bool = True
     max_message_bytes: int | None = None
+    # None: chosen from the cluster's size when the topic is created (`default_replication`).
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+
+    def for_brokers(self, brokers: int) -> TopicSpec:
+        """This spec with replication settled for a cluster of `brokers` (explicit values win)."""
+        factor, min_insync = default_replication(brokers)
+        factor = self.replication_factor or factor
+        min_insync = self.min_insync_replicas or min(min_insync, factor)
+        return dataclasses.replace(self, replication_factor=factor, min_insync_replicas=min_insync)
 
     def configs(self) -> dict[str, str]:
         """The Kafka topic-level configuration entries this spec sets."""
@@ -124,7 +139,20 @@ class TopicSpec:
             entries["message.timestamp.type"] = "LogAppendTime"
         if self.max_message_bytes is not None:
             entries["max.message.bytes"] = str(self.max_message_bytes)
+        if self.min_insync_replicas is not None:
+            entries["min.insync.replicas"] = str(self.min_insync_replicas)
         return entries
+
+
+def default_replication(brokers: int) -> tuple[int, int]:
+    """(replication factor, min.insync.replicas) for a cluster of `brokers` brokers.
+
+    Three copies with two in sync survive the loss of any one broker without losing an
+    acknowledged record (`acks=all`) and without refusing writes; a smaller cluster gets every
+    broker as a replica and one in-sync copy, since it cannot do better.
+    """
+    factor = max(1, min(SAFE_REPLICATION_FACTOR, brokers))
+    return factor, (SAFE_MIN_INSYNC_REPLICAS if factor >= SAFE_REPLICATION_FACTOR else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +162,8 @@ class TopicDescription:
     name: str
     partitions: int
     configs: dict[str, str]
+    # The fewest replicas any partition has (1 on the embedded log).
+    replication_factor: int = 1
 
 
 class LogError(Exception):
@@ -231,8 +261,15 @@ class Log(abc.ABC):
 
     # topics ---------------------------------------------------------------------------------
     @abc.abstractmethod
+    async def broker_count(self) -> int:
+        """Brokers that can hold a replica (1 for the embedded log): sizes default replication."""
+
+    @abc.abstractmethod
     async def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
-        """Create the topics that are missing; returns the names created."""
+        """Create the topics that are missing (replication per `TopicSpec.for_brokers`).
+
+        Returns the names created.
+        """
 
     @abc.abstractmethod
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:

@@ -1,8 +1,9 @@
 """`reverser topics create|check`: create the pipeline's topics, or report how they drifted.
 
 Operators run `check` before an upgrade or from CI; it exits non-zero when a topic is missing or a
-partition count or topic configuration differs from what `pipeline.log.topics.topic_specs` needs,
-so a broker someone tuned by hand cannot silently break retention or ordering.
+partition count, replication factor, `min.insync.replicas` or other topic configuration differs
+from what `pipeline.log.topics.topic_specs` needs, so a broker someone tuned by hand cannot
+silently break retention, ordering or durability.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class TopicAction(BaseModel):
     topic: str
     action: Literal["created", "exists"]
     partitions: int
+    replication_factor: int
     configs: dict[str, str]
 
 
@@ -87,6 +89,15 @@ def find_drift(spec: TopicSpec, description: TopicDescription | None) -> list[Dr
                 actual=str(description.partitions),
             )
         )
+    if spec.replication_factor is not None and description.replication_factor != spec.replication_factor:
+        drift.append(
+            Drift(
+                topic=spec.name,
+                setting="replication.factor",
+                expected=str(spec.replication_factor),
+                actual=str(description.replication_factor),
+            )
+        )
     for name, expected in spec.configs().items():
         actual = description.configs.get(name)
         if actual != expected:
@@ -96,6 +107,8 @@ def find_drift(spec: TopicSpec, description: TopicDescription | None) -> list[Dr
 
 async def create_topics(log: Log, specs: Sequence[TopicSpec]) -> CreateReport:
     created = set(await log.create_topics(specs))
+    brokers = await log.broker_count()
+    specs = [spec.for_brokers(brokers) for spec in specs]
     return CreateReport(
         backend=log.kind,
         topics=[
@@ -103,6 +116,7 @@ async def create_topics(log: Log, specs: Sequence[TopicSpec]) -> CreateReport:
                 topic=spec.name,
                 action="created" if spec.name in created else "exists",
                 partitions=spec.partitions,
+                replication_factor=spec.replication_factor or 1,
                 configs=spec.configs(),
             )
             for spec in specs
@@ -111,6 +125,8 @@ async def create_topics(log: Log, specs: Sequence[TopicSpec]) -> CreateReport:
 
 
 async def check_topics(log: Log, specs: Sequence[TopicSpec]) -> CheckReport:
+    brokers = await log.broker_count()
+    specs = [spec.for_brokers(brokers) for spec in specs]
     described = await log.describe_topics([spec.name for spec in specs])
     drift = [item for spec in specs for item in find_drift(spec, described.get(spec.name))]
     return CheckReport(backend=log.kind, checked=[spec.name for spec in specs], drift=drift)
@@ -143,12 +159,13 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
             data["ok"] = report.ok
         return json.dumps(data, indent=2, sort_keys=True)
     if isinstance(report, CreateReport):
-        rows = [("TOPIC", "ACTION", "PARTITIONS", "CONFIGS")]
+        rows = [("TOPIC", "ACTION", "PARTITIONS", "REPLICAS", "CONFIGS")]
         rows += [
             (
                 t.topic,
                 t.action,
                 str(t.partitions),
+                str(t.replication_factor),
                 ",".join(f"{k}={v}" for k, v in sorted(t.configs.items())),
             )
             for t in report.topics
@@ -156,9 +173,9 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
         return _table(rows)
     if report.ok:
         return f"ok: {len(report.checked)} topics match their required configuration ({report.backend} log)"
-    rows = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL")]
-    rows += [(d.topic, d.setting, d.expected, d.actual) for d in report.drift]
-    return _table(rows)
+    drift_rows: list[tuple[str, ...]] = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL")]
+    drift_rows += [(d.topic, d.setting, d.expected, d.actual) for d in report.drift]
+    return _table(drift_rows)
 
 
 def register(subparsers: Any) -> None:

@@ -275,6 +275,9 @@ class EmbeddedLog(Log):
         return topic.partitions[tp.partition]
 
     # topics ---------------------------------------------------------------------------------
+    async def broker_count(self) -> int:
+        return 1
+
     async def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
         self._require_started()
         created = []
@@ -299,8 +302,11 @@ class EmbeddedLog(Log):
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
         self._require_started()
+        # One copy in one process: that is what a replication check must see, whatever was asked.
         return {
-            name: TopicDescription(name, topic.spec.partitions, topic.spec.configs())
+            name: TopicDescription(
+                name, topic.spec.partitions, {**topic.spec.configs(), "min.insync.replicas": "1"}
+            )
             for name in names
             if (topic := self._topics.get(name)) is not None
         }

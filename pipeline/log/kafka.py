@@ -402,10 +402,11 @@ class KafkaLog(Log):
         for spec in missing:
             if spec.partitions < 1:
                 raise LogError(f"topic {spec.name!r}: partitions must be >= 1")
-        replication = self._settings.topics.replication_factor
+        brokers = await self.broker_count()
+        resolved = [spec.for_brokers(brokers) for spec in missing]
         new_topics = [
-            NewTopic(spec.name, spec.partitions, replication, topic_configs=spec.configs())
-            for spec in missing
+            NewTopic(spec.name, spec.partitions, spec.replication_factor, topic_configs=spec.configs())
+            for spec in resolved
         ]
         response = await self._retrier.run("create_topics", lambda: admin.create_topics(new_topics))
         created: list[str] = []
@@ -445,18 +446,26 @@ class KafkaLog(Log):
                 raise LogUnavailableError(f"topics {pending} were created but have no leader yet")
             await asyncio.sleep(self._retrier.delay_s(0))
 
-    async def _partition_counts(self, names: Sequence[str]) -> dict[str, int]:
+    async def broker_count(self) -> int:
+        admin, _ = self._require()
+        cluster = await self._retrier.run("describe_cluster", admin.describe_cluster)
+        return len(cluster["brokers"])
+
+    async def _partition_layout(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(partition count, fewest replicas of any partition) per existing topic."""
         admin, _ = self._require()
         if not names:
             return {}
         topics = await self._retrier.run("describe_topics", lambda: admin.describe_topics(list(names)))
-        counts: dict[str, int] = {}
+        layout: dict[str, tuple[int, int]] = {}
         for topic in topics:
             if topic["error_code"] == 0:
-                counts[topic["topic"]] = len(topic["partitions"])
+                partitions = topic["partitions"]
+                replicas = min((len(p["replicas"]) for p in partitions), default=0)
+                layout[topic["topic"]] = (len(partitions), replicas)
             elif topic["error_code"] != kafka_errors.UnknownTopicOrPartitionError.errno:
                 raise _translate(kafka_errors.for_code(topic["error_code"])(), f"describe {topic['topic']}")
-        return counts
+        return layout
 
     async def _topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
         admin, _ = self._require()
@@ -476,11 +485,11 @@ class KafkaLog(Log):
         return configs
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
-        counts = await self._partition_counts(names)
-        configs = await self._topic_configs(list(counts))
+        layout = await self._partition_layout(names)
+        configs = await self._topic_configs(list(layout))
         return {
-            name: TopicDescription(name, count, configs.get(name, {}))
-            for name, count in counts.items()
+            name: TopicDescription(name, count, configs[name], replication_factor=replicas)
+            for name, (count, replicas) in layout.items()
             if name in configs
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from pipeline.config import Settings
@@ -40,14 +41,20 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
     Audit facts age out after the fact TTL (append time is the fact's age, so LogAppendTime);
     watch events and branch work keep longer retention so branch-work can be replayed into Git;
-    cursors are compacted (only the newest cursor per stream matters).
+    cursors are compacted (only the newest cursor per stream matters). Replication left unset
+    is chosen by the log from the cluster's size when the topic is created.
     """
     names = TopicNames.for_prefix(settings.log.topic_prefix)
     topics = settings.log.topics
     ttl_ms = int(settings.attribution.ttl_s * 1000)
     max_bytes = topics.max_message_bytes
+    spec = functools.partial(
+        TopicSpec,
+        replication_factor=topics.replication_factor,
+        min_insync_replicas=topics.min_insync_replicas,
+    )
     return [
-        TopicSpec(
+        spec(
             names.audit_facts,
             topics.audit_facts_partitions,
             "delete",
@@ -56,27 +63,27 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             segment_ms=max(ttl_ms // 5, 60_000),
             max_message_bytes=max_bytes,
         ),
-        TopicSpec(
+        spec(
             names.watch_events,
             topics.watch_events_partitions,
             "delete",
             retention_ms=topics.watch_events_retention_ms,
             max_message_bytes=max_bytes,
         ),
-        TopicSpec(
+        spec(
             names.watch_cursors,
             topics.watch_cursors_partitions,
             "compact",
             max_message_bytes=max_bytes,
         ),
-        TopicSpec(
+        spec(
             names.branch_work,
             topics.branch_work_partitions,
             "delete",
             retention_ms=topics.branch_work_retention_ms,
             max_message_bytes=max_bytes,
         ),
-        TopicSpec(
+        spec(
             names.dead_letter,
             1,
             "delete",

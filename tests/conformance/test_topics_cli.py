@@ -72,7 +72,7 @@ def test_check_reports_drift_and_create_fills_in_missing_topics(
     code, out = run_cli(capsys, "topics", "create", "--config", config)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["TOPIC", "ACTION", "PARTITIONS", "CONFIGS"]
+    assert lines[0].split() == ["TOPIC", "ACTION", "PARTITIONS", "REPLICAS", "CONFIGS"]
     actions = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert actions == {
         names.audit_facts: "exists",

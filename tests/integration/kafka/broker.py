@@ -1,4 +1,4 @@
-"""A real single-node Apache Kafka broker (KRaft, broker+controller) on loopback, for tests.
+"""Real Apache Kafka brokers (KRaft, broker+controller) on loopback, for tests: one, or a cluster.
 
 The jars come from Maven Central through `pom.xml` and are cached under
 `~/.cache/reverser-kafka/<version>/libs`, so the tests exercise the same broker operators run
@@ -6,8 +6,12 @@ rather than a fake. Only the standard library is used here: `broker.sh` runs thi
 Python 3 before the project's virtualenv exists.
 
     python broker.py fetch
-    python broker.py start --workdir DIR [--bootstrap-file FILE]
-    python broker.py stop|status --workdir DIR
+    python broker.py start --workdir DIR [--bootstrap-file FILE] [--nodes N]
+    python broker.py stop|status --workdir DIR [--nodes N]
+
+A cluster (`KafkaCluster`, `--nodes 3`) runs every node as broker and controller with a static
+voter set, so killing one node leaves a working quorum and killing two leaves none, exactly the
+failures replication (RF 3, min.insync.replicas 2) has to survive or refuse.
 """
 
 from __future__ import annotations
@@ -28,7 +32,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["KAFKA_VERSION", "BrokerError", "BrokerSecurity", "KafkaBroker", "fetch_jars", "libs_dir"]
+__all__ = [
+    "KAFKA_VERSION",
+    "BrokerError",
+    "BrokerSecurity",
+    "KafkaBroker",
+    "KafkaCluster",
+    "Quorum",
+    "fetch_jars",
+    "libs_dir",
+]
 
 KAFKA_VERSION = "4.1.1"
 HERE = Path(__file__).resolve().parent
@@ -68,6 +81,30 @@ class BrokerSecurity:
     client_ca_pem: str | None = None
     plain_users: dict[str, str] = field(default_factory=dict)
     scram_users: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """What every node of a cluster shares: its id, the controller voters and internal-topic copies.
+
+    `voters` maps node id to controller port. Internal topics (offsets, transactions) get
+    `min(3, nodes)` copies with `min(2, copies)` in sync, so group commits and transactions
+    survive one lost node like the pipeline's own topics do.
+    """
+
+    cluster_id: str
+    voters: dict[int, int]
+
+    @property
+    def replicas(self) -> int:
+        return min(3, len(self.voters))
+
+    @property
+    def min_insync(self) -> int:
+        return min(2, self.replicas)
+
+    def voters_config(self) -> str:
+        return ",".join(f"{node}@127.0.0.1:{port}" for node, port in sorted(self.voters.items()))
 
 
 class BrokerError(RuntimeError):
@@ -196,13 +233,18 @@ class KafkaBroker:
         version: str = KAFKA_VERSION,
         heap: str = HEAP,
         security: BrokerSecurity | None = None,
+        node_id: int = NODE_ID,
+        quorum: Quorum | None = None,
+        port: int = 0,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         self.version = version
         self.heap = heap
         self.security = security
-        self.port = 0
-        self.controller_port = 0
+        self.node_id = node_id
+        self.quorum = quorum
+        self.port = port
+        self.controller_port = quorum.voters[node_id] if quorum is not None else 0
         self.ssl_port = 0
         self.sasl_ssl_port = 0
         self.cluster_id = ""
@@ -255,6 +297,14 @@ class KafkaBroker:
     # lifecycle --------------------------------------------------------------------------
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Format storage on first use, launch the broker and wait until it answers metadata."""
+        self.launch()
+        self.wait_ready(timeout_s)
+
+    def launch(self) -> None:
+        """Format storage on first use and start the process without waiting for it.
+
+        A cluster launches every node before waiting: no node answers until a quorum is up.
+        """
         if self.running():
             raise BrokerError(f"a broker is already running from {self.workdir} (pid {self._pid})")
         libs = fetch_jars(self.version)
@@ -280,7 +330,6 @@ class KafkaBroker:
             )
         self._pid = self._process.pid
         self._save_state()
-        self._wait_ready(timeout_s)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM for a clean shutdown, SIGKILL if it has not exited after `timeout_s`."""
@@ -336,10 +385,16 @@ class KafkaBroker:
         (self.workdir / "log4j2.properties").write_text(
             LOG4J2_PROPERTIES.format(log_file=self.log_file), encoding="utf-8"
         )
+        replicas = self.quorum.replicas if self.quorum is not None else 1
+        min_insync = self.quorum.min_insync if self.quorum is not None else 1
         settings = {
             "process.roles": "broker,controller",
-            "node.id": str(NODE_ID),
-            "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": (
+                self.quorum.voters_config()
+                if self.quorum is not None
+                else f"{self.node_id}@127.0.0.1:{self.controller_port}"
+            ),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -351,13 +406,16 @@ class KafkaBroker:
             "num.io.threads": "2",
             "background.threads": "2",
             "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
+            "offsets.topic.replication.factor": str(replicas),
             "offsets.topic.num.partitions": "10",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": str(replicas),
+            "transaction.state.log.min.isr": str(min_insync),
             "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": str(replicas),
+            "share.coordinator.state.topic.min.isr": str(min_insync),
+            # A killed node is fenced (and dropped from ISRs, its partitions re-led) within seconds.
+            "broker.session.timeout.ms": "4000",
+            "broker.heartbeat.interval.ms": "500",
             "group.initial.rebalance.delay.ms": "0",
             # Retention and compaction run within seconds so tests can watch log-start move.
             "log.initial.task.delay.ms": "1000",
@@ -409,7 +467,7 @@ class KafkaBroker:
         return config
 
     def _format(self, libs: Path, config: Path) -> None:
-        self.cluster_id = _cluster_id()
+        self.cluster_id = self.quorum.cluster_id if self.quorum is not None else _cluster_id()
         tool = [*self._java(libs), "kafka.tools.StorageTool"]
         command = [*tool, "format", "-t", self.cluster_id, "-c", str(config)]
         if self.security is not None:
@@ -422,7 +480,7 @@ class KafkaBroker:
                 + (result.stdout + result.stderr)[-4000:]
             )
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not self.running():
@@ -492,31 +550,115 @@ class KafkaBroker:
         self._pid = int(pid) if pid else None
 
 
+class KafkaCluster:
+    """`size` broker+controller nodes under `workdir/node-<id>`, sharing one KRaft quorum.
+
+    Ports and the cluster id are chosen once and kept in `workdir/cluster.json`, so a node that is
+    killed and started again rejoins with its data at its old address, as a restarted pod would.
+    """
+
+    def __init__(self, workdir: Path, size: int = 3, *, heap: str = HEAP) -> None:
+        if size < 1:
+            raise BrokerError(f"a cluster needs at least one node, not {size}")
+        self.workdir = Path(workdir).resolve()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        state_file = self.workdir / "cluster.json"
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            ports: set[int] = set()
+            while len(ports) < 2 * size:
+                ports.add(_free_port())
+            chosen = sorted(ports)
+            state = {
+                "cluster_id": _cluster_id(),
+                "ports": {str(node): chosen[2 * (node - 1)] for node in range(1, size + 1)},
+                "voters": {str(node): chosen[2 * (node - 1) + 1] for node in range(1, size + 1)},
+            }
+            state_file.write_text(json.dumps(state) + "\n", encoding="utf-8")
+        self.quorum = Quorum(
+            cluster_id=str(state["cluster_id"]),
+            voters={int(node): int(port) for node, port in state["voters"].items()},
+        )
+        self.nodes = {
+            node: KafkaBroker(
+                self.workdir / f"node-{node}",
+                heap=heap,
+                node_id=node,
+                quorum=self.quorum,
+                port=int(state["ports"][str(node)]),
+            )
+            for node in sorted(self.quorum.voters)
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's client address, comma-separated (what `bootstrap_servers` takes)."""
+        return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def node(self, node_id: int) -> KafkaBroker:
+        return self.nodes[node_id]
+
+    def node_at(self, address: str) -> KafkaBroker:
+        """The node listening at `host:port` (as a client's metadata names a partition leader)."""
+        for node in self.nodes.values():
+            if node.bootstrap == address:
+                return node
+        raise BrokerError(f"no node of {self.workdir} listens at {address}")
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Launch every node, then wait until each answers metadata (a quorum must form first)."""
+        try:
+            for node in self.nodes.values():
+                if not node.running():
+                    node.launch()
+            for node in self.nodes.values():
+                node.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.stop()
+
+    def running(self) -> bool:
+        return all(node.running() for node in self.nodes.values())
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(f"=== node {i} ===\n{n.log_tail(lines)}" for i, n in self.nodes.items())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run the Apache Kafka test broker")
+    parser = argparse.ArgumentParser(description="Run the Apache Kafka test broker or cluster")
     parser.add_argument("command", choices=["fetch", "start", "stop", "status"])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/reverser-kafka-broker"))
     parser.add_argument("--bootstrap-file", type=Path, default=None)
+    parser.add_argument("--nodes", type=int, default=1, help="1: one broker; 3: a three-node cluster")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
             print(fetch_jars())
             return 0
-        broker = KafkaBroker(args.workdir)
+        server: KafkaBroker | KafkaCluster = (
+            KafkaCluster(args.workdir, args.nodes) if args.nodes > 1 else KafkaBroker(args.workdir)
+        )
+        nodes = server.nodes.values() if isinstance(server, KafkaCluster) else [server]
+        serving = all(node.running() and answers_metadata("127.0.0.1", node.port) for node in nodes)
         if args.command == "start":
-            # Idempotent for `make kafka-start`: a broker already serving from this workdir is reused.
-            if not (broker.running() and answers_metadata("127.0.0.1", broker.port)):
-                broker.start()
-            bootstrap_file = args.bootstrap_file or broker.workdir / "bootstrap"
-            bootstrap_file.write_text(broker.bootstrap + "\n", encoding="utf-8")
-            print(broker.bootstrap)
+            # Idempotent for `make kafka-start`: brokers already serving from this workdir are reused.
+            if not serving:
+                server.start()
+            bootstrap_file = args.bootstrap_file or Path(args.workdir) / "bootstrap"
+            bootstrap_file.write_text(server.bootstrap + "\n", encoding="utf-8")
+            print(server.bootstrap)
             return 0
         if args.command == "stop":
-            broker.stop()
+            server.stop()
             print("stopped")
             return 0
-        if broker.running() and broker.port and answers_metadata("127.0.0.1", broker.port):
-            print(f"running {broker.bootstrap} pid {broker.pid}")
+        if serving:
+            print(f"running {server.bootstrap}")
             return 0
         print("not running")
         return 1
