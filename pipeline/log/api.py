@@ -121,9 +121,8 @@ class TopicSpec:
 
     def for_brokers(self, brokers: int) -> TopicSpec:
         """This spec with replication settled for a cluster of `brokers` (explicit values win)."""
-        factor, min_insync = default_replication(brokers)
-        factor = self.replication_factor or factor
-        min_insync = self.min_insync_replicas or min(min_insync, factor)
+        factor = self.replication_factor or default_replication(brokers)[0]
+        min_insync = self.min_insync_replicas or default_replication(factor)[1]
         return dataclasses.replace(self, replication_factor=factor, min_insync_replicas=min_insync)
 
     def configs(self) -> dict[str, str]:

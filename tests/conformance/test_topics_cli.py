@@ -13,7 +13,7 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.config import Settings
-from pipeline.log import open_log
+from pipeline.log import default_replication, open_log
 from pipeline.log.cli import EXIT_DRIFT, EXIT_LOG_ERROR
 from pipeline.log.topics import TopicNames, topic_specs
 
@@ -145,3 +145,21 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.
         main(["topics", "check", "--config", str(config)])
     assert exited.value.code == 2
     assert "log.topics.audit_facts_partitions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("brokers", "expected"), [(1, (1, 1)), (2, (2, 1)), (3, (3, 2)), (5, (3, 2))]
+)
+def test_default_replication_follows_the_cluster_size(brokers: int, expected: tuple[int, int]) -> None:
+    assert default_replication(brokers) == expected
+    spec = topic_specs(Settings())[0].for_brokers(brokers)
+    assert (spec.replication_factor, spec.min_insync_replicas) == expected
+    assert spec.configs()["min.insync.replicas"] == str(expected[1])
+
+
+def test_explicit_replication_wins_and_min_insync_may_not_exceed_it() -> None:
+    settings = Settings(log={"topics": {"replication_factor": 2}})
+    spec = topic_specs(settings)[0].for_brokers(3)
+    assert (spec.replication_factor, spec.min_insync_replicas) == (2, 1)
+    with pytest.raises(ValueError, match="min_insync_replicas"):
+        Settings(log={"topics": {"replication_factor": 1, "min_insync_replicas": 2}})
