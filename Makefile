@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e clean
+.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e clean system-tools
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,secrets]'
 	touch $@
 
 ## the whole pipeline on embedded defaults (no Kafka, no cluster): the bundled recording into a local Git remote
@@ -28,8 +28,13 @@ kafka-start: kafka-jars
 kafka-stop:
 	$(KAFKA_DIR)/broker.sh stop
 
+## Debian tools the tests run for real (openssh-server for the SSH remote tests); needs root, skipped
+## when already installed
+system-tools:
+	scripts/install-system-tools.sh
+
 ## unit tests, the log conformance suite on both backends, integration tests on the real broker, lint
-test: install kafka-jars
+test: install kafka-jars system-tools
 	$(BIN)/pytest -rs --durations=15
 	$(MAKE) lint
 

@@ -237,6 +237,26 @@ class WatchRule(_Section):
         return self
 
 
+class EncryptionSettings(_Section):
+    """SOPS + age encryption of a target's Secrets and other sensitive resources (docs/secrets.md).
+
+    Recipients come from `age_recipients`, or from the creation rules of `sops_config` (a copy of the
+    repository's `.sops.yaml`). The digest key (from the environment, never this file) keys the
+    content digest that lets unchanged Secrets produce no commit.
+    """
+
+    age_recipients: list[Annotated[str, Field(pattern=r"^age1[02-9ac-hj-np-z]{58}$")]] = []
+    sops_config: Path | None = None
+    digest_key_env: str = "REVERSER_SECRETS_DIGEST_KEY"
+    sensitive_resources: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(/[A-Za-z0-9.-]+)?$")]] = []
+
+    @model_validator(mode="after")
+    def _some_recipient(self) -> EncryptionSettings:
+        if not self.age_recipients and self.sops_config is None:
+            raise ValueError("encryption needs age_recipients or sops_config")
+        return self
+
+
 class TargetSettings(_Section):
     """Where one cluster's resources land: a path on a branch of a provider."""
 
@@ -248,6 +268,7 @@ class TargetSettings(_Section):
     prune: Literal["Never", "OnEvent", "Always"] = "OnEvent"
     commit_window_s: float | None = Field(default=None, ge=0)
     rules: list[WatchRule] = []
+    encryption: EncryptionSettings | None = None
 
 
 class LagSettings(_Section):

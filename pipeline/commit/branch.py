@@ -32,6 +32,8 @@ from pipeline.commit.work import (
 )
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.models import GroupResource
+from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
 __all__ = ["BranchWorker", "Hook", "Offset"]
 
@@ -225,27 +227,54 @@ class BranchWorker:
         )
         metrics.SKIPPED.labels(reason).inc()
 
-    def _refuse_plaintext(self, item: WorkItem, namespace: str, name: str) -> None:
-        log.warning(
-            "branch work %d:%d: %s %s/%s not written: secrets need encryption, which is not configured",
-            item.partition,
-            item.offset,
-            item.resource,
-            namespace,
-            name,
-        )
-        metrics.SKIPPED.labels("sensitive_unencrypted").inc()
+    def _sensitive(self, target: TargetSettings | None) -> frozenset[GroupResource]:
+        """The target's extra sensitive types (Secrets always are)."""
+        if target is None or target.encryption is None:
+            return frozenset()
+        return sensitive_set(target.encryption.sensitive_resources)
+
+    def _sealed_content(self, item: WorkItem, namespace: str, name: str, content: bytes) -> bytes | None:
+        """A sensitive object's content if it is a SOPS document with encrypted data, else None.
+
+        The watch stage seals sensitive objects of targets with encryption; anything else (no
+        encryption configured, a plaintext record) is refused here so it never reaches Git.
+        """
+        try:
+            SealedDocument.parse(content)
+        except SealedDocumentError as exc:
+            log.warning(
+                "branch work %d:%d: %s %s/%s not written: sensitive content must be SOPS-encrypted (%s); "
+                "configure targets[].encryption",
+                item.partition,
+                item.offset,
+                item.resource,
+                namespace,
+                name,
+                exc,
+            )
+            metrics.SKIPPED.labels("sensitive_unencrypted").inc()
+            return None
+        return content
 
     async def _write(self, item: WorkItem, write: Write) -> None:
         here = (item.partition, item.offset)
         target = self._target(item.target)
         prune = target.prune if target is not None else "Never"
         deleting = write.operation == "DELETE"
+        sensitive = self._sensitive(target)
+        sealed = is_sensitive(item.group, item.resource, sensitive)
+        content: bytes | None = None
         try:
             path = canonical_path(
-                normalize_target_path(item.path), item.group, item.resource, write.namespace, write.name
+                normalize_target_path(item.path),
+                item.group,
+                item.resource,
+                write.namespace,
+                write.name,
+                sensitive,
             )
-            content = None if deleting else render_object(parse_object_json(write.object_json or b"null"))
+            if not deleting and not sealed:
+                content = render_object(parse_object_json(write.object_json or b"null"))
         except (LayoutError, RenderError) as exc:
             self._bad(item, "bad_record", exc)
             self._settle([here])
@@ -254,10 +283,11 @@ class BranchWorker:
             metrics.SKIPPED.labels("prune_never").inc()
             self._settle([here])
             return
-        if not deleting and is_sensitive(item.group, item.resource):
-            self._refuse_plaintext(item, write.namespace, write.name)
-            self._settle([here])
-            return
+        if not deleting and sealed:
+            content = self._sealed_content(item, write.namespace, write.name, write.object_json or b"")
+            if content is None:
+                self._settle([here])
+                return
         if self.versions.is_older(path, write.resource_version):
             self._skip_older(item, path, write.resource_version)
             self._settle([here])
@@ -351,26 +381,32 @@ class BranchWorker:
     def _snapshot_plan(self, snapshot: _Snapshot, end: WorkItem, body: ResyncEnd) -> Plan:
         target = self._target(end.target)
         target_path = normalize_target_path(end.path)
+        sensitive = self._sensitive(target)
+        sealed = is_sensitive(end.group, end.resource, sensitive)
         writes: dict[str, tuple[bytes | None, ChangedObject]] = {}
         keep: set[str] = set()
         for obj in snapshot.objects:
             try:
-                path = canonical_path(target_path, end.group, end.resource, obj.namespace, obj.name)
+                path = canonical_path(
+                    target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
+                )
             except LayoutError as exc:
                 self._bad(end, "bad_record", exc)
                 continue
             keep.add(path)
-            if is_sensitive(end.group, end.resource):
-                self._refuse_plaintext(end, obj.namespace, obj.name)
-                continue
             if self.versions.is_older(path, obj.resource_version):
                 self._skip_older(end, path, obj.resource_version)
                 continue
-            try:
-                content = render_object(parse_object_json(obj.object_json))
-            except RenderError as exc:
-                self._bad(end, "bad_record", exc)
-                continue
+            if sealed:
+                content = self._sealed_content(end, obj.namespace, obj.name, obj.object_json)
+                if content is None:
+                    continue
+            else:
+                try:
+                    content = render_object(parse_object_json(obj.object_json))
+                except RenderError as exc:
+                    self._bad(end, "bad_record", exc)
+                    continue
             self.versions.applied(path, obj.resource_version)
             writes[path] = (
                 content,
@@ -445,7 +481,7 @@ class BranchWorker:
         await self._commit(plan, window.offsets)
 
     def _make_commit(self, plan: Plan) -> str | None:
-        applied = apply_plan(self._tree, plan, self.repo.store_blob)
+        applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
         for path in applied.refused:
             log.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path

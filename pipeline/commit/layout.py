@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import posixpath
 
+from pipeline.models import GroupResource
+from pipeline.sealing import is_sensitive
+
 __all__ = [
     "CLUSTER_DIR",
     "LayoutError",
     "canonical_path",
     "in_scope",
+    "is_sealed_path",
     "is_sensitive",
     "normalize_target_path",
 ]
 
 CLUSTER_DIR = "_cluster"
-_SENSITIVE = frozenset({"secrets"})
+SEALED_SUFFIX = ".sops.yaml"
 
 
 class LayoutError(ValueError):
@@ -37,11 +41,6 @@ def normalize_target_path(path: str) -> str:
     return cleaned.strip("/")
 
 
-def is_sensitive(group: str, resource: str) -> bool:
-    """Secrets: their content is never written in plaintext (this worker does not encrypt)."""
-    return not group and resource in _SENSITIVE
-
-
 def _segment(value: str, what: str) -> str:
     if not value or "/" in value or value in (".", "..") or "\x00" in value:
         raise LayoutError(f"{what} {value!r} cannot be a path segment")
@@ -53,12 +52,27 @@ def _type_dir(group: str, resource: str) -> str:
     return f"{_segment(group, 'group')}/{resource}" if group else resource
 
 
-def canonical_path(target_path: str, group: str, resource: str, namespace: str, name: str) -> str:
-    """`[path/]{namespace|_cluster}/[group/]resource/name.yaml` (`.sops.yaml` for secrets)."""
+def canonical_path(
+    target_path: str,
+    group: str,
+    resource: str,
+    namespace: str,
+    name: str,
+    sensitive: frozenset[GroupResource] = frozenset(),
+) -> str:
+    """`[path/]{namespace|_cluster}/[group/]resource/name.yaml` (`.sops.yaml` for sensitive types).
+
+    `sensitive` holds the target's extra sensitive types; Secrets always are.
+    """
     scope_dir = _segment(namespace, "namespace") if namespace else CLUSTER_DIR
-    suffix = ".sops.yaml" if is_sensitive(group, resource) else ".yaml"
+    suffix = SEALED_SUFFIX if is_sensitive(group, resource, sensitive) else ".yaml"
     relative = f"{scope_dir}/{_type_dir(group, resource)}/{_segment(name, 'name')}{suffix}"
     return f"{target_path}/{relative}" if target_path else relative
+
+
+def is_sealed_path(path: str) -> bool:
+    """Whether a repository file holds a sensitive object (its content is a SOPS document)."""
+    return path.endswith(SEALED_SUFFIX)
 
 
 def in_scope(path: str, target_path: str, group: str, resource: str, scope: str) -> bool:

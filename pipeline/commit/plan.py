@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
-from pipeline.commit.layout import in_scope
+from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import ChangedObject, reconcile_message, window_message
+from pipeline.sealing import content_digest_of
 
 __all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for"]
 
@@ -74,7 +75,22 @@ class Applied:
         return bool(self.paths)
 
 
-def apply_plan(tree: GitTree, plan: Plan, store_blob: Callable[[bytes], bytes]) -> Applied:
+def _same_sealed(existing: bytes, content: bytes) -> bool:
+    """Two SOPS documents of one object hold the same plaintext when their keyed digests match.
+
+    SOPS output differs on every run, so blob ids cannot tell; a document without our digest
+    (written by another tool) always counts as changed.
+    """
+    digest = content_digest_of(content)
+    return digest is not None and digest == content_digest_of(existing)
+
+
+def apply_plan(
+    tree: GitTree,
+    plan: Plan,
+    store_blob: Callable[[bytes], bytes],
+    read_blob: Callable[[bytes], bytes],
+) -> Applied:
     """Apply a plan's writes, deletions and sweep to `tree`; only real changes are recorded."""
     applied = Applied()
     for path, (content, obj) in plan.writes.items():
@@ -85,7 +101,9 @@ def apply_plan(tree: GitTree, plan: Plan, store_blob: Callable[[bytes], bytes]) 
             continue
         sha = blob_sha(content)
         existing = tree.get(path)
-        if existing == sha:
+        if existing == sha or (
+            existing is not None and is_sealed_path(path) and _same_sealed(read_blob(existing), content)
+        ):
             continue
         try:
             tree.put(path, sha)

@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from pipeline.config import ClusterSettings, Settings, TargetSettings
+from pipeline.config import ClusterSettings, ConfigError, Settings, TargetSettings
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
+from pipeline.sealing import Sealer, SealingError, sealer_for
 from pipeline.watch import metrics
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
@@ -32,6 +33,19 @@ __all__ = ["ClientFactory", "WatchManager"]
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
+
+
+def _sealers(settings: Settings) -> dict[str, Sealer]:
+    """The sealer of every target with encryption; a missing digest key or `sops` is a ConfigError."""
+    sealers: dict[str, Sealer] = {}
+    for target in settings.targets:
+        try:
+            sealer = sealer_for(target)
+        except SealingError as exc:
+            raise ConfigError(str(exc)) from None
+        if sealer is not None:
+            sealers[target.name] = sealer
+    return sealers
 
 
 @dataclass(slots=True)
@@ -82,6 +96,7 @@ class WatchManager:
         self._client_factory = client_factory
         self._settings = settings
         self._targets: dict[str, TargetSettings] = {}
+        self._sealers = _sealers(settings)
         self._clusters: dict[str, _Cluster] = {}
         self.streams: dict[StreamSpec, WatchStream] = {}
         self.problems: list[RuleProblem] = []
@@ -154,6 +169,7 @@ class WatchManager:
             return await self._apply_locked(settings)
 
     async def _apply_locked(self, settings: Settings) -> tuple[int, int]:
+        self._sealers = _sealers(settings)
         clusters = {c.name: c for c in settings.clusters}
         wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
         failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
@@ -173,6 +189,7 @@ class WatchManager:
         ]
         for spec in added:
             cluster = self._clusters[spec.cluster]
+            sealer = self._sealers.get(spec.target)
             stream = WatchStream(
                 spec,
                 cluster.client,
@@ -182,6 +199,7 @@ class WatchManager:
                 self._options or self._default_options(settings, cluster.settings),
                 cluster.capabilities,
                 fresh=spec.cursor_key in removed_keys,
+                sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
             )
             self.streams[spec] = stream
             stream.start()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pipeline.config import ClusterSettings, TargetSettings
 from pipeline.models import GroupResource
+from pipeline.sealing import is_sensitive
 from pipeline.watch.kube import ApiResource
 
 __all__ = ["DENYLIST", "RuleProblem", "StreamSpec", "resolve_target"]
@@ -31,7 +32,6 @@ DENYLIST = frozenset(
         ("batch", "cronjobs"),
     }
 )
-_SENSITIVE = frozenset({("", "secrets")})
 _REQUIRED_VERBS = frozenset({"get", "list", "watch"})
 
 
@@ -102,12 +102,12 @@ def _lookup(text: str, discovered: Mapping[tuple[str, str], ApiResource]) -> Api
     return discovered[(matches[0], lowered)]
 
 
-def _followable(api: ApiResource) -> tuple[str, str] | None:
+def _followable(api: ApiResource, encrypted: bool) -> tuple[str, str] | None:
     key = (api.group, api.resource)
-    if key in _SENSITIVE:
+    if not encrypted and is_sensitive(api.group, api.resource):
         return (
             "SecretExcluded",
-            "Secret data is never written to Git; Secrets are excluded until encryption is supported",
+            "Secret data is never written to Git in plaintext; configure the target's encryption",
         )
     if key in DENYLIST:
         return ("NotFollowable", f"{GroupResource(*key).key} is on the watch denylist")
@@ -131,7 +131,7 @@ def resolve_target(
             if isinstance(found, tuple):
                 problems.append(RuleProblem(target.name, index, text, *found))
                 continue
-            refusal = _followable(found)
+            refusal = _followable(found, target.encryption is not None)
             if refusal is not None:
                 problems.append(RuleProblem(target.name, index, text, *refusal))
                 continue

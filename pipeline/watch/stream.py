@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from pipeline.log.api import Log, LogError, PendingRecord
+from pipeline.sealing import Sealer
 from pipeline.watch import metrics
 from pipeline.watch.backoff import Backoff, Sleep
 from pipeline.watch.cursors import CursorStore
@@ -112,8 +113,10 @@ class WatchStream:
         capabilities: ClusterCapabilities,
         *,
         fresh: bool = False,
+        sealer: Sealer | None = None,
     ) -> None:
         self.spec = spec
+        self._sealer = sealer
         self._client = client
         self._log = log_
         self._topic = topic
@@ -297,7 +300,7 @@ class WatchStream:
             snapshot = self._begin_snapshot("list")
             records = [self._builder.begin(snapshot.epoch, list_rv)]
             for item in items:
-                records.extend(self._add_to_snapshot(item))
+                records.extend(await self._add_to_snapshot(item))
             records.extend(self._end_snapshot(list_rv))
             self._floor = _rv_floor(list_rv)
             await self._write(records, list_rv)
@@ -354,7 +357,7 @@ class WatchStream:
                     await self._write(records, new_rv)
                     raise item
                 try:
-                    rv = self._handle(item, records)
+                    rv = await self._handle(item, records)
                 except KubeError:
                     await self._write(records, new_rv)
                     raise
@@ -362,7 +365,7 @@ class WatchStream:
                     new_rv = rv
             await self._write(records, new_rv)
 
-    def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
+    async def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
         """Turn one event into records (appended to `records`); returns the RV the cursor may take."""
         event_type = str(event.get("type") or "")
         obj: dict[str, Any] = event["object"]
@@ -387,14 +390,14 @@ class WatchStream:
         if self._snapshot is not None:
             if event_type != "ADDED":
                 self._ignored_watchlist()
-            records.extend(self._add_to_snapshot(obj))
+            records.extend(await self._add_to_snapshot(obj))
             return ""
         if self._floor is not None:
             event_rv = _rv_floor(rv)
             if event_rv is not None and event_rv <= self._floor:
                 metrics.DROPPED.labels("covered_by_list").inc()
                 return ""
-        self._live(event_type, obj, meta, records)
+        await self._live(event_type, obj, meta, records)
         return rv
 
     def _ignored_watchlist(self) -> None:
@@ -402,20 +405,32 @@ class WatchStream:
         server ignored `sendInitialEvents` (it predates WatchList), so fall back to LIST."""
         raise KubeError(0, "WatchListIgnored", "the server ignored sendInitialEvents")
 
-    def _live(
+    async def _payload(self, obj: dict[str, Any]) -> tuple[bytes, bytes]:
+        """(canonical JSON, what goes on the log): the SOPS document instead for a sensitive stream.
+
+        The canonical JSON of a sensitive object stays in this process (only its digest is kept).
+        """
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean)
+        if self._sealer is None:
+            return canonical, canonical
+        return canonical, await self._sealer.seal(clean, canonical, self.spec.group_resource)
+
+    async def _live(
         self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
     ) -> None:
         uid = str(meta.get("uid") or "")
         deleting = is_terminating(obj)
-        payload = sanitized_json(sanitize(obj))
+        canonical = sanitized_json(sanitize(obj))
         if event_type == "DELETED":
             self._hashes.pop(uid, None)
         else:
-            digest = content_hash(payload, deleting)
+            digest = content_hash(canonical, deleting)
             if self._hashes.get(uid) == digest:
                 metrics.DROPPED.labels("unchanged").inc()
                 return
             self._hashes[uid] = digest
+        _, payload = await self._payload(obj)
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
             metrics.DROPPED.labels("too_large").inc()
@@ -439,14 +454,14 @@ class WatchStream:
         self.snapshots_begun += 1
         return self._snapshot
 
-    def _add_to_snapshot(self, obj: dict[str, Any]) -> list[PendingRecord]:
+    async def _add_to_snapshot(self, obj: dict[str, Any]) -> list[PendingRecord]:
         snapshot = self._snapshot
         assert snapshot is not None
         if is_terminating(obj):
             metrics.DROPPED.labels("terminating_in_snapshot").inc()
             return []
         meta = _meta(obj)
-        payload = sanitized_json(sanitize(obj))
+        canonical, payload = await self._payload(obj)
         uid = str(meta.get("uid") or "")
         item = SnapshotObject(
             str(meta.get("namespace") or ""),
@@ -464,7 +479,7 @@ class WatchStream:
                 item.name,
             )
             return []
-        self._hashes[uid] = content_hash(payload, False)
+        self._hashes[uid] = content_hash(canonical, False)
         out: list[PendingRecord] = []
         if snapshot.pending_bytes + item.size_estimate > self._builder.chunk_budget:
             out = self._flush_chunk()

