@@ -98,7 +98,11 @@ class LogSettings(_Section):
 
 
 class MetricsSettings(_Section):
+    """The metrics and health server; `/readyz` probes the log every `log_probe_interval_s`."""
+
     addr: str = "127.0.0.1:9464"
+    log_probe_interval_s: float = Field(default=5.0, gt=0)
+    log_probe_timeout_s: float = Field(default=5.0, gt=0)
 
 
 class AuditRoute(_Section):

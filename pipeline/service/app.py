@@ -15,6 +15,7 @@ from pipeline.config import Settings
 from pipeline.log import Log, open_log
 from pipeline.log.topics import topic_specs
 from pipeline.service.component import Component, ComponentFactory
+from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +58,52 @@ class Service:
         self.log = log_ if log_ is not None else open_log(settings)
         self._factories = factories if factories is not None else load_factories()
         self.components: list[Component] = []
+        self._starting: list[Component] = []
         self._runner: web.AppRunner | None = None
+        self._probe = LogProbe(
+            self.log,
+            [spec.name for spec in topic_specs(settings)],
+            interval_s=settings.metrics.log_probe_interval_s,
+            timeout_s=settings.metrics.log_probe_timeout_s,
+        )
+        self._probing: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
 
     async def start(self) -> None:
-        """Start everything, or nothing: a stage that fails to start stops the ones before it."""
+        """Start everything, or nothing: a stage that fails to start stops the ones before it.
+
+        Every stage is built before the first one starts, so `/readyz` (served from the start)
+        names the stages still to come instead of calling a half-started replica ready.
+        """
         await self.log.start()
         try:
             created = await self.log.create_topics(topic_specs(self.settings))
             if created:
                 log.info("created topics: %s", ", ".join(created))
+            built = [factory(self.settings, self.log) for factory in self._factories]
+            self._starting = [component for component in built if component is not None]
+            await self._probe.check()
+            self._probing = asyncio.create_task(
+                self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
+            )
             await self._start_ops_server()
-            for factory in self._factories:
-                component = factory(self.settings, self.log)
-                if component is None:
-                    continue
+            while self._starting:
+                component = self._starting[0]
                 await component.start()
-                self.components.append(component)
+                self.components.append(self._starting.pop(0))
                 log.info("started %s", component.name)
+            self._refresh_ready_gauge()
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
+        self._starting = []
+        if self._probing is not None:
+            self._probing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probing
+            self._probing = None
         for component in reversed(self.components):
             try:
                 await component.stop()
@@ -91,8 +115,19 @@ class Service:
             self._runner = None
         await self.log.close()
 
+    def readiness(self) -> tuple[bool, list[str]]:
+        """(ready, the unmet conditions): the log answers, every stage started, every stage ready."""
+        return verdict(
+            self._probe.state,
+            [component.name for component in self._starting],
+            [(component.name, readiness_of(component)) for component in self.components],
+        )
+
     def ready(self) -> bool:
-        return all(component.ready() for component in self.components)
+        return self.readiness()[0]
+
+    def _refresh_ready_gauge(self) -> None:
+        READY_GAUGE.set(1.0 if self.ready() else 0.0)
 
     async def _start_ops_server(self) -> None:
         app = web.Application()
@@ -117,9 +152,10 @@ class Service:
         return web.Response(text="ok\n")
 
     async def _readyz(self, _request: web.Request) -> web.Response:
-        waiting = [c.name for c in self.components if not c.ready()]
-        if waiting:
-            return web.Response(status=503, text="not ready: " + ", ".join(waiting) + "\n")
+        ready, problems = self.readiness()
+        READY_GAUGE.set(1.0 if ready else 0.0)
+        if not ready:
+            return web.Response(status=503, text="not ready\n" + "".join(f"{p}\n" for p in problems))
         return web.Response(text="ready\n")
 
 
