@@ -20,6 +20,7 @@ from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex, IndexLimits
 from pipeline.attribution.model import (
     ABSENT,
+    CONFLICT,
     DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
     DELETECOLLECTION_SCOPE,
@@ -37,6 +38,7 @@ from pipeline.attribution.resolver import Resolver, query_from_watch_object
 
 __all__ = [
     "ABSENT",
+    "CONFLICT",
     "DELETECOLLECTION_BODY_UID",
     "DELETECOLLECTION_SCOPE",
     "DELETE_STICKY",

@@ -316,4 +316,8 @@ async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, A
         return line
     found = await resolver.resolve(query)
     line.update(tier=found.tier, author=found.author, actorKind=found.actor_kind)
+    if found.candidates:
+        line["candidates"] = [
+            {"author": c.author, "verb": c.verb, "auditID": c.audit_id} for c in found.candidates
+        ]
     return line

@@ -9,9 +9,12 @@ Memory layout (the index must hold 65,536 entries in a few dozen MB): a fact is 
 (`_Fact`) shared by every structure it is filed in; `lookup` hands out a `StoredFact` built from it.
 Plain tuples of strings and ints matter: CPython's collector stops tracking them after one pass,
 whereas a NamedTuple stays tracked forever, so a full index of NamedTuples made every full
-collection walk all of them. Each scope keeps one `order` list with one reference per filing,
-oldest first; a reference that no structure holds any more (replaced or swept) is stale, skipped
-by eviction and dropped by compaction. Verbs, namespaces and identities are shared objects.
+collection walk all of them. Each scope keeps one `order` deque with one reference per filing,
+oldest first. Eviction pops from its left, so an evicted fact is released at once, during the
+start-up replay as in steady state; a reference that no structure holds any more (replaced or
+swept) is stale, skipped by eviction and dropped by compaction, which runs whenever stale
+references outnumber the live entries. Memory is therefore bounded by the caps, never by the
+ingest rate x TTL. Verbs, namespaces and identities are shared objects.
 
 Exact-versus-collection for removals (docs/attribution.md, "Decision on trap 8") is decided against
 parity: for a removal, an `exact` hit on a *write* is held as the fallback and the removal ladder
@@ -31,6 +34,7 @@ from typing import Any, Final
 from pipeline.attribution import metrics
 from pipeline.attribution.model import (
     ABSENT_ATTRIBUTION,
+    CONFLICT,
     DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
     DELETECOLLECTION_SCOPE,
@@ -90,6 +94,11 @@ def _answer(fact: _Fact) -> StoredFact:
     return _new_tuple(StoredFact, (_new_tuple(Identity, fact[0]), *fact[1:]))
 
 
+def _conflict(claim: tuple[_Fact, _Fact]) -> Attribution:
+    """The answer for a slot two users claimed: no fact, both candidates."""
+    return Attribution(CONFLICT, None, (_answer(claim[0]), _answer(claim[1])))
+
+
 class IndexLimits:
     """TTL, caps and the collection window; zero or negative values fall back to the defaults."""
 
@@ -111,59 +120,78 @@ class IndexLimits:
 class _Scope:
     """Everything filed for one (route, group/resource)."""
 
-    __slots__ = ("by_name", "collections", "count", "exact", "head", "latest", "order", "removals",
-                 "rv_only")
+    __slots__ = ("by_name", "collections", "conflicts", "count", "exact", "latest", "order", "removals",
+                 "route", "rv_only", "stale")
 
-    def __init__(self) -> None:
+    def __init__(self, route: str) -> None:
+        self.route = route
         self.exact: dict[tuple[str, str], _Fact] = {}
         self.latest: dict[str, _Fact] = {}
         self.removals: dict[str, _Fact] = {}
         self.rv_only: dict[str, _Fact] = {}
         self.by_name: dict[tuple[str, str], _Fact] = {}
         self.collections: deque[StoredCollection] = deque()
-        self.order: list[Stored] = []
-        self.head = 0
+        # (uid, rv) of an exact slot, or (uid, None) of a sticky removal slot, claimed by two
+        # different users: (the first fact, the later conflicting one). Counts as one entry.
+        self.conflicts: dict[tuple[str, str | None], tuple[_Fact, _Fact]] = {}
+        self.order: deque[Stored] = deque()
         self.count = 0
+        # References in `order` that no structure holds any more (replaced facts).
+        self.stale = 0
 
     def evict(self, wanted: int) -> int:
         """Drop up to `wanted` oldest live entries (stale references are skipped); returns how many.
 
-        One filing's entries are evicted in the order it inserted them: exact, latest, removals.
-        At the per-type cap every new fact evicts one or two entries, so this runs per fact: the
-        structures are read into locals once per call rather than once per entry.
+        One filing's entries are evicted in the order it inserted them: exact, latest, removals,
+        then a conflict it started. Every reference is popped off the order as its filing goes, so
+        nothing evicted stays referenced. At the per-type cap every new fact evicts one or two
+        entries, so this runs per fact: the structures are read into locals once per call rather
+        than once per entry.
         """
         order = self.order
-        exact, latest, removals = self.exact, self.latest, self.removals
-        head = self.head
-        end = len(order)
+        exact, latest, removals, conflicts = self.exact, self.latest, self.removals, self.conflicts
         evicted = 0
-        while evicted < wanted and head < end:
-            ref = order[head]
+        while evicted < wanted and order:
+            ref = order.popleft()
             if isinstance(ref, StoredCollection):
                 if ref.live:
                     if self.collections.popleft() is not ref:
                         raise AssertionError("collection order diverged from the eviction order")
                     ref.live = False
                     evicted += 1
-                head += 1
+                else:
+                    self.stale -= 1
                 continue
+            before = evicted
             _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
             if uid:
-                # The filing may hold up to three entries. If the budget runs out before one of them,
-                # head stays on the filing and the next call resumes with that entry.
+                # The filing may hold up to four entries. If the budget runs out before one of them,
+                # the filing goes back to the front and the next call resumes with that entry.
                 if rv and exact.get((uid, rv)) is ref:
                     del exact[(uid, rv)]
                     evicted += 1
                 if latest.get(uid) is ref:
                     if evicted == wanted:
+                        order.appendleft(ref)
                         break
                     del latest[uid]
                     evicted += 1
                 if removals.get(uid) is ref:
                     if evicted == wanted:
+                        order.appendleft(ref)
                         break
                     del removals[uid]
                     evicted += 1
+                if conflicts:
+                    for key in ((uid, rv), (uid, None)):
+                        claim = conflicts.get(key)
+                        if claim is not None and claim[1] is ref:
+                            if evicted == wanted:
+                                order.appendleft(ref)
+                                self.count -= evicted
+                                return evicted
+                            del conflicts[key]
+                            evicted += 1
             elif rv:
                 if self.rv_only.get(rv) is ref:
                     del self.rv_only[rv]
@@ -171,8 +199,8 @@ class _Scope:
             elif self.by_name.get((namespace, name)) is ref:
                 del self.by_name[(namespace, name)]
                 evicted += 1
-            head += 1
-        self.head = head
+            if evicted == before:
+                self.stale -= 1
         self.count -= evicted
         return evicted
 
@@ -182,19 +210,37 @@ class _Scope:
             return ref.live
         _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
         if uid:
-            return (
+            if (
                 (bool(rv) and self.exact.get((uid, rv)) is ref)
                 or self.latest.get(uid) is ref
                 or self.removals.get(uid) is ref
-            )
+            ):
+                return True
+            if self.conflicts:
+                return any(
+                    claim is not None and claim[1] is ref
+                    for claim in (self.conflicts.get((uid, rv)), self.conflicts.get((uid, None)))
+                )
+            return False
         if rv:
             return self.rv_only.get(rv) is ref
         return self.by_name.get((namespace, name)) is ref
 
+    def replaced(self, old: _Fact) -> None:
+        """Note that a structure dropped `old` for a newer fact; compact once stale references dominate.
+
+        Stale references keep their facts alive, so they may not outnumber the live filings by more
+        than a quarter (plus a little slack): memory stays within a constant of the caps.
+        """
+        if not self.holds(old):
+            self.stale += 1
+            if self.stale > (len(self.order) - self.stale) // 4 + _ORDER_SLACK:
+                self.compact()
+
     def compact(self) -> None:
         """Drop stale references and reallocate, so a rewrite storm gives its memory back."""
-        self.order = [ref for ref in self.order[self.head :] if self.holds(ref)]
-        self.head = 0
+        self.order = deque(ref for ref in self.order if self.holds(ref))
+        self.stale = 0
 
     def expire(self, cutoff_ms: int) -> int:
         """Remove TTL-expired entries (never the sticky removals); returns how many."""
@@ -214,6 +260,11 @@ class _Scope:
                 else:
                     kept.append(collection)
             self.collections = kept
+        if self.conflicts:
+            dead_claims = [key for key, claim in self.conflicts.items() if claim[1][_AT_MS] < cutoff_ms]
+            for claim_key in dead_claims:
+                del self.conflicts[claim_key]
+            removed += len(dead_claims)
         self.count -= removed
         return removed
 
@@ -252,6 +303,7 @@ class FactIndex:
         self._shared: dict[str, str] = {}
         self._verbs: dict[str, tuple[str, str]] = {}  # verb -> (shared verb, lower-cased)
         self.evictions: dict[str, int] = {"per_type": 0, "total": 0}
+        self.conflicts = 0  # conflicting claims filed (see `_claim`)
 
     @classmethod
     def from_settings(
@@ -335,39 +387,59 @@ class FactIndex:
             if scope is None:
                 if not (uid or rv or name or lowered == "deletecollection"):
                     continue
-                scope = self._scopes[key] = _Scope()
+                scope = self._scopes[key] = _Scope(route)
             if lowered == "deletecollection":
                 self._file_collection(scope, who, verb, audit_id, namespace, text, uids, stage_us, at)
             elif uid:
                 stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at)
                 added = 0
+                old_exact = old_removal = None
                 if rv:
                     exact_key = (uid, rv)
-                    if exact_key not in scope.exact:
+                    old_exact = scope.exact.get(exact_key)
+                    if old_exact is None:
                         added += 1
-                    scope.exact[exact_key] = stored
-                if uid not in scope.latest:
+                        scope.exact[exact_key] = stored
+                    elif old_exact[0][0] != author:
+                        # A second user claims the same object version: it cannot overrule the
+                        # first, and neither is trusted from now on (see docs/attribution.md).
+                        added += self._claim(scope, exact_key, old_exact, stored)
+                        old_exact = None
+                    else:
+                        scope.exact[exact_key] = stored
+                old_latest = scope.latest.get(uid)
+                if old_latest is None:
                     added += 1
                 scope.latest[uid] = stored
                 if lowered == "delete":
-                    if uid not in scope.removals:
+                    old_removal = scope.removals.get(uid)
+                    if old_removal is None:
                         added += 1
-                    scope.removals[uid] = stored
+                        scope.removals[uid] = stored
+                    elif old_removal[0][0] != author:
+                        added += self._claim(scope, (uid, None), old_removal, stored)
+                        old_removal = None
+                    else:
+                        scope.removals[uid] = stored
                 scope.order.append(stored)
                 scope.count += added
                 self._total += added
+                if old_latest is not None:
+                    scope.replaced(old_latest)
+                if old_exact is not None and old_exact is not old_latest:
+                    scope.replaced(old_exact)
+                if old_removal is not None and old_removal is not old_latest and old_removal is not old_exact:
+                    scope.replaced(old_removal)
             elif rv:
                 stored = (who, verb, audit_id, namespace, name, "", rv, at)
-                self._put(scope, scope.rv_only, rv, stored)
                 scope.order.append(stored)
+                self._put(scope, scope.rv_only, rv, stored)
             elif name:
                 stored = (who, verb, audit_id, namespace, name, "", "", at)
-                self._put(scope, scope.by_name, (namespace, name), stored)
                 scope.order.append(stored)
+                self._put(scope, scope.by_name, (namespace, name), stored)
             else:
                 continue
-            if len(scope.order) - scope.head > 2 * scope.count + _ORDER_SLACK:
-                scope.compact()
             if scope.count > per_type:
                 # Steady state at the per-type cap: one or two entries out per fact.
                 evicted = scope.evict(scope.count - per_type)
@@ -377,7 +449,7 @@ class FactIndex:
                     del self._scopes[key]
                     scope = None
             if self._total > max_total:
-                evicted_total += self._evict_total()
+                evicted_total += self._evict_total(key)
                 scope = self._scopes.get(key)
             if self._waiters:
                 self._wake(self._wake_keys(key, lowered, namespace, name, uid, rv))
@@ -403,10 +475,34 @@ class FactIndex:
         return ((key, _K_NAME, namespace, name),)
 
     def _put(self, scope: _Scope, structure: dict[Any, _Fact], key: Any, stored: _Fact) -> None:
-        if key not in structure:
+        old = structure.get(key)
+        structure[key] = stored
+        if old is None:
             scope.count += 1
             self._total += 1
-        structure[key] = stored
+        else:
+            scope.replaced(old)
+
+    def _claim(
+        self, scope: _Scope, key: tuple[str, str | None], first: _Fact, later: _Fact
+    ) -> int:
+        """File a conflict between two users' facts for one slot; returns the entries added (0 or 1).
+
+        Only the first conflict of a slot is kept (a third claimant changes nothing: the slot is
+        already untrusted). It lives as long as the later fact, so it ages and is evicted with it.
+        """
+        if key in scope.conflicts:
+            return 0
+        scope.conflicts[key] = (first, later)
+        self.conflicts += 1
+        metrics.CONFLICTS.labels(scope.route).inc()
+        log.info(
+            "attribution: conflicting facts for %s %s: %r (audit %s) and %r (audit %s); the event "
+            "resolves to neither",
+            "uid/resourceVersion" if key[1] is not None else "the deletion of uid",
+            "/".join(k for k in key if k is not None), first[0][0], first[2], later[0][0], later[2],
+        )
+        return 1
 
     def _file_collection(
         self,
@@ -446,18 +542,43 @@ class FactIndex:
         scope.count += 1
         self._total += 1
 
-    def _evict_total(self) -> int:
-        """Evict from the largest scope until the whole index is within its cap; returns how many."""
+    def _evict_total(self, filing: ScopeKey) -> int:
+        """Evict until the whole index is within its cap; returns how many entries went.
+
+        Each entry comes from the largest scope of the route holding the most entries (a tie goes
+        to the scope being filed, then to its route), so a flood on one route never takes entries
+        from another route below an equal share, and within a route a flooding type only takes
+        other types down to an equal share.
+        """
         evicted = 0
-        while self._total > self.limits.max_facts and self._scopes:
-            largest_key, largest = max(self._scopes.items(), key=lambda item: item[1].count)
-            if not largest.evict(1):
+        scopes = self._scopes
+        while self._total > self.limits.max_facts and scopes:
+            victim_key = self._victim(filing)
+            victim = scopes[victim_key]
+            if not victim.evict(1):
                 break
             self._total -= 1
             evicted += 1
-            if largest.count == 0:
-                del self._scopes[largest_key]
+            if victim.count == 0:
+                del scopes[victim_key]
         return evicted
+
+    def _victim(self, filing: ScopeKey) -> ScopeKey:
+        """The scope that gives up an entry when the total cap is exceeded (see `_evict_total`)."""
+        routes: dict[str, int] = {}
+        for (route, _gr_key), scope in self._scopes.items():
+            routes[route] = routes.get(route, 0) + scope.count
+        top = max(routes.values())
+        route = filing[0] if routes.get(filing[0]) == top else max(routes, key=routes.__getitem__)
+        best_key: ScopeKey | None = None
+        best_count = -1
+        for key, scope in self._scopes.items():
+            if key[0] != route:
+                continue
+            if scope.count > best_count or (scope.count == best_count and key == filing):
+                best_key, best_count = key, scope.count
+        assert best_key is not None
+        return best_key
 
     # -- waiters -----------------------------------------------------------------------------------
     def _wake(self, keys: tuple[WaiterKey, ...]) -> None:
@@ -508,18 +629,30 @@ class FactIndex:
         uid = query.uid
         rv = query.resource_version
         removal = not query.exact_capable
+        conflicts = scope.conflicts
         if removal and uid:
+            if conflicts:
+                claim = conflicts.get((uid, None))
+                if claim is not None and claim[1][_AT_MS] >= cutoff:
+                    return _conflict(claim)
             sticky = scope.removals.get(uid)
             if sticky is not None:
                 return Attribution(DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
         if uid and rv:
-            fact = scope.exact.get((uid, rv))
-            if fact is not None and fact[_AT_MS] >= cutoff:
-                if not removal or is_removal_verb(fact[_VERB]):
-                    return Attribution(EXACT, _answer(fact))
-                # Trap 8: a removal matched to an exact WRITE keeps looking for deletion evidence.
-                held = Attribution(EXACT, _answer(fact))
+            claim = conflicts.get((uid, rv)) if conflicts else None
+            if claim is not None and claim[1][_AT_MS] >= cutoff:
+                if not removal:
+                    return _conflict(claim)
+                # A removal may still find deletion evidence; the conflict outranks every write.
+                held = _conflict(claim)
+            else:
+                fact = scope.exact.get((uid, rv))
+                if fact is not None and fact[_AT_MS] >= cutoff:
+                    if not removal or is_removal_verb(fact[_VERB]):
+                        return Attribution(EXACT, _answer(fact))
+                    # Trap 8: a removal matched to an exact WRITE keeps looking for deletion evidence.
+                    held = Attribution(EXACT, _answer(fact))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:
@@ -592,6 +725,6 @@ class FactIndex:
         return removed
 
     def order_length(self, route: str, gr: GroupResource) -> int:
-        """References held by a scope's eviction order (stale ones included), for memory tests."""
+        """References the scope's eviction order really holds (stale ones included), for memory tests."""
         scope = self._scopes.get((route, gr.key))
-        return len(scope.order) - scope.head if scope is not None else 0
+        return len(scope.order) if scope is not None else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "CONFLICTS",
     "DECODE_ERRORS",
     "EVICTIONS",
     "FOLLOWER_ERRORS",
@@ -84,4 +85,9 @@ REPLAY_RATE = Gauge(
 REPLAY_ETA = Gauge(
     "reverser_attribution_replay_eta_seconds",
     "Estimated seconds until the start-up replay has caught up (0 once ready).",
+)
+CONFLICTS = Counter(
+    "reverser_attribution_fact_conflicts",
+    "Object versions (or deletions) claimed by facts of two different users; such events resolve to no one.",
+    ["route"],
 )

@@ -11,6 +11,7 @@ from pipeline.models import GroupResource
 
 __all__ = [
     "ABSENT",
+    "CONFLICT",
     "DELETECOLLECTION_BODY_UID",
     "DELETECOLLECTION_SCOPE",
     "DELETE_STICKY",
@@ -39,6 +40,8 @@ NAME: Final = "name"
 DELETECOLLECTION_SCOPE: Final = "deletecollection_scope"
 RESOURCE_VERSION: Final = "resource_version"
 ABSENT: Final = "absent"
+# Two users' facts claim the same object version (or deletion): the event resolves to neither.
+CONFLICT: Final = "conflict"
 # Not a lookup result: what `reverser resolve` prints for BOOKMARK and ERROR events.
 NONE: Final = "none"
 
@@ -50,6 +53,7 @@ TIERS: Final = (
     NAME,
     DELETECOLLECTION_SCOPE,
     RESOURCE_VERSION,
+    CONFLICT,
     ABSENT,
 )
 
@@ -225,10 +229,19 @@ class FactQuery(NamedTuple):
 
 
 class Attribution(NamedTuple):
-    """The answer for one query: the tier that matched and the fact, or `absent` with no fact."""
+    """The answer for one query: the tier that matched and the fact, or `absent` with no fact.
+
+    A `conflict` has no fact (it names no one) and carries the competing facts as `candidates`.
+    """
 
     tier: str
     fact: Matched | None
+    candidates: tuple[StoredFact, ...] = ()
+
+    @property
+    def decided(self) -> bool:
+        """A fact matched, or the slot is in conflict (no later fact can change that)."""
+        return self.fact is not None or self.tier == CONFLICT
 
     @property
     def author(self) -> str:

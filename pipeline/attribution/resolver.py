@@ -18,6 +18,7 @@ from pipeline.attribution.index import FactIndex
 from pipeline.attribution.model import (
     ABSENT,
     ABSENT_ATTRIBUTION,
+    CONFLICT,
     DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
     DELETECOLLECTION_SCOPE,
@@ -36,9 +37,11 @@ _SETTLING_TIERS: Final = frozenset({DELETE_STICKY, DELETECOLLECTION_BODY_UID, DE
 
 
 def _awaits_better(query: FactQuery, found: Attribution) -> bool:
-    """A removal matched only to a write keeps waiting for deletion evidence."""
-    if query.exact_capable or found.fact is None or found.tier in _SETTLING_TIERS:
+    """A removal matched only to a write (or to a conflict) keeps waiting for deletion evidence."""
+    if query.exact_capable or found.tier in _SETTLING_TIERS:
         return False
+    if found.fact is None:
+        return found.tier == CONFLICT
     return not is_removal_verb(found.fact.verb)
 
 
@@ -77,7 +80,7 @@ class Resolver:
         try:
             fallback = ABSENT_ATTRIBUTION
             found = index.lookup(query)
-            if found.fact is not None:
+            if found.decided:
                 if not _awaits_better(query, found):
                     return found
                 fallback = found
@@ -98,7 +101,7 @@ class Resolver:
                 # Clear before the re-lookup so a fact filed during it wakes us again.
                 event.clear()
                 found = index.lookup(query)
-                if found.fact is None:
+                if not found.decided:
                     continue
                 if not _awaits_better(query, found):
                     return found

@@ -29,11 +29,13 @@ class Scope:
     rv_only: dict[str, Entry] = field(default_factory=dict)
     by_name: dict[tuple[str, str], Entry] = field(default_factory=dict)
     collections: list[Entry] = field(default_factory=list)
+    conflicts: dict[tuple[str, str | None], Entry] = field(default_factory=dict)
     order: list[tuple[str, Any, int]] = field(default_factory=list)
     count: int = 0
 
     def structure(self, kind: str) -> dict[Any, Entry]:
         return {
+            "conflict": self.conflicts,
             "exact": self.exact,
             "latest": self.latest,
             "removals": self.removals,
@@ -76,11 +78,26 @@ class Oracle:
                 scope.count += 1
                 self.total += 1
             elif fact.uid:
+                # A slot another user already holds is not overwritten: it becomes a conflict,
+                # filed after the fact's other entries (and evicted after them).
+                claims: list[tuple[str, str | None]] = []
                 if fact.resource_version:
-                    self._put(scope, "exact", (fact.uid, fact.resource_version), fact, at)
+                    exact_key = (fact.uid, fact.resource_version)
+                    held = scope.exact.get(exact_key)
+                    if held is not None and held.fact.author != fact.author:
+                        claims.append(exact_key)
+                    else:
+                        self._put(scope, "exact", exact_key, fact, at)
                 self._put(scope, "latest", fact.uid, fact, at)
                 if verb in ("delete", "deletecollection"):
-                    self._put(scope, "removals", fact.uid, fact, at)
+                    held = scope.removals.get(fact.uid)
+                    if held is not None and held.fact.author != fact.author:
+                        claims.append((fact.uid, None))
+                    else:
+                        self._put(scope, "removals", fact.uid, fact, at)
+                for claim in claims:
+                    if claim not in scope.conflicts:
+                        self._put(scope, "conflict", claim, fact, at)
             elif fact.resource_version:
                 self._put(scope, "rv", fact.resource_version, fact, at)
             else:
@@ -115,18 +132,32 @@ class Oracle:
                 del self.scopes[key]
                 scope = None
         while self.total > self.max_total:
-            largest = max(self.scopes, key=lambda k: self.scopes[k].count)
+            largest = self._victim(key)
             self._evict(self.scopes[largest])
             self.total -= 1
             self.evictions["total"] += 1
             if self.scopes[largest].count == 0:
                 del self.scopes[largest]
 
+    def _victim(self, filing: tuple[str, str]) -> tuple[str, str]:
+        """The largest scope of the route with the most entries; ties go to the filing scope/route."""
+        routes: dict[str, int] = {}
+        for (route, _), scope in self.scopes.items():
+            routes[route] = routes.get(route, 0) + scope.count
+        top = max(routes.values())
+        candidates = [r for r, n in routes.items() if n == top]
+        route = filing[0] if filing[0] in candidates else candidates[0]
+        sizes = {k: s.count for k, s in self.scopes.items() if k[0] == route}
+        biggest = max(sizes.values())
+        if sizes.get(filing) == biggest:
+            return filing
+        return next(k for k, n in sizes.items() if n == biggest)
+
     def sweep(self, now: int) -> None:
         cutoff = now - self.ttl_ms
         for key in list(self.scopes):
             scope = self.scopes[key]
-            for kind in ("exact", "latest", "rv", "name"):
+            for kind in ("exact", "latest", "rv", "name", "conflict"):
                 structure = scope.structure(kind)
                 for k in [k for k, e in structure.items() if e.at < cutoff]:
                     del structure[k]
@@ -160,10 +191,16 @@ class Oracle:
             return entry.fact if entry is not None and entry.at >= cutoff else None
 
         removal = not exact_capable
+        if removal and uid and live(scope.conflicts.get((uid, None))) is not None:
+            return ("conflict", None)
         if removal and uid and uid in scope.removals:
             return ("delete_sticky", scope.removals[uid].fact)
-        held = None
-        if uid and rv:
+        held: tuple[str, AuthorFact | None] | None = None
+        if uid and rv and live(scope.conflicts.get((uid, rv))) is not None:
+            if not removal:
+                return ("conflict", None)
+            held = ("conflict", None)
+        elif uid and rv:
             found = live(scope.exact.get((uid, rv)))
             if found is not None:
                 if not removal or is_removal_verb(found.verb):

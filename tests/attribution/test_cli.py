@@ -310,3 +310,24 @@ def test_evictions_are_warned_about_and_caps_come_from_the_config(
     code, lines, err = run(capsys, "--audit", str(audit), "--watch", str(watch))
     assert lines[0]["tier"] == "exact"
     assert "evicted" not in err
+
+
+def test_a_conflict_names_no_one_and_lists_both_candidates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audits = tmp_path / "a.yaml"
+    audits.write_text(
+        json.dumps({"kind": "EventList", "items": [
+            audit_event("web", "u1", "10", user="alice", verb="update"),
+            audit_event("web", "u1", "10", user="mallory", verb="patch"),
+        ]})
+    )
+    watch = tmp_path / "w.yaml"
+    watch.write_text(json.dumps(watch_event("MODIFIED", "web", "u1", "10")))
+    code, lines, _ = run(capsys, "--audit", str(audits), "--watch", str(watch))
+    assert code == 0
+    assert (lines[0]["tier"], lines[0]["author"], lines[0]["actorKind"]) == ("conflict", "", "none")
+    assert lines[0]["candidates"] == [
+        {"author": "alice", "verb": "update", "auditID": "id-web-update"},
+        {"author": "mallory", "verb": "patch", "auditID": "id-web-patch"},
+    ]
