@@ -1,20 +1,39 @@
 """The one YAML configuration file, validated by pydantic.
 
 Every option can also be set from the environment: `REVERSER_<SECTION>__<FIELD>` (nested with
-double underscores, values parsed as YAML scalars), e.g. `REVERSER_LOG__BOOTSTRAP_SERVERS=k:9092`.
-An invalid file exits with the path of the offending field and the reason.
+double underscores), e.g. `REVERSER_LOG__BOOTSTRAP_SERVERS=k:9092`. A value for a string field is
+taken verbatim (a password may look like YAML: `*x`, `NO`, `0x1F`, `a #b`); any other value is
+parsed as YAML. An invalid file exits with the path of the offending field and the reason; an
+invalid environment value is named by its variable and never echoed, since it may be a secret.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from pipeline.gitnames import (
+    check_branch_name,
+    check_remote_url,
+    normalize_target_path,
+    origin_of,
+    paths_overlap,
+)
 
 ENV_PREFIX = "REVERSER_"
 
@@ -39,9 +58,11 @@ class TlsSettings(_Section):
 
 
 class SaslSettings(_Section):
+    """SASL towards Kafka; the password is a SecretStr so no repr, log line or error shows it."""
+
     mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     username: str = ""
-    password: str = ""
+    password: SecretStr = SecretStr("")
 
 
 class TopicSettings(_Section):
@@ -106,11 +127,20 @@ class MetricsSettings(_Section):
 
 
 class AuditRoute(_Section):
-    """A route the apiserver may post to; empty allow-lists mean any authenticated client."""
+    """A route the apiserver may post to.
+
+    A route with neither allowed identities nor tokens accepts any client the listener accepts;
+    on a non-loopback listener that needs `allow_unauthenticated: true` (see docs/security.md).
+    """
 
     name: str = Field(pattern=r"^[^/]+$")
     allowed_identities: list[str] = []
     bearer_tokens_env: list[str] = []
+    allow_unauthenticated: bool = False
+
+    @property
+    def restricted(self) -> bool:
+        return bool(self.allowed_identities or self.bearer_tokens_env)
 
 
 class AuditTls(_Section):
@@ -212,18 +242,44 @@ class CommitterSettings(_Section):
 
 
 class ProviderSettings(_Section):
-    """A Git remote; credentials are read from environment variables, never from this file."""
+    """A Git remote; credentials are read from environment variables, never from this file.
+
+    Basic credentials over plain `http://` would travel readable by anyone on the path, so they
+    need `allow_plain_http_credentials: true`.
+    """
 
     name: str
     url: str
     default_branch: str = "main"
     username_env: str | None = None
     password_env: str | None = None
+    allow_plain_http_credentials: bool = False
     committer: CommitterSettings = CommitterSettings()
     commit_window_s: float = Field(default=5.0, ge=0)
     push_cooldown_s: float = Field(default=5.0, ge=0)
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     push_max_backoff_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _safe_url(cls, url: str) -> str:
+        return check_remote_url(url)
+
+    @field_validator("default_branch")
+    @classmethod
+    def _branch_name(cls, branch: str) -> str:
+        return check_branch_name(branch)
+
+    @model_validator(mode="after")
+    def _no_plain_http_credentials(self) -> ProviderSettings:
+        origin = origin_of(self.url)
+        plain = origin is not None and origin.scheme == "http"
+        if plain and self.password_env is not None and not self.allow_plain_http_credentials:
+            raise ValueError(
+                f"provider {self.name}: refusing to send Basic credentials over plain http://; "
+                "use https:// or set allow_plain_http_credentials: true"
+            )
+        return self
 
 
 class WatchRule(_Section):
@@ -273,6 +329,17 @@ class TargetSettings(_Section):
     commit_window_s: float | None = Field(default=None, ge=0)
     rules: list[WatchRule] = []
     encryption: EncryptionSettings | None = None
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_name(cls, branch: str | None) -> str | None:
+        return None if branch is None else check_branch_name(branch)
+
+    @field_validator("path")
+    @classmethod
+    def _safe_path(cls, path: str) -> str:
+        normalize_target_path(path)
+        return path
 
 
 class LagSettings(_Section):
@@ -330,7 +397,28 @@ class Settings(_Section):
                 raise ValueError(f"targets.{index}.provider: unknown provider {target.provider!r}")
             if clusters and target.cluster not in clusters:
                 raise ValueError(f"targets.{index}.cluster: unknown cluster {target.cluster!r}")
+        self._no_shared_folders()
         return self
+
+    def _no_shared_folders(self) -> None:
+        """Two targets writing the same or nested folders of one branch would sweep each other's files."""
+        urls = {p.name: p.url.rstrip("/") for p in self.providers}
+        defaults = {p.name: p.default_branch for p in self.providers}
+        seen: list[tuple[str, str, str, str]] = []
+        for target in self.targets:
+            branch = target.branch or defaults[target.provider]
+            path = normalize_target_path(target.path)
+            for name, url, other_branch, other_path in seen:
+                if (
+                    url == urls[target.provider]
+                    and branch == other_branch
+                    and paths_overlap(path, other_path)
+                ):
+                    raise ValueError(
+                        f"targets {name} and {target.name} write overlapping paths "
+                        f"({other_path or '/'} and {path or '/'}) on branch {branch} of the same repository"
+                    )
+            seen.append((target.name, urls[target.provider], branch, path))
 
     def provider(self, name: str) -> ProviderSettings:
         for provider in self.providers:
@@ -347,19 +435,69 @@ class ConfigError(Exception):
     """The configuration is invalid; the message names the field path and the reason."""
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        if path[0] not in Settings.model_fields:
-            continue
-        node = tree
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = yaml.safe_load(raw) if raw else ""
-    return tree
+_TEXT_TYPES: tuple[type, ...] = (str, Path, SecretStr)
+
+
+def _is_text(annotation: Any) -> bool:
+    """Whether a field takes a string: str, Path, SecretStr, a Literal of strings, or Optional of one."""
+    if get_origin(annotation) is Literal:
+        return all(isinstance(value, str) for value in get_args(annotation))
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(members) and all(_is_text(member) for member in members)
+    return isinstance(annotation, type) and issubclass(annotation, _TEXT_TYPES)
+
+
+def _is_text_field(path: list[str]) -> bool:
+    """Whether `path` (lower-cased env segments) names a string field of Settings."""
+    model: type[BaseModel] = Settings
+    for depth, part in enumerate(path):
+        field = model.model_fields.get(part)
+        if field is None:
+            return False
+        if depth == len(path) - 1:
+            return _is_text(field.annotation)
+        annotation = field.annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return False
+        model = annotation
+    return False
+
+
+class _EnvOverrides:
+    """The `REVERSER_*` variables as a settings tree, remembering which variable set which field."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.tree: dict[str, Any] = {}
+        self.sources: dict[tuple[str, ...], tuple[str, str]] = {}
+        for name, raw in sorted(environ.items()):
+            if not name.startswith(ENV_PREFIX):
+                continue
+            path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+            if path[0] not in Settings.model_fields:
+                continue
+            node = self.tree
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = self._value(name, path, raw)
+            self.sources[tuple(path)] = (name, raw)
+
+    @staticmethod
+    def _value(name: str, path: list[str], raw: str) -> Any:
+        if not raw or _is_text_field(path):
+            return raw
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"environment variable {name}: not a valid YAML value") from None
+
+    def describe(self, loc: tuple[str, ...], message: str) -> str:
+        """Name the variable behind an error at `loc` and take every override's value out of it."""
+        names = [n for path, (n, _) in self.sources.items() if loc[: len(path)] == path]
+        for name, raw in self.sources.values():
+            if raw:
+                message = message.replace(raw, f"<value of {name}>")
+        return f"{message} (from {names[0]})" if names else message
 
 
 def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
@@ -372,17 +510,16 @@ def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _describe(error: ValidationError, source: str) -> str:
+def _describe(error: ValidationError, source: str, env: _EnvOverrides) -> str:
     lines = [f"invalid configuration in {source}:"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  {where}: {item['msg']}")
+        loc = tuple(str(part) for part in item["loc"])
+        where = ".".join(loc) or "(top level)"
+        lines.append(f"  {where}: {env.describe(loc, item['msg'])}")
     return "\n".join(lines)
 
 
-def load_settings(
-    path: Path | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the file (if any), apply environment overrides, validate; raises ConfigError."""
     data: dict[str, Any] = {}
     source = "defaults"
@@ -399,8 +536,9 @@ def load_settings(
         if not isinstance(loaded, dict):
             raise ConfigError(f"configuration {path}: the top level must be a mapping")
         data = loaded
-    data = _merge(data, _env_overrides(os.environ if environ is None else environ))
+    env = _EnvOverrides(os.environ if environ is None else environ)
+    data = _merge(data, env.tree)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from exc
+        raise ConfigError(_describe(exc, source, env)) from None

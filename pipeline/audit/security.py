@@ -84,13 +84,27 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_listener(audit: AuditSettings, host: str) -> None:
-    """Refuse plain HTTP on a non-loopback address unless `allow_plain_http` is set."""
-    if audit.tls.cert_file is None and not audit.allow_plain_http and not is_loopback_host(host):
+    """Refuse an exposed listener that would take audit events from strangers.
+
+    Off loopback, plain HTTP needs `allow_plain_http`, and every route needs allowed identities or
+    bearer tokens unless it says `allow_unauthenticated: true`: an open route lets anyone who can
+    reach the port post facts that name any author.
+    """
+    if is_loopback_host(host):
+        return
+    if audit.tls.cert_file is None and not audit.allow_plain_http:
         raise ConfigError(
             f"audit.addr {audit.addr}: refusing plain HTTP on a non-loopback address; "
             "set audit.tls.cert_file/key_file (and client_ca_file for mTLS), "
             "or audit.allow_plain_http: true to accept unencrypted audit events"
         )
+    for route in audit.routes:
+        if not route.restricted and not route.allow_unauthenticated:
+            raise ConfigError(
+                f"audit.routes[{route.name}]: refusing an unauthenticated route on the non-loopback "
+                f"address {audit.addr}; set allowed_identities or bearer_tokens_env, "
+                "or allow_unauthenticated: true on this route"
+            )
 
 
 def server_ssl_context(tls: AuditTls) -> ssl.SSLContext | None:

@@ -1,8 +1,11 @@
 """The worker's local bare repository and its remote: object writes, fetch and compare-and-swap push.
 
 Network operations run the `git` CLI as asyncio subprocesses so a slow remote never blocks the
-event loop. HTTP basic credentials travel in an `http.extraHeader` passed through `GIT_CONFIG_*`
-environment variables, so they never appear in a URL, on a command line, or on disk.
+event loop. HTTP basic credentials travel in an `http.<origin>.extraHeader` passed through
+`GIT_CONFIG_*` environment variables, so they never appear in a URL, on a command line, or on disk,
+and git attaches them only to requests for the remote's own scheme, host and port. The URL is
+always given after `--end-of-options`, and `GIT_ALLOW_PROTOCOL` limits git to the transports
+`pipeline.gitnames` accepts, so a URL can never become an option or a command.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import git
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.objstore import ObjectStore
+from pipeline.gitnames import ALLOWED_SCHEMES, origin_of
 
 __all__ = [
     "CommitInfo",
@@ -227,13 +231,15 @@ class LocalRepo:
                 "SSH_ASKPASS": "",
                 "LC_ALL": "C",
                 "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_ALLOW_PROTOCOL": ":".join(sorted(ALLOWED_SCHEMES)),
             }
         )
-        if self.auth is not None:
+        origin = origin_of(self.url)
+        if self.auth is not None and origin is not None and origin.scheme in ("http", "https"):
             env.update(
                 {
                     "GIT_CONFIG_COUNT": "1",
-                    "GIT_CONFIG_KEY_0": "http.extraHeader",
+                    "GIT_CONFIG_KEY_0": f"http.{origin.prefix()}.extraHeader",
                     "GIT_CONFIG_VALUE_0": self.auth.header(),
                 }
             )
@@ -266,7 +272,13 @@ class LocalRepo:
     async def fetch(self) -> None:
         """Bring every remote branch into `refs/remotes/origin/*` (pruning deleted ones)."""
         code, output = await self._git(
-            "fetch", "--no-tags", "--prune", "--quiet", self.url, "+refs/heads/*:refs/remotes/origin/*"
+            "fetch",
+            "--no-tags",
+            "--prune",
+            "--quiet",
+            "--end-of-options",
+            self.url,
+            "+refs/heads/*:refs/remotes/origin/*",
         )
         if code != 0:
             raise self._failure("fetch", output)
@@ -278,6 +290,7 @@ class LocalRepo:
             "push",
             "--porcelain",
             f"--force-with-lease={ref}:{expected or ''}",
+            "--end-of-options",
             self.url,
             f"{sha}:{ref}",
         )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import posixpath
-
+from pipeline.gitnames import GitNameError as LayoutError
+from pipeline.gitnames import is_git_dir, normalize_target_path
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
 
@@ -21,28 +21,8 @@ CLUSTER_DIR = "_cluster"
 SEALED_SUFFIX = ".sops.yaml"
 
 
-class LayoutError(ValueError):
-    """A target path or object name that cannot be mapped safely into the repository."""
-
-
-def normalize_target_path(path: str) -> str:
-    """A target's folder with `.`, leading/trailing slashes and empty segments removed; "" is the root.
-
-    Absolute paths, backslashes and `..` are refused so no write can escape the target's folder.
-    """
-    text = path.strip()
-    if "\\" in text or text.startswith("/"):
-        raise LayoutError(f"target path {path!r} must be relative and use '/'")
-    cleaned = posixpath.normpath(text) if text else "."
-    if cleaned == ".":
-        return ""
-    if cleaned == ".." or cleaned.startswith("../") or "/../" in f"/{cleaned}/":
-        raise LayoutError(f"target path {path!r} leaves the repository")
-    return cleaned.strip("/")
-
-
 def _segment(value: str, what: str) -> str:
-    if not value or "/" in value or value in (".", "..") or "\x00" in value:
+    if not value or "/" in value or value in (".", "..") or "\x00" in value or is_git_dir(value):
         raise LayoutError(f"{what} {value!r} cannot be a path segment")
     return value
 

@@ -19,9 +19,10 @@ from typing import Any
 from pipeline.codec import DecodeError
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
 from pipeline.commit.work import decode_work
 from pipeline.config import ProviderSettings, Settings
+from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
 from pipeline.log import LogError, open_log
 from pipeline.log.api import TopicPartition
 from pipeline.log.topics import TopicNames
@@ -55,6 +56,10 @@ def add_replay_branch_parser(kinds: Any) -> None:
 def _target_url(into: str | None, provider: ProviderSettings) -> str:
     if into is None:
         return provider.url
+    try:
+        check_remote_url(into)
+    except GitNameError as exc:
+        raise ReplayError(f"--into: {exc}") from None
     if "://" in into or into.startswith("git@"):
         return into
     path = Path(into)
@@ -76,9 +81,13 @@ async def replay_branch(
         provider = settings.provider(provider_name)
     except KeyError:
         raise ReplayError(f"unknown provider {provider_name!r}") from None
+    try:
+        check_branch_name(branch)
+    except GitNameError as exc:
+        raise ReplayError(f"--branch: {exc}") from None
     url = _target_url(into, provider)
     target = provider.model_copy(update={"url": url})
-    auth = remote_auth(target) if into is None or "://" in url else None
+    auth = remote_auth(provider) if into is None or _same_origin(url, provider.url) else None
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     key = branch_key(provider_name, branch)
     log = open_log(settings)
@@ -95,7 +104,8 @@ async def replay_branch(
             worker = BranchWorker(settings, target, branch, repo, settled.extend)
             await worker.sync()
             if worker.remote_tip is not None:
-                raise ReplayError(f"{branch} already exists on {url}; replay needs an empty remote")
+                where = redact_url(url)
+                raise ReplayError(f"{branch} already exists on {where}; replay needs an empty remote")
             reader = log.reader()
             await reader.assign({tp: starts[tp] for tp in tps})
             seen = used = 0
@@ -134,13 +144,19 @@ async def replay_branch(
             commits = _count_commits(repo, worker.tip)
             repo.close()
             if not pushed:
-                raise ReplayError(f"the final push to {url} failed; see the log above")
+                raise ReplayError(f"the final push to {redact_url(url)} failed; see the log above")
             progress(
                 f"replayed {seen}/{total} records ({used} for {branch}): {commits} commit(s) on {branch}"
             )
             return commits
     finally:
         await log.close()
+
+
+def _same_origin(url: str, provider_url: str) -> bool:
+    """Whether the provider's credentials may go to `url`: same scheme, host and port only."""
+    origin = origin_of(url)
+    return origin is not None and origin == origin_of(provider_url)
 
 
 def _count_commits(repo: LocalRepo, tip: str | None) -> int:

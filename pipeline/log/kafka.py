@@ -314,7 +314,7 @@ class KafkaLog(Log):
         if settings.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             options["sasl_mechanism"] = settings.sasl.mechanism
             options["sasl_plain_username"] = settings.sasl.username
-            options["sasl_plain_password"] = settings.sasl.password
+            options["sasl_plain_password"] = settings.sasl.password.get_secret_value()
         return options
 
     async def connect(self, what: str, factory: Callable[[], T], start: Callable[[T], Awaitable[None]]) -> T:

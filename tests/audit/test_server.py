@@ -368,10 +368,36 @@ def test_plain_http_refused_off_loopback(tmp_path: Path) -> None:
     settings = ingress_settings(tmp_path, addr="0.0.0.0:0")
     with pytest.raises(ConfigError, match="refusing plain HTTP"):
         build(settings, None)  # type: ignore[arg-type]
-    allowed = ingress_settings(tmp_path, addr="0.0.0.0:0", allow_plain_http=True)
+    allowed = ingress_settings(
+        tmp_path,
+        addr="0.0.0.0:0",
+        allow_plain_http=True,
+        routes=[{"name": "default", "allowed_identities": ["kube-apiserver"]}],
+    )
     assert build(allowed, None) is not None  # type: ignore[arg-type]
     for host in ("127.0.0.1", "[::1]", "localhost", "127.3.4.5"):
         assert build(ingress_settings(tmp_path, addr=f"{host}:0"), None) is not None  # type: ignore[arg-type]
+
+
+def test_open_route_refused_off_loopback_naming_the_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """12.1: a route with neither identities nor tokens must be opened explicitly off loopback."""
+    monkeypatch.setenv("AUDIT_TOKEN_SET", "t0ken")
+    routes: list[dict[str, Any]] = [
+        {"name": "guarded", "allowed_identities": ["kube-apiserver"]},
+        {"name": "tokened", "bearer_tokens_env": ["AUDIT_TOKEN_SET"]},
+        {"name": "wide-open"},
+    ]
+    exposed = ingress_settings(tmp_path, addr="0.0.0.0:0", allow_plain_http=True, routes=routes)
+    with pytest.raises(ConfigError, match=r"audit\.routes\[wide-open\]: refusing an unauthenticated route"):
+        build(exposed, None)  # type: ignore[arg-type]
+    routes[2]["allow_unauthenticated"] = True
+    opted_in = ingress_settings(tmp_path, addr="0.0.0.0:0", allow_plain_http=True, routes=routes)
+    assert build(opted_in, None) is not None  # type: ignore[arg-type]
+    del routes[2]["allow_unauthenticated"]
+    loopback = ingress_settings(tmp_path, addr="127.0.0.1:0", routes=routes)
+    assert build(loopback, None) is not None  # type: ignore[arg-type]
 
 
 def test_disabled_ingress_builds_nothing(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ class GitHttpServer:
         self.root = root
         self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.requests: list[tuple[str, int]] = []
+        self.authorizations: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +48,8 @@ class GitHttpServer:
         self.httpd.server_close()
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
+        for value in request.headers.get_all("Authorization") or []:
+            self.authorizations.append(value)
         if request.headers.get("Authorization") != self.expected:
             self.requests.append((request.path, 401))
             request.send_response(401)

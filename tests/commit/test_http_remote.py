@@ -38,6 +38,7 @@ def http_settings(settings: Settings, url: str) -> Settings:
                     url=url,
                     username_env="TEST_GIT_USER",
                     password_env="TEST_GIT_PASSWORD",
+                    allow_plain_http_credentials=True,
                     commit_window_s=0.2,
                     push_cooldown_s=0.2,
                 )

@@ -34,5 +34,5 @@ def test_distinct_names_load(tmp_path: Path) -> None:
         tmp_path,
         "audit: {routes: [{name: a}, {name: b}]}\n"
         "providers: [{name: git, url: /srv/git}]\n"
-        "targets: [{name: t1, provider: git}, {name: t2, provider: git}]\n",
+        "targets: [{name: t1, provider: git, path: a}, {name: t2, provider: git, path: b}]\n",
     )

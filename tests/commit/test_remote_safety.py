@@ -1,0 +1,142 @@
+"""Credentials and URLs reach git only where they belong (12.7, 12.8), against real remotes.
+
+The provider's Basic credentials go only to its own scheme, host and port, also for
+`reverser replay branch --into`; a URL is never read as a git option.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo
+from pipeline.commit.replay_cli import replay_branch
+from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.log import open_log
+from tests.commit.helpers import Work, bare_remote, cm, log_lines
+from tests.commit.httpgit import GitHttpServer
+from tests.commit.logwork import append_work
+from tests.conftest import unique_prefix
+
+PASSWORD = "provider-Pa55word"
+
+
+@pytest.fixture
+def provider_server(tmp_path: Path) -> Iterator[GitHttpServer]:
+    root = tmp_path / "provider"
+    root.mkdir()
+    bare_remote(root / "live.git")
+    bare_remote(root / "rebuilt.git")
+    with GitHttpServer(root, "git-user", PASSWORD) as srv:
+        yield srv
+
+
+@pytest.fixture
+def stranger_server(tmp_path: Path) -> Iterator[GitHttpServer]:
+    root = tmp_path / "stranger"
+    root.mkdir()
+    bare_remote(root / "empty.git")
+    with GitHttpServer(root, "mallory", "mallory-password") as srv:
+        yield srv
+
+
+def _settings(tmp_path: Path, url: str) -> Settings:
+    return Settings(
+        workdir=tmp_path / "work",
+        log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
+        providers=[
+            ProviderSettings(
+                name="git",
+                url=url,
+                username_env="SAFETY_GIT_USER",
+                password_env="SAFETY_GIT_PASSWORD",
+                allow_plain_http_credentials=True,
+                commit_window_s=0,
+            )
+        ],
+        targets=[TargetSettings(name="t1", provider="git", path="live")],
+    )
+
+
+async def _with_work(cfg: Settings) -> None:
+    log = open_log(cfg)
+    await log.start()
+    try:
+        await append_work(log, cfg, [Work().create(cm("a"))])
+    finally:
+        await log.close()
+
+
+def test_replay_into_another_host_gets_no_credentials(
+    tmp_path: Path,
+    provider_server: GitHttpServer,
+    stranger_server: GitHttpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SAFETY_GIT_USER", "git-user")
+    monkeypatch.setenv("SAFETY_GIT_PASSWORD", PASSWORD)
+    cfg = _settings(tmp_path, f"{provider_server.base_url}/live.git")
+    asyncio.run(_with_work(cfg))
+
+    with pytest.raises(GitRemoteError, match="credentials rejected"):
+        asyncio.run(
+            replay_branch(cfg, "git", "main", f"{stranger_server.base_url}/empty.git", lambda _: None)
+        )
+    assert stranger_server.requests, "the replay never reached the other host"
+    assert provider_server.expected not in stranger_server.authorizations
+
+    # The provider's own origin (another repository on the same host and port) gets them.
+    commits = asyncio.run(
+        replay_branch(cfg, "git", "main", f"{provider_server.base_url}/rebuilt.git", lambda _: None)
+    )
+    assert commits == 1
+    assert log_lines(provider_server.root / "rebuilt.git", fmt="%s") == ["[CREATE] v1/configmaps/a"]
+
+
+@pytest.mark.parametrize("into", ["--upload-pack=touch pwned", "ext::sh -c touch% pwned", "git://h/r.git"])
+def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _settings(tmp_path, str(bare_remote(tmp_path / "live.git")))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    argv = [
+        "replay",
+        "branch",
+        "--config",
+        str(config),
+        "--provider",
+        "git",
+        "--branch",
+        "main",
+        f"--into={into}",
+    ]
+    assert main(argv) == 1
+    assert "--into: " in capsys.readouterr().err
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_replay_refuses_a_branch_git_would_read_as_an_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _settings(tmp_path, str(bare_remote(tmp_path / "live.git")))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch=--delete"]
+    assert main(argv) == 1
+    assert "--branch: branch name '--delete' starts with '-'" in capsys.readouterr().err
+
+
+async def test_a_url_is_never_read_as_an_option(tmp_path: Path) -> None:
+    """Without `--end-of-options`, git reads this URL as `--upload-pack` and runs `touch pwned`."""
+    clone = tmp_path / "clone"
+    for action in ("fetch", "push"):
+        repo = LocalRepo(clone, "--upload-pack=touch pwned", None)
+        operation = repo.fetch() if action == "fetch" else repo.push("main", "0" * 40, None)
+        with pytest.raises(GitRemoteError, match="strange pathname"):
+            await operation
+        repo.close()
+        assert not (clone / "pwned").exists()
