@@ -1,8 +1,18 @@
-"""Models shared by every stage: group/resource names and the record keys on the log."""
+"""Models shared by every stage: group/resource names, the record keys on the log, readiness reports."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+
+class Readiness(NamedTuple):
+    """Whether a stage is ready, and if not, a short reason for `/readyz` and the logs.
+
+    Defined down here so a stage can report it without importing the service that aggregates it.
+    """
+
+    ready: bool
+    detail: str = ""
 
 
 class GroupResource(NamedTuple):

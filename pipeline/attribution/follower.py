@@ -22,6 +22,7 @@ from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, DecodeError, codec
 from pipeline.config import Settings
 from pipeline.log.api import Fetched, Log, Reader, Record, TopicPartition
 from pipeline.log.topics import TopicNames
+from pipeline.models import Readiness
 
 __all__ = ["FactFollower", "decode_fact_batch_v1"]
 
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_MS: Final = 1000
 FETCH_MAX_RECORDS: Final = 2000
+#: The longest the follower holds the event loop while applying records before it yields, so the
+#: ops endpoints and the audit webhook on the same loop keep answering during a replay.
+APPLY_SLICE_S: Final = 0.01
+_SLICE_CHECK_EVERY: Final = 32  # records between clock reads
 MAX_STREAM_LABELS: Final = 1024  # per partition, bounds the gap metric's label set
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
@@ -287,6 +292,24 @@ class FactFollower:
         """True once the start-up replay reached the end offsets seen at start (stays true)."""
         return self._ready.is_set()
 
+    def readiness(self) -> Readiness:
+        """Ready, or how far the start-up replay has got (for `/readyz`)."""
+        if self._ready.is_set():
+            return Readiness(True)
+        if self._reader is None:
+            return Readiness(False, f"fact index: cannot read {self.topic} yet ({self.errors} failed rounds)")
+        remaining = self._remaining()
+        applied = self.records_applied
+        done = applied / (applied + remaining) if applied + remaining else 1.0
+        elapsed = max(time.monotonic() - self._started_at, 1e-9)
+        rate = applied / elapsed
+        eta = f"{remaining / rate:.0f} s" if rate > 0 else "unknown"
+        return Readiness(
+            False,
+            f"fact index replaying {self.topic}: {applied} records applied, {remaining} remaining "
+            f"({done:.0%}), ETA {eta}",
+        )
+
     async def wait_ready(self) -> None:
         await self._ready.wait()
 
@@ -308,7 +331,7 @@ class FactFollower:
                 fetched = await self._reader_or_raise().fetch(self._fetch_timeout_ms, FETCH_MAX_RECORDS)
                 metrics.LAST_SUCCESS.set(time.time())
                 self._report_gaps(fetched)
-                self._apply(fetched)
+                await self._apply(fetched)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -396,11 +419,21 @@ class FactFollower:
                 raise DecodeError("a fact has no author; the whole record is refused")
         return decoded
 
-    def _apply(self, fetched: Fetched) -> None:
+    async def _apply(self, fetched: Fetched) -> None:
+        """File the records in log order, yielding to the event loop every `APPLY_SLICE_S`.
+
+        A fetch from a log that already holds the records (every replay) returns without
+        suspending, so without these yields a replay would hold the loop from start to ready.
+        """
         decode = self._decode
         apply_records = self.index.apply_records
         gr_keys = self._gr_keys
-        for record in fetched.records:
+        clock = time.monotonic
+        slice_end = clock() + APPLY_SLICE_S
+        for position, record in enumerate(fetched.records, 1):
+            if position % _SLICE_CHECK_EVERY == 0 and clock() >= slice_end:
+                await asyncio.sleep(0)
+                slice_end = clock() + APPLY_SLICE_S
             try:
                 route, group, resource, rows = decode(record)
             except DecodeError as exc:

@@ -6,6 +6,7 @@ from pipeline.attribution import FactFollower, FactIndex, Resolver
 from pipeline.config import Settings
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
+from pipeline.models import Readiness
 from pipeline.router.events import Destination
 from pipeline.router.lookup import IndexLookup
 from pipeline.router.router import Router
@@ -53,6 +54,10 @@ class RouterComponent:
 
     def ready(self) -> bool:
         return self.follower.ready()
+
+    def readiness(self) -> Readiness:
+        """Not ready while the fact index replays, with its progress."""
+        return self.follower.readiness()
 
 
 def build(settings: Settings, log: Log) -> RouterComponent | None:

@@ -13,12 +13,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client import Gauge
 
 from pipeline.log.api import Log
+from pipeline.models import Readiness
 from pipeline.service.component import Component
 
 __all__ = ["READY", "LogProbe", "Readiness", "ReportsReadiness", "readiness_of", "verdict"]
@@ -29,14 +29,6 @@ LOG_REACHABLE = Gauge(
     "reverser_log_reachable", "1 while the log answered the readiness probe's last request, else 0"
 )
 READY_GAUGE = Gauge("reverser_ready", "1 while /readyz answers 200, else 0")
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """Whether something is ready, and if not, a short reason for `/readyz` and the logs."""
-
-    ready: bool
-    detail: str = ""
 
 
 READY = Readiness(True)

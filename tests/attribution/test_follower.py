@@ -228,7 +228,7 @@ async def test_gap_is_labelled_by_the_streams_seen_on_the_partition(tmp_path: Pa
     topic = topics_of(settings).audit_facts
     writer = codec(FACTS)
     batch = FactBatch("prod-eu-1", DEPLOY, [fact(name="web", rv="1")])
-    follower._apply(
+    await follower._apply(
         Fetched(
             records=[
                 Record(
