@@ -43,6 +43,12 @@ def stream_key(route: str, gr: GroupResource) -> bytes:
     return f"{escape_route(route)}:{gr.key}".encode()
 
 
+def route_of_stream_key(key: bytes) -> str:
+    """The route a `stream_key` was built from (undoing `escape_route`)."""
+    escaped = key.decode("utf-8", "replace").partition(":")[0]
+    return escaped.replace("%3A", ":").replace("%25", "%")
+
+
 def stream_name(route: str, gr: GroupResource) -> str:
     """Human form `<route>/<grKey>`, used in metric labels and logs."""
     return f"{route}/{gr.key}"

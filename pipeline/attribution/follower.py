@@ -267,6 +267,7 @@ class FactFollower:
         if self._task is not None:
             return
         metrics.TRANSPORT_INFO.labels(self._transport).set(1)
+        metrics.INDEX_READY.set(0)
         self._started_at = self._last_progress = self._last_sweep = time.monotonic()
         delay = 0.0
         try:
@@ -388,6 +389,7 @@ class FactFollower:
         if remaining == 0:
             metrics.REPLAY_ETA.set(0)
             self._ready.set()
+            metrics.INDEX_READY.set(1)
             metrics.INDEX_ENTRIES.set(len(self.index))
             log.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
                      self.records_applied, elapsed, len(self.index))

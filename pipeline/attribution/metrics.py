@@ -10,6 +10,7 @@ __all__ = [
     "EVICTIONS",
     "FOLLOWER_ERRORS",
     "INDEX_ENTRIES",
+    "INDEX_READY",
     "LAST_SUCCESS",
     "MATCHED",
     "REPLAY_APPLIED",
@@ -40,6 +41,10 @@ MATCHED = Counter(
 INDEX_ENTRIES = Gauge(
     "reverser_attribution_fact_index_entries",
     "Entries held by the fact index (updated on every sweep).",
+)
+INDEX_READY = Gauge(
+    "reverser_attribution_fact_index_ready",
+    "1 once the start-up replay of the fact topic has caught up (the process resolves authors), else 0.",
 )
 EVICTIONS = Counter(
     "reverser_attribution_fact_index_evictions",

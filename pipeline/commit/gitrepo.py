@@ -269,6 +269,18 @@ class LocalRepo:
         reason = "credentials rejected" if auth else "failed"
         return GitRemoteError(f"git {action} {redact_url(self.url)} {reason}: {detail}", auth=auth)
 
+    async def remote_heads(self) -> dict[str, str]:
+        """Branch name -> tip SHA as the remote advertises them (`git ls-remote`, nothing fetched)."""
+        code, output = await self._git("ls-remote", "--heads", self.url)
+        if code != 0:
+            raise self._failure("ls-remote", output)
+        heads: dict[str, str] = {}
+        for line in output.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.startswith("refs/heads/"):
+                heads[ref.removeprefix("refs/heads/")] = sha
+        return heads
+
     async def fetch(self) -> None:
         """Bring every remote branch into `refs/remotes/origin/*` (pruning deleted ones)."""
         code, output = await self._git(
@@ -283,12 +295,17 @@ class LocalRepo:
         if code != 0:
             raise self._failure("fetch", output)
 
-    async def push(self, branch: str, sha: str, expected: str | None) -> None:
-        """Set the remote branch to `sha` only if it still points at `expected` (None: absent)."""
+    async def push(self, branch: str, sha: str, expected: str | None, *, dry_run: bool = False) -> None:
+        """Set the remote branch to `sha` only if it still points at `expected` (None: absent).
+
+        `dry_run` goes through authentication and the remote's receive-pack ref advertisement
+        without updating anything (`reverser doctor` uses it to prove the branch is pushable).
+        """
         ref = f"refs/heads/{branch}"
         code, output = await self._git(
             "push",
             "--porcelain",
+            *(["--dry-run"] if dry_run else []),
             f"--force-with-lease={ref}:{expected or ''}",
             "--end-of-options",
             self.url,

@@ -14,6 +14,10 @@ DROPPED = Counter(
 DECODE_ERRORS = Counter(
     "reverser_router_decode_errors_total", "Watch-event records that could not be decoded (dead-lettered)."
 )
+DEAD_LETTERED = Counter(
+    "reverser_router_dead_lettered_total",
+    "Watch-event records parked on the dead-letter topic, counted once the log acknowledged them.",
+)
 APPEND_ERRORS = Counter(
     "reverser_router_append_errors_total", "Failed appends of branch work (retried with backoff)."
 )

@@ -229,6 +229,7 @@ class Router:
                     continue
                 records.extend(self._work_for(pending))
         await self._append_until_acknowledged(self._topics.dead_letter, dead)
+        metrics.DEAD_LETTERED.inc(len(dead))
         await self._append_until_acknowledged(self._topics.branch_work, records)
         offsets = {
             TopicPartition(self._topics.watch_events, partition): items[-1].source.offset + 1

@@ -78,7 +78,9 @@ async def test_replays_in_order_and_is_ready_only_after_catching_up(any_log: Log
     await follower.start()
     try:
         assert not follower.ready(), "ready before a single record was applied"
+        assert sample("reverser_attribution_fact_index_ready") == 0
         await asyncio.wait_for(follower.wait_ready(), GUARD_S)
+        assert sample("reverser_attribution_fact_index_ready") == 1
         assert follower.records_applied == 300
         assert sample("reverser_attribution_replay_remaining_records") == 0
         found = index.lookup(query(uid="u1", rv="gone", exact_capable=False))

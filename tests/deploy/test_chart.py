@@ -7,10 +7,12 @@ functions, the values schema and `fail` guards behave exactly as they will for a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.config import load_settings
 from tests.deploy.helm import BUILD_HELM, CHART, REQUIRED, helm_path, run_helm
@@ -156,3 +158,24 @@ def test_bad_values_are_refused_with_a_reason(helm: Path, args: list[str], messa
     result = run_helm(helm, "template", "rp", str(CHART), *args)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_prometheus_rule_embeds_the_plain_rule_file(helm: Path) -> None:
+    assert not by_kind(render(helm, *REQUIRED), "PrometheusRule")
+    objects = render(
+        helm, *REQUIRED, "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.release=kps"
+    )
+    (rule,) = by_kind(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+
+
+def test_grafana_dashboard_configmap_carries_the_sidecar_label(helm: Path) -> None:
+    def dashboards(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+
+    assert not dashboards(render(helm, *REQUIRED))
+    (config_map,) = dashboards(render(helm, *REQUIRED, "--set", "grafanaDashboard.enabled=true"))
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads(config_map["data"]["reverser-pipeline.json"])
+    assert shipped == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())

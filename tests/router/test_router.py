@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
 from pipeline.config import Settings
@@ -192,6 +193,7 @@ async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, s
         topics.watch_events, b"\x00garbage", key=key, headers=(("reverser-schema", b"watch_event/1"),)
     )
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("z", "1"))])
+    dead_before = REGISTRY.get_sample_value("reverser_router_dead_lettered_total") or 0.0
     router = Router(any_log, topics, destinations(), ScriptedLookup({"z": "zoe"}), group_id="g-dead")
     await router.start()
     try:
@@ -209,6 +211,7 @@ async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, s
     assert letter["stage"] == "router"
     assert letter["value"] == b"\x00garbage"
     assert letter["offset"] == 0
+    assert REGISTRY.get_sample_value("reverser_router_dead_lettered_total") == dead_before + 1
 
 
 class FlakyLog:

@@ -1,0 +1,154 @@
+"""Doctor checks of each source cluster: the apiserver answers, and the identity the service runs as
+may list and watch every stream the rules resolve to and may hold the watch Lease.
+
+Permissions are asked of the apiserver itself (SelfSubjectAccessReview), so RBAC, webhooks and
+aggregated authorizers all count exactly as they will for the service; the streams come from
+`pipeline.watch.cli.resolve_all`, the same resolution `reverser run` and `reverser watch-rules` use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pipeline.config import ClusterSettings, Settings
+from pipeline.doctor.report import Check, Status
+from pipeline.watch.cli import resolve_all
+from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.watch.resolve import RuleProblem, StreamSpec
+
+__all__ = ["LEASE_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
+
+AREA = "cluster"
+STREAM_VERBS = ("list", "watch")
+LEASE_VERBS = ("get", "create", "update")
+_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+async def access_allowed(
+    client: KubeClient, verb: str, group: str, resource: str, namespace: str
+) -> tuple[bool, str]:
+    """Whether this identity may `verb` the resource, and the authorizer's reason when it may not."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                        "namespace": namespace}},
+    }
+    answer = await client.send_json("POST", _REVIEWS, review)
+    status = answer.get("status") or {}
+    return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
+
+
+def _rule(group: str, resource: str, verbs: Iterable[str], namespace: str) -> str:
+    where = f"a Role in namespace {namespace}" if namespace else "a ClusterRole (bound cluster-wide)"
+    return (
+        f"grant the service account {', '.join(verbs)} on {resource}"
+        f"{'.' + group if group else ''} with {where}; in the chart, add it to rbac.watchedResources"
+    )
+
+
+async def _stream_checks(client: KubeClient, cluster: str, specs: list[StreamSpec]) -> list[Check]:
+    checks: list[Check] = []
+    seen: set[tuple[str, str, str]] = set()
+    for spec in specs:
+        key = (spec.group, spec.resource, spec.scope)
+        if key in seen:
+            continue
+        seen.add(key)
+        denied = []
+        for verb in STREAM_VERBS:
+            allowed, reason = await access_allowed(client, verb, spec.group, spec.resource, spec.scope)
+            if not allowed:
+                denied.append(verb + (f" ({reason})" if reason else ""))
+        subject = f"{spec.group_resource.key}@{spec.scope or '(cluster)'}"
+        if denied:
+            checks.append(Check(
+                area=AREA, subject=cluster, check=f"may watch {subject}", status=Status.FAIL,
+                detail="denied: " + ", ".join(denied),
+                fix=_rule(spec.group, spec.resource, STREAM_VERBS, spec.scope),
+            ))
+        else:
+            checks.append(Check(area=AREA, subject=cluster, check=f"may watch {subject}", status=Status.OK,
+                                detail="list, watch allowed"))
+    return checks
+
+
+async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
+    namespace = cluster.lease_namespace
+    denied = [
+        verb for verb in LEASE_VERBS
+        if not (await access_allowed(client, verb, "coordination.k8s.io", "leases", namespace))[0]
+    ]
+    subject = f"lease {namespace}/{cluster.effective_lease_name}"
+    if denied:
+        return Check(
+            area=AREA, subject=cluster.name, check=f"may hold {subject}", status=Status.FAIL,
+            detail="denied: " + ", ".join(denied),
+            fix=f"grant get, create, update on leases.coordination.k8s.io with a Role in namespace "
+                f"{namespace} (the chart's rbac.create does), or set clusters[].lease_namespace",
+        )
+    return Check(area=AREA, subject=cluster.name, check=f"may hold {subject}", status=Status.OK,
+                 detail="get, create, update allowed")
+
+
+def _problem_check(problem: RuleProblem, cluster: str) -> Check:
+    return Check(
+        area=AREA, subject=cluster, check=f"rule {problem.target}#{problem.rule} {problem.resource}",
+        status=Status.WARN, detail=f"{problem.reason}: {problem.message}",
+        fix="`reverser watch-rules` lists every rule entry that resolves to no stream and why",
+    )
+
+
+async def _one_cluster(
+    cluster: ClusterSettings, specs: list[StreamSpec], problems: list[RuleProblem]
+) -> list[Check]:
+    try:
+        client = await open_client(cluster)
+    except Exception as exc:  # a kubeconfig that cannot be loaded: any error the loader raises
+        return [Check(
+            area=AREA, subject=cluster.name, check="credentials", status=Status.FAIL, detail=str(exc),
+            fix="check clusters[].kubeconfig / context (or in_cluster: true inside a pod)",
+        )]
+    try:
+        try:
+            version = await client.get_json("/version")
+        except KubeError as exc:
+            return [Check(
+                area=AREA, subject=cluster.name, check="apiserver reachable", status=Status.FAIL,
+                detail=str(exc), fix="check the server address and CA in the kubeconfig and the network path",
+            )]
+        checks = [Check(area=AREA, subject=cluster.name, check="apiserver reachable", status=Status.OK,
+                        detail=str(version.get("gitVersion", "")))]
+        try:
+            checks += await _stream_checks(client, cluster.name, specs)
+            if cluster.leader_election:
+                checks.append(await _lease_check(client, cluster))
+        except KubeError as exc:
+            checks.append(Check(
+                area=AREA, subject=cluster.name, check="access review", status=Status.FAIL, detail=str(exc),
+                fix="the identity must be allowed to create selfsubjectaccessreviews (every authenticated "
+                    "user is, through the system:basic-user ClusterRole)",
+            ))
+        checks += [_problem_check(p, cluster.name) for p in problems]
+        return checks
+    finally:
+        await client.close()
+
+
+async def check_clusters(settings: Settings) -> list[Check]:
+    """Checks of every configured cluster that a target watches."""
+    try:
+        specs, problems = await resolve_all(settings)
+    except Exception:  # an unloadable kubeconfig: `_one_cluster` reports it per cluster with its reason
+        specs, problems = [], []
+    target_cluster = {t.name: t.cluster for t in settings.targets}
+    checks: list[Check] = []
+    for cluster in settings.clusters:
+        mine = [s for s in specs if s.cluster == cluster.name]
+        theirs = [p for p in problems if target_cluster.get(p.target) == cluster.name]
+        if not mine and not theirs and not any(t.cluster == cluster.name for t in settings.targets):
+            checks.append(Check(area=AREA, subject=cluster.name, check="targets", status=Status.INFO,
+                                detail="no target watches this cluster"))
+            continue
+        checks += await _one_cluster(cluster, mine, theirs)
+    return checks

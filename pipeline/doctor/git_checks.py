@@ -1,0 +1,113 @@
+"""Doctor checks of each Git provider: credentials present, remote reachable with them, and every
+branch a target writes pushable (a dry-run push of a throw-away commit onto the current tip).
+
+The remote is driven through `pipeline.commit.gitrepo.LocalRepo`, the same Git plumbing and
+credential handling the commit worker uses, so a pass here means the worker's pushes authenticate.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.commit.consumer import remote_auth
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
+from pipeline.commit.identity import Identity
+from pipeline.config import ProviderSettings, Settings
+from pipeline.doctor.report import Check, Status
+
+__all__ = ["check_providers"]
+
+AREA = "git"
+_EMPTY_TREE = b""
+
+
+def _branches(settings: Settings, provider: ProviderSettings) -> list[str]:
+    mine = [t for t in settings.targets if t.provider == provider.name]
+    return sorted({t.branch or provider.default_branch for t in mine})
+
+
+def _credential_checks(provider: ProviderSettings) -> list[Check]:
+    missing = [
+        name for name in (provider.username_env, provider.password_env) if name and name not in os.environ
+    ]
+    if missing:
+        return [Check(
+            area=AREA, subject=provider.name, check="credentials", status=Status.FAIL,
+            detail=f"environment variable(s) not set: {', '.join(missing)}",
+            fix=f"set {', '.join(missing)} in the service's environment "
+                "(in the chart: `env` with a secretKeyRef)",
+        )]
+    if provider.password_env is None:
+        return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.INFO,
+                      detail="none configured (anonymous or transport-level access)")]
+    return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.OK,
+                  detail=f"from {provider.password_env}")]
+
+
+def _remote_fix(exc: GitRemoteError, provider: ProviderSettings) -> str:
+    if exc.auth:
+        return (
+            f"the remote refused the credentials from {provider.password_env or '(none)'}: check the token "
+            "and that it grants read and write access to the repository"
+        )
+    return f"check providers[{provider.name}].url and that this host can reach it"
+
+
+async def _push_check(repo: LocalRepo, provider: ProviderSettings, branch: str, tip: str | None) -> Check:
+    committer = Identity(provider.committer.name, provider.committer.email)
+    now_s = int(time.time())
+    tree = repo.objects.write(b"tree", _EMPTY_TREE)
+    sha = repo.commit(tree, tip, committer, now_s, committer, now_s, "reverser doctor: dry-run push\n")
+    repo.set_branch("reverser-doctor", sha)
+    check = f"branch {branch} pushable"
+    try:
+        await repo.push(branch, sha, tip, dry_run=True)
+    except PushRejected as exc:
+        return Check(area=AREA, subject=provider.name, check=check, status=Status.FAIL, detail=str(exc),
+                     fix="the branch moved during the check; run doctor again")
+    except GitRemoteError as exc:
+        return Check(
+            area=AREA, subject=provider.name, check=check, status=Status.FAIL, detail=str(exc),
+            fix=f"the remote refuses pushes to {branch}: give the credentials write access and allow this "
+                "identity to push to the branch (branch protection, push rules, receive-pack enabled)",
+        )
+    state = "exists" if tip else "would be created"
+    return Check(area=AREA, subject=provider.name, check=check, status=Status.OK,
+                 detail=f"dry run ok ({state})")
+
+
+async def _one_provider(settings: Settings, provider: ProviderSettings, scratch: Path) -> list[Check]:
+    checks = _credential_checks(provider)
+    if checks[0].status is Status.FAIL:
+        return checks
+    repo = LocalRepo(scratch / provider.name, provider.url, remote_auth(provider))
+    try:
+        try:
+            heads = await repo.remote_heads()
+        except GitRemoteError as exc:
+            checks.append(Check(area=AREA, subject=provider.name, check="remote reachable",
+                                status=Status.FAIL, detail=str(exc), fix=_remote_fix(exc, provider)))
+            return checks
+        checks.append(Check(area=AREA, subject=provider.name, check="remote reachable", status=Status.OK,
+                            detail=f"{redact_url(provider.url)}: {len(heads)} branch(es)"))
+        for branch in _branches(settings, provider):
+            checks.append(await _push_check(repo, provider, branch, heads.get(branch)))
+        return checks
+    finally:
+        repo.close()
+
+
+async def check_providers(settings: Settings) -> list[Check]:
+    """Checks of every provider some target writes to (others get an INFO line)."""
+    checks: list[Check] = []
+    with tempfile.TemporaryDirectory(prefix="reverser-doctor-") as scratch:
+        for provider in settings.providers:
+            if not _branches(settings, provider):
+                checks.append(Check(area=AREA, subject=provider.name, check="targets", status=Status.INFO,
+                                    detail="no target writes to this provider"))
+                continue
+            checks += await _one_provider(settings, provider, Path(scratch))
+    return checks

@@ -1,0 +1,69 @@
+"""What `reverser doctor` found: one row per check, each failure with what to do about it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+__all__ = ["Check", "DoctorReport", "Status", "render"]
+
+
+class Status(StrEnum):
+    """OK and INFO pass; FAIL makes doctor exit 1; WARN is a risk that does not stop the pipeline."""
+
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    INFO = "info"
+
+
+class Check(BaseModel):
+    """One check: which part (`area`, `subject`), what was checked, the outcome and the remedy."""
+
+    area: str
+    subject: str
+    check: str
+    status: Status
+    detail: str = ""
+    fix: str = ""
+
+
+class DoctorReport(BaseModel):
+    checks: list[Check] = []
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status is Status.FAIL for c in self.checks)
+
+    def extend(self, checks: Iterable[Check]) -> None:
+        self.checks.extend(checks)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def render(report: DoctorReport, output: str) -> str:
+    """An aligned table followed by one `fix:` paragraph per failure and warning, or JSON."""
+    if output == "json":
+        data = report.model_dump(mode="json")
+        data["ok"] = report.ok
+        return json.dumps(data, indent=2, sort_keys=True)
+    rows = [("AREA", "SUBJECT", "CHECK", "STATUS", "DETAIL")]
+    rows += [(c.area, c.subject, c.check, c.status.upper(), c.detail) for c in report.checks]
+    lines = [_table(rows)]
+    to_fix = [c for c in report.checks if c.fix and c.status in (Status.FAIL, Status.WARN)]
+    if to_fix:
+        lines.append("")
+        lines += [f"{c.status.upper()} {c.area}/{c.subject} {c.check}: {c.fix}" for c in to_fix]
+    failed = sum(c.status is Status.FAIL for c in report.checks)
+    lines.append("")
+    outcome = f"{failed} failed" if failed else "all passed"
+    lines.append(f"{len(report.checks)} checks, {outcome}")
+    return "\n".join(lines)
