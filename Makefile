@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e clean system-tools
+.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e promtool dashboard clean system-tools
 
 install: $(VENV)/.installed
 
@@ -42,7 +42,7 @@ unit: install
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
 
 lint: install
-	$(BIN)/ruff check pipeline tests bench
+	$(BIN)/ruff check pipeline tests bench deploy/monitoring
 	$(BIN)/mypy
 
 bench: install kafka-jars
@@ -55,11 +55,20 @@ mutation: install kafka-jars
 
 ## end-to-end: real etcd + kube-apiserver (and helm) built with Go from the module proxy, cached
 ## under ~/.cache/reverser-e2e; a cold build takes minutes, a warm one seconds
-e2e: install kafka-jars
+e2e: install kafka-jars promtool
 	tests/e2e/cluster/build-binaries.sh
 	tests/deploy/build-helm.sh
 	$(BIN)/pytest -rs --durations=10 -m e2e tests/e2e
-	$(BIN)/pytest -rs tests/deploy
+	$(BIN)/pytest -rs tests/deploy tests/monitoring/test_rules.py
+
+## promtool built with Go from the module proxy (cached under ~/.cache/reverser-e2e; a cold build takes
+## many minutes, so `make e2e` builds it and `make test` runs the alert-rule tests only once it is cached)
+promtool:
+	tests/monitoring/build-promtool.sh
+
+## regenerate the chart's Grafana dashboard from deploy/monitoring/dashboard.py
+dashboard: install
+	$(BIN)/python deploy/monitoring/dashboard.py --write
 
 clean:
 	rm -rf $(VENV) .reverser .pytest_cache .mypy_cache .ruff_cache

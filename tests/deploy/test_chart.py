@@ -179,3 +179,30 @@ def test_grafana_dashboard_configmap_carries_the_sidecar_label(helm: Path) -> No
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = json.loads(config_map["data"]["reverser-pipeline.json"])
     assert shipped == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+
+
+def test_cert_manager_issues_the_audit_serving_certificate(helm: Path) -> None:
+    objects = render(
+        helm,
+        "--set", "auditWebhook.tls.certManager.enabled=true",
+        "--set", "auditWebhook.tls.certManager.issuerRef.name=cluster-ca",
+        "--set", "auditWebhook.tls.certManager.issuerRef.kind=ClusterIssuer",
+    )
+    (certificate,) = by_kind(objects, "Certificate")
+    (deployment,) = by_kind(objects, "Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    secret = "rp-reverser-pipeline-audit-tls"
+    assert volumes["audit-tls"]["secret"]["secretName"] == certificate["spec"]["secretName"] == secret
+    assert "rp-reverser-pipeline-audit.reverser.svc" in certificate["spec"]["dnsNames"]
+    issuer = {"name": "cluster-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert certificate["spec"]["issuerRef"] == issuer
+    assert "server auth" in certificate["spec"]["usages"]
+    assert not by_kind(render(helm, *REQUIRED), "Certificate")
+
+
+def test_cert_manager_without_an_issuer_is_refused(helm: Path) -> None:
+    result = run_helm(
+        helm, "template", "rp", str(CHART), "--set", "auditWebhook.tls.certManager.enabled=true"
+    )
+    assert result.returncode != 0
+    assert "certManager.issuerRef.name is required" in result.stderr

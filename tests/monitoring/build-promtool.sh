@@ -21,7 +21,7 @@ if [[ ! -x "$BIN_DIR/promtool" ]]; then
   command -v go >/dev/null || { echo "build-promtool.sh: the Go toolchain is required" >&2; exit 1; }
   mkdir -p "$BIN_DIR"
   export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gobuild" GOTOOLCHAIN=local CGO_ENABLED=0
-  # The module version v0.MMM.P is Prometheus release 3.MMM/100... no: v0.316.0 is release 3.16.0.
+  # Module version v0.3MM.P is Prometheus release 3.MM.P (v0.316.0 is 3.16.0); stamp it for --version.
   release="3.$(echo "$PROMETHEUS_VERSION" | sed -E 's/^v0\.3([0-9]+)\.([0-9]+).*/\1.\2/' | sed -E 's/^0*([0-9])/\1/')"
   ldflags="-s -w -X github.com/prometheus/common/version.Version=$release"
   GOBIN="$BIN_DIR" nice -n 15 go install -p 2 -trimpath "-ldflags=$ldflags" \

@@ -1,7 +1,8 @@
 """The alert rules: promtool's own checker and rule unit tests, and one runbook per alert.
 
 promtool is built from the Go module proxy by `tests/monitoring/build-promtool.sh` (`make promtool`,
-which `make test` runs: a warm cache returns at once). The unit tests in prometheus-rules.test.yaml
+which `make e2e` runs; a cold build takes many minutes). `make test` runs these tests once promtool
+is cached and skips them, saying so, before. The unit tests in prometheus-rules.test.yaml
 feed each alert a series that must fire it next to a healthy one that must not.
 """
 

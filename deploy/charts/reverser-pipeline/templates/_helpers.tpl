@@ -47,6 +47,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Where the chart mounts things inside the container. */}}
 {{- define "reverser.configDir" -}}/etc/reverser{{- end }}
+{{/* The Secret holding the audit ingress's serving certificate: the one named, or cert-manager's. */}}
+{{- define "reverser.auditTlsSecret" -}}
+{{- if .Values.auditWebhook.tls.secretName -}}
+{{ .Values.auditWebhook.tls.secretName }}
+{{- else if .Values.auditWebhook.tls.certManager.enabled -}}
+{{ include "reverser.fullname" . }}-audit-tls
+{{- end -}}
+{{- end }}
 {{- define "reverser.tlsDir" -}}/etc/reverser/audit-tls{{- end }}
 {{- define "reverser.clientCADir" -}}/etc/reverser/audit-client-ca{{- end }}
 {{- define "reverser.workdir" -}}/var/lib/reverser{{- end }}
@@ -70,8 +78,8 @@ service would refuse at start.
 {{- $_ := set $audit "enabled" .Values.auditWebhook.enabled }}
 {{- $_ := set $audit "addr" (printf "0.0.0.0:%d" (int .Values.auditWebhook.port)) }}
 {{- if .Values.auditWebhook.enabled }}
-{{- if not .Values.auditWebhook.tls.secretName }}
-{{- fail "auditWebhook.tls.secretName is required: the apiserver only posts audit events over TLS" }}
+{{- if not (include "reverser.auditTlsSecret" .) }}
+{{- fail "auditWebhook.tls.secretName (or auditWebhook.tls.certManager.enabled) is required: the apiserver only posts audit events over TLS" }}
 {{- end }}
 {{- $tls := default dict (get $audit "tls") }}
 {{- $_ := set $tls "cert_file" (printf "%s/tls.crt" (include "reverser.tlsDir" .)) }}
