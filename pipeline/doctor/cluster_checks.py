@@ -14,6 +14,7 @@ from pipeline.config import ClusterSettings, Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.watch.cli import resolve_all
 from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.watch.lease import lease_namespace
 from pipeline.watch.resolve import RuleProblem, StreamSpec
 
 __all__ = ["LEASE_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
@@ -74,7 +75,7 @@ async def _stream_checks(client: KubeClient, cluster: str, specs: list[StreamSpe
 
 
 async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
-    namespace = cluster.lease_namespace
+    namespace = lease_namespace(cluster.lease_namespace)
     denied = [
         verb for verb in LEASE_VERBS
         if not (await access_allowed(client, verb, "coordination.k8s.io", "leases", namespace))[0]
