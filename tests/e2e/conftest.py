@@ -7,11 +7,12 @@ When selected but the binaries were never built, they skip and say how to build 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster.controlplane import find_binaries
+from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
 from tests.support.net import free_port
 
 SKIP_REASON = (
@@ -44,3 +45,14 @@ def controlplane_bin_dir() -> Path:
 def audit_port() -> int:
     """The loopback port the module's audit webhook endpoint listens on."""
     return free_port()
+
+
+@pytest.fixture(scope="module")
+def plane(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """An etcd + kube-apiserver (no audit backend) for the module, stopped after it."""
+    control = ControlPlane(tmp_path_factory.mktemp("plane"), controlplane_bin_dir)
+    control.start()
+    try:
+        yield control
+    finally:
+        control.stop()

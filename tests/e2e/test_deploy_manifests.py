@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 REDPANDA = ROOT / "deploy" / "redpanda" / "kubernetes"
 RELEASE_NAMESPACE = "reverser"
-
-
-@pytest.fixture(scope="module")
-def plane(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("deploy-plane"), controlplane_bin_dir)
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
 
 
 async def _create_all(kubeconfig: Path, objects: list[dict[str, Any]]) -> list[str]:

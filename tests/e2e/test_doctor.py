@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,16 +63,6 @@ async def restricted_token(admin: Path) -> str:
         )
         token: str = answer.status.token
         return token
-
-
-@pytest.fixture(scope="module")
-def plane(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    control = ControlPlane(tmp_path_factory.mktemp("doctor-plane"), controlplane_bin_dir)
-    control.start()
-    try:
-        yield control
-    finally:
-        control.stop()
 
 
 def settings_for(tmp_path: Path, kubeconfig: Path) -> Settings:
