@@ -59,7 +59,7 @@ e2e: install kafka-jars promtool
 	tests/e2e/cluster/build-binaries.sh
 	tests/deploy/build-helm.sh
 	$(BIN)/pytest -rs --durations=10 -m e2e tests/e2e
-	$(BIN)/pytest -rs tests/deploy tests/monitoring/test_rules.py
+	$(BIN)/pytest -rs tests/deploy
 
 ## promtool built with Go from the module proxy (cached under ~/.cache/reverser-e2e; a cold build takes
 ## many minutes, so `make e2e` builds it and `make test` runs the alert-rule tests only once it is cached)
