@@ -43,6 +43,8 @@ def settings_for(
         "providers": [{
             "name": "git", "url": url, "password_env": password_env,
             "username_env": "DOCTOR_GIT_USERNAME" if password_env else None,
+            # the test remote is plain HTTP on loopback
+            "allow_plain_http_credentials": password_env is not None,
         }],
         "targets": [{"name": "t", "provider": "git", "branch": branch}],
     })
