@@ -63,6 +63,11 @@ async def check_routes(settings: Settings, log: Log, *, recent_s: float, base_ur
     checks: list[Check] = []
     for route in settings.audit.routes:
         url = route_url(base_url, route.name)
+        checks.append(Check(
+            area=AREA, subject=route.name, check="webhook", status=Status.INFO,
+            detail=f"the apiserver posts to {url}; `reverser doctor --audit-setup` prints its kubeconfig, "
+                   "audit policy and flags",
+        ))
         newest = latest.get(route.name)
         if newest is None:
             checks.append(Check(

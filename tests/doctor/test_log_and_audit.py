@@ -136,3 +136,6 @@ async def test_routes_with_and_without_recent_facts(any_log: Log, settings: Sett
     assert silent.status is Status.FAIL
     assert "https://reverser.example:443/audit-webhook/silent" in silent.fix
     assert "reverser doctor --audit-setup" in silent.fix
+    webhook = find(checks, "silent", "webhook")
+    assert webhook.status is Status.INFO
+    assert "https://reverser.example:443/audit-webhook/silent" in webhook.detail
