@@ -215,6 +215,7 @@ class ClusterSettings(_Section):
     lease_name: str | None = None
     lease_duration_s: float = Field(default=15.0, gt=0)
     lease_renew_s: float = Field(default=2.0, gt=0)
+    watch_claim_interval_s: float = Field(default=5.0, gt=0)
 
     @property
     def route(self) -> str:

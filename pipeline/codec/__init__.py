@@ -23,6 +23,7 @@ FACT_BATCH = "fact_batch"
 WATCH_EVENT = "watch_event"
 BRANCH_WORK = "branch_work"
 WATCH_CURSOR = "watch_cursor"
+WATCH_CLAIM = "watch_claim"
 DEAD_LETTER = "dead_letter"
 
 

@@ -11,6 +11,9 @@ from pipeline.log.api import TopicSpec
 AUDIT_FACTS = "audit-facts"
 WATCH_EVENTS = "watch-events"
 WATCH_CURSORS = "watch-cursors"
+WATCH_CLAIMS = "watch-claims"
+# Claims only matter while their writer runs; an hour covers any heartbeat interval.
+WATCH_CLAIMS_RETENTION_MS = 3600 * 1000
 BRANCH_WORK = "branch-work"
 DEAD_LETTER = "dead-letter"
 
@@ -22,6 +25,7 @@ class TopicNames:
     audit_facts: str
     watch_events: str
     watch_cursors: str
+    watch_claims: str
     branch_work: str
     dead_letter: str
 
@@ -31,6 +35,7 @@ class TopicNames:
             audit_facts=f"{prefix}.{AUDIT_FACTS}",
             watch_events=f"{prefix}.{WATCH_EVENTS}",
             watch_cursors=f"{prefix}.{WATCH_CURSORS}",
+            watch_claims=f"{prefix}.{WATCH_CLAIMS}",
             branch_work=f"{prefix}.{BRANCH_WORK}",
             dead_letter=f"{prefix}.{DEAD_LETTER}",
         )
@@ -41,7 +46,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
     Audit facts age out after the fact TTL (append time is the fact's age, so LogAppendTime);
     watch events and branch work keep longer retention so branch-work can be replayed into Git;
-    cursors are compacted (only the newest cursor per stream matters). Replication left unset
+    cursors are compacted (only the newest cursor per stream matters); watch claims are short-lived
+    heartbeats. Replication left unset
     is chosen by the log from the cluster's size when the topic is created.
     """
     names = TopicNames.for_prefix(settings.log.topic_prefix)
@@ -74,6 +80,14 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             names.watch_cursors,
             topics.watch_cursors_partitions,
             "compact",
+            max_message_bytes=max_bytes,
+        ),
+        # one partition: claims of every cluster in one order, so "written after" is an offset test
+        spec(
+            names.watch_claims,
+            1,
+            "delete",
+            retention_ms=WATCH_CLAIMS_RETENTION_MS,
             max_message_bytes=max_bytes,
         ),
         spec(

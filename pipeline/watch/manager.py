@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.config import ClusterSettings, ConfigError, Settings, TargetSettings
@@ -22,6 +22,7 @@ from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.sealing import Sealer, SealingError, sealer_for
 from pipeline.watch import metrics
+from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.lease import LeaseElector, lease_namespace
@@ -103,6 +104,10 @@ class WatchManager:
         self._lock = asyncio.Lock()
         self._refresh: asyncio.Task[None] | None = None
         self.started = False
+        intervals = [c.watch_claim_interval_s for c in settings.clusters]
+        self.claims = ClaimWatcher(
+            log_, names.watch_claims, self.identity, self._watched, interval_s=min(intervals, default=5.0)
+        )
         metrics.register_source(self)
 
     async def start(self) -> None:
@@ -111,7 +116,17 @@ class WatchManager:
         self._leadership_worker = asyncio.create_task(self._follow_leadership(), name="watch leadership")
         await self.apply(self._settings)
         self._refresh = asyncio.create_task(self._refresh_loop(), name="watch rediscovery")
+        await self.claims.start()
         self.started = True
+
+    def _watched(self) -> Mapping[str, bool]:
+        """Clusters this process watches now (it leads them and runs streams), with their election mode."""
+        running = {spec.cluster for spec in self.streams}
+        return {
+            name: cluster.settings.leader_election
+            for name, cluster in self._clusters.items()
+            if cluster.leading and name in running
+        }
 
     async def _follow_leadership(self) -> None:
         """Start a cluster's streams when this replica wins its lease, stop them when it loses it."""
@@ -149,6 +164,7 @@ class WatchManager:
                 log.exception("watch rediscovery failed; trying again next interval")
 
     async def stop(self) -> None:
+        await self.claims.stop()
         for task in (self._refresh, self._leadership_worker):
             if task is not None:
                 task.cancel()
@@ -351,6 +367,9 @@ class WatchManager:
 
     def leadership(self) -> Iterable[tuple[str, bool]]:
         return [(name, cluster.leading) for name, cluster in sorted(self._clusters.items())]
+
+    def concurrent_watchers(self) -> Iterable[tuple[str, int]]:
+        return sorted(self.claims.rival_counts().items())
 
     def problem_reasons(self) -> Iterable[tuple[str, str]]:
         return [(p.target, p.reason) for p in self.problems]

@@ -17,6 +17,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 __all__ = [
+    "CLAIMS",
+    "CONCURRENT_WATCHERS_DETECTED",
     "CURSOR_DECODE_ERRORS",
     "DROPPED",
     "EVENTS",
@@ -48,6 +50,16 @@ RECORDS = Counter("reverser_watch_records_total", "Records acknowledged by the l
 CURSOR_DECODE_ERRORS = Counter(
     "reverser_watch_cursor_decode_errors_total", "Undecodable records skipped on watch-cursors"
 )
+CLAIMS = Counter(
+    "reverser_watch_claims_total",
+    "Watcher heartbeats on watch-claims, by direction (written by this process, read from the log)",
+    ["direction"],
+)
+CONCURRENT_WATCHERS_DETECTED = Counter(
+    "reverser_watch_concurrent_watchers_detected_total",
+    "Other processes found watching a cluster at the same time as this one (each counted once)",
+    ["cluster"],
+)
 
 STATES = ("Replaying", "Streaming", "Backoff", "Stopped")
 
@@ -73,6 +85,8 @@ class WatchSource(Protocol):
     def problem_reasons(self) -> Iterable[tuple[str, str]]: ...
 
     def leadership(self) -> Iterable[tuple[str, bool]]: ...
+
+    def concurrent_watchers(self) -> Iterable[tuple[str, int]]: ...
 
 
 _sources: weakref.WeakSet[WatchSource] = weakref.WeakSet()
@@ -100,6 +114,12 @@ class _StreamCollector(Collector):
             "1 when this replica holds the cluster's lease (or runs without leader election)",
             labels=["cluster"],
         )
+        concurrent = GaugeMetricFamily(
+            "reverser_watch_concurrent_watchers",
+            "Other processes watching a cluster this replica watches, right now (0 when alone)",
+            labels=["cluster"],
+        )
+        rivals: Tally[str] = Tally()
         counted: Tally[str] = Tally()
         leading_by_cluster: dict[str, bool] = {}
         problem_count: Tally[tuple[str, str]] = Tally()
@@ -111,6 +131,8 @@ class _StreamCollector(Collector):
                 if updated is not None and view.state != "Stopped":
                     ages.add_metric(list(view.labels), max(0.0, (now_ms - updated) / 1000))
             problem_count.update(source.problem_reasons())
+            for cluster, count in source.concurrent_watchers():
+                rivals[cluster] += count
             for cluster, leading in source.leadership():
                 leading_by_cluster[cluster] = leading_by_cluster.get(cluster, False) or leading
         for state in STATES:
@@ -121,8 +143,11 @@ class _StreamCollector(Collector):
         yield ages
         for cluster, leading in sorted(leading_by_cluster.items()):
             leaders.add_metric([cluster], 1.0 if leading else 0.0)
+        for cluster, count in sorted(rivals.items()):
+            concurrent.add_metric([cluster], float(count))
         yield problems
         yield leaders
+        yield concurrent
 
 
 REGISTRY.register(_StreamCollector())

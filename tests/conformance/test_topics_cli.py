@@ -78,6 +78,7 @@ def test_check_reports_drift_and_create_fills_in_missing_topics(
         names.audit_facts: "exists",
         names.watch_events: "created",
         names.watch_cursors: "exists",
+        names.watch_claims: "created",
         names.branch_work: "created",
         names.dead_letter: "created",
     }
@@ -107,7 +108,7 @@ def test_create_then_check_is_clean(
 
     code, out = run_cli(capsys, "topics", "check", "--config", config)
     assert code == 0
-    assert out.startswith("ok: 5 topics match")
+    assert out.startswith("ok: 6 topics match")
 
 
 @pytest.mark.parametrize("backend", ["embedded"], indirect=True)

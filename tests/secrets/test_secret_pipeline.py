@@ -181,6 +181,7 @@ async def topic_bytes(log: Log, settings: Settings) -> list[bytes]:
         names.audit_facts,
         names.watch_events,
         names.watch_cursors,
+        names.watch_claims,
         names.branch_work,
         names.dead_letter,
     )
