@@ -58,7 +58,7 @@ mutation: install kafka-jars
 e2e: install kafka-jars promtool
 	tests/e2e/cluster/build-binaries.sh
 	tests/deploy/build-helm.sh
-	$(BIN)/pytest -rs --durations=10 -m e2e tests/e2e
+	$(BIN)/pytest -rs --durations=10 -m e2e tests
 	$(BIN)/pytest -rs tests/deploy
 
 ## promtool built with Go from the module proxy (cached under ~/.cache/reverser-e2e; a cold build takes

@@ -93,12 +93,20 @@ def backend(request: pytest.FixtureRequest) -> str:
     return name
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the Kafka cases at collection time, so `-m "not kafka"` deselects them."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the Kafka cases, so `-m "not kafka"` deselects them; deselect e2e tests anywhere under
+    `tests/` unless the `-m` expression names `e2e` (`make e2e`), so a plain `pytest`/`make test`
+    never waits for a control plane."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "kafka":
             item.add_marker(pytest.mark.kafka)
+    if "e2e" in (config.getoption("markexpr") or ""):
+        return
+    e2e = [item for item in items if item.get_closest_marker("e2e") is not None]
+    if e2e:
+        config.hook.pytest_deselected(items=e2e)
+        items[:] = [item for item in items if item.get_closest_marker("e2e") is None]
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Fixtures for the end-to-end tests: a real etcd + kube-apiserver on loopback.
 
 End-to-end tests carry the `e2e` marker and are deselected unless the `-m` expression names `e2e`
-(`make e2e` passes `-m e2e`), so a plain `pytest`/`make test` never waits for a control plane.
-When selected but the binaries were never built, they skip and say how to build them.
+(`make e2e` passes `-m e2e`; the deselection is in `tests/conftest.py`, so it covers e2e tests in
+any folder). When selected but the binaries were never built, they skip and say how to build them.
 """
 
 from __future__ import annotations
@@ -19,17 +19,6 @@ SKIP_REASON = (
     "kube-apiserver/etcd are not built; run `make e2e` or tests/e2e/cluster/build-binaries.sh "
     "(Go toolchain, Go module proxy; ~10 min cold)"
 )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect e2e tests unless the marker expression asks for them."""
-    if "e2e" in (config.getoption("markexpr") or ""):
-        return
-    selected = [item for item in items if item.get_closest_marker("e2e") is None]
-    if len(selected) == len(items):
-        return
-    config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("e2e")])
-    items[:] = selected
 
 
 @pytest.fixture(scope="session")

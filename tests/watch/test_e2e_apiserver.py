@@ -1,4 +1,4 @@
-"""Watch ingestion against a real etcd + kube-apiserver (`-m e2e`; binaries from tests/e2e).
+"""Watch ingestion against a real etcd + kube-apiserver (`make e2e`; binaries from tests/e2e).
 
 Pins what the watch-protocol test server stands in for: the real server's WatchList snapshot (or
 its refusal, which the LIST fallback handles), live events, and a restart that resumes from the
@@ -17,6 +17,7 @@ from pipeline.config import Settings
 from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
 from pipeline.watch.component import WatchComponent
+from pipeline.watch.lease import POD_NAMESPACE_ENV
 from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
 from tests.e2e.kube import kube_client
 from tests.support.wait import wait_for
@@ -37,9 +38,7 @@ NAMESPACE = "watch-e2e"
 
 
 @pytest.fixture(scope="module")
-def plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    if "e2e" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("needs the real control plane: run with -m e2e")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     bin_dir = find_binaries()
     if bin_dir is None:
         pytest.skip("kube-apiserver/etcd are not built; run tests/e2e/cluster/build-binaries.sh")
@@ -120,7 +119,11 @@ async def test_snapshot_live_events_and_cursor_resume_on_kube_apiserver(
             await log.close()
 
 
-async def test_leader_election_on_a_real_lease(plane: ControlPlane, tmp_path: Path) -> None:
+async def test_leader_election_on_a_real_lease(
+    plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no lease_namespace configured: the Lease goes to the pod's namespace, as the chart sets it
+    monkeypatch.setenv(POD_NAMESPACE_ENV, "watch-lease")
     async with kube_client(plane.kubeconfig) as api:
         core = client.CoreV1Api(api)
         leases = client.CoordinationV1Api(api)
@@ -149,11 +152,11 @@ async def test_leader_election_on_a_real_lease(plane: ControlPlane, tmp_path: Pa
                     timeout_s=30,
                 )
                 leader, standby = (first, second) if first.manager.streams else (second, first)
-                lease = await leases.read_namespaced_lease("reverser-watch-src", "default")
+                lease = await leases.read_namespaced_lease("reverser-watch-src", "watch-lease")
                 assert lease.spec.holder_identity == leader.manager.identity
                 await leader.stop()
                 await wait_for(lambda: bool(standby.manager.streams), what="the hand-over", timeout_s=30)
-                lease = await leases.read_namespaced_lease("reverser-watch-src", "default")
+                lease = await leases.read_namespaced_lease("reverser-watch-src", "watch-lease")
                 assert lease.spec.holder_identity == standby.manager.identity
                 assert lease.spec.lease_transitions >= 1
             finally:
