@@ -242,6 +242,50 @@ class CommitterSettings(_Section):
     email: str = "noreply@reverser.invalid"
 
 
+class SshSettings(_Section):
+    """How an `ssh://` or `user@host:path` remote is reached (docs/commit-worker.md, SSH remotes).
+
+    The key comes from a file or from an environment variable (never this file). Host keys are
+    checked strictly against `known_hosts_file`; an unknown host is refused unless
+    `allow_unknown_host_keys` (then the first key seen is pinned in the workdir).
+    """
+
+    private_key_file: Path | None = None
+    private_key_env: str | None = None
+    known_hosts_file: Path | None = None
+    allow_unknown_host_keys: bool = False
+
+    @model_validator(mode="after")
+    def _one_key_and_hosts(self) -> SshSettings:
+        if (self.private_key_file is None) == (self.private_key_env is None):
+            raise ValueError("give exactly one of private_key_file and private_key_env")
+        if self.known_hosts_file is None and not self.allow_unknown_host_keys:
+            raise ValueError("known_hosts_file is required (or set allow_unknown_host_keys: true)")
+        return self
+
+
+class SigningSettings(_Section):
+    """Commit signing: `ssh` (gpg.format=ssh, a private key) or `openpgp` (a GnuPG secret key).
+
+    The committer identity must match the key: for OpenPGP the key needs a user id with the
+    committer's email; for SSH the verifier's allowed-signers file maps that email to the key.
+    """
+
+    format: Literal["ssh", "openpgp"]
+    key_file: Path | None = None
+    key_env: str | None = None
+    gpg_home: Path | None = None
+    key_id: str | None = None
+
+    @model_validator(mode="after")
+    def _key_for_format(self) -> SigningSettings:
+        if self.format == "ssh" and (self.key_file is None) == (self.key_env is None):
+            raise ValueError("ssh signing needs exactly one of key_file and key_env")
+        if self.format == "openpgp" and (self.key_file is not None or self.key_env is not None):
+            raise ValueError("openpgp signing uses gpg_home and key_id, not key_file/key_env")
+        return self
+
+
 class ProviderSettings(_Section):
     """A Git remote; credentials are read from environment variables, never from this file.
 
@@ -260,6 +304,8 @@ class ProviderSettings(_Section):
     push_cooldown_s: float = Field(default=5.0, ge=0)
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     push_max_backoff_s: float = Field(default=60.0, gt=0)
+    ssh: SshSettings | None = None
+    signing: SigningSettings | None = None
 
     @field_validator("url")
     @classmethod
