@@ -83,8 +83,7 @@ def decode_fact_batch_v1(data: bytes) -> Decoded:
     """`(route, group, resource, rows)` of a `fact_batch/1` payload, read straight from the bytes.
 
     About twice as fast as fastavro on this path, because it builds one tuple per fact instead of
-    a dict, and never decodes what the index does not read: the stage timestamp of a fact that is
-    not a deletecollection is skipped (its row carries 0). It refuses every payload fastavro
+    a dict. It refuses every payload fastavro
     refuses (raising `DecodeError`, trailing bytes included) and otherwise yields the same values
     (property-tested against fastavro); the schema is frozen, later versions go through the codec.
     """
@@ -170,13 +169,7 @@ def decode_fact_batch_v1(data: bytes) -> Decoded:
                     end = pos + (size >> 1)
                     rv = data[pos:end].decode()
                     pos = end
-                if verb.lower() == "deletecollection":
-                    stage_us, pos = _long(data, pos)
-                else:  # the index keeps no stage time for other facts: skip the varint
-                    while data[pos] & 0x80:
-                        pos += 1
-                    pos += 1
-                    stage_us = 0
+                stage_us, pos = _long(data, pos)
                 branch = data[pos]
                 if branch == 0:
                     selector = None
