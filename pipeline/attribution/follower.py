@@ -29,11 +29,13 @@ __all__ = ["FactFollower", "decode_fact_batch_v1"]
 log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_MS: Final = 1000
-FETCH_MAX_RECORDS: Final = 2000
+#: Records per fetch: small enough that reading one fetch (a synchronous step on the embedded log,
+#: ~8 µs per record) stays far below the apply slice, so a replay never holds the loop for long.
+FETCH_MAX_RECORDS: Final = 256
 #: The longest the follower holds the event loop while applying records before it yields, so the
-#: ops endpoints and the audit webhook on the same loop keep answering during a replay.
-APPLY_SLICE_S: Final = 0.01
-_SLICE_CHECK_EVERY: Final = 32  # records between clock reads
+#: ops endpoints and the audit webhook on the same loop keep answering during a replay. The clock
+#: is read after every record (a record of a few dozen facts takes ~0.2 ms to decode and file).
+APPLY_SLICE_S: Final = 0.005
 MAX_STREAM_LABELS: Final = 1024  # per partition, bounds the gap metric's label set
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
@@ -425,8 +427,8 @@ class FactFollower:
         gr_keys = self._gr_keys
         clock = time.monotonic
         slice_end = clock() + APPLY_SLICE_S
-        for position, record in enumerate(fetched.records, 1):
-            if position % _SLICE_CHECK_EVERY == 0 and clock() >= slice_end:
+        for record in fetched.records:
+            if clock() >= slice_end:
                 await asyncio.sleep(0)
                 slice_end = clock() + APPLY_SLICE_S
             try:
