@@ -34,6 +34,7 @@ from pipeline.gitnames import (
     origin_of,
     paths_overlap,
 )
+from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
 
@@ -365,6 +366,23 @@ class EncryptionSettings(_Section):
         return self
 
 
+class CommitMessageSettings(_Section):
+    """A target's commit message template (docs/commit-worker.md, Messages).
+
+    `${operation}`, `${resource}`, `${api_version}`, `${namespace}`, `${name}`, `${author}`,
+    `${count}`, `${target}` and `${objects}` (one line per object). The `Reverser-*` trailers are
+    always appended by the worker and cannot be written by a template.
+    """
+
+    subject: str | None = None
+    body: str | None = None
+
+    @field_validator("subject", "body")
+    @classmethod
+    def _known_variables(cls, text: str | None) -> str | None:
+        return None if text is None else check_template(text)
+
+
 class TargetSettings(_Section):
     """Where one cluster's resources land: a path on a branch of a provider."""
 
@@ -377,6 +395,7 @@ class TargetSettings(_Section):
     commit_window_s: float | None = Field(default=None, ge=0)
     rules: list[WatchRule] = []
     encryption: EncryptionSettings | None = None
+    commit_message: CommitMessageSettings | None = None
 
     @field_validator("branch")
     @classmethod
