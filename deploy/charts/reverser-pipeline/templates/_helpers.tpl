@@ -79,7 +79,7 @@ service would refuse at start.
 {{- $_ := set $audit "addr" (printf "0.0.0.0:%d" (int .Values.auditWebhook.port)) }}
 {{- if .Values.auditWebhook.enabled }}
 {{- if not (include "reverser.auditTlsSecret" .) }}
-{{- fail "auditWebhook.tls.secretName (or auditWebhook.tls.certManager.enabled) is required: the apiserver only posts audit events over TLS" }}
+{{- fail "auditWebhook.tls.secretName is required: the apiserver only posts audit events over TLS (or set auditWebhook.tls.certManager.enabled)" }}
 {{- end }}
 {{- $tls := default dict (get $audit "tls") }}
 {{- $_ := set $tls "cert_file" (printf "%s/tls.crt" (include "reverser.tlsDir" .)) }}
