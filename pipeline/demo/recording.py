@@ -140,7 +140,8 @@ class WatchRecordBuilder:
             ),
         ]
 
-    def live(self, step: WatchStep) -> PendingRecord:
+    def live(self, step: WatchStep, payload: bytes | None = None) -> PendingRecord:
+        """The live event of a step; `payload` replaces the sanitized JSON (a sealed Secret)."""
         gr, version = group_resource_of(step.obj)
         meta = step.obj["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
@@ -157,7 +158,7 @@ class WatchRecordBuilder:
                     "resourceVersion": meta["resourceVersion"],
                     "labels": dict(meta.get("labels") or {}),
                     "deleting": deleting,
-                    "object": sanitized_json(sanitize(step.obj)),
+                    "object": sanitized_json(sanitize(step.obj)) if payload is None else payload,
                 },
             ),
         )

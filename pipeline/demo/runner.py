@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import subprocess
 import time
 from pathlib import Path
 
 import aiohttp
+import pyrage
 
+from pipeline.commit.sshremote import write_private_file
 from pipeline.config import (
     AuditSettings,
+    EncryptionSettings,
     LogSettings,
     ProviderSettings,
     Settings,
@@ -23,13 +27,16 @@ from pipeline.demo.recording import (
     AuditStep,
     Recording,
     WatchRecordBuilder,
+    WatchStep,
     group_resource_of,
     load_recording,
 )
 from pipeline.log.api import Log, TopicPartition
 from pipeline.log.topics import TopicNames
 from pipeline.models import GroupResource
+from pipeline.sealing import Sealer, sealer_for
 from pipeline.service.app import Service, run_until_signalled, split_addr
+from pipeline.watch.sanitize import sanitize, sanitized_json
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +46,33 @@ STEP_PAUSE_S = 0.15
 CATCH_UP_TIMEOUT_S = 120.0
 
 
+DIGEST_KEY_ENV = "REVERSER_SECRETS_DIGEST_KEY"
+DEMO_RESOURCES = ("configmaps", "apps/deployments")
+DEMO_SECRET = "clusters/default/shop/secrets/payment-gateway.sops.yaml"
+
+
+def demo_age_key(workdir: Path) -> tuple[Path, str]:
+    """The demo's age identity file (made once in the workdir) and its recipient."""
+    key_file = workdir.resolve() / "demo" / "age.key"
+    if not key_file.exists():
+        write_private_file(key_file, str(pyrage.x25519.Identity.generate()))
+    identity = pyrage.x25519.Identity.from_str(key_file.read_text(encoding="ascii").strip())
+    return key_file, str(identity.to_public())
+
+
+def demo_digest_key(workdir: Path) -> str:
+    """The demo's secret digest key (made once in the workdir, like an operator's env variable)."""
+    key_file = workdir.resolve() / "demo" / "digest.key"
+    if not key_file.exists():
+        write_private_file(key_file, secrets.token_hex(32))
+    return key_file.read_text(encoding="ascii").strip()
+
+
 def demo_settings(base: Settings) -> Settings:
-    """The base settings plus a provider (a bare repo in the workdir) and one target."""
+    """The base settings plus a provider (a bare repo in the workdir) and one target whose Secrets
+    are encrypted to the demo's age key."""
     workdir = base.workdir.resolve()
+    _, recipient = demo_age_key(workdir)
     remote = workdir / "demo" / "remote.git"
     return base.model_copy(
         update={
@@ -63,7 +94,8 @@ def demo_settings(base: Settings) -> Settings:
                     provider=PROVIDER,
                     path="clusters/default",
                     cluster="default",
-                    rules=[WatchRule(resources=["configmaps", "apps/deployments"], namespaces=["shop"])],
+                    rules=[WatchRule(resources=[*DEMO_RESOURCES, "secrets"], namespaces=["shop"])],
+                    encryption=EncryptionSettings(age_recipients=[recipient]),
                 )
             ],
         }
@@ -76,9 +108,20 @@ def ensure_bare_remote(path: Path) -> None:
         subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)], check=True)
 
 
+async def _payload(step: WatchStep, sealer: Sealer) -> bytes | None:
+    """A sensitive object's sealed document, as the watch stage writes it (None: the plain JSON)."""
+    gr, _ = group_resource_of(step.obj)
+    if not sealer.applies_to(gr):
+        return None
+    clean = sanitize(step.obj)
+    return await sealer.seal(clean, sanitized_json(clean), gr)
+
+
 async def replay_recording(log_: Log, settings: Settings, recording: Recording, audit_url: str) -> None:
-    """Append the snapshot and watch steps; POST the audit steps to the running webhook."""
+    """Append the snapshot and watch steps (Secrets sealed); POST the audit steps to the webhook."""
     topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    sealer = sealer_for(settings.targets[0], {DIGEST_KEY_ENV: demo_digest_key(settings.workdir)})
+    assert sealer is not None
     builder = WatchRecordBuilder(recording.cluster, recording.cluster, TARGET, recording.namespace)
     epoch = int(time.time() * 1000)
     by_type: dict[tuple[GroupResource, str], list[dict[str, object]]] = {
@@ -103,7 +146,7 @@ async def replay_recording(log_: Log, settings: Settings, recording: Recording, 
                             f"audit webhook answered {response.status}: {await response.text()}"
                         )
             else:
-                record = builder.live(step)
+                record = builder.live(step, await _payload(step, sealer))
                 await log_.append(topics.watch_events, record.value, key=record.key, headers=record.headers)
             await asyncio.sleep(STEP_PAUSE_S)
 
@@ -197,6 +240,12 @@ async def run_demo(base: Settings, *, once: bool) -> int:
         if once:
             await service.stop()
     print(git_history(remote), flush=True)
+    key_file, _ = demo_age_key(settings.workdir)
+    print(
+        f"encrypted Secret: git --git-dir={remote} show main:{DEMO_SECRET} | "
+        f"SOPS_AGE_KEY_FILE={key_file} sops decrypt --input-type yaml --output-type yaml /dev/stdin",
+        flush=True,
+    )
     print(f"git repository: {remote}", flush=True)
     if not once:
         print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)

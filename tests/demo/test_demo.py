@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.support.net import free_port
 
 EXPECTED_AUTHORS = [
@@ -17,7 +19,9 @@ EXPECTED_AUTHORS = [
     ("Alice Liddell <alice@example.com>", "exact alice"),
     ("Carol Danvers <carol@example.com>", "delete_sticky carol"),
     ("Dave Lister <dave@noreply.cluster.local>", "deletecollection_body_uid dave"),
+    ("Erin Hannon <erin@example.com>", "exact erin"),
 ]
+SECRET_VALUE = b"demo-not-a-real-key"
 
 
 def run_demo(workdir: Path) -> subprocess.CompletedProcess[str]:
@@ -98,6 +102,7 @@ def test_demo_tree_holds_the_surviving_objects(
     assert objects == [
         "clusters/default/shop/apps/deployments/web.yaml",
         "clusters/default/shop/configmaps/app-config.yaml",
+        "clusters/default/shop/secrets/payment-gateway.sops.yaml",
     ]
     config = subprocess.run(
         ["git", f"--git-dir={remote}", "show", f"main:{objects[1]}"],
@@ -119,3 +124,30 @@ def test_a_second_run_resumes_from_the_log_without_duplicate_commits(
     assert second.returncode == 0, second.stderr[-3000:]
     assert "already replayed" in second.stdout
     assert history(remote) == before
+
+
+def test_demo_secret_is_in_git_only_encrypted_and_decrypts_with_the_demo_key(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = workdir.resolve() / "demo" / "remote.git"
+    path = "clusters/default/shop/secrets/payment-gateway.sops.yaml"
+    sealed = subprocess.run(
+        ["git", f"--git-dir={remote}", "show", f"main:{path}"], capture_output=True, check=True
+    ).stdout
+    assert b"ENC[AES256_GCM" in sealed
+    encoded = base64.b64encode(SECRET_VALUE)
+    key = AgeKey.from_file(workdir.resolve() / "demo" / "age.key")
+    assert sops_decrypt(sealed, key, tmp_path)["data"] == {"api-key": encoded.decode()}
+    assert "encrypted Secret:" in result.stdout
+    stored = b"".join(p.read_bytes() for p in workdir.rglob("*") if p.is_file())
+    assert b"payment-gateway" in stored, "the embedded log was read"
+    objects = subprocess.run(
+        ["git", f"--git-dir={remote}", "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    for where in (stored, objects, result.stdout.encode(), result.stderr.encode()):
+        assert SECRET_VALUE not in where
+        assert encoded not in where

@@ -22,6 +22,11 @@ class AgeKey:
     recipient: str
 
     @classmethod
+    def from_file(cls, path: Path) -> AgeKey:
+        identity = pyrage.x25519.Identity.from_str(path.read_text(encoding="ascii").strip())
+        return cls(str(identity), str(identity.to_public()))
+
+    @classmethod
     def generate(cls) -> AgeKey:
         identity = pyrage.x25519.Identity.generate()
         return cls(str(identity), str(identity.to_public()))
