@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.codec import DecodeError
-from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
@@ -100,8 +99,7 @@ async def replay_branch(
         ends = await log.end_offsets(tps)
         total = sum(ends[tp] - starts[tp] for tp in tps)
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
-            access = provider_access(target, auth, Path(clones) / "keys")
-            repo = access.clone(Path(clones), provider_name, branch, url)
+            repo = LocalRepo.for_branch(Path(clones), provider_name, branch, url, auth)
             settled: list[Offset] = []
             worker = BranchWorker(settings, target, branch, repo, settled.extend)
             await worker.sync()

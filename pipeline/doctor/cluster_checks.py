@@ -44,7 +44,8 @@ def _rule(group: str, resource: str, verbs: Iterable[str], namespace: str) -> st
     where = f"a Role in namespace {namespace}" if namespace else "a ClusterRole (bound cluster-wide)"
     return (
         f"grant the service account {', '.join(verbs)} on {resource}"
-        f"{'.' + group if group else ''} with {where}; in the chart, add it to rbac.watchedResources"
+        f"{'.' + group if group else ''} with {where}; the chart grants it to the resources "
+        "that config.targets[].rules name"
     )
 
 

@@ -9,13 +9,11 @@ from typing import Any
 
 import yaml
 
-__all__ = ["BUILD_HELM", "CHART", "REQUIRED", "helm_path", "render", "run_helm"]
+__all__ = ["BUILD_HELM", "CHART", "helm_path", "render", "run_helm"]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "charts" / "reverser-pipeline"
 BUILD_HELM = Path(__file__).resolve().parent / "build-helm.sh"
-# The one value without a usable default: the audit webhook only runs over TLS.
-REQUIRED = ("--set", "auditWebhook.tls.secretName=audit-tls")
 
 
 def helm_path() -> Path | None:

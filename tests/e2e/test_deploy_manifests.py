@@ -19,7 +19,7 @@ import yaml
 from kubernetes_asyncio import client, utils
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.deploy.helm import BUILD_HELM, CHART, REQUIRED, helm_path, render
+from tests.deploy.helm import BUILD_HELM, CHART, helm_path, render
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 
@@ -77,7 +77,15 @@ def test_rendered_chart_is_valid(plane: ControlPlane) -> None:
     helm = helm_path()
     if helm is None:
         pytest.skip(f"helm is not built; run {BUILD_HELM}")
-    objects = render(helm, RELEASE_NAMESPACE, *REQUIRED)
+    objects = render(
+        helm,
+        RELEASE_NAMESPACE,
+        "--set-json",
+        'config.targets=[{"name":"t","provider":"git","rules":[{"resources":["configmaps"],"namespaces":["team-a"]},'
+        '{"resources":["rbac.authorization.k8s.io/clusterroles"]}]}]',
+        "--set-json",
+        'config.providers=[{"name":"git","url":"https://git.example.invalid/r.git"}]',
+    )
     for obj in objects:
         if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"].setdefault("namespace", RELEASE_NAMESPACE)
@@ -86,6 +94,11 @@ def test_rendered_chart_is_valid(plane: ControlPlane) -> None:
 
     assert "Deployment/rp-reverser-pipeline" in created
     assert "Job/rp-reverser-pipeline-topics" in created
+    assert "NetworkPolicy/rp-reverser-pipeline" in created
+    assert created.count("Role/rp-reverser-pipeline-watch") == 1  # in team-a only
+    assert "ClusterRole/rp-reverser-pipeline-watch" in created
+    assert "Role/rp-reverser-pipeline-leases" in created
+    assert "Secret/rp-reverser-pipeline-audit-client" in created
 
 
 def test_helm_installs_and_uninstalls_the_chart(plane: ControlPlane, tmp_path: Path) -> None:
@@ -110,7 +123,6 @@ def test_helm_installs_and_uninstalls_the_chart(plane: ControlPlane, tmp_path: P
             "installed",
             "--create-namespace",
             "--no-hooks",
-            *REQUIRED,
         ],
         capture_output=True,
         text=True,

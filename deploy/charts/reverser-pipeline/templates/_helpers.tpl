@@ -47,22 +47,158 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Where the chart mounts things inside the container. */}}
 {{- define "reverser.configDir" -}}/etc/reverser{{- end }}
-{{/* The Secret holding the audit ingress's serving certificate: the one named, or cert-manager's. */}}
-{{- define "reverser.auditTlsSecret" -}}
-{{- if .Values.auditWebhook.tls.secretName -}}
-{{ .Values.auditWebhook.tls.secretName }}
-{{- else if .Values.auditWebhook.tls.certManager.enabled -}}
-{{ include "reverser.fullname" . }}-audit-tls
-{{- end -}}
-{{- end }}
 {{- define "reverser.tlsDir" -}}/etc/reverser/audit-tls{{- end }}
 {{- define "reverser.clientCADir" -}}/etc/reverser/audit-client-ca{{- end }}
 {{- define "reverser.workdir" -}}/var/lib/reverser{{- end }}
 
 {{/*
+The Secrets holding the ingress's serving certificate and the apiserver's client CA. The serving
+certificate is the operator's Secret, else cert-manager's, else one the chart generates (all but
+the first named <fullname>-audit-tls).
+*/}}
+{{- define "reverser.auditTlsSecret" -}}
+{{- default (printf "%s-audit-tls" (include "reverser.fullname" .)) .Values.auditWebhook.tls.secretName }}
+{{- end }}
+{{- define "reverser.generatesServingCert" -}}
+{{- if and .Values.auditWebhook.enabled (not .Values.auditWebhook.tls.secretName) (not .Values.auditWebhook.tls.certManager.enabled) }}true{{- end }}
+{{- end }}
+{{- define "reverser.clientSecret" -}}{{ include "reverser.fullname" . }}-audit-client{{- end }}
+{{- define "reverser.generatesClientCA" -}}
+{{- if and .Values.auditWebhook.enabled (not .Values.auditWebhook.tls.clientCA.secretName) .Values.auditWebhook.tls.clientCA.generate }}true{{- end }}
+{{- end }}
+{{- define "reverser.clientCASecret" -}}
+{{- if .Values.auditWebhook.tls.clientCA.secretName }}{{ .Values.auditWebhook.tls.clientCA.secretName }}
+{{- else if include "reverser.generatesClientCA" . }}{{ include "reverser.clientSecret" . }}
+{{- end }}
+{{- end }}
+{{- define "reverser.clientCAKey" -}}
+{{- if .Values.auditWebhook.tls.clientCA.secretName }}{{ .Values.auditWebhook.tls.clientCA.key }}{{- else }}client-ca.crt{{- end }}
+{{- end }}
+
+{{/*
+The source clusters with the chart's HA defaults: leader election on and the Lease in the release
+namespace unless a cluster says otherwise. During a rolling update two pods run at once even with
+one replica, so turning election off is refused when several replicas are asked for.
+*/}}
+{{- define "reverser.clusters" -}}
+{{- $clusters := list }}
+{{- range $cluster := (default list (get (default dict $.Values.config) "clusters")) }}
+{{- $c := deepCopy $cluster }}
+{{- if not (hasKey $c "leader_election") }}
+{{- $_ := set $c "leader_election" true }}
+{{- end }}
+{{- if and (not $c.leader_election) (gt (int $.Values.replicaCount) 1) }}
+{{- fail (printf "config.clusters %s: leader_election: false with replicaCount > 1 would watch the cluster once per replica and write every change twice" $c.name) }}
+{{- end }}
+{{- if not (get $c "lease_namespace") }}
+{{- $_ := set $c "lease_namespace" $.Release.Namespace }}
+{{- end }}
+{{- $clusters = append $clusters $c }}
+{{- end }}
+{{- toJson $clusters }}
+{{- end }}
+
+{{/* Lease names per lease namespace, as JSON: {"<namespace>": ["reverser-watch-<cluster>", ...]}. */}}
+{{- define "reverser.leases" -}}
+{{- $leases := dict }}
+{{- range $c := (include "reverser.clusters" . | fromJsonArray) }}
+{{- if $c.leader_election }}
+{{- $name := default (printf "reverser-watch-%s" $c.name) (get $c "lease_name") }}
+{{- $_ := set $leases $c.lease_namespace (append (default list (get $leases $c.lease_namespace)) $name | uniq) }}
+{{- end }}
+{{- end }}
+{{- toJson $leases }}
+{{- end }}
+
+{{/*
+API groups of the built-in resources a rule may name without a group; any other resource must be
+written as group/resource so that RBAC can name its group.
+*/}}
+{{- define "reverser.builtinGroups" -}}
+{{- toJson (dict
+  "configmaps" "" "services" "" "serviceaccounts" "" "namespaces" "" "persistentvolumeclaims" ""
+  "persistentvolumes" "" "limitranges" "" "resourcequotas" "" "nodes" "" "replicationcontrollers" ""
+  "podtemplates" "" "secrets" ""
+  "deployments" "apps" "statefulsets" "apps" "daemonsets" "apps" "replicasets" "apps"
+  "ingresses" "networking.k8s.io" "ingressclasses" "networking.k8s.io" "networkpolicies" "networking.k8s.io"
+  "roles" "rbac.authorization.k8s.io" "rolebindings" "rbac.authorization.k8s.io"
+  "clusterroles" "rbac.authorization.k8s.io" "clusterrolebindings" "rbac.authorization.k8s.io"
+  "horizontalpodautoscalers" "autoscaling" "poddisruptionbudgets" "policy"
+  "storageclasses" "storage.k8s.io" "priorityclasses" "scheduling.k8s.io"
+  "customresourcedefinitions" "apiextensions.k8s.io") }}
+{{- end }}
+
+{{/*
+Read access the watch stage needs, from the rules of the targets on in-cluster clusters, as JSON:
+{"namespaces": {"<ns>": {"<group>": ["<resource>", ...]}}, "cluster": {"<group>": [...]}}.
+A rule with namespaces gets rights in those namespaces only; cluster_wide rules and cluster-scoped
+resources (a rule with neither) need the ClusterRole.
+*/}}
+{{- define "reverser.readAccess" -}}
+{{- $cfg := default dict .Values.config }}
+{{- $inCluster := dict }}
+{{- range $c := (default list (get $cfg "clusters")) }}
+{{- if $c.in_cluster }}{{ $_ := set $inCluster $c.name true }}{{ end }}
+{{- end }}
+{{- $builtin := include "reverser.builtinGroups" . | fromJson }}
+{{- $namespaces := dict }}
+{{- $cluster := dict }}
+{{- range $t := (default list (get $cfg "targets")) }}
+{{- if hasKey $inCluster (default "default" (get $t "cluster")) }}
+{{- range $r := (default list (get $t "rules")) }}
+{{- range $res := $r.resources }}
+{{- $group := "" }}
+{{- $resource := $res }}
+{{- if contains "/" $res }}
+{{- $group = (splitList "/" $res | first) }}
+{{- $resource = (splitList "/" $res | last) }}
+{{- else if hasKey $builtin $res }}
+{{- $group = get $builtin $res }}
+{{- else }}
+{{- fail (printf "target %s: write %q as group/resource so the chart's RBAC can name its API group" $t.name $res) }}
+{{- end }}
+{{- $names := default list (get $r "namespaces") }}
+{{- if and $names (not (get $r "cluster_wide")) }}
+{{- range $ns := $names }}
+{{- $groups := default dict (get $namespaces $ns) }}
+{{- $_ := set $groups $group (append (default list (get $groups $group)) $resource | uniq | sortAlpha) }}
+{{- $_ := set $namespaces $ns $groups }}
+{{- end }}
+{{- else }}
+{{- $_ := set $cluster $group (append (default list (get $cluster $group)) $resource | uniq | sortAlpha) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson (dict "namespaces" $namespaces "cluster" $cluster) }}
+{{- end }}
+
+{{/*
+The audit routes: a route with neither identities nor tokens is given the generated client
+certificate's identity, or refused when the chart generates none (the service refuses to run an
+unauthenticated route on a non-loopback listener).
+*/}}
+{{- define "reverser.routes" -}}
+{{- $routes := list }}
+{{- range $route := (dig "audit" "routes" (list) (default dict .Values.config)) }}
+{{- $r := deepCopy $route }}
+{{- if and $.Values.auditWebhook.enabled (not (get $r "allowed_identities")) (not (get $r "bearer_tokens_env")) (not (get $r "allow_unauthenticated")) }}
+{{- if include "reverser.generatesClientCA" $ }}
+{{- $_ := set $r "allowed_identities" (list $.Values.auditWebhook.tls.clientCA.commonName) }}
+{{- else }}
+{{- fail (printf "config.audit.routes %s: name the apiserver's client certificate identities (allowed_identities) or tokens (bearer_tokens_env)" $r.name) }}
+{{- end }}
+{{- end }}
+{{- $routes = append $routes $r }}
+{{- end }}
+{{- toJson $routes }}
+{{- end }}
+
+{{/*
 The pipeline configuration file: the user's `config` with the keys the chart owns (listen
-addresses, TLS file paths, workdir) set to match the pod spec. Fails early on combinations the
-service would refuse at start.
+addresses, TLS file paths, workdir, HA defaults of the clusters) set to match the pod spec. Fails
+early on combinations the service would refuse at start.
 */}}
 {{- define "reverser.config" -}}
 {{- $cfg := deepCopy (default dict .Values.config) }}
@@ -71,6 +207,7 @@ service would refuse at start.
 {{- fail "replicaCount > 1 needs config.log.bootstrap_servers: the embedded log runs in one process only" }}
 {{- end }}
 {{- $_ := set $cfg "workdir" (include "reverser.workdir" .) }}
+{{- $_ := set $cfg "clusters" (include "reverser.clusters" . | fromJsonArray) }}
 {{- $metrics := default dict (get $cfg "metrics") }}
 {{- $_ := set $metrics "addr" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
 {{- $_ := set $cfg "metrics" $metrics }}
@@ -78,14 +215,12 @@ service would refuse at start.
 {{- $_ := set $audit "enabled" .Values.auditWebhook.enabled }}
 {{- $_ := set $audit "addr" (printf "0.0.0.0:%d" (int .Values.auditWebhook.port)) }}
 {{- if .Values.auditWebhook.enabled }}
-{{- if not (include "reverser.auditTlsSecret" .) }}
-{{- fail "auditWebhook.tls.secretName is required: the apiserver only posts audit events over TLS (or set auditWebhook.tls.certManager.enabled)" }}
-{{- end }}
+{{- $_ := set $audit "routes" (include "reverser.routes" . | fromJsonArray) }}
 {{- $tls := default dict (get $audit "tls") }}
 {{- $_ := set $tls "cert_file" (printf "%s/tls.crt" (include "reverser.tlsDir" .)) }}
 {{- $_ := set $tls "key_file" (printf "%s/tls.key" (include "reverser.tlsDir" .)) }}
-{{- if .Values.auditWebhook.tls.clientCA.secretName }}
-{{- $_ := set $tls "client_ca_file" (printf "%s/%s" (include "reverser.clientCADir" .) .Values.auditWebhook.tls.clientCA.key) }}
+{{- if include "reverser.clientCASecret" . }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/%s" (include "reverser.clientCADir" .) (include "reverser.clientCAKey" .)) }}
 {{- end }}
 {{- $_ := set $audit "tls" $tls }}
 {{- end }}
