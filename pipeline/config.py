@@ -34,6 +34,7 @@ from pipeline.gitnames import (
     origin_of,
     paths_overlap,
 )
+from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
 
@@ -186,6 +187,7 @@ class AttributionSettings(_Section):
 
     ttl_s: float = Field(default=600.0, gt=0)
     grace_ms: int = Field(default=3000, ge=0)
+    max_wait_ms: int = Field(default=15000, ge=0)
     max_facts_per_type: int = Field(default=4096, gt=0)
     max_facts: int = Field(default=65536, gt=0)
     collection_window_s: float = Field(default=30.0, gt=0)
@@ -242,6 +244,50 @@ class CommitterSettings(_Section):
     email: str = "noreply@reverser.invalid"
 
 
+class SshSettings(_Section):
+    """How an `ssh://` or `user@host:path` remote is reached (docs/commit-worker.md, SSH remotes).
+
+    The key comes from a file or from an environment variable (never this file). Host keys are
+    checked strictly against `known_hosts_file`; an unknown host is refused unless
+    `allow_unknown_host_keys` (then the first key seen is pinned in the workdir).
+    """
+
+    private_key_file: Path | None = None
+    private_key_env: str | None = None
+    known_hosts_file: Path | None = None
+    allow_unknown_host_keys: bool = False
+
+    @model_validator(mode="after")
+    def _one_key_and_hosts(self) -> SshSettings:
+        if (self.private_key_file is None) == (self.private_key_env is None):
+            raise ValueError("give exactly one of private_key_file and private_key_env")
+        if self.known_hosts_file is None and not self.allow_unknown_host_keys:
+            raise ValueError("known_hosts_file is required (or set allow_unknown_host_keys: true)")
+        return self
+
+
+class SigningSettings(_Section):
+    """Commit signing: `ssh` (gpg.format=ssh, a private key) or `openpgp` (a GnuPG secret key).
+
+    The committer identity must match the key: for OpenPGP the key needs a user id with the
+    committer's email; for SSH the verifier's allowed-signers file maps that email to the key.
+    """
+
+    format: Literal["ssh", "openpgp"]
+    key_file: Path | None = None
+    key_env: str | None = None
+    gpg_home: Path | None = None
+    key_id: str | None = None
+
+    @model_validator(mode="after")
+    def _key_for_format(self) -> SigningSettings:
+        if self.format == "ssh" and (self.key_file is None) == (self.key_env is None):
+            raise ValueError("ssh signing needs exactly one of key_file and key_env")
+        if self.format == "openpgp" and (self.key_file is not None or self.key_env is not None):
+            raise ValueError("openpgp signing uses gpg_home and key_id, not key_file/key_env")
+        return self
+
+
 class ProviderSettings(_Section):
     """A Git remote; credentials are read from environment variables, never from this file.
 
@@ -260,6 +306,8 @@ class ProviderSettings(_Section):
     push_cooldown_s: float = Field(default=5.0, ge=0)
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     push_max_backoff_s: float = Field(default=60.0, gt=0)
+    ssh: SshSettings | None = None
+    signing: SigningSettings | None = None
 
     @field_validator("url")
     @classmethod
@@ -318,6 +366,23 @@ class EncryptionSettings(_Section):
         return self
 
 
+class CommitMessageSettings(_Section):
+    """A target's commit message template (docs/commit-worker.md, Messages).
+
+    `${operation}`, `${resource}`, `${api_version}`, `${namespace}`, `${name}`, `${author}`,
+    `${count}`, `${target}` and `${objects}` (one line per object). The `Reverser-*` trailers are
+    always appended by the worker and cannot be written by a template.
+    """
+
+    subject: str | None = None
+    body: str | None = None
+
+    @field_validator("subject", "body")
+    @classmethod
+    def _known_variables(cls, text: str | None) -> str | None:
+        return None if text is None else check_template(text)
+
+
 class TargetSettings(_Section):
     """Where one cluster's resources land: a path on a branch of a provider."""
 
@@ -330,6 +395,7 @@ class TargetSettings(_Section):
     commit_window_s: float | None = Field(default=None, ge=0)
     rules: list[WatchRule] = []
     encryption: EncryptionSettings | None = None
+    commit_message: CommitMessageSettings | None = None
 
     @field_validator("branch")
     @classmethod

@@ -52,6 +52,7 @@ from pipeline.attribution.model import (
     is_removal_verb,
 )
 from pipeline.attribution.selector import SelectorError, parse_selector
+from pipeline.attribution.watermark import Watermarks
 from pipeline.config import AttributionSettings
 from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
@@ -67,6 +68,7 @@ _K_LATEST: Final = 2
 _K_RV: Final = 3
 _K_NAME: Final = 4
 _K_COLLECTION: Final = 5
+_K_WATERMARK: Final = 6
 
 _IDENTITY_CACHE_MAX: Final = 16_384
 _SHARED_STRINGS_MAX: Final = 16_384
@@ -304,6 +306,8 @@ class FactIndex:
         self._verbs: dict[str, tuple[str, str]] = {}  # verb -> (shared verb, lower-cased)
         self.evictions: dict[str, int] = {"per_type": 0, "total": 0}
         self.conflicts = 0  # conflicting claims filed (see `_claim`)
+        # Per route, the newest audit event time filed (pipeline/attribution/watermark.py).
+        self.watermarks = Watermarks()
 
     @classmethod
     def from_settings(
@@ -337,6 +341,10 @@ class FactIndex:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def watermark(self, route: str) -> int:
+        """How far audit time on the route has advanced in the facts filed (ms; 0 if unknown)."""
+        return self.watermarks.of(route)
 
     # -- filing ------------------------------------------------------------------------------------
     def apply(
@@ -372,7 +380,10 @@ class FactIndex:
         per_type = self.limits.max_facts_per_type
         max_total = self.limits.max_facts
         evicted_per_type = evicted_total = 0
+        newest_us = 0
         for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
+            if stage_us > newest_us:
+                newest_us = stage_us
             key_who: str | Who = (author, display, email) if display or email else author
             who = identities.get(key_who)
             if who is None:
@@ -453,6 +464,9 @@ class FactIndex:
                 scope = self._scopes.get(key)
             if self._waiters:
                 self._wake(self._wake_keys(key, lowered, namespace, name, uid, rv))
+        # A stage time ahead of this clock (skew, or a forged fact) moves the watermark only to now.
+        if newest_us and self.watermarks.advance(route, min(newest_us // 1000, now)) and self._waiters:
+            self._wake(((route, _K_WATERMARK),))
         if evicted_per_type:
             self.evictions["per_type"] += evicted_per_type
             _EVICTED_PER_TYPE.inc(evicted_per_type)
@@ -604,6 +618,8 @@ class FactIndex:
             keys.append((scope, _K_RV, rv))
         if name:
             keys.append((scope, _K_NAME, ns, name))
+        if query.event_ms > 0:
+            keys.append((query.route, _K_WATERMARK))
         waiter = _Waiter(tuple(keys))
         for key in waiter.keys:
             self._waiters.setdefault(key, set()).add(waiter)

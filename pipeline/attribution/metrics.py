@@ -9,6 +9,7 @@ __all__ = [
     "DECODE_ERRORS",
     "EVICTIONS",
     "FOLLOWER_ERRORS",
+    "HOLDS_EXPIRED",
     "INDEX_ENTRIES",
     "INDEX_READY",
     "LAST_SUCCESS",
@@ -94,5 +95,11 @@ REPLAY_ETA = Gauge(
 CONFLICTS = Counter(
     "reverser_attribution_fact_conflicts",
     "Object versions (or deletions) claimed by facts of two different users; such events resolve to no one.",
+    ["route"],
+)
+HOLDS_EXPIRED = Counter(
+    "reverser_attribution_holds_expired",
+    "Resolutions settled at attribution.max_wait_ms while the route's audit watermark had not yet "
+    "reached the event's time (audit far behind, an ingress outage, or a route without traffic).",
     ["route"],
 )

@@ -215,6 +215,8 @@ class FactQuery(NamedTuple):
 
     `exact_capable` is True for ADDED/MODIFIED without `deletionTimestamp`: the event's RV is the one
     its own write produced. Removals (False) may consult the sticky, latest and collection tiers.
+    `event_ms` is when the change happened at the latest (the watch's observation time; 0 if
+    unknown): a resolution is held until the route's audit watermark passes it.
     """
 
     route: str
@@ -226,6 +228,7 @@ class FactQuery(NamedTuple):
     labels: Mapping[str, str]
     exact_capable: bool
     version: str = ""
+    event_ms: int = 0
 
 
 class Attribution(NamedTuple):

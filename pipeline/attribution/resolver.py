@@ -26,6 +26,7 @@ from pipeline.attribution.model import (
     FactQuery,
     is_removal_verb,
 )
+from pipeline.attribution.watermark import hold_s
 from pipeline.models import GroupResource
 
 __all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
@@ -57,14 +58,19 @@ class _RouteHealth:
 class Resolver:
     """Attributes watch events against a FactIndex; many resolutions may wait concurrently.
 
-    `grace_ms` bounds how long a resolution waits for a better fact (0 = one lookup).
+    `grace_ms` is how long a resolution waits for a better fact in any case (0 = one lookup);
+    `max_wait_ms` how long it may be held beyond that while the route's audit watermark has not
+    reached the event's time (see `pipeline.attribution.watermark`); 0 means no hold past the grace.
     """
 
-    def __init__(self, index: FactIndex, grace_ms: int = 3000) -> None:
+    def __init__(self, index: FactIndex, grace_ms: int = 3000, max_wait_ms: int = 0) -> None:
         if grace_ms < 0:
             raise ValueError("grace_ms must be >= 0")
+        if max_wait_ms < 0:
+            raise ValueError("max_wait_ms must be >= 0")
         self.index = index
         self.grace_s = grace_ms / 1000
+        self.max_wait_s = max_wait_ms / 1000
         self._routes: dict[str, _RouteHealth] = {}
 
     async def resolve(self, query: FactQuery) -> Attribution:
@@ -73,6 +79,11 @@ class Resolver:
         result = await self._await(query)
         self._record(query, result, time.perf_counter() - started)
         return result
+
+    def _hold_s(self, waited_s: float, query: FactQuery) -> float:
+        return hold_s(
+            waited_s, self.grace_s, self.max_wait_s, query.event_ms, self.index.watermark(query.route)
+        )
 
     async def _await(self, query: FactQuery) -> Attribution:
         index = self.index
@@ -84,20 +95,21 @@ class Resolver:
                 if not _awaits_better(query, found):
                     return found
                 fallback = found
-            if self.grace_s <= 0:
-                return fallback
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.grace_s
+            started = loop.time()
             event = waiter.event
             while True:
-                remaining = deadline - loop.time()
+                remaining = self._hold_s(loop.time() - started, query)
                 if remaining <= 0:
+                    if query.event_ms > index.watermark(query.route) and self.max_wait_s > 0:
+                        # Settled at the maximum wait with audit time still behind the event.
+                        metrics.HOLDS_EXPIRED.labels(query.route).inc()
                     return fallback
                 try:
                     async with asyncio.timeout(remaining):
                         await event.wait()
                 except TimeoutError:
-                    return fallback
+                    continue
                 # Clear before the re-lookup so a fact filed during it wakes us again.
                 event.clear()
                 found = index.lookup(query)

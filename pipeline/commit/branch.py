@@ -477,6 +477,7 @@ class BranchWorker:
             observed_at_ms=window.first_observed_ms,
             writes=window.writes,
             size=window.size,
+            template=target.commit_message if (target := self._target(window.target)) else None,
         )
         await self._commit(plan, window.offsets)
 

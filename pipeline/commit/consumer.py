@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
 from pipeline.commit import metrics
+from pipeline.commit.access import ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
-from pipeline.commit.gitrepo import LocalRepo, RemoteAuth
+from pipeline.commit.gitrepo import RemoteAuth
 from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.commit.work import WorkItem, decode_work
@@ -88,6 +89,10 @@ class CommitWorker(RebalanceListener):
         self._failed: str | None = None
         self._started = False
         self.clones = settings.workdir / "git"
+        keys = settings.workdir / "keys"
+        self._access: dict[str, ProviderAccess] = {
+            p.name: provider_access(p, remote_auth(p), keys) for p in settings.providers
+        }
         metrics.register_owner(self)
 
     # component -----------------------------------------------------------------------------
@@ -190,8 +195,7 @@ class CommitWorker(RebalanceListener):
             )
             metrics.SKIPPED.labels("unknown_provider").inc()
             return None
-        auth = remote_auth(provider)
-        repo = LocalRepo.for_branch(self.clones, provider.name, item.branch, provider.url, auth)
+        repo = self._access[provider.name].clone(self.clones, provider.name, item.branch, provider.url)
         worker = BranchWorker(
             self.settings,
             provider,

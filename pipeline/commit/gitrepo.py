@@ -26,6 +26,8 @@ import git
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.objstore import ObjectStore
+from pipeline.commit.signing import CommitSigner, signed_commit
+from pipeline.commit.sshremote import SshTransport
 from pipeline.gitnames import ALLOWED_SCHEMES, origin_of
 
 __all__ = [
@@ -47,7 +49,9 @@ _FAILURE_HINTS = (
     "403",
     "could not read Username",
     "terminal prompts disabled",
+    "Permission denied (publickey",
 )
+_HOST_KEY_HINTS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
 
 
 class GitRemoteError(Exception):
@@ -115,10 +119,20 @@ def _signature(identity: Identity, when_s: int) -> bytes:
 class LocalRepo:
     """A bare repository owned by one branch worker: the object store and the remote-tracking refs."""
 
-    def __init__(self, path: Path, url: str, auth: RemoteAuth | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        url: str,
+        auth: RemoteAuth | None = None,
+        *,
+        ssh: SshTransport | None = None,
+        signer: CommitSigner | None = None,
+    ) -> None:
         self.path = path
         self.url = url
         self.auth = auth
+        self.ssh = ssh
+        self.signer = signer
         if not (path / "HEAD").exists():
             path.mkdir(parents=True, exist_ok=True)
             git.Repo.init(path, bare=True)
@@ -131,11 +145,19 @@ class LocalRepo:
 
     @classmethod
     def for_branch(
-        cls, root: Path, provider: str, branch: str, url: str, auth: RemoteAuth | None
+        cls,
+        root: Path,
+        provider: str,
+        branch: str,
+        url: str,
+        auth: RemoteAuth | None,
+        *,
+        ssh: SshTransport | None = None,
+        signer: CommitSigner | None = None,
     ) -> LocalRepo:
         """The clone for one (provider, branch) under `root`, named by a hash so any branch name is safe."""
         digest = hashlib.sha256(f"{provider}\0{branch}\0{url.strip()}".encode()).hexdigest()[:32]
-        return cls(root / digest, url, auth)
+        return cls(root / digest, url, auth, ssh=ssh, signer=signer)
 
     def close(self) -> None:
         self.repo.close()
@@ -165,7 +187,7 @@ class LocalRepo:
             lines.append(b"parent " + parent.encode())
         lines.append(b"author " + _signature(author, author_time_s))
         lines.append(b"committer " + _signature(committer, commit_time_s))
-        body = b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
+        body = signed_commit(b"\n".join(lines), message.encode("utf-8"), self.signer)
         return self.objects.write(b"commit", body).hex()
 
     def read_commit(self, sha: str) -> CommitInfo:
@@ -234,6 +256,9 @@ class LocalRepo:
                 "GIT_ALLOW_PROTOCOL": ":".join(sorted(ALLOWED_SCHEMES)),
             }
         )
+        if self.ssh is not None:
+            env["GIT_SSH_COMMAND"] = self.ssh.command()
+            env["GIT_SSH_VARIANT"] = "ssh"
         origin = origin_of(self.url)
         if self.auth is not None and origin is not None and origin.scheme in ("http", "https"):
             env.update(
@@ -267,6 +292,8 @@ class LocalRepo:
         fatal = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
         detail = "; ".join(fatal or lines[-1:]) or "no output"
         reason = "credentials rejected" if auth else "failed"
+        if any(hint in output for hint in _HOST_KEY_HINTS):
+            reason = "host key not trusted (add it to providers[].ssh.known_hosts_file)"
         return GitRemoteError(f"git {action} {redact_url(self.url)} {reason}: {detail}", auth=auth)
 
     async def remote_heads(self) -> dict[str, str]:

@@ -11,6 +11,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pipeline.config import CommitMessageSettings
+from pipeline.msgtemplate import render_body, render_subject
+
 __all__ = [
     "BRANCH_TRAILER",
     "OFFSET_TRAILER",
@@ -18,6 +21,7 @@ __all__ = [
     "api_version",
     "parse_offset",
     "reconcile_message",
+    "template_values",
     "window_message",
 ]
 
@@ -56,6 +60,27 @@ def _trailers(
     return lines
 
 
+def _common(values: Iterable[str], mixed: str) -> str:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else mixed
+
+
+def template_values(objects: Sequence[ChangedObject], author_label: str, target: str) -> dict[str, str]:
+    """The variables a message template sees for one window (see docs/commit-worker.md)."""
+    single = objects[0] if len(objects) == 1 else None
+    return {
+        "operation": _common((o.operation for o in objects), "MIXED"),
+        "resource": _common((o.resource for o in objects), "resources"),
+        "api_version": _common((api_version(o.group, o.version) for o in objects), ""),
+        "namespace": _common((o.namespace for o in objects), ""),
+        "name": single.name if single is not None else "",
+        "author": author_label,
+        "count": str(len(objects)),
+        "target": target,
+        "objects": "\n".join(o.describe() for o in objects),
+    }
+
+
 def window_message(
     objects: Sequence[ChangedObject],
     author_label: str,
@@ -65,10 +90,12 @@ def window_message(
     branch: str,
     partition: int,
     offset: int,
+    template: CommitMessageSettings | None = None,
 ) -> str:
     """`[OP] apiVersion/resource/name` for one object, `<author> on <target>: N resource(s)` for more.
 
-    The body lists every object; the trailers carry attribution tiers and the work offset.
+    The body lists every object; the trailers carry attribution tiers and the work offset. A
+    target's template replaces the subject and/or body; the trailers are appended regardless.
     """
     if len(objects) == 1:
         one = objects[0]
@@ -76,6 +103,12 @@ def window_message(
     else:
         subject = f"{author_label} on {target}: {len(objects)} resource(s)"
     body = [o.describe() for o in objects]
+    if template is not None:
+        values = template_values(objects, author_label, target)
+        if template.subject is not None:
+            subject = render_subject(template.subject, values) or subject
+        if template.body is not None:
+            body = render_body(template.body, values)
     trailers = _trailers(provider, branch, attributions, partition, offset)
     return "\n".join([subject, "", *body, "", *trailers]) + "\n"
 

@@ -15,6 +15,7 @@ from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import ChangedObject, reconcile_message, window_message
+from pipeline.config import CommitMessageSettings
 from pipeline.sealing import content_digest_of
 
 __all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for"]
@@ -58,6 +59,7 @@ class Plan:
     resource: str = ""
     revision: str = ""
     size: int = 0
+    template: CommitMessageSettings | None = None
 
 
 @dataclass(slots=True)
@@ -162,4 +164,5 @@ def message_for(plan: Plan, applied: Applied) -> str:
         plan.branch,
         plan.partition,
         plan.offset,
+        plan.template,
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.codec import DecodeError
+from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
@@ -99,7 +100,8 @@ async def replay_branch(
         ends = await log.end_offsets(tps)
         total = sum(ends[tp] - starts[tp] for tp in tps)
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
-            repo = LocalRepo.for_branch(Path(clones), provider_name, branch, url, auth)
+            access = provider_access(target, auth, Path(clones) / "keys")
+            repo = access.clone(Path(clones), provider_name, branch, url)
             settled: list[Offset] = []
             worker = BranchWorker(settings, target, branch, repo, settled.extend)
             await worker.sync()

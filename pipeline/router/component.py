@@ -39,7 +39,8 @@ class RouterComponent:
         topics = TopicNames.for_prefix(settings.log.topic_prefix)
         index = FactIndex.from_settings(settings.attribution)
         self.follower = FactFollower(log, topics, index, settings)
-        lookup = IndexLookup(self.follower, Resolver(index, settings.attribution.grace_ms))
+        resolver = Resolver(index, settings.attribution.grace_ms, settings.attribution.max_wait_ms)
+        lookup = IndexLookup(self.follower, resolver)
         self.router = Router(
             log, topics, destinations(settings), lookup, group_id=f"{settings.log.topic_prefix}.router"
         )

@@ -8,7 +8,11 @@ from pipeline.work import WorkAuthor
 
 
 def query_for(watch: WatchRecord) -> FactQuery:
-    """The join query of a live event; removals (DELETED or Terminating) are not exact-capable."""
+    """The join query of a live event; removals (DELETED or Terminating) are not exact-capable.
+
+    The change happened no later than the watch observed it, so the observation time is the event
+    time the resolution holds for (see docs/attribution.md, "Waiting").
+    """
     body = watch.body
     return FactQuery(
         route=watch.route,
@@ -20,6 +24,7 @@ def query_for(watch: WatchRecord) -> FactQuery:
         labels=body["labels"],
         exact_capable=body["type"] != "DELETED" and not body["deleting"],
         version=watch.version,
+        event_ms=watch.observed_at_ms,
     )
 
 

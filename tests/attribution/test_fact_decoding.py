@@ -1,8 +1,7 @@
 """The follower's hand-written `fact_batch/1` decoder against fastavro (through the codec).
 
 The decoder exists only for speed, so the property is strict: for any payload it either refuses
-with `DecodeError` or yields exactly what fastavro yields (the stage timestamp only for
-deletecollection facts, the one place the index reads it), and every valid payload is accepted.
+with `DecodeError` or yields exactly what fastavro yields, and every valid payload is accepted.
 """
 
 from __future__ import annotations
@@ -52,12 +51,7 @@ batches = st.builds(
 def expected(payload: bytes) -> tuple[str, str, str, list[FactRow]]:
     """What fastavro decodes, as rows; raises DecodeError where the codec refuses the payload."""
     batch: dict[str, Any] = WRITER.decode(payload, FACT_BATCH_V1)
-    rows = []
-    for fact in batch["facts"]:
-        row = avro_fact_row(fact)
-        if fact["verb"].lower() != "deletecollection":
-            row = (*row[:9], 0, *row[10:])
-        rows.append(row)
+    rows = [avro_fact_row(fact) for fact in batch["facts"]]
     return batch["route"], batch["group"], batch["resource"], rows
 
 

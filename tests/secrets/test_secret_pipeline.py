@@ -1,8 +1,9 @@
 """A Secret created, changed and deleted by a user, through every stage, on both log backends.
 
 Real parts: the `sops` binary and age keys, the audit webhook over HTTP, the log backend under
-test, the router, the commit worker and a Git remote. The Kubernetes API is the watch-protocol
-test server (kube-apiserver does not run in this suite; the e2e suite covers the real one).
+test, the router, the commit worker, SSH-signed commits and a real sshd with host-key checking in
+front of the bare repository. The Kubernetes API is the watch-protocol test server (kube-apiserver
+does not run in this suite; the e2e suite covers the real one).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import base64
 import json
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from pipeline.config import (
     EncryptionSettings,
     ProviderSettings,
     Settings,
+    SigningSettings,
+    SshSettings,
     TargetSettings,
     WatchRule,
 )
@@ -38,10 +41,12 @@ from pipeline.router.component import build as build_router
 from pipeline.service.app import Service
 from pipeline.service.component import Component
 from pipeline.watch.component import WatchComponent
-from tests.commit.helpers import bare_remote, git
+from tests.commit.helpers import git
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt
+from tests.support.gitsign import COMMITTER, keygen, verify_all
 from tests.support.logread import read_topic
 from tests.support.net import free_port
+from tests.support.sshd import SshServer, running_sshd
 from tests.support.wait import wait_for
 from tests.watch.conftest import fast_options
 from tests.watch.kube_server import FakeKubeApiServer, running_server
@@ -102,13 +107,18 @@ def age_key() -> AgeKey:
 
 
 @pytest.fixture
-def remote(tmp_path: Path) -> tuple[str, Path]:
-    path = bare_remote(tmp_path / "remote.git")
-    return str(path), path
+def sshd(tmp_path: Path) -> Iterator[SshServer]:
+    with running_sshd(tmp_path / "sshd") as server:
+        yield server
+
+
+@pytest.fixture
+def signing_key(tmp_path: Path) -> Path:
+    return keygen(tmp_path / "signing")
 
 
 def pipeline_settings(
-    settings: Settings, kubeconfig: Path, url: str, recipient: str, audit_port: int
+    settings: Settings, kubeconfig: Path, provider: ProviderSettings, recipient: str, audit_port: int
 ) -> Settings:
     return settings.model_copy(
         update={
@@ -116,7 +126,7 @@ def pipeline_settings(
                 addr=f"127.0.0.1:{audit_port}", allow_plain_http=True, routes=[AuditRoute(name=ROUTE)]
             ),
             "clusters": [ClusterSettings(name=ROUTE, kubeconfig=kubeconfig)],
-            "providers": [ProviderSettings(name="git", url=url, commit_window_s=0, push_cooldown_s=0)],
+            "providers": [provider],
             "targets": [
                 TargetSettings(
                     name="shop",
@@ -205,13 +215,23 @@ async def test_secret_lifecycle_is_encrypted_attributed_and_never_plaintext_on_t
     settings: Settings,
     kube: FakeKubeApiServer,
     age_key: AgeKey,
-    remote: tuple[str, Path],
+    sshd: SshServer,
+    signing_key: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("REVERSER_SECRETS_DIGEST_KEY", DIGEST_KEY)
-    url, remote_path = remote
-    config = pipeline_settings(settings, kube.kubeconfig(tmp_path), url, age_key.recipient, free_port())
+    remote_path = sshd.bare_repo()
+    provider = ProviderSettings(
+        name="git",
+        url=sshd.scp_url(remote_path),
+        commit_window_s=0,
+        push_cooldown_s=0,
+        committer=COMMITTER,
+        ssh=SshSettings(private_key_file=sshd.client_key, known_hosts_file=sshd.known_hosts()),
+        signing=SigningSettings(format="ssh", key_file=signing_key),
+    )
+    config = pipeline_settings(settings, kube.kubeconfig(tmp_path), provider, age_key.recipient, free_port())
     kube.namespaces["shop"] = "Active"
     pipeline = await start_pipeline(config, kube, remote_path)
     try:
@@ -256,6 +276,12 @@ async def test_secret_lifecycle_is_encrypted_attributed_and_never_plaintext_on_t
 
         authors = [line.split("|")[1] for line in history]
         assert authors == ["alice <alice@example.com>"] * 3, history
+        allowed = tmp_path / "allowed_signers"
+        public_key = signing_key.with_suffix(".pub").read_text(encoding="ascii")
+        allowed.write_text(f"{COMMITTER.email} {public_key}", encoding="ascii")
+        config_args = ("-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}")
+        signed = f"G|{COMMITTER.email}|{COMMITTER.name} <{COMMITTER.email}>"
+        assert verify_all(remote_path, None, *config_args) == [signed] * 3
         leaks = forbidden(PASSWORD_V1, PASSWORD_V2)
         records = await topic_bytes(pipeline.service.log, config)
         assert records, "the topics were read"

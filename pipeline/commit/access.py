@@ -1,0 +1,36 @@
+"""Everything a provider's clone needs besides its URL: HTTP credentials, the SSH transport and
+the commit signer, built once per provider when the worker starts so a bad key fails fast."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.commit.gitrepo import LocalRepo, RemoteAuth
+from pipeline.commit.signing import CommitSigner, SigningError, commit_signer
+from pipeline.commit.sshremote import SshTransport, ssh_transport
+from pipeline.config import ConfigError, ProviderSettings
+
+__all__ = ["ProviderAccess", "provider_access"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderAccess:
+    auth: RemoteAuth | None
+    ssh: SshTransport | None
+    signer: CommitSigner | None
+
+    def clone(self, root: Path, provider: str, branch: str, url: str) -> LocalRepo:
+        return LocalRepo.for_branch(root, provider, branch, url, self.auth, ssh=self.ssh, signer=self.signer)
+
+
+def provider_access(provider: ProviderSettings, auth: RemoteAuth | None, keys_dir: Path) -> ProviderAccess:
+    """The provider's access; a missing key or a signing key that does not match the committer is a
+    ConfigError naming the provider and the setting (never a key)."""
+    try:
+        ssh = ssh_transport(provider, keys_dir)
+        signer = commit_signer(provider, keys_dir, dict(os.environ))
+    except (ValueError, SigningError) as exc:
+        raise ConfigError(str(exc)) from None
+    return ProviderAccess(auth, ssh, signer)

@@ -1,0 +1,117 @@
+"""Signed commits: the `gpgsig` header git itself writes, made with ssh-keygen or gpg.
+
+The worker writes commit objects directly (no `git commit`), so it signs the same way git does:
+the commit object without the signature is the payload, and the armored signature goes into a
+`gpgsig` header right after `committer`. `git verify-commit` then checks it like any signed commit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.commit.sshremote import write_private_file
+from pipeline.config import ProviderSettings
+
+__all__ = ["CommitSigner", "GpgSigner", "SigningError", "SshSigner", "commit_signer", "signed_commit"]
+
+SIGN_TIMEOUT_S = 30.0
+
+
+class SigningError(Exception):
+    """A commit could not be signed (key missing, tool failed); the message holds no key material."""
+
+
+class CommitSigner(Protocol):
+    def sign(self, payload: bytes) -> bytes:
+        """The armored detached signature of `payload`."""
+        ...
+
+
+def _run(argv: list[str], payload: bytes, what: str, env: dict[str, str] | None = None) -> bytes:
+    try:
+        result = subprocess.run(
+            argv, input=payload, capture_output=True, check=False, timeout=SIGN_TIMEOUT_S, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SigningError(f"{what} could not run: {exc}") from None
+    if result.returncode != 0 or not result.stdout.strip():
+        detail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise SigningError(f"{what} failed (exit {result.returncode}): {detail[0][:200]}")
+    return result.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class SshSigner:
+    """`gpg.format=ssh`: `ssh-keygen -Y sign -n git` with a private key file."""
+
+    key_file: Path
+
+    def sign(self, payload: bytes) -> bytes:
+        return _run(
+            ["ssh-keygen", "-Y", "sign", "-n", "git", "-f", str(self.key_file), "-q"], payload, "ssh-keygen"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GpgSigner:
+    """OpenPGP: `gpg --detach-sign --armor` with a key from a GnuPG home (no passphrase prompt)."""
+
+    home: Path | None
+    key_id: str
+
+    def _argv(self, *args: str) -> list[str]:
+        home = ["--homedir", str(self.home)] if self.home is not None else []
+        return ["gpg", *home, "--batch", "--no-tty", "--pinentry-mode", "loopback", *args]
+
+    def sign(self, payload: bytes) -> bytes:
+        return _run(self._argv("--detach-sign", "--armor", "--local-user", self.key_id), payload, "gpg")
+
+    def user_ids(self) -> list[str]:
+        """The user ids of the secret key, to check the committer identity against."""
+        out = _run(
+            self._argv("--with-colons", "--list-secret-keys", self.key_id), b"", "gpg --list-secret-keys"
+        )
+        return [
+            line.split(":")[9]
+            for line in out.decode("utf-8", "replace").splitlines()
+            if line.startswith("uid:")
+        ]
+
+
+def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str, str]) -> CommitSigner | None:
+    """The provider's signer, checked against the committer identity; raises SigningError."""
+    settings = provider.signing
+    if settings is None:
+        return None
+    committer = f"<{provider.committer.email}>"
+    if settings.format == "ssh":
+        key_file = settings.key_file
+        if settings.key_env is not None:
+            material = environ.get(settings.key_env, "")
+            if not material.strip():
+                raise SigningError(
+                    f"providers[{provider.name}].signing: environment variable {settings.key_env} is not set"
+                )
+            key_file = write_private_file(keys_dir / f"{provider.name}.signing-key", material)
+        assert key_file is not None
+        return SshSigner(key_file)
+    signer = GpgSigner(settings.gpg_home, settings.key_id or provider.committer.email)
+    if not any(committer in uid for uid in signer.user_ids()):
+        raise SigningError(
+            f"providers[{provider.name}].signing: the OpenPGP key has no user id with the committer email "
+            f"{provider.committer.email}"
+        )
+    return signer
+
+
+def signed_commit(headers: bytes, message: bytes, signer: CommitSigner | None) -> bytes:
+    """The commit object's content: headers, the `gpgsig` header when signing, a blank line, message."""
+    unsigned = headers + b"\n\n" + message
+    if signer is None:
+        return unsigned
+    signature = signer.sign(unsigned).decode("ascii").strip("\n")
+    header = b"gpgsig " + signature.replace("\n", "\n ").encode("ascii")
+    return headers + b"\n" + header + b"\n\n" + message
