@@ -77,9 +77,13 @@ def test_rendered_chart_is_valid(plane: ControlPlane) -> None:
     helm = helm_path()
     if helm is None:
         pytest.skip(f"helm is not built; run {BUILD_HELM}")
+    # With the Grafana dashboard ConfigMap too (the PrometheusRule and Certificate need CRDs this
+    # bare apiserver does not have; tests/deploy/test_chart.py checks their rendering).
     objects = render(
         helm,
         RELEASE_NAMESPACE,
+        "--set",
+        "grafanaDashboard.enabled=true",
         "--set-json",
         'config.targets=[{"name":"t","provider":"git","rules":[{"resources":["configmaps"],"namespaces":["team-a"]},'
         '{"resources":["rbac.authorization.k8s.io/clusterroles"]}]}]',
@@ -99,6 +103,7 @@ def test_rendered_chart_is_valid(plane: ControlPlane) -> None:
     assert "ClusterRole/rp-reverser-pipeline-watch" in created
     assert "Role/rp-reverser-pipeline-leases" in created
     assert "Secret/rp-reverser-pipeline-audit-client" in created
+    assert "ConfigMap/rp-reverser-pipeline-dashboard" in created
 
 
 def test_helm_installs_and_uninstalls_the_chart(plane: ControlPlane, tmp_path: Path) -> None:
