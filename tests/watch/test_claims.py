@@ -85,16 +85,24 @@ def configured(settings: Settings, kubeconfig: Path, *, elected: bool) -> Settin
     return config.model_copy(update={"clusters": [cluster]})
 
 
+async def two_watchers(
+    kube: FakeKubeApiServer, log: Log, settings: Settings, tmp_path: Path, *, elected: bool
+) -> tuple[WatchComponent, WatchComponent]:
+    """Two started watch components of one cluster (identities replica-1 and replica-2)."""
+    kube.namespaces["team-a"] = "Active"
+    config = configured(settings, kube.kubeconfig(tmp_path), elected=elected)
+    first = WatchComponent(config, log, options=fast_options(config), identity="replica-1")
+    second = WatchComponent(config, log, options=fast_options(config), identity="replica-2")
+    await first.start()
+    await second.start()
+    return first, second
+
+
 async def test_two_watchers_without_election_see_each_other(
     kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
 ) -> None:
-    kube.namespaces["team-a"] = "Active"
-    config = configured(settings, kube.kubeconfig(tmp_path), elected=False)
-    first = WatchComponent(config, topics_log, options=fast_options(config), identity="watcher-1")
-    second = WatchComponent(config, topics_log, options=fast_options(config), identity="watcher-2")
     before = detected()
-    await first.start()
-    await second.start()
+    first, second = await two_watchers(kube, topics_log, settings, tmp_path, elected=False)
     try:
         await wait_for(
             lambda: first.manager.claims.rival_counts() == {"src": 1}
@@ -112,13 +120,8 @@ async def test_two_watchers_without_election_see_each_other(
 async def test_one_elected_watcher_and_a_restarted_one_are_alone(
     kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
 ) -> None:
-    kube.namespaces["team-a"] = "Active"
-    config = configured(settings, kube.kubeconfig(tmp_path), elected=True)
-    first = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
-    second = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-2")
     before = detected()
-    await first.start()
-    await second.start()
+    first, second = await two_watchers(kube, topics_log, settings, tmp_path, elected=True)
     try:
         await wait_for(lambda: bool(first.manager.streams) or bool(second.manager.streams), what="a leader")
         leader = first if first.manager.streams else second

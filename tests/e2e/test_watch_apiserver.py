@@ -1,4 +1,4 @@
-"""Watch ingestion against a real etcd + kube-apiserver (`make e2e`; binaries from tests/e2e).
+"""Watch ingestion against a real etcd + kube-apiserver (`make e2e`; `plane` from tests/e2e/conftest.py).
 
 Pins what the watch-protocol test server stands in for: the real server's WatchList snapshot (or
 its refusal, which the LIST fallback handles), live events, and a restart that resumes from the
@@ -7,7 +7,6 @@ cursor without a snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.lease import POD_NAMESPACE_ENV
-from tests.e2e.cluster.controlplane import ControlPlane, find_binaries
+from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 from tests.support.wait import wait_for
 from tests.watch.conftest import (
@@ -35,19 +34,6 @@ from tests.watch.conftest import (
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "watch-e2e"
-
-
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    bin_dir = find_binaries()
-    if bin_dir is None:
-        pytest.skip("kube-apiserver/etcd are not built; run tests/e2e/cluster/build-binaries.sh")
-    control_plane = ControlPlane(tmp_path_factory.mktemp("watch-controlplane"), bin_dir)
-    control_plane.start()
-    try:
-        yield control_plane
-    finally:
-        control_plane.stop()
 
 
 def configmap(name: str, value: str) -> client.V1ConfigMap:
