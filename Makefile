@@ -70,5 +70,12 @@ promtool:
 dashboard: install
 	$(BIN)/python deploy/monitoring/dashboard.py --write
 
+## one seeded fault-injection run (CHAOS_SEED=N repeats one; random and printed when unset): the real
+## control plane, three Kafka brokers, three replicas behind HAProxy, a failing Git remote
+chaos: install kafka-jars
+	tests/e2e/cluster/build-binaries.sh
+	tests/chaos/install-haproxy.sh
+	$(BIN)/pytest -rs -s -p no:cacheprovider -m chaos tests/chaos
+
 clean:
 	rm -rf $(VENV) .reverser .pytest_cache .mypy_cache .ruff_cache

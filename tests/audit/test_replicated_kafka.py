@@ -182,9 +182,7 @@ async def test_killing_the_fact_leader_under_load_loses_no_acknowledged_request(
                     break
             await asyncio.sleep(1)
         assert answered == 200
-        stored = {
-            f.name for r in await read_topic(running.log, running.topic) for f in decode_batch(r).facts
-        }
+        stored = {f.name for r in await read_topic(running.log, running.topic) for f in decode_batch(r).facts}
         missing = [name for name in ["first", *load.acknowledged, "after"] if name not in stored]
         assert missing == []  # nothing answered 200 was lost
     finally:
@@ -192,5 +190,3 @@ async def test_killing_the_fact_leader_under_load_loses_no_acknowledged_request(
         for node in cluster.nodes.values():
             if not node.running():
                 node.start()
-
-

@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
+_NO_LOCK = contextlib.nullcontext()
 
 
 class GitHttpServer:
-    """Serves every bare repository under `root` at `http://127.0.0.1:<port>/<name>.git`."""
+    """Serves every bare repository under `root` at `http://127.0.0.1:<port>/<name>.git`.
+
+    `refuse_for(s)` makes it answer every request 503 for `s` seconds (a Git host outage);
+    `pushes` records, after each accepted push, when it landed and the refs it left (monotonic
+    time), so a test can tell when each commit became visible on the remote.
+    """
 
     def __init__(self, root: Path, username: str, password: str) -> None:
         self.root = root
         self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.requests: list[tuple[str, int]] = []
         self.authorizations: list[str] = []
+        self.pushes: list[tuple[float, dict[str, str]]] = []
+        self._refuse_until = 0.0
+        self._push_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,9 +58,27 @@ class GitHttpServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def refuse_for(self, seconds: float) -> None:
+        self._refuse_until = time.monotonic() + seconds
+
+    def _refs(self, repo: Path) -> dict[str, str]:
+        listed = subprocess.run(
+            ["git", "--git-dir", str(repo), "for-each-ref", "--format=%(refname) %(objectname)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return dict(line.split(" ", 1) for line in listed.splitlines() if line)
+
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         for value in request.headers.get_all("Authorization") or []:
             self.authorizations.append(value)
+        if time.monotonic() < self._refuse_until:
+            self.requests.append((request.path, 503))
+            request.send_response(503)
+            request.send_header("Content-Length", "0")
+            request.end_headers()
+            return
         if request.headers.get("Authorization") != self.expected:
             self.requests.append((request.path, 401))
             request.send_response(401)
@@ -76,7 +105,12 @@ class GitHttpServer:
             env["HTTP_CONTENT_ENCODING"] = request.headers["Content-Encoding"]
         if request.headers.get("Git-Protocol"):
             env["GIT_PROTOCOL"] = request.headers["Git-Protocol"]
-        done = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True, check=False)
+        pushing = path.endswith("/git-receive-pack")
+        with self._push_lock if pushing else _NO_LOCK:
+            done = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True, check=False)
+            if pushing and done.returncode == 0:
+                repo = self.root / path.strip("/").rsplit("/", 1)[0]
+                self.pushes.append((time.monotonic(), self._refs(repo)))
         head, _, payload = done.stdout.partition(b"\r\n\r\n")
         status = 200
         headers: list[tuple[str, str]] = []

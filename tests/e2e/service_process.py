@@ -107,11 +107,32 @@ class ServiceProcess:
                 )
             time.sleep(POLL_INTERVAL_S)
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def kill(self) -> None:
+        """SIGKILL, as in a crash or an OOM kill: no drain, no flush."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and state but runs nothing (a long GC pause)."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> int | None:
         """SIGTERM (a clean drain), SIGKILL after the timeout; returns the exit code."""
         if self._proc is None:
             return None
         if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGCONT)  # a paused process handles no SIGTERM
             self._proc.send_signal(signal.SIGTERM)
             try:
                 self._proc.wait(timeout=STOP_TIMEOUT_S)

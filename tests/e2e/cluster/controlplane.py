@@ -195,12 +195,14 @@ class ControlPlane:
         self.pki: Pki = write_pki(self.workdir / "pki")
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.server = ""
+        self._etcd_url = ""
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> ControlPlaneState:
         """Start etcd, then kube-apiserver; return once `/readyz` answers 200."""
         try:
             etcd_url, etcd = self._start_etcd()
+            self._etcd_url = etcd_url
             apiserver = self._start_apiserver(etcd_url)
         except BaseException:
             self.stop()
@@ -215,6 +217,13 @@ class ControlPlane:
         )
         state.save(self.workdir)
         return state
+
+    def restart_apiserver(self) -> None:
+        """SIGTERM kube-apiserver and start it again on the same port and etcd (watches reconnect)."""
+        apiserver = self._procs.pop()
+        _terminate_child(apiserver)
+        port = int(self.server.rsplit(":", 1)[1])
+        self._start_apiserver(self._etcd_url, port)
 
     def stop(self) -> None:
         """Stop every process this object started, apiserver first."""
@@ -321,8 +330,8 @@ class ControlPlane:
             "--audit-webhook-version=audit.k8s.io/v1",
         ]
 
-    def _start_apiserver(self, etcd_url: str) -> subprocess.Popen[bytes]:
-        port = free_port()
+    def _start_apiserver(self, etcd_url: str, port: int | None = None) -> subprocess.Popen[bytes]:
+        port = port or free_port()
         self.server = f"https://127.0.0.1:{port}"
         self.kubeconfig.write_text(
             _kubeconfig(self.server, self.pki.ca, self.pki.admin_cert, self.pki.admin_key, "admin")

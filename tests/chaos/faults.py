@@ -1,0 +1,195 @@
+"""Seeded faults against the chaos environment, each recording what it did and what it observed."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pipeline.log.topics import TopicNames
+from tests.chaos.env import ChaosEnv
+from tests.support.kafka_leaders import partition_leaders
+
+__all__ = ["Fault", "FaultLog", "Faults"]
+
+OWNERSHIP_MOVE_TIMEOUT_S = 90.0
+LEADER_TAKEOVER_TIMEOUT_S = 60.0
+STEP_DOWN_TIMEOUT_S = 60.0
+GIT_OUTAGE_S = 30.0
+POLL_S = 0.5
+
+
+class Fault(StrEnum):
+    KILL_LEADER = "kill_watch_leader"
+    KILL_OWNER = "kill_branch_owner"
+    PAUSE_LEADER = "pause_watch_leader"
+    KILL_BROKER = "kill_leader_broker"
+    GIT_OUTAGE = "git_503"
+    FOREIGN_PUSH = "foreign_push"
+    APISERVER_RESTART = "apiserver_restart"
+
+
+@dataclass
+class FaultLog:
+    """What the faults did: counts by kind, and the observations the oracle checks."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    zombie_writes: int = 0
+    ownership_moves: list[tuple[list[str], bool]] = field(default_factory=list)  # (branches, moved)
+    foreign_files: list[tuple[str, str]] = field(default_factory=list)  # (branch, path)
+    notes: list[str] = field(default_factory=list)
+    last_fault_end: float = 0.0
+
+
+async def _poll(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(POLL_S)
+    return True
+
+
+class Faults:
+    """Runs every fault kind once, in a seeded order with seeded gaps, against `env`."""
+
+    def __init__(self, env: ChaosEnv, seed: int) -> None:
+        self.env = env
+        self.rng = random.Random(seed)
+        self.log = FaultLog()
+
+    def schedule(self) -> list[Fault]:
+        order = list(Fault)
+        self.rng.shuffle(order)
+        return order
+
+    async def run(self, gap_s: tuple[float, float]) -> None:
+        actions: dict[Fault, Callable[[], Awaitable[None]]] = {
+            Fault.KILL_LEADER: self.kill_leader,
+            Fault.KILL_OWNER: self.kill_owner,
+            Fault.PAUSE_LEADER: self.pause_leader,
+            Fault.KILL_BROKER: self.kill_broker,
+            Fault.GIT_OUTAGE: self.git_outage,
+            Fault.FOREIGN_PUSH: self.foreign_push,
+            Fault.APISERVER_RESTART: self.apiserver_restart,
+        }
+        for fault in self.schedule():
+            await asyncio.sleep(self.rng.uniform(*gap_s))
+            await actions[fault]()
+            self.log.counts[fault] += 1
+            self.log.last_fault_end = time.monotonic()
+
+    # replicas -----------------------------------------------------------------------------------
+    async def _kill_and_restart(self, index: int) -> None:
+        replica = self.env.replicas[index]
+        owned = sorted(b for b, owner in self.env.branch_owners().items() if owner == index)
+        await asyncio.to_thread(replica.kill)
+        survivors = {i for i in range(len(self.env.replicas)) if i != index}
+
+        def moved() -> bool:
+            owners = self.env.branch_owners()
+            return all(owners.get(b) in survivors for b in owned)
+
+        self.log.ownership_moves.append((owned, await _poll(moved, OWNERSHIP_MOVE_TIMEOUT_S)))
+        await asyncio.to_thread(replica.start)
+
+    async def kill_leader(self) -> None:
+        leaders = self.env.watch_leaders()
+        if not leaders:
+            self.log.notes.append("kill_watch_leader: no replica reported the lease; killed replica 0")
+        await self._kill_and_restart(leaders[0] if leaders else 0)
+
+    async def kill_owner(self) -> None:
+        owners = self.env.branch_owners()
+        leaders = set(self.env.watch_leaders())
+        candidates = sorted({i for i in owners.values() if i not in leaders}) or sorted(set(owners.values()))
+        if not candidates:
+            self.log.notes.append("kill_branch_owner: no replica reported owning a branch")
+            candidates = [self.rng.randrange(len(self.env.replicas))]
+        await self._kill_and_restart(self.rng.choice(candidates))
+
+    async def pause_leader(self) -> None:
+        """SIGSTOP the watch leader until another replica holds the lease, then SIGCONT it.
+
+        Whatever the resumed process gets acknowledged on watch-events before it notices it lost
+        the lease is a zombie write.
+        """
+        leaders = self.env.watch_leaders()
+        if not leaders:
+            self.log.notes.append("pause_watch_leader: no replica reported the lease")
+            return
+        index = leaders[0]
+        zombie = self.env.replicas[index]
+        before = self.env.metric(zombie, "reverser_watch_records_total") or 0.0
+        zombie.pause()
+        took_over = await _poll(
+            lambda: any(i != index for i in self.env.watch_leaders()), LEADER_TAKEOVER_TIMEOUT_S
+        )
+        if not took_over:
+            self.log.notes.append("pause_watch_leader: no other replica took the lease while it was stopped")
+        zombie.resume()
+        stepped_down = await _poll(
+            lambda: self.env.metric(zombie, "reverser_watch_leader") == 0.0, STEP_DOWN_TIMEOUT_S
+        )
+        if not stepped_down:
+            self.log.notes.append("pause_watch_leader: the resumed replica still reports the lease")
+        after = self.env.metric(zombie, "reverser_watch_records_total") or before
+        if took_over:
+            self.log.zombie_writes += int(after - before)
+
+    # Kafka ---------------------------------------------------------------------------------------
+    async def kill_broker(self) -> None:
+        topic = TopicNames.for_prefix(self.env.topic_prefix).audit_facts
+        leaders = Counter((await partition_leaders(self.env.kafka.bootstrap, topic)).values())
+        node = self.env.kafka.node(leaders.most_common(1)[0][0])
+        await asyncio.to_thread(node.kill)
+        await asyncio.sleep(self.rng.uniform(5.0, 15.0))
+        await asyncio.to_thread(node.start)
+
+    # Git -----------------------------------------------------------------------------------------
+    async def git_outage(self) -> None:
+        self.env.git.refuse_for(GIT_OUTAGE_S)
+        await asyncio.sleep(GIT_OUTAGE_S)
+
+    async def foreign_push(self) -> None:
+        """Somebody else pushes to a managed branch (outside the target path); it must survive."""
+        branch = self.env.targets[self.rng.randrange(2)].branch
+        path = f"docs/foreign-{len(self.log.foreign_files)}.md"
+        clone = self.env.workdir / f"foreign-{len(self.log.foreign_files)}"
+        url = f"{self.env.git.base_url}/{self.env.repo.name}"
+        auth = ["-c", f"http.extraHeader=Authorization: {self.env.git.expected}"]
+        identity = ["-c", "user.name=Foreign Pusher", "-c", "user.email=foreign@example.invalid"]
+
+        def push() -> None:
+            for attempt in range(10):
+                subprocess.run(["rm", "-rf", str(clone)], check=True)
+                subprocess.run(
+                    ["git", *auth, "clone", "--quiet", "--branch", branch, url, str(clone)],
+                    check=True,
+                    capture_output=True,
+                )
+                (clone / path).parent.mkdir(parents=True, exist_ok=True)
+                (clone / path).write_text(f"written by hand, attempt {attempt}\n")
+                git = ["git", "-C", str(clone), *auth, *identity]
+                subprocess.run([*git, "add", path], check=True)
+                subprocess.run([*git, "commit", "--quiet", "-m", "a hand-made change"], check=True)
+                if (
+                    subprocess.run(
+                        [*git, "push", "--quiet", "origin", branch], capture_output=True
+                    ).returncode
+                    == 0
+                ):
+                    return
+            raise AssertionError(f"the foreign push to {branch} never landed")
+
+        await asyncio.to_thread(push)
+        self.log.foreign_files.append((branch, path))
+
+    # the control plane ----------------------------------------------------------------------------
+    async def apiserver_restart(self) -> None:
+        await asyncio.to_thread(self.env.plane.restart_apiserver)

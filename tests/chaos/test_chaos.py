@@ -1,0 +1,197 @@
+"""One seeded chaos run: people change a real cluster while every part of the deployment fails once.
+
+Three `reverser run` replicas (leader election on) behind HAProxy, a three-broker Kafka cluster,
+a real apiserver and a smart-HTTP Git remote; the workload runs while the faults of
+`tests.chaos.faults` hit in a seeded order. The oracle then reads the pushed history against the
+workload's record (see `tests.chaos.oracle`) and the cluster's final state, prints one summary
+line, and fails on any lost, duplicated, misattributed or unknown-author change, any zombie
+write, a branch whose ownership did not move off a killed replica, a target that did not
+converge, or a consumer group left with lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pipeline.config import LogSettings
+from pipeline.log.api import TopicPartition
+from pipeline.log.kafka import KafkaLog
+from pipeline.watch.sanitize import sanitize
+from tests.chaos.env import BRANCHES, COMMIT_WINDOW_S, GRACE_MS, ChaosEnv, chaos_env
+from tests.chaos.faults import Faults
+from tests.chaos.history import first_pushes, read_files, read_transitions
+from tests.chaos.oracle import Verdict, judge, percentile
+from tests.chaos.workload import Target, Workload
+from tests.e2e.kube import kube_client
+
+pytestmark = pytest.mark.chaos
+
+WORKERS = 3
+MUTATION_INTERVAL_S = (0.8, 2.0)  # per worker
+FAULT_GAP_S = (10.0, 20.0)
+TAIL_S = 15.0  # workload keeps going after the last fault
+CONVERGENCE_TIMEOUT_S = 240.0
+LAG_TIMEOUT_S = 120.0
+POLL_S = 1.0
+T = TypeVar("T")
+KINDS = (("", "v1", "configmaps", "ConfigMap"), ("apps", "v1", "deployments", "Deployment"))
+
+
+async def _cluster_state(env: ChaosEnv, target: Target) -> dict[str, dict[str, Any]]:
+    """The sanitized objects of `target`'s namespace, by the Git path they belong at."""
+    state: dict[str, dict[str, Any]] = {}
+    async with kube_client(env.kubeconfig) as api:
+        for group, version, resource, kind in KINDS:
+            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            response = await api.call_api(
+                f"{prefix}/namespaces/{target.namespace}/{resource}",
+                "GET",
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+            )
+            body = json.loads(await response[0].read())
+            directory = f"{group}/{resource}" if group else resource
+            for item in body["items"]:
+                if item["metadata"].get("deletionTimestamp"):
+                    continue
+                item["apiVersion"] = f"{group}/{version}" if group else version
+                item["kind"] = kind
+                state[target.file(directory, item["metadata"]["name"])] = sanitize(item)
+    return state
+
+
+async def _differences(env: ChaosEnv) -> list[str]:
+    """Paths where a branch's tree differs from the cluster's sanitized state (empty: converged)."""
+    diffs = []
+    for target in env.targets:
+        expected = await _cluster_state(env, target)
+        actual = await asyncio.to_thread(
+            read_files, env.repo, target.branch, f"{target.path}/{target.namespace}"
+        )
+        for path in sorted(set(expected) | set(actual)):
+            if expected.get(path) != actual.get(path):
+                diffs.append(f"{target.branch}:{path}")
+    return diffs
+
+
+async def _group_lag(env: ChaosEnv) -> dict[str, int]:
+    """Records not yet committed, per consumer group of this run's topics that has any."""
+    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
+    await log.start()
+    try:
+        lag: dict[str, int] = {}
+        for group in await log.list_groups():
+            if not group.startswith(env.topic_prefix):
+                continue
+            committed = await log.group_offsets(group)
+            topics = {tp.topic for tp in committed}
+            tps = [TopicPartition(t, p) for t in topics for p in range(await log.partitions_for(t))]
+            ends = await log.end_offsets(tps)
+            behind = sum(end - committed.get(tp, 0) for tp, end in ends.items())
+            if behind:
+                lag[group] = behind
+        return lag
+    finally:
+        await log.close()
+
+
+async def _settle(check: Callable[[], Awaitable[T]], timeout_s: float) -> tuple[bool, T]:
+    """Poll `check` until it returns something empty (nothing left to differ); (settled, last value)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if not value:
+            return True, value
+        if time.monotonic() > deadline:
+            return False, value
+        await asyncio.sleep(POLL_S)
+
+
+def _summary(seed: int, workload: Workload, faults: Faults, verdict: Verdict, convergence_s: float) -> str:
+    kinds = ",".join(f"{k}:{n}" for k, n in sorted(faults.log.counts.items()))
+    p50, p99 = percentile(verdict.latencies_s, 0.5), percentile(verdict.latencies_s, 0.99)
+    return (
+        f"chaos seed={seed} mutations={len(workload.mutations)} faults={kinds} "
+        f"lost={len(verdict.lost)} duplicated={len(verdict.duplicated)} "
+        f"misattributed={len(verdict.misattributed)} unknown={len(verdict.unknown)} "
+        f"phantom={len(verdict.phantom)} merged={verdict.merged} zombie_writes={faults.log.zombie_writes} "
+        f"convergence_s={convergence_s:.1f} latency_p50_s={p50:.2f} latency_p99_s={p99:.2f} "
+        f"window_plus_grace_s={COMMIT_WINDOW_S + GRACE_MS / 1000:.1f}"
+    )
+
+
+def test_no_change_is_lost_duplicated_or_misattributed_under_faults(
+    chaos_seed: int, chaos_bin_dir: Path, tmp_path: Path
+) -> None:
+    with chaos_env(tmp_path, chaos_bin_dir) as env:
+        asyncio.run(_run(env, chaos_seed))
+
+
+async def _run(env: ChaosEnv, seed: int) -> None:
+    # Work spreads: with six branches and three replicas, more than one replica owns branches.
+    async def unspread() -> dict[str, int]:
+        owners = env.branch_owners()
+        return {} if len(owners) == BRANCHES and len(set(owners.values())) > 1 else owners
+
+    spread_ok, _ = await _settle(unspread, 90)
+    owners_at_start = env.branch_owners()
+    workload = Workload(env.kubeconfig, env.targets, seed, WORKERS)
+    faults = Faults(env, seed)
+    running = asyncio.create_task(workload.run(MUTATION_INTERVAL_S))
+    try:
+        await faults.run(FAULT_GAP_S)
+        await asyncio.sleep(TAIL_S)
+    finally:
+        workload.stop()
+        await running
+    last_fault_end = faults.log.last_fault_end
+
+    converged, diffs = await _settle(lambda: _differences(env), CONVERGENCE_TIMEOUT_S)
+    convergence_s = time.monotonic() - last_fault_end
+    drained, lag = await _settle(lambda: _group_lag(env), LAG_TIMEOUT_S)
+
+    published = first_pushes(env.repo, env.git.pushes)
+    transitions = [
+        t for target in env.targets for t in read_transitions(env.repo, target.branch, target.path, published)
+    ]
+    verdict = judge(workload.mutations, transitions, COMMIT_WINDOW_S)
+    print("\n" + _summary(seed, workload, faults, verdict, convergence_s))
+    foreign_missing = [
+        (branch, path)
+        for branch, path in faults.log.foreign_files
+        if path not in read_files(env.repo, branch, path)
+    ]
+    report = {
+        "owners_at_start": owners_at_start,
+        "ownership_moves": faults.log.ownership_moves,
+        "notes": faults.log.notes,
+        "workload_failures": workload.failures[:20],
+        "lost": [repr(m) for m in verdict.lost[:20]],
+        "duplicated": [repr(t) for t in verdict.duplicated[:20]],
+        "misattributed": [repr(x) for x in verdict.misattributed[:20]],
+        "unknown": [repr(x) for x in verdict.unknown[:20]],
+        "phantom": [repr(t) for t in verdict.phantom[:20]],
+        "not_converged": diffs[:20] if not converged else [],
+        "lag": lag,
+        "foreign_missing": foreign_missing,
+    }
+    (env.workdir.parent / "chaos-report.json").write_text(json.dumps(report, indent=2, default=str))
+    print(json.dumps(report, indent=2, default=str))
+
+    assert spread_ok, f"branch partitions not spread over replicas: {owners_at_start}"
+    assert all(moved for _, moved in faults.log.ownership_moves), faults.log.ownership_moves
+    assert faults.log.zombie_writes == 0
+    assert converged, diffs[:20]
+    assert drained, lag
+    assert not foreign_missing
+    assert not verdict.lost
+    assert not verdict.duplicated
+    assert not verdict.misattributed
+    assert not verdict.unknown

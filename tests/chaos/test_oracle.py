@@ -1,0 +1,76 @@
+"""The chaos oracle on hand-made histories (no I/O): each verdict it can give, and none it must not."""
+
+from __future__ import annotations
+
+from tests.chaos.oracle import UNKNOWN_AUTHOR, Transition, judge, percentile
+from tests.chaos.workload import Mutation, fingerprint
+
+WINDOW_S = 3.0
+PATH = "clusters/chaos/team-0/configmaps/a.yaml"
+
+
+def m(seq: int, user: str, fp: str | None, at: float) -> Mutation:
+    return Mutation(seq, user, "patch", "b0", PATH, fp, at)
+
+
+def t(fp: str | None, author: str, sha: str, pushed_at: float | None = None) -> Transition:
+    return Transition("b0", PATH, fp, sha, author, pushed_at)
+
+
+def test_a_clean_history_passes_and_measures_latency() -> None:
+    verdict = judge(
+        [m(1, "alice", "1", 10.0), m(2, "bob", "2", 11.0), m(3, "bob", None, 20.0)],
+        [t("1", "alice", "c1", 14.0), t("2", "bob", "c2", 16.0), t(None, "bob", "c3", 25.0)],
+        WINDOW_S,
+    )
+    assert (verdict.lost, verdict.duplicated, verdict.misattributed, verdict.unknown, verdict.phantom) == (
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
+    assert verdict.latencies_s == [4.0, 5.0, 5.0]
+
+
+def test_a_version_replaced_by_the_same_person_within_a_window_is_merged_not_lost() -> None:
+    verdict = judge([m(1, "alice", "1", 10.0), m(2, "alice", "2", 11.0)], [t("2", "alice", "c1")], WINDOW_S)
+    assert verdict.lost == []
+    assert verdict.merged == 1
+
+
+def test_a_missing_version_is_lost_when_another_author_or_a_later_window_replaced_it() -> None:
+    mutations = [m(1, "alice", "1", 10.0), m(2, "bob", "2", 11.0), m(3, "bob", "3", 30.0)]
+    verdict = judge(mutations, [t("3", "bob", "c1")], WINDOW_S)
+    assert [x.seq for x in verdict.lost] == [1, 2]
+
+
+def test_duplicates_misattribution_unknown_authors_and_phantoms_are_told_apart() -> None:
+    mutations = [m(1, "alice", "1", 10.0), m(2, "bob", "2", 20.0), m(3, "carol", "3", 30.0)]
+    history = [
+        t("1", "alice", "c1"),
+        t("2", "alice", "c2"),
+        t("1", "alice", "c3"),
+        t("3", UNKNOWN_AUTHOR, "c4"),
+        t("9", "dave", "c5"),
+    ]
+    verdict = judge(mutations, history, WINDOW_S)
+    assert [x.sha for x in verdict.duplicated] == ["c3"]
+    assert [(x.seq, y.sha) for x, y in verdict.misattributed] == [(2, "c2")]
+    assert [(x.seq, y.sha) for x, y in verdict.unknown] == [(3, "c4")]
+    assert [x.sha for x in verdict.phantom] == ["c5"]
+
+
+def test_fingerprints_identify_versions_of_both_kinds() -> None:
+    assert fingerprint({"kind": "ConfigMap", "data": {"seq": "7"}}) == "7"
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"annotations": {"chaos/seq": "4"}},
+        "spec": {"replicas": 3},
+    }
+    assert fingerprint(deployment) == "4/3"
+
+
+def test_percentiles() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert percentile([2.0], 0.99) == 2.0
