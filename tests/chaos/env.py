@@ -241,7 +241,8 @@ def chaos_env(workdir: Path, bin_dir: Path) -> Iterator[ChaosEnv]:
             config = _replica_config(
                 workdir, index, plane, kafka.bootstrap, prefix, git_url, audit, metrics, targets
             )
-            replicas.append(ServiceProcess(replica_dir, config))
+            # INFO: three replicas' DEBUG logs (every Kafka request) cost a core on their own.
+            replicas.append(ServiceProcess(replica_dir, config, log_level="INFO"))
         (workdir / "haproxy").mkdir()
         haproxy = HAProxy(workdir / "haproxy", audit_port, ports)
         stack.callback(haproxy.stop)

@@ -2,10 +2,11 @@
 
 For every file the history is a sequence of transitions (a commit that gave the file a new
 version, or removed it). The oracle checks that every version a mutation produced appears as a
-transition, unless the same person replaced it within one commit window (the window commits only
-the latest); that no version appears twice; that each transition's author is the person whose
-mutation produced it (misattributed and unknown counted apart); and measures the time from the
-mutation's response to the push that put its commit on the remote.
+transition, unless a later version replaced it within the same commit window (a branch's window
+collects one person's writes until `window_s` of silence or another person's write, and commits
+only the latest of each file); that no version appears twice; that each transition's author is
+the person whose mutation produced it (misattributed and unknown counted apart); and measures the
+time from the mutation's response to the push that put its commit on the remote.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from tests.chaos.workload import Mutation
 __all__ = ["UNKNOWN_AUTHOR", "Transition", "Verdict", "judge", "percentile"]
 
 UNKNOWN_AUTHOR = "unknown (attribution unresolved)"
+# How much later than the response a watch event may reach the commit worker's window: a window
+# stays open for its silence after the last write it saw, not after the last response.
+WINDOW_JITTER_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,27 @@ def percentile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
+def _windows(mutations: Sequence[Mutation], window_s: float) -> dict[int, int]:
+    """Mutation seq to the commit window it can share: one per branch per run of one person's
+    mutations, each within `window_s` (plus pipeline jitter) of the previous one."""
+    window_of: dict[int, int] = {}
+    last: dict[str, Mutation] = {}
+    number = 0
+    for mutation in sorted(mutations, key=lambda m: m.at):
+        previous = last.get(mutation.branch)
+        if (
+            previous is None
+            or previous.user != mutation.user
+            or mutation.at - previous.at > window_s + WINDOW_JITTER_S
+        ):
+            number += 1
+            window_of[mutation.seq] = number
+        else:
+            window_of[mutation.seq] = window_of[previous.seq]
+        last[mutation.branch] = mutation
+    return window_of
+
+
 def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], window_s: float) -> Verdict:
     verdict = Verdict()
     by_version: dict[tuple[str, str, str | None], list[Transition]] = defaultdict(list)
@@ -61,6 +86,7 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
         by_version[(transition.branch, transition.path, transition.fingerprint)].append(transition)
     for found in by_version.values():
         verdict.duplicated.extend(found[1:])
+    windows = _windows(mutations, window_s)
     per_file: dict[tuple[str, str], list[Mutation]] = defaultdict(list)
     for mutation in sorted(mutations, key=lambda m: m.at):
         per_file[(mutation.branch, mutation.path)].append(mutation)
@@ -72,11 +98,7 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
             committed = by_version.get(key)
             if not committed:
                 following = sequence[index + 1] if index + 1 < len(sequence) else None
-                if (
-                    following is not None
-                    and following.user == mutation.user
-                    and following.at - mutation.at <= window_s
-                ):
+                if following is not None and windows[following.seq] == windows[mutation.seq]:
                     verdict.merged += 1
                 else:
                     verdict.lost.append(mutation)

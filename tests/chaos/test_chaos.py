@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from kubernetes_asyncio import client
 
 from pipeline.config import LogSettings
 from pipeline.log.api import TopicPartition
@@ -38,6 +39,7 @@ MUTATION_INTERVAL_S = (0.8, 2.0)  # per worker
 FAULT_GAP_S = (10.0, 20.0)
 TAIL_S = 15.0  # workload keeps going after the last fault
 CONVERGENCE_TIMEOUT_S = 240.0
+SPREAD_TIMEOUT_S = 120.0
 LAG_TIMEOUT_S = 120.0
 POLL_S = 1.0
 T = TypeVar("T")
@@ -48,15 +50,14 @@ async def _cluster_state(env: ChaosEnv, target: Target) -> dict[str, dict[str, A
     """The sanitized objects of `target`'s namespace, by the Git path they belong at."""
     state: dict[str, dict[str, Any]] = {}
     async with kube_client(env.kubeconfig) as api:
+        lists: dict[str, Callable[..., Awaitable[Any]]] = {
+            "configmaps": client.CoreV1Api(api).list_namespaced_config_map,
+            "deployments": client.AppsV1Api(api).list_namespaced_deployment,
+        }
         for group, version, resource, kind in KINDS:
-            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            response = await api.call_api(
-                f"{prefix}/namespaces/{target.namespace}/{resource}",
-                "GET",
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-            )
-            body = json.loads(await response[0].read())
+            # The raw JSON, as the watch sees it (the typed models drop nulls the watch keeps).
+            response = await lists[resource](target.namespace, _preload_content=False)
+            body = json.loads(await response.read())
             directory = f"{group}/{resource}" if group else resource
             for item in body["items"]:
                 if item["metadata"].get("deletionTimestamp"):
@@ -135,17 +136,18 @@ def test_no_change_is_lost_duplicated_or_misattributed_under_faults(
 
 
 async def _run(env: ChaosEnv, seed: int) -> None:
-    # Work spreads: with six branches and three replicas, more than one replica owns branches.
+    workload = Workload(env.kubeconfig, env.targets, seed, WORKERS)
+    faults = Faults(env, seed)
+    running = asyncio.create_task(workload.run(MUTATION_INTERVAL_S))
+
+    # Work spreads: once every branch has work, more than one of the three replicas runs branches.
     async def unspread() -> dict[str, int]:
         owners = env.branch_owners()
         return {} if len(owners) == BRANCHES and len(set(owners.values())) > 1 else owners
 
-    spread_ok, _ = await _settle(unspread, 90)
-    owners_at_start = env.branch_owners()
-    workload = Workload(env.kubeconfig, env.targets, seed, WORKERS)
-    faults = Faults(env, seed)
-    running = asyncio.create_task(workload.run(MUTATION_INTERVAL_S))
     try:
+        spread_ok, _ = await _settle(unspread, SPREAD_TIMEOUT_S)
+        owners_at_start = env.branch_owners()
         await faults.run(FAULT_GAP_S)
         await asyncio.sleep(TAIL_S)
     finally:

@@ -39,6 +39,23 @@ def test_a_version_replaced_by_the_same_person_within_a_window_is_merged_not_los
     assert verdict.merged == 1
 
 
+def test_a_window_is_a_chain_of_one_persons_writes_on_a_branch() -> None:
+    other = Mutation(2, "alice", "create", "b0", "clusters/chaos/team-0/configmaps/b.yaml", "2", 12.5)
+    chained = [m(1, "alice", "1", 10.0), other, m(3, "alice", "3", 15.0)]
+    assert (
+        judge(
+            chained, [t("3", "alice", "c1"), Transition("b0", other.path, "2", "c1", "alice", None)], WINDOW_S
+        ).lost
+        == []
+    )
+    interrupted = [
+        m(1, "alice", "1", 10.0),
+        Mutation(2, "bob", "create", "b0", other.path, "2", 11.0),
+        m(3, "alice", "3", 12.0),
+    ]
+    assert [x.seq for x in judge(interrupted, [t("3", "alice", "c1")], WINDOW_S).lost] == [1, 2]
+
+
 def test_a_missing_version_is_lost_when_another_author_or_a_later_window_replaced_it() -> None:
     mutations = [m(1, "alice", "1", 10.0), m(2, "bob", "2", 11.0), m(3, "bob", "3", 30.0)]
     verdict = judge(mutations, [t("3", "bob", "c1")], WINDOW_S)

@@ -35,8 +35,9 @@ class ServiceError(RuntimeError):
 class ServiceProcess:
     """Writes `config` to `workdir/config.yaml` and runs the service on it."""
 
-    def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
+    def __init__(self, workdir: Path, config: dict[str, Any], log_level: str = "DEBUG") -> None:
         self.workdir = workdir
+        self.log_level = log_level
         self.config_path = workdir / "config.yaml"
         self.log_path = workdir / "reverser.log"
         self.metrics_addr = str(config["metrics"]["addr"])
@@ -59,7 +60,7 @@ class ServiceProcess:
                     "-m",
                     "pipeline.cli",
                     "--log-level",
-                    "DEBUG",
+                    self.log_level,
                     "run",
                     "--config",
                     str(self.config_path),
