@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import random
 import subprocess
@@ -44,7 +45,13 @@ class FaultLog:
     ownership_moves: list[tuple[list[str], bool]] = field(default_factory=list)  # (branches, moved)
     foreign_files: list[tuple[str, str]] = field(default_factory=list)  # (branch, path)
     notes: list[str] = field(default_factory=list)
+    timeline: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, start, end) UTC
     last_fault_end: float = 0.0
+
+
+def _utc() -> str:
+    """Wall-clock time as the replicas' logs print it, to line faults up with log lines."""
+    return datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 async def _poll(predicate: Callable[[], bool], timeout_s: float) -> bool:
@@ -83,7 +90,9 @@ class Faults:
         }
         for fault in self.schedule():
             await asyncio.sleep(self.rng.uniform(*gap_s))
+            started = _utc()
             await actions[fault]()
+            self.log.timeline.append((fault.value, started, _utc()))
             self.log.counts[fault] += 1
             self.log.last_fault_end = time.monotonic()
 

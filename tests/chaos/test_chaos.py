@@ -12,6 +12,7 @@ converge, or a consumer group left with lag.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -115,6 +116,12 @@ async def _settle(check: Callable[[], Awaitable[T]], timeout_s: float) -> tuple[
         await asyncio.sleep(POLL_S)
 
 
+def _wall(monotonic_s: float) -> str:
+    """A monotonic instant as UTC wall-clock time, to line it up with the replicas' logs."""
+    wall = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=time.monotonic() - monotonic_s)
+    return wall.strftime("%H:%M:%S.%f")[:-3]
+
+
 def _summary(seed: int, workload: Workload, faults: Faults, verdict: Verdict, convergence_s: float) -> str:
     kinds = ",".join(f"{k}:{n}" for k, n in sorted(faults.log.counts.items()))
     p50, p99 = percentile(verdict.latencies_s, 0.5), percentile(verdict.latencies_s, 0.99)
@@ -140,14 +147,17 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     faults = Faults(env, seed)
     running = asyncio.create_task(workload.run(MUTATION_INTERVAL_S))
 
-    # Work spreads: once every branch has work, more than one of the three replicas runs branches.
+    # Work spreads: a replica reports a branch while its FIFO runs there, so gather the owners seen
+    # until every branch was seen; more than one of the three replicas must run branches.
+    owners_at_start: dict[str, int] = {}
+
     async def unspread() -> dict[str, int]:
-        owners = env.branch_owners()
-        return {} if len(owners) == BRANCHES and len(set(owners.values())) > 1 else owners
+        owners_at_start.update(env.branch_owners())
+        spread = len(owners_at_start) == BRANCHES and len(set(owners_at_start.values())) > 1
+        return {} if spread else owners_at_start
 
     try:
         spread_ok, _ = await _settle(unspread, SPREAD_TIMEOUT_S)
-        owners_at_start = env.branch_owners()
         await faults.run(FAULT_GAP_S)
         await asyncio.sleep(TAIL_S)
     finally:
@@ -173,12 +183,13 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     report = {
         "owners_at_start": owners_at_start,
         "ownership_moves": faults.log.ownership_moves,
+        "fault_times": faults.log.timeline,
         "notes": faults.log.notes,
         "workload_failures": workload.failures[:20],
-        "lost": [repr(m) for m in verdict.lost[:20]],
+        "lost": [f"{_wall(m.at)} {m!r}" for m in verdict.lost[:20]],
         "duplicated": [repr(t) for t in verdict.duplicated[:20]],
-        "misattributed": [repr(x) for x in verdict.misattributed[:20]],
-        "unknown": [repr(x) for x in verdict.unknown[:20]],
+        "misattributed": [f"{_wall(m.at)} {m!r} {t!r}" for m, t in verdict.misattributed[:20]],
+        "unknown": [f"{_wall(m.at)} {m!r} {t!r}" for m, t in verdict.unknown[:20]],
         "phantom": [repr(t) for t in verdict.phantom[:20]],
         "not_converged": diffs[:20] if not converged else [],
         "lag": lag,
