@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e promtool dashboard clean system-tools
+.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools
 
 install: $(VENV)/.installed
 
@@ -72,9 +72,8 @@ dashboard: install
 
 ## one seeded fault-injection run (CHAOS_SEED=N repeats one; random and printed when unset): the real
 ## control plane, three Kafka brokers, three replicas behind HAProxy, a failing Git remote
-chaos: install kafka-jars
+chaos: install kafka-jars system-tools
 	tests/e2e/cluster/build-binaries.sh
-	tests/chaos/install-haproxy.sh
 	$(BIN)/pytest -rs -s -p no:cacheprovider -m chaos tests/chaos
 
 clean:

@@ -20,7 +20,7 @@ from tests.support.net import free_port
 __all__ = ["HAProxy", "HAProxyError"]
 
 START_TIMEOUT_S = 20.0
-INSTALL_SCRIPT = Path(__file__).resolve().parent / "install-haproxy.sh"
+INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-system-tools.sh"
 
 
 class HAProxyError(RuntimeError):
