@@ -35,12 +35,14 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
-__all__ = ["BranchWorker", "Hook", "Offset"]
+__all__ = ["BranchWorker", "History", "Hook", "Offset"]
 
 log = logging.getLogger(__name__)
 
 Offset = tuple[int, int]
 Hook = Callable[[str], Awaitable[None]]
+# (partition, offset) -> the branch-work records shortly before and up to that offset, in log order
+History = Callable[[int, int], Awaitable[list[WorkItem]]]
 PUSH_ATTEMPTS = 3
 MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
@@ -79,8 +81,10 @@ class BranchWorker:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         hook: Hook | None = None,
+        history: History | None = None,
     ) -> None:
         self.provider = provider
+        self._history = history
         self.branch = branch
         self.repo = repo
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
@@ -166,6 +170,7 @@ class BranchWorker:
         self._remote_tip = remote
         self._reset(base)
         self._skip = self._committed_offsets(remote) if remote else {}
+        await self._recall_versions()
         self.synced = True
         log.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -174,6 +179,33 @@ class BranchWorker:
             base or "an empty history",
             self._skip or "nothing",
         )
+
+    async def _recall_versions(self) -> None:
+        """Seed the version ledger from the work the branch tip already carries.
+
+        A new owner (after a failover) must not write an older version that the previous owner
+        already replaced; the records just before the tip's offset say which versions it wrote.
+        """
+        if self._history is None:
+            return
+        for partition, offset in self._skip.items():
+            for item in await self._history(partition, offset):
+                if (item.provider, item.branch) != (self.provider.name, self.branch):
+                    continue
+                body = item.body
+                if isinstance(body, Write):
+                    self._recall(item, body.namespace, body.name, body.resource_version)
+                elif isinstance(body, ResyncChunk):
+                    for obj in body.objects:
+                        self._recall(item, obj.namespace, obj.name, obj.resource_version)
+
+    def _recall(self, item: WorkItem, namespace: str, name: str, version: str) -> None:
+        try:
+            folder = normalize_target_path(item.path)
+            path = canonical_path(folder, item.group, item.resource, namespace, name)
+        except LayoutError:
+            return
+        self.versions.applied(path, version)
 
     def _reset(self, base: str | None) -> None:
         self._tip = base

@@ -33,6 +33,10 @@ __all__ = ["CommitWorker", "group_id_for", "remote_auth"]
 log = logging.getLogger(__name__)
 
 QUEUE_ITEMS = 1000
+# How far before a branch tip's offset a new owner reads to learn which versions are written.
+VERSION_LOOKBACK_RECORDS = 10_000
+# Empty fetches (of 500 ms each) after which that read gives up.
+HISTORY_IDLE_ROUNDS = 20
 
 
 def group_id_for(settings: Settings) -> str:
@@ -203,6 +207,7 @@ class CommitWorker(RebalanceListener):
             repo,
             functools.partial(self._settle_many, tp.topic),
             hook=self._hook,
+            history=functools.partial(self._history, tp.topic),
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -211,6 +216,32 @@ class CommitWorker(RebalanceListener):
         branch = _Branch(worker, queue, task, tp, lock)
         self._branches[key] = branch
         return branch
+
+    async def _history(self, topic: str, partition: int, upto: int) -> list[WorkItem]:
+        """The decodable branch-work records of a partition up to `upto`, at most the lookback.
+
+        Best effort: without them a new owner still skips older versions it sees itself.
+        """
+        tp = TopicPartition(topic, partition)
+        found: list[WorkItem] = []
+        reader = self.log.reader()
+        try:
+            first = (await self.log.beginning_offsets([tp]))[tp]
+            await reader.assign({tp: max(first, upto - VERSION_LOOKBACK_RECORDS + 1)})
+            idle_rounds = 0
+            while reader.position(tp) <= upto and idle_rounds < HISTORY_IDLE_ROUNDS:
+                fetched = await reader.fetch(timeout_ms=500)
+                idle_rounds = 0 if fetched.records or fetched.gaps else idle_rounds + 1
+                for record in fetched.records:
+                    if record.offset > upto:
+                        break
+                    with contextlib.suppress(DecodeError):
+                        found.append(decode_work(record))
+        except LogError as exc:
+            log.warning("reading %s before offset %d for applied versions failed: %s", tp, upto, exc)
+        finally:
+            await reader.close()
+        return found
 
     async def _run_branch(
         self, worker: BranchWorker, queue: asyncio.Queue[WorkItem], lock: asyncio.Lock

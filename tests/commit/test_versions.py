@@ -11,8 +11,12 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
+from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.versions import VersionLedger, compare_versions
-from tests.commit.helpers import BOB, Work, cm, files, log_lines
+from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.log.api import Log
+from tests.commit.helpers import BOB, Work, bare_remote, cm, files, log_lines
+from tests.commit.logwork import append_work, wait_settled
 from tests.commit.test_branch_worker import Harness
 
 PATH = "live/team-a/configmaps/a.yaml"
@@ -90,3 +94,41 @@ async def test_a_snapshot_listed_earlier_neither_reverts_nor_sweeps_newer_writes
     assert "live/team-a/configmaps/c.yaml" in tree
     assert older_skipped() == before + 1
     assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+async def test_a_new_owner_remembers_the_versions_its_predecessor_pushed(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """Failover of the commit worker between a newer version and a late older one."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = settings.model_copy(
+        update={
+            "providers": [
+                ProviderSettings(name="git", url=str(remote), commit_window_s=0.2, push_cooldown_s=0.2)
+            ],
+            "targets": [TargetSettings(name="t1", provider="git", path="live")],
+        }
+    )
+    w = Work(step_ms=10)
+    await append_work(
+        any_log, cfg, [w.create(cm("a", key="v1"), rv="10"), w.update(cm("a", key="v2"), rv="12")]
+    )
+    first = CommitWorker(cfg, any_log)
+    await first.start()
+    try:
+        await wait_settled(any_log, cfg)
+    finally:
+        await first.stop()
+    assert "key: v2" in files(remote)[PATH]
+
+    before = older_skipped()
+    await append_work(any_log, cfg, [w.update(cm("a", key="v1"), BOB, rv="10")])  # a zombie's late write
+    second = CommitWorker(cfg.model_copy(update={"workdir": tmp_path / "second"}), any_log)
+    await second.start()
+    try:
+        await wait_settled(any_log, cfg)
+    finally:
+        await second.stop()
+    assert "key: v2" in files(remote)[PATH]
+    assert older_skipped() == before + 1
+    assert len(log_lines(remote)) == 1
