@@ -118,13 +118,11 @@ def main() -> None:
         now += POLL_MS
         _advance(committed2, ends2, rng)
         evaluator.observe(committed2, starts2, ends2, now)
-    for tp, history in evaluator.histories.items():
-        end = ends2[tp]
-        t = now
-        while len(history) < settings.history_points:
-            end += 1 + rng.randrange(0, 200)
-            t += POLL_MS
-            history.record(end, t)
+    t = now
+    while evaluator.histories.points(next(iter(ends2))) < settings.history_points:
+        _advance(committed2, ends2, rng)
+        t += POLL_MS
+        evaluator.histories.record(ends2, t)
     gc.collect()
     held = tracemalloc.take_snapshot()
     tracemalloc.stop()

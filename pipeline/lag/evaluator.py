@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from pipeline.config import LagSettings
-from pipeline.lag.history import EndOffsetHistory
+from pipeline.lag.history import EndOffsetHistories
 from pipeline.lag.snapshot import GroupLag, LagSnapshot, PartitionLag
-from pipeline.lag.status import CommitWindow, group_status
+from pipeline.lag.status import CommitWindow, Status, group_status
 from pipeline.log.api import TopicPartition
 
 __all__ = ["Commit", "LagEvaluator", "offset_lag"]
@@ -46,19 +46,18 @@ class LagEvaluator:
     otherwise a commit is inferred whenever a group's committed offset changed since the last
     poll, which cannot tell a consumer re-committing one offset (STALL) from one that stopped
     committing: both show as STOP.
+
+    A group is reported on every partition of every topic it has committed offsets for:
+    partitions it never committed are listed with committed None and lag = every record still
+    on the log (what it has not read), as Burrow lists them.
     """
 
     def __init__(self, settings: LagSettings, *, commits_fed: bool = False) -> None:
         self._window_size = settings.window
-        self._history_points = settings.history_points
         self._min_distance_ms = int(settings.poll_interval_s * 1000)
         self._commits_fed = commits_fed
         self._windows: dict[str, dict[TopicPartition, CommitWindow]] = {}
-        self._histories: dict[TopicPartition, EndOffsetHistory] = {}
-
-    @property
-    def histories(self) -> Mapping[TopicPartition, EndOffsetHistory]:
-        return self._histories
+        self.histories = EndOffsetHistories(settings.history_points)
 
     def observe(
         self,
@@ -70,28 +69,21 @@ class LagEvaluator:
     ) -> LagSnapshot:
         """Evaluate one poll: committed offsets per group and log bounds, read just before `now_ms`.
 
-        Groups absent from `committed` and partitions absent from `ends` are forgotten.
+        `ends` holds every live partition of the groups' topics. Groups absent from `committed`
+        and partitions absent from `ends` are forgotten.
         """
-        for tp, end in ends.items():
-            self._history(tp).record(end, now_ms)
-        self._forget(committed, ends)
+        self.histories.record(ends, now_ms)
+        for name in [name for name in self._windows if name not in committed]:
+            del self._windows[name]
         self._apply(commits)
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in sorted(ends):
+            by_topic.setdefault(tp.topic, []).append(tp)
         groups = tuple(
-            self._evaluate(group, committed[group], starts, ends, now_ms) for group in sorted(committed)
+            self._evaluate(group, committed[group], by_topic, starts, ends, now_ms)
+            for group in sorted(committed)
         )
         return LagSnapshot(taken_ms=now_ms, groups=groups)
-
-    def _history(self, tp: TopicPartition) -> EndOffsetHistory:
-        history = self._histories.get(tp)
-        if history is None:
-            history = self._histories[tp] = EndOffsetHistory(self._history_points)
-        return history
-
-    def _forget(self, groups: Mapping[str, Offsets], live: Offsets) -> None:
-        for name in [name for name in self._windows if name not in groups]:
-            del self._windows[name]
-        for tp in [tp for tp in self._histories if tp not in live]:
-            del self._histories[tp]
 
     def _window(self, group: str, tp: TopicPartition) -> CommitWindow:
         windows = self._windows.get(group)
@@ -104,17 +96,21 @@ class LagEvaluator:
 
     def _apply(self, commits: Iterable[Commit]) -> None:
         for commit in commits:
-            history = self._histories.get(commit.tp)
-            if history is None:
+            end = self.histories.end_at(commit.tp, commit.commit_ms)
+            if end is None:
                 continue
-            end = history.end_at(commit.commit_ms)
-            lag = max(0, end - commit.offset) if end is not None else 0
             self._window(commit.group, commit.tp).add(
-                commit.offset, lag, commit.commit_ms, self._min_distance_ms
+                commit.offset, max(0, end - commit.offset), commit.commit_ms, self._min_distance_ms
             )
 
     def _evaluate(
-        self, group: str, committed: Offsets, starts: Offsets, ends: Offsets, now_ms: int
+        self,
+        group: str,
+        committed: Offsets,
+        by_topic: Mapping[str, list[TopicPartition]],
+        starts: Offsets,
+        ends: Offsets,
+        now_ms: int,
     ) -> GroupLag:
         windows = self._windows.get(group)
         if windows is None:
@@ -122,33 +118,35 @@ class LagEvaluator:
         for tp in [tp for tp in windows if tp not in committed]:
             del windows[tp]
         partitions: list[PartitionLag] = []
-        for tp, offset in sorted(committed.items()):
-            end = ends.get(tp)
-            if end is None:
-                continue
-            start = starts.get(tp, 0)
-            lag, lost = offset_lag(offset, start, end)
-            window = windows.get(tp)
-            if window is None:
-                window = windows[tp] = CommitWindow(self._window_size)
-            if window.last_offset != offset and (not self._commits_fed or not len(window)):
-                window.add(offset, lag, now_ms, self._min_distance_ms)
-            lag_seconds = 0.0 if lag == 0 else self._histories[tp].lag_seconds(offset, now_ms)
-            partitions.append(
-                PartitionLag(
-                    tp.topic,
-                    tp.partition,
-                    offset,
-                    start,
-                    end,
-                    lag,
-                    lost,
-                    lag_seconds,
-                    window.status(lag, now_ms, self._min_distance_ms),
-                )
-            )
+        for topic in sorted({tp.topic for tp in committed}):
+            for tp in by_topic.get(topic, ()):
+                partitions.append(self._partition(windows, tp, committed.get(tp), starts, ends[tp], now_ms))
         return GroupLag(
             group=group,
             status=group_status(p.status for p in partitions),
             partitions=tuple(partitions),
         )
+
+    def _partition(
+        self,
+        windows: dict[TopicPartition, CommitWindow],
+        tp: TopicPartition,
+        offset: int | None,
+        starts: Offsets,
+        end: int,
+        now_ms: int,
+    ) -> PartitionLag:
+        start = starts.get(tp, 0)
+        if offset is None:
+            lag = max(0, end - start)
+            seconds = 0.0 if lag == 0 else self.histories.lag_seconds(tp, start, now_ms)
+            return PartitionLag(tp.topic, tp.partition, None, start, end, lag, 0, seconds, Status.OK)
+        lag, lost = offset_lag(offset, start, end)
+        window = windows.get(tp)
+        if window is None:
+            window = windows[tp] = CommitWindow(self._window_size)
+        if window.last_offset != offset and (not self._commits_fed or not len(window)):
+            window.add(offset, lag, now_ms, self._min_distance_ms)
+        seconds = 0.0 if lag == 0 else self.histories.lag_seconds(tp, offset, now_ms)
+        status = window.status(lag, now_ms, self._min_distance_ms)
+        return PartitionLag(tp.topic, tp.partition, offset, start, end, lag, lost, seconds, status)

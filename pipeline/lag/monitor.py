@@ -115,16 +115,19 @@ class LagMonitor:
     async def _bounds(
         self, tps: Sequence[TopicPartition]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        """Log-start and log-end offsets of the partitions that still exist.
+        """Log-start and log-end offsets of every partition of the topics the groups committed for.
 
-        Groups keep committed offsets of deleted topics for a while; asking the broker for their
-        offsets would fail the whole poll, so partitions of missing topics are left out first.
+        Every partition of those topics is read, so partitions a group never committed are
+        listed too. Groups keep committed offsets of deleted topics for a while; asking the broker
+        for their offsets would fail the whole poll, so missing topics are left out first.
         """
         if not tps:
             return {}, {}
         described = await self._log.describe_topics(sorted({tp.topic for tp in tps}))
         live = [
-            tp for tp in tps if tp.topic in described and tp.partition < described[tp.topic].partitions
+            TopicPartition(topic, partition)
+            for topic, description in sorted(described.items())
+            for partition in range(description.partitions)
         ]
         if not live:
             return {}, {}

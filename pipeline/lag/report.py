@@ -15,7 +15,7 @@ __all__ = ["GroupReport", "LagReport", "PartitionReport", "render_table", "to_re
 class PartitionReport(BaseModel):
     topic: str
     partition: int
-    committed: int
+    committed: int | None
     log_start: int
     log_end: int
     lag: int
@@ -116,7 +116,7 @@ def render_table(snapshot: LagSnapshot) -> str:
                 g.group,
                 p.topic,
                 str(p.partition),
-                str(p.committed),
+                "-" if p.committed is None else str(p.committed),
                 str(p.end),
                 str(p.lag),
                 _seconds(p.lag_seconds),

@@ -15,12 +15,13 @@ class PartitionLag:
 
     `lag` is log-end minus committed, never negative; `lost` counts records the group had not
     consumed when retention deleted them (committed below log-start); `lag_seconds` is None while
-    the history is too short to tell.
+    the history is too short to tell. `committed` is None for a partition of one of the group's
+    topics that the group never committed: its lag is every record still on the log.
     """
 
     topic: str
     partition: int
-    committed: int
+    committed: int | None
     start: int
     end: int
     lag: int

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.lag.status import CommitWindow, Status, group_status, partition_status
+from pipeline.lag.status import LAG_CAP, CommitWindow, Status, group_status, partition_status
 
 S = 1000  # one "poll interval" of these tests, in ms
 
@@ -44,6 +44,44 @@ def test_stop_is_checked_before_rewind() -> None:
     offsets, lags, times = window((10, 5, 0), (4, 11, S))
     assert partition_status(offsets, lags, times, current_lag=11, now_ms=S) is Status.REWIND
     assert partition_status(offsets, lags, times, current_lag=11, now_ms=3 * S) is Status.STOP
+
+
+def test_rewind_clears_once_back_at_the_offset_before_the_rewind() -> None:
+    # the issue's case: 780 -> 483 (a rebalance replayed records) -> 900 ten seconds later
+    before = [(700, 50, 0), (780, 40, S), (483, 330, 2 * S)]
+    assert partition_status(*window(*before), current_lag=330, now_ms=2 * S) is Status.REWIND
+    for newest, expected_rewind in ((779, True), (780, False), (900, False)):
+        offsets, lags, times = window(*before, (newest, 60, 3 * S))
+        status = partition_status(offsets, lags, times, current_lag=60, now_ms=3 * S)
+        assert (status is Status.REWIND) is expected_rewind, newest
+    offsets, lags, times = window(*before, (900, 20, 3 * S))
+    assert partition_status(offsets, lags, times, current_lag=20, now_ms=3 * S) is Status.OK
+
+
+def test_a_second_rewind_before_recovering_waits_for_the_highest_offset() -> None:
+    offsets, lags, times = window((100, 9, 0), (200, 9, S), (150, 9, 2 * S), (180, 9, 3 * S), (170, 9, 4 * S))
+    assert partition_status(offsets, lags, times, 9, 4 * S) is Status.REWIND
+    offsets[-1] = 199
+    assert partition_status(offsets, lags, times, 9, 4 * S) is Status.REWIND
+    offsets[-1] = 200
+    assert partition_status(offsets, lags, times, 9, 4 * S) is not Status.REWIND
+
+
+def test_stop_is_timed_from_the_first_commit_of_the_newest_entry() -> None:
+    # entries opened at 0 and 2 s; the newest entry merged commits up to 2.9 s
+    offsets, lags, times = window((10, 5, 0), (12, 6, 2 * S))
+    at_first = partition_status(offsets, lags, times, 6, now_ms=4 * S + 1, min_span_ms=S, last_seen_ms=2900)
+    assert at_first is Status.STOP
+
+
+def test_no_stop_while_a_commit_was_seen_within_the_poll_interval() -> None:
+    offsets, lags, times = window((10, 5, 0),)
+    assert partition_status(offsets, lags, times, 5, now_ms=S + 1, min_span_ms=S, last_seen_ms=S // 2) is (
+        Status.OK
+    )
+    assert partition_status(offsets, lags, times, 5, now_ms=2 * S, min_span_ms=S, last_seen_ms=S // 2) is (
+        Status.STOP
+    )
 
 
 def test_offset_going_backwards_is_rewind_even_if_lag_touched_zero() -> None:
@@ -95,7 +133,7 @@ def test_commits_closer_than_min_distance_share_a_slot() -> None:
     w.add(offset=10, lag=3, commit_ms=0, min_distance_ms=S)
     w.add(offset=11, lag=2, commit_ms=S // 2, min_distance_ms=S)
     w.add(offset=12, lag=1, commit_ms=S - 1, min_distance_ms=S)
-    assert w.offsets() == [12]
+    assert w.entries() == [(12, 1, 0)]  # the newest offset and lag, the first commit time
     assert w.last_commit_ms == S - 1
     w.add(offset=13, lag=1, commit_ms=S, min_distance_ms=S)
     assert w.offsets() == [12, 13]
@@ -122,7 +160,10 @@ def test_rules_apply_in_burrows_order(
     now_ms = times[-1] + extra_ms
     status = partition_status(offsets, lags, times, current_lag, now_ms, min_span_ms)
     stopped = now_ms - times[-1] > max(times[-1] - times[0], min_span_ms)
-    rewound = any(b < a for a, b in itertools.pairwise(offsets))
+    rewound = any(
+        offsets[i] < offsets[i - 1] and all(later < offsets[i - 1] for later in offsets[i:])
+        for i in range(1, len(offsets))
+    )
     touched_zero = 0 in lags
     if stopped:
         assert status is Status.STOP
@@ -166,3 +207,79 @@ def test_window_is_bounded_and_time_ordered(size: int, commits: list[tuple[int, 
     if commits:
         assert w.last_offset == commits[-1][0]
         assert w.last_commit_ms == now
+
+
+class WindowModel:
+    """The window rules as the docs state them, in the plainest code: a list of [offset, lag, first time]."""
+
+    def __init__(self, size: int, min_distance_ms: int) -> None:
+        self.size = size
+        self.min_distance_ms = min_distance_ms
+        self.entries: list[list[int]] = []
+        self.last_seen_ms = 0
+
+    def add(self, offset: int, lag: int, commit_ms: int) -> None:
+        self.last_seen_ms = max(self.last_seen_ms, commit_ms)
+        if self.entries and commit_ms - self.entries[-1][2] < self.min_distance_ms:
+            self.entries[-1][0] = offset
+            self.entries[-1][1] = lag
+            return
+        self.entries.append([offset, lag, commit_ms])
+        self.entries = self.entries[-self.size :]
+
+    def status(self, current_lag: int, now_ms: int) -> Status:
+        if not self.entries or current_lag <= 0:
+            return Status.OK
+        offsets = [e[0] for e in self.entries]
+        lags = [e[1] for e in self.entries]
+        newest_first_ms = self.entries[-1][2]
+        span_ms = newest_first_ms - self.entries[0][2]
+        silent_ms = now_ms - newest_first_ms
+        if silent_ms > span_ms and silent_ms > self.min_distance_ms and (
+            now_ms - self.last_seen_ms > self.min_distance_ms
+        ):
+            return Status.STOP
+        highest_before = max(offsets[:-1], default=offsets[-1])
+        if offsets[-1] < highest_before:
+            return Status.REWIND
+        if 0 in lags or len(offsets) == 1:
+            return Status.OK
+        if len(set(offsets)) == 1:
+            return Status.STALL
+        if all(b >= a for a, b in itertools.pairwise(lags)):
+            return Status.WARN
+        return Status.OK
+
+
+commit_runs = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(0, 3 * S)), min_size=1, max_size=40
+)
+
+
+@given(st.integers(1, 10), commit_runs, st.integers(0, 40), st.integers(0, 30 * S))
+def test_window_and_rules_agree_with_the_model(
+    size: int, commits: list[tuple[int, int, int]], current_lag: int, wait_ms: int
+) -> None:
+    """Random commit sequences (with merges, rewinds, stalls, silences) give the model's verdict."""
+    w = CommitWindow(size)
+    model = WindowModel(size, S)
+    now = 1_700_000_000_000
+    offset = 1000
+    for step, lag, gap_ms in commits:
+        now += gap_ms
+        offset += step - 20  # steps back now and then: rewinds and recoveries
+        w.add(offset, lag, now, S)
+        model.add(offset, lag, now)
+        assert [list(e) for e in w.entries()] == model.entries
+        assert w.status(current_lag, now, S) is model.status(current_lag, now)
+    assert w.status(current_lag, now + wait_ms, S) is model.status(current_lag, now + wait_ms)
+
+
+def test_window_times_far_apart_are_rebased_not_wrapped() -> None:
+    w = CommitWindow(3)
+    w.add(1, 5, 0, S)
+    w.add(2, 5, 40 * 86_400_000, S)
+    w.add(3, 5, 80 * 86_400_000, S)  # beyond the 32-bit span from the first: that one is dropped
+    assert w.entries() == [(2, 5, 40 * 86_400_000), (3, 5, 80 * 86_400_000)]
+    w.add(4, 2**40, 80 * 86_400_000 + S, S)
+    assert w.entries()[-1] == (4, LAG_CAP, 80 * 86_400_000 + S)
