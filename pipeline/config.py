@@ -409,12 +409,34 @@ class TargetSettings(_Section):
         return path
 
 
+def _check_pattern(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return pattern
+
+
+class LagThreshold(_Section):
+    """A lag-seconds limit for the groups matching `group` (re.search; the first matching entry wins)."""
+
+    group: str
+    max_lag_s: float = Field(gt=0)
+
+    @field_validator("group")
+    @classmethod
+    def _pattern(cls, pattern: str) -> str:
+        return _check_pattern(pattern)
+
+
 class LagSettings(_Section):
     """The consumer-lag monitor (see docs/lag.md).
 
     `allow`/`deny` are regular expressions (re.search) over group names; they bound the metric
     label cardinality. `window` is the number of commits Burrow's rules look at; `history_points`
-    bounds the per-partition (log-end offset, time) history behind lag in seconds.
+    bounds the per-partition log-end offset history behind lag in seconds. `thresholds` give
+    groups a lag-seconds limit; `cluster_name` names the cluster in Burrow's HTTP API, served on
+    the metrics port while `burrow_api` is true.
     """
 
     enabled: bool = True
@@ -423,16 +445,16 @@ class LagSettings(_Section):
     history_points: int = Field(default=60, ge=2, le=10_000)
     allow: list[str] = [".*"]
     deny: list[str] = []
+    thresholds: list[LagThreshold] = []
     kafka_lag_exporter_names: bool = False
+    cluster_name: str = Field(default="local", pattern=r"^[A-Za-z0-9._-]+$")
+    burrow_api: bool = True
 
     @field_validator("allow", "deny")
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+            _check_pattern(pattern)
         return patterns
 
 

@@ -3,24 +3,34 @@
 One shot takes a single sample: lag in seconds is shown only where a partition is caught up (0)
 and is `-` (JSON null) elsewhere, because one log-end observation cannot place an offset in time;
 nothing is persisted between runs. `--watch` keeps the monitor's history, so lag seconds and the
-window-based statuses fill in from the second refresh. Exit code 1 when a selected group is ERR.
+window-based statuses fill in from the second refresh. Exit code 1 when a selected group is ERR
+or over its lag-seconds threshold. `--serve ADDR` runs the monitor until interrupted and serves
+Burrow's HTTP API, `/metrics` and `/healthz` on ADDR, for clusters that run no `reverser run`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
+import signal
 import sys
 from typing import Any
 
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
 from pipeline.config import Settings
+from pipeline.lag.burrow import burrow_routes
+from pipeline.lag.component import LagComponent
 from pipeline.lag.monitor import LagMonitor
 from pipeline.lag.offsets_topic import commit_feed_for
 from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
 from pipeline.log import LogError, open_log
+from pipeline.service.app import split_addr
 from pipeline.service.cli import add_config_argument, settings_from_args
 
 __all__ = ["register"]
@@ -39,6 +49,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--interval", type=float, default=5.0, help="seconds between refreshes with --watch (default 5)"
     )
+    parser.add_argument(
+        "--serve",
+        metavar="HOST:PORT",
+        help="run until interrupted, serving Burrow's HTTP API, /metrics and /healthz on this address",
+    )
     parser.set_defaults(func=_lag)
 
 
@@ -52,7 +67,8 @@ def _print(snapshot: LagSnapshot, output: str, clear: bool) -> None:
 
 
 async def run_lag(settings: Settings, group: str | None, output: str, watch: bool, interval_s: float) -> int:
-    """Poll once and return the exit code (0, 1 when a group is ERR, 2 when the poll failed).
+    """Poll once and return the exit code (0; 1 when a group is ERR or over its lag-seconds limit;
+    2 when the poll failed).
 
     With `watch`, poll every `interval_s` until cancelled; failed polls show the stale table.
     """
@@ -69,11 +85,52 @@ async def run_lag(settings: Settings, group: str | None, output: str, watch: boo
                 return 2
             _print(snapshot, output, clear=watch and output == "table")
             if not watch:
-                return 1 if snapshot.any_error else 0
+                return 1 if snapshot.any_error or snapshot.any_over_threshold else 0
             await asyncio.sleep(interval_s)
     finally:
         await monitor.close()
         await log.close()
+
+
+async def serve_lag(settings: Settings, group: str | None, addr: str) -> int:
+    """Poll every `lag.poll_interval_s` and serve the API on `addr` until SIGINT or SIGTERM."""
+    allow = [group] if group is not None else settings.lag.allow
+    log = open_log(settings)
+    await log.start()
+    component = LagComponent(log, settings.lag, selector=GroupSelector(allow, settings.lag.deny))
+    app = web.Application()
+    app.add_routes(burrow_routes(lambda: component.monitor, settings.lag.cluster_name))
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/healthz", _healthz)
+    runner = web.AppRunner(app, access_log=None)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    try:
+        await component.start()
+        await runner.setup()
+        host, port = split_addr(addr)
+        await web.TCPSite(runner, host, port).start()
+        bound = runner.addresses[0][1] if runner.addresses else port
+        print(f"reverser: lag API on http://{host}:{bound}/v3/kafka", file=sys.stderr, flush=True)
+        await stop.wait()
+        return 0
+    finally:
+        await runner.cleanup()
+        await component.stop()
+        await log.close()
+
+
+async def _metrics(_request: web.Request) -> web.Response:
+    response = web.Response(body=generate_latest(REGISTRY))
+    response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+    return response
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
 
 
 def _lag(args: argparse.Namespace) -> int:
@@ -87,7 +144,15 @@ def _lag(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("reverser: --interval must be positive", file=sys.stderr)
         return 2
+    if args.serve is not None:
+        try:
+            split_addr(args.serve)
+        except ValueError as exc:
+            print(f"reverser: --serve: {exc}", file=sys.stderr)
+            return 2
     try:
+        if args.serve is not None:
+            return asyncio.run(serve_lag(settings, args.group, args.serve))
         return asyncio.run(run_lag(settings, args.group, args.output, args.watch, args.interval))
     except KeyboardInterrupt:
         return 0

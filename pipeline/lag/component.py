@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
 
 from pipeline.config import LagSettings, Settings
+from pipeline.lag.burrow import burrow_routes
 from pipeline.lag.metrics import LagMetrics
 from pipeline.lag.monitor import Clock, LagMonitor, wall_clock_ms
 from pipeline.lag.offsets_topic import commit_feed_for
+from pipeline.lag.selection import GroupSelector
 from pipeline.log.api import Log
 from pipeline.service.component import Component
 
-__all__ = ["LagComponent", "build"]
+__all__ = ["LagComponent", "build", "ops_routes"]
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +28,18 @@ class LagComponent:
 
     name = "lag-monitor"
 
-    def __init__(self, log: Log, settings: LagSettings, *, clock: Clock = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        log: Log,
+        settings: LagSettings,
+        *,
+        clock: Clock = wall_clock_ms,
+        selector: GroupSelector | None = None,
+    ) -> None:
         self._settings = settings
-        self.monitor = LagMonitor(log, settings, clock=clock, commit_feed=commit_feed_for(log, settings))
+        self.monitor = LagMonitor(
+            log, settings, selector=selector, clock=clock, commit_feed=commit_feed_for(log, settings)
+        )
         self.metrics = LagMetrics(kafka_lag_exporter_names=settings.kafka_lag_exporter_names)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -63,3 +77,21 @@ def build(settings: Settings, log: Log) -> Component | None:
     if not settings.lag.enabled:
         return None
     return LagComponent(log, settings.lag)
+
+
+def ops_routes(settings: Settings, components: Callable[[], Sequence[Component]]) -> list[web.RouteDef]:
+    """Burrow's read API on the metrics port (the hook named in `OPS_ROUTES`), unless turned off.
+
+    The routes look the running lag monitor up at request time, so they answer "no cluster"
+    until the monitor has started rather than holding a reference from before.
+    """
+    if not (settings.lag.enabled and settings.lag.burrow_api):
+        return []
+
+    def monitor() -> LagMonitor | None:
+        for component in components():
+            if isinstance(component, LagComponent):
+                return component.monitor
+        return None
+
+    return burrow_routes(monitor, settings.lag.cluster_name)

@@ -14,6 +14,7 @@ from pipeline.config import LagSettings
 from pipeline.lag.history import EndOffsetHistories
 from pipeline.lag.snapshot import GroupLag, LagSnapshot, PartitionLag
 from pipeline.lag.status import CommitWindow, Status, group_status
+from pipeline.lag.thresholds import LagThresholds
 from pipeline.log.api import TopicPartition
 
 __all__ = ["Commit", "LagEvaluator", "offset_lag"]
@@ -58,6 +59,15 @@ class LagEvaluator:
         self._commits_fed = commits_fed
         self._windows: dict[str, dict[TopicPartition, CommitWindow]] = {}
         self.histories = EndOffsetHistories(settings.history_points)
+        self._thresholds = LagThresholds(settings.thresholds)
+
+    @property
+    def window_size(self) -> int:
+        return self._window_size
+
+    def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
+        """The commit window of one group partition (None when it has none), for Burrow's API."""
+        return self._windows.get(group, {}).get(tp)
 
     def observe(
         self,
@@ -125,6 +135,7 @@ class LagEvaluator:
             group=group,
             status=group_status(p.status for p in partitions),
             partitions=tuple(partitions),
+            threshold_s=self._thresholds.limit_for(group),
         )
 
     def _partition(

@@ -7,10 +7,12 @@ poll fails the last values stay exported and `reverser_lag_stale` says they are 
 
 from __future__ import annotations
 
+import collections
+
 from prometheus_client import Counter, Gauge
 
 from pipeline.lag.snapshot import LagSnapshot
-from pipeline.lag.status import GROUP_STATUSES
+from pipeline.lag.status import GROUP_STATUSES, PARTITION_STATUSES
 
 __all__ = ["POLL_ERRORS", "LagMetrics"]
 
@@ -53,6 +55,38 @@ LAST_SUCCESS = Gauge(
     "reverser_lag_last_success_timestamp_seconds",
     "Unix time of the last poll that read every selected group.",
 )
+THRESHOLD = Gauge(
+    "reverser_consumergroup_lag_seconds_threshold",
+    "The group's configured lag-seconds limit (only groups that have one).",
+    ("group",),
+)
+OVER_THRESHOLD = Gauge(
+    "reverser_consumergroup_over_threshold",
+    "1 while the group's largest lag in seconds exceeds its configured limit, else 0.",
+    ("group",),
+)
+GROUPS = Gauge(
+    "reverser_lag_groups",
+    "Cluster-wide: selected consumer groups by group status (OK, WARN, ERR).",
+    ("status",),
+)
+PARTITIONS = Gauge(
+    "reverser_lag_partitions",
+    "Cluster-wide: group partitions by partition status (OK, WARN, STOP, STALL, REWIND).",
+    ("status",),
+)
+TOTAL_LAG = Gauge(
+    "reverser_lag_total_records",
+    "Cluster-wide: records not yet consumed, summed over every selected group partition.",
+)
+MAX_LAG_SECONDS = Gauge(
+    "reverser_lag_max_seconds",
+    "Cluster-wide: the largest known lag in seconds of any selected group partition (0 when none).",
+)
+GROUPS_OVER_THRESHOLD = Gauge(
+    "reverser_lag_groups_over_threshold",
+    "Cluster-wide: groups whose largest lag in seconds exceeds their configured limit.",
+)
 KLE_GROUP_LAG = Gauge(
     "kafka_consumergroup_group_lag",
     "kafka-lag-exporter compatible: offset lag per group partition.",
@@ -90,6 +124,9 @@ class LagMetrics:
         for group in snapshot.groups:
             for status in GROUP_STATUSES:
                 put(STATUS, (group.group, status.value), 1.0 if group.status is status else 0.0)
+            if group.threshold_s is not None:
+                put(THRESHOLD, (group.group,), group.threshold_s)
+                put(OVER_THRESHOLD, (group.group,), 1.0 if group.over_threshold else 0.0)
             for p in group.partitions:
                 labels = (group.group, p.topic, str(p.partition))
                 put(LAG, labels, p.lag)
@@ -102,6 +139,7 @@ class LagMetrics:
                     put(KLE_GROUP_LAG, labels, p.lag)
                     if p.lag_seconds is not None:
                         put(KLE_GROUP_LAG_SECONDS, labels, p.lag_seconds)
+        _export_summary(snapshot)
         written: _LabelSets = {}
         for gauge, series in values.items():
             for label_set, value in series.items():
@@ -113,8 +151,23 @@ class LagMetrics:
         self._written = written
 
     def clear(self) -> None:
-        """Remove every label set this exporter wrote (the monitor is stopping)."""
+        """Remove every label set this exporter wrote (the monitor is stopping); zero the summary."""
+        _export_summary(LagSnapshot(taken_ms=0, groups=()))
         for gauge, previous in self._written.items():
             for label_set in previous:
                 gauge.remove(*label_set)
         self._written = {}
+
+
+def _export_summary(snapshot: LagSnapshot) -> None:
+    """The cluster-wide figures: counts by status, total lag, worst lag seconds, groups over limits."""
+    groups = collections.Counter(g.status for g in snapshot.groups)
+    partitions = collections.Counter(p.status for g in snapshot.groups for p in g.partitions)
+    for status in GROUP_STATUSES:
+        GROUPS.labels(status.value).set(groups[status])
+    for status in PARTITION_STATUSES:
+        PARTITIONS.labels(status.value).set(partitions[status])
+    TOTAL_LAG.set(sum(g.total_lag for g in snapshot.groups))
+    known = [s for g in snapshot.groups if (s := g.max_lag_seconds) is not None]
+    MAX_LAG_SECONDS.set(max(known, default=0.0))
+    GROUPS_OVER_THRESHOLD.set(sum(1 for g in snapshot.groups if g.over_threshold))

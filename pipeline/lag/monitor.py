@@ -17,6 +17,7 @@ from pipeline.config import LagSettings
 from pipeline.lag.evaluator import Commit, LagEvaluator
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
+from pipeline.lag.status import CommitWindow
 from pipeline.log.api import Log, LogError, TopicPartition
 
 __all__ = ["Clock", "CommitFeed", "LagMonitor", "wall_clock_ms"]
@@ -60,6 +61,13 @@ class LagMonitor:
         self._feed = commit_feed
         self.evaluator = LagEvaluator(settings, commits_fed=commit_feed is not None)
         self.last: LagSnapshot | None = None
+
+    @property
+    def window_size(self) -> int:
+        return self.evaluator.window_size
+
+    def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
+        return self.evaluator.window(group, tp)
 
     async def close(self) -> None:
         if self._feed is not None:

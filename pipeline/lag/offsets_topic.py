@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 FETCH_TIMEOUT_MS = 500
 FETCH_MAX_RECORDS = 5000
+# A slow broker can answer a fetch with nothing before the end it reported is reached; giving up
+# on the first empty answer would leave the first drain short and put older commits after newer.
+EMPTY_FETCHES_BEFORE_GIVING_UP = 4
 
 UNDECODABLE = Counter(
     "reverser_lag_undecodable_offset_records_total",
@@ -169,10 +172,15 @@ class ConsumerOffsetsFeed:
         targets = await self._log.end_offsets(self._tps)
         slots: dict[tuple[str, TopicPartition], list[Commit]] = {}
         opened_ms: dict[tuple[str, TopicPartition], int] = {}
+        empty = 0
         while any(reader.position(tp) < targets.get(tp, 0) for tp in self._tps):
             fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS, max_records=FETCH_MAX_RECORDS)
             if not fetched.records and not fetched.gaps:
-                break
+                empty += 1
+                if empty >= EMPTY_FETCHES_BEFORE_GIVING_UP:
+                    break
+                continue
+            empty = 0
             for record in fetched.records:
                 commit = decode_commit(record)
                 if commit is None or not selected(commit.group):

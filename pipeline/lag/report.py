@@ -30,6 +30,8 @@ class GroupReport(BaseModel):
     total_lag: int
     records_lost: int
     max_lag_seconds: float | None
+    lag_seconds_threshold: float | None
+    over_threshold: bool
     partitions: list[PartitionReport]
 
 
@@ -49,6 +51,8 @@ def _group(group: GroupLag) -> GroupReport:
         total_lag=group.total_lag,
         records_lost=group.total_lost,
         max_lag_seconds=group.max_lag_seconds,
+        lag_seconds_threshold=group.threshold_s,
+        over_threshold=group.over_threshold,
         partitions=[
             PartitionReport(
                 topic=p.topic,
@@ -95,7 +99,7 @@ def render_table(snapshot: LagSnapshot) -> str:
         lines.append("no consumer groups selected")
         return "\n".join(lines) + "\n"
     lines += _columns(
-        ("GROUP", "STATUS", "PARTITIONS", "TOTAL LAG", "LOST", "MAX LAG S"),
+        ("GROUP", "STATUS", "PARTITIONS", "TOTAL LAG", "LOST", "MAX LAG S", "LIMIT S"),
         [
             (
                 g.group,
@@ -103,7 +107,8 @@ def render_table(snapshot: LagSnapshot) -> str:
                 str(len(g.partitions)),
                 str(g.total_lag),
                 str(g.total_lost),
-                _seconds(g.max_lag_seconds),
+                _seconds(g.max_lag_seconds) + (" OVER" if g.over_threshold else ""),
+                _seconds(g.threshold_s),
             )
             for g in snapshot.groups
         ],

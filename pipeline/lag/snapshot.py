@@ -32,11 +32,21 @@ class PartitionLag:
 
 @dataclass(frozen=True, slots=True)
 class GroupLag:
-    """One consumer group: its worst-partition status and its partitions in (topic, partition) order."""
+    """One consumer group: its worst-partition status and its partitions in (topic, partition) order.
+
+    `threshold_s` is the group's configured lag-seconds limit, if any.
+    """
 
     group: str
     status: Status
     partitions: tuple[PartitionLag, ...]
+    threshold_s: float | None = None
+
+    @property
+    def over_threshold(self) -> bool:
+        """True when the group has a limit and its largest known lag in seconds exceeds it."""
+        worst = self.max_lag_seconds
+        return self.threshold_s is not None and worst is not None and worst > self.threshold_s
 
     @property
     def total_lag(self) -> int:
@@ -64,6 +74,10 @@ class LagSnapshot:
     @property
     def any_error(self) -> bool:
         return any(group.status is Status.ERR for group in self.groups)
+
+    @property
+    def any_over_threshold(self) -> bool:
+        return any(group.over_threshold for group in self.groups)
 
     def group(self, name: str) -> GroupLag | None:
         for group in self.groups:

@@ -53,6 +53,7 @@ _SEVERITY = {
 }
 
 GROUP_STATUSES = (Status.OK, Status.WARN, Status.ERR)
+PARTITION_STATUSES = (Status.OK, Status.WARN, Status.STOP, Status.STALL, Status.REWIND)
 
 
 def partition_status(
@@ -119,7 +120,8 @@ class CommitWindow(array):  # type: ignore[type-arg]
     entry: the newest offset and lag win, the entry keeps its first commit time (as Burrow's
     `min-distance`), so a consumer committing every few milliseconds still has a window spanning
     N poll intervals and STOP is timed from the first commit of the newest entry. The newest
-    commit time seen is kept apart for the STOP guard.
+    commit time seen is kept apart for the STOP guard. A commit older than the newest entry's
+    first commit arrived out of order and is dropped.
 
     A monitor holds one window per group partition, so a window is one `array` of machine
     integers allocated once at its full size (no per-object dict, no growth slack): entry
@@ -144,6 +146,8 @@ class CommitWindow(array):  # type: ignore[type-arg]
         """Record a commit; merges into the newest entry when it opened less than `min_distance_ms` ago."""
         count = int(self[_COUNT])
         size = self.capacity
+        if count and commit_ms < self._time(count - 1):
+            return  # older than the newest entry: arrived out of time order, as Burrow drops it
         self[_SEEN] = max(self[_SEEN], commit_ms) if count else commit_ms
         if count and commit_ms - self._time(count - 1) < min_distance_ms:
             newest = _HEADER + count - 1

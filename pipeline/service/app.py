@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pipeline.config import Settings
 from pipeline.log import Log, open_log
 from pipeline.log.topics import topic_specs
-from pipeline.service.component import Component, ComponentFactory
+from pipeline.service.component import Component, ComponentFactory, OpsRoutes
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,9 @@ COMPONENT_FACTORIES: tuple[str, ...] = (
     "pipeline.commit.component:build",
     "pipeline.watch.component:build",
 )
+
+# "module:function" of hooks adding read-only routes to the ops server (the metrics port).
+OPS_ROUTES: tuple[str, ...] = ("pipeline.lag.component:ops_routes",)
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -134,6 +137,10 @@ class Service:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        for name in OPS_ROUTES:
+            module_name, _, attr = name.partition(":")
+            hook: OpsRoutes = getattr(importlib.import_module(module_name), attr)
+            app.add_routes(hook(self.settings, lambda: tuple(self.components)))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, port = split_addr(self.settings.metrics.addr)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from aiohttp import web
 
 from pipeline.config import Settings
 from pipeline.log.api import Log
@@ -24,3 +27,11 @@ class ComponentFactory(Protocol):
     """Builds a stage from configuration; returns None when the stage is disabled or unconfigured."""
 
     def __call__(self, settings: Settings, log: Log) -> Component | None: ...
+
+
+class OpsRoutes(Protocol):
+    """Adds read-only routes to the ops server; `components` lists the running stages at request time."""
+
+    def __call__(
+        self, settings: Settings, components: Callable[[], Sequence[Component]]
+    ) -> list[web.RouteDef]: ...

@@ -49,7 +49,7 @@ async def test_table_on_the_embedded_log(embedded_settings: Settings) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:2] == ["GROUP", "STATUS"]
-    assert lines[1].split() == [group, "OK", "1", "3", "0", "-"]
+    assert lines[1].split() == [group, "OK", "1", "3", "0", "-", "-"]
     assert [group, topic, "0", "5", "8", "3", "-", "0", "OK"] in [line.split() for line in lines]
 
 
