@@ -213,17 +213,26 @@ def burrow_routes(source: Callable[[], LagSource | None], cluster: str) -> list[
         )
         return reply("clusters", body)
 
-    async def consumers(request: web.Request) -> web.Response:
-        _, snapshot = snapshot_for(request)
-        if snapshot is None:
-            return error(request, "consumers", "cluster not found")
-        body = _ConsumerList(
-            error=False,
-            message="consumer list returned",
-            consumers=[g.group for g in snapshot.groups],
-            request=request_info(request),
-        )
-        return reply("consumers", body)
+    def listing(
+        endpoint: str, build: Callable[[LagSnapshot, BurrowRequest], BaseModel]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """A handler answering `build(snapshot, request info)` for our cluster, 404 for others."""
+
+        async def handle(request: web.Request) -> web.Response:
+            _, snapshot = snapshot_for(request)
+            if snapshot is None:
+                return error(request, endpoint, "cluster not found")
+            return reply(endpoint, build(snapshot, request_info(request)))
+
+        return handle
+
+    def consumer_list(snapshot: LagSnapshot, info: BurrowRequest) -> BaseModel:
+        consumers = [g.group for g in snapshot.groups]
+        return _ConsumerList(error=False, message="consumer list returned", consumers=consumers, request=info)
+
+    def topic_list(snapshot: LagSnapshot, info: BurrowRequest) -> BaseModel:
+        topics = sorted(_topic_ends(snapshot))
+        return _TopicList(error=False, message="topic list returned", topics=topics, request=info)
 
     def status_handler(
         endpoint: str, *, show_all: bool
@@ -244,18 +253,6 @@ def burrow_routes(source: Callable[[], LagSource | None], cluster: str) -> list[
 
         return handle
 
-    async def topics(request: web.Request) -> web.Response:
-        _, snapshot = snapshot_for(request)
-        if snapshot is None:
-            return error(request, "topics", "cluster not found")
-        body = _TopicList(
-            error=False,
-            message="topic list returned",
-            topics=sorted(_topic_ends(snapshot)),
-            request=request_info(request),
-        )
-        return reply("topics", body)
-
     async def topic(request: web.Request) -> web.Response:
         _, snapshot = snapshot_for(request)
         ends = _topic_ends(snapshot).get(request.match_info["topic"]) if snapshot is not None else None
@@ -269,9 +266,9 @@ def burrow_routes(source: Callable[[], LagSource | None], cluster: str) -> list[
 
     return [
         web.get("/v3/kafka", clusters),
-        web.get("/v3/kafka/{cluster}/consumer", consumers),
+        web.get("/v3/kafka/{cluster}/consumer", listing("consumers", consumer_list)),
         web.get("/v3/kafka/{cluster}/consumer/{group}/lag", status_handler("lag", show_all=True)),
         web.get("/v3/kafka/{cluster}/consumer/{group}/status", status_handler("status", show_all=False)),
-        web.get("/v3/kafka/{cluster}/topic", topics),
+        web.get("/v3/kafka/{cluster}/topic", listing("topics", topic_list)),
         web.get("/v3/kafka/{cluster}/topic/{topic}", topic),
     ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 from pipeline.config import LagSettings, Settings
 from pipeline.lag.monitor import LagMonitor, wall_clock_ms
@@ -57,4 +60,16 @@ async def make_topic(log: Log, settings: Settings, suffix: str, partitions: int 
 async def produce(log: Log, tp: TopicPartition, count: int) -> None:
     await log.append_many(
         tp.topic, [PendingRecord(value=b"x" * 64, partition=tp.partition) for _ in range(count)]
+    )
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`reverser lag ARGS` as a real process, to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "lag", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
     )

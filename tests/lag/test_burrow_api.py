@@ -24,7 +24,7 @@ from pipeline.config import Settings
 from pipeline.lag.component import ops_routes
 from pipeline.log.api import Log, TopicPartition
 from pipeline.service.app import Service, load_factories
-from tests.lag.helpers import lag_settings, make_topic, produce
+from tests.lag.helpers import lag_settings, make_topic, produce, run_cli
 from tests.support.net import free_port
 from tests.support.wait import wait_for
 
@@ -329,13 +329,7 @@ async def test_reverser_lag_serve_on_a_cluster_of_other_applications(
 
 
 def test_serve_address_is_checked(tmp_path: Any) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "lag", "--workdir", str(tmp_path), "--serve", "nowhere"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli("--workdir", str(tmp_path), "--serve", "nowhere")
     assert result.returncode == 2
     assert "--serve" in result.stderr
     assert "HOST:PORT" in result.stderr

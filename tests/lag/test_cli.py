@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import Settings
 from pipeline.log import open_log
-from tests.lag.helpers import make_topic, produce
-
-REVERSER = [sys.executable, "-m", "pipeline.cli"]
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*REVERSER, "lag", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+from tests.lag.helpers import make_topic, produce, run_cli
 
 
 async def _embedded_workdir(settings: Settings) -> tuple[str, str]:
