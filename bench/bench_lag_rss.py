@@ -10,7 +10,7 @@ Burrow cannot run here (no Go release download), so that figure is quoted, not m
 from __future__ import annotations
 
 import asyncio
-import os
+import logging
 import subprocess
 import sys
 import tempfile
@@ -112,15 +112,14 @@ def _run(bootstrap: str, prefix: str, workdir: Path, lag: bool) -> float:
 
 
 def main() -> None:
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # coordinator retries while groups appear
     prefix = f"benchrss{uuid.uuid4().hex[:6]}"
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory(prefix="bench-lag-rss-") as tmp:
         asyncio.run(_load(bootstrap, prefix))
         idle = _run(bootstrap, prefix, Path(tmp), lag=False)
         with_lag = _run(bootstrap, prefix, Path(tmp), lag=True)
     own = with_lag - idle
-    print(
-        f"groups x partitions         : {GROUPS} x {PARTITIONS} = {GROUPS * PARTITIONS} (pid {os.getpid()})"
-    )
+    print(f"groups x partitions         : {GROUPS} x {PARTITIONS} = {GROUPS * PARTITIONS}")
     print(f"reverser run, idle          : {idle:.1f} MiB RSS")
     print(f"reverser run, lag monitor   : {with_lag:.1f} MiB RSS")
     print(

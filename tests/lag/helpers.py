@@ -17,6 +17,10 @@ from pipeline.log.api import Log, PendingRecord, TopicPartition, TopicSpec
 # slot per poll interval, so commits are spaced a little more than this apart.
 POLL_INTERVAL_S = 0.5
 COMMIT_SPACING_S = 0.55
+# For tests where a single lagging commit must not read as STOP: longer than a commit through a
+# fresh Kafka client takes on a loaded machine (a commit older than one interval with lag is STOP).
+SLOW_POLL_INTERVAL_S = 2.0
+SLOW_COMMIT_SPACING_S = 2.05
 
 
 class SkewedClock:

@@ -18,7 +18,15 @@ from pipeline.lag.metrics import LagMetrics
 from pipeline.lag.snapshot import GroupLag, LagSnapshot
 from pipeline.lag.status import Status
 from pipeline.log.api import Log, TopicPartition
-from tests.lag.helpers import COMMIT_SPACING_S, SkewedClock, make_topic, monitor_for, produce
+from tests.lag.helpers import (
+    COMMIT_SPACING_S,
+    SLOW_COMMIT_SPACING_S,
+    SLOW_POLL_INTERVAL_S,
+    SkewedClock,
+    make_topic,
+    monitor_for,
+    produce,
+)
 
 
 def only(snapshot: LagSnapshot, group: str) -> GroupLag:
@@ -74,13 +82,13 @@ async def test_stopped_committing_is_stop_and_group_err(any_log: Log, settings: 
     group = group_name(settings, "stopped")
     tp = await make_topic(any_log, settings, "stopped")
     clock = SkewedClock()
-    monitor = monitor_for(any_log, [group], clock)
+    monitor = monitor_for(any_log, [group], clock, poll_interval_s=SLOW_POLL_INTERVAL_S)
     try:
         for step in range(1, 4):
             await produce(any_log, tp, 10)
             await any_log.commit_group_offsets(group, {tp: step})
             assert only(await monitor.poll(), group).partitions[0].status is not Status.STOP
-            await asyncio.sleep(COMMIT_SPACING_S)
+            await asyncio.sleep(SLOW_COMMIT_SPACING_S)
         clock.advance(600)
         result = only(await monitor.poll(), group)
     finally:

@@ -22,12 +22,17 @@ from pipeline.lag.monitor import LagMonitor
 from pipeline.lag.snapshot import GroupLag
 from pipeline.lag.status import Status
 from pipeline.log.api import Log, TopicPartition
-from tests.lag.helpers import SkewedClock, make_topic, monitor_for, produce
+from tests.lag.helpers import (
+    SLOW_COMMIT_SPACING_S,
+    SLOW_POLL_INTERVAL_S,
+    SkewedClock,
+    make_topic,
+    monitor_for,
+    produce,
+)
 
 pytestmark = pytest.mark.kafka
 
-POLL_INTERVAL_S = 2.0
-COMMIT_SPACING_S = 2.05
 
 
 class Scenario:
@@ -47,7 +52,7 @@ class Scenario:
     async def __aenter__(self) -> Scenario:
         self.tp = await make_topic(self.log, self.settings, self.what, self.partitions)
         self._monitor = monitor_for(
-            self.log, [self.group], self.clock, window=3, poll_interval_s=POLL_INTERVAL_S
+            self.log, [self.group], self.clock, window=3, poll_interval_s=SLOW_POLL_INTERVAL_S
         )
         return self
 
@@ -74,7 +79,7 @@ class Scenario:
         assert not (await self._monitor.poll()).stale
         await self.log.commit_group_offsets(self.group, {self.tp: commit})
         result = await self.poll()
-        await asyncio.sleep(COMMIT_SPACING_S)
+        await asyncio.sleep(SLOW_COMMIT_SPACING_S)
         return result
 
 
