@@ -8,6 +8,7 @@ also forgets groups and partitions when they disappear.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import NamedTuple
 
 from pipeline.config import LagSettings
@@ -87,8 +88,10 @@ class LagEvaluator:
             del self._windows[name]
         self._apply(commits)
         by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in sorted(ends):
+        for tp in ends:
             by_topic.setdefault(tp.topic, []).append(tp)
+        for partitions in by_topic.values():
+            partitions.sort(key=attrgetter("partition"))
         groups = tuple(
             self._evaluate(group, committed[group], by_topic, starts, ends, now_ms)
             for group in sorted(committed)

@@ -134,14 +134,18 @@ async def test_warn_to_stop_to_ok(kafka_log: Log, kafka_settings: Settings) -> N
     assert back.status is Status.OK
 
 
-async def test_stall_then_moving_again(kafka_log: Log, kafka_settings: Settings) -> None:
-    """Committing one offset while records arrive is STALL (from the second entry); moving on is OK."""
+async def test_stall_then_stop_then_moving_again(kafka_log: Log, kafka_settings: Settings) -> None:
+    """Committing one offset while records arrive is STALL (from the second entry); when even those
+    commits stop it is STOP; moving on again (lag shrinking) is OK."""
     async with Scenario(kafka_log, kafka_settings, "stall") as s:
         seen = [await s.step(append=10, commit=3) for _ in range(3)]
+        s.clock.advance(600)
+        seen.append(await s.poll())
+        s.clock.skew_ms = 0
         seen.append(await s.step(commit=20))
         seen.append(await s.step(commit=29))
-    assert statuses(seen) == ["OK", "STALL", "STALL", "OK", "OK"]
-    assert seen[2].status is Status.ERR
+    assert statuses(seen) == ["OK", "STALL", "STALL", "STOP", "OK", "OK"]
+    assert [r.status for r in seen] == [Status.OK, Status.ERR, Status.ERR, Status.ERR, Status.OK, Status.OK]
     assert seen[-1].partitions[0].lag == 1
 
 
