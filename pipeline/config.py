@@ -105,6 +105,11 @@ class LogSettings(_Section):
     connect_retries: int = Field(default=5, ge=0)
     retry_backoff_ms: int = Field(default=200, gt=0)
     topics: TopicSettings = TopicSettings()
+    #: Embedded log: fsync records, group offsets and their directories before acknowledging them
+    #: (survives a power loss). Off only where losing the newest records is acceptable (the demo).
+    fsync: bool = True
+    #: Kafka: how long the broker lets a transaction stay open before aborting it.
+    transaction_timeout_ms: int = Field(default=60_000, gt=0)
 
     @property
     def effective_backend(self) -> Literal["kafka", "embedded"]:

@@ -77,7 +77,7 @@ def demo_settings(base: Settings) -> Settings:
     return base.model_copy(
         update={
             "workdir": workdir,
-            "log": LogSettings(backend="embedded", topic_prefix=base.log.topic_prefix),
+            "log": LogSettings(backend="embedded", topic_prefix=base.log.topic_prefix, fsync=False),
             "audit": AuditSettings(addr=base.audit.addr, allow_plain_http=True),
             "providers": [
                 ProviderSettings(

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pipeline.config import Settings
 from pipeline.log.api import (
     AppendResult,
+    FencedError,
     Fetched,
     Gap,
     GroupConsumer,
+    GroupOffsets,
     Headers,
     Log,
     LogError,
@@ -22,13 +24,16 @@ from pipeline.log.api import (
     TopicPartition,
     TopicSpec,
     default_replication,
+    TransactionalProducer,
 )
 
 __all__ = [
     "AppendResult",
+    "FencedError",
     "Fetched",
     "Gap",
     "GroupConsumer",
+    "GroupOffsets",
     "Headers",
     "Log",
     "LogError",
@@ -43,6 +48,7 @@ __all__ = [
     "TopicPartition",
     "TopicSpec",
     "default_replication",
+    "TransactionalProducer",
     "open_log",
 ]
 
@@ -55,4 +61,4 @@ def open_log(settings: Settings) -> Log:
         return KafkaLog(settings.log)
     from pipeline.log.embedded import EmbeddedLog
 
-    return EmbeddedLog(settings.workdir / "log")
+    return EmbeddedLog(settings.workdir / "log", fsync=settings.log.fsync)

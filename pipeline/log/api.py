@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -181,6 +181,15 @@ class RecordTooLargeError(LogError):
     """The record exceeds the topic's `max.message.bytes`; callers should split it."""
 
 
+class FencedError(LogError):
+    """This transactional producer may no longer write: a newer one with the same id has started.
+
+    Raised for good: every later call of the same producer raises it too. The owner must stop the
+    work the id stands for (a leader steps down, a router drops the partition's pending work) and
+    may start a new producer only once it owns that work again, reading its progress afresh.
+    """
+
+
 class RebalanceListener(abc.ABC):
     """Told which partitions a group member gained or lost, so it can flush or reload state."""
 
@@ -236,7 +245,14 @@ class GroupConsumer(abc.ABC):
 
     @abc.abstractmethod
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        """Commit next-offsets-to-read for the group."""
+        """Commit next-offsets-to-read for the group (moved on by `committable`)."""
+
+    def committable(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """`offsets` as they should be committed: an offset just past the last record fetched moves
+        on past what follows it but holds no record (Kafka's transaction markers, aborted records),
+        so a group that has read everything shows no lag. `commit` applies it itself; callers that
+        commit offsets in a transaction (`GroupOffsets`) apply it first."""
+        return dict(offsets)
 
     @abc.abstractmethod
     async def committed(self, tp: TopicPartition) -> int | None: ...
@@ -244,6 +260,50 @@ class GroupConsumer(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Leave the group without committing anything further."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffsets:
+    """Next-offsets-to-read that a transaction commits for a consumer group, atomically with its records."""
+
+    group_id: str
+    offsets: dict[TopicPartition, int]
+
+
+class TransactionalProducer(abc.ABC):
+    """Writes atomically under a `transactional_id`; starting one fences every older one with that id.
+
+    This is Kafka's zombie fencing: whoever owns a piece of work (a source cluster's watch, one
+    input partition of the router) writes it through the producer of that work's id. `start()`
+    registers the id with a new epoch and aborts whatever transaction an older producer left open;
+    from then on the older producer's writes are refused (`FencedError`) by the log itself, so a
+    paused process that resumes cannot append anything after its successor started.
+    """
+
+    transactional_id: str
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Take the id over (fencing older producers) once their open transaction is resolved."""
+
+    @abc.abstractmethod
+    async def commit(
+        self,
+        appends: Mapping[str, Sequence[PendingRecord]],
+        offsets: GroupOffsets | None = None,
+    ) -> list[AppendResult]:
+        """Append records to several topics and commit a group's offsets as one transaction.
+
+        All or nothing: readers see the records (and the group the offsets) only once this returns;
+        if it raises, none of it is visible, and the same content may be committed again with this
+        producer. Results are in the order of `appends`, then input order. Raises `FencedError`
+        once a newer producer with the same id started (or the producer's transaction state is
+        lost), `LogUnavailableError` when the log did not answer in time.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the producer; an open transaction is aborted (by the log, at the latest on timeout)."""
 
 
 class Log(abc.ABC):
@@ -297,6 +357,14 @@ class Log(abc.ABC):
 
         Records for one partition keep their relative order. If any append fails the call raises;
         records acknowledged before the failure stay in the log (callers must tolerate duplicates).
+        """
+
+    @abc.abstractmethod
+    def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
+        """A producer for atomic, fenced writes under `transactional_id`; call start() first.
+
+        Readers and group members of every backend read committed data only: records of a
+        transaction that is still open or was aborted are never returned.
         """
 
     # offsets --------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 It is the default backend (`make run`), so it honours everything the stages rely on: murmur2 key
 partitioning, append-time timestamps, retention and compaction that move the log-start offset,
-gap reports, consumer groups with committed offsets and rebalance callbacks. Durability: every
-append is written to the OS before it is acknowledged (it survives a process crash); segments are
-fsynced when they roll and on close, and on every append only with `fsync=True` (power loss).
-A lock file keeps a second process (a second replica) out.
+gap reports, consumer groups with committed offsets and rebalance callbacks, transactions with
+fencing per transactional id. Durability: every append is written to the OS before it is
+acknowledged (it survives a process crash); with `fsync=True` (the service's default) records,
+group offsets and the directories that name them are fsynced before the acknowledgement too, so
+they also survive a power loss. A lock file keeps a second process (a second replica) out.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -28,9 +29,11 @@ from prometheus_client import Counter
 
 from pipeline.log.api import (
     AppendResult,
+    FencedError,
     Fetched,
     Gap,
     GroupConsumer,
+    GroupOffsets,
     Headers,
     Log,
     LogError,
@@ -43,8 +46,10 @@ from pipeline.log.api import (
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
+    TransactionalProducer,
 )
-from pipeline.log.embedded_segments import PartitionLog, RetentionOutcome
+from pipeline.log.embedded_segments import PartitionLog, RetentionOutcome, fsync_directory
+from pipeline.log.faults import crash_point
 from pipeline.log.partitioner import murmur2_partition
 
 __all__ = ["EmbeddedLog", "RetentionReport"]
@@ -84,6 +89,19 @@ GAP_RECORDS = Counter(
     "reverser_log_embedded_gap_records",
     "Records a reader or group member lost because retention deleted them before they were read.",
 )
+DAMAGED_FILES = Counter(
+    "reverser_log_embedded_damaged_files",
+    "Group offset or transaction files found empty or corrupt when the embedded log was opened.",
+    ["kind"],
+)
+FENCED_WRITES = Counter(
+    "reverser_log_embedded_fenced_writes",
+    "Transactions refused because a newer producer with the same transactional id had started.",
+)
+ROLLED_BACK_RECORDS = Counter(
+    "reverser_log_embedded_rolled_back_records",
+    "Records of transactions that a crash interrupted before their commit point, removed on open.",
+)
 
 
 class RetentionReport(NamedTuple):
@@ -111,15 +129,44 @@ def _spec_to_json(spec: TopicSpec) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, data: object, fsync: bool) -> None:
-    """Replace `path` atomically, so a crash leaves either the old or the new content."""
+def _write_json(path: Path, data: object, fsync: bool, *, keep_previous: bool = False) -> None:
+    """Replace `path` atomically, so a crash leaves either the old or the new content.
+
+    With `fsync`, the content and then the directory entry are on disk when this returns. With
+    `keep_previous`, the replaced content stays as `<path>.prev`, the fallback when `path` is found
+    damaged (a power loss without fsync can leave a renamed file empty).
+    """
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as out:
         json.dump(data, out)
         out.flush()
         if fsync:
             os.fsync(out.fileno())
+    if keep_previous and path.exists():
+        os.replace(path, _previous(path))
     os.replace(tmp, path)
+    if fsync:
+        fsync_directory(path.parent)
+
+
+def _previous(path: Path) -> Path:
+    return path.with_name(path.name + ".prev")
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON content of `path`; ValueError (with the reason) when it is empty or not JSON."""
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise ValueError("the file is empty")
+    return json.loads(text)
+
+
+def _group_offsets(data: Any) -> dict[TopicPartition, int]:
+    """Committed offsets from a group file's content; ValueError when it is not one."""
+    try:
+        return {TopicPartition(str(t), int(p)): int(o) for t, p, o in data["offsets"]}
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"not a group offsets file ({type(exc).__name__}: {exc})") from exc
 
 
 class _Topic:
@@ -137,6 +184,15 @@ class _Topic:
             if not waiter.done():
                 waiter.set_result(None)
         self.waiters.clear()
+
+
+class _Placed(NamedTuple):
+    """Records validated for one topic, grouped by the partition each goes to."""
+
+    topic: _Topic
+    records: Sequence[PendingRecord]
+    by_partition: dict[int, list[int]]
+    size_bytes: int
 
 
 class _Group:
@@ -160,7 +216,7 @@ class EmbeddedLog(Log):
         directory: Path,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-        fsync: bool = False,
+        fsync: bool = True,
         retention_interval_s: float = 60.0,
         tombstone_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
     ) -> None:
@@ -171,6 +227,7 @@ class EmbeddedLog(Log):
         self.tombstone_retention_ms = tombstone_retention_ms
         self._topics: dict[str, _Topic] = {}
         self._groups: dict[str, _Group] = {}
+        self._epochs: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
         self._owners: set[_Fetcher] = set()
@@ -238,11 +295,73 @@ class EmbeddedLog(Log):
             self._open_topic(TopicSpec(**raw), meta.parent)
         groups_dir = self.directory / "groups"
         groups_dir.mkdir(exist_ok=True)
-        for path in sorted(groups_dir.glob("*.json")):
-            name = urllib.parse.unquote(path.stem)
-            entries = json.loads(path.read_text(encoding="utf-8"))["offsets"]
-            offsets = {TopicPartition(t, p): o for t, p, o in entries}
-            self._groups[name] = _Group(name, offsets)
+        names = {path.name.removesuffix(".prev") for path in groups_dir.glob("*.json*")}
+        for file_name in sorted(n for n in names if n.endswith(".json")):
+            name = urllib.parse.unquote(file_name.removesuffix(".json"))
+            self._groups[name] = _Group(name, self._load_group_offsets(groups_dir / file_name))
+        self._recover_transactions()
+
+    def _load_group_offsets(self, path: Path) -> dict[TopicPartition, int]:
+        """A group's committed offsets; a damaged file is reported and replaced by its previous version.
+
+        The previous version is at most one commit behind, so the group re-reads a little (which
+        every stage tolerates); only when both are unreadable does it start from its reset policy.
+        """
+        try:
+            return _group_offsets(_read_json(path))
+        except FileNotFoundError:
+            problem = "missing"
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
+            DAMAGED_FILES.labels("group").inc()
+        previous = _previous(path)
+        try:
+            offsets = _group_offsets(_read_json(previous))
+        except (OSError, ValueError) as exc:
+            _log.error(
+                "embedded log: group offsets %s unreadable (%s) and no usable previous version (%s); "
+                "the group starts from its reset policy",
+                path,
+                problem,
+                exc,
+            )
+            return {}
+        _log.error(
+            "embedded log: group offsets %s unreadable (%s); recovered the previous commit from %s",
+            path,
+            problem,
+            previous.name,
+        )
+        return offsets
+
+    def _recover_transactions(self) -> None:
+        """Finish what a crash interrupted: roll back before the commit point, complete after it."""
+        txn_dir = self.directory / "transactions"
+        txn_dir.mkdir(exist_ok=True)
+        for path in sorted(txn_dir.glob("*.json")):
+            try:
+                intent = _read_json(path)
+                state = intent["state"]
+                if state == "prepared":
+                    for topic, partition, end in intent["truncate"]:
+                        removed = self._partition(TopicPartition(topic, partition)).truncate_to(int(end))
+                        ROLLED_BACK_RECORDS.inc(removed)
+                        _log.warning(
+                            "embedded log: rolled back %d records of an unfinished transaction on %s[%d]",
+                            removed,
+                            topic,
+                            partition,
+                        )
+                elif state == "committed":
+                    group = self._group(str(intent["group"]))
+                    group.offsets.update(_group_offsets(intent))
+                    self._persist_group(group)
+                else:
+                    raise ValueError(f"unknown state {state!r}")
+            except (OSError, ValueError, KeyError, TypeError, LogError) as exc:
+                DAMAGED_FILES.labels("transaction").inc()
+                _log.error("embedded log: transaction file %s unusable (%s); discarded", path, exc)
+            path.unlink()
 
     def _open_topic(self, spec: TopicSpec, directory: Path) -> _Topic:
         partitions = []
@@ -291,7 +410,10 @@ class EmbeddedLog(Log):
             directory = self.directory / "topics" / spec.name
             directory.mkdir(parents=True, exist_ok=True)
             _write_json(directory / "topic.json", _spec_to_json(spec), fsync=True)
+            fsync_directory(directory.parent)
             self._open_topic(spec, directory)
+            if self.fsync:
+                fsync_directory(directory)
             created.append(spec.name)
         if created:
             for group in list(self._groups.values()):
@@ -331,6 +453,10 @@ class EmbeddedLog(Log):
         return self._append(topic, records) if records else []
 
     def _append(self, name: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        return self._write(self._place(name, records))
+
+    def _place(self, name: str, records: Sequence[PendingRecord]) -> _Placed:
+        """Validate records and choose their partitions, without writing anything."""
         topic = self._topic(name)
         spec = topic.spec
         count = len(topic.partitions)
@@ -347,6 +473,12 @@ class EmbeddedLog(Log):
                 raise LogError(f"compacted topic {name!r} cannot accept a record without a key")
             sizes.append(size)
             by_partition.setdefault(self._choose_partition(topic, record, count), []).append(index)
+        return _Placed(topic, records, by_partition, sum(sizes))
+
+    def _write(self, placed: _Placed) -> list[AppendResult]:
+        """Write validated records to their partitions (synchronously: nothing interleaves)."""
+        topic, records, by_partition = placed.topic, placed.records, placed.by_partition
+        name, spec = topic.spec.name, topic.spec
         now = _now_ms()
         segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
         results: list[AppendResult | None] = [None] * len(records)
@@ -361,9 +493,81 @@ class EmbeddedLog(Log):
             for i, (offset, timestamp) in zip(indexes, written, strict=True):
                 results[i] = AppendResult(name, number, offset, timestamp)
         APPENDED_RECORDS.inc(len(records))
-        APPENDED_BYTES.inc(sum(sizes))
+        APPENDED_BYTES.inc(placed.size_bytes)
         topic.wake()
         return [r for r in results if r is not None]
+
+    # transactions ---------------------------------------------------------------------------
+    def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
+        self._require_started()
+        return _TransactionalProducer(self, transactional_id)
+
+    def _fence(self, transactional_id: str) -> int:
+        """A new epoch for `transactional_id`: producers holding an older one are fenced."""
+        epoch = self._epochs.get(transactional_id, 0) + 1
+        self._epochs[transactional_id] = epoch
+        return epoch
+
+    def _commit_transaction(
+        self,
+        transactional_id: str,
+        epoch: int,
+        appends: Mapping[str, Sequence[PendingRecord]],
+        offsets: GroupOffsets | None,
+    ) -> list[AppendResult]:
+        """Write a transaction all or nothing, across a crash at any point.
+
+        Everything here is synchronous, so no reader sees a partial transaction while the process
+        runs. Across a crash, an intent file decides: written as `prepared` (with each partition's
+        end offset) before the records, replaced by `committed` (with the group offsets) once they
+        are written: the commit point. Opening the log rolls a `prepared` transaction back and
+        completes a `committed` one (`_recover_transactions`).
+        """
+        self._require_started()
+        if self._epochs.get(transactional_id) != epoch:
+            FENCED_WRITES.inc()
+            raise FencedError(
+                f"transactional id {transactional_id!r}: a newer producer (epoch "
+                f"{self._epochs.get(transactional_id)}) has started; this one (epoch {epoch}) is fenced"
+            )
+        placed = [self._place(name, records) for name, records in appends.items() if records]
+        if offsets is not None:
+            for tp, offset in offsets.offsets.items():
+                self._partition(tp)
+                if offset < 0:
+                    raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        intent_path = (
+            self.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
+        )
+        if placed:
+            ends = [
+                [p.topic.spec.name, number, p.topic.partitions[number].next_offset]
+                for p in placed
+                for number in p.by_partition
+            ]
+            _write_json(intent_path, {"state": "prepared", "truncate": ends}, self.fsync)
+            crash_point("embedded-transaction-prepared")
+        results = [result for p in placed for result in self._write(p)]
+        if offsets is None:
+            self._forget_intent(intent_path)
+            return results
+        crash_point("embedded-transaction-written")
+        entries = [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.offsets.items())]
+        if placed:
+            _write_json(
+                intent_path, {"state": "committed", "group": offsets.group_id, "offsets": entries}, self.fsync
+            )
+            crash_point("embedded-transaction-committed")
+        self._commit(self._group(offsets.group_id), offsets.offsets)
+        self._forget_intent(intent_path)
+        return results
+
+    def _forget_intent(self, path: Path) -> None:
+        """Remove a finished transaction's intent durably, so a power loss cannot replay it later."""
+        if path.exists():
+            path.unlink()
+            if self.fsync:
+                fsync_directory(path.parent)
 
     @staticmethod
     def _choose_partition(topic: _Topic, record: PendingRecord, count: int) -> int:
@@ -510,7 +714,7 @@ class EmbeddedLog(Log):
     def _persist_group(self, group: _Group) -> None:
         path = self.directory / "groups" / f"{urllib.parse.quote(group.name, safe='')}.json"
         entries = [[tp.topic, tp.partition, offset] for tp, offset in sorted(group.offsets.items())]
-        _write_json(path, {"group": group.name, "offsets": entries}, fsync=self.fsync)
+        _write_json(path, {"group": group.name, "offsets": entries}, fsync=self.fsync, keep_previous=True)
 
     async def _rebalance(self, group: _Group) -> None:
         """Eager range assignment like Kafka's: everyone gives up everything, then gets a share."""
@@ -577,6 +781,32 @@ class EmbeddedLog(Log):
         del self._groups[group_id]
         path = self.directory / "groups" / f"{urllib.parse.quote(group_id, safe='')}.json"
         path.unlink(missing_ok=True)
+        _previous(path).unlink(missing_ok=True)
+
+
+class _TransactionalProducer(TransactionalProducer):
+    """Fencing within the one process: each `start()` takes a newer epoch of the id."""
+
+    def __init__(self, log: EmbeddedLog, transactional_id: str) -> None:
+        self._log = log
+        self.transactional_id = transactional_id
+        self._epoch: int | None = None
+
+    async def start(self) -> None:
+        if self._epoch is None:
+            self._epoch = self._log._fence(self.transactional_id)
+
+    async def commit(
+        self,
+        appends: Mapping[str, Sequence[PendingRecord]],
+        offsets: GroupOffsets | None = None,
+    ) -> list[AppendResult]:
+        if self._epoch is None:
+            raise LogError(f"transactional producer {self.transactional_id!r} is not started")
+        return self._log._commit_transaction(self.transactional_id, self._epoch, appends, offsets)
+
+    async def close(self) -> None:
+        self._epoch = None
 
 
 async def _tell(

@@ -29,6 +29,7 @@ __all__ = [
     "RetentionOutcome",
     "Segment",
     "encode_frame",
+    "fsync_directory",
 ]
 
 SEGMENT_SUFFIX = ".log"
@@ -44,6 +45,15 @@ _BODY = struct.Struct("<qqiiH")
 _HEADER_NAME = struct.Struct("<H")
 _HEADER_VALUE = struct.Struct("<I")
 _FIXED_BYTES = _PREFIX.size + _BODY.size
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a directory's entries (created, renamed or removed files) survive a power loss."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def encode_frame(
@@ -123,9 +133,11 @@ class Segment:
         self._fd: int | None = None
 
     @classmethod
-    def create(cls, directory: Path, base: int) -> Segment:
+    def create(cls, directory: Path, base: int, fsync: bool) -> Segment:
         segment = cls(directory / f"{base:020d}{SEGMENT_SUFFIX}", base)
         segment.path.touch()
+        if fsync:
+            fsync_directory(directory)
         return segment
 
     @classmethod
@@ -193,6 +205,21 @@ class Segment:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def truncate(self, index: int) -> int:
+        """Cut this segment back to its first `index` records; returns how many records were cut."""
+        cut = len(self.offsets) - index
+        if cut <= 0:
+            return 0
+        position = self.positions[index]
+        self.close()
+        os.truncate(self.path, position)
+        self.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+        del self.offsets[index:]
+        del self.positions[index:]
+        del self.timestamps[index:]
+        self.size = position
+        return cut
 
     @property
     def last_timestamp(self) -> int | None:
@@ -307,7 +334,7 @@ class PartitionLog:
                     segment.write_index()
             log.segments.append(segment)
         if not log.segments:
-            log.segments.append(Segment.create(directory, 0))
+            log.segments.append(Segment.create(directory, 0, fsync))
         log._bases = [s.base for s in log.segments]
         active = log.segments[-1]
         log.next_offset = active.offsets[-1] + 1 if active.offsets else active.base
@@ -336,8 +363,29 @@ class PartitionLog:
         self.active.sync()
         self.active.close()
         self.active.write_index()
-        self.segments.append(Segment.create(self.directory, self.next_offset))
+        self.segments.append(Segment.create(self.directory, self.next_offset, self.fsync))
         self._bases.append(self.next_offset)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every record at or after `offset` (an unfinished transaction); returns how many.
+
+        Only run while opening the log, before anything read the partition.
+        """
+        if offset >= self.next_offset:
+            return 0
+        removed = 0
+        while len(self.segments) > 1 and self.segments[-1].base >= offset:
+            segment = self.segments.pop()
+            self._bases.pop()
+            removed += len(segment)
+            segment.delete()
+        active = self.active
+        removed += active.truncate(bisect_left(active.offsets, offset))
+        if self.fsync:
+            fsync_directory(self.directory)
+        self.next_offset = active.offsets[-1] + 1 if active.offsets else active.base
+        self.last_timestamp = max((s.last_timestamp or 0) for s in self.segments)
+        return removed
 
     def append(
         self,

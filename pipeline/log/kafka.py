@@ -1,9 +1,11 @@
 """The log seam on Apache Kafka or Redpanda, through aiokafka.
 
 Producing is idempotent with `acks=all`, keyed records are placed by Java-compatible murmur2
-(`pipeline.log.partitioner`), so both backends agree on a key's partition. Readers run with
-`auto_offset_reset="none"`: a position below log-start surfaces as a `Gap`, never as a silent
-reset. Every aiokafka exception is translated into the seam's typed errors; transient failures
+(`pipeline.log.partitioner`), so both backends agree on a key's partition. Transactional producers
+give atomic, fenced writes (one per transactional id). Readers run with
+`auto_offset_reset="none"` and `isolation_level="read_committed"`: a position below log-start
+surfaces as a `Gap`, never as a silent reset, and open or aborted transactions are never read.
+Every aiokafka exception is translated into the seam's typed errors; transient failures
 are retried a bounded number of times with exponential backoff before `LogUnavailableError`.
 """
 
@@ -15,7 +17,7 @@ import functools
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -30,9 +32,11 @@ from prometheus_client import Counter
 from pipeline.config import LogSettings, TlsSettings
 from pipeline.log.api import (
     AppendResult,
+    FencedError,
     Fetched,
     Gap,
     GroupConsumer,
+    GroupOffsets,
     Headers,
     Log,
     LogError,
@@ -46,7 +50,9 @@ from pipeline.log.api import (
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
+    TransactionalProducer,
 )
+from pipeline.log.faults import crash_point
 from pipeline.log.partitioner import murmur2_partition
 
 __all__ = ["KafkaLog"]
@@ -97,6 +103,15 @@ _TOO_LARGE = (
     kafka_errors.RecordTooLargeError,
     kafka_errors.RecordListTooLargeError,
 )
+#: Every consumer reads committed data only: records of open or aborted transactions stay hidden.
+ISOLATION_LEVEL = "read_committed"
+#: Broker answers that mean a newer producer owns the transactional id (or the old one timed out).
+_FENCED = (
+    kafka_errors.ProducerFenced,
+    kafka_errors.InvalidProducerEpoch,
+    kafka_errors.InvalidProducerIdMapping,
+    kafka_errors.TransactionalIdAuthorizationFailed,
+)
 _GROUP_ID_NOT_FOUND = 69
 _NON_EMPTY_GROUP = 68
 _TOPIC_ALREADY_EXISTS = 36
@@ -116,7 +131,10 @@ def _translate(exc: BaseException, what: str) -> LogError:
     if isinstance(exc, LogError):
         return exc
     error: LogError
-    if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
+    if isinstance(exc, _FENCED):
+        error = FencedError(f"{what}: fenced by a newer producer with the same transactional id ({exc})")
+        kind = "fenced"
+    elif isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
         error = TopicNotFoundError(f"{what}: unknown topic or partition")
         kind = "topic_not_found"
     elif isinstance(exc, _TOO_LARGE):
@@ -353,7 +371,11 @@ class KafkaLog(Log):
             self._offsets = await self.connect(
                 "connect offsets",
                 lambda: AIOKafkaConsumer(
-                    **options, group_id=None, enable_auto_commit=False, auto_offset_reset="none"
+                    **options,
+                    group_id=None,
+                    enable_auto_commit=False,
+                    auto_offset_reset="none",
+                    isolation_level=ISOLATION_LEVEL,
                 ),
                 _start_client,
             )
@@ -362,7 +384,7 @@ class KafkaLog(Log):
             await self.close()
             raise
 
-    def _new_producer(self) -> AIOKafkaProducer:
+    def _new_producer(self, **extra: Any) -> AIOKafkaProducer:
         return AIOKafkaProducer(
             **self.client_options(),
             acks="all",
@@ -370,6 +392,7 @@ class KafkaLog(Log):
             linger_ms=0,
             max_request_size=PRODUCER_MAX_REQUEST_BYTES,
             max_batch_size=PRODUCER_BATCH_BYTES,
+            **extra,
         )
 
     async def close(self) -> None:
@@ -542,12 +565,17 @@ class KafkaLog(Log):
         results = await self.append_many(topic, [PendingRecord(value, key, headers, partition)])
         return results[0]
 
+    async def _placed(self, topic: str, records: Sequence[PendingRecord]) -> list[int | None]:
+        """Validate records for `topic` and choose their partitions (see `_choose_partition`)."""
+        meta = await self._topic_meta(topic)
+        return [self._choose_partition(topic, meta, record) for record in records]
+
     async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
         self._require()
         if not records:
             return []
         meta = await self._topic_meta(topic)
-        partitions = [self._choose_partition(topic, meta, record) for record in records]
+        partitions = await self._placed(topic, records)
         producer = await self._ready_producer()
         if meta.max_message_bytes < PRODUCER_BATCH_BYTES:
             # Records that each fit the topic could exceed it together in one producer batch.
@@ -566,11 +594,7 @@ class KafkaLog(Log):
             if isinstance(failure, kafka_errors.UnknownTopicOrPartitionError):
                 self._topics.pop(topic, None)
             raise _translate(failure, f"append to {topic!r}") from failure
-        # aiokafka reports the broker's time on LogAppendTime topics and the record's own otherwise.
-        results = [AppendResult(md.topic, md.partition, md.offset, int(md.timestamp)) for md in outcomes]
-        APPENDED_RECORDS.inc(len(results))
-        APPENDED_BYTES.inc(sum(record.size_bytes for record in records))
-        return results
+        return _acknowledged(outcomes, records)
 
     async def _send_all(
         self,
@@ -616,6 +640,10 @@ class KafkaLog(Log):
         if failure is None and errors:
             failure = errors[0]
         return ([f.result() for f in futures] if failure is None else []), failure
+
+    def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
+        self._require()
+        return _KafkaTransactionalProducer(self, transactional_id)
 
     @staticmethod
     def _choose_partition(topic: str, meta: _TopicMeta, record: PendingRecord) -> int | None:
@@ -778,6 +806,167 @@ class KafkaLog(Log):
             raise _translate(kafka_errors.for_code(code)(), f"delete group {group_id!r}")
 
 
+def _acknowledged(outcomes: Sequence[Any], records: Sequence[PendingRecord]) -> list[AppendResult]:
+    """The seam's results for acknowledged sends, counted in the append metrics."""
+    # aiokafka reports the broker's time on LogAppendTime topics and the record's own otherwise.
+    results = [AppendResult(md.topic, md.partition, md.offset, int(md.timestamp)) for md in outcomes]
+    APPENDED_RECORDS.inc(len(results))
+    APPENDED_BYTES.inc(sum(record.size_bytes for record in records))
+    return results
+
+
+class _KafkaTransactionalProducer(TransactionalProducer):
+    """One aiokafka producer with a `transactional_id`; one transaction per `commit`.
+
+    aiokafka leaves a fenced producer in a fatal state (its sender task ends with
+    `ProducerFenced`), and a producer whose transaction outcome is unknown (the commit or abort did
+    not answer in time) cannot be reused either. Both become `FencedError` for good: a new
+    producer would take a new epoch and fence whoever legitimately owns the id now, so only the
+    owner, once it knows it still owns the work, may start one.
+    """
+
+    def __init__(self, owner: KafkaLog, transactional_id: str) -> None:
+        self._log = owner
+        self.transactional_id = transactional_id
+        self._producer: AIOKafkaProducer | None = None
+        self._fenced: str | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        if self._producer is not None:
+            return
+        timeout_ms = self._log.settings.transaction_timeout_ms
+        self._producer = await self._log.connect(
+            f"start transactional producer {self.transactional_id!r}",
+            lambda: self._log._new_producer(
+                transactional_id=self.transactional_id, transaction_timeout_ms=timeout_ms
+            ),
+            _start_client,
+        )
+
+    async def commit(
+        self,
+        appends: Mapping[str, Sequence[PendingRecord]],
+        offsets: GroupOffsets | None = None,
+    ) -> list[AppendResult]:
+        async with self._lock:
+            producer = self._usable()
+            placed = [
+                (topic, records, await self._log._placed(topic, records))
+                for topic, records in appends.items()
+            ]
+            deadline_s = self._log.settings.request_timeout_ms / 1000
+            try:
+                await producer.begin_transaction()
+                outcomes = await self._send(producer, placed, offsets, deadline_s)
+                crash_point("kafka-transaction-sent")
+                await _bounded(producer.commit_transaction(), deadline_s)
+            except BaseException as exc:
+                await self._abort(producer, exc, deadline_s)
+                raise self._failure(exc) from exc
+            return _acknowledged(outcomes, [record for _, records, _ in placed for record in records])
+
+    def _usable(self) -> AIOKafkaProducer:
+        if self._fenced is not None:
+            raise FencedError(f"transactional producer {self.transactional_id!r}: {self._fenced}")
+        if self._producer is None:
+            raise LogError(f"transactional producer {self.transactional_id!r} is not started")
+        return self._producer
+
+    @staticmethod
+    async def _send(
+        producer: AIOKafkaProducer,
+        placed: list[tuple[str, Sequence[PendingRecord], list[int | None]]],
+        offsets: GroupOffsets | None,
+        deadline_s: float,
+    ) -> list[Any]:
+        futures: list[asyncio.Future[Any]] = []
+        async with asyncio.timeout(deadline_s):
+            for topic, records, partitions in placed:
+                for record, partition in zip(records, partitions, strict=True):
+                    futures.append(
+                        await producer.send(
+                            topic,
+                            record.value,
+                            key=record.key,
+                            partition=partition,
+                            headers=list(record.headers),
+                        )
+                    )
+            if offsets is not None and offsets.offsets:
+                await producer.send_offsets_to_transaction(
+                    {_kafka_tp(tp): offset for tp, offset in offsets.offsets.items()}, offsets.group_id
+                )
+            for future in futures:
+                future.add_done_callback(_consume_outcome)
+            return list(await asyncio.gather(*futures))
+
+    async def _abort(self, producer: AIOKafkaProducer, cause: BaseException, deadline_s: float) -> None:
+        """Abort after a failure; when that is impossible the producer is done for."""
+        if isinstance(cause, _FENCED) or _fatal(producer):
+            self._fenced = "a newer producer with the same transactional id has started"
+        else:
+            try:
+                await _bounded(producer.abort_transaction(), deadline_s)
+                return
+            except BaseException as exc:
+                if isinstance(exc, _FENCED):
+                    self._fenced = "a newer producer with the same transactional id has started"
+                else:
+                    self._fenced = (
+                        f"the outcome of its transaction is unknown ({type(cause).__name__}: {cause})"
+                    )
+        ERRORS.labels("fenced").inc()
+        self._producer = None
+        _settle_internal_futures(producer)
+        await _discard_producer(producer)
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        if self._fenced is not None:
+            return FencedError(f"transactional producer {self.transactional_id!r}: {self._fenced}")
+        if isinstance(exc, asyncio.CancelledError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            exc = kafka_errors.KafkaTimeoutError(
+                f"transaction not acknowledged within {self._log.settings.request_timeout_ms} ms"
+            )
+        return _translate(exc, f"transaction of {self.transactional_id!r}")
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        self._fenced = self._fenced or "closed"
+        if producer is not None:
+            await _discard_producer(producer)
+
+
+def _settle_internal_futures(producer: AIOKafkaProducer) -> None:
+    """Retrieve the internal futures a fenced aiokafka producer fails and nobody awaits any more.
+
+    When the fence ends its sender task, aiokafka fails the transaction waiter and each batch's
+    drain waiter; unretrieved, asyncio logs them from a finalizer, at an arbitrary later moment.
+    """
+    manager = getattr(producer, "_txn_manager", None)
+    accumulator = getattr(producer, "_message_accumulator", None)
+    futures = [getattr(manager, "_transaction_waiter", None)]
+    batches = [b for queue in getattr(accumulator, "_batches", {}).values() for b in queue]
+    batches += list(getattr(accumulator, "_pending_batches", ()))
+    futures += [getattr(batch, "_drain_waiter", None) for batch in batches]
+    for future in futures:
+        if isinstance(future, asyncio.Future):
+            future.add_done_callback(_consume_outcome)
+
+
+def _fatal(producer: AIOKafkaProducer) -> bool:
+    """Whether aiokafka's transaction manager is in its fatal state (fenced, or its sender died)."""
+    manager = getattr(producer, "_txn_manager", None)
+    return bool(manager is not None and manager.is_fatal_error())
+
+
+async def _bounded(operation: Awaitable[Any], timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        await operation
+
+
 def _outcome_error(future: asyncio.Future[Any]) -> BaseException | None:
     if future.cancelled():
         return asyncio.CancelledError()
@@ -845,7 +1034,11 @@ class _KafkaReader(Reader):
             self._consumer = await self._log.connect(
                 "connect reader",
                 lambda: AIOKafkaConsumer(
-                    **options, group_id=None, enable_auto_commit=False, auto_offset_reset="none"
+                    **options,
+                    group_id=None,
+                    enable_auto_commit=False,
+                    auto_offset_reset="none",
+                    isolation_level=ISOLATION_LEVEL,
                 ),
                 _start_client,
             )
@@ -985,6 +1178,7 @@ class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         # The partitions stay committable inside the listener (the generation is still valid).
+        self._member._read_to.clear()
         try:
             if self._member.listener is not None:
                 await self._member.listener.on_partitions_revoked({_our_tp(tp) for tp in revoked})
@@ -1019,6 +1213,8 @@ class _KafkaGroupMember(GroupConsumer):
         self._assigned: set[TopicPartition] = set()
         self._joined = asyncio.Event()
         self._closed = False
+        # per partition: (offset after the last record returned, client position after that fetch)
+        self._read_to: dict[TopicPartition, tuple[int, int]] = {}
 
     async def start(self) -> None:
         if self._consumer is not None:
@@ -1035,6 +1231,7 @@ class _KafkaGroupMember(GroupConsumer):
                 group_id=self.group_id,
                 enable_auto_commit=False,
                 auto_offset_reset="none",
+                isolation_level=ISOLATION_LEVEL,
                 heartbeat_interval_ms=1000,
                 session_timeout_ms=30_000,
             )
@@ -1071,8 +1268,28 @@ class _KafkaGroupMember(GroupConsumer):
 
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         consumer = self._active()
-        fetched, _next_offsets = await _fetch(self._log, consumer, timeout_ms, max_records, self.reset)
+        fetched, next_offsets = await _fetch(self._log, consumer, timeout_ms, max_records, self.reset)
+        for ktp, offset in next_offsets.items():
+            tp = _our_tp(ktp)
+            self._read_to[tp] = (offset, offset)
+        for tp, (returned, _) in list(self._read_to.items()):
+            if tp not in self._assigned:
+                del self._read_to[tp]
+                continue
+            # Transaction markers (and aborted records) after the last record move the position on.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.1):
+                    position = int(await consumer.position(_kafka_tp(tp)))
+                    self._read_to[tp] = (returned, max(returned, position))
         return fetched
+
+    def committable(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        result = dict(offsets)
+        for tp, offset in offsets.items():
+            returned, position = self._read_to.get(tp, (-1, -1))
+            if offset == returned:
+                result[tp] = position
+        return result
 
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         consumer = self._active()
@@ -1081,6 +1298,7 @@ class _KafkaGroupMember(GroupConsumer):
         if offset < 0:
             raise LogError(f"cannot seek {tp} to negative offset {offset}")
         consumer.seek(_kafka_tp(tp), offset)
+        self._read_to.pop(tp, None)
 
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         consumer = self._active()
@@ -1094,6 +1312,7 @@ class _KafkaGroupMember(GroupConsumer):
                 raise LogError(f"cannot commit negative offset {offset} for {tp}")
         if not offsets:
             return
+        offsets = self.committable(offsets)
         try:
             await self._log._retrier.run(
                 "commit", lambda: consumer.commit({_kafka_tp(tp): offset for tp, offset in offsets.items()})
