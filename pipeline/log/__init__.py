@@ -23,8 +23,8 @@ from pipeline.log.api import (
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
-    default_replication,
     TransactionalProducer,
+    default_replication,
 )
 
 __all__ = [
@@ -47,8 +47,8 @@ __all__ = [
     "TopicNotFoundError",
     "TopicPartition",
     "TopicSpec",
-    "default_replication",
     "TransactionalProducer",
+    "default_replication",
     "open_log",
 ]
 

@@ -61,7 +61,9 @@ async def test_a_transaction_writes_records_and_group_offsets_together(
         b"b",
         b"d",
     ]
-    assert values(await read_all(any_log, TopicPartition(side, 0), 0, ends[TopicPartition(side, 0)])) == [b"c"]
+    assert values(await read_all(any_log, TopicPartition(side, 0), 0, ends[TopicPartition(side, 0)])) == [
+        b"c"
+    ]
 
 
 async def test_a_rejected_transaction_leaves_nothing_behind(any_log: Log, settings: Settings) -> None:

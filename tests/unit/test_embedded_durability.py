@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def metric(name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def fsynced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Paths passed to fsync(2), recorded around the real call (which still happens)."""
     paths: list[str] = []
     real = os.fsync
@@ -39,14 +38,16 @@ def fsynced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         real(fd)
 
     monkeypatch.setattr(os, "fsync", recording)
-    yield paths
+    return paths
 
 
 def test_the_service_fsyncs_by_default_and_the_demo_does_not(tmp_path: Path) -> None:
     service = open_log(Settings(workdir=tmp_path))
-    assert isinstance(service, EmbeddedLog) and service.fsync
+    assert isinstance(service, EmbeddedLog)
+    assert service.fsync
     demo = open_log(demo_settings(Settings(workdir=tmp_path)))
-    assert isinstance(demo, EmbeddedLog) and not demo.fsync
+    assert isinstance(demo, EmbeddedLog)
+    assert not demo.fsync
     assert LogSettings(fsync=False).fsync is False
 
 
@@ -96,7 +97,9 @@ async def committed_twice(directory: Path) -> Path:
     return directory / "groups" / f"{GROUP}.json"
 
 
-@pytest.mark.parametrize("damage", [b"", b'{"group": "router", "offs', b"\x00\x00\x00\x00", b'{"offsets": 3}'])
+@pytest.mark.parametrize(
+    "damage", [b"", b'{"group": "router", "offs', b"\x00\x00\x00\x00", b'{"offsets": 3}']
+)
 async def test_a_damaged_group_file_is_reported_and_the_previous_commit_recovered(
     tmp_path: Path, damage: bytes
 ) -> None:
@@ -182,7 +185,8 @@ async def test_a_transaction_killed_at_any_step_is_all_or_nothing(
     if crash_at == "nowhere":
         assert (code, out.strip()) == (0, "committed")
     else:
-        assert code == -9 and out == ""
+        assert code == -9
+        assert out == ""
 
     log = EmbeddedLog(directory)
     await log.start()
@@ -195,7 +199,8 @@ async def test_a_transaction_killed_at_any_step_is_all_or_nothing(
         await reader.close()
         values = sorted(r.value or b"" for r in fetched.records)
         segments = len(list((directory / "topics" / "out" / "0").glob("*.log")))
-        assert segments > 1 if visible else segments == 1  # the child rolled segments; a rollback removes them
+        # the child rolled segments; a rollback removes the new ones
+        assert segments > 1 if visible else segments == 1
         if visible:
             assert ends == {tps[0]: 4, tps[1]: 3}
             assert values == sorted([b"before", *(b"w%d" % i for i in range(6))])
