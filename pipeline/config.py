@@ -110,6 +110,9 @@ class LogSettings(_Section):
     fsync: bool = True
     #: Kafka: how long the broker lets a transaction stay open before aborting it.
     transaction_timeout_ms: int = Field(default=60_000, gt=0)
+    #: Kafka: how long a silent group member (a crashed process) keeps its partitions before the
+    #: group hands them to the others; the broker allows 6 s to 30 min by default.
+    session_timeout_ms: int = Field(default=30_000, ge=1_000)
 
     @property
     def effective_backend(self) -> Literal["kafka", "embedded"]:

@@ -1232,10 +1232,12 @@ class _KafkaGroupMember(GroupConsumer):
                 enable_auto_commit=False,
                 auto_offset_reset="none",
                 isolation_level=ISOLATION_LEVEL,
-                heartbeat_interval_ms=1000,
-                session_timeout_ms=30_000,
+                heartbeat_interval_ms=min(1000, self._log.settings.session_timeout_ms // 3),
+                session_timeout_ms=self._log.settings.session_timeout_ms,
             )
             consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
+            # The first assignment's listener may run before `connect` returns; it may use this member.
+            self._consumer = consumer
             return consumer
 
         self._consumer = await self._log.connect("connect group member", factory, _start_client)

@@ -21,6 +21,11 @@ DEAD_LETTERED = Counter(
 APPEND_ERRORS = Counter(
     "reverser_router_append_errors_total", "Failed appends of branch work (retried with backoff)."
 )
+FENCED = Counter(
+    "reverser_router_fenced_total",
+    "Transactions of an input partition refused because another router took the partition over; "
+    "the work is dropped here and re-read from the committed offset by the partition's owner.",
+)
 IN_FLIGHT = Gauge(
     "reverser_router_in_flight", "Watch events read but not yet emitted (waiting for attribution or order)."
 )

@@ -1,4 +1,9 @@
-"""The router loop: consume watch events, attribute concurrently, emit in log order, commit after acks."""
+"""The router loop: consume watch events, attribute concurrently, emit in log order, exactly once.
+
+Each input partition's output and its consumed offset are committed in one transaction of that
+partition's own transactional producer, so a crash or a rebalance between the two cannot put a
+work item on `branch-work` twice (see docs/router.md).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,16 @@ from typing import Protocol
 
 from pipeline.codec import BRANCH_WORK, DEAD_LETTER, SCHEMA_HEADER, DecodeError, codec
 from pipeline.log.api import (
+    FencedError,
     GroupConsumer,
+    GroupOffsets,
     Log,
     LogError,
     PendingRecord,
     RebalanceListener,
     Record,
     TopicPartition,
+    TransactionalProducer,
 )
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
@@ -62,15 +70,21 @@ class RouterStats:
     committed: dict[TopicPartition, int] = field(default_factory=dict)
 
 
+def transactional_id(group_id: str, tp: TopicPartition) -> str:
+    """The transactional id of one input partition: whoever routes it next fences whoever did before."""
+    return f"{group_id}.{tp.topic}.{tp.partition}"
+
+
 class _Rebalance(RebalanceListener):
     def __init__(self, router: Router) -> None:
         self._router = router
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._router._forget(revoked)
+        await self._router._release(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("router owns %s", ", ".join(sorted(str(tp) for tp in assigned)) or "no partitions")
+        await self._router._take_over(assigned)
 
 
 class Router:
@@ -78,7 +92,9 @@ class Router:
 
     Resolutions run concurrently (one task per live event, bounded by `max_in_flight`), but each
     partition's output is emitted strictly in log order, so one object's changes never overtake
-    each other. Offsets are committed only after the work items were acknowledged by the log.
+    each other. A partition's work items and its next offset are committed in one transaction of
+    the partition's transactional producer; taking a partition over starts that producer (which
+    fences the previous owner) before reading the committed offset, so no input is routed twice.
     """
 
     name = "router"
@@ -104,6 +120,13 @@ class Router:
         self._pending: dict[int, deque[_Pending]] = {}
         self._progress = asyncio.Event()
         self._consumer: GroupConsumer | None = None
+        self._producers: dict[TopicPartition, TransactionalProducer] = {}
+        # Records returned before a partition was reset (dropped, re-seeked) are stale: records of
+        # a fetch that returned at reset count N are dropped if their partition was reset after N.
+        self._resets = 0
+        self._reset_at: dict[int, int] = {}
+        # Held while a transaction is in flight: a rebalance waits for it before handing over.
+        self._publishing = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.stats = RouterStats()
@@ -135,6 +158,7 @@ class Router:
         if self._consumer is not None:
             await self._consumer.close()
             self._consumer = None
+        await self._close_producers(set(self._producers))
 
     def ready(self) -> bool:
         return self._lookup is None or self._lookup.ready()
@@ -165,8 +189,20 @@ class Router:
                     gap.position,
                     gap.first_surviving - 1,
                 )
+            # A seek applies to fetches that return after it; records returned before it are stale
+            # once their partition is reset while they wait for a slot.
+            fetched_at = self._resets
             for record in fetched.records:
                 await self._slots.acquire()
+                if self._reset_at.get(record.partition, 0) > fetched_at:
+                    log.debug(
+                        "dropping %s[%d]@%d: fetched before a reset",
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                    )
+                    self._slots.release()
+                    continue
                 metrics.IN_FLIGHT.inc()
                 self._pending.setdefault(record.partition, deque()).append(self._admit(record))
                 self.stats.consumed += 1
@@ -196,21 +232,75 @@ class Router:
 
     def _forget(self, revoked: set[TopicPartition]) -> None:
         """Drop unemitted work of partitions this member lost; the new owner re-reads them."""
+        self._resets += 1
         for tp in revoked:
+            self._reset_at[tp.partition] = self._resets
             for pending in self._pending.pop(tp.partition, deque()):
                 if pending.author is not None:
                     pending.author.cancel()
                 self._slots.release()
                 metrics.IN_FLIGHT.dec()
 
+    async def _release(self, revoked: set[TopicPartition]) -> None:
+        """Hand partitions over: finish the transaction in flight, drop their pending work."""
+        async with self._publishing:
+            self._forget(revoked)
+            await self._close_producers(revoked)
+
+    async def _take_over(self, assigned: set[TopicPartition]) -> None:
+        """Restart every assigned partition at its committed offset, behind its own producer."""
+        async with self._publishing:
+            for tp in sorted(assigned):
+                await self._restart_at_committed(tp)
+
+    async def _restart_at_committed(self, tp: TopicPartition) -> bool:
+        """Drop what was read of `tp`, start its producer (fencing its previous owner), seek to the commit.
+
+        Starting the producer waits until the previous owner's last transaction is committed or
+        aborted; only then is the committed offset final, so it is read here rather than trusted
+        from the group join, which may have raced with that transaction. Returns False (logged)
+        when the log did not answer: the partition then has no producer, and its next publish
+        tries again, so nothing is committed for it before this succeeded.
+        """
+        assert self._consumer is not None
+        self._forget({tp})
+        try:
+            if tp not in self._producers:
+                producer = self._log.transactional_producer(transactional_id(self._group_id, tp))
+                await producer.start()
+                self._producers[tp] = producer
+            committed = await self._consumer.committed(tp)
+            if committed is None:
+                # nothing committed yet: the group's reset policy (earliest), stated explicitly,
+                # because the consumer may already have read past it while this ran
+                committed = (await self._log.beginning_offsets([tp]))[tp]
+            await self._consumer.seek(tp, committed)
+            self._forget({tp})
+            log.info("router resumes %s at its committed offset %d", tp, committed)
+        except LogError as exc:
+            await self._close_producers({tp})
+            log.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
+            return False
+        return True
+
+    async def _close_producers(self, tps: set[TopicPartition]) -> None:
+        for tp in tps:
+            producer = self._producers.pop(tp, None)
+            if producer is not None:
+                try:
+                    await producer.close()
+                except LogError as exc:
+                    log.warning("closing the transactional producer of %s failed: %s", tp, exc)
+
     # emitting --------------------------------------------------------------------------------
     async def _emit(self) -> None:
         while not self._stopping:
             await self._progress.wait()
             self._progress.clear()
+            popped_at = self._resets
             ready = self._ready_prefixes()
             if ready:
-                await self._publish(ready)
+                await self._publish(ready, popped_at)
 
     def _ready_prefixes(self) -> dict[int, list[_Pending]]:
         ready: dict[int, list[_Pending]] = {}
@@ -219,29 +309,45 @@ class Router:
                 ready.setdefault(partition, []).append(queue.popleft())
         return ready
 
-    async def _publish(self, ready: dict[int, list[_Pending]]) -> None:
+    async def _publish(self, ready: dict[int, list[_Pending]], popped_at: int) -> None:
+        async with self._publishing:
+            await asyncio.gather(
+                *(self._publish_partition(p, items, popped_at) for p, items in ready.items())
+            )
+
+    async def _publish_partition(self, partition: int, items: list[_Pending], popped_at: int) -> None:
+        """Commit one partition's ready prefix: its work, dead letters and next offset, atomically.
+
+        Items of a partition reset since they were taken from its queue (a rebalance or a fence
+        while they waited for the lock) are dropped: the partition is re-read from its commit.
+        """
+        tp = TopicPartition(self._topics.watch_events, partition)
+        if self._reset_at.get(partition, 0) > popped_at:
+            log.debug("dropping %d records of %s read before it was reset", len(items), tp)
+            for _ in items:
+                self._slots.release()
+            metrics.IN_FLIGHT.dec(len(items))
+            return
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
-        for items in ready.values():
-            for pending in items:
-                if pending.watch is None:
-                    dead.append(self._dead_letter(pending.source))
-                    continue
-                records.extend(self._work_for(pending))
-        await self._append_until_acknowledged(self._topics.dead_letter, dead)
-        metrics.DEAD_LETTERED.inc(len(dead))
-        await self._append_until_acknowledged(self._topics.branch_work, records)
-        offsets = {
-            TopicPartition(self._topics.watch_events, partition): items[-1].source.offset + 1
-            for partition, items in ready.items()
-        }
-        await self._commit(offsets)
-        count = sum(len(items) for items in ready.values())
-        self.stats.emitted += count
-        self.stats.work_items += len(records)
-        for _ in range(count):
+        for pending in items:
+            if pending.watch is None:
+                dead.append(self._dead_letter(pending.source))
+                continue
+            records.extend(self._work_for(pending))
+        assert self._consumer is not None
+        offsets = self._consumer.committable({tp: items[-1].source.offset + 1})
+        committed = await self._commit_until_done(
+            tp, {self._topics.dead_letter: dead, self._topics.branch_work: records}, offsets
+        )
+        if committed:
+            metrics.DEAD_LETTERED.inc(len(dead))
+            self.stats.emitted += len(items)
+            self.stats.work_items += len(records)
+            self.stats.committed.update(offsets)
+        for _ in items:
             self._slots.release()
-        metrics.IN_FLIGHT.dec(count)
+        metrics.IN_FLIGHT.dec(len(items))
 
     def _work_for(self, pending: _Pending) -> list[PendingRecord]:
         watch = pending.watch
@@ -282,26 +388,52 @@ class Router:
         )
         return PendingRecord(payload, key=record.key, headers=(letter.header,))
 
-    async def _append_until_acknowledged(self, topic: str, records: list[PendingRecord]) -> None:
-        """Retry with backoff until acknowledged: dropping work would lose a commit."""
+    async def _commit_until_done(
+        self,
+        tp: TopicPartition,
+        appends: dict[str, list[PendingRecord]],
+        offsets: dict[TopicPartition, int],
+    ) -> bool:
+        """Retry with backoff until committed: dropping work would lose a commit.
+
+        Returns False when the partition's producer was fenced or is gone (the partition moved to
+        another router, or the outcome of a transaction is unknown): the work is dropped here, and
+        whoever owns the partition re-reads it from the committed offset.
+        """
         attempt = 0
-        while records:
+        while True:
+            producer = self._producers.get(tp)
+            if producer is None:
+                await self._restart_if_assigned(tp)
+                return False
             try:
-                await self._log.append_many(topic, records)
-                return
+                await producer.commit(appends, GroupOffsets(self._group_id, offsets))
+                return True
+            except FencedError as exc:
+                metrics.FENCED.inc()
+                log.warning(
+                    "router transaction of %s refused (%s); its work is re-read by its owner", tp, exc
+                )
+                await self._close_producers({tp})
+                await self._restart_if_assigned(tp)
+                return False
             except LogError as exc:
                 metrics.APPEND_ERRORS.inc()
                 delay = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
-                log.warning(
-                    "appending %d records to %s failed (%s); retry in %.1fs", len(records), topic, exc, delay
-                )
+                log.warning("committing the work of %s failed (%s); retry in %.1fs", tp, exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+    async def _restart_if_assigned(self, tp: TopicPartition) -> None:
+        """After a fence or a failed take-over: drop `tp`'s work and, if it is still ours, restart it.
+
+        If another member owns it now, it is only dropped. If this member still holds it (a
+        producer that was fenced by a zombie, or whose transaction outcome is unknown), starting a
+        new producer fences the other one once; the group's next rebalance settles who keeps it.
+        Either way the work is re-read from the committed offset, so nothing is routed twice.
+        """
         assert self._consumer is not None
-        try:
-            await self._consumer.commit(offsets)
-            self.stats.committed.update(offsets)
-        except LogError as exc:
-            log.warning("committing router offsets failed (work is appended; will be re-read): %s", exc)
+        if tp in self._consumer.assignment():
+            await self._restart_at_committed(tp)
+        else:
+            self._forget({tp})

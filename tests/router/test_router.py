@@ -8,7 +8,7 @@ the demo test.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -17,7 +17,15 @@ from prometheus_client import REGISTRY
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
 from pipeline.config import Settings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
-from pipeline.log.api import AppendResult, Log, LogUnavailableError, PendingRecord, TopicPartition
+from pipeline.log.api import (
+    AppendResult,
+    GroupOffsets,
+    Log,
+    LogUnavailableError,
+    PendingRecord,
+    TopicPartition,
+    TransactionalProducer,
+)
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, branch_key
 from pipeline.router import Router, WatchRecord
@@ -215,21 +223,38 @@ async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, s
 
 
 class FlakyLog:
-    """Delegates to a real log but refuses the first `failures` branch-work appends (fault injection)."""
+    """Delegates to a real log but refuses the first `failures` transactions (fault injection)."""
 
-    def __init__(self, inner: Log, topic: str, failures: int) -> None:
+    def __init__(self, inner: Log, failures: int) -> None:
         self._inner = inner
-        self._topic = topic
         self.failures = failures
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
-        if topic == self._topic and self.failures > 0:
-            self.failures -= 1
+    def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
+        return FlakyProducer(self, self._inner.transactional_producer(transactional_id))
+
+
+class FlakyProducer(TransactionalProducer):
+    def __init__(self, owner: FlakyLog, inner: TransactionalProducer) -> None:
+        self._owner = owner
+        self._inner = inner
+        self.transactional_id = inner.transactional_id
+
+    async def start(self) -> None:
+        await self._inner.start()
+
+    async def commit(
+        self, appends: Mapping[str, Sequence[PendingRecord]], offsets: GroupOffsets | None = None
+    ) -> list[AppendResult]:
+        if self._owner.failures > 0:
+            self._owner.failures -= 1
             raise LogUnavailableError("injected: broker not reachable")
-        return await self._inner.append_many(topic, records)
+        return await self._inner.commit(appends, offsets)
+
+    async def close(self) -> None:
+        await self._inner.close()
 
 
 async def test_offsets_are_committed_only_after_the_work_was_acknowledged(
@@ -237,7 +262,7 @@ async def test_offsets_are_committed_only_after_the_work_was_acknowledged(
 ) -> None:
     topics = await prepare(any_log, settings)
     await append_live(any_log, topics, [WatchStep("ADDED", configmap("w", "1"))])
-    flaky = FlakyLog(any_log, topics.branch_work, failures=2)
+    flaky = FlakyLog(any_log, failures=2)
     router = Router(
         flaky,
         topics,
