@@ -14,7 +14,11 @@ __all__ = ["NOT_ATTEMPTED", "WorkAuthor"]
 
 @dataclass(frozen=True, slots=True)
 class WorkAuthor:
-    """`outcome` is RESOLVED, UNRESOLVED or NOT_ATTEMPTED (no fact index configured)."""
+    """`outcome` is RESOLVED, UNRESOLVED or NOT_ATTEMPTED (no fact index configured).
+
+    `event_time_ms` is when the change was made according to the matched audit fact (its stage
+    time), 0 when no fact names it; commit windows measure silence in it (docs/commit-worker.md).
+    """
 
     outcome: str
     username: str = ""
@@ -22,6 +26,7 @@ class WorkAuthor:
     email: str = ""
     tier: str = "absent"
     actor_kind: str = "none"
+    event_time_ms: int = 0
 
     def to_avro(self) -> dict[str, Any]:
         return {
@@ -31,6 +36,7 @@ class WorkAuthor:
             "email": self.email,
             "tier": self.tier,
             "actorKind": self.actor_kind,
+            "eventTimeMs": self.event_time_ms,
         }
 
     @classmethod
@@ -42,6 +48,7 @@ class WorkAuthor:
             data["email"],
             data["tier"],
             data["actorKind"],
+            data.get("eventTimeMs", 0),
         )
 
 

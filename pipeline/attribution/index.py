@@ -82,10 +82,10 @@ _new_tuple: Final = tuple.__new__
 
 ScopeKey = tuple[str, str]
 WaiterKey = tuple[Any, ...]
-# A filed fact: (who, verb, auditID, namespace, name, uid, resourceVersion, append ms), where
-# who = (author, displayName, email); the field order of `StoredFact`.
+# A filed fact: (who, verb, auditID, namespace, name, uid, resourceVersion, append ms, stage ms),
+# where who = (author, displayName, email); the field order of `StoredFact`.
 Who = tuple[str, str, str]
-_Fact = tuple[Who, str, str, str, str, str, str, int]
+_Fact = tuple[Who, str, str, str, str, str, str, int, int]
 _VERB: Final = 1
 _AT_MS: Final = 7
 Stored = _Fact | StoredCollection
@@ -165,7 +165,7 @@ class _Scope:
                     self.stale -= 1
                 continue
             before = evicted
-            _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
+            _who, _verb, _audit_id, namespace, name, uid, rv, _at, _stage = ref
             if uid:
                 # The filing may hold up to four entries. If the budget runs out before one of them,
                 # the filing goes back to the front and the next call resumes with that entry.
@@ -210,7 +210,7 @@ class _Scope:
         """Whether any structure still holds this filing."""
         if isinstance(ref, StoredCollection):
             return ref.live
-        _who, _verb, _audit_id, namespace, name, uid, rv, _at = ref
+        _who, _verb, _audit_id, namespace, name, uid, rv, _at, _stage = ref
         if uid:
             if (
                 (bool(rv) and self.exact.get((uid, rv)) is ref)
@@ -384,6 +384,7 @@ class FactIndex:
         for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
             if stage_us > newest_us:
                 newest_us = stage_us
+            stage_ms = stage_us // 1000 if stage_us > 0 else 0
             key_who: str | Who = (author, display, email) if display or email else author
             who = identities.get(key_who)
             if who is None:
@@ -402,7 +403,7 @@ class FactIndex:
             if lowered == "deletecollection":
                 self._file_collection(scope, who, verb, audit_id, namespace, text, uids, stage_us, at)
             elif uid:
-                stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at)
+                stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at, stage_ms)
                 added = 0
                 old_exact = old_removal = None
                 if rv:
@@ -442,11 +443,11 @@ class FactIndex:
                 if old_removal is not None and old_removal is not old_latest and old_removal is not old_exact:
                     scope.replaced(old_removal)
             elif rv:
-                stored = (who, verb, audit_id, namespace, name, "", rv, at)
+                stored = (who, verb, audit_id, namespace, name, "", rv, at, stage_ms)
                 scope.order.append(stored)
                 self._put(scope, scope.rv_only, rv, stored)
             elif name:
-                stored = (who, verb, audit_id, namespace, name, "", "", at)
+                stored = (who, verb, audit_id, namespace, name, "", "", at, stage_ms)
                 scope.order.append(stored)
                 self._put(scope, scope.by_name, (namespace, name), stored)
             else:

@@ -128,8 +128,8 @@ class StoredFact(NamedTuple):
     """One filed fact (not a collection), as a lookup answers it. `at_ms` is its record's append time.
 
     The index itself files the same fields as a plain tuple (a NamedTuple is never untracked by
-    the garbage collector) and builds this view per answer. It has no stage timestamp (only
-    collections need one) to stay small at full caps.
+    the garbage collector) and builds this view per answer. `stage_ms` is the apiserver's
+    `stageTimestamp` (0 if it sent none): when the change was made, in the apiserver's clock.
     """
 
     identity: Identity
@@ -140,6 +140,7 @@ class StoredFact(NamedTuple):
     uid: str
     resource_version: str
     at_ms: int
+    stage_ms: int
 
     @property
     def author(self) -> str:
@@ -240,6 +241,11 @@ class Attribution(NamedTuple):
     tier: str
     fact: Matched | None
     candidates: tuple[StoredFact, ...] = ()
+
+    @property
+    def event_ms(self) -> int:
+        """When the matched change was made (its audit stage time, ms); 0 if unknown or no fact."""
+        return self.fact.stage_ms if self.fact is not None else 0
 
     @property
     def decided(self) -> bool:

@@ -21,7 +21,7 @@ from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, no
 from pipeline.commit.messages import ChangedObject, parse_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
 from pipeline.commit.versions import VersionLedger
-from pipeline.commit.window import CloseReason, CommitWindow
+from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms
 from pipeline.commit.work import (
     ResyncBegin,
     ResyncChunk,
@@ -329,9 +329,8 @@ class BranchWorker:
         if target is not None and target.commit_window_s is not None:
             window_s = target.commit_window_s
         open_window = self._window
-        if open_window is not None and item.observed_at_ms - open_window.last_observed_ms >= (
-            open_window.silence_s * 1000
-        ):
+        made_ms = event_time_ms(write.author, item.observed_at_ms)
+        if open_window is not None and open_window.silent_before(made_ms):
             await self._finalize(CloseReason.SILENCE)
         key = CommitWindow.key_of(write.author, item.target)
         if self._window is not None and self._window.key != key:

@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 from pipeline.commit.messages import ChangedObject
 from pipeline.work import WorkAuthor
 
-__all__ = ["CloseReason", "CommitWindow", "WindowKey"]
+__all__ = ["CloseReason", "CommitWindow", "WindowKey", "event_time_ms"]
 
 WindowKey = tuple[str, str, str]
+
+
+def event_time_ms(author: WorkAuthor, observed_ms: int) -> int:
+    """When a write was made: its audit fact's time when attribution found one, else when observed.
+
+    Silence is measured in this time, so two changes made further apart than the window are not
+    merged because a restart (or a lagging stage) delivered them together.
+    """
+    return author.event_time_ms or observed_ms
 
 
 class CloseReason:
@@ -39,6 +48,7 @@ class CommitWindow:
     size: int = 0
     first_observed_ms: int = 0
     last_observed_ms: int = 0
+    last_event_ms: int = 0
 
     @staticmethod
     def key_of(author: WorkAuthor, target: str) -> WindowKey:
@@ -67,3 +77,8 @@ class CommitWindow:
         if not self.first_observed_ms:
             self.first_observed_ms = observed_ms
         self.last_observed_ms = max(self.last_observed_ms, observed_ms)
+        self.last_event_ms = max(self.last_event_ms, event_time_ms(author, observed_ms))
+
+    def silent_before(self, event_ms: int) -> bool:
+        """Whether a write made at `event_ms` follows the window's last write by the silence or more."""
+        return bool(self.last_event_ms) and event_ms - self.last_event_ms >= self.silence_s * 1000

@@ -52,4 +52,5 @@ class IndexLookup:
             result.email,
             result.tier,
             result.actor_kind,
+            result.event_ms,
         )

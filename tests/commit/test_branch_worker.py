@@ -569,3 +569,22 @@ async def test_secrets_are_never_written_in_plaintext(tmp_path: Path) -> None:
     assert sorted(tree) == ["live/team-a/configmaps/plain.yaml"]
     assert all("c2VjcmV0" not in content for content in tree.values())
     assert (0, 0) in h.settled
+
+
+async def test_changes_made_apart_but_delivered_together_after_a_restart_are_not_merged(h: Harness) -> None:
+    """A restart delivers two of alice's changes together (observed 10 ms apart); the audit facts
+    say they were made 6 s apart, more than the 5 s window, so they are two commits."""
+    from dataclasses import replace
+
+    from tests.commit.helpers import ALICE
+
+    w = Work(step_ms=10)
+    made = 1_700_000_000_000
+    first = w.create(cm("a"), replace(ALICE, event_time_ms=made))
+    second = w.create(cm("b"), replace(ALICE, event_time_ms=made + 6000))
+    third = w.create(cm("c"), replace(ALICE, event_time_ms=made + 6000 + 4000))
+    await h.feed(first, second, third)
+    await h.settle_time(5)
+    subjects = log_lines(h.remote, fmt="%s")
+    assert len(subjects) == 2, f"b and c (4 s apart) share a commit, a (6 s earlier) does not: {subjects}"
+    assert subjects[0] == "[CREATE] v1/configmaps/a"

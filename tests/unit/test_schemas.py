@@ -225,7 +225,8 @@ def test_samples_visit_every_union_branch(name: str) -> None:
 
 def test_codec_header_names_schema_and_version() -> None:
     for name in NAMES:
-        assert codec(name).header == (SCHEMA_HEADER, f"{name}/1".encode())
+        version = load_raw(SCHEMA_DIR / f"{name}.avsc")["version"]
+        assert codec(name).header == (SCHEMA_HEADER, f"{name}/{version}".encode())
 
 
 # undecodable payloads -----------------------------------------------------------------------------
