@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.httpgit import GitHttpServer
 from tests.commit.logwork import append_work, wait_settled
+from tests.support.wait import wait_for
 
 PASSWORD = "s3cret-Pa55word"
 
@@ -75,12 +75,17 @@ async def test_bad_credentials_lose_nothing_and_work_lands_after_fixing_them(
         worker = CommitWorker(cfg, log)
         with caplog.at_level(logging.ERROR, logger="pipeline.commit"):
             await worker.start()
-            await asyncio.sleep(2.0)
+            # The positive signal: the worker got as far as pushing and was refused.
+            await wait_for(
+                lambda: any("credentials rejected" in r.getMessage() for r in caplog.records),
+                "the push to be refused",
+                timeout_s=120,
+            )
             await worker.stop()
-        assert any("credentials rejected" in r.getMessage() for r in caplog.records)
+        assert caplog.records
         assert all("not-the-password" not in r.getMessage() for r in caplog.records)
         committed = await log.group_offsets(group_id_for(cfg))
-        assert all(offset == 0 for offset in committed.values()), committed
+        assert not any(committed.values()), f"nothing may be settled before the push lands: {committed}"
 
         monkeypatch.setenv("TEST_GIT_PASSWORD", PASSWORD)
         fixed = CommitWorker(cfg, log)
@@ -149,11 +154,15 @@ async def test_unset_credentials_variable_loses_nothing(
         worker = CommitWorker(cfg, log)
         with caplog.at_level(logging.ERROR, logger="pipeline.commit"):
             await worker.start()
-            await asyncio.sleep(1.5)
+            # The positive signal: the worker reached the push and reported the missing variable.
+            await wait_for(
+                lambda: any("credentials rejected" in r.getMessage() for r in caplog.records),
+                "the push to be refused",
+                timeout_s=120,
+            )
             await worker.stop()
         committed = await log.group_offsets(group_id_for(cfg))
     finally:
         await log.close()
-    assert all(offset == 0 for offset in committed.values()), committed
+    assert not any(committed.values()), f"nothing may be settled before the push lands: {committed}"
     assert any("TEST_GIT_PASSWORD is not set" in r.getMessage() for r in caplog.records)
-    assert any("credentials rejected" in r.getMessage() for r in caplog.records)
