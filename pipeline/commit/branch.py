@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
-from pipeline.commit.messages import ChangedObject, parse_offset
+from pipeline.commit.messages import ChangedObject, trusted_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms
@@ -32,6 +32,7 @@ from pipeline.commit.work import (
 )
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.log.api import LogError
 from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
@@ -43,6 +44,8 @@ Offset = tuple[int, int]
 Hook = Callable[[str], Awaitable[None]]
 # (partition, offset) -> the branch-work records shortly before and up to that offset, in log order
 History = Callable[[int, int], Awaitable[list[WorkItem]]]
+# The log-end offset of every branch-work partition: bounds the offsets a trailer may claim.
+LogEnds = Callable[[], Awaitable[Mapping[int, int]]]
 PUSH_ATTEMPTS = 3
 MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
@@ -82,9 +85,11 @@ class BranchWorker:
         wall: Callable[[], float] = time.time,
         hook: Hook | None = None,
         history: History | None = None,
+        log_ends: LogEnds | None = None,
     ) -> None:
         self.provider = provider
         self._history = history
+        self._log_ends = log_ends
         self.branch = branch
         self.repo = repo
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
@@ -169,7 +174,8 @@ class BranchWorker:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._remote_tip = remote
         self._reset(base)
-        self._skip = self._committed_offsets(remote) if remote else {}
+        ends = await self._log_ends() if self._log_ends is not None else None
+        self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
         self.synced = True
         log.info(
@@ -213,16 +219,30 @@ class BranchWorker:
         if base is not None:
             self.repo.set_branch(self.branch, base)
 
-    def _committed_offsets(self, tip: str) -> dict[int, int]:
-        """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents."""
+    def _committed_offsets(self, tip: str, ends: Mapping[int, int] | None) -> dict[int, int]:
+        """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents.
+
+        A trailer somebody else could have written (see `trusted_offset`) is logged and passed over.
+        """
+        own = identity_line(self.committer)
         sha: str | None = tip
         for _ in range(TRAILER_SCAN_COMMITS):
             if sha is None:
                 break
             info = self.repo.read_commit(sha)
-            found = parse_offset(info.trailers(), self.provider.name, self.branch)
+            found, untrusted = trusted_offset(
+                info.trailers(), info.committer, own, self.provider.name, self.branch, ends
+            )
             if found is not None:
                 return {found[0]: found[1]}
+            if untrusted is not None:
+                log.warning(
+                    "%s %s: ignoring the Reverser-Offset trailer of commit %s: %s",
+                    self.provider.name,
+                    self.branch,
+                    sha,
+                    untrusted,
+                )
             sha = info.parents[0] if info.parents else None
         return {}
 
@@ -684,7 +704,7 @@ class BranchWorker:
             try:
                 async with lock:
                     await self.sync()
-            except GitRemoteError as exc:
+            except (GitRemoteError, LogError) as exc:
                 log.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, self._max_backoff_s)

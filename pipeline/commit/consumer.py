@@ -208,6 +208,7 @@ class CommitWorker(RebalanceListener):
             functools.partial(self._settle_many, tp.topic),
             hook=self._hook,
             history=functools.partial(self._history, tp.topic),
+            log_ends=self._log_ends,
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -242,6 +243,11 @@ class CommitWorker(RebalanceListener):
         finally:
             await reader.close()
         return found
+    async def _log_ends(self) -> dict[int, int]:
+        """The log-end offset of every branch-work partition (bounds trusted `Reverser-Offset`s)."""
+        partitions = await self.log.partitions_for(self.topic)
+        ends = await self.log.end_offsets([TopicPartition(self.topic, p) for p in range(partitions)])
+        return {tp.partition: end for tp, end in ends.items()}
 
     async def _run_branch(
         self, worker: BranchWorker, queue: asyncio.Queue[WorkItem], lock: asyncio.Lock

@@ -36,6 +36,7 @@ __all__ = [
     "LocalRepo",
     "PushRejected",
     "RemoteAuth",
+    "identity_line",
     "redact_url",
 ]
 
@@ -80,13 +81,14 @@ class RemoteAuth:
 
 @dataclass(frozen=True, slots=True)
 class CommitInfo:
-    """What the worker reads back from a commit: its tree, parents, author and trailers."""
+    """What the worker reads back from a commit: its tree, parents, author, committer and trailers."""
 
     sha: str
     tree: bytes
     parents: tuple[str, ...]
     author: str
     message: str
+    committer: str = ""
 
     def trailers(self) -> dict[str, list[str]]:
         """Trailer lines of the message's last paragraph, by key."""
@@ -110,10 +112,18 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def identity_line(identity: Identity) -> str:
+    """`Name <email>` as it is written into (and read back from) a commit header."""
+    name = _CONTROL.sub(" ", identity.name.replace("<", "").replace(">", ""))
+    email = _CONTROL.sub("", identity.email.replace("<", "").replace(">", ""))
+    return f"{name} <{email}>"
+
+
 def _signature(identity: Identity, when_s: int) -> bytes:
-    name = identity.name.replace("<", "").replace(">", "").replace("\n", " ")
-    email = identity.email.replace("<", "").replace(">", "").replace("\n", "")
-    return f"{name} <{email}> {when_s} +0000".encode()
+    return f"{identity_line(identity)} {when_s} +0000".encode()
 
 
 class LocalRepo:
@@ -195,7 +205,7 @@ class LocalRepo:
         header, _, message = raw.partition("\n\n")
         tree = b""
         parents: list[str] = []
-        author = ""
+        author = committer = ""
         for line in header.splitlines():
             key, _, value = line.partition(" ")
             if key == "tree":
@@ -204,7 +214,9 @@ class LocalRepo:
                 parents.append(value)
             elif key == "author":
                 author = value.rsplit(" ", 2)[0]
-        return CommitInfo(sha, tree, tuple(parents), author, message)
+            elif key == "committer":
+                committer = value.rsplit(" ", 2)[0]
+        return CommitInfo(sha, tree, tuple(parents), author, message, committer)
 
     def set_branch(self, branch: str, sha: str) -> None:
         """Write held objects, then point the local `refs/heads/<branch>` at `sha`.

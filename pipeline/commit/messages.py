@@ -3,12 +3,18 @@
 `Reverser-Offset: <partition>:<offset>` is the last branch-work record applied in the commit; after a
 crash the worker reads it back from the branch tip and skips that work. `Reverser-Branch` names the
 FIFO the offset belongs to, so a branch forked from another managed branch is never mistaken for it.
+Anyone who can push can write such trailers, so an offset counts only from a commit with the
+worker's committer and branch trailer, and only below the partition's log-end offset.
+
+Usernames, names and namespaces come from the cluster; every such value is cleaned of control
+characters before it enters a message, so a newline in a username cannot start a trailer and a NUL
+cannot produce a commit that fsck-checking remotes reject.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.config import CommitMessageSettings
@@ -19,9 +25,11 @@ __all__ = [
     "OFFSET_TRAILER",
     "ChangedObject",
     "api_version",
+    "clean_line",
     "parse_offset",
     "reconcile_message",
     "template_values",
+    "trusted_offset",
     "window_message",
 ]
 
@@ -29,6 +37,13 @@ OFFSET_TRAILER = "Reverser-Offset"
 BRANCH_TRAILER = "Reverser-Branch"
 ATTRIBUTION_TRAILER = "Reverser-Attribution"
 _OFFSET = re.compile(r"^(\d+):(\d+)$")
+# C0 controls, DEL, C1 controls and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def clean_line(text: str) -> str:
+    """`text` as one printable line: every control character becomes `?`."""
+    return _CONTROL.sub("?", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +59,13 @@ class ChangedObject:
 
     def describe(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.operation} {api_version(self.group, self.version)}/{self.resource}/{where}"
+        return clean_line(f"{self.operation} {self._type()}/{where}")
+
+    def subject(self) -> str:
+        return clean_line(f"[{self.operation}] {self._type()}/{self.name}")
+
+    def _type(self) -> str:
+        return f"{api_version(self.group, self.version)}/{self.resource}"
 
 
 def api_version(group: str, version: str) -> str:
@@ -54,8 +75,8 @@ def api_version(group: str, version: str) -> str:
 def _trailers(
     provider: str, branch: str, attributions: Iterable[str], partition: int, offset: int
 ) -> list[str]:
-    lines = [f"{ATTRIBUTION_TRAILER}: {a}" for a in attributions]
-    lines.append(f"{BRANCH_TRAILER}: {provider} {branch}")
+    lines = [f"{ATTRIBUTION_TRAILER}: {clean_line(a)}" for a in attributions]
+    lines.append(f"{BRANCH_TRAILER}: {clean_line(provider)} {clean_line(branch)}")
     lines.append(f"{OFFSET_TRAILER}: {partition}:{offset}")
     return lines
 
@@ -68,7 +89,7 @@ def _common(values: Iterable[str], mixed: str) -> str:
 def template_values(objects: Sequence[ChangedObject], author_label: str, target: str) -> dict[str, str]:
     """The variables a message template sees for one window (see docs/commit-worker.md)."""
     single = objects[0] if len(objects) == 1 else None
-    return {
+    values = {
         "operation": _common((o.operation for o in objects), "MIXED"),
         "resource": _common((o.resource for o in objects), "resources"),
         "api_version": _common((api_version(o.group, o.version) for o in objects), ""),
@@ -77,8 +98,9 @@ def template_values(objects: Sequence[ChangedObject], author_label: str, target:
         "author": author_label,
         "count": str(len(objects)),
         "target": target,
-        "objects": "\n".join(o.describe() for o in objects),
     }
+    cleaned = {key: clean_line(value) for key, value in values.items()}
+    return {**cleaned, "objects": "\n".join(o.describe() for o in objects)}
 
 
 def window_message(
@@ -98,10 +120,9 @@ def window_message(
     target's template replaces the subject and/or body; the trailers are appended regardless.
     """
     if len(objects) == 1:
-        one = objects[0]
-        subject = f"[{one.operation}] {api_version(one.group, one.version)}/{one.resource}/{one.name}"
+        subject = objects[0].subject()
     else:
-        subject = f"{author_label} on {target}: {len(objects)} resource(s)"
+        subject = clean_line(f"{author_label} on {target}: {len(objects)} resource(s)")
     body = [o.describe() for o in objects]
     if template is not None:
         values = template_values(objects, author_label, target)
@@ -129,18 +150,46 @@ def reconcile_message(
     if revision:
         subject += f" (last resourceVersion: {revision})"
     trailers = _trailers(provider, branch, [f"snapshot {target}"], partition, offset)
-    return "\n".join([subject, "", *changed, "", *trailers]) + "\n"
+    paths = [clean_line(path) for path in changed]
+    return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 
 
 def parse_offset(trailers: dict[str, list[str]], provider: str, branch: str) -> tuple[int, int] | None:
-    """The `(partition, offset)` of a commit this FIFO made, or None for anybody else's commit."""
+    """The `(partition, offset)` a commit claims for this FIFO, or None when it claims none.
+
+    Without a `Reverser-Branch` trailer naming this FIFO the commit claims nothing.
+    """
     offsets = trailers.get(OFFSET_TRAILER)
-    if not offsets:
-        return None
-    owners = trailers.get(BRANCH_TRAILER, [])
-    if owners and f"{provider} {branch}" not in owners:
+    if not offsets or f"{provider} {branch}" not in trailers.get(BRANCH_TRAILER, []):
         return None
     match = _OFFSET.match(offsets[-1].strip())
     if match is None:
         return None
     return int(match.group(1)), int(match.group(2))
+
+
+def trusted_offset(
+    trailers: dict[str, list[str]],
+    committer: str,
+    own_committer: str,
+    provider: str,
+    branch: str,
+    log_ends: Mapping[int, int] | None,
+) -> tuple[tuple[int, int] | None, str | None]:
+    """`(offset, None)` for a trailer the worker may skip work by, `(None, why)` for one it must ignore.
+
+    `(None, None)` means the commit claims nothing for this FIFO. `log_ends` maps each branch-work
+    partition to its log-end offset (None: not known, the bound is not checked).
+    """
+    if trailers.get(OFFSET_TRAILER) and not trailers.get(BRANCH_TRAILER):
+        return None, f"{OFFSET_TRAILER} without {BRANCH_TRAILER}"
+    found = parse_offset(trailers, provider, branch)
+    if found is None:
+        return None, None
+    if committer != own_committer:
+        return None, f"committed by {clean_line(committer)!r}, not by the worker"
+    if log_ends is not None:
+        end = log_ends.get(found[0])
+        if end is None or found[1] >= end:
+            return None, f"beyond the end of branch-work partition {found[0]} ({end})"
+    return found, None
