@@ -175,7 +175,10 @@ class AuditSettings(_Section):
     enabled: bool = True
     addr: str = "127.0.0.1:9444"
     allow_plain_http: bool = False
-    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    max_body_bytes: int = Field(default=3 * 1024 * 1024, gt=0)
+    max_events_per_request: int = Field(default=4096, gt=0)
+    max_connections: int = Field(default=256, gt=0)
+    tls_handshake_timeout_s: float = Field(default=5.0, gt=0)
     tls: AuditTls = AuditTls()
     routes: list[AuditRoute] = [AuditRoute(name="default")]
     collection_uid_cap: int = Field(default=10_000, gt=0)

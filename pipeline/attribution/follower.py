@@ -37,6 +37,8 @@ FETCH_MAX_RECORDS: Final = 256
 #: is read after every record (a record of a few dozen facts takes ~0.2 ms to decode and file).
 APPLY_SLICE_S: Final = 0.005
 MAX_STREAM_LABELS: Final = 1024  # per partition, bounds the gap metric's label set
+# Bounds the cache of stream keys: anyone who can write the facts topic picks its group/resources.
+MAX_CACHED_STREAMS: Final = 4096
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
 
@@ -442,6 +444,8 @@ class FactFollower:
             stream = (record.partition, route, group, resource)
             gr_key = gr_keys.get(stream)
             if gr_key is None:
+                if len(gr_keys) >= MAX_CACHED_STREAMS:
+                    gr_keys.clear()
                 gr_key = gr_keys[stream] = f"{group}/{resource}" if group else resource
                 seen = self._streams.setdefault(record.partition, set())
                 if len(seen) < MAX_STREAM_LABELS:

@@ -11,6 +11,7 @@ from prometheus_client import Counter, Histogram
 __all__ = [
     "BATCH_EVENTS",
     "COLLECTION_WITHOUT_UIDSET",
+    "CONNECTIONS_REFUSED",
     "EVENTS",
     "FACTS_PUBLISHED",
     "RECEIVED_BYTES",
@@ -63,4 +64,8 @@ COLLECTION_WITHOUT_UIDSET = Counter(
     "reverser_audit_collection_without_uidset_total",
     "deletecollection facts whose list response gave no uid set (uid_cap: too many items; no_uids: none).",
     ["reason"],
+)
+CONNECTIONS_REFUSED = Counter(
+    "reverser_audit_connections_refused_total",
+    "Connections closed at once because audit.max_connections were already open.",
 )

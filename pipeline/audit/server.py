@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from pipeline.audit.connections import ConnectionCap
 from pipeline.audit.metrics import (
     BATCH_EVENTS,
     COLLECTION_WITHOUT_UIDSET,
@@ -32,6 +33,7 @@ from pipeline.audit.metrics import (
     REQUESTS,
     UNDECLARED_ROUTE,
 )
+from pipeline.audit.scope import WatchedTypes, watched_types
 from pipeline.audit.security import (
     RoutePolicy,
     authorize,
@@ -48,6 +50,7 @@ from pipeline.facts.records import RECORD_OVERHEAD_BYTES, Built, build_records
 from pipeline.facts.reduce import (
     FACT_TOO_LARGE,
     QUEUED,
+    UNWATCHED_TYPE,
     WRITE_ERROR,
     Reduction,
     category,
@@ -94,7 +97,9 @@ class AuditIngress:
         check_listener(self._audit, self._host)
         self._routes: dict[str, RoutePolicy] = load_route_policies(self._audit.routes)
         self._ssl = server_ssl_context(self._audit.tls)
+        self._watched: dict[str, WatchedTypes] = watched_types(settings)
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
         self._reloader: asyncio.Task[None] | None = None
         self.port: int | None = None
 
@@ -109,10 +114,17 @@ class AuditIngress:
             app, access_log=None, keepalive_timeout=self._audit.idle_timeout_s, handle_signals=False
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
-        await site.start()
-        addresses = self._runner.addresses
-        self.port = int(addresses[0][1]) if addresses else self._port
+        assert self._runner.server is not None
+        # Our own listener instead of web.TCPSite: it bounds TLS handshakes and open connections.
+        self._server = await asyncio.get_running_loop().create_server(
+            ConnectionCap(self._runner.server, self._audit.max_connections),
+            self._host,
+            self._port,
+            ssl=self._ssl,
+            ssl_handshake_timeout=self._audit.tls_handshake_timeout_s if self._ssl else None,
+            reuse_address=True,
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
         if self._ssl is not None:
             self._reloader = asyncio.create_task(watch_certificate(self._ssl, self._audit.tls))
         log.info(
@@ -130,6 +142,9 @@ class AuditIngress:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reloader
             self._reloader = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -236,17 +251,21 @@ class AuditIngress:
     def _reduce_body(self, body: bytes) -> tuple[int, list[Reduction]]:
         """Decode and reduce a body with the cyclic GC paused; returns (events, reductions).
 
-        Decoding a 400-event batch allocates tens of thousands of (acyclic) containers, which
-        otherwise trigger repeated collections that walk the process's long-lived objects (the
-        fact index, clients) and show up as throughput loss and latency spikes. The section is
-        synchronous, so nothing else runs on the loop meanwhile, and the decoded events are freed
-        by reference counting as soon as it returns.
+        Runs in a worker thread so a large body never holds the event loop (and `/healthz`) for
+        its whole decode. Decoding a 400-event batch allocates tens of thousands of (acyclic)
+        containers, which otherwise trigger repeated collections that walk the process's
+        long-lived objects (the fact index, clients) and show up as throughput loss and latency
+        spikes; the decoded events are freed by reference counting as soon as it returns. Two
+        requests decoding at once may overlap their pauses; the collector ends up enabled either way.
         """
         paused = gc.isenabled()
         if paused:
             gc.disable()
         try:
             items = self._decode(body)
+            cap = self._audit.max_events_per_request
+            if len(items) > cap:
+                raise RequestRejected(413, f"too many events in one request: {len(items)} > max {cap}")
             uid_cap = self._audit.collection_uid_cap
             return len(items), [reduce_event(item, uid_cap=uid_cap) for item in items]
         finally:
@@ -255,15 +274,26 @@ class AuditIngress:
 
     async def _process(self, request: web.Request, route: RoutePolicy) -> tuple[int, str]:
         body = await self._read_body(request, route.name)
-        event_count, reductions = self._reduce_body(body)
+        log.debug("route %s: decoding %d bytes", route.name, len(body))
+        event_count, reductions = await asyncio.to_thread(self._reduce_body, body)
+        log.debug("route %s: reduced %d events", route.name, event_count)
         BATCH_EVENTS.labels(route.name).observe(event_count)
         outcomes: Counter[str] = Counter()
+        watched = self._watched.get(route.name)
+        kept: list[Reduction] = []
         for reduction in reductions:
             if reduction.fact is None:
                 outcomes[reduction.reason] += 1
-            elif reduction.uidset_reason is not None:
+                continue
+            if watched is not None and (
+                reduction.group_resource is None or not watched.covers(reduction.group_resource)
+            ):
+                outcomes[UNWATCHED_TYPE] += 1
+                continue
+            if reduction.uidset_reason is not None:
                 COLLECTION_WITHOUT_UIDSET.labels(reduction.uidset_reason).inc()
-        batches = group_facts(route.name, reductions)
+            kept.append(reduction)
+        batches = group_facts(route.name, kept)
         fact_count = sum(len(batch.facts) for batch in batches)
         failure: str | None = None
         published = 0
@@ -300,7 +330,7 @@ class AuditIngress:
         is kept.
         """
         while True:
-            built = build_records(batches, self._max_payload_bytes)
+            built = await asyncio.to_thread(build_records, batches, self._max_payload_bytes)
             if not built.records:
                 return built, None
             try:

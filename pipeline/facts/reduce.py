@@ -38,6 +38,7 @@ __all__ = [
     "UIDSET_NO_UIDS",
     "UIDSET_UID_CAP",
     "UNCHANGED_RESOURCE_VERSION",
+    "UNWATCHED_TYPE",
     "WRITE_ERROR",
     "Reduction",
     "category",
@@ -60,6 +61,9 @@ UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
 MALFORMED_EVENT = "malformed_event"
 # A fact the log cannot hold even alone (see pipeline.facts.records); counted, not published.
 FACT_TOO_LARGE = "fact_too_large"
+# A fact for a group/resource that no target of the route's cluster watches: it could never be
+# joined, and accepting it would let any poster fill the fact index (see docs/security.md).
+UNWATCHED_TYPE = "unwatched_type"
 
 DROP_REASONS = frozenset(
     {
@@ -71,6 +75,7 @@ DROP_REASONS = frozenset(
         DRY_RUN,
         UNCHANGED_RESOURCE_VERSION,
         MALFORMED_EVENT,
+        UNWATCHED_TYPE,
     }
 )
 

@@ -1,0 +1,45 @@
+"""Which group/resources an audit route's facts can be for: the types its cluster's targets watch.
+
+A fact for any other type could never be joined with a watch event, so the ingress drops and
+counts it (`unwatched_type`) instead of letting a poster fill the fact index with it. Rule entries
+written as `group/resource` match exactly; a bare `resource` matches that resource in any group,
+because discovery may place it in a named group (`deployments` is `apps/deployments`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.config import Settings
+from pipeline.models import GroupResource
+
+__all__ = ["WatchedTypes", "watched_types"]
+
+
+@dataclass(slots=True)
+class WatchedTypes:
+    """The types one route's cluster watches."""
+
+    exact: set[GroupResource] = field(default_factory=set)
+    any_group: set[str] = field(default_factory=set)
+
+    def covers(self, gr: GroupResource) -> bool:
+        return gr in self.exact or gr.resource in self.any_group
+
+
+def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
+    """Per audit route, what its clusters watch; a route no configured cluster uses is not listed
+    (the ingress then keeps every fact, as there is nothing to check them against)."""
+    routes: dict[str, WatchedTypes] = {}
+    for cluster in settings.clusters:
+        watched = routes.setdefault(cluster.route, WatchedTypes())
+        for target in settings.targets:
+            if target.cluster != cluster.name:
+                continue
+            for rule in target.rules:
+                for text in rule.resources:
+                    if "/" in text:
+                        watched.exact.add(GroupResource.parse(text))
+                    else:
+                        watched.any_group.add(text)
+    return routes
