@@ -28,8 +28,11 @@ class WatchedTypes:
 
 
 def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
-    """Per audit route, what its clusters watch; a route no configured cluster uses is not listed
-    (the ingress then keeps every fact, as there is nothing to check them against)."""
+    """Per audit route, what its clusters watch.
+
+    A route no configured cluster uses, or whose clusters have no rules yet, is not listed: the
+    ingress then keeps every fact, as there is nothing to check them against.
+    """
     routes: dict[str, WatchedTypes] = {}
     for cluster in settings.clusters:
         watched = routes.setdefault(cluster.route, WatchedTypes())
@@ -42,4 +45,4 @@ def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
                         watched.exact.add(GroupResource.parse(text))
                     else:
                         watched.any_group.add(text)
-    return routes
+    return {route: watched for route, watched in routes.items() if watched.exact or watched.any_group}

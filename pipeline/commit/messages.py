@@ -89,7 +89,7 @@ def _common(values: Iterable[str], mixed: str) -> str:
 def template_values(objects: Sequence[ChangedObject], author_label: str, target: str) -> dict[str, str]:
     """The variables a message template sees for one window (see docs/commit-worker.md)."""
     single = objects[0] if len(objects) == 1 else None
-    values = {
+    return {
         "operation": _common((o.operation for o in objects), "MIXED"),
         "resource": _common((o.resource for o in objects), "resources"),
         "api_version": _common((api_version(o.group, o.version) for o in objects), ""),
@@ -98,9 +98,8 @@ def template_values(objects: Sequence[ChangedObject], author_label: str, target:
         "author": author_label,
         "count": str(len(objects)),
         "target": target,
+        "objects": "\n".join(o.describe() for o in objects),
     }
-    cleaned = {key: clean_line(value) for key, value in values.items()}
-    return {**cleaned, "objects": "\n".join(o.describe() for o in objects)}
 
 
 def window_message(
