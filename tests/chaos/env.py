@@ -143,6 +143,7 @@ def _replica_config(
                 "default_branch": "main",
                 "username_env": GIT_USER_ENV,
                 "password_env": GIT_PASSWORD_ENV,
+                "allow_plain_http_credentials": True,  # loopback test server
                 "commit_window_s": COMMIT_WINDOW_S,
                 "push_cooldown_s": 0.5,
                 "push_max_backoff_s": 5.0,
