@@ -167,15 +167,19 @@ class Probe:
     first_answer_s: float | None = None
     ready_s: float | None = None
 
-    def _get(self, path: str) -> int:
-        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+    @staticmethod
+    def _status(request: str | urllib.request.Request) -> int:
+        """The HTTP status of one request, error statuses included (the body is read and dropped)."""
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=10) as response:
                 response.read()
                 return int(response.status)
         except urllib.error.HTTPError as exc:
             exc.read()
             return int(exc.code)
+
+    def _get(self, path: str) -> int:
+        return self._status(f"http://127.0.0.1:{self.metrics_port}{path}")
 
     def _post_audit(self) -> int:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -191,13 +195,7 @@ class Probe:
             f"http://127.0.0.1:{self.audit_port}/audit-webhook/{ROUTE}", data=body,
             headers={"Content-Type": "application/json"},
         )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
-                return int(response.status)
-        except urllib.error.HTTPError as exc:
-            exc.read()
-            return int(exc.code)
+        return self._status(request)
 
     def run(self, alive: Any) -> None:
         paths = ["/healthz", "/metrics", "/readyz", "audit"]
