@@ -8,8 +8,12 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.commit.helpers import bare_remote
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 _NO_LOCK = contextlib.nullcontext()
@@ -142,3 +146,13 @@ class GitHttpServer:
             return b"".join(chunks)
         length = int(request.headers.get("Content-Length") or 0)
         return request.rfile.read(length) if length else b""
+
+
+@contextmanager
+def serving(root: Path, repositories: list[str], username: str, password: str) -> Iterator[GitHttpServer]:
+    """A started server over a new `root` holding empty bare `repositories` (e.g. `repo.git`)."""
+    root.mkdir()
+    for name in repositories:
+        bare_remote(root / name)
+    with GitHttpServer(root, username, password) as server:
+        yield server

@@ -12,8 +12,8 @@ from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, RemoteAuth
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
-from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
-from tests.commit.httpgit import GitHttpServer
+from tests.commit.helpers import ALICE, BOB, Work, cm, files, log_lines
+from tests.commit.httpgit import GitHttpServer, serving
 from tests.commit.logwork import append_work, wait_settled
 from tests.support.wait import wait_for
 
@@ -22,10 +22,7 @@ PASSWORD = "s3cret-Pa55word"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[GitHttpServer]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    bare_remote(root / "repo.git")
-    with GitHttpServer(root, "git-user", PASSWORD) as srv:
+    with serving(tmp_path / "srv", ["repo.git"], "git-user", PASSWORD) as srv:
         yield srv
 
 

@@ -19,7 +19,7 @@ from pipeline.commit.replay_cli import replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import Work, bare_remote, cm, log_lines
-from tests.commit.httpgit import GitHttpServer
+from tests.commit.httpgit import GitHttpServer, serving
 from tests.commit.logwork import append_work
 from tests.conftest import unique_prefix
 
@@ -28,20 +28,13 @@ PASSWORD = "provider-Pa55word"
 
 @pytest.fixture
 def provider_server(tmp_path: Path) -> Iterator[GitHttpServer]:
-    root = tmp_path / "provider"
-    root.mkdir()
-    bare_remote(root / "live.git")
-    bare_remote(root / "rebuilt.git")
-    with GitHttpServer(root, "git-user", PASSWORD) as srv:
+    with serving(tmp_path / "provider", ["live.git", "rebuilt.git"], "git-user", PASSWORD) as srv:
         yield srv
 
 
 @pytest.fixture
 def stranger_server(tmp_path: Path) -> Iterator[GitHttpServer]:
-    root = tmp_path / "stranger"
-    root.mkdir()
-    bare_remote(root / "empty.git")
-    with GitHttpServer(root, "mallory", "mallory-password") as srv:
+    with serving(tmp_path / "stranger", ["empty.git"], "mallory", "mallory-password") as srv:
         yield srv
 
 
