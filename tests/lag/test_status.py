@@ -7,7 +7,15 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.lag.status import LAG_CAP, CommitWindow, Status, group_status, partition_status
+from pipeline.lag.status import (
+    GROUP_STATUSES,
+    LAG_CAP,
+    PARTITION_STATUSES,
+    CommitWindow,
+    Status,
+    group_status,
+    partition_status,
+)
 
 S = 1000  # one "poll interval" of these tests, in ms
 
@@ -285,3 +293,34 @@ def test_window_times_far_apart_are_rebased_not_wrapped() -> None:
     assert w.entries() == [(2, 5, 40 * 86_400_000), (3, 5, 80 * 86_400_000)]
     w.add(4, 2**40, 80 * 86_400_000 + S, S)
     assert w.entries()[-1] == (4, LAG_CAP, 80 * 86_400_000 + S)
+
+
+def test_severity_follows_burrows_order_and_partition_statuses_exclude_err() -> None:
+    order = [Status.OK, Status.WARN, Status.ERR, Status.STOP, Status.STALL, Status.REWIND]
+    assert [s.severity for s in order] == sorted({s.severity for s in order})
+    assert [s.is_error for s in order] == [False, False, True, True, True, True]
+    assert set(PARTITION_STATUSES) == set(Status) - {Status.ERR}
+    assert set(GROUP_STATUSES) == {Status.OK, Status.WARN, Status.ERR}
+
+
+def test_stop_boundaries_of_the_guard_on_the_newest_commit_seen() -> None:
+    offsets, lags, times = window((10, 5, 0),)
+    # a commit seen exactly now, or exactly one poll interval ago, keeps it from STOP
+    assert partition_status(offsets, lags, times, 5, now_ms=5 * S, last_seen_ms=5 * S) is Status.OK
+    assert partition_status(offsets, lags, times, 5, now_ms=5 * S, min_span_ms=S, last_seen_ms=4 * S) is (
+        Status.OK
+    )
+    assert partition_status(offsets, lags, times, 5, now_ms=5 * S + 1, min_span_ms=S, last_seen_ms=4 * S) is (
+        Status.STOP
+    )
+
+
+def test_a_late_commit_within_the_newest_entry_does_not_move_the_newest_commit_seen_back() -> None:
+    w = CommitWindow(5)
+    w.add(10, 5, 0, S)
+    w.add(11, 5, 900, S)
+    w.add(12, 5, 500, S)  # not older than the entry's first commit: merged, but seen earlier than 900
+    assert w.entries() == [(12, 5, 0)]
+    assert w.last_commit_ms == 900
+    assert w.status(5, 1800, S) is Status.OK  # 900 ms since the newest commit seen: not STOP yet
+    assert w.status(5, 1901, S) is Status.STOP
