@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 
 from pipeline.codec import SCHEMA_HEADER, DecodeError
-from pipeline.log.api import Log, TopicPartition
+from pipeline.log.api import Log, PendingRecord, TopicPartition
 from pipeline.watch import metrics
 from pipeline.watch.records import Cursor, decode_cursor, encode_cursor
+from pipeline.watch.writer import Appender
 
 __all__ = ["CursorStore"]
 
@@ -79,15 +80,15 @@ class CursorStore:
             return
         self._cursors[cursor.key] = cursor
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, appender: Appender | None = None) -> None:
         """Append a tombstone (compaction then drops the key) and forget the cursor."""
         if key not in self._cursors:
             return
-        await self._log.append(self.topic, None, key=key.encode())
+        await (appender or self._log).append_many(self.topic, [PendingRecord(None, key=key.encode())])
         self._cursors.pop(key, None)
 
-    async def write(self, cursor: Cursor) -> None:
-        """Append the cursor and wait for the log's acknowledgement before remembering it."""
-        record = encode_cursor(cursor)
-        await self._log.append(self.topic, record.value, key=record.key, headers=record.headers)
+    async def write(self, cursor: Cursor, appender: Appender | None = None) -> None:
+        """Append the cursor (through `appender`, default the log) and wait for the acknowledgement
+        before remembering it."""
+        await (appender or self._log).append_many(self.topic, [encode_cursor(cursor)])
         self._cursors[cursor.key] = cursor

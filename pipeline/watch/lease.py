@@ -127,6 +127,10 @@ class LeaseElector:
         finally:
             self.leading = False
 
+    def step_down(self) -> None:
+        """Stop leading now (the log fenced this replica); the next round re-checks the lease."""
+        self.leading = False
+
     async def release(self) -> None:
         """Give the lease up (after the owner stopped working) so another replica takes over now."""
         try:

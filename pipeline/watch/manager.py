@@ -28,6 +28,7 @@ from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.lease import LeaseElector, lease_namespace
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
+from pipeline.watch.writer import FencedWriter, watch_transactional_id
 
 __all__ = ["ClientFactory", "WatchManager"]
 
@@ -56,11 +57,25 @@ class _Cluster:
     capabilities: ClusterCapabilities
     elector: LeaseElector | None = None
     election: asyncio.Task[None] | None = None
+    writer: FencedWriter | None = None
 
     @property
     def leading(self) -> bool:
         """Whether this replica may watch the cluster (always, without leader election)."""
         return self.elector is None or self.elector.leading
+
+    @property
+    def writable(self) -> bool:
+        """Leading, and (with leader election) holding the cluster's fencing producer."""
+        return self.leading and (self.elector is None or self.writer is not None)
+
+    async def close_writer(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            try:
+                await writer.close()
+            except LogError as exc:
+                log.warning("closing the fenced writer of cluster %s failed: %s", self.settings.name, exc)
 
     async def close(self) -> None:
         """End the election (releasing the lease) and the connection; streams must be stopped."""
@@ -69,6 +84,7 @@ class _Cluster:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.election
             self.election = None
+        await self.close_writer()
         if self.elector is not None:
             await self.elector.release()
         await self.client.close()
@@ -89,6 +105,7 @@ class WatchManager:
         names = TopicNames.for_prefix(settings.log.topic_prefix)
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._leadership: asyncio.Queue[str] = asyncio.Queue()
+        self._fenced: set[str] = set()
         self._leadership_worker: asyncio.Task[None] | None = None
         self._log = log_
         self._topic = names.watch_events
@@ -137,15 +154,53 @@ class WatchManager:
                     cluster = self._clusters.get(name)
                     if cluster is None:
                         continue
+                    if name in self._fenced and cluster.elector is not None:
+                        self._fenced.discard(name)
+                        metrics.FENCED.labels(name).inc()
+                        log.warning(
+                            "cluster %s: a newer leader fenced this replica's writes; it stops watching",
+                            name,
+                        )
+                        cluster.elector.step_down()
                     if cluster.leading:
-                        # the previous leader's cursors are on the topic: resume where it stopped
+                        # Fence every earlier leader first, then read the cursors it left: nothing
+                        # it still holds can land after them.
+                        await self._take_writer(cluster)
                         await self.cursors.load()
                         await self._apply_locked(self._settings)
                     else:
                         mine = [spec for spec in self.streams if spec.cluster == name]
                         await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
+                        await cluster.close_writer()
             except Exception:
                 log.exception("following the leadership of cluster %s failed", name)
+
+    async def _take_writer(self, cluster: _Cluster) -> None:
+        """Start the cluster's fencing producer (leader election only); on failure, step down."""
+        if cluster.elector is None:
+            return
+        await cluster.close_writer()
+        writer = FencedWriter(
+            self._log,
+            watch_transactional_id(self._settings.log.topic_prefix, cluster.settings.name),
+            self.identity,
+        )
+        try:
+            await writer.start()
+        except LogError as exc:
+            log.warning(
+                "cluster %s: cannot take the fencing producer (%s); retrying", cluster.settings.name, exc
+            )
+            cluster.elector.step_down()
+            return
+        cluster.writer = writer
+
+    def _fenced_by_successor(self, name: str) -> Callable[[], None]:
+        def notify() -> None:
+            self._fenced.add(name)
+            self._leadership.put_nowait(name)
+
+        return notify
 
     def _leadership_changed(self, name: str) -> Callable[[], Awaitable[None]]:
         async def notify() -> None:
@@ -201,7 +256,7 @@ class WatchManager:
         # the old stream's cursor: its snapshot is what sweeps objects that no longer match.
         removed_keys = {spec.cursor_key for spec in removed}
         added = [
-            spec for spec in desired if spec not in self.streams and self._clusters[spec.cluster].leading
+            spec for spec in desired if spec not in self.streams and self._clusters[spec.cluster].writable
         ]
         for spec in added:
             cluster = self._clusters[spec.cluster]
@@ -209,13 +264,14 @@ class WatchManager:
             stream = WatchStream(
                 spec,
                 cluster.client,
-                self._log,
+                cluster.writer or self._log,
                 self._topic,
                 self.cursors,
                 self._options or self._default_options(settings, cluster.settings),
                 cluster.capabilities,
                 fresh=spec.cursor_key in removed_keys,
                 sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
+                on_fenced=self._fenced_by_successor(spec.cluster),
             )
             self.streams[spec] = stream
             stream.start()

@@ -22,6 +22,7 @@ __all__ = [
     "CURSOR_DECODE_ERRORS",
     "DROPPED",
     "EVENTS",
+    "FENCED",
     "GONE",
     "RECONNECTS",
     "RECORDS",
@@ -31,6 +32,12 @@ __all__ = [
     "register_source",
 ]
 
+FENCED = Counter(
+    "reverser_watch_fenced_total",
+    "Times this replica's writes for a cluster were refused because a newer leader had started "
+    "(it stopped watching the cluster), by cluster",
+    ["cluster"],
+)
 EVENTS = Counter(
     "reverser_watch_events_total", "Watch events received from the API servers, by type", ["type"]
 )

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from pipeline.log.api import Log, LogError, PendingRecord
+from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer
 from pipeline.watch import metrics
 from pipeline.watch.backoff import Backoff, Sleep
@@ -28,6 +28,7 @@ from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collecti
 from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.watch.writer import Appender
 
 __all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]
 
@@ -106,7 +107,7 @@ class WatchStream:
         self,
         spec: StreamSpec,
         client: KubeClient,
-        log_: Log,
+        log_: Appender,
         topic: str,
         cursors: CursorStore,
         options: StreamOptions,
@@ -114,8 +115,12 @@ class WatchStream:
         *,
         fresh: bool = False,
         sealer: Sealer | None = None,
+        on_fenced: Callable[[], None] | None = None,
     ) -> None:
+        """`log_` is where records go: the log, or the cluster leader's `FencedWriter`, whose
+        `FencedError` ends the stream for good and calls `on_fenced` (the leader steps down)."""
         self.spec = spec
+        self._on_fenced = on_fenced
         self._sealer = sealer
         self._client = client
         self._log = log_
@@ -200,6 +205,14 @@ class WatchStream:
             except StreamStopped as exc:
                 self._set_state("Stopped", "NamespaceGone", str(exc))
                 log.warning("watch %s stopped for good: %s", self.spec.describe(), exc)
+                return
+            except FencedError as exc:
+                self._set_state("Stopped", "Fenced", str(exc))
+                log.warning(
+                    "watch %s stopped: a newer leader took the cluster over (%s)", self.spec.describe(), exc
+                )
+                if self._on_fenced is not None:
+                    self._on_fenced()
                 return
             except (KubeError, LogError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.message = str(exc) or type(exc).__name__
@@ -554,6 +567,7 @@ class WatchStream:
                 resource_version=resource_version,
                 epoch=epoch,
                 updated_at_ms=self._now_ms(),
-            )
+            ),
+            self._log,
         )
         self.resource_version = resource_version

@@ -1,0 +1,53 @@
+"""What a watch leader writes goes through its cluster's transactional producer: zombie fencing.
+
+A leader paused past its lease (GC pause, SIGSTOP, network stall) may resume with events still in
+hand. Leader election alone cannot stop it from appending them after its successor took over; the
+log can. Every replica that becomes the leader of a cluster starts the producer of the cluster's
+transactional id (`<prefix>.watch.<cluster>`) before it reads the cursors and starts streaming.
+That fences every older producer of the id: the broker (or the embedded log) refuses their writes
+from then on, and they get `FencedError` and step down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from pipeline.log.api import Log, PendingRecord, TransactionalProducer
+
+__all__ = ["WRITER_HEADER", "Appender", "FencedWriter", "watch_transactional_id"]
+
+#: Header naming the replica that wrote a record (the leader's identity), for operators and tests.
+WRITER_HEADER = "writer"
+
+
+class Appender(Protocol):
+    """Where a stream appends: the log itself, or a cluster leader's `FencedWriter`."""
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object: ...
+
+
+def watch_transactional_id(topic_prefix: str, cluster: str) -> str:
+    """One transactional id per source cluster: its leaders fence each other through it."""
+    return f"{topic_prefix}.watch.{cluster}"
+
+
+class FencedWriter:
+    """Appends as one transaction each, under the cluster's transactional id, tagged with the writer."""
+
+    def __init__(self, log: Log, transactional_id: str, identity: str) -> None:
+        self._producer: TransactionalProducer = log.transactional_producer(transactional_id)
+        self._header = (WRITER_HEADER, identity.encode())
+
+    async def start(self) -> None:
+        """Take the id over: from here on, earlier leaders' writes are refused."""
+        await self._producer.start()
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object:
+        """Append `records` atomically; raises `FencedError` once a newer leader started."""
+        tagged = [dataclasses.replace(r, headers=(*r.headers, self._header)) for r in records]
+        return await self._producer.commit({topic: tagged})
+
+    async def close(self) -> None:
+        await self._producer.close()
