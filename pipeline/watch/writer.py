@@ -10,6 +10,8 @@ from then on, and they get `FencedError` and step down.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import Protocol
@@ -45,9 +47,20 @@ class FencedWriter:
         await self._producer.start()
 
     async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object:
-        """Append `records` atomically; raises `FencedError` once a newer leader started."""
+        """Append `records` atomically; raises `FencedError` once a newer leader started.
+
+        A stream stopped while its transaction is in flight (leadership lost, reconfiguration)
+        lets it finish first: cancelling would abort it, and an aborted cursor costs the next
+        leader a full snapshot. A successor that already fenced this writer refuses it anyway.
+        """
         tagged = [dataclasses.replace(r, headers=(*r.headers, self._header)) for r in records]
-        return await self._producer.commit({topic: tagged})
+        commit = asyncio.ensure_future(self._producer.commit({topic: tagged}))
+        try:
+            return await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await commit
+            raise
 
     async def close(self) -> None:
         await self._producer.close()
