@@ -1,5 +1,9 @@
 """Log and codec throughput, each figure as a ratio to raw fastavro on the same records in the same run.
 
+The router's hand-off is also measured both ways on each backend: a transaction per batch (work
+and input offset committed together, `TransactionalProducer.commit`) against the path without
+transactions (`append_many`, then a group commit), reported as the ratio of the two.
+
 Records are `watch_event` records built from the real watch recordings in `tests/corpus/`
 (or a built-in ConfigMap when the corpus is absent). Baselines: raw `fastavro.schemaless_writer` /
 `schemaless_reader` on the same records, so a slower machine moves both sides together.
@@ -26,7 +30,7 @@ import yaml
 
 from pipeline.codec import codec
 from pipeline.config import LogSettings, Settings
-from pipeline.log import Log, PendingRecord, TopicPartition, TopicSpec, open_log
+from pipeline.log import GroupOffsets, Log, PendingRecord, TopicPartition, TopicSpec, open_log
 from pipeline.log.embedded import EmbeddedLog
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
@@ -132,6 +136,54 @@ async def log_rates(log: Log, payloads: list[bytes], header: tuple[str, bytes]) 
     return batched, single, reading
 
 
+#: Hand-off batch sizes: a busy router's (one fetch) and a quiet one's (a few events per transaction).
+HANDOFF_BATCHES = (BATCH, 10)
+
+
+async def handoff_rates(log: Log, pending: list[PendingRecord], batch: int) -> tuple[float, float]:
+    """(records/s without transactions, records/s with a transaction per batch) for the router's hand-off."""
+    source = f"bench-in-{uuid.uuid4().hex[:8]}"
+    out = f"bench-out-{uuid.uuid4().hex[:8]}"
+    await log.create_topics(
+        [TopicSpec(source, 1), TopicSpec(out, PARTITIONS, max_message_bytes=4 * 1024 * 1024)]
+    )
+    tp = TopicPartition(source, 0)
+    await log.append(source, b"input")
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    batches = [pending[start : start + batch] for start in range(0, len(pending), batch)]
+    member = log.group_consumer(group, [source])
+    await member.start()
+    try:
+        started = time.perf_counter()
+        for records in batches:
+            await log.append_many(out, records)
+            await member.commit({tp: 1})
+        plain = len(pending) / (time.perf_counter() - started)
+    finally:
+        await member.close()
+    producer = log.transactional_producer(f"bench-{uuid.uuid4().hex[:8]}")
+    await producer.start()
+    try:
+        started = time.perf_counter()
+        for records in batches:
+            await producer.commit({out: records}, GroupOffsets(group, {tp: 1}))
+        transactional = len(pending) / (time.perf_counter() - started)
+    finally:
+        await producer.close()
+    return plain, transactional
+
+
+async def report_handoff(log: Log, backend: str, payloads: list[bytes], header: tuple[str, bytes]) -> None:
+    for batch in HANDOFF_BATCHES:
+        count = min(len(payloads), batch * 200)
+        pending = [
+            PendingRecord(p, key=f"key-{i % 1000}".encode(), headers=(header,))
+            for i, p in enumerate(payloads[:count])
+        ]
+        plain, transactional = await handoff_rates(log, pending, batch)
+        report(f"{backend} hand-off, txn per {batch}", transactional, "no transactions", plain)
+
+
 @contextmanager
 def kafka_bootstrap() -> Iterator[str]:
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -185,7 +237,9 @@ def main() -> None:
             log = EmbeddedLog(Path(directory))
             await log.start()
             try:
-                return await log_rates(log, payloads, header)
+                rates = await log_rates(log, payloads, header)
+                await report_handoff(log, "embedded", payloads, header)
+                return rates
             finally:
                 await log.close()
 
@@ -204,7 +258,9 @@ def main() -> None:
                 log = open_log(settings)
                 await log.start()
                 try:
-                    return await log_rates(log, payloads, header)
+                    rates = await log_rates(log, payloads, header)
+                    await report_handoff(log, "kafka", payloads, header)
+                    return rates
                 finally:
                     await log.close()
 
