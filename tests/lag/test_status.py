@@ -324,3 +324,17 @@ def test_a_late_commit_within_the_newest_entry_does_not_move_the_newest_commit_s
     assert w.last_commit_ms == 900
     assert w.status(5, 1800, S) is Status.OK  # 900 ms since the newest commit seen: not STOP yet
     assert w.status(5, 1901, S) is Status.STOP
+
+
+def test_a_window_lag_of_one_record_is_not_zero() -> None:
+    w = CommitWindow(5)
+    w.add(10, 1, 0, S)
+    w.add(12, 1, S, S)
+    assert w.status(1, S, S) is Status.WARN  # moving, lag never decreasing, never zero
+
+
+def test_an_entry_exactly_the_32_bit_span_older_is_dropped() -> None:
+    w = CommitWindow(3)
+    w.add(1, 5, 0, S)
+    w.add(2, 5, 2**32, S)
+    assert w.entries() == [(2, 5, 2**32)]
