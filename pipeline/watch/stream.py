@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from pipeline.log.api import FencedError, LogError, PendingRecord
-from pipeline.sealing import Sealer
+from pipeline.sealing import Sealer, SealingError
 from pipeline.watch import metrics
 from pipeline.watch.backoff import Backoff, Sleep
 from pipeline.watch.cursors import CursorStore
@@ -214,7 +214,7 @@ class WatchStream:
                 if self._on_fenced is not None:
                     self._on_fenced()
                 return
-            except (KubeError, LogError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            except (KubeError, LogError, SealingError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.message = str(exc) or type(exc).__name__
                 log.warning("watch %s failed: %s", self.spec.describe(), self.message)
             except Exception as exc:
