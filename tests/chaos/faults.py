@@ -23,6 +23,7 @@ OWNERSHIP_MOVE_TIMEOUT_S = 90.0
 LEADER_TAKEOVER_TIMEOUT_S = 60.0
 STEP_DOWN_TIMEOUT_S = 60.0
 GIT_OUTAGE_S = 30.0
+FOREIGN_PUSH_ATTEMPTS = 60
 POLL_S = 0.5
 
 
@@ -178,18 +179,18 @@ class Faults:
         identity = ["-c", "user.name=Foreign Pusher", "-c", "user.email=foreign@example.invalid"]
 
         def push() -> None:
-            for attempt in range(10):
-                subprocess.run(["rm", "-rf", str(clone)], check=True)
-                subprocess.run(
-                    ["git", *auth, "clone", "--quiet", "--branch", branch, url, str(clone)],
-                    check=True,
-                    capture_output=True,
-                )
-                (clone / path).parent.mkdir(parents=True, exist_ok=True)
-                (clone / path).write_text(f"written by hand, attempt {attempt}\n")
-                git = ["git", "-C", str(clone), *auth, *identity]
-                subprocess.run([*git, "add", path], check=True)
-                subprocess.run([*git, "commit", "--quiet", "-m", "a hand-made change"], check=True)
+            # The pipeline pushes to a busy branch every second or so: rebase and retry until it lands.
+            git = ["git", "-C", str(clone), *auth, *identity]
+            subprocess.run(
+                ["git", *auth, "clone", "--quiet", "--branch", branch, url, str(clone)],
+                check=True,
+                capture_output=True,
+            )
+            (clone / path).parent.mkdir(parents=True, exist_ok=True)
+            (clone / path).write_text("written by hand\n")
+            subprocess.run([*git, "add", path], check=True)
+            subprocess.run([*git, "commit", "--quiet", "-m", "a hand-made change"], check=True)
+            for _ in range(FOREIGN_PUSH_ATTEMPTS):
                 if (
                     subprocess.run(
                         [*git, "push", "--quiet", "origin", branch], capture_output=True
@@ -197,6 +198,7 @@ class Faults:
                     == 0
                 ):
                     return
+                subprocess.run([*git, "pull", "--quiet", "--rebase", "origin", branch], capture_output=True)
             raise AssertionError(f"the foreign push to {branch} never landed")
 
         await asyncio.to_thread(push)
