@@ -151,10 +151,10 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     # until every branch was seen; more than one of the three replicas must run branches.
     owners_at_start: dict[str, int] = {}
 
-    async def unspread() -> dict[str, int]:
+    async def unspread() -> list[str]:
         owners_at_start.update(env.branch_owners())
         spread = len(owners_at_start) == BRANCHES and len(set(owners_at_start.values())) > 1
-        return {} if spread else owners_at_start
+        return [] if spread else [f"owners seen so far: {owners_at_start}"]
 
     try:
         spread_ok, _ = await _settle(unspread, SPREAD_TIMEOUT_S)
