@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import time
 import urllib.parse
 from collections import Counter
@@ -30,8 +29,7 @@ from pipeline.log.faults import CRASH_AT_ENV
 from pipeline.log.topics import TopicNames, topic_specs
 from tests.conftest import started_log
 from tests.router.test_router import configmap
-from tests.support.net import free_port
-from tests.support.process import ReverserProcess
+from tests.support.process import ReverserProcess, bare_remote, base_config
 from tests.support.wait import wait_for
 
 INPUTS = 240
@@ -41,15 +39,7 @@ CRASH_POINT = {"kafka": "kafka-transaction-sent", "embedded": "embedded-transact
 
 def service_config(settings: Settings, workdir: Path, remote: Path) -> dict[str, Any]:
     return {
-        "workdir": str(workdir),
-        "log": {
-            **settings.log.model_dump(mode="json", include={"backend", "bootstrap_servers", "topic_prefix"}),
-            # a killed member's partitions move on after this (the broker's minimum)
-            "session_timeout_ms": 6_000,
-        },
-        "metrics": {"addr": f"127.0.0.1:{free_port()}"},
-        "audit": {"enabled": False},
-        "lag": {"enabled": False},
+        **base_config(settings, workdir),
         "attribution": {"grace_ms": 0},
         "providers": [{"name": "repo", "url": remote.as_uri()}],
         "targets": [{"name": "shop", "provider": "repo", "branch": "main", "path": "clusters/default"}],
@@ -111,11 +101,6 @@ async def raw_records(bootstrap: str, topic: str, partitions: int) -> int:
         return count
     finally:
         await consumer.stop()
-
-
-def bare_remote(path: Path) -> Path:
-    subprocess.run(["git", "init", "--bare", "-q", "-b", "main", str(path)], check=True)
-    return path
 
 
 def group_offsets_file(workdir: Path, group: str) -> dict[int, int]:

@@ -18,10 +18,35 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ReverserProcess"]
+from pipeline.config import Settings
+from tests.support.net import free_port
+
+__all__ = ["ReverserProcess", "bare_remote", "base_config"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
+
+
+def base_config(settings: Settings, workdir: Path) -> dict[str, Any]:
+    """A `reverser run` configuration on `settings`' log with its own workdir and metrics port,
+    no audit ingress and no lag monitor; tests add clusters, providers and targets."""
+    return {
+        "workdir": str(workdir),
+        "log": {
+            **settings.log.model_dump(mode="json", include={"backend", "bootstrap_servers", "topic_prefix"}),
+            # a killed member's partitions move on after this (the broker's minimum)
+            "session_timeout_ms": 6_000,
+        },
+        "metrics": {"addr": f"127.0.0.1:{free_port()}"},
+        "audit": {"enabled": False},
+        "lag": {"enabled": False},
+    }
+
+
+def bare_remote(path: Path) -> Path:
+    """An empty bare Git repository with a `main` branch, as a file:// remote."""
+    subprocess.run(["git", "init", "--bare", "-q", "-b", "main", str(path)], check=True)
+    return path
 
 
 class ReverserProcess:

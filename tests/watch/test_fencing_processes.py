@@ -4,7 +4,9 @@ leader frozen with SIGSTOP past its lease, a change made while it is frozen, the
 The frozen leader's watch connection stays open, so on SIGCONT it holds an event its successor has
 already written. Its transactional producer was fenced when the successor took the cluster over,
 so nothing it writes after that may appear on watch-events: every record the first leader wrote
-must come before the successor's first record.
+must come before the successor's first record. Which of its tasks runs first on SIGCONT decides
+whether it steps down because its lease renewal finds the successor, or because its append is
+fenced (`reverser_watch_fenced_total`); the guarantee under test holds either way.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ from pipeline.config import Settings
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.writer import WRITER_HEADER
 from tests.conftest import started_log
-from tests.router.test_exactly_once import bare_remote
 from tests.support.logread import read_topic
-from tests.support.net import free_port
-from tests.support.process import ReverserProcess
+from tests.support.process import ReverserProcess, bare_remote, base_config
 from tests.support.wait import wait_for
 from tests.watch.conftest import kinds, read_events
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
@@ -34,14 +34,7 @@ LEASE = ("ops", "reverser-watch-src")
 
 def replica_config(settings: Settings, workdir: Path, kubeconfig: Path, remote: Path) -> dict[str, Any]:
     return {
-        "workdir": str(workdir),
-        "log": {
-            **settings.log.model_dump(mode="json", include={"backend", "bootstrap_servers", "topic_prefix"}),
-            "session_timeout_ms": 6_000,
-        },
-        "metrics": {"addr": f"127.0.0.1:{free_port()}"},
-        "audit": {"enabled": False},
-        "lag": {"enabled": False},
+        **base_config(settings, workdir),
         "clusters": [
             {
                 "name": "src",
@@ -124,7 +117,6 @@ async def test_a_leader_resumed_after_sigstop_appends_nothing_after_its_successo
             timeout_s=60,
             what="the resumed leader to step down",
         )
-        fenced = gauge(first, "reverser_watch_fenced_total", cluster="src")
         async with started_log(settings) as log:
             records = [r for r in await read_topic(log, topic) if r.header(SCHEMA_HEADER) is not None]
             events = await read_events(log, settings)
@@ -139,4 +131,3 @@ async def test_a_leader_resumed_after_sigstop_appends_nothing_after_its_successo
     assert writers[:handover] == ["first"] * handover, first.log_tail()
     assert set(writers[handover:]) == {"second"}, f"zombie records after the hand-over: {writers}"
     assert kinds(events)[handover:] == ["ADDED cm-collapse"]
-    assert fenced is not None
