@@ -24,6 +24,7 @@ from tests.commit.helpers import (
     git,
     log_lines,
 )
+from tests.support.wait import wait_for
 
 ALICE_SA = WorkAuthor("RESOLVED", "system:serviceaccount:flux:kc", "", "", "exact", "serviceaccount")
 
@@ -97,6 +98,16 @@ class Harness:
 @pytest.fixture
 def h(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
+
+
+def pushes(result: str) -> float:
+    """Push attempts of the harness branch with this result so far (the counter is process-wide)."""
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "reverser_commit_pushes_total", {"provider": "git", "branch": "main", "result": result}
+    )
+    return value or 0.0
 
 
 async def test_silence_closes_window_and_first_push_is_immediate(h: Harness) -> None:
@@ -416,14 +427,6 @@ async def test_bad_record_is_skipped_and_settled(h: Harness) -> None:
 
 async def test_transient_push_failure_retries_on_its_own(h: Harness) -> None:
     """T7 divergence: a failed push re-arms itself with backoff; no new commit is needed."""
-    from prometheus_client import REGISTRY
-
-    def pushes(result: str) -> float:
-        value = REGISTRY.get_sample_value(
-            "reverser_commit_pushes_total", {"provider": "git", "branch": "main", "result": result}
-        )
-        return value or 0.0
-
     w = Work()
     await h.feed(w.create(cm("a")))
     await h.settle_time(5)
@@ -512,9 +515,17 @@ async def test_unpushable_backlog_stops_reading_the_queue(
     w = Work()
     for i in range(5):
         queue.put_nowait(w.create(cm(f"q{i}")))
+    failed_before = pushes("error")
     task = asyncio.create_task(h.worker.run(queue, asyncio.Lock()))
     try:
-        await asyncio.sleep(1.0)
+        await wait_for(
+            lambda: h.worker.pending_commits == 2 and pushes("error") > failed_before,
+            "two unpushed commits and a failed push",
+        )
+        failed = pushes("error")
+        h.clock.advance(60)
+        # the positive signal: the loop came round again (a retried push) without taking more work
+        await wait_for(lambda: pushes("error") > failed, "a retried push while backlogged")
         assert h.worker.pending_commits == 2
         assert queue.qsize() == 3
         assert h.settled == []

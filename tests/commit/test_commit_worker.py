@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
+import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.log.api import Log
+from pipeline.log.api import Log, TopicPartition
 from pipeline.log.partitioner import murmur2_partition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
@@ -125,18 +127,27 @@ async def test_bad_records_are_skipped_not_fatal(
 
 
 async def test_unreachable_remote_commits_no_offsets(
-    settings: Settings, any_log: Log, tmp_path: Path
+    settings: Settings, any_log: Log, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Nothing is settled while the remote cannot be reached; the work waits on the log."""
     cfg = with_git(settings, tmp_path / "missing.git")
     w = Work()
-    await append_work(any_log, cfg, [w.create(cm("a"))])
+    [(partition, _)] = await append_work(any_log, cfg, [w.create(cm("a"))])
     worker = CommitWorker(cfg, any_log)
+    caplog.set_level(logging.ERROR, logger="pipeline.commit.branch")
     await worker.start()
-    await asyncio.sleep(1.5)
-    await worker.stop()
+    try:
+        # the positive signal: the record was read, given to its branch, and the sync has failed
+        await wait_for(
+            lambda: ("git", "main") in worker.owned_branches()
+            and any("cannot reach git" in r.getMessage() for r in caplog.records),
+            "the branch worker failing to reach the remote",
+        )
+    finally:
+        await worker.stop()
     committed = await any_log.group_offsets(group_id_for(cfg))
-    assert all(offset == 0 for offset in committed.values()), committed
+    topic = TopicNames.for_prefix(cfg.log.topic_prefix).branch_work
+    assert committed.get(TopicPartition(topic, partition), 0) == 0, committed
 
 
 async def test_rebalance_between_two_members_commits_everything_once(
@@ -152,7 +163,7 @@ async def test_rebalance_between_two_members_commits_everything_once(
     await append_work(any_log, cfg, first)
     one = CommitWorker(cfg, any_log)
     await one.start()
-    await asyncio.sleep(0.5)
+    await wait_for(lambda: list(one.owned_branches()), "the first member taking work")
     other_cfg = cfg.model_copy(update={"workdir": tmp_path / "other-work"})
     two = CommitWorker(other_cfg, any_log)
     await two.start()
