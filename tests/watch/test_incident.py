@@ -8,7 +8,6 @@ other target on the same branch keeps flowing throughout.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from pipeline.config import Settings
@@ -74,7 +73,15 @@ async def test_deleted_namespace_backs_off_then_stops_while_others_flow(
         await wait_for(lambda: doomed.state == "Stopped", what="the doomed stream to stop")
         assert doomed.reason == "NamespaceGone"
         sessions, requests = doomed.sessions, len(kube.requests)
-        await asyncio.sleep(0.5)
+        # the positive signal: a later change on the other target of the branch is published, so the
+        # manager ran well past the point where a (token-sleep) retry of the doomed stream would be
+        kube.put(configmap("steady-after", "steady"))
+        await wait_for_events(
+            topics_log,
+            config,
+            lambda evs: "ADDED steady-after" in kinds(evs, "steady"),
+            "a steady change after the doomed stream stopped",
+        )
         assert doomed.sessions == sessions
         assert not any("/namespaces/doomed" in p for p, _ in kube.requests[requests:])
         assert steady.state == "Streaming"

@@ -24,12 +24,13 @@ from tests.watch.conftest import (
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
 
 
-def elected(settings: Settings, kubeconfig: Path) -> Settings:
+def elected(settings: Settings, kubeconfig: Path, lease_duration_s: float = 1.0) -> Settings:
+    """Leader election with a fast renewal; a lease that must not lapse by chance gets a long duration."""
     config = with_targets(settings, kubeconfig, target("t1", rule("configmaps", namespaces=("team-a",))))
     cluster = config.clusters[0].model_copy(
         update={
             "leader_election": True,
-            "lease_duration_s": 1.0,
+            "lease_duration_s": lease_duration_s,
             "lease_renew_s": 0.05,
             "lease_namespace": "ops",
         }
@@ -45,7 +46,9 @@ async def test_one_replica_watches_and_the_other_takes_over_from_its_cursor(
     kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
 ) -> None:
     kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
-    config = elected(settings, kube.kubeconfig(tmp_path))
+    # a 30 s lease: a loaded machine stalling the leader's renewals cannot hand the lease over by
+    # chance; the handover under test is the explicit release on stop
+    config = elected(settings, kube.kubeconfig(tmp_path), lease_duration_s=30.0)
     first = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
     second = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-2")
     await first.start()
