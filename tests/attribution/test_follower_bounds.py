@@ -35,6 +35,7 @@ async def test_a_flood_of_distinct_streams_keeps_the_stream_caches_bounded(tmp_p
             await asyncio.wait_for(follower.wait_ready(), GUARD_S)
             assert follower.records_applied == streams
             assert len(follower._gr_keys) <= MAX_CACHED_STREAMS
+            assert follower._streams, "the follower tracked no stream"
             assert all(len(seen) <= MAX_STREAM_LABELS for seen in follower._streams.values())
         finally:
             await follower.stop()

@@ -62,6 +62,16 @@ async def wait_settled(log: Log, settings: Settings, timeout_s: float = 60.0) ->
         await asyncio.sleep(0.1)
 
 
+async def committed_offset(log: Log, settings: Settings, partition: int) -> int:
+    """The commit worker group's committed offset on one branch-work partition (0 when none yet).
+
+    Checks name the partition their work went to, so "nothing settled" cannot pass on an empty map.
+    """
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
+    committed = await log.group_offsets(group_id_for(settings))
+    return committed.get(TopicPartition(topic, partition), 0)
+
+
 def encode_work(item: WorkItem) -> bytes:
     """The Avro bytes of a work item, as the router writes it (its source position is not used here)."""
     body = item.body

@@ -11,12 +11,12 @@ from prometheus_client import REGISTRY
 
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.log.api import Log, TopicPartition
+from pipeline.log.api import Log
 from pipeline.log.partitioner import murmur2_partition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, committed_offset, wait_settled
 from tests.support.wait import wait_for
 
 
@@ -145,9 +145,7 @@ async def test_unreachable_remote_commits_no_offsets(
         )
     finally:
         await worker.stop()
-    committed = await any_log.group_offsets(group_id_for(cfg))
-    topic = TopicNames.for_prefix(cfg.log.topic_prefix).branch_work
-    assert committed.get(TopicPartition(topic, partition), 0) == 0, committed
+    assert await committed_offset(any_log, cfg, partition) == 0
 
 
 async def test_rebalance_between_two_members_commits_everything_once(

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commit.consumer import CommitWorker, group_id_for
+from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, RemoteAuth
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, cm, files, log_lines
 from tests.commit.httpgit import GitHttpServer, serving
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, committed_offset, wait_settled
 from tests.support.wait import wait_for
 
 PASSWORD = "s3cret-Pa55word"
@@ -66,7 +66,9 @@ async def test_bad_credentials_lose_nothing_and_work_lands_after_fixing_them(
     log = open_log(cfg)
     await log.start()
     try:
-        await append_work(log, cfg, [w.create(cm("a")), w.create(cm("b"), BOB), w.delete("a", BOB)])
+        placed = await append_work(log, cfg, [w.create(cm("a")), w.create(cm("b"), BOB), w.delete("a", BOB)])
+        assert len({partition for partition, _ in placed}) == 1, "one branch: one partition"
+        partition = placed[0][0]
         monkeypatch.setenv("TEST_GIT_USER", "git-user")
         monkeypatch.setenv("TEST_GIT_PASSWORD", "not-the-password")
         worker = CommitWorker(cfg, log)
@@ -81,8 +83,7 @@ async def test_bad_credentials_lose_nothing_and_work_lands_after_fixing_them(
             await worker.stop()
         assert caplog.records
         assert all("not-the-password" not in r.getMessage() for r in caplog.records)
-        committed = await log.group_offsets(group_id_for(cfg))
-        assert not any(committed.values()), f"nothing may be settled before the push lands: {committed}"
+        assert await committed_offset(log, cfg, partition) == 0, "nothing settled before the push lands"
 
         monkeypatch.setenv("TEST_GIT_PASSWORD", PASSWORD)
         fixed = CommitWorker(cfg, log)
@@ -100,6 +101,7 @@ async def test_bad_credentials_lose_nothing_and_work_lands_after_fixing_them(
     ]
     assert sorted(files(remote)) == ["live/team-a/configmaps/b.yaml"]
     clone_texts = [p.read_bytes() for p in (cfg.workdir / "git").rglob("*") if p.is_file()]
+    assert clone_texts, "the worker kept no clone to check"
     assert all(PASSWORD.encode() not in text for text in clone_texts), "credentials must never be written"
 
 
@@ -147,7 +149,7 @@ async def test_unset_credentials_variable_loses_nothing(
     log = open_log(cfg)
     await log.start()
     try:
-        await append_work(log, cfg, [Work().create(cm("a"))])
+        [(partition, _)] = await append_work(log, cfg, [Work().create(cm("a"))])
         worker = CommitWorker(cfg, log)
         with caplog.at_level(logging.ERROR, logger="pipeline.commit"):
             await worker.start()
@@ -158,8 +160,8 @@ async def test_unset_credentials_variable_loses_nothing(
                 timeout_s=120,
             )
             await worker.stop()
-        committed = await log.group_offsets(group_id_for(cfg))
+        committed = await committed_offset(log, cfg, partition)
     finally:
         await log.close()
-    assert not any(committed.values()), f"nothing may be settled before the push lands: {committed}"
+    assert committed == 0, "nothing may be settled before the push lands"
     assert any("TEST_GIT_PASSWORD is not set" in r.getMessage() for r in caplog.records)

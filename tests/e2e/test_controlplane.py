@@ -126,8 +126,14 @@ async def test_impersonated_writes_reach_the_webhook_attributed_to_the_actor(
 
 async def test_a_batch_answered_5xx_is_posted_again(plane: ControlPlane, receiver: AuditReceiver) -> None:
     await _ensure_namespace(plane.kubeconfig)
-    # Let earlier writes drain so the failing answer hits the batch holding this test's write.
-    await asyncio.sleep(2.5)
+    # Let earlier writes drain so the failing answer hits the batch holding this test's write: a
+    # marker write reaching the receiver means every batch before it has been posted.
+    async with kube_client(plane.kubeconfig, ALICE) as api:
+        await client.CoreV1Api(api).create_namespaced_config_map(
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="drain-marker"), data={"k": "v"})
+        )
+    drained = await asyncio.to_thread(receiver.wait_for, _is("create", "drain-marker", ALICE), WAIT_S)
+    assert len(drained) == 1, "the marker write never reached the receiver"
     receiver.fail_next(1)
     async with kube_client(plane.kubeconfig, ALICE) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(

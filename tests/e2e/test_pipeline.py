@@ -145,6 +145,20 @@ async def wait_until(env: Env, what: str, predicate: Callable[[GitRemote], bool]
     await asyncio.to_thread(env.remote.wait_for, predicate, WAIT_S, what)
 
 
+async def processed_past(env: Env, marker: str) -> str:
+    """Write a marker ConfigMap (as Bob, so it closes any open window) and wait for its commit.
+
+    Work reaches the branch in order, so once the marker is on the remote every change made
+    before it has been committed or dropped: the positive signal before checking that something
+    did not happen. Returns the marker's path.
+    """
+    async with kube_client(env.kubeconfig, BOB) as api:
+        await client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, cm(marker, {"marker": "1"}))
+    path = cm_path(marker)
+    await wait_until(env, marker, lambda r: path in r.files())
+    return path
+
+
 def touching(commits: list[Commit], *paths: str) -> list[Commit]:
     """Commits that changed any of `paths` (or anything under a path ending in `/`)."""
     return [
@@ -278,8 +292,8 @@ async def test_a_finalizer_removed_by_a_service_account_credits_the_deleter(env:
         )
 
     await wait_until(env, "held deleted", lambda r: cm_path("held") not in r.files())
-    # Let the final DELETED event (after the finalizer went) pass through a whole window too.
-    await asyncio.sleep(COMMIT_WINDOW_S + 2)
+    # Let the final DELETED event (after the finalizer went) pass through the pipeline too.
+    await processed_past(env, "after-held")
     commits = touching(env.remote.commits(since=since), cm_path("held"))
     assert len(commits) == 1, [(c.author_name, c.subject) for c in commits]
     (commit,) = commits
@@ -400,7 +414,9 @@ async def test_a_restart_loses_nothing_and_repeats_nothing(env: Env) -> None:
     await asyncio.to_thread(env.service.start)
 
     await wait_until(env, "while-down", lambda r: cm_path("while-down") in r.files())
-    await asyncio.sleep(COMMIT_WINDOW_S + 2)
+    marker = await processed_past(env, "after-restart")
     after = env.remote.commits(since=before)
-    assert [c.changes for c in after] == [(("A", cm_path("while-down")),)], [c.subject for c in after]
+    assert [c.changes for c in after] == [(("A", cm_path("while-down")),), (("A", marker),)], [
+        c.subject for c in after
+    ]
     assert_authored(after[0], ALICE, {"exact"})

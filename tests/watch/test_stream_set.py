@@ -49,6 +49,7 @@ async def test_adding_a_rule_starts_exactly_one_new_stream(
         after = component.manager.streams
         (new_spec,) = set(after) - set(before)
         assert new_spec.resource == "serviceaccounts"
+        assert len(after) == len(before) + 1
         assert all(after[spec] is stream for spec, stream in before.items())
         await wait_for(lambda: after[new_spec].state == "Streaming", what="the new stream")
         assert all(stream.sessions == 1 for stream in before.values())
