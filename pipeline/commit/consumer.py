@@ -255,7 +255,10 @@ class CommitWorker(RebalanceListener):
         await worker.run(queue, lock)
 
     async def _stop_branch(self, key: tuple[str, str], reason: str) -> None:
-        branch = self._branches.pop(key)
+        """Stop one branch FIFO; a no-op when a revocation and `stop()` race and the other got there first."""
+        branch = self._branches.pop(key, None)
+        if branch is None:
+            return
         async with branch.lock:
             branch.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
