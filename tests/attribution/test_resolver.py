@@ -76,7 +76,6 @@ async def test_removal_waits_for_collection_evidence_arriving_later() -> None:
     task = asyncio.create_task(resolver.resolve(removal(uid="u1", rv="2", name="a")))
     await settle()
     assert not task.done(), "a removal that only found a write keeps waiting"
-    await asyncio.sleep(0.05)
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
     found = await asyncio.wait_for(task, GUARD_S)
     assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")

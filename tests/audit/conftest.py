@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import pytest
@@ -15,11 +15,13 @@ from pipeline.audit.server import AuditIngress
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
 from pipeline.config import AuditSettings, LogSettings, Settings, TopicSettings
 from pipeline.facts.model import FactBatch
-from pipeline.log.api import Log, Record
+from pipeline.log.api import Log, Record, TopicPartition
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import TopicNames, topic_specs
 from tests.conftest import unique_prefix
 from tests.support.logread import read_topic
+
+T = TypeVar("T")
 
 
 def ingress_settings(
@@ -136,6 +138,29 @@ class ThreadedIngress:
         assert self.ingress is not None
         assert self.ingress.port is not None
         return self.ingress.port
+
+    @property
+    def topic(self) -> str:
+        return TopicNames.for_prefix(self.settings.log.topic_prefix).audit_facts
+
+    def ends(self) -> dict[int, int]:
+        """The facts topic's end offset per partition now: a mark for `published_after`."""
+        return self._call(self._ends())
+
+    def published_after(self, ends: dict[int, int]) -> list[FactBatch]:
+        """The fact batches appended since `ends` was taken, in log order per partition."""
+        assert self.log is not None
+        records = self._call(read_topic(self.log, self.topic))
+        return [decode_batch(r) for r in records if r.offset >= ends.get(r.partition, 0)]
+
+    async def _ends(self) -> dict[int, int]:
+        assert self.log is not None
+        count = await self.log.partitions_for(self.topic)
+        ends = await self.log.end_offsets([TopicPartition(self.topic, p) for p in range(count)])
+        return {tp.partition: end for tp, end in ends.items()}
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,36 @@ from tests.support.corpus import CORPUS
 WEBHOOK_FILES = sorted((CORPUS / "webhook").glob("*.yaml"))
 MUTATIONLAB_AUDIT_FILES = sorted((CORPUS / "mutationlab").glob("*/*/audit.*.yaml"))
 
+
+def recording_id(path: Path) -> str:
+    """`scenario/file.yaml`: how tests name a recording."""
+    return f"{path.parent.name}/{path.name}"
+
+
+ADMIN = "system:admin"
+FLUX = "system:serviceaccount:flux-system:kustomize-controller"
+# What each recording must publish, read off the recording by hand (the oracle is not the reducer):
+# (group/resource, object name, author, verb), or nothing for a write the apiserver did not persist.
+PUBLISHED: dict[str, list[tuple[str, str, str, str]]] = {
+    "webhook/aggregated-flunder-create-eventlist.yaml": [
+        ("wardle.example.com/flunders", "aggregated-shallow-flunder", "jane@acme.com", "create")
+    ],
+    "webhook/config-deletecollection.yaml": [("configmaps", "", ADMIN, "deletecollection")],
+    "webhook/config-update.yaml": [("configmaps", "test-config3", ADMIN, "patch")],
+    "webhook/flux-secret-dryrun-patch-eventlist.yaml": [],  # ?dryRun=All: nothing persisted
+    "webhook/flux-secret-persisted-patch-eventlist.yaml": [("secrets", "app-secret", FLUX, "patch")],
+    "create-succeeds/audit.create.yaml": [("configmaps", "cm-a", ADMIN, "create")],
+    "deletecollection/audit.deletecollection.yaml": [("configmaps", "", ADMIN, "deletecollection")],
+    "dry-run-create/audit.create.yaml": [],  # ?dryRun=All
+    "generate-name-create/audit.create.yaml": [("configmaps", "cm-gen-<rand-1>", ADMIN, "create")],
+    "no-op-apply/audit.patch.yaml": [("configmaps", "cm-a", ADMIN, "patch")],
+    "record-and-reject/audit.create.yaml": [],  # answered 403
+    "server-side-apply/audit.patch.yaml": [("configmaps", "cm-a", ADMIN, "patch")],
+    "update/audit.update.yaml": [("configmaps", "cm-a", ADMIN, "update")],
+    "aggregated-api-write/audit.create.yaml": [],  # the response carries no object metadata
+}
+
+
 _TOKEN = re.compile(r"<(uid|rv|ns|ts)(?:-(\d+))?>")
 
 

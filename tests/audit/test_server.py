@@ -23,10 +23,12 @@ from pipeline.service.app import COMPONENT_FACTORIES, Service
 from tests.audit.conftest import Running, ingress_settings, read_batches
 from tests.audit.corpus import (
     MUTATIONLAB_AUDIT_FILES,
+    PUBLISHED,
     WEBHOOK_FILES,
     as_event_list,
     event_list,
     load_recording,
+    recording_id,
     to_json,
 )
 from tests.support.logread import read_topic
@@ -70,38 +72,12 @@ async def post(
 # --- the corpus through the real server ----------------------------------------------------------
 
 
-ADMIN = "system:admin"
-FLUX = "system:serviceaccount:flux-system:kustomize-controller"
-# What each recording must publish, read off the recording by hand (the oracle is not the reducer):
-# (group/resource, object name, author, verb), or nothing for a write the apiserver did not persist.
-CORPUS_PUBLISHED: dict[str, list[tuple[str, str, str, str]]] = {
-    "webhook/aggregated-flunder-create-eventlist.yaml": [
-        ("wardle.example.com/flunders", "aggregated-shallow-flunder", "jane@acme.com", "create")
-    ],
-    "webhook/config-deletecollection.yaml": [("configmaps", "", ADMIN, "deletecollection")],
-    "webhook/config-update.yaml": [("configmaps", "test-config3", ADMIN, "patch")],
-    "webhook/flux-secret-dryrun-patch-eventlist.yaml": [],  # ?dryRun=All: nothing persisted
-    "webhook/flux-secret-persisted-patch-eventlist.yaml": [("secrets", "app-secret", FLUX, "patch")],
-    "create-succeeds/audit.create.yaml": [("configmaps", "cm-a", ADMIN, "create")],
-    "deletecollection/audit.deletecollection.yaml": [("configmaps", "", ADMIN, "deletecollection")],
-    "dry-run-create/audit.create.yaml": [],  # ?dryRun=All
-    "generate-name-create/audit.create.yaml": [("configmaps", "cm-gen-<rand-1>", ADMIN, "create")],
-    "no-op-apply/audit.patch.yaml": [("configmaps", "cm-a", ADMIN, "patch")],
-    "record-and-reject/audit.create.yaml": [],  # answered 403
-    "server-side-apply/audit.patch.yaml": [("configmaps", "cm-a", ADMIN, "patch")],
-    "update/audit.update.yaml": [("configmaps", "cm-a", ADMIN, "update")],
-    "aggregated-api-write/audit.create.yaml": [],  # the response carries no object metadata
-}
-
-
 def test_the_corpus_table_covers_every_recording() -> None:
-    assert sorted(CORPUS_PUBLISHED) == sorted(
-        f"{p.parent.name}/{p.name}" for p in WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES
-    )
+    assert sorted(PUBLISHED) == sorted(recording_id(p) for p in WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES)
 
 
 @pytest.mark.parametrize(
-    "path", WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES, ids=lambda p: f"{p.parent.name}/{p.name}"
+    "path", WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES, ids=recording_id
 )
 async def test_corpus_recording_published_or_dropped(
     path: Path, running: Running, http: aiohttp.ClientSession
@@ -111,7 +87,7 @@ async def test_corpus_recording_published_or_dropped(
     assert status == 200, text
     batches = await read_batches(running)
     published = [(b.group_resource.key, f.name, f.author, f.verb) for _, b in batches for f in b.facts]
-    assert published == CORPUS_PUBLISHED[f"{path.parent.name}/{path.name}"]
+    assert published == PUBLISHED[recording_id(path)]
     for key, batch in batches:
         assert key == stream_key("default", batch.group_resource)
 
