@@ -1,0 +1,177 @@
+"""Index edge cases mutation testing found unguarded: limits' fallbacks, eviction after a sweep,
+the total cap keeping a partly evicted scope, waiter keys of rv-only and delete facts, identities.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.attribution import (
+    ABSENT,
+    DELETECOLLECTION_BODY_UID,
+    DELETECOLLECTION_SCOPE,
+    EXACT,
+    LATEST,
+    NAME,
+    RESOURCE_VERSION,
+    IndexLimits,
+)
+from pipeline.attribution.model import StoredFact
+from pipeline.facts.model import AuthorFact
+from pipeline.models import GroupResource
+from tests.attribution.helpers import CM, DEPLOY, ROUTE, Clock, fact, make_index, query, removal
+
+SECRETS = GroupResource("", "secrets")
+
+
+DEFAULTS = (600_000, 4096, 65536, 30_000)
+
+
+def limits(ttl_s: float, per_type: int, total: int, window_s: float) -> dict[str, float]:
+    return {
+        "ttl_s": ttl_s, "max_facts_per_type": per_type, "max_facts": total, "collection_window_s": window_s
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, DEFAULTS),
+        (limits(0, 0, 0, 0), DEFAULTS),
+        (limits(-1, -1, -1, -1), DEFAULTS),
+        (limits(2.5, 1, 1, 0.25), (2500, 1, 1, 250)),
+        (limits(0.001, 7, 9, 45), (1, 7, 9, 45_000)),
+    ],
+)
+def test_limits_take_positive_values_and_fall_back_otherwise(
+    given: dict[str, float], expected: tuple[int, int, int, int]
+) -> None:
+    got = IndexLimits(**given)  # type: ignore[arg-type]
+    assert (got.ttl_ms, got.max_facts_per_type, got.max_facts, got.collection_window_ms) == expected
+
+
+def test_a_non_default_ttl_is_the_one_lookups_use() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=5)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 5
+    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
+    clock.now += 0.001
+    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+
+
+def test_a_non_default_collection_window_bounds_the_scope_tier() -> None:
+    clock = Clock()
+    index = make_index(clock, collection_window_s=2)
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app=web")], clock.ms)
+    clock.now += 2
+    found = index.lookup(removal(uid="u1", rv="3", name="a", labels={"app": "web"}))
+    assert (found.tier, found.author) == (DELETECOLLECTION_SCOPE, "admin")
+    clock.now += 0.001
+    assert index.lookup(removal(uid="u1", rv="3", name="a", labels={"app": "web"})).tier == ABSENT
+
+
+def test_eviction_after_a_sweep_skips_the_expired_collection() -> None:
+    """A swept deletecollection stays dead: later evictions pop the right collection and filing works."""
+    clock = Clock()
+    index = make_index(clock, ttl_s=10, max_facts_per_type=3)
+    index.apply(ROUTE, CM, [fact("old", "deletecollection", uids=["u0"])], clock.ms)
+    clock.now += 6
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 6
+    assert index.sweep() == 1, "only the collection has expired"
+    assert index.scope_size(ROUTE, CM) == 2
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u2"])], clock.ms)
+    # over the per-type cap: the oldest live entries go, never the new collection
+    index.apply(ROUTE, CM, [fact("bob", "create", name="b", uid="u3", rv="1")], clock.ms)
+    assert index.scope_size(ROUTE, CM) == 3
+    found = index.lookup(removal(uid="u2", rv="9", name="c"))
+    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
+    assert index.lookup(query(uid="u3", rv="1")).author == "bob"
+    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+
+
+def test_total_cap_keeps_a_scope_that_still_holds_a_live_entry() -> None:
+    index = make_index(max_facts=3)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
+    index.apply(ROUTE, SECRETS, [fact("bob", "update", name="s1")])
+    index.apply(ROUTE, SECRETS, [fact("carol", "update", name="s2")])
+    assert len(index) == 3
+    assert index.evictions["total"] == 1
+    assert index.scope_size(ROUTE, SECRETS) == 1
+    found = index.lookup(query(name="s2", gr=SECRETS))
+    assert (found.tier, found.author) == (NAME, "carol")
+    assert index.lookup(query(name="s1", gr=SECRETS)).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1")).author == "alice"
+    # filing a third type takes from the largest scope, which keeps what it still holds
+    index.apply(ROUTE, DEPLOY, [fact("dave", "update", name="d1")])
+    assert index.evictions["total"] == 2
+    assert index.scope_size(ROUTE, CM) == 1
+    assert index.scope_count() == 3
+    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT, "the exact entry went first"
+    assert index.lookup(removal(uid="u1", rv="2")).author == "alice"
+
+
+def test_an_rv_only_fact_wakes_a_waiter_on_that_resource_version() -> None:
+    index = make_index()
+    waiter = index.register(query(uid="u1", rv="5", name="a"))
+    other = index.register(query(uid="u2", rv="6", name="b"))
+    index.apply(ROUTE, CM, [fact("alice", "update", rv="5")])
+    assert waiter.event.is_set()
+    assert not other.event.is_set()
+    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == RESOURCE_VERSION
+    index.unregister(waiter)
+    index.unregister(other)
+    assert index.waiter_count() == 0
+
+
+def test_a_delete_fact_of_another_rv_wakes_a_removal_waiter() -> None:
+    index = make_index()
+    waiter = index.register(removal(uid="u1", rv="8", name="a"))
+    index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="7")])
+    assert waiter.event.is_set()
+    found = index.lookup(removal(uid="u1", rv="8", name="a"))
+    assert found.author == "bob"
+    index.unregister(waiter)
+    assert index.waiter_count() == 0
+
+
+def test_a_name_fact_wakes_only_waiters_on_that_name() -> None:
+    index = make_index()
+    waiter = index.register(query(uid="u1", rv="5", name="a"))
+    index.apply(ROUTE, CM, [fact("alice", "update", name="b")])
+    assert not waiter.event.is_set()
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a")])
+    assert waiter.event.is_set()
+    index.unregister(waiter)
+
+
+def identity_fact(display: str, email: str, rv: str) -> AuthorFact:
+    return AuthorFact(
+        author="alice", display_name=display, email=email, verb="update", namespace="ns-1",
+        name="a", uid="u1", resource_version=rv,
+    )  # fmt: skip
+
+
+def test_a_changed_display_name_or_email_is_seen() -> None:
+    index = make_index()
+    index.apply(ROUTE, CM, [identity_fact("", "", "1")])
+    index.apply(ROUTE, CM, [identity_fact("Alice A", "a@example.com", "2")])
+    index.apply(ROUTE, CM, [identity_fact("Alice B", "a@example.com", "3")])
+    index.apply(ROUTE, CM, [identity_fact("Alice B", "b@example.com", "4")])
+    index.apply(ROUTE, CM, [identity_fact("", "", "5")])
+    seen = []
+    for rv in "12345":
+        found = index.lookup(query(uid="u1", rv=rv))
+        assert found.tier == EXACT
+        assert found.fact is not None
+        assert isinstance(found.fact, StoredFact)
+        seen.append((found.fact.identity.display_name, found.fact.identity.email))
+    assert seen == [
+        ("", ""),
+        ("Alice A", "a@example.com"),
+        ("Alice B", "a@example.com"),
+        ("Alice B", "b@example.com"),
+        ("", ""),
+    ]
+    assert index.lookup(removal(uid="u1", rv="9")).tier == LATEST
