@@ -523,6 +523,9 @@ def items(*uids: str | None) -> dict[str, Any]:
         ("not a uri?labelSelector=app%3Dweb", ""),
         ("/api/v1/%zz?labelSelector=app%3Dweb", ""),
         ("/api/v1/x?labelSelector=a;b&labelSelector=c", "c"),
+        # a badly escaped pair is skipped as Go's url.ParseQuery does: no selector, not a mangled one
+        ("/api/v1/namespaces/ns/configmaps?labelSelector=app%3Dweb%zz", ""),
+        ("/api/v1/namespaces/ns/configmaps?labelSelector=app%3Dweb%zz&labelSelector=b", "b"),
     ],
 )
 def test_collection_selector_from_request_uri(uri: str, selector: str) -> None:
@@ -585,6 +588,23 @@ def test_collection_uid_cap_counts_items_before_filtering() -> None:
     reduction = reduce_event(collection(body=items("u1", None)), uid_cap=2)
     assert reduction.fact is not None
     assert reduction.fact.uids == ["u1"]
+
+
+def test_a_uid_cap_of_one_keeps_one_item_and_refuses_two() -> None:
+    one = reduce_event(collection(body=items("u1")), uid_cap=1)
+    assert one.fact is not None
+    assert (one.fact.uids, one.uidset_reason) == (["u1"], None)
+    two = reduce_event(collection(body=items("u1", "u2")), uid_cap=1)
+    assert two.fact is not None
+    assert (two.fact.uids, two.uidset_reason) == (None, UIDSET_UID_CAP)
+
+
+@pytest.mark.parametrize("resource", [5, None, ["configmaps"], {"name": "configmaps"}])
+def test_a_non_string_resource_gives_no_fact_and_an_empty_type(resource: object) -> None:
+    event = base_event(objectRef={"resource": resource, "namespace": "ns", "name": "cm", "apiGroup": 3})
+    reduction = reduce_event(event)
+    assert reduction == Reduction(NO_ATTRIBUTION_FACT, GroupResource("", ""), None)
+    assert group_facts("r", [reduction]) == []
 
 
 def test_default_uid_cap_is_ten_thousand() -> None:
