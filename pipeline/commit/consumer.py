@@ -86,6 +86,10 @@ class CommitWorker(RebalanceListener):
         self._hook = hook
         self._book = OffsetBook()
         self._branches: dict[tuple[str, str], _Branch] = {}
+        # The partitions whose records this member hands to FIFOs: emptied of revoked partitions
+        # the moment a revocation starts, before its listener awaits anything, so records fetched
+        # earlier (or while the revoked FIFOs flush) start no FIFO on a partition about to move.
+        self._owned: set[TopicPartition] = set()
         self._consumer: GroupConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._settled = asyncio.Event()
@@ -122,6 +126,7 @@ class CommitWorker(RebalanceListener):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._owned = set()
         for key in list(self._branches):
             await self._stop_branch(key, CloseReason.SHUTDOWN)
         await self._commit_due()
@@ -149,7 +154,12 @@ class CommitWorker(RebalanceListener):
 
     # rebalance -----------------------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Flush and push the branches on revoked partitions, then commit what they settled."""
+        """Flush and push the branches on revoked partitions, then commit what they settled.
+
+        The group generation stays valid until this returns, so the flush may still commit the
+        revoked partitions; nothing may start new work on them meanwhile (see `_owned`).
+        """
+        self._owned -= revoked
         for key, branch in list(self._branches.items()):
             if branch.partition in revoked:
                 await self._stop_branch(key, CloseReason.REVOKED)
@@ -157,6 +167,7 @@ class CommitWorker(RebalanceListener):
         self._book.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._owned = set(assigned)
         log.info("commit worker owns %s", ", ".join(str(tp) for tp in sorted(assigned)) or "nothing")
 
     # fetching ------------------------------------------------------------------------------
@@ -167,7 +178,7 @@ class CommitWorker(RebalanceListener):
             fetched = await consumer.fetch(timeout_ms=500, max_records=500)
             for record in fetched.records:
                 tp = TopicPartition(record.topic, record.partition)
-                if tp not in consumer.assignment():
+                if tp not in self._owned:
                     continue
                 self._book.received(tp, record.offset)
                 try:

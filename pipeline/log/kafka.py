@@ -1130,7 +1130,7 @@ async def _fetch(
             tp = exc.args[0] if exc.args else None
             if reset is None or not isinstance(tp, KafkaTopicPartition):
                 raise _translate(exc, "fetch") from exc
-            await (consumer.seek_to_beginning(tp) if reset == "earliest" else consumer.seek_to_end(tp))
+            await _reset_position(consumer, tp, reset)
             continue
         except kafka_errors.ConsumerStoppedError as exc:
             raise LogError("the consumer was closed") from exc
@@ -1143,6 +1143,25 @@ async def _fetch(
                 next_offsets[tp] = messages[-1].offset + 1
         break
     return Fetched(records, gaps), next_offsets
+
+
+async def _reset_position(
+    consumer: AIOKafkaConsumer, tp: KafkaTopicPartition, reset: Literal["earliest", "latest"]
+) -> None:
+    """Start a group partition without a committed offset at the reset policy, if it is still ours.
+
+    The fetcher reports a missing offset on a later fetch than the one that found it, and a
+    rebalance may have revoked the partition in between (or revokes it while the reset waits):
+    the new owner resets it then, so a partition no longer assigned is left alone.
+    """
+    if tp not in consumer.assignment():
+        return
+    try:
+        await (consumer.seek_to_beginning(tp) if reset == "earliest" else consumer.seek_to_end(tp))
+    except kafka_errors.IllegalStateError:
+        return  # revoked while the reset was being looked up
+    except kafka_errors.KafkaError as exc:
+        raise _translate(exc, "fetch") from exc
 
 
 async def _handle_out_of_range(
@@ -1158,6 +1177,8 @@ async def _handle_out_of_range(
     for ktp, position in positions.items():
         tp = _our_tp(ktp)
         start = (await owner.beginning_offsets([tp]))[tp]
+        if ktp not in consumer.assignment():
+            continue  # revoked by a rebalance while log-start was looked up: the new owner handles it
         if position < start:
             gap = Gap(tp.topic, tp.partition, int(position), start)
             gaps.append(gap)
@@ -1299,7 +1320,10 @@ class _KafkaGroupMember(GroupConsumer):
             raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
         if offset < 0:
             raise LogError(f"cannot seek {tp} to negative offset {offset}")
-        consumer.seek(_kafka_tp(tp), offset)
+        try:
+            consumer.seek(_kafka_tp(tp), offset)
+        except kafka_errors.IllegalStateError as exc:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}") from exc
         self._read_to.pop(tp, None)
 
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:

@@ -282,3 +282,68 @@ async def test_ownership_metrics_follow_the_group_assignment(
         await two.stop()
         await one.stop()
     assert not scraped(), "a stopped worker owns nothing"
+
+
+REBALANCE_ROUNDS = 3
+
+
+async def test_rebalances_while_work_flows_never_touch_a_revoked_partition(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """A second member joins and leaves several times while work is appended: no worker task dies
+    (a revoked partition is neither read, sought nor committed by its former owner), no branch
+    FIFO runs on a partition its worker does not own, and every write lands exactly once."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = with_git(settings, remote)
+    partitions = cfg.log.topics.branch_work_partitions
+    branches = [f"b{i}" for i in range(8)]
+    builders = {b: Work(branch=b, step_ms=10_000) for b in branches}
+    expected: dict[str, list[str]] = {b: [] for b in branches}
+    one = CommitWorker(cfg, any_log)
+    workers = [one]
+
+    def fifos_on_owned_partitions() -> None:
+        for worker in workers:
+            owned = {p for _, p in worker.owned_partitions()}
+            for provider, branch in worker.owned_branches():
+                assert murmur2_partition(branch_key(provider, branch), partitions) in owned, (
+                    f"{worker.clones}: FIFO of {branch} runs on a partition it does not own"
+                )
+
+    produced = 0
+
+    async def produce(rounds: int) -> None:
+        nonlocal produced
+        for _ in range(rounds):
+            n, produced = produced, produced + 1
+            items = []
+            for b in branches:
+                items.append(builders[b].create(cm(f"{b}-{n}"), ALICE if n % 2 else BOB))
+                expected[b].append(f"[CREATE] v1/configmaps/{b}-{n}")
+            await append_work(any_log, cfg, items)
+            fifos_on_owned_partitions()
+            await asyncio.sleep(0.05)
+
+    await any_log.create_topics(topic_specs(cfg))
+    await one.start()
+    try:
+        for round_ in range(REBALANCE_ROUNDS):
+            two = CommitWorker(cfg.model_copy(update={"workdir": tmp_path / f"work-{round_}"}), any_log)
+            workers.append(two)
+            producing = asyncio.create_task(produce(6))
+            await two.start()
+            await wait_for(lambda: set(two.owned_partitions()), what="the second member owning partitions")
+            await producing
+            fifos_on_owned_partitions()
+            await produce(2)
+            await two.stop()
+            workers.remove(two)
+            assert one.ready() and two._failed is None, two._failed
+        await produce(2)
+        await wait_settled(any_log, cfg, timeout_s=120)
+        assert one.ready(), one._failed
+    finally:
+        for worker in workers:
+            await worker.stop()
+    for b in branches:
+        assert log_lines(remote, b, fmt="%s") == expected[b]
