@@ -1247,7 +1247,7 @@ class _KafkaGroupMember(GroupConsumer):
         options = self._log.client_options()
 
         def factory() -> AIOKafkaConsumer:
-            consumer = AIOKafkaConsumer(
+            return AIOKafkaConsumer(
                 **options,
                 group_id=self.group_id,
                 enable_auto_commit=False,
@@ -1256,13 +1256,14 @@ class _KafkaGroupMember(GroupConsumer):
                 heartbeat_interval_ms=min(1000, self._log.settings.session_timeout_ms // 3),
                 session_timeout_ms=self._log.settings.session_timeout_ms,
             )
-            consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
-            # The first assignment's listener may run before `connect` returns; it may use this member.
-            self._consumer = consumer
-            return consumer
 
+        # Subscribed only once started: aiokafka's start() of a subscribed consumer also waits
+        # for the group join, which takes as long as the other members need to hand their
+        # partitions over; that wait is bounded by GROUP_JOIN_TIMEOUT_MS below, not by the
+        # per-request retry budget of `connect` (under which a new member gave up and exited).
         self._consumer = await self._log.connect("connect group member", factory, _start_client)
         try:
+            self._consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
             await self._await_first_assignment(self._consumer)
         except BaseException:
             await self.close()

@@ -344,6 +344,51 @@ async def test_progress_committed_on_revoke_is_where_the_next_owner_resumes(kafk
         await first.close()
 
 
+class SlowRevoke(RebalanceListener):
+    """Takes `revoke_s` to give partitions up, as a commit worker flushing its pushes does."""
+
+    def __init__(self, revoke_s: float) -> None:
+        self.revoke_s = revoke_s
+        self.revoked = 0
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:
+            self.revoked += 1
+            await asyncio.sleep(self.revoke_s)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
+
+
+@pytest.mark.kafka
+async def test_joining_waits_for_a_slow_rebalance_beyond_the_request_timeout(kafka_bootstrap: str) -> None:
+    """A member joining while another flushes on revoke (longer than a request may take) joins.
+
+    The join is bounded by the group-join timeout, not by the per-request retry budget: with
+    only the latter a new replica exits whenever the running one is slow to hand over.
+    """
+    settings = kafka_settings(kafka_bootstrap, request_timeout_ms=1000, connect_retries=1, retry_backoff_ms=100)
+    request_budget_s = (settings.connect_retries + 1) * settings.request_timeout_ms * 1.5 / 1000
+    log = KafkaLog(settings)
+    await log.start()
+    topic = await new_topic(log, "slow-handover", partitions=2)
+    group = f"{settings.topic_prefix}-slow"
+    listener = SlowRevoke(revoke_s=2 * request_budget_s)
+    first = log.group_consumer(group, [topic], listener=listener)
+    second = log.group_consumer(group, [topic])
+    try:
+        await first.start()
+        await second.start()
+        assert listener.revoked == 1
+        await eventually(
+            lambda: len(first.assignment()) == len(second.assignment()) == 1, "the partitions to be split"
+        )
+    finally:
+        await second.close()
+        await first.close()
+        await log.close()
+
+
 @pytest.mark.kafka
 async def test_group_admin_refuses_a_group_with_active_members(kafka_log: KafkaLog) -> None:
     topic = await new_topic(kafka_log, "busy", partitions=1)
