@@ -37,6 +37,8 @@ QUEUE_ITEMS = 1000
 VERSION_LOOKBACK_RECORDS = 10_000
 # Empty fetches (of 500 ms each) after which that read gives up.
 HISTORY_IDLE_ROUNDS = 20
+# Pause after a failed fetch before the next one.
+FETCH_RETRY_S = 1.0
 
 
 def group_id_for(settings: Settings) -> str:
@@ -175,7 +177,13 @@ class CommitWorker(RebalanceListener):
         assert self._consumer is not None
         consumer = self._consumer
         while True:
-            fetched = await consumer.fetch(timeout_ms=500, max_records=500)
+            try:
+                fetched = await consumer.fetch(timeout_ms=500, max_records=500)
+            except LogError as exc:
+                # The member keeps its place; a broker that is briefly away must not stop the stage.
+                log.warning("fetching branch work failed, retrying in %.1f s: %s", FETCH_RETRY_S, exc)
+                await asyncio.sleep(FETCH_RETRY_S)
+                continue
             for record in fetched.records:
                 tp = TopicPartition(record.topic, record.partition)
                 if tp not in self._owned:

@@ -1261,10 +1261,11 @@ class _KafkaGroupMember(GroupConsumer):
         # for the group join, which takes as long as the other members need to hand their
         # partitions over; that wait is bounded by GROUP_JOIN_TIMEOUT_MS below, not by the
         # per-request retry budget of `connect` (under which a new member gave up and exited).
-        self._consumer = await self._log.connect("connect group member", factory, _start_client)
+        consumer = await self._log.connect("connect group member", factory, _start_client)
+        self._consumer = consumer
         try:
-            self._consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
-            await self._await_first_assignment(self._consumer)
+            consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
+            await self._await_first_assignment(consumer)
         except BaseException:
             await self.close()
             raise

@@ -133,9 +133,7 @@ class Router:
 
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._consumer = self._log.group_consumer(
-            self._group_id, [self._topics.watch_events], listener=_Rebalance(self)
-        )
+        self._consumer = self._member()
         self._tasks = [
             asyncio.create_task(self._consume(), name="router-consume"),
             asyncio.create_task(self._emit(), name="router-emit"),
@@ -168,11 +166,37 @@ class Router:
         return not any(self._pending.values())
 
     # consuming -------------------------------------------------------------------------------
+    def _member(self) -> GroupConsumer:
+        return self._log.group_consumer(
+            self._group_id, [self._topics.watch_events], listener=_Rebalance(self)
+        )
+
+    async def _join(self) -> None:
+        """Join the group, retrying with backoff while the log is unreachable.
+
+        The router joins only once the fact index is ready, long after `start()` returned; a join
+        that gave up would leave a running replica that routes nothing. A failed member is closed
+        by its `start()`, so each attempt uses a new one.
+        """
+        attempt = 0
+        while True:
+            assert self._consumer is not None
+            try:
+                await self._consumer.start()
+                return
+            except LogError as exc:
+                delay_s = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
+                log.warning("router cannot join its group (retry in %.1f s): %s", delay_s, exc)
+                await self._consumer.close()
+                await asyncio.sleep(delay_s)
+                attempt += 1
+                self._consumer = self._member()
+
     async def _consume(self) -> None:
         if self._lookup is not None:
             await self._lookup.wait_ready()
+        await self._join()
         assert self._consumer is not None
-        await self._consumer.start()
         while not self._stopping:
             try:
                 fetched = await self._consumer.fetch(timeout_ms=500, max_records=self._fetch_max)

@@ -367,7 +367,9 @@ async def test_joining_waits_for_a_slow_rebalance_beyond_the_request_timeout(kaf
     The join is bounded by the group-join timeout, not by the per-request retry budget: with
     only the latter a new replica exits whenever the running one is slow to hand over.
     """
-    settings = kafka_settings(kafka_bootstrap, request_timeout_ms=1000, connect_retries=1, retry_backoff_ms=100)
+    settings = kafka_settings(
+        kafka_bootstrap, request_timeout_ms=1000, connect_retries=1, retry_backoff_ms=100
+    )
     request_budget_s = (settings.connect_retries + 1) * settings.request_timeout_ms * 1.5 / 1000
     log = KafkaLog(settings)
     await log.start()
