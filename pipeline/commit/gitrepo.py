@@ -44,6 +44,22 @@ log = logging.getLogger(__name__)
 
 GC_EVERY_PACKS = 50
 _TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
+
+
+def _branch_moved(push_output: str) -> bool:
+    """Whether a refused push lost a race with another push (fetch and replay, not back off).
+
+    Either the remote's advertised tip already differed from the lease (`[rejected]`, `stale
+    info`, `fetch first`), or the branch moved after the advertisement and before the remote
+    locked it for the update: `[remote rejected] (failed to update ref)`, explained by
+    `cannot lock ref '...': is at X but expected Y`. The window between the two grows with the
+    remote's load, so the second form is frequent on a busy remote.
+    """
+    if any(hint in push_output for hint in ("[rejected]", "stale info", "fetch first")):
+        return True
+    return "cannot lock ref" in push_output and "but expected" in push_output
+
+
 _FAILURE_HINTS = (
     "Authentication failed",
     "401",
@@ -352,6 +368,6 @@ class LocalRepo:
         )
         if code == 0:
             return
-        if "[rejected]" in output or "stale info" in output or "fetch first" in output:
+        if _branch_moved(output):
             raise PushRejected(f"{redact_url(self.url)} {branch} moved: {output.strip().splitlines()[-1]}")
         raise self._failure("push", output)

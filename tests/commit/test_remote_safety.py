@@ -14,14 +14,15 @@ import pytest
 import yaml
 
 from pipeline.cli import main
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected
 from pipeline.commit.replay_cli import replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
-from tests.commit.helpers import Work, bare_remote, cm, log_lines
+from tests.commit.helpers import Work, bare_remote, cm, foreign_push, git, log_lines
 from tests.commit.httpgit import GitHttpServer, serving
 from tests.commit.logwork import append_work
 from tests.conftest import unique_prefix
+from tests.support.wait import wait_for
 
 PASSWORD = "provider-Pa55word"
 
@@ -133,3 +134,32 @@ async def test_a_url_is_never_read_as_an_option(tmp_path: Path) -> None:
             await operation
         repo.close()
         assert not (clone / "pwned").exists()
+
+
+async def test_a_push_overtaken_between_advertisement_and_update_is_a_moved_branch(tmp_path: Path) -> None:
+    """The remote advertised the leased tip, then another push moved the branch before ours locked
+    it: git answers `[remote rejected] (failed to update ref)`, a moved branch (fetch and replay),
+    not a remote failure to back off from."""
+    remote = bare_remote(tmp_path / "remote.git")
+    foreign_push(remote, tmp_path, "a.txt", "1\n")
+    hold, release = tmp_path / "hold", tmp_path / "release"
+    hook = remote / "hooks" / "pre-receive"
+    wait_for_release = f'while [ ! -e "{release}" ]; do sleep 0.05; done'
+    hook.write_text(f'#!/bin/sh\nif [ -e "{hold}" ]; then rm "{hold}"; {wait_for_release}; fi\n')
+    hook.chmod(0o755)
+    repo = LocalRepo(tmp_path / "clone", str(remote), None)
+    try:
+        await repo.fetch()
+        tip = repo.remote_ref("main")
+        assert tip is not None
+        ours = git(repo.path, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", "ours").strip()
+        hold.touch()
+        pushing = asyncio.create_task(repo.push("main", ours, tip))
+        await wait_for(lambda: not hold.exists(), what="our push to reach the remote's hook", timeout_s=60)
+        await asyncio.to_thread(foreign_push, remote, tmp_path, "b.txt", "2\n")
+        release.touch()
+        with pytest.raises(PushRejected, match="moved"):
+            await pushing
+    finally:
+        repo.close()
+    assert git(remote, "show", "main:b.txt") == "2\n"
