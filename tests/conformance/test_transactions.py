@@ -22,6 +22,11 @@ from pipeline.log import (
     TopicPartition,
 )
 from tests.conformance.test_log_conformance import consume, make_topic, read_all
+from tests.support.wait import wait_for
+
+
+async def _offsets_are(log: Log, group: str, expected: dict[TopicPartition, int]) -> bool:
+    return await log.group_offsets(group) == expected
 
 
 def values(records: list[Record]) -> list[bytes | None]:
@@ -51,7 +56,11 @@ async def test_a_transaction_writes_records_and_group_offsets_together(
             (out, 1),
             (side, 0),
         ]
-        assert await any_log.group_offsets(group) == {tp_in: 7}
+        # Kafka writes the commit markers (into __consumer_offsets too) after EndTxn returns, so the
+        # transaction's offsets become visible to a plain offset fetch shortly after, not at once.
+        await wait_for(
+            lambda: _offsets_are(any_log, group, {tp_in: 7}), "the transaction's group offsets", timeout_s=60
+        )
         again = await producer.commit({out: [PendingRecord(b"d", partition=1)]})
         assert again[0].offset > results[1].offset
     finally:
