@@ -10,7 +10,7 @@ import pytest
 from pipeline.commit.gitrepo import CommitInfo, LocalRepo, redact_url
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
-from pipeline.commit.messages import parse_offset
+from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.offsets import OffsetBook
 from pipeline.log.api import TopicPartition
 
@@ -163,3 +163,28 @@ def test_packs_are_consolidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert len(packs) < 10
     subprocess.run(["git", "-C", str(tmp_path / "r"), "fsck", "--strict"], check=True, capture_output=True)
     assert repo.read_commit(parent).message == "9\n"
+
+
+def test_trusted_offset_takes_the_last_claim_and_says_why_it_refuses_one() -> None:
+    own = "Reverser Pipeline <noreply@reverser.invalid>"
+    claims = {"Reverser-Offset": ["1:5", "2:9"], "Reverser-Branch": ["git main"]}
+    assert parse_offset(claims, "git", "main") == (2, 9), "the last claim counts"
+    assert trusted_offset(claims, own, own, "git", "main", {2: 10}) == ((2, 9), None)
+    assert trusted_offset(claims, own, own, "git", "main", None) == ((2, 9), None)
+    assert trusted_offset(claims, own, own, "git", "main", {2: 9}) == (
+        None,
+        "beyond the end of branch-work partition 2 (9)",
+    ), "an offset at the log end was never written"
+    assert trusted_offset(claims, own, own, "git", "main", {1: 50}) == (
+        None,
+        "beyond the end of branch-work partition 2 (None)",
+    )
+    assert trusted_offset({"Reverser-Offset": ["2:9"]}, own, own, "git", "main", None) == (
+        None,
+        "Reverser-Offset without Reverser-Branch",
+    )
+    assert trusted_offset(claims, "mallory <m@x>", own, "git", "main", None) == (
+        None,
+        "committed by 'mallory <m@x>', not by the worker",
+    )
+    assert trusted_offset(claims, own, own, "git", "other", None) == (None, None)
