@@ -175,3 +175,21 @@ def test_a_changed_display_name_or_email_is_seen() -> None:
         ("", ""),
     ]
     assert index.lookup(removal(uid="u1", rv="9")).tier == LATEST
+
+
+def test_stale_references_reach_the_documented_bound_and_no_further() -> None:
+    """Compaction runs once stale references exceed a quarter of the live ones plus 64, not before.
+
+    One live filing rewritten over and over: the order may hold 64 stale references (so a rewrite
+    storm does not compact on every write), never 65.
+    """
+    index = make_index()
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1")])
+    lengths = []
+    for _ in range(200):
+        index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1")])
+        lengths.append(index.order_length(ROUTE, CM))
+    assert len(index) == 1
+    assert max(lengths) == 1 + 64
+    assert lengths[:64] == list(range(2, 66)), "no compaction below the bound"
+    assert lengths[64] == 1, "compacted as soon as the bound was passed"
