@@ -171,9 +171,9 @@ def test_scope_stops_at_the_window_measured_from_stage_timestamp() -> None:
 
 def test_scope_window_falls_back_to_append_time() -> None:
     clock = Clock()
-    index = make_index(clock, collection_window_s=30)
+    index = make_index(clock, collection_window_s=2)  # not the default 30 s: the setting is used
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")], clock.ms)
-    clock.now += 30
+    clock.now += 2
     assert index.lookup(removal(uid="u1", name="a")).tier == DELETECOLLECTION_SCOPE
     clock.now += 0.001
     assert index.lookup(removal(uid="u1", name="a")).tier == ABSENT

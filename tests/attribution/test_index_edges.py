@@ -9,7 +9,6 @@ import pytest
 from pipeline.attribution import (
     ABSENT,
     DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
     EXACT,
     LATEST,
     NAME,
@@ -48,27 +47,6 @@ def test_limits_take_positive_values_and_fall_back_otherwise(
 ) -> None:
     got = IndexLimits(**given)  # type: ignore[arg-type]
     assert (got.ttl_ms, got.max_facts_per_type, got.max_facts, got.collection_window_ms) == expected
-
-
-def test_a_non_default_ttl_is_the_one_lookups_use() -> None:
-    clock = Clock()
-    index = make_index(clock, ttl_s=5)
-    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
-    clock.now += 5
-    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
-    clock.now += 0.001
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
-
-
-def test_a_non_default_collection_window_bounds_the_scope_tier() -> None:
-    clock = Clock()
-    index = make_index(clock, collection_window_s=2)
-    index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app=web")], clock.ms)
-    clock.now += 2
-    found = index.lookup(removal(uid="u1", rv="3", name="a", labels={"app": "web"}))
-    assert (found.tier, found.author) == (DELETECOLLECTION_SCOPE, "admin")
-    clock.now += 0.001
-    assert index.lookup(removal(uid="u1", rv="3", name="a", labels={"app": "web"})).tier == ABSENT
 
 
 def test_eviction_after_a_sweep_skips_the_expired_collection() -> None:
