@@ -86,6 +86,17 @@ def _rv_floor(rv: str) -> int | None:
         return None
 
 
+def _removes(event_type: str, obj: dict[str, Any]) -> bool:
+    """Whether an event removes its object from Git (DELETED, or a deletionTimestamp).
+
+    The LIST floor must not swallow these: the snapshot shows a removal only as an absence, which
+    deletes the file only under prune `Always`; under the default `OnEvent` a removal buffered
+    during the LIST would be lost. Written after the snapshot, an old one is harmless: the commit
+    worker's version ledger skips it when the listed object (recreated under the same name) is newer.
+    """
+    return event_type == "DELETED" or is_terminating(obj)
+
+
 class _Snapshot:
     """An in-progress snapshot: objects wait here until they fill a chunk."""
 
@@ -405,7 +416,7 @@ class WatchStream:
                 self._ignored_watchlist()
             records.extend(await self._add_to_snapshot(obj))
             return ""
-        if self._floor is not None:
+        if self._floor is not None and not _removes(event_type, obj):
             event_rv = _rv_floor(rv)
             if event_rv is not None and event_rv <= self._floor:
                 metrics.DROPPED.labels("covered_by_list").inc()

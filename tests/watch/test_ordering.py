@@ -94,6 +94,58 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     assert len(await read_events(topics_log, config)) == 4
 
 
+async def test_list_fallback_keeps_removals_buffered_during_the_list(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    """Chaos seed 3: a finalizer-held ConfigMap was deleted while the snapshot was being taken.
+
+    The LIST no longer holds it, so the snapshot shows the removal only as an absence, which
+    deletes the file only under prune `Always`. The buffered removal events are not newer than
+    the LIST, and they used to be skipped as covered by it: under `OnEvent` the delete was lost.
+    """
+    kube.reject_watchlist = True
+    kube.put(corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a"))
+    held = corpus_object("configmap/watch-replay-collapse/watch.added.yaml", "team-a")
+    held["metadata"]["name"] = "held-w1-58"
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.put(held)
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+    after = corpus_object("configmap/generate-name-create/watch.added.yaml", "team-a")
+    after["metadata"]["name"] = "cm-after"
+
+    def delete_held() -> None:
+        # Inside the LIST, after the plain watch opened: delete requested (deletionTimestamp,
+        # finalizer holds it), then the finalizer removed and the object gone.
+        held["metadata"]["deletionTimestamp"] = "2026-12-01T03:00:00Z"
+        kube.put(held)
+        kube.delete(("v1", "ConfigMap"), "team-a", "held-w1-58")
+
+    kube.around_list = (delete_held, lambda: kube.put(after))
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after"
+        )
+    finally:
+        await component.stop()
+    assert kinds(events) == [
+        "begin",
+        "chunk",
+        "end",
+        "MODIFIED held-w1-58",
+        "DELETED held-w1-58",
+        "ADDED cm-after",
+    ]
+    assert [o["name"] for o in events[1]["body"][1]["objects"]] == ["cm-a"]
+    list_rv = int(events[2]["body"][1]["resourceVersion"])
+    terminating, deleted = (e["body"][1] for e in events[3:5])
+    assert terminating["deleting"] is True
+    assert int(deleted["resourceVersion"]) <= list_rv  # older than the LIST, still written
+
+
 async def test_large_snapshot_is_chunked_under_the_topic_limit(
     kube: FakeKubeApiServer, backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
