@@ -132,3 +132,30 @@ async def test_a_new_owner_remembers_the_versions_its_predecessor_pushed(
     assert "key: v2" in files(remote)[PATH]
     assert older_skipped() == before + 1
     assert len(log_lines(remote)) == 1
+
+
+async def test_a_delete_older_than_the_snapshot_after_it_still_removes_the_file(tmp_path: Path) -> None:
+    """The LIST fallback writes removals buffered during its LIST after the snapshot (chaos seed 3).
+
+    Under `OnEvent` the snapshot's absence keeps the file, so only that late delete removes it,
+    authored by the deleter; a stale delete of an object recreated under the same name before
+    the list is skipped because the listed version is newer.
+    """
+    h = Harness(tmp_path)
+    w = Work()
+    await h.feed(w.create(cm("a"), rv="10"), w.create(cm("c", key="v1"), rv="11"))
+    await h.settle_time(5)
+    before = older_skipped()
+    # listed at 20: a deleted at 15; c deleted at 16 and created again at 18
+    await h.feed(*w.snapshot(1, [cm("c", key="v2")], rv="20", object_rvs={"c": "18"}))
+    await h.feed(w.delete("a", BOB, rv="15"), w.delete("c", BOB, rv="16"))
+    await h.settle_time(5)
+    tree = files(h.remote)
+    assert PATH not in tree
+    assert "key: v2" in tree["live/team-a/configmaps/c.yaml"]
+    assert older_skipped() == before + 1
+    assert log_lines(h.remote, fmt="%an|%s")[1:] == [
+        "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 20)",  # c at v2
+        "Bob|[DELETE] v1/configmaps/a",
+    ]
+    assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
