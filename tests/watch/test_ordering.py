@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,18 @@ async def test_watchlist_snapshot_precedes_live_events(
     assert any(q.get("sendInitialEvents") == "true" for _, q in kube.requests)
 
 
+async def _events_until_cm_after(config: Settings, topics_log: Log) -> list[dict[str, Any]]:
+    """Run the watch component until `cm-after` (written once the LIST was read) is on the log."""
+    component = make_component(config, topics_log, fast_options(config))
+    await component.start()
+    try:
+        return await wait_for_events(
+            topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after"
+        )
+    finally:
+        await component.stop()
+
+
 async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
 ) -> None:
@@ -73,14 +86,7 @@ async def test_list_fallback_releases_only_buffered_events_newer_than_the_list(
     # Runs inside the LIST request: one write the LIST includes (already buffered by the open
     # watch, so it must be skipped) and one the LIST misses (must follow the snapshot).
     kube.around_list = (lambda: kube.put(before), lambda: kube.put(after))
-    component = make_component(config, topics_log, fast_options(config))
-    await component.start()
-    try:
-        events = await wait_for_events(
-            topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after"
-        )
-    finally:
-        await component.stop()
+    events = await _events_until_cm_after(config, topics_log)
     assert kinds(events) == ["begin", "chunk", "end", "ADDED cm-after"]
     snapshot_names = sorted(o["name"] for o in events[1]["body"][1]["objects"])
     assert snapshot_names == ["cm-a", "cm-collapse"]
@@ -123,14 +129,7 @@ async def test_list_fallback_keeps_removals_buffered_during_the_list(
         kube.delete(("v1", "ConfigMap"), "team-a", "held-w1-58")
 
     kube.around_list = (delete_held, lambda: kube.put(after))
-    component = make_component(config, topics_log, fast_options(config))
-    await component.start()
-    try:
-        events = await wait_for_events(
-            topics_log, config, lambda evs: "ADDED cm-after" in kinds(evs), "cm-after"
-        )
-    finally:
-        await component.stop()
+    events = await _events_until_cm_after(config, topics_log)
     assert kinds(events) == [
         "begin",
         "chunk",
