@@ -8,14 +8,16 @@ the demo test.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
-from pipeline.config import Settings
+from pipeline.config import LogSettings, Settings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import (
     AppendResult,
@@ -26,11 +28,15 @@ from pipeline.log.api import (
     TopicPartition,
     TransactionalProducer,
 )
+from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, branch_key
 from pipeline.router import Router, WatchRecord
 from pipeline.router.events import Destination
 from pipeline.work import WorkAuthor
+from tests.conftest import unique_prefix
+from tests.integration.kafka.broker import KafkaBroker
+from tests.support.wait import wait_for
 
 CONFIGMAPS = GroupResource("", "configmaps")
 
@@ -324,3 +330,46 @@ def test_operation_mapping_records_deletion_at_intent_time(
     from pipeline.router import Operation
 
     assert Operation.of(event_type, deleting).value == operation
+
+
+@pytest.mark.kafka
+async def test_a_router_that_cannot_join_while_the_broker_is_down_joins_once_it_is_back(
+    own_broker: KafkaBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The router joins its group only once the fact index is ready, after the service started: a
+    join that fails then is retried, not left as a replica that routes nothing."""
+    log_settings = LogSettings(
+        backend="kafka",
+        bootstrap_servers=own_broker.bootstrap,
+        topic_prefix=unique_prefix(),
+        request_timeout_ms=2000,
+        connect_retries=0,
+        retry_backoff_ms=100,
+    )
+    settings = Settings(workdir=tmp_path / "work", log=log_settings)
+    log = KafkaLog(log_settings)
+    await log.start()
+    router: Router | None = None
+    try:
+        topics = await prepare(log, settings)
+        await append_live(log, topics, [WatchStep("ADDED", configmap("waiting", "1"))])
+        await asyncio.to_thread(own_broker.kill)
+        router = Router(
+            log, topics, destinations(), ScriptedLookup({"waiting": "alice"}), group_id="g-rejoin"
+        )
+        with caplog.at_level(logging.WARNING, logger="pipeline.router.router"):
+            await router.start()
+            await wait_for(
+                lambda: "router cannot join its group" in caplog.text,
+                what="a join failing while the broker is down",
+                timeout_s=60,
+            )
+        await asyncio.to_thread(own_broker.start)
+        items = await read_work(log, topics.branch_work, expected=1, timeout_s=120)
+        assert [(i["body"][1]["name"], i["body"][1]["author"]["username"]) for i in items] == [
+            ("waiting", "alice")
+        ]
+    finally:
+        if router is not None:
+            await router.stop()
+        await log.close()
