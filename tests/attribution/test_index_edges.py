@@ -171,3 +171,19 @@ def test_stale_references_reach_the_documented_bound_and_no_further() -> None:
     assert max(lengths) == 1 + 64
     assert lengths[:64] == list(range(2, 66)), "no compaction below the bound"
     assert lengths[64] == 1, "compacted as soon as the bound was passed"
+
+
+def test_eviction_through_stale_references_forgets_them() -> None:
+    """Stale references popped by eviction no longer count: the next storm gets the full slack."""
+    index = make_index(max_facts_per_type=2)
+    for _ in range(11):
+        index.apply(ROUTE, CM, [fact("alice", "update", name="a")])
+    index.apply(ROUTE, CM, [fact("bob", "update", name="b")])
+    index.apply(ROUTE, CM, [fact("carol", "update", name="c")])  # evicts through a's stale references
+    assert index.order_length(ROUTE, CM) == 2
+    assert index.lookup(query(name="a")).tier == ABSENT
+    lengths = []
+    for _ in range(100):
+        index.apply(ROUTE, CM, [fact("carol", "update", name="c")])
+        lengths.append(index.order_length(ROUTE, CM))
+    assert max(lengths) == 2 + 64
