@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.attribution import (
     ABSENT,
+    CONFLICT,
     DELETECOLLECTION_BODY_UID,
     EXACT,
     LATEST,
@@ -187,3 +188,18 @@ def test_eviction_through_stale_references_forgets_them() -> None:
         index.apply(ROUTE, CM, [fact("carol", "update", name="c")])
         lengths.append(index.order_length(ROUTE, CM))
     assert max(lengths) == 2 + 64
+
+
+def test_a_conflict_outliving_its_facts_other_slots_is_still_evicted_in_turn() -> None:
+    """A fact held only by a conflict claim stays in the eviction order, through compaction too."""
+    index = make_index(max_facts_per_type=3)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")])  # conflicting claim
+    assert index.lookup(query(uid="u1", rv="1")).tier == CONFLICT
+    index.apply(ROUTE, CM, [fact("carol", "update", name="a", uid="u1", rv="2")])  # bob's is no longer latest
+    index.sweep()
+    for i in range(6):
+        index.apply(ROUTE, CM, [fact("dave", "update", name=f"n{i}")])
+    assert index.scope_size(ROUTE, CM) == 3
+    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT, "the conflict was evicted with its fact"
+    assert [index.lookup(query(name=f"n{i}")).tier for i in range(6)] == [ABSENT] * 3 + [NAME] * 3
