@@ -114,8 +114,11 @@ async def test_broker_down_mid_traffic_gives_503_and_every_200_is_durable(
                 if resp.status == 200:
                     acknowledged.extend(names)
                 else:
+                    # A 503 before the kill is allowed too (a publish timeout on a loaded machine);
+                    # the loop ends on refusals after it.
                     assert resp.status == 503
-                    refused += 1
+                    if killed:
+                        refused += 1
             if len(acknowledged) >= 500 and not killed:
                 # kill the broker while the next requests are being published
                 kill = loop.run_in_executor(None, own_broker.kill)
