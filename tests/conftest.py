@@ -74,6 +74,20 @@ def unique_prefix() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+def outage_settings(bootstrap: str, tmp_path: Path) -> Settings:
+    """Settings on a private broker the test stops: short requests and one retry, so an outage
+    shows within seconds instead of after the production budget."""
+    log_settings = LogSettings(
+        backend="kafka",
+        bootstrap_servers=bootstrap,
+        topic_prefix=unique_prefix(),
+        request_timeout_ms=3000,
+        connect_retries=1,
+        retry_backoff_ms=100,
+    )
+    return Settings(workdir=tmp_path / "work", log=log_settings)
+
+
 def make_settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     """Settings for one test on one backend (Kafka only when the test asks for it)."""
     if backend == "kafka":

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.config import LogSettings, Settings
+from pipeline.config import Settings
 from pipeline.lag.metrics import LagMetrics
 from pipeline.lag.monitor import LagMonitor
 from pipeline.lag.snapshot import LagSnapshot
 from pipeline.log import open_log
 from pipeline.log.api import Log, TopicPartition
-from tests.conftest import unique_prefix
+from tests.conftest import outage_settings
 from tests.integration.kafka.broker import KafkaBroker
 from tests.lag.helpers import SkewedClock, make_topic, monitor_for, produce
 
@@ -75,15 +75,7 @@ async def test_embedded_log_closed_under_the_monitor(embedded_log: Log, embedded
 
 @pytest.mark.kafka
 async def test_kafka_broker_stopped_and_restarted(own_broker: KafkaBroker, tmp_path: Path) -> None:
-    log_settings = LogSettings(
-        backend="kafka",
-        bootstrap_servers=own_broker.bootstrap,
-        topic_prefix=unique_prefix(),
-        request_timeout_ms=3000,
-        connect_retries=1,
-        retry_backoff_ms=100,
-    )
-    settings = Settings(workdir=tmp_path / "work", log=log_settings)
+    settings = outage_settings(own_broker.bootstrap, tmp_path)
     log = open_log(settings)
     await log.start()
     monitor: LagMonitor | None = None

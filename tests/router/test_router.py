@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
-from pipeline.config import LogSettings, Settings
+from pipeline.config import Settings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import (
     AppendResult,
@@ -34,7 +34,7 @@ from pipeline.models import GroupResource, branch_key
 from pipeline.router import Router, WatchRecord
 from pipeline.router.events import Destination
 from pipeline.work import WorkAuthor
-from tests.conftest import unique_prefix
+from tests.conftest import outage_settings
 from tests.integration.kafka.broker import KafkaBroker
 from tests.support.wait import wait_for
 
@@ -338,16 +338,8 @@ async def test_a_router_that_cannot_join_while_the_broker_is_down_joins_once_it_
 ) -> None:
     """The router joins its group only once the fact index is ready, after the service started: a
     join that fails then is retried, not left as a replica that routes nothing."""
-    log_settings = LogSettings(
-        backend="kafka",
-        bootstrap_servers=own_broker.bootstrap,
-        topic_prefix=unique_prefix(),
-        request_timeout_ms=2000,
-        connect_retries=0,
-        retry_backoff_ms=100,
-    )
-    settings = Settings(workdir=tmp_path / "work", log=log_settings)
-    log = KafkaLog(log_settings)
+    settings = outage_settings(own_broker.bootstrap, tmp_path)
+    log = KafkaLog(settings.log)
     await log.start()
     router: Router | None = None
     try:
