@@ -4,6 +4,8 @@ the total cap keeping a partly evicted scope, waiter keys of rv-only and delete 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from pipeline.attribution import (
@@ -14,12 +16,14 @@ from pipeline.attribution import (
     LATEST,
     NAME,
     RESOURCE_VERSION,
+    FactIndex,
     IndexLimits,
 )
 from pipeline.attribution.model import StoredFact
+from pipeline.config import AttributionSettings
 from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
-from tests.attribution.helpers import CM, DEPLOY, ROUTE, Clock, fact, make_index, query, removal
+from tests.attribution.helpers import CM, DEPLOY, ROUTE, T0, Clock, fact, make_index, query, removal
 
 SECRETS = GroupResource("", "secrets")
 
@@ -203,3 +207,93 @@ def test_a_conflict_outliving_its_facts_other_slots_is_still_evicted_in_turn() -
     assert index.scope_size(ROUTE, CM) == 3
     assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT, "the conflict was evicted with its fact"
     assert [index.lookup(query(name=f"n{i}")).tier for i in range(6)] == [ABSENT] * 3 + [NAME] * 3
+
+
+def test_from_settings_takes_every_limit() -> None:
+    settings = AttributionSettings(ttl_s=5, max_facts_per_type=7, max_facts=9, collection_window_s=2)
+    limits = FactIndex.from_settings(settings).limits
+    assert (limits.ttl_ms, limits.max_facts_per_type, limits.max_facts, limits.collection_window_ms) == (
+        5000,
+        7,
+        9,
+        2000,
+    )
+
+
+def test_an_append_time_of_zero_means_now() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], 0)
+    clock.now += 10
+    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
+
+
+def test_a_collection_exactly_at_the_ttl_survives_the_sweep() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])], clock.ms)
+    clock.now += 10
+    assert index.sweep() == 0
+    assert index.lookup(removal(uid="u1", rv="2")).tier == DELETECOLLECTION_BODY_UID
+    clock.now += 0.001
+    assert index.sweep() == 1
+    assert index.scope_count() == 0
+
+
+def test_an_expired_conflict_is_swept() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")], clock.ms)
+    assert len(index) == 3, "exact, latest and the conflict"
+    clock.now += 11
+    assert index.sweep() == 3
+    assert (len(index), index.scope_count()) == (0, 0)
+
+
+def test_stage_time_is_kept_in_ms_and_advances_the_watermark() -> None:
+    index = make_index()
+    stage_us = int(T0 * 1_000_000) - 5_123_456
+    waiter = index.register(query(uid="u9", rv="9", name="z")._replace(event_ms=stage_us // 1000))
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1", stage_us=stage_us)])
+    assert index.lookup(query(uid="u1", rv="1")).event_ms == stage_us // 1000
+    assert index.watermark(ROUTE) == stage_us // 1000
+    assert waiter.event.is_set(), "audit time reaching the event wakes its waiter"
+    index.unregister(waiter)
+
+
+def test_same_author_rewrites_of_alternating_versions_stay_within_the_bound() -> None:
+    """Each rewrite drops the exact entry of two filings ago: those references count as stale."""
+    index = make_index()
+    lengths = []
+    for i in range(200):
+        index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv=str(i % 2))])
+        lengths.append(index.order_length(ROUTE, CM))
+    assert len(index) == 3
+    assert max(lengths) <= 2 + 64 + 1
+
+
+def test_a_conflict_is_counted_and_logged_with_both_claimants(caplog: pytest.LogCaptureFixture) -> None:
+    from prometheus_client import REGISTRY
+
+    def conflicts() -> float:
+        found = REGISTRY.get_sample_value("reverser_attribution_fact_conflicts_total", {"route": ROUTE})
+        return found or 0.0
+
+    before = conflicts()
+    index = make_index()
+    caplog.set_level(logging.INFO, logger="pipeline.attribution.index")
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")])
+    assert conflicts() == before + 1
+    assert index.conflicts == 1
+    (message,) = [r.getMessage() for r in caplog.records if "conflicting facts" in r.getMessage()]
+    assert "u1/1: 'alice' (audit audit-alice-create) and 'bob' (audit audit-bob-update)" in message
+
+
+def test_an_invalid_selector_is_logged_and_never_matches(caplog: pytest.LogCaptureFixture) -> None:
+    index = make_index()
+    caplog.set_level(logging.INFO, logger="pipeline.attribution.index")
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app in (")])
+    assert any("invalid label selector 'app in ('" in r.getMessage() for r in caplog.records)
+    assert index.lookup(removal(uid="u1", rv="2", name="a", labels={"app": "web"})).tier == ABSENT
