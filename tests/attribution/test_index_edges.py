@@ -11,6 +11,7 @@ import pytest
 from pipeline.attribution import (
     ABSENT,
     CONFLICT,
+    DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
     EXACT,
     LATEST,
@@ -297,3 +298,27 @@ def test_an_invalid_selector_is_logged_and_never_matches(caplog: pytest.LogCaptu
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app in (")])
     assert any("invalid label selector 'app in ('" in r.getMessage() for r in caplog.records)
     assert index.lookup(removal(uid="u1", rv="2", name="a", labels={"app": "web"})).tier == ABSENT
+
+
+def test_a_deletecollection_wakes_removal_waiters_in_its_namespace_only() -> None:
+    index = make_index()
+    here = index.register(removal(uid="u1", rv="2", name="a"))
+    elsewhere = index.register(removal(uid="u2", rv="2", name="b", ns="ns-2"))
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app=web")])
+    assert here.event.is_set()
+    assert not elsewhere.event.is_set()
+    index.unregister(here)
+    index.unregister(elsewhere)
+
+
+def test_a_deletion_conflict_lives_as_long_as_its_later_claim() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 5
+    index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="2")], clock.ms)
+    clock.now += 10
+    assert index.lookup(removal(uid="u1", rv="3")).tier == CONFLICT, "the later claim is exactly at the TTL"
+    clock.now += 0.001
+    found = index.lookup(removal(uid="u1", rv="3"))
+    assert (found.tier, found.author) == (DELETE_STICKY, "alice"), "sticky removals outlive the conflict"
