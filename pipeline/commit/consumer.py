@@ -27,6 +27,7 @@ from pipeline.commit.work import WorkItem, decode_work
 from pipeline.config import ProviderSettings, Settings
 from pipeline.log.api import GroupConsumer, Log, LogError, RebalanceListener, TopicPartition
 from pipeline.log.topics import TopicNames
+from pipeline.tasks import cancel_all
 
 __all__ = ["CommitWorker", "group_id_for", "remote_auth"]
 
@@ -122,11 +123,7 @@ class CommitWorker(RebalanceListener):
 
     async def stop(self) -> None:
         """Stop fetching, close every window and push it, commit what was pushed, leave the group."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
         self._owned = set()
         for key in list(self._branches):

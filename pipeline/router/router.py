@@ -8,7 +8,6 @@ work item on `branch-work` twice (see docs/router.md).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.router import metrics
 from pipeline.router.events import Destination, WatchRecord, decode_watch_record, work_item
+from pipeline.tasks import cancel_all
 from pipeline.work import WorkAuthor
 
 log = logging.getLogger(__name__)
@@ -142,11 +142,7 @@ class Router:
     async def stop(self) -> None:
         self._stopping = True
         self._progress.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks.clear()
         for queue in self._pending.values():
             for pending in queue:

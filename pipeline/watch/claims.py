@@ -14,13 +14,13 @@ older than the newest claim on the topic (broker append times only).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_CLAIM, DecodeError, codec
 from pipeline.log.api import Log, LogError, PendingRecord, Reader, Record, TopicPartition
+from pipeline.tasks import cancel_all
 from pipeline.watch import metrics
 
 __all__ = ["RIVAL_EXPIRY_INTERVALS", "Claim", "ClaimBook", "ClaimWatcher", "decode_claim", "encode_claim"]
@@ -143,11 +143,7 @@ class ClaimWatcher:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
 
     def rival_counts(self) -> dict[str, int]:
