@@ -232,9 +232,11 @@ def test_an_append_time_of_zero_means_now() -> None:
 def test_a_collection_exactly_at_the_ttl_survives_the_sweep() -> None:
     clock = Clock()
     index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("older", "deletecollection", uids=["u0"])], clock.ms)
+    clock.now += 1
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])], clock.ms)
     clock.now += 10
-    assert index.sweep() == 0
+    assert index.sweep() == 1, "only the older collection is past the TTL"
     assert index.lookup(removal(uid="u1", rv="2")).tier == DELETECOLLECTION_BODY_UID
     clock.now += 0.001
     assert index.sweep() == 1
