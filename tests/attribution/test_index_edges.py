@@ -13,6 +13,7 @@ from pipeline.attribution import (
     CONFLICT,
     DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
+    DELETECOLLECTION_SCOPE,
     EXACT,
     LATEST,
     NAME,
@@ -324,3 +325,16 @@ def test_a_deletion_conflict_lives_as_long_as_its_later_claim() -> None:
     clock.now += 0.001
     found = index.lookup(removal(uid="u1", rv="3"))
     assert (found.tier, found.author) == (DELETE_STICKY, "alice"), "sticky removals outlive the conflict"
+
+
+def test_removal_evidence_exactly_at_the_ttl_still_counts() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10, collection_window_s=30)
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")], clock.ms)
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", ns="ns-2")], clock.ms)
+    clock.now += 10
+    assert index.lookup(removal(uid="u1", rv="2")).tier == LATEST
+    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == DELETECOLLECTION_SCOPE
+    clock.now += 0.001
+    assert index.lookup(removal(uid="u1", rv="2")).tier == ABSENT
+    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == ABSENT
