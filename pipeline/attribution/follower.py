@@ -26,7 +26,7 @@ from pipeline.models import Readiness
 
 __all__ = ["FactFollower", "decode_fact_batch_v1"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_MS: Final = 1000
 #: Records per fetch. Turning one fetch into records is a synchronous step of ~5-8 µs per record on
@@ -315,7 +315,7 @@ class FactFollower:
     def _count_error(self, exc: Exception) -> None:
         self.errors += 1
         metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
-        log.warning("fact follower: reading %s failed (%s: %s); retrying in %.1f s",
+        logger.warning("fact follower: reading %s failed (%s: %s); retrying in %.1f s",
                     self.topic, type(exc).__name__, exc, self._error_backoff_s)
 
     async def _run(self, delay: float) -> None:
@@ -366,7 +366,7 @@ class FactFollower:
         self._reader = reader
         self._targets = dict(ends)
         remaining = sum(max(0, ends[tp] - int(positions[tp] or 0)) for tp in tps)
-        log.info("fact follower: replaying %d record(s) of %s (%d partitions) from now - %.0f s",
+        logger.info("fact follower: replaying %d record(s) of %s (%d partitions) from now - %.0f s",
                  remaining, self.topic, count, self._ttl_ms / 1000)
 
     def _remaining(self) -> int:
@@ -388,14 +388,14 @@ class FactFollower:
             self._ready.set()
             metrics.INDEX_READY.set(1)
             metrics.INDEX_ENTRIES.set(len(self.index))
-            log.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
+            logger.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
                      self.records_applied, elapsed, len(self.index))
             return
         eta = remaining / rate if rate > 0 else float("inf")
         metrics.REPLAY_ETA.set(eta if eta != float("inf") else -1)
         if now - self._last_progress >= self._progress_interval_s:
             self._last_progress = now
-            log.info("fact follower: replay applied %d record(s), %d remaining, %.0f records/s, ETA %s",
+            logger.info("fact follower: replay applied %d record(s), %d remaining, %.0f records/s, ETA %s",
                      self.records_applied, remaining, rate,
                      f"{eta:.0f} s" if eta != float("inf") else "unknown")
 
@@ -438,7 +438,7 @@ class FactFollower:
             except DecodeError as exc:
                 self.records_refused += 1
                 metrics.DECODE_ERRORS.labels(self._transport).inc()
-                log.warning("fact follower: skipping record %s[%d]@%d: %s",
+                logger.warning("fact follower: skipping record %s[%d]@%d: %s",
                             record.topic, record.partition, record.offset, exc)
                 continue
             stream = (record.partition, route, group, resource)
@@ -459,7 +459,7 @@ class FactFollower:
             streams = sorted(self._streams.get(gap.partition, ())) or [f"{gap.topic}[{gap.partition}]"]
             for stream in streams:
                 metrics.STREAM_GAPS.labels(stream).inc()
-            log.warning(
+            logger.warning(
                 "fact follower: gap on %s[%d]: records [%d, %d) (%d) were deleted by retention before "
                 "this process read them; attributions for %s may be missing",
                 gap.topic, gap.partition, gap.position, gap.first_surviving, gap.lost, ", ".join(streams),

@@ -59,7 +59,7 @@ from pipeline.models import GroupResource
 
 __all__ = ["FactIndex", "IndexLimits"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 # Waiter key kinds (the second element of a waiter key).
@@ -511,7 +511,7 @@ class FactIndex:
         scope.conflicts[key] = (first, later)
         self.conflicts += 1
         metrics.CONFLICTS.labels(scope.route).inc()
-        log.info(
+        logger.info(
             "attribution: conflicting facts for %s %s: %r (audit %s) and %r (audit %s); the event "
             "resolves to neither",
             "uid/resourceVersion" if key[1] is not None else "the deletion of uid",
@@ -539,7 +539,7 @@ class FactIndex:
                 selector = parse_selector(text)
             except SelectorError as exc:
                 invalid = True
-                log.info("collection fact %s: invalid label selector %r: %s", audit_id, text, exc)
+                logger.info("collection fact %s: invalid label selector %r: %s", audit_id, text, exc)
         stored = StoredCollection(
             _new_tuple(Identity, who),
             verb,

@@ -31,7 +31,7 @@ from pipeline.models import GroupResource
 
 __all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 MISROUTE_STREAK: Final = 5
 _SETTLING_TIERS: Final = frozenset({DELETE_STICKY, DELETECOLLECTION_BODY_UID, DELETECOLLECTION_SCOPE})
@@ -140,7 +140,7 @@ class Resolver:
         health.streak += 1
         if health.streak >= MISROUTE_STREAK and not health.resolved_ever and not health.warned:
             health.warned = True
-            log.warning(
+            logger.warning(
                 "attribution: %d events on audit route %r resolved to no author and no fact has ever "
                 "matched on this route; check that the apiserver posts to /audit-webhook/%s or set the "
                 "cluster's audit_route (spec.attribution.auditRoute) to the route it posts to",

@@ -32,7 +32,7 @@ __all__ = [
     "watch_certificate",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class RoutePolicy(NamedTuple):
@@ -150,12 +150,12 @@ async def watch_certificate(context: ssl.SSLContext, tls: AuditTls) -> None:
         try:
             context.load_cert_chain(tls.cert_file, tls.key_file)
         except (OSError, ssl.SSLError) as exc:
-            log.warning(
+            logger.warning(
                 "audit TLS certificate changed but could not be loaded (keeping the old one): %s", exc
             )
             continue
         seen = current
-        log.info("audit TLS certificate reloaded from %s", tls.cert_file)
+        logger.info("audit TLS certificate reloaded from %s", tls.cert_file)
 
 
 def peer_identities(peercert: Any) -> frozenset[str]:

@@ -63,7 +63,7 @@ from pipeline.service.app import split_addr
 
 __all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PATH_PREFIX = "/audit-webhook"
 EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
@@ -127,7 +127,7 @@ class AuditIngress:
         self.port = int(self._server.sockets[0].getsockname()[1])
         if self._ssl is not None:
             self._reloader = asyncio.create_task(watch_certificate(self._ssl, self._audit.tls))
-        log.info(
+        logger.info(
             "audit webhook on %s://%s:%s%s/<route> (routes: %s)",
             self.scheme,
             self._host,
@@ -166,10 +166,10 @@ class AuditIngress:
             response = web.Response(
                 status=rejected.status, text=rejected.reason + "\n", headers=rejected.headers
             )
-            log.debug("audit request rejected: %s %s", rejected.status, rejected.reason)
+            logger.debug("audit request rejected: %s %s", rejected.status, rejected.reason)
         except Exception:
             # A bug, not bad input: answer 500 so the apiserver retries, log without the body.
-            log.exception("audit request on route %s failed", route_label)
+            logger.exception("audit request on route %s failed", route_label)
             response = web.Response(status=500, text="internal error\n")
         REQUESTS.labels(route_label, str(response.status)).inc()
         REQUEST_SECONDS.labels(route_label).observe(time.perf_counter() - started)
@@ -274,9 +274,9 @@ class AuditIngress:
 
     async def _process(self, request: web.Request, route: RoutePolicy) -> tuple[int, str]:
         body = await self._read_body(request, route.name)
-        log.debug("route %s: decoding %d bytes", route.name, len(body))
+        logger.debug("route %s: decoding %d bytes", route.name, len(body))
         event_count, reductions = await asyncio.to_thread(self._reduce_body, body)
-        log.debug("route %s: reduced %d events", route.name, event_count)
+        logger.debug("route %s: reduced %d events", route.name, event_count)
         BATCH_EVENTS.labels(route.name).observe(event_count)
         outcomes: Counter[str] = Counter()
         watched = self._watched.get(route.name)
@@ -305,7 +305,7 @@ class AuditIngress:
                 fact_count -= len(too_large)
             if error is not None:
                 failure = f"audit facts not stored, retry: {type(error).__name__}: {error}"
-                log.warning(
+                logger.warning(
                     "route %s: appending %d fact records failed: %s", route.name, len(built.records), error
                 )
             else:
@@ -344,7 +344,7 @@ class AuditIngress:
                 if self._max_payload_bytes <= MIN_PAYLOAD_BYTES:
                     return built, exc
                 self._max_payload_bytes = max(MIN_PAYLOAD_BYTES, self._max_payload_bytes // 2)
-                log.warning(
+                logger.warning(
                     "route %s: the log refused a fact record as too large (%s); splitting to %d bytes",
                     route,
                     exc,

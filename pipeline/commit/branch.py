@@ -38,7 +38,7 @@ from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
 __all__ = ["BranchWorker", "History", "Hook", "Offset"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Offset = tuple[int, int]
 Hook = Callable[[str], Awaitable[None]]
@@ -178,7 +178,7 @@ class BranchWorker:
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
         self.synced = True
-        log.info(
+        logger.info(
             "%s %s: based on %s, work already committed up to %s",
             redact_url(self.provider.url),
             self.branch,
@@ -236,7 +236,7 @@ class BranchWorker:
             if found is not None:
                 return {found[0]: found[1]}
             if untrusted is not None:
-                log.warning(
+                logger.warning(
                     "%s %s: ignoring the Reverser-Offset trailer of commit %s: %s",
                     self.provider.name,
                     self.branch,
@@ -269,7 +269,7 @@ class BranchWorker:
         return self._targets.get(name)
 
     def _bad(self, item: WorkItem, reason: str, problem: Exception) -> None:
-        log.warning(
+        logger.warning(
             "branch work %d:%d for %s/%s skipped: %s",
             item.partition,
             item.offset,
@@ -294,7 +294,7 @@ class BranchWorker:
         try:
             SealedDocument.parse(content)
         except SealedDocumentError as exc:
-            log.warning(
+            logger.warning(
                 "branch work %d:%d: %s %s/%s not written: sensitive content must be SOPS-encrypted (%s); "
                 "configure targets[].encryption",
                 item.partition,
@@ -370,7 +370,7 @@ class BranchWorker:
             window.deadline = self._clock() + window_s
 
     def _skip_older(self, item: WorkItem, path: str, version: str) -> None:
-        log.info(
+        logger.info(
             "branch work %d:%d: %s at resourceVersion %s is older than the version already applied; "
             "skipped",
             item.partition,
@@ -383,7 +383,7 @@ class BranchWorker:
     def _begin(self, item: WorkItem, body: ResyncBegin) -> None:
         older = self._snapshots.pop(item.stream, None)
         if older is not None:
-            log.info(
+            logger.info(
                 "snapshot epoch %d of %s superseded by epoch %d before it finished",
                 older.epoch,
                 "/".join(item.stream),
@@ -413,7 +413,7 @@ class BranchWorker:
         del self._snapshots[item.stream]
         offsets = [*snapshot.offsets, here]
         if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
-            log.warning(
+            logger.warning(
                 "snapshot epoch %d of %s is incomplete (%d/%d chunks, %d/%d objects); no sweep",
                 body.epoch,
                 "/".join(item.stream),
@@ -535,7 +535,7 @@ class BranchWorker:
     def _make_commit(self, plan: Plan) -> str | None:
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
         for path in applied.refused:
-            log.warning(
+            logger.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
             )
             metrics.SKIPPED.labels("path_conflict").inc()
@@ -612,7 +612,7 @@ class BranchWorker:
                 await self.repo.push(self.branch, self._tip, self._remote_tip)
             except PushRejected as exc:
                 metrics.PUSHES.labels(*self._labels, "rejected").inc()
-                log.info("%s; fetching and replaying %d commit(s)", exc, len(self._pending))
+                logger.info("%s; fetching and replaying %d commit(s)", exc, len(self._pending))
                 try:
                     await self._replay_onto_remote()
                 except GitRemoteError as fetch_error:
@@ -649,7 +649,7 @@ class BranchWorker:
         self._settle_finalized()
 
     def _push_failed(self, exc: GitRemoteError) -> None:
-        log.error(
+        logger.error(
             "push of %s %s failed (%d commit(s) kept, retry in %.0f s): %s",
             redact_url(self.provider.url),
             self.branch,
@@ -705,7 +705,7 @@ class BranchWorker:
                 async with lock:
                     await self.sync()
             except (GitRemoteError, LogError) as exc:
-                log.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
+                logger.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, self._max_backoff_s)
         while True:

@@ -31,7 +31,7 @@ from pipeline.tasks import cancel_all
 
 __all__ = ["CommitWorker", "group_id_for", "remote_auth"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 QUEUE_ITEMS = 1000
 # How far before a branch tip's offset a new owner reads to learn which versions are written.
@@ -57,7 +57,7 @@ def remote_auth(provider: ProviderSettings) -> RemoteAuth | None:
         return None
     password = os.environ.get(provider.password_env)
     if password is None:
-        log.error(
+        logger.error(
             "provider %s: environment variable %s is not set; pushing without credentials",
             provider.name,
             provider.password_env,
@@ -149,7 +149,7 @@ class CommitWorker(RebalanceListener):
         error = task.exception()
         if error is not None:
             self._failed = f"{task.get_name()}: {error!r}"
-            log.error("commit worker task %s failed", task.get_name(), exc_info=error)
+            logger.error("commit worker task %s failed", task.get_name(), exc_info=error)
 
     # rebalance -----------------------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -167,7 +167,7 @@ class CommitWorker(RebalanceListener):
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owned = set(assigned)
-        log.info("commit worker owns %s", ", ".join(str(tp) for tp in sorted(assigned)) or "nothing")
+        logger.info("commit worker owns %s", ", ".join(str(tp) for tp in sorted(assigned)) or "nothing")
 
     # fetching ------------------------------------------------------------------------------
     async def _fetch_loop(self) -> None:
@@ -178,7 +178,7 @@ class CommitWorker(RebalanceListener):
                 fetched = await consumer.fetch(timeout_ms=500, max_records=500)
             except LogError as exc:
                 # The member keeps its place; a broker that is briefly away must not stop the stage.
-                log.warning("fetching branch work failed, retrying in %.1f s: %s", FETCH_RETRY_S, exc)
+                logger.warning("fetching branch work failed, retrying in %.1f s: %s", FETCH_RETRY_S, exc)
                 await asyncio.sleep(FETCH_RETRY_S)
                 continue
             for record in fetched.records:
@@ -189,7 +189,7 @@ class CommitWorker(RebalanceListener):
                 try:
                     item = decode_work(record)
                 except DecodeError as exc:
-                    log.warning("branch work %s@%d undecodable, skipped: %s", tp, record.offset, exc)
+                    logger.warning("branch work %s@%d undecodable, skipped: %s", tp, record.offset, exc)
                     metrics.SKIPPED.labels("bad_record").inc()
                     self._settle_one(tp, record.offset)
                     continue
@@ -207,7 +207,7 @@ class CommitWorker(RebalanceListener):
         try:
             provider = self.settings.provider(item.provider)
         except KeyError:
-            log.error(
+            logger.error(
                 "branch work %s@%d names provider %r, which is not configured; skipped",
                 tp,
                 item.offset,
@@ -255,7 +255,7 @@ class CommitWorker(RebalanceListener):
                     with contextlib.suppress(DecodeError):
                         found.append(decode_work(record))
         except LogError as exc:
-            log.warning("reading %s before offset %d for applied versions failed: %s", tp, upto, exc)
+            logger.warning("reading %s before offset %d for applied versions failed: %s", tp, upto, exc)
         finally:
             await reader.close()
         return found
@@ -314,6 +314,6 @@ class CommitWorker(RebalanceListener):
             try:
                 await consumer.commit(due)
             except LogError as exc:
-                log.warning("committing branch-work offsets failed (work will be redelivered): %s", exc)
+                logger.warning("committing branch-work offsets failed (work will be redelivered): %s", exc)
                 return
             self._book.mark_committed(due)

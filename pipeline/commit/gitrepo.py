@@ -40,7 +40,7 @@ __all__ = [
     "redact_url",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 GC_EVERY_PACKS = 50
 _TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")

@@ -38,7 +38,7 @@ from pipeline.sealing import Sealer, sealer_for
 from pipeline.service.app import Service, run_until_signalled, split_addr
 from pipeline.watch.sanitize import sanitize, sanitized_json
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PROVIDER = "demo"
 TARGET = "shop"

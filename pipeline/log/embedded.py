@@ -54,7 +54,7 @@ from pipeline.log.partitioner import murmur2_partition
 
 __all__ = ["EmbeddedLog", "RetentionReport"]
 
-_log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
@@ -318,7 +318,7 @@ class EmbeddedLog(Log):
         try:
             offsets = _group_offsets(_read_json(previous))
         except (OSError, ValueError) as exc:
-            _log.error(
+            logger.error(
                 "embedded log: group offsets %s unreadable (%s) and no usable previous version (%s); "
                 "the group starts from its reset policy",
                 path,
@@ -326,7 +326,7 @@ class EmbeddedLog(Log):
                 exc,
             )
             return {}
-        _log.error(
+        logger.error(
             "embedded log: group offsets %s unreadable (%s); recovered the previous commit from %s",
             path,
             problem,
@@ -346,7 +346,7 @@ class EmbeddedLog(Log):
                     for topic, partition, end in intent["truncate"]:
                         removed = self._partition(TopicPartition(topic, partition)).truncate_to(int(end))
                         ROLLED_BACK_RECORDS.inc(removed)
-                        _log.warning(
+                        logger.warning(
                             "embedded log: rolled back %d records of an unfinished transaction on %s[%d]",
                             removed,
                             topic,
@@ -360,7 +360,7 @@ class EmbeddedLog(Log):
                     raise ValueError(f"unknown state {state!r}")
             except (OSError, ValueError, KeyError, TypeError, LogError) as exc:
                 DAMAGED_FILES.labels("transaction").inc()
-                _log.error("embedded log: transaction file %s unusable (%s); discarded", path, exc)
+                logger.error("embedded log: transaction file %s unusable (%s); discarded", path, exc)
             path.unlink()
 
     def _open_topic(self, spec: TopicSpec, directory: Path) -> _Topic:
@@ -369,7 +369,7 @@ class EmbeddedLog(Log):
             partition, torn = PartitionLog.open(spec.name, number, directory / str(number), self.fsync)
             if torn:
                 TORN_BYTES.inc(torn)
-                _log.warning(
+                logger.warning(
                     "embedded log: cut %d torn bytes from the tail of %s[%d]", torn, spec.name, number
                 )
             partitions.append(partition)
@@ -628,7 +628,7 @@ class EmbeddedLog(Log):
             try:
                 self.enforce_retention()
             except OSError:
-                _log.exception("embedded log: retention pass failed; retrying next interval")
+                logger.exception("embedded log: retention pass failed; retrying next interval")
 
     # reading --------------------------------------------------------------------------------
     def reader(self) -> Reader:
@@ -821,7 +821,7 @@ async def _tell(
         await getattr(member.listener, callback)(set(partitions))
     except Exception:
         LISTENER_ERRORS.inc()
-        _log.exception("embedded log: %s of group %r failed", callback, member.group_id)
+        logger.exception("embedded log: %s of group %r failed", callback, member.group_id)
 
 
 class _Fetcher(abc.ABC):

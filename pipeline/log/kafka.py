@@ -57,7 +57,7 @@ from pipeline.log.partitioner import murmur2_partition
 
 __all__ = ["KafkaLog"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ERRORS = Counter(
@@ -289,7 +289,7 @@ class _Retrier:
                         f"{what}: Kafka unavailable after {attempt + 1} attempts "
                         f"({type(exc).__name__}: {exc})"
                     ) from exc
-                log.debug("%s failed (%s), retry %d of %d", what, exc, attempt + 1, self.retries)
+                logger.debug("%s failed (%s), retry %d of %d", what, exc, attempt + 1, self.retries)
             RETRIES.labels(what.split(" ", 1)[0]).inc()
             await asyncio.sleep(self.delay_s(attempt))
             attempt += 1
@@ -1183,7 +1183,7 @@ async def _handle_out_of_range(
             gap = Gap(tp.topic, tp.partition, int(position), start)
             gaps.append(gap)
             GAP_RECORDS.inc(gap.lost)
-            log.warning("%s: records %d..%d were deleted before they were read", tp, position, start - 1)
+            logger.warning("%s: records %d..%d were deleted before they were read", tp, position, start - 1)
             consumer.seek(ktp, start)
         else:
             beyond_end = True

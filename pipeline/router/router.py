@@ -34,7 +34,7 @@ from pipeline.router.events import Destination, WatchRecord, decode_watch_record
 from pipeline.tasks import cancel_all
 from pipeline.work import WorkAuthor
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 APPEND_RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -83,7 +83,7 @@ class _Rebalance(RebalanceListener):
         await self._router._release(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("router owns %s", ", ".join(sorted(str(tp) for tp in assigned)) or "no partitions")
+        logger.info("router owns %s", ", ".join(sorted(str(tp) for tp in assigned)) or "no partitions")
         await self._router._take_over(assigned)
 
 
@@ -182,7 +182,7 @@ class Router:
                 return
             except LogError as exc:
                 delay_s = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
-                log.warning("router cannot join its group (retry in %.1f s): %s", delay_s, exc)
+                logger.warning("router cannot join its group (retry in %.1f s): %s", delay_s, exc)
                 await self._consumer.close()
                 await asyncio.sleep(delay_s)
                 attempt += 1
@@ -197,12 +197,12 @@ class Router:
             try:
                 fetched = await self._consumer.fetch(timeout_ms=500, max_records=self._fetch_max)
             except LogError as exc:
-                log.warning("router fetch failed, retrying: %s", exc)
+                logger.warning("router fetch failed, retrying: %s", exc)
                 await asyncio.sleep(1.0)
                 continue
             for gap in fetched.gaps:
                 metrics.DROPPED.labels("retention_gap").inc(gap.lost)
-                log.error(
+                logger.error(
                     "watch events %s[%d] offsets %d..%d were deleted by retention before routing",
                     gap.topic,
                     gap.partition,
@@ -215,7 +215,7 @@ class Router:
             for record in fetched.records:
                 await self._slots.acquire()
                 if self._reset_at.get(record.partition, 0) > fetched_at:
-                    log.debug(
+                    logger.debug(
                         "dropping %s[%d]@%d: fetched before a reset",
                         record.topic,
                         record.partition,
@@ -234,7 +234,7 @@ class Router:
             watch = decode_watch_record(record)
         except DecodeError as exc:
             metrics.DECODE_ERRORS.inc()
-            log.error(
+            logger.error(
                 "undecodable watch event %s[%d]@%d parked on %s: %s",
                 record.topic,
                 record.partition,
@@ -296,10 +296,10 @@ class Router:
                 committed = (await self._log.beginning_offsets([tp]))[tp]
             await self._consumer.seek(tp, committed)
             self._forget({tp})
-            log.info("router resumes %s at its committed offset %d", tp, committed)
+            logger.info("router resumes %s at its committed offset %d", tp, committed)
         except LogError as exc:
             await self._close_producers({tp})
-            log.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
+            logger.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
             return False
         return True
 
@@ -310,7 +310,7 @@ class Router:
                 try:
                     await producer.close()
                 except LogError as exc:
-                    log.warning("closing the transactional producer of %s failed: %s", tp, exc)
+                    logger.warning("closing the transactional producer of %s failed: %s", tp, exc)
 
     # emitting --------------------------------------------------------------------------------
     async def _emit(self) -> None:
@@ -343,7 +343,7 @@ class Router:
         """
         tp = TopicPartition(self._topics.watch_events, partition)
         if self._reset_at.get(partition, 0) > popped_at:
-            log.debug("dropping %d records of %s read before it was reset", len(items), tp)
+            logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
             for _ in items:
                 self._slots.release()
             metrics.IN_FLIGHT.dec(len(items))
@@ -431,7 +431,7 @@ class Router:
                 return True
             except FencedError as exc:
                 metrics.FENCED.inc()
-                log.warning(
+                logger.warning(
                     "router transaction of %s refused (%s); its work is re-read by its owner", tp, exc
                 )
                 await self._close_producers({tp})
@@ -440,7 +440,7 @@ class Router:
             except LogError as exc:
                 metrics.APPEND_ERRORS.inc()
                 delay = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
-                log.warning("committing the work of %s failed (%s); retry in %.1fs", tp, exc, delay)
+                logger.warning("committing the work of %s failed (%s); retry in %.1fs", tp, exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
 

@@ -17,7 +17,7 @@ from pipeline.log.topics import topic_specs
 from pipeline.service.component import Component, ComponentFactory, OpsRoutes
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # "module:function" of every stage factory, in start order (stopped in reverse).
 COMPONENT_FACTORIES: tuple[str, ...] = (
@@ -82,7 +82,7 @@ class Service:
         try:
             created = await self.log.create_topics(topic_specs(self.settings))
             if created:
-                log.info("created topics: %s", ", ".join(created))
+                logger.info("created topics: %s", ", ".join(created))
             built = [factory(self.settings, self.log) for factory in self._factories]
             self._starting = [component for component in built if component is not None]
             await self._probe.check()
@@ -94,7 +94,7 @@ class Service:
                 component = self._starting[0]
                 await component.start()
                 self.components.append(self._starting.pop(0))
-                log.info("started %s", component.name)
+                logger.info("started %s", component.name)
             self._refresh_ready_gauge()
         except BaseException:
             await self.stop()
@@ -111,7 +111,7 @@ class Service:
             try:
                 await component.stop()
             except Exception:
-                log.exception("stopping %s failed", component.name)
+                logger.exception("stopping %s failed", component.name)
         self.components.clear()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -148,7 +148,7 @@ class Service:
         await site.start()
         addresses = self._runner.addresses
         self.metrics_port = int(addresses[0][1]) if addresses else port
-        log.info("metrics on http://%s:%s/metrics", host, self.metrics_port)
+        logger.info("metrics on http://%s:%s/metrics", host, self.metrics_port)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(REGISTRY))
@@ -178,5 +178,5 @@ async def run_until_signalled(service: Service, *, started: bool = False) -> Non
     try:
         await stop.wait()
     finally:
-        log.info("shutting down")
+        logger.info("shutting down")
         await service.stop()

@@ -23,7 +23,7 @@ from pipeline.service.component import Component
 
 __all__ = ["READY", "LogProbe", "Readiness", "ReportsReadiness", "readiness_of", "verdict"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 LOG_REACHABLE = Gauge(
     "reverser_log_reachable", "1 while the log answered the readiness probe's last request, else 0"
@@ -98,14 +98,14 @@ class LogProbe:
             now = self._clock()
             if self._failing_since is None:
                 self._failing_since = now
-                log.warning("readiness: the log does not answer: %s", _describe(exc))
+                logger.warning("readiness: the log does not answer: %s", _describe(exc))
             self._reason = _describe(exc)
             self.state = Readiness(
                 False, f"unreachable for {now - self._failing_since:.0f} s ({self._reason})"
             )
         else:
             if self._failing_since is not None:
-                log.info("readiness: the log answers again")
+                logger.info("readiness: the log answers again")
             self._failing_since = None
             self.state = READY
         LOG_REACHABLE.set(1.0 if self.state.ready else 0.0)

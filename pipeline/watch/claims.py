@@ -25,7 +25,7 @@ from pipeline.watch import metrics
 
 __all__ = ["RIVAL_EXPIRY_INTERVALS", "Claim", "ClaimBook", "ClaimWatcher", "decode_claim", "encode_claim"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 RIVAL_EXPIRY_INTERVALS = 3
 _FETCH_TIMEOUT_MS = 500
@@ -170,7 +170,7 @@ class ClaimWatcher:
                     self._tp.topic, record.value, key=record.key, headers=record.headers, partition=0
                 )
             except LogError as exc:
-                log.warning("watch claim for cluster %s not written: %s", cluster, exc)
+                logger.warning("watch claim for cluster %s not written: %s", cluster, exc)
                 continue
             metrics.CLAIMS.labels("written").inc()
             self.book.started(cluster, result.offset)
@@ -181,14 +181,16 @@ class ClaimWatcher:
                 try:
                     fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
                 except LogError as exc:
-                    log.warning("reading watch claims failed (retrying): %s", exc)
+                    logger.warning("reading watch claims failed (retrying): %s", exc)
                     await asyncio.sleep(self.interval_s)
                     continue
                 for record in fetched.records:
                     try:
                         claim = decode_claim(record)
                     except DecodeError as exc:
-                        log.warning("skipping undecodable watch claim at offset %d: %s", record.offset, exc)
+                        logger.warning(
+                            "skipping undecodable watch claim at offset %d: %s", record.offset, exc
+                        )
                         continue
                     metrics.CLAIMS.labels("read").inc()
                     self.book.observe(claim, record.offset, record.timestamp_ms)
@@ -203,7 +205,7 @@ class ClaimWatcher:
                     continue
                 self._reported.add((cluster, rival.identity))
                 metrics.CONCURRENT_WATCHERS_DETECTED.labels(cluster).inc()
-                log.error(
+                logger.error(
                     "cluster %s is also watched by %s (leader election %s there, %s here): every change "
                     "is written to the log twice; run one watcher per cluster or turn leader_election on",
                     cluster,

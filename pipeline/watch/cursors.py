@@ -17,7 +17,7 @@ from pipeline.watch.writer import Appender
 
 __all__ = ["CursorStore"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _FETCH_TIMEOUT_MS = 500
 
@@ -57,7 +57,7 @@ class CursorStore:
                     self._apply(record.key, record.value, record.header(SCHEMA_HEADER), tp, record.offset)
         finally:
             await reader.close()
-        log.info("loaded %d watch cursors from %s", len(self._cursors), self.topic)
+        logger.info("loaded %d watch cursors from %s", len(self._cursors), self.topic)
         return len(self._cursors)
 
     def _apply(
@@ -76,7 +76,7 @@ class CursorStore:
             cursor = decode_cursor(key, value, schema)
         except DecodeError as exc:
             metrics.CURSOR_DECODE_ERRORS.inc()
-            log.warning("skipping undecodable cursor at %s offset %d: %s", tp, offset, exc)
+            logger.warning("skipping undecodable cursor at %s offset %d: %s", tp, offset, exc)
             return
         self._cursors[cursor.key] = cursor
 

@@ -31,7 +31,7 @@ __all__ = [
     "open_client",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _AUTH = ["BearerToken"]
 _CONNECT_TIMEOUT_S = 10.0
@@ -143,11 +143,11 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
         event = json.loads(line)
     except ValueError as exc:
         metrics.DROPPED.labels("undecodable").inc()
-        log.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
+        logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
         return None
     if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
         metrics.DROPPED.labels("undecodable").inc()
-        log.error("skipping a watch event without an object: %.200r", line)
+        logger.error("skipping a watch event without an object: %.200r", line)
         return None
     return event
 

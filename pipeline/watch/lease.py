@@ -22,7 +22,7 @@ from pipeline.watch.kube import KubeClient, KubeError
 
 __all__ = ["POD_NAMESPACE_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "LeaseElector", "lease_namespace"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # The pod's namespace, as the chart passes it through the downward API ...
 POD_NAMESPACE_ENV = "POD_NAMESPACE"
@@ -54,7 +54,7 @@ def lease_namespace(
         from_file = ""
     if from_file:
         return from_file
-    log.warning(
+    logger.warning(
         "no lease_namespace configured and neither %s nor %s gives the pod's namespace; using %r",
         POD_NAMESPACE_ENV,
         namespace_file,
@@ -112,16 +112,16 @@ class LeaseElector:
                 try:
                     held = await self._try_acquire_or_renew()
                 except KubeError as exc:
-                    log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                    logger.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                     # Without a successful renewal for a whole lease duration, assume it is lost.
                     held = self.leading and self._clock() - self._last_renewed < self.duration_s
                 if held and not self.leading:
                     self.leading = True
-                    log.info("lease %s/%s acquired by %s", self.namespace, self.name, self.identity)
+                    logger.info("lease %s/%s acquired by %s", self.namespace, self.name, self.identity)
                     await on_started()
                 elif not held and self.leading:
                     self.leading = False
-                    log.warning("lease %s/%s lost by %s", self.namespace, self.name, self.identity)
+                    logger.warning("lease %s/%s lost by %s", self.namespace, self.name, self.identity)
                     await on_stopped()
                 await self._sleep(self.renew_s)
         finally:
@@ -146,7 +146,7 @@ class LeaseElector:
         try:
             await self._client.send_json("PUT", self._path, lease)
         except KubeError as exc:
-            log.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, exc)
+            logger.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, exc)
 
     def _spec(self, transitions: int, acquired: str | None) -> dict[str, Any]:
         now = _micro_time(self._wall_clock())

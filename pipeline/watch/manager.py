@@ -32,7 +32,7 @@ from pipeline.watch.writer import FencedWriter, watch_transactional_id
 
 __all__ = ["ClientFactory", "WatchManager"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
 
@@ -75,7 +75,7 @@ class _Cluster:
             try:
                 await writer.close()
             except LogError as exc:
-                log.warning("closing the fenced writer of cluster %s failed: %s", self.settings.name, exc)
+                logger.warning("closing the fenced writer of cluster %s failed: %s", self.settings.name, exc)
 
     async def close(self) -> None:
         """End the election (releasing the lease) and the connection; streams must be stopped."""
@@ -157,7 +157,7 @@ class WatchManager:
                     if name in self._fenced and cluster.elector is not None:
                         self._fenced.discard(name)
                         metrics.FENCED.labels(name).inc()
-                        log.warning(
+                        logger.warning(
                             "cluster %s: a newer leader fenced this replica's writes; it stops watching",
                             name,
                         )
@@ -173,7 +173,7 @@ class WatchManager:
                         await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
                         await cluster.close_writer()
             except Exception:
-                log.exception("following the leadership of cluster %s failed", name)
+                logger.exception("following the leadership of cluster %s failed", name)
 
     async def _take_writer(self, cluster: _Cluster) -> None:
         """Start the cluster's fencing producer (leader election only); on failure, step down."""
@@ -188,7 +188,7 @@ class WatchManager:
         try:
             await writer.start()
         except LogError as exc:
-            log.warning(
+            logger.warning(
                 "cluster %s: cannot take the fencing producer (%s); retrying", cluster.settings.name, exc
             )
             cluster.elector.step_down()
@@ -216,7 +216,7 @@ class WatchManager:
             try:
                 await self.apply(self._settings)
             except Exception:
-                log.exception("watch rediscovery failed; trying again next interval")
+                logger.exception("watch rediscovery failed; trying again next interval")
 
     async def stop(self) -> None:
         await self.claims.stop()
@@ -286,7 +286,7 @@ class WatchManager:
         await asyncio.gather(*(stream.resnapshot() for stream in resnapshot))
         for problem in problems:
             if problem not in self.problems:
-                log.warning(
+                logger.warning(
                     "target %s rule %d: %s not watched (%s): %s",
                     problem.target,
                     problem.rule,
@@ -299,7 +299,7 @@ class WatchManager:
         self._targets = {t.name: t for t in settings.targets}
         stopped = len(removed) + len(moved)
         if added or stopped:
-            log.info(
+            logger.info(
                 "watch streams: %d started, %d stopped, %d running",
                 len(added),
                 stopped,
@@ -313,7 +313,7 @@ class WatchManager:
             try:
                 await self.cursors.delete(key)
             except LogError as exc:
-                log.warning("could not remove the cursor of %s: %s", key, exc)
+                logger.warning("could not remove the cursor of %s: %s", key, exc)
 
     @staticmethod
     def _default_options(settings: Settings, cluster: ClusterSettings) -> StreamOptions:
@@ -335,7 +335,7 @@ class WatchManager:
             try:
                 discovered_by_cluster[name] = await cluster.client.discover()
             except KubeError as exc:
-                log.warning("discovery on cluster %s failed: %s", name, exc)
+                logger.warning("discovery on cluster %s failed: %s", name, exc)
         for target in settings.targets:
             if not target.rules:
                 continue
@@ -398,7 +398,7 @@ class WatchManager:
                     else cluster_settings.kubeconfig
                 )
                 failed[name] = f"cannot load the client configuration ({source}): {exc}"
-                log.error("cluster %s: %s", name, failed[name])
+                logger.error("cluster %s: %s", name, failed[name])
                 continue
             cluster = _Cluster(cluster_settings, client, ClusterCapabilities())
             if cluster_settings.leader_election:

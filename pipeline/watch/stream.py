@@ -32,7 +32,7 @@ from pipeline.watch.writer import Appender
 
 __all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _APPEND_GROUP = 500
@@ -215,11 +215,11 @@ class WatchStream:
                 self.message = "the server ended the watch"
             except StreamStopped as exc:
                 self._set_state("Stopped", "NamespaceGone", str(exc))
-                log.warning("watch %s stopped for good: %s", self.spec.describe(), exc)
+                logger.warning("watch %s stopped for good: %s", self.spec.describe(), exc)
                 return
             except FencedError as exc:
                 self._set_state("Stopped", "Fenced", str(exc))
-                log.warning(
+                logger.warning(
                     "watch %s stopped: a newer leader took the cluster over (%s)", self.spec.describe(), exc
                 )
                 if self._on_fenced is not None:
@@ -227,11 +227,11 @@ class WatchStream:
                 return
             except (KubeError, LogError, SealingError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.message = str(exc) or type(exc).__name__
-                log.warning("watch %s failed: %s", self.spec.describe(), self.message)
+                logger.warning("watch %s failed: %s", self.spec.describe(), self.message)
             except Exception as exc:
                 # Unexpected input must not end the stream for good: log it, back off, retry.
                 self.message = f"unexpected {type(exc).__name__}: {exc}"
-                log.exception("watch %s failed unexpectedly", self.spec.describe())
+                logger.exception("watch %s failed unexpectedly", self.spec.describe())
             self._abandon_snapshot()
             if options.clock() - started >= options.healthy_after_s:
                 backoff.reset()
@@ -265,7 +265,7 @@ class WatchStream:
                 if not exc.gone:
                     raise
                 metrics.GONE.inc()
-                log.info(
+                logger.info(
                     "watch %s: cursor %s expired, taking a snapshot",
                     self.spec.describe(),
                     cursor.resource_version,
@@ -281,7 +281,7 @@ class WatchStream:
             except KubeError as exc:
                 if not exc.watchlist_rejected:
                     raise
-                log.warning(
+                logger.warning(
                     "cluster %s rejects streaming lists (%s); using LIST then WATCH",
                     self.spec.cluster,
                     exc.message,
@@ -458,7 +458,7 @@ class WatchStream:
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
             metrics.DROPPED.labels("too_large").inc()
-            log.error(
+            logger.error(
                 "watch %s: %s/%s is larger than the topic's message limit; not written",
                 self.spec.describe(),
                 meta.get("namespace", ""),
@@ -496,7 +496,7 @@ class WatchStream:
         )
         if item.size_estimate > self._builder.chunk_budget:
             metrics.DROPPED.labels("too_large").inc()
-            log.error(
+            logger.error(
                 "watch %s: %s/%s is larger than the topic's message limit; left out of the snapshot",
                 self.spec.describe(),
                 item.namespace,
