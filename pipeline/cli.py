@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.watch.cli",
     "pipeline.replay",
     "pipeline.doctor.cli",
+    "pipeline.customresources.cli",
 )
 
 

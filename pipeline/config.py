@@ -469,6 +469,20 @@ class LagSettings(_Section):
         return patterns
 
 
+class CustomResourceSettings(_Section):
+    """Providers, targets and rules from `configbutler.ai` custom resources (docs/custom-resources.md).
+
+    Enabled, the file keeps everything else (log, clusters, audit, ...) but may not list providers
+    or targets: the two sources are never mixed. `cluster` names the entry of `clusters` the
+    objects live in (default: the first); objects in `namespace` keep their names, others are
+    named `namespace/name`.
+    """
+
+    enabled: bool = False
+    cluster: str | None = None
+    namespace: str = Field(default="reverser", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -481,12 +495,37 @@ class Settings(_Section):
     providers: list[ProviderSettings] = []
     targets: list[TargetSettings] = []
     lag: LagSettings = LagSettings()
+    custom_resources: CustomResourceSettings = CustomResourceSettings()
 
     @field_validator("targets")
     @classmethod
     def _unique_targets(cls, targets: list[TargetSettings]) -> list[TargetSettings]:
         _reject_duplicates("target", [t.name for t in targets])
         return targets
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Settings:
+        """Providers and targets come from the file or from custom resources, never from both."""
+        resources = self.custom_resources
+        if not resources.enabled:
+            return self
+        if self.providers or self.targets:
+            raise ValueError(
+                "custom_resources.enabled: providers and targets come from the configbutler.ai "
+                "custom resources; remove providers and targets from the file, or set "
+                "custom_resources.enabled: false (`reverser config export` prints the resources)"
+            )
+        if not self.clusters:
+            raise ValueError("custom_resources.enabled needs a cluster in clusters to read them from")
+        if resources.cluster is not None and resources.cluster not in {c.name for c in self.clusters}:
+            raise ValueError(f"custom_resources.cluster: unknown cluster {resources.cluster!r}")
+        return self
+
+    @property
+    def resources_cluster(self) -> ClusterSettings:
+        """The cluster the custom resources are read from (custom_resources.enabled only)."""
+        wanted = self.custom_resources.cluster
+        return next(c for c in self.clusters if wanted is None or c.name == wanted)
 
     @model_validator(mode="after")
     def _references(self) -> Settings:

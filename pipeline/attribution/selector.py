@@ -148,6 +148,31 @@ class LabelSelector:
     def __repr__(self) -> str:
         return f"LabelSelector({self.text!r})"
 
+    def match_expressions(self) -> list[dict[str, object]]:
+        """The requirements as a Kubernetes `LabelSelector`'s matchExpressions, in selector order.
+
+        Custom resources carry selectors in that structured form (docs/custom-resources.md);
+        `>` and `<` have no structured spelling and raise SelectorError.
+        """
+        structured = {
+            _Op.EQUALS: "In",
+            _Op.IN: "In",
+            _Op.NOT_EQUALS: "NotIn",
+            _Op.NOT_IN: "NotIn",
+            _Op.EXISTS: "Exists",
+            _Op.NOT_EXISTS: "DoesNotExist",
+        }
+        out: list[dict[str, object]] = []
+        for requirement in self._requirements:
+            operator = structured.get(requirement.op)
+            if operator is None:
+                raise SelectorError(f"{requirement.key}: '>' and '<' have no matchExpressions form")
+            entry: dict[str, object] = {"key": requirement.key, "operator": operator}
+            if requirement.values:
+                entry["values"] = sorted(requirement.values)
+            out.append(entry)
+        return out
+
 
 class _Parser:
     __slots__ = ("pos", "tokens")

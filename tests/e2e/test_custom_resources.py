@@ -1,0 +1,105 @@
+"""The configbutler.ai CRDs on a real kube-apiserver (`make e2e`; `plane` from tests/e2e/conftest.py).
+
+gitops-reverser objects apply unchanged, fields this project does not know are stored (not pruned)
+so the controller can report them, and what the schema requires is refused by the apiserver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
+from tests.customresources.test_compile import UPSTREAM
+from tests.e2e.cluster.controlplane import ControlPlane
+from tests.e2e.kube import kube_client
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.e2e
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "reverser-pipeline" / "crds"
+
+
+async def install_crds(api: client.ApiClient) -> None:
+    """Create the four CRDs (as `kubectl apply -f crds/` would) and wait until they are served."""
+    extensions = client.ApiextensionsV1Api(api)
+    names = []
+    for path in sorted(CRDS.glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        names.append(body["metadata"]["name"])
+        try:
+            await extensions.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    async def established() -> bool:
+        for name in names:
+            crd = await extensions.read_custom_resource_definition(name)
+            conditions = {c.type: c.status for c in crd.status.conditions or []}
+            if conditions.get("Established") != "True":
+                return False
+        return True
+
+    await wait_for(established, "the CRDs to be established", timeout_s=60)
+
+
+async def create(api: client.ApiClient, document: dict[str, Any]) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(api)
+    kind = Kind(document["kind"])
+    namespace = document["metadata"].get("namespace")
+    if kind.namespaced:
+        created = await custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, kind.plural, document
+        )
+    else:
+        created = await custom.create_cluster_custom_object(GROUP, VERSION, kind.plural, document)
+    assert isinstance(created, dict)
+    return created
+
+
+async def test_upstream_objects_apply_unchanged_and_keep_unsupported_fields(plane: ControlPlane) -> None:
+    async with kube_client(plane.kubeconfig) as api:
+        await install_crds(api)
+        await client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name="team-a"))
+        )
+        documents = [d for d in yaml.safe_load_all(UPSTREAM) if d]
+        for document in documents:
+            document["metadata"].pop("generation")
+        stored = [await create(api, document) for document in documents]
+        provider = next(s for s in stored if s["kind"] == "GitProvider")
+        assert provider["spec"]["secretRef"] == {"name": "git-creds"}
+        assert provider["spec"]["commit"]["message"] == {"eventTemplate": "[{{.Operation}}] {{.Name}}"}
+        target = next(s for s in stored if s["kind"] == "GitTarget")
+        assert target["spec"]["placement"] == {"default": "{namespace}/{name}.yaml"}
+        compiled = compile_resources([parse_object(s) for s in stored], home_namespace="reverser")
+        assert compiled.errors == []
+        assert {ref.kind: r.generation for ref, r in compiled.reports.items()} == dict.fromkeys(Kind, 1)
+        assert [t.name for t in compiled.targets] == ["team-a/apps"]
+
+        refused = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "WatchRule",
+            "metadata": {"name": "bad", "namespace": "team-a"},
+            "spec": {"targetRef": {"name": "apps"}, "rules": [{"resources": ["pods/log"]}]},
+        }
+        with pytest.raises(ApiException) as caught:
+            await create(api, refused)
+        assert caught.value.status == 422
+        assert "spec.rules[0].resources[0]" in str(caught.value.body)
+        no_provider = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "GitTarget",
+            "metadata": {"name": "orphan", "namespace": "team-a"},
+            "spec": {"branch": "main", "path": "x"},
+        }
+        with pytest.raises(ApiException) as caught:
+            await create(api, no_provider)
+        assert "spec.providerRef.name names the GitProvider" in str(caught.value.body)
