@@ -73,8 +73,11 @@ class TopicSettings(_Section):
     watch_events_partitions: int = Field(default=6, gt=0)
     branch_work_partitions: int = Field(default=12, gt=0)
     watch_cursors_partitions: int = Field(default=3, gt=0)
-    watch_events_retention_ms: int = 7 * 24 * 3600 * 1000
-    branch_work_retention_ms: int = -1
+    object_state_partitions: int = Field(default=6, gt=0)
+    # History is bounded: a consumer starting cold reads `<prefix>.object-state` instead. -1 keeps
+    # forever; `reverser topics check` flags a retention under a day (docs/log.md, "Bounded history").
+    watch_events_retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)
+    branch_work_retention_ms: int = Field(default=14 * 24 * 3600 * 1000, ge=-1)
     max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=1024)
     # None: 3 copies with min.insync.replicas 2 on a cluster of 3 or more brokers, fewer on a smaller
     # one (`pipeline.log.api.default_replication`); set them to override.

@@ -25,6 +25,7 @@ BRANCH_WORK = "branch_work"
 WATCH_CURSOR = "watch_cursor"
 WATCH_CLAIM = "watch_claim"
 DEAD_LETTER = "dead_letter"
+OBJECT_STATE = "object_state"
 
 
 class DecodeError(Exception):

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from pipeline.config import Settings
 from pipeline.log import Log, LogError, TopicDescription, TopicSpec, open_log
-from pipeline.log.topics import topic_specs
+from pipeline.log.topics import TopicNames, state_risks, topic_specs
 from pipeline.service.cli import add_config_argument, settings_from_args
 
 __all__ = [
@@ -57,12 +57,17 @@ class CreateReport(BaseModel):
 
 
 class Drift(BaseModel):
-    """One setting of one topic that differs from what the pipeline needs."""
+    """One setting of one topic that differs from what the pipeline needs.
+
+    `kind` is `drift` (differs from the configuration) or `risk` (state can be lost even though the
+    configuration asks for it; see `pipeline.log.topics.state_risks`).
+    """
 
     topic: str
     setting: str
     expected: str
     actual: str
+    kind: Literal["drift", "risk"] = "drift"
 
 
 class CheckReport(BaseModel):
@@ -124,11 +129,19 @@ async def create_topics(log: Log, specs: Sequence[TopicSpec]) -> CreateReport:
     )
 
 
-async def check_topics(log: Log, specs: Sequence[TopicSpec]) -> CheckReport:
+async def check_topics(log: Log, specs: Sequence[TopicSpec], names: TopicNames | None = None) -> CheckReport:
+    """Drift of every topic from its spec, plus (given the topic names) the state-loss risks."""
     brokers = await log.broker_count()
     specs = [spec.for_brokers(brokers) for spec in specs]
     described = await log.describe_topics([spec.name for spec in specs])
     drift = [item for spec in specs for item in find_drift(spec, described.get(spec.name))]
+    if names is not None:
+        drifted = {(d.topic, d.setting) for d in drift}
+        drift += [
+            Drift(topic=r.topic, setting=r.setting, expected=r.expected, actual=r.actual, kind="risk")
+            for r in state_risks(names, described)
+            if (r.topic, r.setting) not in drifted
+        ]
     return CheckReport(backend=log.kind, checked=[spec.name for spec in specs], drift=drift)
 
 
@@ -139,7 +152,7 @@ async def _with_log(settings: Settings, action: str) -> CreateReport | CheckRepo
         specs = topic_specs(settings)
         if action == "create":
             return await create_topics(log, specs)
-        return await check_topics(log, specs)
+        return await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
     finally:
         await log.close()
 
@@ -173,8 +186,8 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
         return _table(rows)
     if report.ok:
         return f"ok: {len(report.checked)} topics match their required configuration ({report.backend} log)"
-    drift_rows: list[tuple[str, ...]] = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL")]
-    drift_rows += [(d.topic, d.setting, d.expected, d.actual) for d in report.drift]
+    drift_rows: list[tuple[str, ...]] = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL", "KIND")]
+    drift_rows += [(d.topic, d.setting, d.expected, d.actual, d.kind) for d in report.drift]
     return _table(drift_rows)
 
 

@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from pipeline.config import Settings
-from pipeline.log.api import TopicSpec
+from pipeline.log.api import TopicDescription, TopicSpec
 
 AUDIT_FACTS = "audit-facts"
 WATCH_EVENTS = "watch-events"
@@ -16,6 +16,12 @@ WATCH_CLAIMS = "watch-claims"
 WATCH_CLAIMS_RETENTION_MS = 3600 * 1000
 BRANCH_WORK = "branch-work"
 DEAD_LETTER = "dead-letter"
+OBJECT_STATE = "object-state"
+# The shortest history retention `reverser topics check` accepts: a commit worker that is down for
+# longer than branch-work's retention loses work not yet in object-state, and a router down for
+# longer than watch-events' retention loses changes not yet routed. A day covers a weekend-free
+# outage with a margin; longer outages are recovered by a fresh snapshot (docs/log.md).
+MIN_HISTORY_RETENTION_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +34,7 @@ class TopicNames:
     watch_claims: str
     branch_work: str
     dead_letter: str
+    object_state: str
 
     @classmethod
     def for_prefix(cls, prefix: str) -> TopicNames:
@@ -38,6 +45,7 @@ class TopicNames:
             watch_claims=f"{prefix}.{WATCH_CLAIMS}",
             branch_work=f"{prefix}.{BRANCH_WORK}",
             dead_letter=f"{prefix}.{DEAD_LETTER}",
+            object_state=f"{prefix}.{OBJECT_STATE}",
         )
 
 
@@ -45,9 +53,10 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     """Every topic the pipeline uses, with the configuration the design requires.
 
     Audit facts age out after the fact TTL (append time is the fact's age, so LogAppendTime);
-    watch events and branch work keep longer retention so branch-work can be replayed into Git;
-    cursors are compacted (only the newest cursor per stream matters); watch claims are short-lived
-    heartbeats. Replication left unset
+    watch events and branch work keep a bounded history (replays of recent changes, outages up to
+    the retention); the current state of every object lives on the compacted object-state topic,
+    so nothing needs history older than that; cursors are compacted (only the newest cursor per
+    stream matters); watch claims are short-lived heartbeats. Replication left unset
     is chosen by the log from the cluster's size when the topic is created.
     """
     names = TopicNames.for_prefix(settings.log.topic_prefix)
@@ -98,6 +107,12 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             max_message_bytes=max_bytes,
         ),
         spec(
+            names.object_state,
+            topics.object_state_partitions,
+            "compact",
+            max_message_bytes=max_bytes,
+        ),
+        spec(
             names.dead_letter,
             1,
             "delete",
@@ -105,3 +120,42 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             max_message_bytes=max_bytes,
         ),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class StateRisk:
+    """A topic configuration under which a cold consumer or a long outage can lose state."""
+
+    topic: str
+    setting: str
+    expected: str
+    actual: str
+
+
+def state_risks(names: TopicNames, described: dict[str, TopicDescription]) -> list[StateRisk]:
+    """What `reverser topics check` flags beyond drift, judged on the topics as they are.
+
+    Bounded history is only safe while `object-state` keeps the newest record of every key (so it
+    must be compacted and nothing else) and the history topics keep at least
+    `MIN_HISTORY_RETENTION_MS` (the outage a stage may have before unprocessed work ages out).
+    These hold even when the configuration itself asks for less, which drift cannot see.
+    """
+    risks: list[StateRisk] = []
+    state = described.get(names.object_state)
+    if state is not None and state.configs.get("cleanup.policy") != "compact":
+        risks.append(
+            StateRisk(
+                names.object_state,
+                "cleanup.policy",
+                "compact",
+                state.configs.get("cleanup.policy", "(unset)"),
+            )
+        )
+    for topic in (names.watch_events, names.branch_work):
+        found = described.get(topic)
+        if found is None:
+            continue
+        retention = found.configs.get("retention.ms")
+        if retention is not None and retention != "-1" and int(retention) < MIN_HISTORY_RETENTION_MS:
+            risks.append(StateRisk(topic, "retention.ms", f">= {MIN_HISTORY_RETENTION_MS}", retention))
+    return risks

@@ -81,14 +81,15 @@ def test_check_reports_drift_and_create_fills_in_missing_topics(
         names.watch_claims: "created",
         names.branch_work: "created",
         names.dead_letter: "created",
+        names.object_state: "created",
     }
 
     code, out = run_cli(capsys, "topics", "check", "--config", config)
     assert code == EXIT_DRIFT
     rows = [line.split() for line in out.splitlines()]
-    assert rows[0] == ["TOPIC", "SETTING", "EXPECTED", "ACTUAL"]
-    assert [names.audit_facts, "partitions", "6", "2"] in rows
-    assert [names.watch_cursors, "cleanup.policy", "compact", "delete"] in rows
+    assert rows[0] == ["TOPIC", "SETTING", "EXPECTED", "ACTUAL", "KIND"]
+    assert [names.audit_facts, "partitions", "6", "2", "drift"] in rows
+    assert [names.watch_cursors, "cleanup.policy", "compact", "delete", "drift"] in rows
     assert not any(row[1] == "topic" for row in rows[1:])
 
 
@@ -108,7 +109,45 @@ def test_create_then_check_is_clean(
 
     code, out = run_cli(capsys, "topics", "check", "--config", config)
     assert code == 0
-    assert out.startswith("ok: 6 topics match")
+    assert out.startswith("ok: 7 topics match")
+
+
+def test_check_flags_configurations_that_can_lose_state(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """History shorter than the documented bound is a risk even when configured so; an object-state
+    topic that is not compacted is reported once (as drift), not twice."""
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    short = settings.model_copy(
+        update={
+            "log": settings.log.model_copy(
+                update={"topics": settings.log.topics.model_copy(update={"branch_work_retention_ms": 60_000})}
+            )
+        }
+    )
+    config = str(write_config(short, tmp_path))
+    specs = {spec.name: spec for spec in topic_specs(short)}
+
+    async def create() -> None:
+        log = open_log(short)
+        await log.start()
+        try:
+            await log.create_topics([replace(specs[names.object_state], cleanup_policy="delete")])
+        finally:
+            await log.close()
+
+    asyncio.run(create())
+    code, out = run_cli(capsys, "topics", "create", "--config", config)
+    assert code == 0
+    code, out = run_cli(capsys, "topics", "check", "--config", config, "--output", "json")
+    assert code == EXIT_DRIFT
+    found = [(d["topic"], d["setting"], d["kind"]) for d in json.loads(out)["drift"]]
+    assert sorted(found) == sorted(
+        [
+            (names.branch_work, "retention.ms", "risk"),
+            (names.object_state, "cleanup.policy", "drift"),
+        ]
+    )
 
 
 @pytest.mark.parametrize("backend", ["embedded"], indirect=True)
