@@ -1,8 +1,11 @@
-"""`reverser run` as a child process that tests kill for real (SIGKILL, SIGSTOP/SIGCONT).
+"""`reverser run` as a child process: the real CLI, configuration file and signal handling.
 
-Unlike tests/e2e/service_process.py (an operator's view: start, wait until ready, drain), this
-keeps `REVERSER_*` variables such as the crash point `REVERSER_CRASH_AT`, does not insist on
-readiness (a crash point may fire first), and exposes the process for signals.
+A separate process keeps a test honest and lets it kill the service for real (SIGKILL,
+SIGSTOP/SIGCONT); a crash in a stage cannot take the test runner down, and the log tail is attached
+to failures. `ReverserProcess` is the raw process (it keeps `REVERSER_*` variables such as the
+crash point `REVERSER_CRASH_AT` and does not insist on readiness, since a crash point may fire
+first); `tests.e2e.service_process.ServiceProcess` is the operator's view on top of it (a clean
+environment, start means ready).
 """
 
 from __future__ import annotations
@@ -11,20 +14,28 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.config import Settings
 from tests.support.net import free_port
 
-__all__ = ["ReverserProcess", "bare_remote", "base_config"]
+__all__ = ["ReverserProcess", "ServiceError", "bare_remote", "base_config"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
+POLL_INTERVAL_S = 0.25
+LOG_TAIL_LINES = 60
+
+
+class ServiceError(RuntimeError):
+    """The service exited, never became ready or never reached a metric; carries its log tail."""
 
 
 def base_config(settings: Settings, workdir: Path) -> dict[str, Any]:
@@ -50,16 +61,33 @@ def bare_remote(path: Path) -> Path:
 
 
 class ReverserProcess:
-    """`reverser run --config <workdir>/<name>.yaml`, logging to `<workdir>/<name>.log`."""
+    """`reverser run --config <workdir>/<name>.yaml`, logging to `<workdir>/<name>.log`.
 
-    def __init__(self, workdir: Path, name: str, config: dict[str, Any], env: dict[str, str] | None = None):
+    `env` is added to the inherited environment (`_environment` says what is inherited).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        config: dict[str, Any],
+        env: dict[str, str] | None = None,
+        log_level: str | None = None,
+        config_file: str | None = None,
+    ) -> None:
+        self.workdir = workdir
         self.name = name
-        self.config_path = workdir / f"{name}.yaml"
+        self.config_path = workdir / (config_file or f"{name}.yaml")
         self.log_path = workdir / f"{name}.log"
         self.metrics_addr = str(config["metrics"]["addr"])
+        self.log_level = log_level or os.environ.get("REVERSER_TEST_LOG_LEVEL", "INFO")
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.env = {**os.environ, **(env or {})}
+        self.env = self._environment(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def _environment(self, extra: dict[str, str]) -> dict[str, str]:
+        """The test runner's environment, `REVERSER_*` included (crash points, test log level)."""
+        return {**os.environ, **extra}
 
     def start(self) -> None:
         with self.log_path.open("ab") as log_file:
@@ -69,7 +97,7 @@ class ReverserProcess:
                     "-m",
                     "pipeline.cli",
                     "--log-level",
-                    os.environ.get("REVERSER_TEST_LOG_LEVEL", "INFO"),
+                    self.log_level,
                     "run",
                     "--config",
                     str(self.config_path),
@@ -82,9 +110,9 @@ class ReverserProcess:
             )
 
     @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+    def pid(self) -> int | None:
+        """The running process's pid; None once it has exited or was never started."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def exit_code(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
@@ -101,12 +129,44 @@ class ReverserProcess:
             text: str = response.read().decode()
             return text
 
+    def metric_samples(self, sample_name: str) -> list[tuple[dict[str, str], float]]:
+        """Every sample called `sample_name`, as (labels, value)."""
+        return [
+            (sample.labels, sample.value)
+            for family in text_string_to_metric_families(self.metrics())
+            for sample in family.samples
+            if sample.name == sample_name
+        ]
+
+    def metric_sum(self, sample_name: str, **labels: str) -> float:
+        """Sum of the samples called `sample_name` whose labels include `labels`."""
+        return sum(
+            value for have, value in self.metric_samples(sample_name) if labels.items() <= have.items()
+        )
+
     def signal(self, number: signal.Signals) -> None:
         assert self.proc is not None
         self.proc.send_signal(number)
 
+    def kill(self) -> None:
+        """SIGKILL, as in a crash or an OOM kill: no drain, no flush."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and state but runs nothing (a long GC pause)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> int | None:
-        """SIGCONT (in case it is stopped), SIGTERM, SIGKILL after the timeout; returns the exit code."""
+        """SIGCONT (a paused process handles no SIGTERM), SIGTERM for a clean drain, SIGKILL after
+        the timeout; returns the exit code."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -119,8 +179,19 @@ class ReverserProcess:
                 self.proc.wait()
         return self.proc.returncode
 
-    def log_tail(self, lines: int = 60) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+    def wait_for_metric(self, sample_name: str, minimum: float, timeout_s: float, **labels: str) -> None:
+        """Wait until `metric_sum(sample_name, **labels) >= minimum`; fail with the log tail."""
+        deadline = time.monotonic() + timeout_s
+        while (value := self.metric_sum(sample_name, **labels)) < minimum:
+            if time.monotonic() >= deadline:
+                raise ServiceError(
+                    f"{sample_name}{labels} stayed at {value} < {minimum} for {timeout_s:.0f} s:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL_S)
