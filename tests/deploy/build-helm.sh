@@ -6,29 +6,18 @@
 #   HELM_VERSION         helm release to build (default below)
 #   REVERSER_E2E_CACHE   cache root (default ~/.cache/reverser-e2e)
 set -euo pipefail
+source "$(dirname "$0")/../../scripts/go-tool.sh"
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
-CACHE="${REVERSER_E2E_CACHE:-$HOME/.cache/reverser-e2e}"
-BIN_DIR="$CACHE/bin/helm-$HELM_VERSION"
+go_tool_begin helm "$HELM_VERSION" "${1:-}"
 
-if [[ "${1:-}" == "--print-path" ]]; then
-  echo "$BIN_DIR/helm"
-  exit 0
-fi
-
-if [[ ! -x "$BIN_DIR/helm" ]]; then
-  command -v go >/dev/null || { echo "build-helm.sh: the Go toolchain is required" >&2; exit 1; }
-  mkdir -p "$BIN_DIR"
-  export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gobuild" GOTOOLCHAIN=local CGO_ENABLED=0
-  # helm's release build stamps the Kubernetes version it was built against (from its client-go
-  # requirement); unstamped, `helm template` assumes Kubernetes v1.20 and refuses newer charts.
-  helm_mod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')"
-  client_go="$(awk '$1 == "k8s.io/client-go" {print $2}' "$helm_mod")"
-  k8s_minor="$(echo "$client_go" | cut -d. -f2)"
-  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
-    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
-  done
-  GOBIN="$BIN_DIR" nice -n 15 go install -p 2 -trimpath "-ldflags=$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-fi
-echo "$BIN_DIR/helm"
+# helm's release build stamps the Kubernetes version it was built against (from its client-go
+# requirement); unstamped, `helm template` assumes Kubernetes v1.20 and refuses newer charts.
+helm_mod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')"
+client_go="$(awk '$1 == "k8s.io/client-go" {print $2}' "$helm_mod")"
+k8s_minor="$(echo "$client_go" | cut -d. -f2)"
+ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+done
+go_tool_install "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
