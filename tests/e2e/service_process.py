@@ -8,16 +8,18 @@ only once `/readyz` answers 200 (or fails with the log tail).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.support.process import POLL_INTERVAL_S, ReverserProcess, ServiceError
 
-__all__ = ["ServiceError", "ServiceProcess"]
+__all__ = ["ServiceError", "ServiceProcess", "serving"]
 
 READY_TIMEOUT_S = 120.0
 
@@ -65,3 +67,25 @@ class ServiceProcess(ReverserProcess):
         raise ServiceError(
             f"reverser run not ready after {READY_TIMEOUT_S:.0f} s ({last}):\n{self.log_tail()}"
         )
+
+
+@contextlib.contextmanager
+def serving(
+    workdir: Path, config: dict[str, Any], *, snapshot_streams: int, timeout_s: float
+) -> Iterator[ServiceProcess]:
+    """A ready service whose `snapshot_streams` watch streams have completed their first snapshot,
+    stopped at the end, which must be a clean exit (code 0).
+
+    Readiness does not wait for the first snapshots: a change made before one completes lands in
+    the operator's reconcile commit, not in the actor's, so tests about authorship wait for them.
+    """
+    service = ServiceProcess(workdir, config)
+    service.start()
+    try:
+        service.wait_for_metric(
+            "reverser_watch_snapshots_total", snapshot_streams, timeout_s, outcome="completed"
+        )
+        yield service
+    finally:
+        code = service.stop()
+        assert code == 0, f"reverser run exited with {code}:\n{service.log_tail()}"

@@ -25,7 +25,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.cluster.pki import AUDIT_CLIENT_CN
 from tests.e2e.gitremote import Commit, GitRemote
 from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
-from tests.e2e.service_process import ServiceProcess
+from tests.e2e.service_process import ServiceProcess, serving
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -69,18 +69,9 @@ def env(
     plane.start()
     try:
         asyncio.run(_prepare_cluster(plane.kubeconfig))
-        service = ServiceProcess(
-            workdir, _service_config(workdir, plane, remote, kafka_bootstrap, audit_port)
-        )
-        service.start()
-        try:
-            # Readiness does not wait for the first snapshot of each watch stream; a change made
-            # before it completes lands in the operator's reconcile commit, not the actor's.
-            service.wait_for_metric("reverser_watch_snapshots_total", STREAMS, WAIT_S, outcome="completed")
+        config = _service_config(workdir, plane, remote, kafka_bootstrap, audit_port)
+        with serving(workdir, config, snapshot_streams=STREAMS, timeout_s=WAIT_S) as service:
             yield Env(plane, remote, service)
-        finally:
-            code = service.stop()
-            assert code == 0, f"reverser run exited with {code}:\n{service.log_tail()}"
     finally:
         plane.stop()
 

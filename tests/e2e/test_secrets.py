@@ -26,7 +26,7 @@ from pipeline.log.topics import TopicNames
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import ALICE, grant_cluster_admin, kube_client
-from tests.e2e.service_process import ServiceProcess
+from tests.e2e.service_process import ServiceProcess, serving
 from tests.e2e.test_pipeline import ROUTE, TARGET_PATH
 from tests.e2e.test_pipeline import _service_config as pipeline_config
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt
@@ -77,16 +77,8 @@ def env(
             config = _service_config(
                 workdir, plane, sshd, remote, age_key, signing_key, kafka_bootstrap, audit_port
             )
-            service = ServiceProcess(workdir, config)
-            service.start()
-            try:
-                service.wait_for_metric(
-                    "reverser_watch_snapshots_total", STREAMS, WAIT_S, outcome="completed"
-                )
+            with serving(workdir, config, snapshot_streams=STREAMS, timeout_s=WAIT_S) as service:
                 yield Env(plane, remote, service, age_key, signing_key, service.config_path)
-            finally:
-                code = service.stop()
-                assert code == 0, f"reverser run exited with {code}:\n{service.log_tail()}"
     finally:
         plane.stop()
         if previous is None:
