@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.watch.backoff import Sleep
+from pipeline.backoff import Sleep
 from pipeline.watch.kube import KubeClient, KubeError
 
 __all__ = ["POD_NAMESPACE_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "LeaseElector", "lease_namespace"]

@@ -19,10 +19,10 @@ from typing import Any
 
 import aiohttp
 
+from pipeline.backoff import Backoff, Sleep
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
 from pipeline.watch import metrics
-from pipeline.watch.backoff import Backoff, Sleep
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject

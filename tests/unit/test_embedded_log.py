@@ -26,7 +26,7 @@ from pipeline.log import (
     TopicSpec,
 )
 from pipeline.log.embedded import EmbeddedLog
-from pipeline.log.embedded_segments import INDEX_SUFFIX, SEGMENT_SUFFIX
+from pipeline.log.embedded.segments import INDEX_SUFFIX, SEGMENT_SUFFIX
 from pipeline.log.partitioner import murmur2_partition
 
 HOUR_MS = 3_600_000

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.watch.backoff import Backoff
+from pipeline.backoff import Backoff
 
 
 async def test_wait_sleeps_the_delay_it_returns() -> None:

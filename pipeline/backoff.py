@@ -1,8 +1,9 @@
-"""Reconnect pacing for watch streams: exponential, jittered, capped.
+"""The one retry pacing of the project: exponential, jittered, capped.
 
-A fixed short retry interval is what turned one failing namespace into 595 resyncs in 16 s
-upstream; growing delays with jitter keep a broken stream cheap and spread reconnects of many
-streams over time.
+Every loop that retries after a failure (watch streams reconnecting, Kafka requests, pushes to a
+Git remote, the router re-joining its group) waits through a `Backoff`. A fixed short retry
+interval is what turned one failing namespace into 595 resyncs in 16 s upstream; growing delays
+with jitter keep a broken dependency cheap and spread the retries of many workers over time.
 """
 
 from __future__ import annotations

@@ -1,0 +1,221 @@
+"""Consumer groups on the embedded log: members, committed offsets, eager range rebalancing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from prometheus_client import Counter
+
+from pipeline.log.api import (
+    Fetched,
+    GroupConsumer,
+    LogError,
+    RebalanceListener,
+    TopicPartition,
+)
+from pipeline.log.embedded.files import DAMAGED_FILES, group_offsets_of, previous_version, read_json
+from pipeline.log.embedded.reading import Fetcher, fetch_records
+
+if TYPE_CHECKING:
+    from pipeline.log.embedded.log import EmbeddedLog
+
+logger = logging.getLogger(__name__)
+
+
+LISTENER_ERRORS = Counter(
+    "reverser_log_embedded_listener_errors",
+    "Rebalance listener callbacks that raised (logged; the rebalance went ahead).",
+)
+
+
+class GroupState:
+    __slots__ = ("lock", "members", "name", "next_member", "offsets")
+
+    def __init__(self, name: str, offsets: dict[TopicPartition, int]) -> None:
+        self.name = name
+        self.offsets = offsets
+        self.members: list[EmbeddedGroupMember] = []
+        self.lock = asyncio.Lock()
+        self.next_member = 0
+
+
+class EmbeddedGroupMember(Fetcher, GroupConsumer):
+    def __init__(
+        self,
+        log: EmbeddedLog,
+        group_id: str,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
+    ) -> None:
+        self._log = log
+        self.group_id = group_id
+        self.topics = topics
+        self.listener = listener
+        self.reset = reset
+        self.assigned: set[TopicPartition] = set()
+        self.position_map: dict[TopicPartition, int] = {}
+        self.member_id = -1
+        self.joined = False
+        self.started = False
+        self.closed = False
+        self.rotation = 0
+        self.waiter = None
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Positions of assigned partitions, initialised from committed offsets or the reset policy."""
+        group = self._log._group(self.group_id)
+        for tp in self.assigned:
+            if tp not in self.position_map:
+                committed = group.offsets.get(tp)
+                if committed is None:
+                    partition = self._log._partition(tp)
+                    committed = partition.log_start if self.reset == "earliest" else partition.next_offset
+                self.position_map[tp] = committed
+        return self.position_map
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        if self.closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        self._log._require_started()
+        group = self._log._group(self.group_id)
+        async with group.lock:
+            self.member_id = group.next_member
+            group.next_member += 1
+            group.members.append(self)
+            self.started = True
+            await rebalance(self._log, group)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        self._check_active()
+        return await fetch_records(self._log, self, timeout_ms, max_records)
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_active()
+        if tp not in self.assigned:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        self.position_map[tp] = offset
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self._check_active()
+        foreign = sorted(str(tp) for tp in offsets if tp not in self.assigned)
+        if foreign:
+            raise LogError(
+                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
+            )
+        self._log._commit(self._log._group(self.group_id), offsets)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        self._log._require_started()
+        return self._log._group(self.group_id).offsets.get(tp)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.wake()
+        self._log._owners.discard(self)
+        if not self.started or self._log._lock_fd is None:
+            return
+        group = self._log._group(self.group_id)
+        async with group.lock:
+            if self in group.members:
+                group.members.remove(self)
+                self.assigned = set()
+                if group.members:
+                    await rebalance(self._log, group)
+
+    def _check_active(self) -> None:
+        if self.closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        if not self.started:
+            raise LogError(f"group member of {self.group_id!r} is not started; call start() first")
+        self._log._require_started()
+
+
+async def tell(
+    member: EmbeddedGroupMember,
+    callback: Literal["on_partitions_revoked", "on_partitions_assigned"],
+    partitions: set[TopicPartition],
+) -> None:
+    """Run a listener callback; like Kafka clients, a failing listener is logged, not fatal to the group."""
+    if member.listener is None:
+        return
+    try:
+        await getattr(member.listener, callback)(set(partitions))
+    except Exception:
+        LISTENER_ERRORS.inc()
+        logger.exception("embedded log: %s of group %r failed", callback, member.group_id)
+
+
+async def rebalance(log: EmbeddedLog, group: GroupState) -> None:
+    """Eager range assignment like Kafka's: everyone gives up everything, then gets a share."""
+    members = list(group.members)
+    for member in members:
+        if member.joined:
+            await tell(member, "on_partitions_revoked", member.assigned)
+    shares: dict[int, set[TopicPartition]] = {m.member_id: set() for m in members}
+    topics = sorted({name for m in members for name in m.topics})
+    for name in topics:
+        topic = log._topics.get(name)
+        if topic is None:
+            continue
+        subscribed = sorted((m for m in members if name in m.topics), key=lambda m: m.member_id)
+        count = len(topic.partitions)
+        per, extra = divmod(count, len(subscribed))
+        first = 0
+        for i, member in enumerate(subscribed):
+            take = per + (1 if i < extra else 0)
+            shares[member.member_id].update(TopicPartition(name, p) for p in range(first, first + take))
+            first += take
+    for member in members:
+        member.assigned = shares[member.member_id]
+        member.position_map.clear()
+        member.joined = True
+    for member in members:
+        await tell(member, "on_partitions_assigned", member.assigned)
+        member.wake()
+
+
+def load_group_offsets(path: Path) -> dict[TopicPartition, int]:
+    """A group's committed offsets; a damaged file is reported and replaced by its previous version.
+
+    The previous version is at most one commit behind, so the group re-reads a little (which
+    every stage tolerates); only when both are unreadable does it start from its reset policy.
+    """
+    try:
+        return group_offsets_of(read_json(path))
+    except FileNotFoundError:
+        problem = "missing"
+    except (OSError, ValueError) as exc:
+        problem = str(exc)
+        DAMAGED_FILES.labels("group").inc()
+    previous = previous_version(path)
+    try:
+        offsets = group_offsets_of(read_json(previous))
+    except (OSError, ValueError) as exc:
+        logger.error(
+            "embedded log: group offsets %s unreadable (%s) and no usable previous version (%s); "
+            "the group starts from its reset policy",
+            path,
+            problem,
+            exc,
+        )
+        return {}
+    logger.error(
+        "embedded log: group offsets %s unreadable (%s); recovered the previous commit from %s",
+        path,
+        problem,
+        previous.name,
+    )
+    return offsets

@@ -1,0 +1,500 @@
+"""The embedded log: Kafka's semantics on local files, for one process with no broker to run.
+
+It is the default backend (`make run`), so it honours everything the stages rely on: murmur2 key
+partitioning, append-time timestamps, retention and compaction that move the log-start offset,
+gap reports, consumer groups with committed offsets and rebalance callbacks, transactions with
+fencing per transactional id. Durability: every append is written to the OS before it is
+acknowledged (it survives a process crash); with `fsync=True` (the service's default) records,
+group offsets and the directories that name them are fsynced before the acknowledgement too, so
+they also survive a power loss. A lock file keeps a second process (a second replica) out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from prometheus_client import Counter
+
+from pipeline.log.api import (
+    AppendResult,
+    GroupConsumer,
+    Headers,
+    Log,
+    LogError,
+    PendingRecord,
+    Reader,
+    RebalanceListener,
+    RecordTooLargeError,
+    TopicDescription,
+    TopicNotFoundError,
+    TopicPartition,
+    TopicSpec,
+    TransactionalProducer,
+)
+from pipeline.log.embedded.files import previous_version, spec_to_json, write_json
+from pipeline.log.embedded.groups import EmbeddedGroupMember, GroupState, load_group_offsets, rebalance
+from pipeline.log.embedded.reading import EmbeddedReader, Fetcher
+from pipeline.log.embedded.segments import PartitionLog, RetentionOutcome, fsync_directory
+from pipeline.log.embedded.transactions import (
+    EmbeddedTransactionalProducer,
+    recover_transactions,
+)
+from pipeline.log.partitioner import murmur2_partition
+
+logger = logging.getLogger(__name__)
+
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+DEFAULT_TOMBSTONE_RETENTION_MS = 24 * 3600 * 1000
+# Kafka counts a record against max.message.bytes inside a batch: 61 bytes of batch header plus a
+# varint-framed record; 21 bytes covers the record's own framing for any realistic size.
+_BATCH_OVERHEAD_BYTES = 61 + 21
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+APPENDED_RECORDS = Counter("reverser_log_embedded_appended_records", "Records appended to the embedded log.")
+APPENDED_BYTES = Counter(
+    "reverser_log_embedded_appended_bytes", "Bytes (keys, values, headers) appended to the embedded log."
+)
+
+
+RETENTION_DELETED_SEGMENTS = Counter(
+    "reverser_log_embedded_retention_deleted_segments",
+    "Segments the embedded log deleted for retention.ms / retention.bytes.",
+)
+
+
+COMPACTED_RECORDS = Counter(
+    "reverser_log_embedded_compacted_records",
+    "Superseded records and expired tombstones removed by compaction.",
+)
+
+
+TORN_BYTES = Counter(
+    "reverser_log_embedded_torn_bytes",
+    "Bytes of torn or corrupt segment tails cut off when the embedded log was opened.",
+)
+
+
+class RetentionReport(NamedTuple):
+    """What one `enforce_retention` pass did across all topics."""
+
+    deleted_segments: int
+    deleted_records: int
+    compacted_records: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class OpenTopic:
+    __slots__ = ("directory", "partitions", "round_robin", "spec", "waiters")
+
+    def __init__(self, spec: TopicSpec, directory: Path, partitions: list[PartitionLog]) -> None:
+        self.spec = spec
+        self.directory = directory
+        self.partitions = partitions
+        self.round_robin = 0
+        self.waiters: set[asyncio.Future[None]] = set()
+
+    def wake(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+
+class Placed(NamedTuple):
+    """Records validated for one topic, grouped by the partition each goes to."""
+
+    topic: OpenTopic
+    records: Sequence[PendingRecord]
+    by_partition: dict[int, list[int]]
+    size_bytes: int
+
+
+class EmbeddedLog(Log):
+    """A Kafka-compatible log in `directory`; one process at a time (see the module docstring)."""
+
+    kind = "embedded"
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        fsync: bool = True,
+        retention_interval_s: float = 60.0,
+        tombstone_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
+    ) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.fsync = fsync
+        self.retention_interval_s = retention_interval_s
+        self.tombstone_retention_ms = tombstone_retention_ms
+        self._topics: dict[str, OpenTopic] = {}
+        self._groups: dict[str, GroupState] = {}
+        self._epochs: dict[str, int] = {}
+        self._lock_fd: int | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self._owners: set[Fetcher] = set()
+
+    # lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._lock_fd is not None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._acquire_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+        self._retention_task = asyncio.create_task(self._retention_loop(), name="embedded-log-retention")
+
+    async def close(self) -> None:
+        if self._lock_fd is None:
+            return
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
+            self._retention_task = None
+        for owner in list(self._owners):
+            owner.closed = True
+            owner.wake()
+        self._owners.clear()
+        for topic in self._topics.values():
+            topic.wake()
+            for partition in topic.partitions:
+                partition.close()
+        self._topics.clear()
+        self._groups.clear()
+        self._release_lock()
+
+    def _acquire_lock(self) -> int:
+        path = self.directory / "LOCK"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise LogError(
+                f"embedded log at {self.directory} is in use by pid {holder}; "
+                "the embedded log supports one replica"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _load(self) -> None:
+        topics_dir = self.directory / "topics"
+        topics_dir.mkdir(exist_ok=True)
+        for meta in sorted(topics_dir.glob("*/topic.json")):
+            raw = json.loads(meta.read_text(encoding="utf-8"))
+            self._open_topic(TopicSpec(**raw), meta.parent)
+        groups_dir = self.directory / "groups"
+        groups_dir.mkdir(exist_ok=True)
+        names = {path.name.removesuffix(".prev") for path in groups_dir.glob("*.json*")}
+        for file_name in sorted(n for n in names if n.endswith(".json")):
+            name = urllib.parse.unquote(file_name.removesuffix(".json"))
+            self._groups[name] = GroupState(name, load_group_offsets(groups_dir / file_name))
+        recover_transactions(self)
+
+    def _open_topic(self, spec: TopicSpec, directory: Path) -> OpenTopic:
+        partitions = []
+        for number in range(spec.partitions):
+            partition, torn = PartitionLog.open(spec.name, number, directory / str(number), self.fsync)
+            if torn:
+                TORN_BYTES.inc(torn)
+                logger.warning(
+                    "embedded log: cut %d torn bytes from the tail of %s[%d]", torn, spec.name, number
+                )
+            partitions.append(partition)
+        topic = self._topics[spec.name] = OpenTopic(spec, directory, partitions)
+        return topic
+
+    def _require_started(self) -> None:
+        if self._lock_fd is None:
+            raise LogError(f"embedded log at {self.directory} is not started")
+
+    def _topic(self, name: str) -> OpenTopic:
+        self._require_started()
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicNotFoundError(f"topic {name!r} does not exist in the embedded log")
+        return topic
+
+    def _partition(self, tp: TopicPartition) -> PartitionLog:
+        topic = self._topic(tp.topic)
+        if not 0 <= tp.partition < len(topic.partitions):
+            raise TopicNotFoundError(f"{tp}: topic {tp.topic!r} has {len(topic.partitions)} partitions")
+        return topic.partitions[tp.partition]
+
+    # topics ---------------------------------------------------------------------------------
+    async def broker_count(self) -> int:
+        return 1
+
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
+        self._require_started()
+        created = []
+        for spec in specs:
+            if spec.name in self._topics:
+                continue
+            if not _TOPIC_NAME.match(spec.name) or spec.name in {".", ".."}:
+                raise LogError(f"invalid topic name {spec.name!r}")
+            if spec.partitions < 1:
+                raise LogError(f"topic {spec.name!r}: partitions must be >= 1")
+            directory = self.directory / "topics" / spec.name
+            directory.mkdir(parents=True, exist_ok=True)
+            write_json(directory / "topic.json", spec_to_json(spec), fsync=True)
+            fsync_directory(directory.parent)
+            self._open_topic(spec, directory)
+            if self.fsync:
+                fsync_directory(directory)
+            created.append(spec.name)
+        if created:
+            for group in list(self._groups.values()):
+                async with group.lock:
+                    if any(set(created) & set(m.topics) for m in group.members):
+                        await rebalance(self, group)
+        return created
+
+    async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        self._require_started()
+        # One copy in one process: that is what a replication check must see, whatever was asked.
+        return {
+            name: TopicDescription(
+                name, topic.spec.partitions, {**topic.spec.configs(), "min.insync.replicas": "1"}
+            )
+            for name in names
+            if (topic := self._topics.get(name)) is not None
+        }
+
+    async def partitions_for(self, topic: str) -> int:
+        return len(self._topic(topic).partitions)
+
+    # writing --------------------------------------------------------------------------------
+    async def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+    ) -> AppendResult:
+        results = self._append(topic, [PendingRecord(value, key, headers, partition)])
+        return results[0]
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        return self._append(topic, records) if records else []
+
+    def _append(self, name: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+        return self._write(self._place(name, records))
+
+    def _place(self, name: str, records: Sequence[PendingRecord]) -> Placed:
+        """Validate records and choose their partitions, without writing anything."""
+        topic = self._topic(name)
+        spec = topic.spec
+        count = len(topic.partitions)
+        max_bytes = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        by_partition: dict[int, list[int]] = {}
+        sizes = []
+        for index, record in enumerate(records):
+            size = record.size_bytes
+            if size + _BATCH_OVERHEAD_BYTES > max_bytes:
+                raise RecordTooLargeError(
+                    f"record of {size} bytes exceeds max.message.bytes={max_bytes} of topic {name!r}"
+                )
+            if spec.cleanup_policy == "compact" and record.key is None:
+                raise LogError(f"compacted topic {name!r} cannot accept a record without a key")
+            sizes.append(size)
+            by_partition.setdefault(self._choose_partition(topic, record, count), []).append(index)
+        return Placed(topic, records, by_partition, sum(sizes))
+
+    def _write(self, placed: Placed) -> list[AppendResult]:
+        """Write validated records to their partitions (synchronously: nothing interleaves)."""
+        topic, records, by_partition = placed.topic, placed.records, placed.by_partition
+        name, spec = topic.spec.name, topic.spec
+        now = _now_ms()
+        segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
+        results: list[AppendResult | None] = [None] * len(records)
+        for number, indexes in by_partition.items():
+            partition = topic.partitions[number]
+            written = partition.append(
+                [(records[i].key, records[i].value, records[i].headers) for i in indexes],
+                now,
+                self.segment_bytes,
+                segment_ms,
+            )
+            for i, (offset, timestamp) in zip(indexes, written, strict=True):
+                results[i] = AppendResult(name, number, offset, timestamp)
+        APPENDED_RECORDS.inc(len(records))
+        APPENDED_BYTES.inc(placed.size_bytes)
+        topic.wake()
+        return [r for r in results if r is not None]
+
+    # transactions ---------------------------------------------------------------------------
+    def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
+        self._require_started()
+        return EmbeddedTransactionalProducer(self, transactional_id)
+
+    def _fence(self, transactional_id: str) -> int:
+        """A new epoch for `transactional_id`: producers holding an older one are fenced."""
+        epoch = self._epochs.get(transactional_id, 0) + 1
+        self._epochs[transactional_id] = epoch
+        return epoch
+
+    @staticmethod
+    def _choose_partition(topic: OpenTopic, record: PendingRecord, count: int) -> int:
+        if record.partition is not None:
+            if not 0 <= record.partition < count:
+                raise LogError(
+                    f"partition {record.partition} does not exist: topic {topic.spec.name!r} "
+                    f"has {count} partitions"
+                )
+            return record.partition
+        if record.key is not None:
+            return murmur2_partition(record.key, count)
+        topic.round_robin = (topic.round_robin + 1) % count
+        return topic.round_robin
+
+    # offsets --------------------------------------------------------------------------------
+    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._partition(tp).log_start for tp in tps}
+
+    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._partition(tp).next_offset for tp in tps}
+
+    async def offsets_for_times(
+        self, timestamps_ms: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        return {tp: self._partition(tp).offset_for_time(ts) for tp, ts in timestamps_ms.items()}
+
+    # retention ------------------------------------------------------------------------------
+    def enforce_retention(self, now_ms: int | None = None) -> RetentionReport:
+        """Apply retention.ms / retention.bytes and compaction to every partition now.
+
+        Runs periodically on a background task; tests call it with an explicit `now_ms` to age the
+        log deterministically. Segments older than `segment.ms` are rolled first, as Kafka would on
+        the next append, so an idle topic still ages out.
+        """
+        self._require_started()
+        now = _now_ms() if now_ms is None else now_ms
+        totals = [0, 0, 0]
+        for topic in self._topics.values():
+            spec = topic.spec
+            segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
+            for partition in topic.partitions:
+                partition.roll_if_older(now, segment_ms)
+                outcome: RetentionOutcome
+                if spec.cleanup_policy == "compact":
+                    outcome = partition.compact(now, self.tombstone_retention_ms)
+                else:
+                    outcome = partition.delete_retention(now, spec.retention_ms, spec.retention_bytes)
+                for i, value in enumerate(outcome):
+                    totals[i] += value
+        RETENTION_DELETED_SEGMENTS.inc(totals[0])
+        COMPACTED_RECORDS.inc(totals[2])
+        return RetentionReport(*totals)
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_interval_s)
+            try:
+                self.enforce_retention()
+            except OSError:
+                logger.exception("embedded log: retention pass failed; retrying next interval")
+
+    # reading --------------------------------------------------------------------------------
+    def reader(self) -> Reader:
+        self._require_started()
+        reader = EmbeddedReader(self)
+        self._owners.add(reader)
+        return reader
+
+    def group_consumer(
+        self,
+        group_id: str,
+        topics: Sequence[str],
+        *,
+        listener: RebalanceListener | None = None,
+        reset: Literal["earliest", "latest"] = "earliest",
+    ) -> GroupConsumer:
+        self._require_started()
+        member = EmbeddedGroupMember(self, group_id, tuple(topics), listener, reset)
+        self._owners.add(member)
+        return member
+
+    # consumer groups ------------------------------------------------------------------------
+    def _group(self, group_id: str) -> GroupState:
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = GroupState(group_id, {})
+        return group
+
+    def _persist_group(self, group: GroupState) -> None:
+        path = self.directory / "groups" / f"{urllib.parse.quote(group.name, safe='')}.json"
+        entries = [[tp.topic, tp.partition, offset] for tp, offset in sorted(group.offsets.items())]
+        write_json(path, {"group": group.name, "offsets": entries}, fsync=self.fsync, keep_previous=True)
+
+    async def list_groups(self) -> list[str]:
+        self._require_started()
+        return sorted(name for name, g in self._groups.items() if g.offsets or g.members)
+
+    async def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        self._require_started()
+        group = self._groups.get(group_id)
+        return dict(group.offsets) if group is not None else {}
+
+    async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        self._require_started()
+        group = self._group(group_id)
+        if group.members:
+            raise LogError(
+                f"group {group_id!r} has {len(group.members)} active members; "
+                "stop them before committing offsets from outside"
+            )
+        self._commit(group, offsets)
+
+    def _commit(self, group: GroupState, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            self._partition(tp)
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        group.offsets.update(offsets)
+        self._persist_group(group)
+
+    async def delete_group(self, group_id: str) -> None:
+        self._require_started()
+        group = self._groups.get(group_id)
+        if group is None:
+            return
+        if group.members:
+            raise LogError(f"group {group_id!r} is not empty; stop its members first")
+        del self._groups[group_id]
+        path = self.directory / "groups" / f"{urllib.parse.quote(group_id, safe='')}.json"
+        path.unlink(missing_ok=True)
+        previous_version(path).unlink(missing_ok=True)

@@ -1,0 +1,145 @@
+"""Reading the embedded log: readers by manual assignment and the fetch loop shared with group members."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter
+
+from pipeline.log.api import (
+    Fetched,
+    Gap,
+    LogError,
+    Reader,
+    Record,
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from pipeline.log.embedded.log import EmbeddedLog
+
+
+GAP_RECORDS = Counter(
+    "reverser_log_embedded_gap_records",
+    "Records a reader or group member lost because retention deleted them before they were read.",
+)
+
+
+class Fetcher(abc.ABC):
+    """What the fetch loop needs from a reader or a group member."""
+
+    closed: bool
+    rotation: int
+    waiter: asyncio.Future[None] | None
+
+    @abc.abstractmethod
+    def positions(self) -> dict[TopicPartition, int]:
+        """The live position map the fetch loop reads from and advances."""
+
+    def wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+class EmbeddedReader(Fetcher, Reader):
+    def __init__(self, log: EmbeddedLog) -> None:
+        self._log = log
+        self._positions: dict[TopicPartition, int] = {}
+        self.closed = False
+        self.rotation = 0
+        self.waiter = None
+
+    def positions(self) -> dict[TopicPartition, int]:
+        return self._positions
+
+    async def assign(self, positions: dict[TopicPartition, int]) -> None:
+        self._check_open()
+        for tp, offset in positions.items():
+            self._log._partition(tp)
+            if offset < 0:
+                raise LogError(f"cannot read {tp} from negative offset {offset}")
+        self._positions = dict(positions)
+        self.wake()
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_open()
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        self._positions[tp] = offset
+
+    def position(self, tp: TopicPartition) -> int:
+        if tp not in self._positions:
+            raise LogError(f"{tp} is not assigned to this reader")
+        return self._positions[tp]
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        self._check_open()
+        return await fetch_records(self._log, self, timeout_ms, max_records)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.wake()
+        self._log._owners.discard(self)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogError("reader is closed")
+        self._log._require_started()
+
+
+async def fetch_records(log: EmbeddedLog, owner: Fetcher, timeout_ms: int, max_records: int) -> Fetched:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    while True:
+        fetched = collect(log, owner, max(max_records, 1))
+        remaining = deadline - loop.time()
+        if fetched.records or fetched.gaps or remaining <= 0 or owner.closed:
+            return fetched
+        waiter: asyncio.Future[None] = loop.create_future()
+        topics = [log._topics[name] for name in {tp.topic for tp in owner.positions()} if name in log._topics]
+        for topic in topics:
+            topic.waiters.add(waiter)
+        owner.waiter = waiter
+        try:
+            await asyncio.wait({waiter}, timeout=remaining)
+        finally:
+            owner.waiter = None
+            for topic in topics:
+                topic.waiters.discard(waiter)
+
+
+def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
+    records: list[Record] = []
+    gaps: list[Gap] = []
+    positions = owner.positions()
+    tps = sorted(positions)
+    if not tps:
+        return Fetched(records, gaps)
+    start = owner.rotation % len(tps)
+    owner.rotation += 1
+    for tp in tps[start:] + tps[:start]:
+        if len(records) >= max_records:
+            break
+        topic = log._topics.get(tp.topic)
+        if topic is None or tp.partition >= len(topic.partitions):
+            continue
+        partition = topic.partitions[tp.partition]
+        position = positions[tp]
+        if position < partition.log_start:
+            gap = Gap(tp.topic, tp.partition, position, partition.log_start)
+            gaps.append(gap)
+            GAP_RECORDS.inc(gap.lost)
+            position = partition.log_start
+        if position < partition.next_offset:
+            batch = partition.read(position, max_records - len(records))
+            if batch:
+                records.extend(batch)
+                position = batch[-1].offset + 1
+            else:
+                position = partition.next_offset
+        positions[tp] = position
+    return Fetched(records, gaps)

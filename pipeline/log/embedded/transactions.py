@@ -1,0 +1,157 @@
+"""Transactions on the embedded log: fencing per transactional id, all-or-nothing writes across a crash."""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter
+
+from pipeline.log.api import (
+    AppendResult,
+    FencedError,
+    GroupOffsets,
+    LogError,
+    PendingRecord,
+    TopicPartition,
+    TransactionalProducer,
+)
+from pipeline.log.embedded.files import DAMAGED_FILES, group_offsets_of, read_json, write_json
+from pipeline.log.embedded.segments import fsync_directory
+from pipeline.log.faults import crash_point
+
+if TYPE_CHECKING:
+    from pipeline.log.embedded.log import EmbeddedLog
+
+logger = logging.getLogger(__name__)
+
+
+FENCED_WRITES = Counter(
+    "reverser_log_embedded_fenced_writes",
+    "Transactions refused because a newer producer with the same transactional id had started.",
+)
+
+
+ROLLED_BACK_RECORDS = Counter(
+    "reverser_log_embedded_rolled_back_records",
+    "Records of transactions that a crash interrupted before their commit point, removed on open.",
+)
+
+
+class EmbeddedTransactionalProducer(TransactionalProducer):
+    """Fencing within the one process: each `start()` takes a newer epoch of the id."""
+
+    def __init__(self, log: EmbeddedLog, transactional_id: str) -> None:
+        self._log = log
+        self.transactional_id = transactional_id
+        self._epoch: int | None = None
+
+    async def start(self) -> None:
+        if self._epoch is None:
+            self._epoch = self._log._fence(self.transactional_id)
+
+    async def commit(
+        self,
+        appends: Mapping[str, Sequence[PendingRecord]],
+        offsets: GroupOffsets | None = None,
+    ) -> list[AppendResult]:
+        if self._epoch is None:
+            raise LogError(f"transactional producer {self.transactional_id!r} is not started")
+        return commit_transaction(self._log, self.transactional_id, self._epoch, appends, offsets)
+
+    async def close(self) -> None:
+        self._epoch = None
+
+
+def commit_transaction(
+    log: EmbeddedLog,
+    transactional_id: str,
+    epoch: int,
+    appends: Mapping[str, Sequence[PendingRecord]],
+    offsets: GroupOffsets | None,
+) -> list[AppendResult]:
+    """Write a transaction all or nothing, across a crash at any point.
+
+    Everything here is synchronous, so no reader sees a partial transaction while the process
+    runs. Across a crash, an intent file decides: written as `prepared` (with each partition's
+    end offset) before the records, replaced by `committed` (with the group offsets) once they
+    are written: the commit point. Opening the log rolls a `prepared` transaction back and
+    completes a `committed` one (`_recover_transactions`).
+    """
+    log._require_started()
+    if log._epochs.get(transactional_id) != epoch:
+        FENCED_WRITES.inc()
+        raise FencedError(
+            f"transactional id {transactional_id!r}: a newer producer (epoch "
+            f"{log._epochs.get(transactional_id)}) has started; this one (epoch {epoch}) is fenced"
+        )
+    placed = [log._place(name, records) for name, records in appends.items() if records]
+    if offsets is not None:
+        for tp, offset in offsets.offsets.items():
+            log._partition(tp)
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+    intent_path = log.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
+    if placed:
+        ends = [
+            [p.topic.spec.name, number, p.topic.partitions[number].next_offset]
+            for p in placed
+            for number in p.by_partition
+        ]
+        write_json(intent_path, {"state": "prepared", "truncate": ends}, log.fsync)
+        crash_point("embedded-transaction-prepared")
+    results = [result for p in placed for result in log._write(p)]
+    if offsets is None:
+        forget_intent(log, intent_path)
+        return results
+    crash_point("embedded-transaction-written")
+    entries = [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.offsets.items())]
+    if placed:
+        write_json(
+            intent_path, {"state": "committed", "group": offsets.group_id, "offsets": entries}, log.fsync
+        )
+        crash_point("embedded-transaction-committed")
+    log._commit(log._group(offsets.group_id), offsets.offsets)
+    forget_intent(log, intent_path)
+    return results
+
+
+def forget_intent(log: EmbeddedLog, path: Path) -> None:
+    """Remove a finished transaction's intent durably, so a power loss cannot replay it later."""
+    if path.exists():
+        path.unlink()
+        if log.fsync:
+            fsync_directory(path.parent)
+
+
+def recover_transactions(log: EmbeddedLog) -> None:
+    """Finish what a crash interrupted: roll back before the commit point, complete after it."""
+    txn_dir = log.directory / "transactions"
+    txn_dir.mkdir(exist_ok=True)
+    for path in sorted(txn_dir.glob("*.json")):
+        try:
+            intent = read_json(path)
+            state = intent["state"]
+            if state == "prepared":
+                for topic, partition, end in intent["truncate"]:
+                    removed = log._partition(TopicPartition(topic, partition)).truncate_to(int(end))
+                    ROLLED_BACK_RECORDS.inc(removed)
+                    logger.warning(
+                        "embedded log: rolled back %d records of an unfinished transaction on %s[%d]",
+                        removed,
+                        topic,
+                        partition,
+                    )
+            elif state == "committed":
+                group = log._group(str(intent["group"]))
+                group.offsets.update(group_offsets_of(intent))
+                log._persist_group(group)
+            else:
+                raise ValueError(f"unknown state {state!r}")
+        except (OSError, ValueError, KeyError, TypeError, LogError) as exc:
+            DAMAGED_FILES.labels("transaction").inc()
+            logger.error("embedded log: transaction file %s unusable (%s); discarded", path, exc)
+        path.unlink()

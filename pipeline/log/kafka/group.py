@@ -1,0 +1,206 @@
+"""A consumer-group member on Kafka: aiokafka's group protocol, explicit commits only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import errors as kafka_errors
+
+from pipeline.log.api import (
+    Fetched,
+    GroupConsumer,
+    LogError,
+    LogUnavailableError,
+    RebalanceListener,
+    TopicPartition,
+)
+from pipeline.log.kafka.clients import ISOLATION_LEVEL, start_client, stop_client
+from pipeline.log.kafka.convert import kafka_tp, our_tp
+from pipeline.log.kafka.errors import ERRORS
+from pipeline.log.kafka.read import fetch_round
+
+if TYPE_CHECKING:
+    from pipeline.log.kafka.log import KafkaLog
+
+
+#: How long `start()` of a group member waits for its first assignment.
+GROUP_JOIN_TIMEOUT_MS = 60_000
+
+
+class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Forwards aiokafka's rebalance callbacks to the seam's listener, in our TopicPartition type."""
+
+    def __init__(self, member: KafkaGroupMember) -> None:
+        self._member = member
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        # The partitions stay committable inside the listener (the generation is still valid).
+        self._member._read_to.clear()
+        try:
+            if self._member.listener is not None:
+                await self._member.listener.on_partitions_revoked({our_tp(tp) for tp in revoked})
+        finally:
+            self._member._assigned = set()
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        ours = {our_tp(tp) for tp in assigned}
+        self._member._assigned = ours
+        if self._member.listener is not None:
+            await self._member.listener.on_partitions_assigned(set(ours))
+        self._member._joined.set()
+
+
+class KafkaGroupMember(GroupConsumer):
+    """A consumer-group member: aiokafka's group protocol, explicit commits only."""
+
+    def __init__(
+        self,
+        owner: KafkaLog,
+        group_id: str,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
+    ) -> None:
+        self._log = owner
+        self.group_id = group_id
+        self.topics = topics
+        self.listener = listener
+        self.reset = reset
+        self._consumer: AIOKafkaConsumer | None = None
+        self._assigned: set[TopicPartition] = set()
+        self._joined = asyncio.Event()
+        self._closed = False
+        # per partition: (offset after the last record returned, client position after that fetch)
+        self._read_to: dict[TopicPartition, tuple[int, int]] = {}
+
+    async def start(self) -> None:
+        if self._consumer is not None:
+            return
+        if self._closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        for topic in self.topics:
+            await self._log.topic_meta(topic)
+        options = self._log.client_options()
+
+        def factory() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                **options,
+                group_id=self.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="none",
+                isolation_level=ISOLATION_LEVEL,
+                heartbeat_interval_ms=min(1000, self._log.settings.session_timeout_ms // 3),
+                session_timeout_ms=self._log.settings.session_timeout_ms,
+            )
+
+        # Subscribed only once started: aiokafka's start() of a subscribed consumer also waits
+        # for the group join, which takes as long as the other members need to hand their
+        # partitions over; that wait is bounded by GROUP_JOIN_TIMEOUT_MS below, not by the
+        # per-request retry budget of `connect` (under which a new member gave up and exited).
+        consumer = await self._log.connect("connect group member", factory, start_client)
+        self._consumer = consumer
+        try:
+            consumer.subscribe(list(self.topics), listener=_RebalanceBridge(self))
+            await self._await_first_assignment(consumer)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _await_first_assignment(self, consumer: AIOKafkaConsumer) -> None:
+        """Drive the join until the listener has seen the first assignment (bounded)."""
+        try:
+            async with asyncio.timeout(GROUP_JOIN_TIMEOUT_MS / 1000):
+                await self._joined.wait()
+        except TimeoutError as exc:
+            ERRORS.labels("unavailable").inc()
+            raise LogUnavailableError(
+                f"group {self.group_id!r}: no partition assignment within {GROUP_JOIN_TIMEOUT_MS} ms"
+            ) from exc
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    def _active(self) -> AIOKafkaConsumer:
+        if self._closed:
+            raise LogError(f"group member of {self.group_id!r} is closed")
+        if self._consumer is None:
+            raise LogError(f"group member of {self.group_id!r} is not started; call start() first")
+        return self._consumer
+
+    async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
+        consumer = self._active()
+        fetched, next_offsets = await fetch_round(self._log, consumer, timeout_ms, max_records, self.reset)
+        for ktp, offset in next_offsets.items():
+            tp = our_tp(ktp)
+            self._read_to[tp] = (offset, offset)
+        for tp, (returned, _) in list(self._read_to.items()):
+            if tp not in self._assigned:
+                del self._read_to[tp]
+                continue
+            # Transaction markers (and aborted records) after the last record move the position on.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.1):
+                    position = int(await consumer.position(kafka_tp(tp)))
+                    self._read_to[tp] = (returned, max(returned, position))
+        return fetched
+
+    def committable(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        result = dict(offsets)
+        for tp, offset in offsets.items():
+            returned, position = self._read_to.get(tp, (-1, -1))
+            if offset == returned:
+                result[tp] = position
+        return result
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        consumer = self._active()
+        if tp not in self._assigned:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
+        if offset < 0:
+            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+        try:
+            consumer.seek(kafka_tp(tp), offset)
+        except kafka_errors.IllegalStateError as exc:
+            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}") from exc
+        self._read_to.pop(tp, None)
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        consumer = self._active()
+        foreign = sorted(str(tp) for tp in offsets if tp not in self._assigned)
+        if foreign:
+            raise LogError(
+                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
+            )
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        if not offsets:
+            return
+        offsets = self.committable(offsets)
+        try:
+            await self._log.retrier.run(
+                "commit", lambda: consumer.commit({kafka_tp(tp): offset for tp, offset in offsets.items()})
+            )
+        except LogUnavailableError:
+            raise
+        except LogError as exc:
+            raise LogError(f"commit for group {self.group_id!r} rejected: {exc}") from exc
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        consumer = self._active()
+        offset = await self._log.retrier.run("committed", lambda: consumer.committed(kafka_tp(tp)))
+        return int(offset) if offset is not None and offset >= 0 else None
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._log.forget(self)
+        consumer, self._consumer = self._consumer, None
+        self._assigned = set()
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await stop_client(consumer)
