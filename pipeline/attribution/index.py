@@ -16,10 +16,12 @@ swept) is stale, skipped by eviction and dropped by compaction, which runs whene
 references outnumber the live entries. Memory is therefore bounded by the caps, never by the
 ingest rate x TTL. Verbs, namespaces and identities are shared objects.
 
-Exact-versus-collection for removals (docs/attribution.md, "Decision on trap 8") is decided against
-parity: for a removal, an `exact` hit on a *write* is held as the fallback and the removal ladder
-continues in the same pass, so a deletecollection's uid set or the object's own delete fact beats a
-finalizer controller's patch that carries the deletion-stamped resourceVersion.
+Every tier names only a fact of the same kind of operation as the event (docs/attribution.md,
+"Removals are credited only to deletions"): a removal is matched only to deletion evidence (a
+delete, a deletecollection) or to a conflict, never to a write, so neither the object's last editor
+(`latest`) nor a finalizer controller's patch that carries the deletion-stamped resourceVersion
+(`exact`) is credited with a delete whose own fact has not arrived yet; a write is never matched to
+a delete fact.
 """
 
 from __future__ import annotations
@@ -665,31 +667,29 @@ class FactIndex:
                 held = _conflict(claim)
             else:
                 fact = scope.exact.get((uid, rv))
-                if fact is not None and fact[_AT_MS] >= cutoff:
-                    if not removal or is_removal_verb(fact[_VERB]):
-                        return Attribution(EXACT, _answer(fact))
-                    # Trap 8: a removal matched to an exact WRITE keeps looking for deletion evidence.
-                    held = Attribution(EXACT, _answer(fact))
+                if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) == removal:
+                    return Attribution(EXACT, _answer(fact))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:
                 return found
         if rv:
             fact = scope.rv_only.get(rv)
-            if fact is not None and fact[_AT_MS] >= cutoff:
+            if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) == removal:
                 return Attribution(RESOURCE_VERSION, _answer(fact))
-        if query.name:
+        if query.name and not removal:
+            # (a removal's name-keyed delete was looked at in its ladder)
             fact = scope.by_name.get((query.namespace, query.name))
-            if fact is not None and fact[_AT_MS] >= cutoff:
+            if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
                 return Attribution(NAME, _answer(fact))
         return ABSENT_ATTRIBUTION
 
     def _removal_ladder(
         self, scope: _Scope, query: FactQuery, cutoff: int, now: int, held: Attribution | None
     ) -> Attribution | None:
+        """Deletion evidence for a removal; `held` (a conflicting exact slot) outranks the scope tier."""
         uid = query.uid
         namespace = query.namespace
-        fallback = held
         if uid:
             for collection in reversed(scope.collections):
                 if (
@@ -699,18 +699,16 @@ class FactIndex:
                     and uid in collection.uids
                 ):
                     return Attribution(DELETECOLLECTION_BODY_UID, collection)
+            # The last writer is never a removal's answer: only a delete in the latest slot is.
             fact = scope.latest.get(uid)
-            if fact is not None and fact[_AT_MS] >= cutoff:
-                if is_removal_verb(fact[_VERB]):
-                    return Attribution(LATEST, _answer(fact))
-                if fallback is None:
-                    fallback = Attribution(LATEST, _answer(fact))
+            if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]):
+                return Attribution(LATEST, _answer(fact))
         if query.name:
             fact = scope.by_name.get((namespace, query.name))
             if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]):
                 return Attribution(NAME, _answer(fact))
-        if fallback is not None:
-            return fallback
+        if held is not None:
+            return held
         window = self.limits.collection_window_ms
         labels = query.labels
         for collection in reversed(scope.collections):

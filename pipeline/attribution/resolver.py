@@ -1,8 +1,10 @@
 """Resolving one watch event to an author: register, look up, wait out the grace, settle.
 
-A removal that only finds a *write* (the last editor) keeps waiting for evidence about the
-deletion until the grace ends, because the watch event usually beats the audit batch that carries
-the delete, and naming an innocent editor is worse than naming nobody.
+A removal is answered only by deletion evidence (see `FactIndex.lookup`): while the delete's own
+fact has not arrived it waits, like any unmatched event, for the grace and then for the route's
+audit watermark (up to the maximum wait), and otherwise resolves to nobody, because the watch event
+usually beats the audit batch that carries the delete, and naming the object's last editor instead
+is worse than naming nobody.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ _SETTLING_TIERS: Final = frozenset({DELETE_STICKY, DELETECOLLECTION_BODY_UID, DE
 
 
 def _awaits_better(query: FactQuery, found: Attribution) -> bool:
-    """A removal matched only to a write (or to a conflict) keeps waiting for deletion evidence."""
+    """A removal matched only to a conflicting exact slot keeps waiting for deletion evidence."""
     if query.exact_capable or found.tier in _SETTLING_TIERS:
         return False
     if found.fact is None:

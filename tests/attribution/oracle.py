@@ -202,12 +202,9 @@ class Oracle:
             held = ("conflict", None)
         elif uid and rv:
             found = live(scope.exact.get((uid, rv)))
-            if found is not None:
-                if not removal or is_removal_verb(found.verb):
-                    return ("exact", found)
-                held = ("exact", found)
+            if found is not None and is_removal_verb(found.verb) == removal:
+                return ("exact", found)
         if removal:
-            fallback = held
             if uid:
                 for entry in reversed(scope.collections):
                     if (
@@ -218,16 +215,14 @@ class Oracle:
                     ):
                         return ("deletecollection_body_uid", entry.fact)
                 found = live(scope.latest.get(uid))
-                if found is not None:
-                    if is_removal_verb(found.verb):
-                        return ("latest", found)
-                    fallback = fallback or ("latest", found)
+                if found is not None and is_removal_verb(found.verb):
+                    return ("latest", found)
             if name:
                 found = live(scope.by_name.get((ns, name)))
                 if found is not None and is_removal_verb(found.verb):
                     return ("name", found)
-            if fallback is not None:
-                return fallback
+            if held is not None:
+                return held
             for entry in reversed(scope.collections):
                 f = entry.fact
                 start = f.stage_timestamp_us // 1000 if f.stage_timestamp_us > 0 else entry.at
@@ -241,12 +236,13 @@ class Oracle:
                         return ("deletecollection_scope", f)
                 except SelectorError:
                     continue
+        # Every tier names a fact of the event's own kind of operation: deletions for removals.
         if rv:
             found = live(scope.rv_only.get(rv))
-            if found is not None:
+            if found is not None and is_removal_verb(found.verb) == removal:
                 return ("resource_version", found)
-        if name:
+        if name and not removal:
             found = live(scope.by_name.get((ns, name)))
-            if found is not None:
+            if found is not None and not is_removal_verb(found.verb):
                 return ("name", found)
         return ("absent", None)

@@ -146,11 +146,15 @@ def test_audit_files_apply_in_order_given(tmp_path: Path, capsys: pytest.Capture
     first, second = tmp_path / "1.yaml", tmp_path / "2.yaml"
     first.write_text(json.dumps(audit_event("web", "u1", "10", user="alice", verb="update")))
     second.write_text(json.dumps(audit_event("web", "u1", "11", user="bob", verb="update")))
-    deleted = tmp_path / "w.yaml"
-    deleted.write_text(json.dumps(watch_event("DELETED", "web", "u1", "12")))
-    code, lines, _ = run(capsys, "--audit", str(first), "--audit", str(second), "--watch", str(deleted))
+    events = tmp_path / "w.yaml"
+    events.write_text(
+        json.dumps([watch_event("MODIFIED", "web", "u1", "11"), watch_event("DELETED", "web", "u1", "12")])
+    )
+    code, lines, _ = run(capsys, "--audit", str(first), "--audit", str(second), "--watch", str(events))
     assert code == 0
-    assert (lines[0]["tier"], lines[0]["author"]) == ("latest", "bob")
+    assert (lines[0]["tier"], lines[0]["author"]) == ("exact", "bob")
+    # the delete has no fact: the last writer (bob) is not credited with it
+    assert (lines[1]["tier"], lines[1]["author"]) == ("absent", "")
 
 
 @pytest.mark.parametrize(

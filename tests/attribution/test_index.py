@@ -8,7 +8,6 @@ from pipeline.attribution import (
     DELETECOLLECTION_BODY_UID,
     DELETECOLLECTION_SCOPE,
     EXACT,
-    LATEST,
     NAME,
     RESOURCE_VERSION,
     actor_kind,
@@ -19,12 +18,14 @@ from tests.attribution.helpers import CM, DEPLOY, ROUTE, Clock, fact, make_index
 LABELS = {"app": "web"}
 
 
-def test_exact_capable_miss_is_absent_but_removal_gets_latest() -> None:
+def test_a_miss_is_absent_and_a_removal_never_gets_the_last_writer() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
     assert index.lookup(query(uid="u1", rv="2", name="b")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="2", name="b")).tier == ABSENT
+    index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="3")])
     found = index.lookup(removal(uid="u1", rv="2", name="b"))
-    assert (found.tier, found.author) == (LATEST, "alice")
+    assert (found.tier, found.author) == (DELETE_STICKY, "bob")
 
 
 def test_route_isolation_including_rv_only() -> None:
@@ -37,13 +38,13 @@ def test_route_isolation_including_rv_only() -> None:
     assert index.lookup(query(route="b", uid="u9", rv="77")).tier == ABSENT
 
 
-def test_latest_is_last_writer_wins_while_exact_stays_per_version() -> None:
+def test_exact_stays_per_version() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="2")])
     assert index.lookup(query(uid="u1", rv="1")).author == "alice"
     assert index.lookup(query(uid="u1", rv="2")).author == "bob"
-    assert index.lookup(removal(uid="u1", rv="9")).author == "bob"
+    assert index.lookup(removal(uid="u1", rv="9")).tier == ABSENT, "no delete fact yet"
 
 
 def test_absent_past_ttl_then_sweep_reclaims() -> None:
@@ -179,12 +180,12 @@ def test_scope_window_falls_back_to_append_time() -> None:
     assert index.lookup(removal(uid="u1", name="a")).tier == ABSENT
 
 
-def test_latest_write_outranks_scope() -> None:
+def test_a_latest_write_does_not_block_the_scope_tier() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
-    assert (found.tier, found.author) == (LATEST, "editor")
+    assert (found.tier, found.author) == (DELETECOLLECTION_SCOPE, "admin")
 
 
 def test_collection_uid_outranks_a_stale_write() -> None:
@@ -244,11 +245,11 @@ def test_name_tier_resolves_aggregated_removals() -> None:
     assert (found.tier, found.author) == (NAME, "remover")
 
 
-def test_name_keyed_delete_outranks_uid_latest_write_but_name_write_does_not() -> None:
+def test_only_a_name_keyed_delete_answers_a_removal_by_name() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("namewriter", "update", name="a")])
-    assert index.lookup(removal(uid="u1", rv="2", name="a")).author == "editor"
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == ABSENT
     index.apply(ROUTE, CM, [fact("deleter", "delete", name="a")])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
     assert (found.tier, found.author) == (NAME, "deleter")
@@ -285,8 +286,10 @@ def test_latest_and_resource_version_are_distinct_tiers() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("rvwriter", "update", rv="2")])
-    assert index.lookup(removal(uid="u1", rv="2")).tier == LATEST
+    assert index.lookup(removal(uid="u1", rv="2")).tier == ABSENT, "writes never answer a removal"
     assert index.lookup(query(uid="u1", rv="2")).tier == RESOURCE_VERSION
+    index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1", rv="3")])
+    assert index.lookup(removal(uid="u1", rv="2")).tier == DELETE_STICKY
 
 
 def test_uid_fact_is_not_filed_under_rv_or_name_and_rv_beats_name() -> None:
@@ -308,22 +311,21 @@ def test_finalizer_collision_keeps_the_deleter_in_both_publish_orders() -> None:
         assert (found.tier, found.author) == (DELETE_STICKY, "human")
 
 
-def test_trap8_collection_evidence_beats_an_exact_write_for_removals() -> None:
+def test_trap8_an_exact_write_never_answers_a_removal_and_collection_evidence_does() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("system:serviceaccount:ops:finalizer", "patch", name="a", uid="u1", rv="5")])
-    held = index.lookup(removal(uid="u1", rv="5", name="a"))
-    assert (held.tier, held.actor_kind) == (EXACT, "serviceaccount")
+    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == ABSENT
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
     found = index.lookup(removal(uid="u1", rv="5", name="a"))
     assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
     assert index.lookup(query(uid="u1", rv="5", name="a")).tier == EXACT
 
 
-def test_exact_write_blocks_collection_scope_like_a_latest_write() -> None:
+def test_an_exact_write_does_not_block_the_collection_scope() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("finalizer", "patch", name="a", uid="u1", rv="5")])
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")])
-    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == EXACT
+    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == DELETECOLLECTION_SCOPE
 
 
 def test_actor_kind_derivation() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from prometheus_client import REGISTRY
 
-from pipeline.attribution import CONFLICT, DELETE_STICKY, EXACT, LATEST, FactIndex, IndexLimits, Resolver
+from pipeline.attribution import CONFLICT, DELETE_STICKY, EXACT, FactIndex, IndexLimits, Resolver
 from pipeline.attribution.model import FactRow
 from pipeline.models import GroupResource
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, fact, make_index, query, removal
@@ -162,7 +162,7 @@ def test_a_rewrite_storm_keeps_the_order_within_the_live_filings() -> None:
         index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")])
     assert len(index) == 5
     assert index.order_length(ROUTE, CM) <= 4 + 64 + 1
-    assert index.lookup(removal(uid="u1", rv="2")).tier == LATEST
+    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
 
 
 async def test_a_conflict_reaches_the_commit_as_the_unresolved_author() -> None:

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.attribution import ABSENT, DELETE_STICKY, FactQuery
+from pipeline.attribution.model import is_removal_verb
 from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
 from tests.attribution.helpers import Clock, make_index
@@ -121,6 +122,23 @@ def test_caps_and_eviction_accounting_match_the_model(
     for q in probes:
         got = index.lookup(q)
         assert (got.tier, got.author) == expected(oracle, q, clock.ms), q
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=operations, probes=st.lists(queries, min_size=1, max_size=16))
+def test_no_tier_names_the_actor_of_another_kind_of_operation(
+    ops: list[tuple[Any, ...]], probes: list[FactQuery]
+) -> None:
+    """A removal is only ever credited to a delete/deletecollection, a write only to a write.
+
+    Whatever the facts (late, missing, evicted, conflicting), the last editor or a finalizer's patch
+    never becomes the deleter, and a delete never becomes the writer of a version.
+    """
+    index, _, _ = run(ops, per_type=10_000, total=100_000)
+    for q in probes:
+        got = index.lookup(q)
+        if got.fact is not None:
+            assert is_removal_verb(got.fact.verb) == (not q.exact_capable), (q, got)
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,7 +13,6 @@ from pipeline.attribution import (
     DELETE_STICKY,
     DELETECOLLECTION_BODY_UID,
     EXACT,
-    LATEST,
     NAME,
     Resolver,
     query_from_watch_object,
@@ -93,13 +92,14 @@ async def test_removal_holding_a_write_does_not_return_before_the_grace() -> Non
     assert index.waiter_count() == 0
 
 
-async def test_removal_settles_on_the_last_writer_when_the_grace_ends() -> None:
+async def test_a_removal_without_its_delete_fact_names_nobody_never_the_last_writer() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
+    index.apply(ROUTE, CM, [fact("finalizer", "patch", name="a", uid="u1", rv="2")])
     found = await asyncio.wait_for(
         Resolver(index, grace_ms=50).resolve(removal(uid="u1", rv="2", name="a")), GUARD_S
     )
-    assert (found.tier, found.author) == (LATEST, "editor")
+    assert (found.tier, found.author) == (ABSENT, "")
     assert index.waiter_count() == 0
 
 

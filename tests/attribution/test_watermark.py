@@ -8,13 +8,13 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.attribution import ABSENT, EXACT, FactFollower, FactIndex, Resolver
+from pipeline.attribution import ABSENT, DELETE_STICKY, EXACT, FactFollower, FactIndex, Resolver
 from pipeline.attribution.watermark import Watermarks, hold_s
 from pipeline.config import Settings
 from pipeline.facts.model import FactBatch
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
-from tests.attribution.helpers import CM, ROUTE, fact, make_index, query
+from tests.attribution.helpers import CM, ROUTE, fact, make_index, query, removal
 from tests.attribution.test_follower import create_fact_topic, record_for
 from tests.support.wait import wait_for
 
@@ -116,3 +116,41 @@ async def test_without_a_maximum_wait_the_grace_alone_decides_as_before() -> Non
     held = query(uid="u1", rv="1")._replace(event_ms=index.now_ms())
     found = await Resolver(index, grace_ms=0).resolve(held)
     assert found.tier == ABSENT
+
+
+async def test_a_late_delete_fact_is_waited_for_and_the_last_writer_is_never_credited() -> None:
+    """The chaos finding: a finalizer held the object while the delete's audit batch was late.
+
+    The removal is held past the grace (audit time is behind the event) and named by the delete
+    fact when it arrives, not by bob, who wrote the object last.
+    """
+    index = make_index()
+    event_ms = index.now_ms()
+    bob = fact("bob", "update", name="a", uid="u1", rv="1", stage_us=(event_ms - 5_000) * 1000)
+    index.apply(ROUTE, CM, [bob])
+    resolver = Resolver(index, grace_ms=0, max_wait_ms=600_000)
+    held = removal(uid="u1", rv="2", name="a")._replace(event_ms=event_ms)
+    task = asyncio.create_task(resolver.resolve(held))
+    await wait_for(lambda: index.waiter_count() > 0, what="the removal to hold")
+    assert not task.done(), "settled although audit time had not reached the delete"
+    carol = fact("carol", "delete", name="a", uid="u1", rv="2", stage_us=(event_ms - 10) * 1000)
+    index.apply(ROUTE, CM, [carol])
+    found = await asyncio.wait_for(task, GUARD_S)
+    assert (found.tier, found.author) == (DELETE_STICKY, "carol")
+
+
+async def test_a_removal_whose_delete_fact_never_comes_is_unknown_once_audit_time_passes_it() -> None:
+    index = make_index()
+    event_ms = index.now_ms()
+    bob = fact("bob", "update", name="a", uid="u1", rv="1", stage_us=(event_ms - 5_000) * 1000)
+    index.apply(ROUTE, CM, [bob])
+    resolver = Resolver(index, grace_ms=0, max_wait_ms=600_000)
+    held = removal(uid="u1", rv="2", name="a")._replace(event_ms=event_ms)
+    task = asyncio.create_task(resolver.resolve(held))
+    await wait_for(lambda: index.waiter_count() > 0, what="the removal to hold")
+    assert not task.done()
+    # bob writes another object after the delete: audit time passed it, and no delete fact came
+    later = fact("bob", "update", name="b", uid="u2", rv="3", stage_us=(event_ms + 1) * 1000)
+    index.apply(ROUTE, CM, [later])
+    found = await asyncio.wait_for(task, GUARD_S)
+    assert (found.tier, found.author) == (ABSENT, "")
