@@ -57,3 +57,16 @@ def stream_name(route: str, gr: GroupResource) -> str:
 def branch_key(provider: str, branch: str) -> bytes:
     """Record key for branch work: one (provider, branch) FIFO per partition."""
     return f"{escape_route(provider)}:{branch}".encode()
+
+
+def compare_versions(left: str, right: str) -> int | None:
+    """-1, 0 or 1 as resourceVersion `left` is older than, the same as or newer than `right`.
+
+    Kubernetes documents resourceVersions as opaque, but every apiserver-served type uses decimal
+    etcd revisions, which order changes cluster-wide. Two versions are compared only when both are
+    ASCII decimal integers; None means incomparable (callers then take the safe side).
+    """
+    if not (left.isdigit() and right.isdigit() and left.isascii() and right.isascii()):
+        return None
+    a, b = int(left), int(right)
+    return (a > b) - (a < b)

@@ -26,7 +26,6 @@ WATCH_CURSOR = "watch_cursor"
 WATCH_CLAIM = "watch_claim"
 DEAD_LETTER = "dead_letter"
 OBJECT_STATE = "object_state"
-DEAD_LETTER_REPLAY = "dead_letter_replay"
 
 
 class DecodeError(Exception):

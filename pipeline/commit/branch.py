@@ -36,7 +36,7 @@ from pipeline.log.api import LogError
 from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
-__all__ = ["BranchWorker", "History", "Hook", "Offset", "Reject"]
+__all__ = ["BranchWorker", "History", "Hook", "Offset"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +46,6 @@ Hook = Callable[[str], Awaitable[None]]
 History = Callable[[int, int], Awaitable[list[WorkItem]]]
 # The log-end offset of every branch-work partition: bounds the offsets a trailer may claim.
 LogEnds = Callable[[], Awaitable[Mapping[int, int]]]
-# Parks a work record the branch cannot apply (on the dead-letter topic) before it is settled.
-Reject = Callable[[WorkItem, Exception], Awaitable[None]]
 PUSH_ATTEMPTS = 3
 MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
@@ -88,10 +86,8 @@ class BranchWorker:
         hook: Hook | None = None,
         history: History | None = None,
         log_ends: LogEnds | None = None,
-        reject: Reject | None = None,
     ) -> None:
         self.provider = provider
-        self._reject = reject
         self._history = history
         self._log_ends = log_ends
         self.branch = branch
@@ -333,8 +329,6 @@ class BranchWorker:
                 content = render_object(parse_object_json(write.object_json or b"null"))
         except (LayoutError, RenderError) as exc:
             self._bad(item, "bad_record", exc)
-            if self._reject is not None:
-                await self._reject(item, exc)
             self._settle([here])
             return
         if deleting and prune == "Never":

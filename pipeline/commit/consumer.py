@@ -13,7 +13,6 @@ import contextlib
 import functools
 import logging
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,12 +25,11 @@ from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.commit.work import WorkItem, decode_work
 from pipeline.config import ProviderSettings, Settings
-from pipeline.deadletter.envelope import letter_record
-from pipeline.log.api import GroupConsumer, Log, LogError, RebalanceListener, Record, TopicPartition
+from pipeline.log.api import GroupConsumer, Log, LogError, RebalanceListener, TopicPartition
 from pipeline.log.topics import TopicNames
 from pipeline.tasks import cancel_all
 
-__all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
+__all__ = ["CommitWorker", "group_id_for", "remote_auth"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +40,6 @@ VERSION_LOOKBACK_RECORDS = 10_000
 HISTORY_IDLE_ROUNDS = 20
 # Pause after a failed fetch before the next one.
 FETCH_RETRY_S = 1.0
-# Backoff between attempts to park a record on the dead-letter topic (the FIFO waits meanwhile).
-DEAD_LETTER_RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
-# Empty fetches (of 500 ms each) after which re-reading one record for its dead letter gives up.
-RAW_READ_IDLE_ROUNDS = 10
-
-
-class UnknownProviderError(LookupError):
-    """A work record names a provider the configuration does not have (replay it after adding it)."""
 
 
 def group_id_for(settings: Settings) -> str:
@@ -94,9 +84,7 @@ class CommitWorker(RebalanceListener):
     def __init__(self, settings: Settings, log_: Log, *, hook: Hook | None = None) -> None:
         self.settings = settings
         self.log = log_
-        names = TopicNames.for_prefix(settings.log.topic_prefix)
-        self.topic = names.branch_work
-        self._dead_letter_topic = names.dead_letter
+        self.topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
         self.group_id = group_id_for(settings)
         self._hook = hook
         self._book = OffsetBook()
@@ -201,20 +189,17 @@ class CommitWorker(RebalanceListener):
                 try:
                     item = decode_work(record)
                 except DecodeError as exc:
-                    logger.warning("branch work %s@%d undecodable, dead-lettered: %s", tp, record.offset, exc)
+                    logger.warning("branch work %s@%d undecodable, skipped: %s", tp, record.offset, exc)
                     metrics.SKIPPED.labels("bad_record").inc()
-                    await self._park(record, exc, "undecodable")
                     self._settle_one(tp, record.offset)
                     continue
-                try:
-                    branch = self._branch_for(item, tp)
-                except UnknownProviderError as exc:
-                    await self._park(record, exc, "unknown_provider")
+                branch = self._branch_for(item, tp)
+                if branch is None:
                     self._settle_one(tp, record.offset)
                     continue
                 await branch.queue.put(item)
 
-    def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch:
+    def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch | None:
         key = (item.provider, item.branch)
         branch = self._branches.get(key)
         if branch is not None:
@@ -223,13 +208,13 @@ class CommitWorker(RebalanceListener):
             provider = self.settings.provider(item.provider)
         except KeyError:
             logger.error(
-                "branch work %s@%d names provider %r, which is not configured; dead-lettered",
+                "branch work %s@%d names provider %r, which is not configured; skipped",
                 tp,
                 item.offset,
                 item.provider,
             )
             metrics.SKIPPED.labels("unknown_provider").inc()
-            raise UnknownProviderError(f"provider {item.provider!r} is not configured") from None
+            return None
         repo = self._access[provider.name].clone(self.clones, provider.name, item.branch, provider.url)
         worker = BranchWorker(
             self.settings,
@@ -240,7 +225,6 @@ class CommitWorker(RebalanceListener):
             hook=self._hook,
             history=functools.partial(self._history, tp.topic),
             log_ends=self._log_ends,
-            reject=functools.partial(self._reject, tp.topic),
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -275,76 +259,6 @@ class CommitWorker(RebalanceListener):
         finally:
             await reader.close()
         return found
-
-    # dead letters ----------------------------------------------------------------------------
-    async def _park(self, record: Record, error: Exception, reason: str) -> None:
-        """Append `record`'s dead letter, retrying until the log acknowledges it.
-
-        The caller settles the record's offset only afterwards, so a crash before the letter is
-        on the log redelivers the record (and may park it twice: `dead-letter replay` replays a
-        record once, whichever of its letters is chosen).
-        """
-        letter = letter_record(record, self.name, error, int(time.time() * 1000))
-        attempt = 0
-        while True:
-            try:
-                await self.log.append(
-                    self._dead_letter_topic, letter.value, key=letter.key, headers=letter.headers
-                )
-                break
-            except LogError as exc:
-                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
-                logger.warning(
-                    "parking %s[%d]@%d on %s failed (retry in %.1f s): %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    self._dead_letter_topic,
-                    delay_s,
-                    exc,
-                )
-                attempt += 1
-                await asyncio.sleep(delay_s)
-        metrics.DEAD_LETTERED.labels(reason).inc()
-
-    async def _reject(self, topic: str, item: WorkItem, error: Exception) -> None:
-        """A branch FIFO cannot apply `item`: park the record it came from (re-read from the log)."""
-        record = await self._raw(TopicPartition(topic, item.partition), item.offset)
-        if record is None:
-            logger.error(
-                "branch work %s[%d]@%d cannot be applied and is no longer on the log: %s",
-                topic,
-                item.partition,
-                item.offset,
-                error,
-            )
-            return
-        await self._park(record, error, "unappliable")
-
-    async def _raw(self, tp: TopicPartition, offset: int) -> Record | None:
-        """The record at `offset` as it is on the log (None once retention deleted it)."""
-        attempt = 0
-        while True:
-            reader = self.log.reader()
-            try:
-                await reader.assign({tp: offset})
-                idle_rounds = 0
-                while idle_rounds < RAW_READ_IDLE_ROUNDS:
-                    fetched = await reader.fetch(timeout_ms=500, max_records=1)
-                    for record in fetched.records:
-                        return record if record.offset == offset else None
-                    if fetched.gaps:
-                        return None
-                    idle_rounds += 1
-                return None
-            except LogError as exc:
-                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
-                logger.warning("re-reading %s@%d failed (retry in %.1f s): %s", tp, offset, delay_s, exc)
-                attempt += 1
-                await asyncio.sleep(delay_s)
-            finally:
-                await reader.close()
-
     async def _log_ends(self) -> dict[int, int]:
         """The log-end offset of every branch-work partition (bounds trusted `Reverser-Offset`s)."""
         partitions = await self.log.partitions_for(self.topic)

@@ -14,15 +14,9 @@ decimal integers, and anything else is treated as "not older" (written, as befor
 
 from __future__ import annotations
 
-__all__ = ["VersionLedger", "compare_versions"]
+from pipeline.models import compare_versions
 
-
-def compare_versions(left: str, right: str) -> int | None:
-    """-1, 0 or 1 as `left` is older than, the same as or newer than `right`; None if incomparable."""
-    if not (left.isdigit() and right.isdigit() and left.isascii() and right.isascii()):
-        return None
-    a, b = int(left), int(right)
-    return (a > b) - (a < b)
+__all__ = ["VersionLedger"]
 
 
 class VersionLedger:

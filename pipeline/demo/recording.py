@@ -105,7 +105,13 @@ class WatchRecordBuilder:
         return PendingRecord(value, key=stream_key(self._route, gr), headers=headers)
 
     def snapshot(
-        self, gr: GroupResource, version: str, epoch: int, rv: str, objects: list[dict[str, Any]]
+        self,
+        gr: GroupResource,
+        version: str,
+        epoch: int,
+        rv: str,
+        objects: list[dict[str, Any]],
+        since: str = "",
     ) -> list[PendingRecord]:
         entries = [
             {
@@ -126,7 +132,10 @@ class WatchRecordBuilder:
                 self._record(
                     gr,
                     version,
-                    ("reverser.watch.SnapshotChunk", {"epoch": epoch, "seq": seq, "objects": chunk}),
+                    (
+                        "reverser.watch.SnapshotChunk",
+                        {"epoch": epoch, "seq": seq, "objects": chunk, "since": since},
+                    ),
                 )
                 for seq, chunk in enumerate(chunks)
             ),

@@ -8,7 +8,7 @@ from typing import Any
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.log.api import Record
-from pipeline.models import GroupResource
+from pipeline.models import GroupResource, compare_versions
 from pipeline.work import NOT_ATTEMPTED, WorkAuthor
 
 LIVE_EVENT = "reverser.watch.LiveEvent"
@@ -30,6 +30,11 @@ class Operation(StrEnum):
         if deleting or event_type == "DELETED":
             return cls.DELETE
         return cls.CREATE if event_type == "ADDED" else cls.UPDATE
+
+    @classmethod
+    def of_verb(cls, verb: str) -> Operation:
+        """The operation of a snapshot object from the verb of the fact that names it (no event type)."""
+        return cls.CREATE if verb.lower() == "create" else cls.UPDATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,31 @@ def decode_watch_record(record: Record) -> WatchRecord:
     )
 
 
+def changed_objects(watch: WatchRecord) -> list[dict[str, Any]]:
+    """The objects of a snapshot chunk that changed after the stream's cursor (`since`).
+
+    They were changed while nothing was streaming (the cursor expired, the leader changed), so no
+    live event carried them: they are attributed like live events. Objects at or below the cursor
+    were already on the log. A chunk without a cursor is a baseline (nothing to catch up with); an
+    object whose version cannot be compared with the cursor counts as changed.
+    """
+    if watch.kind != SNAPSHOT_CHUNK:
+        return []
+    since = watch.body.get("since") or ""
+    if not since:
+        return []
+    return [o for o in watch.body["objects"] if compare_versions(o["resourceVersion"], since) in (None, 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class CaughtUp:
+    """A snapshot object that changed while the watch was down, as the change its fact names."""
+
+    obj: dict[str, Any]
+    operation: Operation
+    author: WorkAuthor
+
+
 @dataclass(frozen=True, slots=True)
 class Destination:
     """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch."""
@@ -79,6 +109,32 @@ class Destination:
     provider: str
     branch: str
     path: str
+
+
+def caught_up_item(watch: WatchRecord, destination: Destination, change: CaughtUp) -> dict[str, Any]:
+    """The branch-work `Write` for a snapshot object that changed while the watch was down.
+
+    It goes on the branch right before the chunk that carries the object, inside the snapshot, so
+    the commit worker commits it under its author before the snapshot's own commit (which then
+    finds the file already up to date).
+    """
+    obj = change.obj
+    return _envelope(
+        watch,
+        destination,
+        (
+            "reverser.router.Write",
+            {
+                "operation": change.operation.value,
+                "namespace": obj["namespace"],
+                "name": obj["name"],
+                "uid": obj["uid"],
+                "resourceVersion": obj["resourceVersion"],
+                "object": obj["object"],
+                "author": change.author.to_avro(),
+            },
+        ),
+    )
 
 
 def work_item(watch: WatchRecord, destination: Destination, author: WorkAuthor | None) -> dict[str, Any]:
@@ -109,6 +165,12 @@ def work_item(watch: WatchRecord, destination: Destination, author: WorkAuthor |
         work_body = ("reverser.router.ResyncEnd", dict(body))
     else:
         raise ValueError(f"unknown watch record kind {watch.kind!r}")
+    return _envelope(watch, destination, work_body)
+
+
+def _envelope(
+    watch: WatchRecord, destination: Destination, work_body: tuple[str, dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "provider": destination.provider,
         "branch": destination.branch,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from pipeline.attribution import FactFollower, FactQuery, Resolver
-from pipeline.router.events import WatchRecord
+import asyncio
+from typing import Any
+
+from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
+from pipeline.router import metrics
+from pipeline.router.events import CaughtUp, Operation, WatchRecord, changed_objects
 from pipeline.work import WorkAuthor
 
 
@@ -28,6 +32,40 @@ def query_for(watch: WatchRecord) -> FactQuery:
     )
 
 
+def snapshot_query(watch: WatchRecord, obj: dict[str, Any]) -> FactQuery:
+    """The join query of a snapshot object: exact-capable (snapshots leave out Terminating objects).
+
+    The object was changed no later than the chunk was observed, which is its event time.
+    """
+    return FactQuery(
+        route=watch.route,
+        group_resource=watch.group_resource,
+        uid=obj["uid"],
+        resource_version=obj["resourceVersion"],
+        namespace=obj["namespace"],
+        name=obj["name"],
+        labels={},
+        exact_capable=True,
+        version=watch.version,
+        event_ms=watch.observed_at_ms,
+    )
+
+
+def work_author(result: Attribution) -> WorkAuthor:
+    """The author stored in branch work for a resolution (UNRESOLVED names nobody)."""
+    if not result.resolved:
+        return WorkAuthor("UNRESOLVED", tier=result.tier)
+    return WorkAuthor(
+        "RESOLVED",
+        result.author,
+        result.display_name,
+        result.email,
+        result.tier,
+        result.actor_kind,
+        result.event_ms,
+    )
+
+
 class IndexLookup:
     """Resolves through the fact index, after the follower has replayed `now - TTL`."""
 
@@ -42,15 +80,20 @@ class IndexLookup:
         return self._follower.ready()
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
-        result = await self._resolver.resolve(query_for(watch))
-        if not result.resolved:
-            return WorkAuthor("UNRESOLVED", tier=result.tier)
-        return WorkAuthor(
-            "RESOLVED",
-            result.author,
-            result.display_name,
-            result.email,
-            result.tier,
-            result.actor_kind,
-            result.event_ms,
-        )
+        return work_author(await self._resolver.resolve(query_for(watch)))
+
+    async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
+        """Attribute the chunk's objects that changed while the watch was down, like live events.
+
+        Each is resolved concurrently with the same tiers, grace, watermark and maximum wait; one
+        that no fact names by then is still returned (UNRESOLVED: an unknown author, never the
+        committer) and counted.
+        """
+        changed = changed_objects(watch)
+        results = await asyncio.gather(*(self._resolver.resolve(snapshot_query(watch, o)) for o in changed))
+        caught: list[CaughtUp] = []
+        for obj, result in zip(changed, results, strict=True):
+            metrics.SNAPSHOT_CHANGES.labels("attributed" if result.resolved else "unresolved").inc()
+            verb = result.fact.verb if result.fact is not None else ""
+            caught.append(CaughtUp(obj, Operation.of_verb(verb), work_author(result)))
+        return caught

@@ -29,3 +29,9 @@ FENCED = Counter(
 IN_FLIGHT = Gauge(
     "reverser_router_in_flight", "Watch events read but not yet emitted (waiting for attribution or order)."
 )
+SNAPSHOT_CHANGES = Counter(
+    "reverser_router_snapshot_changes_total",
+    "Snapshot objects that changed while the watch was down (newer than the stream's cursor), by "
+    "outcome: attributed to the author a fact names, or unresolved (no fact within the maximum wait).",
+    ["outcome"],
+)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.codec import BRANCH_WORK, DecodeError, codec
-from pipeline.deadletter.envelope import letter_record
+from pipeline.codec import BRANCH_WORK, DEAD_LETTER, SCHEMA_HEADER, DecodeError, codec
 from pipeline.log.api import (
     FencedError,
     GroupConsumer,
@@ -32,7 +30,15 @@ from pipeline.log.api import (
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.router import metrics
-from pipeline.router.events import Destination, WatchRecord, decode_watch_record, work_item
+from pipeline.router.events import (
+    CaughtUp,
+    Destination,
+    WatchRecord,
+    caught_up_item,
+    changed_objects,
+    decode_watch_record,
+    work_item,
+)
 from pipeline.tasks import cancel_all
 from pipeline.work import WorkAuthor
 
@@ -51,6 +57,9 @@ class AuthorLookup(Protocol):
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor: ...
 
+    async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
+        """Authors of a snapshot chunk's objects that changed while the watch was down."""
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -59,8 +68,17 @@ class _Pending:
     watch: WatchRecord | None
     author: asyncio.Future[WorkAuthor] | None
     source: Record
-    # why `watch` is None: the record goes to the dead-letter topic with it
-    error: DecodeError | None = None
+    # A snapshot chunk's objects that changed while the watch was down, with their authors.
+    caught_up: asyncio.Future[list[CaughtUp]] | None = None
+
+    def resolved(self) -> bool:
+        """Every resolution this record waits for is done (it may be emitted in its turn)."""
+        return all(f is None or f.done() for f in (self.author, self.caught_up))
+
+    def cancel(self) -> None:
+        for future in (self.author, self.caught_up):
+            if future is not None:
+                future.cancel()
 
 
 @dataclass(slots=True)
@@ -72,10 +90,6 @@ class RouterStats:
     work_items: int = 0
     dropped: int = 0
     committed: dict[TopicPartition, int] = field(default_factory=dict)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def transactional_id(group_id: str, tp: TopicPartition) -> str:
@@ -154,8 +168,7 @@ class Router:
         self._tasks.clear()
         for queue in self._pending.values():
             for pending in queue:
-                if pending.author is not None:
-                    pending.author.cancel()
+                pending.cancel()
         self._pending.clear()
         if self._consumer is not None:
             await self._consumer.close()
@@ -250,13 +263,18 @@ class Router:
                 self._topics.dead_letter,
                 exc,
             )
-            return _Pending(None, None, record, exc)
+            return _Pending(None, None, record)
         metrics.RECORDS.labels(watch.kind.rsplit(".", 1)[-1]).inc()
-        author: asyncio.Future[WorkAuthor] | None = None
-        if watch.is_live and self._lookup is not None and watch.target in self._destinations:
-            author = asyncio.ensure_future(self._lookup.author_for(watch))
-            author.add_done_callback(lambda _f: self._progress.set())
-        return _Pending(watch, author, record)
+        pending = _Pending(watch, None, record)
+        if self._lookup is None or watch.target not in self._destinations:
+            return pending
+        if watch.is_live:
+            pending.author = asyncio.ensure_future(self._lookup.author_for(watch))
+            pending.author.add_done_callback(lambda _f: self._progress.set())
+        elif changed_objects(watch):
+            pending.caught_up = asyncio.ensure_future(self._lookup.catch_up(watch))
+            pending.caught_up.add_done_callback(lambda _f: self._progress.set())
+        return pending
 
     def _forget(self, revoked: set[TopicPartition]) -> None:
         """Drop unemitted work of partitions this member lost; the new owner re-reads them."""
@@ -264,8 +282,7 @@ class Router:
         for tp in revoked:
             self._reset_at[tp.partition] = self._resets
             for pending in self._pending.pop(tp.partition, deque()):
-                if pending.author is not None:
-                    pending.author.cancel()
+                pending.cancel()
                 self._slots.release()
                 metrics.IN_FLIGHT.dec()
 
@@ -333,7 +350,7 @@ class Router:
     def _ready_prefixes(self) -> dict[int, list[_Pending]]:
         ready: dict[int, list[_Pending]] = {}
         for partition, queue in self._pending.items():
-            while queue and (queue[0].author is None or queue[0].author.done()):
+            while queue and queue[0].resolved():
                 ready.setdefault(partition, []).append(queue.popleft())
         return ready
 
@@ -359,8 +376,8 @@ class Router:
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
         for pending in items:
-            if pending.error is not None:
-                dead.append(letter_record(pending.source, self.name, pending.error, _now_ms()))
+            if pending.watch is None:
+                dead.append(self._dead_letter(pending.source))
                 continue
             records.extend(self._work_for(pending))
         assert self._consumer is not None
@@ -390,16 +407,33 @@ class Router:
             if pending.author.cancelled():
                 return []
             author = pending.author.result()
-        item = work_item(watch, destination, author)
-        metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc()
+        items = []
+        if pending.caught_up is not None:
+            if pending.caught_up.cancelled():
+                return []
+            # before the chunk that carries them: committed under their authors first
+            items = [caught_up_item(watch, destination, change) for change in pending.caught_up.result()]
+        items.append(work_item(watch, destination, author))
+        metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
         work = codec(BRANCH_WORK)
-        return [
-            PendingRecord(
-                work.encode(item),
-                key=branch_key(destination.provider, destination.branch),
-                headers=(work.header, ("target", watch.target.encode())),
-            )
-        ]
+        key = branch_key(destination.provider, destination.branch)
+        headers = (work.header, ("target", watch.target.encode()))
+        return [PendingRecord(work.encode(item), key=key, headers=headers) for item in items]
+
+    def _dead_letter(self, record: Record) -> PendingRecord:
+        letter = codec(DEAD_LETTER)
+        payload = letter.encode(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "stage": "router",
+                "reason": f"undecodable {record.header(SCHEMA_HEADER)!r}",
+                "key": record.key,
+                "value": record.value,
+            }
+        )
+        return PendingRecord(payload, key=record.key, headers=(letter.header,))
 
     async def _commit_until_done(
         self,

@@ -139,16 +139,25 @@ class RecordBuilder:
         """Bytes of objects one chunk may carry before it is cut."""
         return max(self.max_record_bytes - _ENVELOPE_BYTES, 1)
 
-    def chunks(self, epoch: int, first_seq: int, objects: list[SnapshotObject]) -> list[PendingRecord]:
-        """One chunk of `objects`, or several when the encoded record would be over the limit."""
+    def chunks(
+        self, epoch: int, first_seq: int, objects: list[SnapshotObject], since: str = ""
+    ) -> list[PendingRecord]:
+        """One chunk of `objects`, or several when the encoded record would be over the limit.
+
+        `since` is the stream's cursor before the snapshot: the router attributes the objects that
+        changed after it like live events (docs/watch.md, "Snapshots after a gap").
+        """
         record = self._record(
-            (_CHUNK, {"epoch": epoch, "seq": first_seq, "objects": [o.as_avro() for o in objects]})
+            (
+                _CHUNK,
+                {"epoch": epoch, "seq": first_seq, "objects": [o.as_avro() for o in objects], "since": since},
+            )
         )
         if self.fits(record) or len(objects) <= 1:
             return [record]
         half = len(objects) // 2
-        head = self.chunks(epoch, first_seq, objects[:half])
-        return head + self.chunks(epoch, first_seq + len(head), objects[half:])
+        head = self.chunks(epoch, first_seq, objects[:half], since)
+        return head + self.chunks(epoch, first_seq + len(head), objects[half:], since)
 
 
 @dataclass(frozen=True, slots=True)

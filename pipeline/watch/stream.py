@@ -100,11 +100,14 @@ def _removes(event_type: str, obj: dict[str, Any]) -> bool:
 class _Snapshot:
     """An in-progress snapshot: objects wait here until they fill a chunk."""
 
-    __slots__ = ("chunks", "epoch", "mode", "objects", "pending", "pending_bytes")
+    __slots__ = ("chunks", "epoch", "mode", "objects", "pending", "pending_bytes", "since")
 
-    def __init__(self, epoch: int, mode: str) -> None:
+    def __init__(self, epoch: int, mode: str, since: str) -> None:
         self.epoch = epoch
         self.mode = mode
+        # The cursor the stream had before this snapshot ("" without one): objects newer than it
+        # changed while nothing was streaming, and are attributed like live events downstream.
+        self.since = since
         self.chunks = 0
         self.objects = 0
         self.pending: list[SnapshotObject] = []
@@ -473,7 +476,7 @@ class WatchStream:
         cursor = self._cursors.get(self.spec.cursor_key)
         last = max(cursor.epoch if cursor is not None else 0, self._last_epoch)
         epoch = self._last_epoch = max(last + 1, self._now_ms())
-        self._snapshot = _Snapshot(epoch, mode)
+        self._snapshot = _Snapshot(epoch, mode, cursor.resource_version if cursor is not None else "")
         self._hashes = {}
         self.snapshots_begun += 1
         return self._snapshot
@@ -517,7 +520,7 @@ class WatchStream:
         assert snapshot is not None
         if not snapshot.pending:
             return []
-        records = self._builder.chunks(snapshot.epoch, snapshot.chunks, snapshot.pending)
+        records = self._builder.chunks(snapshot.epoch, snapshot.chunks, snapshot.pending, snapshot.since)
         snapshot.chunks += len(records)
         snapshot.pending = []
         snapshot.pending_bytes = 0

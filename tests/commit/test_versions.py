@@ -12,9 +12,10 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.versions import VersionLedger, compare_versions
+from pipeline.commit.versions import VersionLedger
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
+from pipeline.models import compare_versions
 from tests.commit.helpers import BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, wait_settled
 from tests.commit.test_branch_worker import Harness

@@ -109,6 +109,11 @@ async def test_expired_cursor_takes_a_fresh_snapshot_with_a_newer_epoch(
     second_epoch = events[3]["body"][1]["epoch"]
     assert second_epoch > first_epoch
     assert sorted(o["name"] for o in events[4]["body"][1]["objects"]) == ["cm-a", "cm-b"]
+    assert events[1]["body"][1]["since"] == "", "a first snapshot has no cursor to catch up from"
+    since = events[4]["body"][1]["since"]
+    assert since, "the snapshot after an expired cursor names that cursor"
+    versions = {o["name"]: int(o["resourceVersion"]) for o in events[4]["body"][1]["objects"]}
+    assert versions["cm-a"] <= int(since) < versions["cm-b"], "cm-b changed while nothing streamed"
     assert metric("reverser_watch_gone_total") == gone_before + 1
     cursor = restarted.manager.cursors.get(stream.spec.cursor_key)
     assert cursor is not None
