@@ -1,15 +1,16 @@
 """`<prefix>.object-state` records: the current version of every mirrored object, keyed per object.
 
-The key names the object within its target (`target/group/resource/namespace/name`, empty
-components kept so the form is fixed); the value is the object as the commit worker last
-committed it, or no value at all (a tombstone) once the object was removed from the branch, so
-compaction keeps exactly the current world.
+The key names the object within its target (`target/group/resource/namespace/name`, each part
+percent-encoded so a `/` in a target name cannot shift the others, empty parts kept); the value
+is the object as the commit worker last committed it, or no value at all (a tombstone) once the
+object was removed from the branch, so compaction keeps exactly the current world.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
 from pipeline.log.api import Headers, PendingRecord, Record
@@ -22,7 +23,7 @@ KEY_SEPARATOR = "/"
 
 @dataclass(frozen=True, slots=True, order=True)
 class ObjectKey:
-    """Which object of which target a record is about; no component may contain `/`."""
+    """Which object of which target a record is about."""
 
     target: str
     group: str
@@ -32,7 +33,7 @@ class ObjectKey:
 
     def encode(self) -> bytes:
         parts = (self.target, self.group, self.resource, self.namespace, self.name)
-        return KEY_SEPARATOR.join(parts).encode()
+        return KEY_SEPARATOR.join(quote(p, safe="") for p in parts).encode()
 
     @classmethod
     def decode(cls, key: bytes | None) -> ObjectKey:
@@ -42,12 +43,12 @@ class ObjectKey:
         parts = key.decode("utf-8", "replace").split(KEY_SEPARATOR)
         if len(parts) != 5:
             raise DecodeError(f"object_state: key {key!r} is not target/group/resource/namespace/name")
-        return cls(*parts)
+        return cls(*(unquote(p) for p in parts))
 
 
 def target_prefix(target: str) -> bytes:
     """The key prefix every object of `target` shares (a first read of one target filters on it)."""
-    return f"{target}{KEY_SEPARATOR}".encode()
+    return f"{quote(target, safe='')}{KEY_SEPARATOR}".encode()
 
 
 @dataclass(frozen=True, slots=True)

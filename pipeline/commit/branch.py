@@ -9,17 +9,21 @@ offset for work a crash could still lose. Work the branch tip already carries (b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject, trusted_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
+from pipeline.commit.rebuild import documents
+from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms
 from pipeline.commit.work import (
@@ -32,11 +36,12 @@ from pipeline.commit.work import (
 )
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.log.api import LogError
+from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.work import WorkAuthor
 
-__all__ = ["BranchWorker", "History", "Hook", "Offset"]
+__all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "StateSink"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +51,13 @@ Hook = Callable[[str], Awaitable[None]]
 History = Callable[[int, int], Awaitable[list[WorkItem]]]
 # The log-end offset of every branch-work partition: bounds the offsets a trailer may claim.
 LogEnds = Callable[[], Awaitable[Mapping[int, int]]]
+# The object-state records of these targets (the first read of `<prefix>.object-state`).
+LoadState = Callable[[frozenset[str]], Awaitable[list[ObjectState]]]
+# Takes object-state records of settled work; they must be on the log before its offsets commit.
+StateSink = Callable[[list[PendingRecord]], None]
 PUSH_ATTEMPTS = 3
+# The author object-state records for an object a snapshot listed: the change itself was not seen.
+SNAPSHOT_AUTHOR = WorkAuthor("NOT_ATTEMPTED", tier="snapshot")
 MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
 
@@ -86,8 +97,16 @@ class BranchWorker:
         hook: Hook | None = None,
         history: History | None = None,
         log_ends: LogEnds | None = None,
+        load_state: LoadState | None = None,
+        on_state: StateSink | None = None,
     ) -> None:
         self.provider = provider
+        self._load_state = load_state
+        self._on_state = on_state
+        # None until sync when object-state is not written (no sink): then nothing is tracked.
+        self._book: StateBook | None = None
+        self._window_states: list[PendingRecord] = []
+        self._finalized_states: list[PendingRecord] = []
         self._history = history
         self._log_ends = log_ends
         self.branch = branch
@@ -162,7 +181,14 @@ class BranchWorker:
 
     def _settle_finalized(self) -> None:
         done, self._finalized = self._finalized, []
+        states, self._finalized_states = self._finalized_states, []
+        self._emit(states)
         self._settle(done)
+
+    def _emit(self, states: list[PendingRecord]) -> None:
+        """Hand object-state records to the sink, always before the offsets that produced them settle."""
+        if states and self._on_state is not None:
+            self._on_state(states)
 
     # sync ----------------------------------------------------------------------------------
     async def sync(self) -> None:
@@ -177,6 +203,8 @@ class BranchWorker:
         ends = await self._log_ends() if self._log_ends is not None else None
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
+        if self._on_state is not None and self._load_state is not None:
+            self._book = StateBook(await self._load_state(self._own_targets()))
         self.synced = True
         logger.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -185,6 +213,13 @@ class BranchWorker:
             base or "an empty history",
             self._skip or "nothing",
         )
+
+    def _tracked(self, item: WorkItem) -> StateBook | None:
+        """The state book when `item`'s target is configured on this branch (work routed here under
+        an older configuration must not describe the target's current branch)."""
+        if self._book is None or item.target not in self._own_targets():
+            return None
+        return self._book
 
     async def _recall_versions(self) -> None:
         """Seed the version ledger from the work the branch tip already carries.
@@ -212,6 +247,13 @@ class BranchWorker:
         except LayoutError:
             return
         self.versions.applied(path, version)
+
+    def _own_targets(self) -> frozenset[str]:
+        return frozenset(
+            t.name
+            for t in self._targets.values()
+            if t.provider == self.provider.name and (t.branch or self.provider.default_branch) == self.branch
+        )
 
     def _reset(self, base: str | None) -> None:
         self._tip = base
@@ -252,6 +294,7 @@ class BranchWorker:
         here = (item.partition, item.offset)
         if item.offset <= self._skip.get(item.partition, -1):
             metrics.SKIPPED.labels("already_committed").inc()
+            self._emit(self._redelivered_state(item))
             self._settle([here])
             return
         body = item.body
@@ -264,6 +307,75 @@ class BranchWorker:
         else:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
+
+    # object state ----------------------------------------------------------------------------
+    def _state_of(
+        self, item: WorkItem, namespace: str, name: str, uid: str, version: str, content: bytes, sealed: bool,
+        author: WorkAuthor,
+    ) -> ObjectState:
+        return ObjectState(
+            target=item.target,
+            provider=self.provider.name,
+            branch=self.branch,
+            path=item.path,
+            cluster=item.cluster,
+            group=item.group,
+            version=item.version,
+            resource=item.resource,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            resource_version=version,
+            object_json=content,
+            sealed=sealed,
+            author=author,
+            partition=item.partition,
+            offset=item.offset,
+            committed_at_ms=int(self._wall() * 1000),
+        )
+
+    def _write_state(self, item: WorkItem, write: Write, sealed: bool) -> PendingRecord | None:
+        """The object-state record a committed `Write` implies (None: the topic has it already)."""
+        book = self._tracked(item)
+        if book is None:
+            return None
+        if write.operation == "DELETE":
+            key = ObjectKey(item.target, item.group, item.resource, write.namespace, write.name)
+            return book.remove(key, (item.partition, item.offset))
+        state = self._state_of(
+            item, write.namespace, write.name, write.uid, write.resource_version,
+            write.object_json or b"null", sealed, write.author,
+        )
+        return book.upsert(state)
+
+    def _redelivered_state(self, item: WorkItem) -> list[PendingRecord]:
+        """Object state of work the branch already carries: written again unless the topic has it.
+
+        Covers a crash after the push and before the object-state append; snapshot sweeps of such
+        work are not re-derived (the next snapshot removes those objects; docs/commit-worker.md).
+        """
+        book = self._tracked(item)
+        if book is None:
+            return []
+        target = self._target(item.target)
+        sealed = is_sensitive(item.group, item.resource, self._sensitive(target))
+        body = item.body
+        found: list[PendingRecord | None] = []
+        if isinstance(body, Write):
+            if body.operation == "DELETE" and (target is None or target.prune == "Never"):
+                return []
+            found.append(self._write_state(item, body, sealed))
+        elif isinstance(body, ResyncChunk):
+            found += [
+                book.upsert(
+                    self._state_of(
+                        item, o.namespace, o.name, o.uid, o.resource_version, o.object_json,
+                        sealed, SNAPSHOT_AUTHOR,
+                    )
+                )
+                for o in body.objects
+            ]
+        return [r for r in found if r is not None]
 
     def _target(self, name: str) -> TargetSettings | None:
         return self._targets.get(name)
@@ -362,6 +474,9 @@ class BranchWorker:
         )
         window = self._window
         window.add(path, content, obj, write.author, item.partition, item.offset, item.observed_at_ms)
+        state = self._write_state(item, write, sealed)
+        if state is not None:
+            self._window_states.append(state)
         if window.size >= self._size_cap:
             await self._finalize(CloseReason.SIZE_CAP)
         elif window_s <= 0:
@@ -435,6 +550,8 @@ class BranchWorker:
         sensitive = self._sensitive(target)
         sealed = is_sensitive(end.group, end.resource, sensitive)
         writes: dict[str, tuple[bytes | None, ChangedObject]] = {}
+        states: list[PendingRecord] = []
+        book = self._tracked(end)
         keep: set[str] = set()
         for obj in snapshot.objects:
             try:
@@ -459,6 +576,15 @@ class BranchWorker:
                     self._bad(end, "bad_record", exc)
                     continue
             self.versions.applied(path, obj.resource_version)
+            if book is not None:
+                state = book.upsert(
+                    self._state_of(
+                        end, obj.namespace, obj.name, obj.uid, obj.resource_version, obj.object_json,
+                        sealed, SNAPSHOT_AUTHOR,
+                    )
+                )
+                if state is not None:
+                    states.append(state)
             writes[path] = (
                 content,
                 ChangedObject("UPDATE", end.group, end.version, end.resource, obj.namespace, obj.name),
@@ -469,6 +595,9 @@ class BranchWorker:
         )
         # objects written after the list's revision are not in it, and must not be swept
         keep |= self.versions.newer_than(revision)
+        prune = target is not None and target.prune == "Always"
+        if prune and book is not None:
+            states += self._swept_states(book, end, target_path, sensitive, frozenset(keep))
         return Plan(
             kind="snapshot",
             provider=self.provider.name,
@@ -489,12 +618,71 @@ class BranchWorker:
                 end.resource,
                 end.scope,
                 frozenset(keep),
-                prune=target is not None and target.prune == "Always",
+                prune=prune,
             ),
+            states=states,
             resource=end.resource,
             revision=revision,
             size=sum(len(c) for c, _ in writes.values() if c is not None),
         )
+
+    def _swept_states(
+        self,
+        book: StateBook,
+        end: WorkItem,
+        target_path: str,
+        sensitive: frozenset[GroupResource],
+        keep: frozenset[str],
+    ) -> list[PendingRecord]:
+        """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
+        scope = end.scope or None
+        found: list[PendingRecord] = []
+        for key in list(book.live_keys(end.target, end.group, end.resource, scope)):
+            try:
+                path = canonical_path(
+                    target_path, key.group, key.resource, key.namespace, key.name, sensitive
+                )
+            except LayoutError:
+                continue
+            if path not in keep and (tombstone := book.remove(key, (end.partition, end.offset))):
+                found.append(tombstone)
+        return found
+
+    async def remove_unlisted(self, target: TargetSettings) -> None:
+        """Delete the documents under `target`'s folder that the state book does not hold.
+
+        For a history replay into a branch that had content: what the replayed work leaves is in
+        the book, anything else in the folder is gone from the cluster (or never was in it).
+        """
+        if self._book is None:
+            return
+        folder = normalize_target_path(target.path)
+        sensitive = self._sensitive(target)
+        keep: set[str] = set()
+        for key in self._book.target_keys(target.name):
+            with contextlib.suppress(LayoutError):
+                keep.add(canonical_path(folder, key.group, key.resource, key.namespace, key.name, sensitive))
+        gone = [p for p in documents(self._tree, folder) if p not in keep]
+        if not gone:
+            return
+        await self._finalize(CloseReason.SHUTDOWN)
+        plan = Plan(
+            kind="rebuild",
+            provider=self.provider.name,
+            branch=self.branch,
+            target=target.name,
+            author=self.committer,
+            author_kind="committer",
+            author_label=self.committer.name,
+            attributions=[],
+            author_time_s=int(self._wall()),
+            partition=0,
+            offset=0,
+            observed_at_ms=0,
+            writes={p: (None, ChangedObject("DELETE", "", "", "", "", p)) for p in gone},
+            resource="history",
+        )
+        await self._commit(plan, [])
 
     # windows and commits -------------------------------------------------------------------
     async def _finalize(self, reason: str) -> None:
@@ -529,7 +717,9 @@ class BranchWorker:
             writes=window.writes,
             size=window.size,
             template=target.commit_message if (target := self._target(window.target)) else None,
+            states=self._window_states,
         )
+        self._window_states = []
         await self._commit(plan, window.offsets)
 
     def _make_commit(self, plan: Plan) -> str | None:
@@ -566,6 +756,7 @@ class BranchWorker:
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
         sha = self._make_commit(plan)
         self._finalized.extend(offsets)
+        self._finalized_states.extend(plan.states)
         if sha is None:
             if not self._pending:
                 self._settle_finalized()

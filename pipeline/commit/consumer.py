@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
+from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.commit import metrics
 from pipeline.commit.access import ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
@@ -25,7 +26,15 @@ from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.commit.work import WorkItem, decode_work
 from pipeline.config import ProviderSettings, Settings
-from pipeline.log.api import GroupConsumer, Log, LogError, RebalanceListener, TopicPartition
+from pipeline.log.api import (
+    GroupConsumer,
+    Log,
+    LogError,
+    PendingRecord,
+    RebalanceListener,
+    TopicPartition,
+)
+from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.tasks import cancel_all
 
@@ -84,7 +93,11 @@ class CommitWorker(RebalanceListener):
     def __init__(self, settings: Settings, log_: Log, *, hook: Hook | None = None) -> None:
         self.settings = settings
         self.log = log_
-        self.topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
+        names = TopicNames.for_prefix(settings.log.topic_prefix)
+        self.topic = names.branch_work
+        self.state_topic = names.object_state
+        # object-state records of settled work, appended before the offsets that produced them commit
+        self._state_out: list[PendingRecord] = []
         self.group_id = group_id_for(settings)
         self._hook = hook
         self._book = OffsetBook()
@@ -225,6 +238,8 @@ class CommitWorker(RebalanceListener):
             hook=self._hook,
             history=functools.partial(self._history, tp.topic),
             log_ends=self._log_ends,
+            load_state=functools.partial(load_object_state, self.log, self.state_topic),
+            on_state=self._state_out.extend,
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -309,6 +324,18 @@ class CommitWorker(RebalanceListener):
         async with self._commit_lock:
             assigned = consumer.assignment()
             due = self._book.due(assigned if only is None else assigned & only)
+            # Taken together with `due` (no await in between): every state of a due offset is in it.
+            states = list(self._state_out)
+            if states:
+                try:
+                    await self.log.append_many(self.state_topic, states)
+                except LogError as exc:
+                    logger.warning("writing %d object-state record(s) failed (retried): %s", len(states), exc)
+                    return
+                del self._state_out[: len(states)]
+                metrics.STATE_RECORDS.inc(len(states))
+                if self._hook is not None:
+                    await self._hook("state-written")
             if not due:
                 return
             try:
@@ -317,3 +344,26 @@ class CommitWorker(RebalanceListener):
                 logger.warning("committing branch-work offsets failed (work will be redelivered): %s", exc)
                 return
             self._book.mark_committed(due)
+
+
+async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> list[ObjectState]:
+    """The first read of `<prefix>.object-state`, narrowed to `targets` (what a branch already wrote).
+
+    Undecodable records are logged and left out: the next version of that object rewrites its key.
+    """
+    prefixes = tuple(target_prefix(t) for t in targets)
+    if not prefixes:
+        return []
+    table = TableReader(log, topic, keys=lambda key: key.startswith(prefixes))
+    await table.open()
+    try:
+        snapshot = await table.first_read()
+    finally:
+        await table.close()
+    found: list[ObjectState] = []
+    for record in snapshot.records.values():
+        try:
+            found.append(decode_state(record))
+        except DecodeError as exc:
+            logger.warning("object-state %s@%d undecodable, ignored: %s", record.key, record.offset, exc)
+    return found

@@ -153,6 +153,13 @@ def reconcile_message(
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 
 
+def rebuild_message(target: str, source: str, changed: Sequence[str]) -> str:
+    """`rebuilt <target> from <source>: N change(s)`, listing every changed path (no offset trailer:
+    a rebuild consumed no branch-work record)."""
+    subject = f"rebuilt {target} from {source}: {len(changed)} change(s)"
+    return "\n".join([clean_line(subject), "", *(clean_line(p) for p in changed)]) + "\n"
+
+
 def parse_offset(trailers: dict[str, list[str]], provider: str, branch: str) -> tuple[int, int] | None:
     """The `(partition, offset)` a commit claims for this FIFO, or None when it claims none.
 

@@ -37,6 +37,10 @@ END_TO_END_SECONDS = Histogram(
     ["provider", "branch"],
     buckets=(0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300),
 )
+STATE_RECORDS = Counter(
+    "reverser_commit_object_state_records_total",
+    "Records (versions and tombstones) written to <prefix>.object-state after their work was pushed.",
+)
 PENDING = Gauge(
     "reverser_commit_pending_work",
     "Work records of a branch received but not yet pushed (or found to change nothing).",

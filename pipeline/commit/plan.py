@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
-from pipeline.commit.messages import ChangedObject, reconcile_message, window_message
+from pipeline.commit.messages import ChangedObject, rebuild_message, reconcile_message, window_message
 from pipeline.config import CommitMessageSettings
+from pipeline.log.api import PendingRecord
 from pipeline.sealing import content_digest_of
 
 __all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for"]
@@ -60,6 +61,8 @@ class Plan:
     revision: str = ""
     size: int = 0
     template: CommitMessageSettings | None = None
+    # object-state records to write once this plan is on the remote (statebook.py)
+    states: list[PendingRecord] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -142,7 +145,12 @@ def _orphans(tree: GitTree, sweep: Sweep) -> list[str]:
 
 
 def message_for(plan: Plan, applied: Applied) -> str:
-    """The commit message for what the plan actually changed on this base."""
+    """The commit message for what the plan actually changed on this base.
+
+    `kind` is `window`, `snapshot` or `rebuild` (a replay's reconcile; `resource` names its source).
+    """
+    if plan.kind == "rebuild":
+        return rebuild_message(plan.target, plan.resource, applied.paths)
     if plan.kind == "snapshot":
         return reconcile_message(
             len(applied.paths),

@@ -1,8 +1,13 @@
-"""`reverser replay branch`: rebuild one Git branch from `<prefix>.branch-work`, from the beginning.
+"""`reverser replay branch`: rebuild one Git branch from `<prefix>.object-state` or `<prefix>.branch-work`.
 
-Every work record stores its resolved author, so replaying the branch's FIFO into an empty remote
-reproduces the same trees and authors (commit SHAs differ only by the committer date). Windows
-close on the records' own observation times, exactly as they did live.
+`--from object-state` (the default) writes the current objects of every target on the branch as
+one reconciling commit per target: it needs no history, so it works however short the history
+retention is, and starts a target on an empty branch as well as repairing a drifted one.
+`--from history` replays every branch-work record still on the log: every work record stores its
+resolved author, so replaying into an empty remote reproduces the same trees and authors (commit
+SHAs differ only by the committer date), windows closing on the records' own observation times.
+Into a remote that already has the branch, both reconcile (add, update, remove) instead of
+refusing; the history replay removes objects only when no history aged out (docs/commit-worker.md).
 """
 
 from __future__ import annotations
@@ -12,28 +17,42 @@ import asyncio
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pipeline.codec import DecodeError
+from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
+from pipeline.commit.identity import Identity
+from pipeline.commit.plan import Plan, apply_plan, message_for
+from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.commit.work import decode_work
-from pipeline.config import ProviderSettings, Settings
+from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
-from pipeline.log import LogError, open_log
-from pipeline.log.api import TopicPartition
+from pipeline.log import Log, LogError, open_log
+from pipeline.log.api import PendingRecord, TopicPartition
+from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
+from pipeline.progress import ProgressReport
 from pipeline.service.cli import add_config_argument, settings_from_args
 
-__all__ = ["add_replay_branch_parser", "replay_branch"]
+__all__ = ["ReplayError", "Source", "add_replay_branch_parser", "replay_branch"]
 
 PUSH_EVERY_RECORDS = 2000
-PROGRESS_EVERY_RECORDS = 1000
+
+
+class Source(StrEnum):
+    """Where a branch is rebuilt from."""
+
+    OBJECT_STATE = "object-state"
+    HISTORY = "history"
 
 
 class ReplayError(Exception):
@@ -42,14 +61,30 @@ class ReplayError(Exception):
 
 def add_replay_branch_parser(kinds: Any) -> None:
     """Registered under `reverser replay` (see `pipeline.replay`)."""
-    branch = kinds.add_parser("branch", help="rebuild a Git branch from branch-work into an empty remote")
+    branch = kinds.add_parser(
+        "branch", help="rebuild a Git branch from object-state (one commit per target) or from history"
+    )
     add_config_argument(branch)
     branch.add_argument("--provider", required=True, help="provider name from the configuration")
     branch.add_argument("--branch", required=True, help="branch to rebuild")
     branch.add_argument(
+        "--from",
+        dest="source",
+        choices=[s.value for s in Source],
+        default=Source.OBJECT_STATE.value,
+        help="object-state: the current objects, one reconciling commit per target (default); "
+        "history: every branch-work record still on the log, one commit per original window",
+    )
+    branch.add_argument(
+        "--target",
+        action="append",
+        dest="targets",
+        help="only this target of the branch (repeatable; default: every target on the branch)",
+    )
+    branch.add_argument(
         "--into",
-        help="empty remote to write to: a URL, or a directory (a bare repository is created there); "
-        "default: the provider's own URL",
+        help="remote to write to: a URL, or a directory (a bare repository is created there); "
+        "default: the provider's own URL. A remote that has the branch is reconciled",
     )
     branch.set_defaults(func=_run)
 
@@ -70,14 +105,39 @@ def _target_url(into: str | None, provider: ProviderSettings) -> str:
     return str(path.resolve())
 
 
+def _branch_targets(
+    settings: Settings, provider: ProviderSettings, branch: str, names: list[str] | None
+) -> list[TargetSettings]:
+    """The configured targets writing to (provider, branch), narrowed to `names` (each must be one)."""
+    mine = [
+        t
+        for t in settings.targets
+        if t.provider == provider.name and (t.branch or provider.default_branch) == branch
+    ]
+    if names is None:
+        return mine
+    by_name = {t.name: t for t in mine}
+    for name in names:
+        if name not in by_name:
+            raise ReplayError(f"--target: {name!r} is not a target of {provider.name} {branch}")
+    return [by_name[n] for n in names]
+
+
 async def replay_branch(
     settings: Settings,
     provider_name: str,
     branch: str,
     into: str | None,
-    progress: Callable[[str], object] = print,
+    note: Callable[[str], object] = print,
+    *,
+    source: Source = Source.HISTORY,
+    targets: list[str] | None = None,
+    tty: bool | None = None,
 ) -> int:
-    """Replay the branch's work records into `into`; returns the number of commits made."""
+    """Rebuild the branch into `into` (default: the provider's remote); returns the commits made.
+
+    `note` receives the summary and warnings; the progress bar (or lines) goes to stderr.
+    """
     try:
         provider = settings.provider(provider_name)
     except KeyError:
@@ -86,73 +146,219 @@ async def replay_branch(
         check_branch_name(branch)
     except GitNameError as exc:
         raise ReplayError(f"--branch: {exc}") from None
+    chosen = _branch_targets(settings, provider, branch, targets)
     url = _target_url(into, provider)
-    target = provider.model_copy(update={"url": url})
+    target_provider = provider.model_copy(update={"url": url})
     auth = remote_auth(provider) if into is None or _same_origin(url, provider.url) else None
-    topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
-    key = branch_key(provider_name, branch)
     log = open_log(settings)
     await log.start()
     try:
-        partitions = await log.partitions_for(topic)
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        starts = await log.beginning_offsets(tps)
-        ends = await log.end_offsets(tps)
-        total = sum(ends[tp] - starts[tp] for tp in tps)
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
-            access = provider_access(target, auth, Path(clones) / "keys")
+            access = provider_access(target_provider, auth, Path(clones) / "keys")
             repo = access.clone(Path(clones), provider_name, branch, url)
-            settled: list[Offset] = []
-            worker = BranchWorker(settings, target, branch, repo, settled.extend)
-            await worker.sync()
-            if worker.remote_tip is not None:
-                where = redact_url(url)
-                raise ReplayError(f"{branch} already exists on {where}; replay needs an empty remote")
-            reader = log.reader()
-            await reader.assign({tp: starts[tp] for tp in tps})
-            seen = used = 0
-            remaining = {tp for tp in tps if ends[tp] > starts[tp]}
-            while remaining:
-                fetched = await reader.fetch(timeout_ms=1000, max_records=1000)
-                for gap in fetched.gaps:
-                    lost = f"{gap.lost} record(s) of {gap.topic}[{gap.partition}]"
-                    progress(f"warning: {lost} were deleted by retention before the replay")
-                for record in fetched.records:
-                    tp = TopicPartition(record.topic, record.partition)
-                    if record.offset >= ends[tp]:
-                        remaining.discard(tp)
-                        continue
-                    seen += 1
-                    if record.offset + 1 >= ends[tp]:
-                        remaining.discard(tp)
-                    if record.key != key:
-                        continue
-                    try:
-                        item = decode_work(record)
-                    except DecodeError as exc:
-                        progress(f"warning: {tp}@{record.offset} undecodable, skipped: {exc}")
-                        continue
-                    await worker.handle(item)
-                    used += 1
-                    if used % PUSH_EVERY_RECORDS == 0:
-                        await worker.push()
-                    if seen % PROGRESS_EVERY_RECORDS == 0:
-                        progress(f"replayed {seen}/{total} records ({used} for {branch})")
-                for tp in list(remaining):
-                    if reader.position(tp) >= ends[tp]:
-                        remaining.discard(tp)
-            await reader.close()
-            pushed = await worker.stop()
-            commits = _count_commits(repo, worker.tip)
-            repo.close()
-            if not pushed:
-                raise ReplayError(f"the final push to {redact_url(url)} failed; see the log above")
-            progress(
-                f"replayed {seen}/{total} records ({used} for {branch}): {commits} commit(s) on {branch}"
-            )
+            try:
+                if source == Source.OBJECT_STATE:
+                    commits = await _from_object_state(
+                        settings, log, repo, target_provider, branch, chosen, note, tty
+                    )
+                else:
+                    commits = await _from_history(
+                        settings, log, repo, target_provider, branch, chosen, note, tty
+                    )
+            finally:
+                repo.close()
             return commits
     finally:
         await log.close()
+
+
+# object-state -------------------------------------------------------------------------------------
+
+
+async def _read_states(
+    log: Log, topic: str, targets: list[TargetSettings], tty: bool | None, note: Callable[[str], object]
+) -> dict[str, list[ObjectState]]:
+    """The first read of object-state for `targets`, decoded, with a progress bar over the topic."""
+    prefixes = tuple(target_prefix(t.name) for t in targets)
+    reports: list[ProgressReport] = []
+
+    def advance(done: int, _total: int) -> None:
+        reports[0].advance(done - reports[0].done)
+
+    table = TableReader(log, topic, keys=lambda key: key.startswith(prefixes), progress=advance)
+    await table.open()
+    try:
+        with ProgressReport(f"reading {topic}", table.total, tty=tty) as report:
+            reports.append(report)
+            snapshot = await table.first_read()
+    finally:
+        await table.close()
+    found: dict[str, list[ObjectState]] = {t.name: [] for t in targets}
+    for record in snapshot.records.values():
+        try:
+            state = decode_state(record)
+        except DecodeError as exc:
+            note(f"warning: {topic}@{record.partition}:{record.offset} undecodable, skipped: {exc}")
+            continue
+        found.setdefault(state.target, []).append(state)
+    return found
+
+
+async def _from_object_state(
+    settings: Settings,
+    log: Log,
+    repo: LocalRepo,
+    provider: ProviderSettings,
+    branch: str,
+    targets: list[TargetSettings],
+    note: Callable[[str], object],
+    tty: bool | None,
+) -> int:
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).object_state
+    states = await _read_states(log, topic, targets, tty, note)
+    await repo.fetch()
+    remote = repo.remote_ref(branch)
+    base = remote
+    if base is None and branch != provider.default_branch:
+        base = repo.remote_ref(provider.default_branch)
+    tree = repo.tree(base)
+    tip = base
+    committer = _committer(provider)
+    commits = 0
+    for target in targets:
+        desired: Desired = desired_files(target, states.get(target.name, []))
+        for refused in desired.refused:
+            note(f"warning: {refused}; not written")
+        plan = reconcile_plan(
+            tree,
+            target,
+            desired,
+            Plan(
+                kind="rebuild", provider=provider.name, branch=branch, target=target.name,
+                author=committer, author_kind="committer", author_label=committer.name,
+                attributions=[], author_time_s=int(time.time()), partition=0, offset=0, observed_at_ms=0,
+                resource=topic,
+            ),
+        )
+        applied = apply_plan(tree, plan, repo.store_blob, repo.objects.read)
+        for path in applied.refused:
+            note(f"warning: cannot write {path} over a folder; skipped")
+        if not applied.changed:
+            note(f"{target.name}: {len(desired.files)} object(s), already up to date")
+            continue
+        now_s = int(time.time())
+        tip = repo.commit(tree.write(), tip, committer, now_s, committer, now_s, message_for(plan, applied))
+        commits += 1
+        note(f"{target.name}: {len(desired.files)} object(s), {len(applied.paths)} change(s)")
+    if commits and tip is not None:
+        repo.set_branch(branch, tip)
+        await repo.push(branch, tip, remote)
+    note(f"rebuilt {branch} from {topic}: {commits} commit(s) on {branch}")
+    return commits
+
+
+def _committer(provider: ProviderSettings) -> Identity:
+    return Identity(
+        provider.committer.name.strip() or "Reverser Pipeline",
+        provider.committer.email.strip() or "noreply@reverser.invalid",
+    )
+
+
+# history ------------------------------------------------------------------------------------------
+
+
+async def _from_history(
+    settings: Settings,
+    log: Log,
+    repo: LocalRepo,
+    provider: ProviderSettings,
+    branch: str,
+    targets: list[TargetSettings],
+    note: Callable[[str], object],
+    tty: bool | None,
+) -> int:
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
+    key = branch_key(provider.name, branch)
+    chosen = {t.name for t in targets}
+    partitions = await log.partitions_for(topic)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    starts = await log.beginning_offsets(tps)
+    ends = await log.end_offsets(tps)
+    total = sum(ends[tp] - starts[tp] for tp in tps)
+    aged_out = sum(starts.values())
+    settled: list[Offset] = []
+    states: list[PendingRecord] = []
+
+    async def nothing_yet(_targets: frozenset[str]) -> list[ObjectState]:
+        return []
+
+    # The state book of this replay (fresh, fed only by the replayed work) says which objects the
+    # history leaves on the branch: the reconcile step removes the rest.
+    worker = BranchWorker(settings, provider, branch, repo, settled.extend, load_state=nothing_yet,
+                          on_state=states.extend)
+    await worker.sync()
+    existing = worker.remote_tip
+    reader = log.reader()
+    await reader.assign({tp: starts[tp] for tp in tps})
+    used = 0
+    remaining = {tp for tp in tps if ends[tp] > starts[tp]}
+    with ProgressReport(f"replaying {topic}", total, tty=tty) as report:
+        while remaining:
+            fetched = await reader.fetch(timeout_ms=1000, max_records=1000)
+            for gap in fetched.gaps:
+                aged_out += gap.lost
+                report.note(f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
+                            "were deleted by retention before the replay")
+            for record in fetched.records:
+                tp = TopicPartition(record.topic, record.partition)
+                if record.offset >= ends[tp]:
+                    remaining.discard(tp)
+                    continue
+                report.advance()
+                if record.offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+                if record.key != key:
+                    continue
+                try:
+                    item = decode_work(record)
+                except DecodeError as exc:
+                    report.note(f"warning: {tp}@{record.offset} undecodable, skipped: {exc}")
+                    continue
+                if item.target not in chosen:
+                    continue
+                await worker.handle(item)
+                used += 1
+                if used % PUSH_EVERY_RECORDS == 0:
+                    await worker.push()
+            for tp in list(remaining):
+                if reader.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+    await reader.close()
+    await worker.stop()
+    if existing is not None:
+        await _remove_unreplayed(worker, targets, aged_out, note)
+    pushed = await worker.stop()
+    commits = _count_commits(repo, worker.tip, stop_at=existing)
+    if not pushed:
+        raise ReplayError(f"the final push to {redact_url(provider.url)} failed; see the log above")
+    note(f"replayed {report.done}/{total} records ({used} for {branch}): {commits} commit(s) on {branch}")
+    return commits
+
+
+async def _remove_unreplayed(
+    worker: BranchWorker, targets: list[TargetSettings], aged_out: int, note: Callable[[str], object]
+) -> None:
+    """Into a branch that had content: remove the documents the replayed history does not leave.
+
+    Only when the whole history was replayed; with records aged out, a missing document may be an
+    object whose creation aged out, so it is kept (rebuild from object-state instead).
+    """
+    if aged_out:
+        note(f"warning: {aged_out} branch-work record(s) aged out; documents the retained history "
+             "does not mention are kept (use --from object-state for an exact rebuild)")
+        return
+    for target in targets:
+        await worker.remove_unlisted(target)
 
 
 def _same_origin(url: str, provider_url: str) -> bool:
@@ -161,10 +367,10 @@ def _same_origin(url: str, provider_url: str) -> bool:
     return origin is not None and origin == origin_of(provider_url)
 
 
-def _count_commits(repo: LocalRepo, tip: str | None) -> int:
+def _count_commits(repo: LocalRepo, tip: str | None, stop_at: str | None = None) -> int:
     count = 0
     sha = tip
-    while sha:
+    while sha and sha != stop_at:
         count += 1
         parents = repo.read_commit(sha).parents
         sha = parents[0] if parents else None
@@ -174,7 +380,16 @@ def _count_commits(repo: LocalRepo, tip: str | None) -> int:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     try:
-        asyncio.run(replay_branch(settings, args.provider, args.branch, args.into))
+        asyncio.run(
+            replay_branch(
+                settings,
+                args.provider,
+                args.branch,
+                args.into,
+                source=Source(args.source),
+                targets=args.targets,
+            )
+        )
     except (ReplayError, GitRemoteError) as exc:
         print(f"reverser replay: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Crash tests: SIGKILL the worker between commit and push, and between push and offset commit.
+"""Crash tests: SIGKILL the worker after a commit, after a push, and after the object-state append.
 
 After the restart every change is on the remote exactly once.
 """
@@ -17,6 +17,7 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work
+from tests.commit.objstate import as_files, first_read, raw_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +40,7 @@ def run_worker(settings_file: Path, crash_at: str | None) -> int:
     return done.returncode
 
 
-@pytest.mark.parametrize("crash_at", ["committed", "pushed"])
+@pytest.mark.parametrize("crash_at", ["committed", "pushed", "state-written"])
 async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     settings: Settings, tmp_path: Path, crash_at: str
 ) -> None:
@@ -64,8 +65,8 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     settings_file.write_text(cfg.model_dump_json())
 
     assert run_worker(settings_file, crash_at) == -9
-    pushed_before = log_lines(remote, fmt="%s") if crash_at == "pushed" else []
-    if crash_at == "pushed":
+    pushed_before = log_lines(remote, fmt="%s") if crash_at != "committed" else []
+    if crash_at != "committed":
         assert pushed_before, "the kill came after a successful push"
     assert run_worker(settings_file, None) == 0
 
@@ -73,3 +74,13 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     assert Counter(subjects) == Counter(f"[CREATE] v1/configmaps/o{i}" for i in range(6))
     assert subjects[: len(pushed_before)] == pushed_before
     assert sorted(files(remote)) == [f"live/team-a/configmaps/o{i}.yaml" for i in range(6)]
+    # object-state: every version exactly once, whichever side of its append the kill came
+    log = open_log(cfg)
+    await log.start()
+    try:
+        raw = await raw_keys(log, cfg)
+        states = await first_read(log, cfg)
+    finally:
+        await log.close()
+    assert raw == Counter({(f"t1//configmaps/team-a/o{i}".encode(), "1"): 1 for i in range(6)})
+    assert as_files(states) == files(remote)

@@ -1,8 +1,9 @@
-"""`reverser replay branch`: rebuild a branch from branch-work into an empty remote, with progress."""
+"""`reverser replay branch`: rebuild from object-state or branch-work, into empty or drifted remotes."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from pipeline.cli import main
 from pipeline.commit.consumer import CommitWorker
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
-from tests.commit.helpers import ALICE, BOB, NOBODY, Work, bare_remote, cm, log_lines
+from tests.commit.helpers import ALICE, BOB, NOBODY, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, wait_settled
 from tests.conftest import unique_prefix
 
@@ -22,7 +23,10 @@ def _settings(tmp_path: Path, remote: Path) -> Settings:
         workdir=tmp_path / "work",
         log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
         providers=[ProviderSettings(name="git", url=str(remote), commit_window_s=0.3, push_cooldown_s=0.1)],
-        targets=[TargetSettings(name="t1", provider="git", path="live", prune="Always")],
+        targets=[
+            TargetSettings(name="t1", provider="git", path="live", prune="Always"),
+            TargetSettings(name="t2", provider="git", path="second", prune="OnEvent"),
+        ],
     )
 
 
@@ -32,7 +36,10 @@ async def _live_run(cfg: Settings) -> None:
     items = [w.create(cm(f"c{i}"), (ALICE, BOB, NOBODY)[i % 3]) for i in range(9)]
     items += [other.create(cm("elsewhere"))]
     items += w.snapshot(3, [cm("c0"), cm("c1")], rv="55")
-    items += [w.delete("c0", BOB), w.update(cm("c1", key="v9"), ALICE)]
+    items += [w.delete("c0", BOB, rv="60"), w.update(cm("c1", key="v9"), ALICE, rv="61")]
+    t2 = Work(target="t2", path="second", start=w.offset, step_ms=200)
+    t2.observed_ms = w.observed_ms + 10_000
+    items += [t2.create(cm("u1"), BOB, rv="70"), t2.create(cm("u2"), BOB, rv="71"), t2.delete("u1", rv="72")]
     log = open_log(cfg)
     await log.start()
     try:
@@ -54,19 +61,21 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
     into = tmp_path / "rebuilt.git"
     argv = [
         "replay", "branch", "--config", str(config),
-        "--provider", "git", "--branch", "main", "--into", str(into),
+        "--provider", "git", "--branch", "main", "--into", str(into), "--from", "history",
     ]
     code = main(argv)
     assert code == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "replayed" in out
     assert "commit(s) on main" in out
+    assert "replaying " in err, "a plain progress line when stderr is not a terminal"
     fmt = "%T|%an <%ae>|%s"
     assert log_lines(into, fmt=fmt) == log_lines(live, fmt=fmt)
 
-    again = main(argv)
-    assert again == 1
-    assert "needs an empty remote" in capsys.readouterr().err
+    # into the same remote again: it reconciles, and there is nothing to change
+    assert main(argv) == 0
+    assert "0 commit(s) on main" in capsys.readouterr().out
+    assert log_lines(into, fmt=fmt) == log_lines(live, fmt=fmt)
 
 
 def test_replay_unknown_provider_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,3 +84,95 @@ def test_replay_unknown_provider_is_a_clear_error(tmp_path: Path, capsys: pytest
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     assert main(["replay", "branch", "--config", str(config), "--provider", "nope", "--branch", "main"]) == 1
     assert "unknown provider 'nope'" in capsys.readouterr().err
+
+
+def _config(tmp_path: Path) -> tuple[Settings, Path, Path]:
+    live = bare_remote(tmp_path / "live.git")
+    cfg = _settings(tmp_path, live)
+    asyncio.run(_live_run(cfg))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    return cfg, live, config
+
+
+def test_rebuild_from_object_state_into_an_empty_remote_has_the_live_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, live, config = _config(tmp_path)
+    into = tmp_path / "rebuilt.git"
+    base = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main"]
+    assert main([*base, "--into", str(into)]) == 0
+    out, err = capsys.readouterr()
+    assert "rebuilt main from" in out
+    assert "reading " in err
+    assert files(into) == files(live)
+    # the snapshot (prune Always) swept c2..c8, c0 was deleted, u1 deleted on t2
+    assert sorted(files(live)) == ["live/team-a/configmaps/c1.yaml", "second/team-a/configmaps/u2.yaml"]
+    # one commit per target, by the committer
+    assert log_lines(into, fmt="%an|%s") == [
+        "Reverser Pipeline|rebuilt t1 from " + _state_topic(config) + ": 1 change(s)",
+        "Reverser Pipeline|rebuilt t2 from " + _state_topic(config) + ": 1 change(s)",
+    ]
+    # only one target: the other target's folder is left alone
+    only = tmp_path / "only-t2.git"
+    assert main([*base, "--into", str(only), "--target", "t2"]) == 0
+    assert sorted(files(only)) == ["second/team-a/configmaps/u2.yaml"]
+    assert main([*base, "--into", str(only), "--target", "nope"]) == 1
+    assert "'nope' is not a target of git main" in capsys.readouterr().err
+
+
+def _state_topic(config: Path) -> str:
+    return yaml.safe_load(config.read_text())["log"]["topic_prefix"] + ".object-state"
+
+
+def test_rebuild_into_a_drifted_remote_adds_updates_and_removes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, live, config = _config(tmp_path)
+    drifted = tmp_path / "drifted.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(live), str(drifted)], check=True)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(drifted), str(clone)], check=True)
+    (clone / "live/team-a/configmaps/c1.yaml").write_text("tampered: true\n")
+    (clone / "second/team-a/configmaps/u2.yaml").unlink()
+    (clone / "live/team-a/configmaps/stale.yaml").parent.mkdir(parents=True, exist_ok=True)
+    (clone / "live/team-a/configmaps/stale.yaml").write_text("stale: true\n")
+    (clone / "live/README.md").write_text("not an object document\n")
+    for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "drift"],
+                 ["push", "-q", "origin", "main"]):
+        subprocess.run(["git", "-C", str(clone), *args], check=True)
+
+    argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main",
+            "--into", str(drifted)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    expected = {**files(live), "live/README.md": "not an object document\n"}
+    assert files(drifted) == expected
+    assert log_lines(drifted, fmt="%s")[-2:] == [
+        f"rebuilt t1 from {_state_topic(config)}: 2 change(s)",
+        f"rebuilt t2 from {_state_topic(config)}: 1 change(s)",
+    ]
+    # a second rebuild finds nothing to do
+    assert main(argv) == 0
+    assert "0 commit(s) on main" in capsys.readouterr().out
+
+
+def test_history_replay_into_a_branch_with_extra_documents_removes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, live, config = _config(tmp_path)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(live), str(clone)], check=True)
+    (clone / "live/team-a/configmaps/ghost.yaml").write_text("ghost: true\n")
+    for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "ghost"],
+                 ["push", "-q", "origin", "main"]):
+        subprocess.run(["git", "-C", str(clone), *args], check=True)
+    before = files(live)
+    argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main",
+            "--from", "history"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    after = files(live)
+    assert "live/team-a/configmaps/ghost.yaml" not in after
+    assert after == {k: v for k, v in before.items() if not k.endswith("ghost.yaml")}
+    assert log_lines(live, fmt="%s")[-1] == "rebuilt t1 from history: 1 change(s)"

@@ -1,0 +1,77 @@
+"""Which object-state records one branch still has to write: the key-level check behind "exactly once".
+
+The commit worker writes `<prefix>.object-state` after a push, then commits its branch-work
+offsets, so a crash in between redelivers work whose state may already be on the topic. The book
+holds, per object key of the branch's targets, the branch-work position of the newest record
+written (loaded from the topic at sync, then kept up to date), and refuses any record at or
+before it: a redelivery, a replay of an older version, or a re-listed object at the version the
+topic already has writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from pipeline.codec.object_state import ObjectKey, ObjectState, state_record, tombstone_record
+from pipeline.log.api import PendingRecord
+
+__all__ = ["StateBook"]
+
+Mark = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    mark: Mark
+    resource_version: str
+    removed: bool
+
+
+class StateBook:
+    """The newest object-state record per key of one branch's targets, as positions and versions."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, known: Iterable[ObjectState] = ()) -> None:
+        self._entries: dict[ObjectKey, _Entry] = {
+            s.key: _Entry((s.partition, s.offset), s.resource_version, False) for s in known
+        }
+
+    def __len__(self) -> int:
+        return sum(not e.removed for e in self._entries.values())
+
+    def upsert(self, state: ObjectState) -> PendingRecord | None:
+        """The record that makes `state` current, or None when the topic already has it or newer."""
+        mark = (state.partition, state.offset)
+        entry = self._entries.get(state.key)
+        if entry is not None and (
+            entry.mark >= mark or (not entry.removed and entry.resource_version == state.resource_version)
+        ):
+            return None
+        self._entries[state.key] = _Entry(mark, state.resource_version, False)
+        return state_record(state)
+
+    def remove(self, key: ObjectKey, mark: Mark) -> PendingRecord | None:
+        """The tombstone for `key`, or None when it is absent, already removed, or changed later."""
+        entry = self._entries.get(key)
+        if entry is None or entry.removed or entry.mark >= mark:
+            return None
+        self._entries[key] = _Entry(mark, entry.resource_version, True)
+        return tombstone_record(key)
+
+    def target_keys(self, target: str) -> Iterator[ObjectKey]:
+        """Current keys of every type of one target."""
+        return (k for k, e in self._entries.items() if not e.removed and k.target == target)
+
+    def live_keys(self, target: str, group: str, resource: str, namespace: str | None) -> Iterator[ObjectKey]:
+        """Current keys of one type of one target, in one namespace or (None) in every scope."""
+        for key, entry in self._entries.items():
+            if (
+                not entry.removed
+                and key.target == target
+                and key.group == group
+                and key.resource == resource
+                and (namespace is None or key.namespace == namespace)
+            ):
+                yield key
