@@ -2,8 +2,9 @@
 
 Every accepted mutating event becomes at most one author fact; the facts of one request are
 grouped per (route, group/resource) and appended with one `append_many`. The answer is 200 only
-after the log acknowledged every record, so the apiserver (which retries non-2xx) never loses a
-batch; retried batches duplicate facts, which the fact index tolerates. Request bodies are never
+after the log acknowledged every record, and a failure to store is answered so that the apiserver
+retries it (503 or 500 with Retry-After; it drops a batch answered any other way), so no batch is
+lost; retried batches duplicate facts, which the fact index tolerates. Request bodies are never
 logged: audit events carry Secret data.
 """
 
@@ -71,6 +72,17 @@ EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 _READ_CHUNK_BYTES = 256 * 1024
 # Smallest record payload the ingress splits down to when the log refuses records as too large.
 MIN_PAYLOAD_BYTES = 16 * 1024
+# The kube-apiserver's audit webhook retries a failed batch only on a connection reset, 500, 504,
+# 429, or an answer carrying Retry-After: a bare 503 makes it drop the batch (its facts are lost).
+RETRY_AFTER_S = 1
+RETRIED_STATUSES = frozenset({500, 503})
+
+
+def _ask_for_retry(response: web.Response) -> None:
+    """Make a failed batch come back: Retry-After so the apiserver retries it (without it a 503 is
+    final), and the connection closed so the retry is balanced anew, possibly to another replica."""
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    response.force_close()
 
 
 class RequestRejected(Exception):
@@ -171,6 +183,8 @@ class AuditIngress:
             # A bug, not bad input: answer 500 so the apiserver retries, log without the body.
             logger.exception("audit request on route %s failed", route_label)
             response = web.Response(status=500, text="internal error\n")
+        if response.status in RETRIED_STATUSES:
+            _ask_for_retry(response)
         REQUESTS.labels(route_label, str(response.status)).inc()
         REQUEST_SECONDS.labels(route_label).observe(time.perf_counter() - started)
         return response

@@ -8,6 +8,7 @@ lease/event chatter are left out, which is what keeps the webhook's volume small
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,7 @@ __all__ = [
     "apiserver_flags",
     "audit_setup",
     "batch_max_wait_s",
+    "initial_backoff_s",
     "render_setup",
     "route_url",
     "webhook_kubeconfig",
@@ -51,6 +53,13 @@ POLICY_PATH = "/etc/kubernetes/reverser/audit-policy.yaml"
 # The apiserver's default batch wait is 30 s; the resolver waits at most grace_ms for a fact, so the
 # batch must arrive well within the grace window or events resolve before their facts are in.
 MAX_BATCH_WAIT_S = 1.0
+# The apiserver retries a failed batch 4 times (k8s.io/apiserver/pkg/util/webhook,
+# DefaultRetryBackoffWithInitialDelay: x1.5 per wait, up to 20 % jitter): its waits add up to
+# (1 + 1.5 + 2.25 + 3.375) x 1.2 = 9.75 initial backoffs. Its default backoff (10 s) makes that
+# about 100 s, far beyond any attribution hold; 1 s keeps it near 10 s.
+RETRY_WAITS_PER_INITIAL_BACKOFF = 9.75
+MAX_INITIAL_BACKOFF_S = 1.0
+MIN_INITIAL_BACKOFF_S = 0.1
 
 
 class RouteSetup(BaseModel):
@@ -74,6 +83,16 @@ def route_url(base_url: str, route: str) -> str:
 def batch_max_wait_s(settings: Settings) -> float:
     """At most a third of the grace window, and never above one second."""
     return max(0.1, min(MAX_BATCH_WAIT_S, settings.attribution.grace_ms / 3000))
+
+
+def initial_backoff_s(settings: Settings) -> float:
+    """The apiserver's first retry wait, chosen so that its whole retry horizon (every wait of a
+    batch's retries plus one batch wait) ends within the attribution hold (`max_wait_ms`): a batch
+    retried later than that explains a change already committed without an author. At most 1 s,
+    at least 0.1 s, in tenths."""
+    budget_s = settings.attribution.max_wait_ms / 1000 - batch_max_wait_s(settings)
+    fitting = math.floor(budget_s / RETRY_WAITS_PER_INITIAL_BACKOFF * 10) / 10
+    return max(MIN_INITIAL_BACKOFF_S, min(MAX_INITIAL_BACKOFF_S, fitting))
 
 
 def webhook_kubeconfig(route: AuditRoute, url: str, ca_file: str) -> str:
@@ -108,6 +127,7 @@ def apiserver_flags(settings: Settings, kubeconfig_path: str, policy_path: str =
         f"--audit-webhook-config-file={kubeconfig_path}",
         "--audit-webhook-mode=batch",
         f"--audit-webhook-batch-max-wait={batch_max_wait_s(settings):g}s",
+        f"--audit-webhook-initial-backoff={initial_backoff_s(settings):g}s",
     ]
 
 

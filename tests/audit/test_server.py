@@ -300,7 +300,11 @@ async def test_log_unavailable_is_503_and_nothing_is_acknowledged(
 ) -> None:
     await running.log.close()  # the real log goes away under the server
     before = sample("reverser_audit_events_total", route="default", reason="write_error", category="error")
-    status, text = await post(http, running, event_list([write("a"), write("b", "secrets")]))
+    body = json.dumps(event_list([write("a"), write("b", "secrets")])).encode()
+    async with http.post(running.url(), data=body) as resp:
+        status, text = resp.status, await resp.text()
+        # The apiserver retries a 503 only with Retry-After; closing lets the retry go elsewhere.
+        assert (resp.headers.get("Retry-After"), resp.headers.get("Connection")) == ("1", "close")
     assert status == 503
     assert "retry" in text
     assert (
@@ -310,6 +314,25 @@ async def test_log_unavailable_is_503_and_nothing_is_acknowledged(
     )
     # a request without facts does not need the log
     assert (await post(http, running, event_list([{"stage": "Panic"}])))[0] == 200
+
+
+async def test_an_internal_error_is_500_with_retry_after_and_a_success_keeps_the_connection(
+    running: Running, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = json.dumps(event_list([write("a")])).encode()
+    async with http.post(running.url(), data=body) as resp:
+        assert resp.status == 200
+        assert "Retry-After" not in resp.headers
+        assert resp.headers.get("Connection") != "close"
+
+    async def bug(*_: Any) -> tuple[int, str]:
+        # A bug cannot be provoked through the real request path: the handler itself is replaced.
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(running.ingress, "_process", bug)
+    async with http.post(running.url(), data=body) as resp:
+        assert resp.status == 500
+        assert (resp.headers.get("Retry-After"), resp.headers.get("Connection")) == ("1", "close")
 
 
 async def test_oversized_group_is_split_into_consecutive_records(

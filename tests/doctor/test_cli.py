@@ -112,6 +112,7 @@ def test_audit_setup_prints_policy_kubeconfig_and_flags_per_route(
     lab = yaml.safe_load(routes["lab"]["kubeconfig"])
     assert lab["users"][0]["user"] == {"token": "<the value of AUDIT_TOKEN_LAB>"}
     assert "--audit-webhook-batch-max-wait=0.5s" in routes["lab"]["flags"]
+    assert "--audit-webhook-initial-backoff=1s" in routes["lab"]["flags"]
     assert f"--audit-webhook-config-file={routes['lab']['kubeconfig_path']}" in routes["lab"]["flags"]
 
     code, out = run(capsys, "doctor", "--config", config, "--audit-setup",
