@@ -202,6 +202,7 @@ class AttributionSettings(_Section):
     ttl_s: float = Field(default=600.0, gt=0)
     grace_ms: int = Field(default=3000, ge=0)
     max_wait_ms: int = Field(default=15000, ge=0)
+    reorder_ms: int = Field(default=5000, ge=0)
     max_facts_per_type: int = Field(default=4096, gt=0)
     max_facts: int = Field(default=65536, gt=0)
     collection_window_s: float = Field(default=30.0, gt=0)

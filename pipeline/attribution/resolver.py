@@ -62,17 +62,23 @@ class Resolver:
 
     `grace_ms` is how long a resolution waits for a better fact in any case (0 = one lookup);
     `max_wait_ms` how long it may be held beyond that while the route's audit watermark has not
-    reached the event's time (see `pipeline.attribution.watermark`); 0 means no hold past the grace.
+    passed the event's time by `reorder_ms` (see `pipeline.attribution.watermark`); 0 means no hold
+    past the grace.
     """
 
-    def __init__(self, index: FactIndex, grace_ms: int = 3000, max_wait_ms: int = 0) -> None:
+    def __init__(
+        self, index: FactIndex, grace_ms: int = 3000, max_wait_ms: int = 0, reorder_ms: int = 0
+    ) -> None:
         if grace_ms < 0:
             raise ValueError("grace_ms must be >= 0")
         if max_wait_ms < 0:
             raise ValueError("max_wait_ms must be >= 0")
+        if reorder_ms < 0:
+            raise ValueError("reorder_ms must be >= 0")
         self.index = index
         self.grace_s = grace_ms / 1000
         self.max_wait_s = max_wait_ms / 1000
+        self.reorder_ms = reorder_ms
         self._routes: dict[str, _RouteHealth] = {}
 
     async def resolve(self, query: FactQuery) -> Attribution:
@@ -84,7 +90,12 @@ class Resolver:
 
     def _hold_s(self, waited_s: float, query: FactQuery) -> float:
         return hold_s(
-            waited_s, self.grace_s, self.max_wait_s, query.event_ms, self.index.watermark(query.route)
+            waited_s,
+            self.grace_s,
+            self.max_wait_s,
+            query.event_ms,
+            self.index.watermark(query.route),
+            self.reorder_ms,
         )
 
     async def _await(self, query: FactQuery) -> Attribution:
@@ -103,7 +114,8 @@ class Resolver:
             while True:
                 remaining = self._hold_s(loop.time() - started, query)
                 if remaining <= 0:
-                    if query.event_ms > index.watermark(query.route) and self.max_wait_s > 0:
+                    behind = query.event_ms + self.reorder_ms > index.watermark(query.route)
+                    if behind and self.max_wait_s > 0:
                         # Settled at the maximum wait with audit time still behind the event.
                         metrics.HOLDS_EXPIRED.labels(query.route).inc()
                     return fallback

@@ -5,9 +5,12 @@ restart or an ingress outage the apiserver retries that batch with a growing bac
 cannot be a fixed wall-clock grace. The audit side's progress is measured instead: a route's
 watermark is the newest `stageTimestamp` among the facts filed for it, i.e. how far that
 apiserver's audit time has advanced in what this process has read. A resolution that found no
-satisfying fact is held until the watermark has passed the event's time (a fact for the event
-would have arrived by then), never less than the grace and never more than the maximum wait
-(which covers the apiserver's retry horizon). Pure: no clock, no I/O (see docs/attribution.md).
+satisfying fact is held until the watermark has passed the event's time by the reorder allowance
+(a fact for the event would have arrived by then), never less than the grace and never more than
+the maximum wait (which covers the apiserver's retry horizon). The allowance exists because audit
+time does not advance in order: the apiserver sends its batches concurrently, so a batch held by a
+paused replica, or retried after a failure, arrives after later batches that went through other
+replicas and already moved the watermark. Pure: no clock, no I/O (see docs/attribution.md).
 """
 
 from __future__ import annotations
@@ -39,17 +42,20 @@ class Watermarks:
         return self.of(route) >= event_ms
 
 
-def hold_s(waited_s: float, grace_s: float, max_wait_s: float, event_ms: int, watermark_ms: int) -> float:
+def hold_s(
+    waited_s: float, grace_s: float, max_wait_s: float, event_ms: int, watermark_ms: int, reorder_ms: int
+) -> float:
     """How much longer a resolution without a settling fact waits (0: settle now).
 
     It waits out the grace in any case; after that only while the event's time is known
-    (`event_ms > 0`) and the watermark has not reached it; never past `max(grace, max_wait)`.
+    (`event_ms > 0`) and the watermark has not passed it by `reorder_ms`; never past
+    `max(grace, max_wait)`.
     """
     limit = max(grace_s, max_wait_s)
     if waited_s >= limit:
         return 0.0
     if waited_s < grace_s:
         return grace_s - waited_s
-    if event_ms <= 0 or watermark_ms >= event_ms:
+    if event_ms <= 0 or watermark_ms >= event_ms + reorder_ms:
         return 0.0
     return limit - waited_s

@@ -39,7 +39,12 @@ class RouterComponent:
         topics = TopicNames.for_prefix(settings.log.topic_prefix)
         index = FactIndex.from_settings(settings.attribution)
         self.follower = FactFollower(log, topics, index, settings)
-        resolver = Resolver(index, settings.attribution.grace_ms, settings.attribution.max_wait_ms)
+        resolver = Resolver(
+            index,
+            settings.attribution.grace_ms,
+            settings.attribution.max_wait_ms,
+            settings.attribution.reorder_ms,
+        )
         lookup = IndexLookup(self.follower, resolver)
         self.router = Router(
             log, topics, destinations(settings), lookup, group_id=f"{settings.log.topic_prefix}.router"

@@ -37,21 +37,61 @@ def test_the_watermark_is_the_newest_event_time_per_route_and_never_goes_back(
         assert marks.passed(route, marks.of(route))
 
 
-@given(waited=seconds, grace=seconds, max_wait=seconds, event=times, mark=times)
+@given(
+    waited=seconds,
+    grace=seconds,
+    max_wait=seconds,
+    event=times,
+    mark=times,
+    reorder=st.integers(min_value=0, max_value=60_000),
+)
 def test_the_hold_never_ends_before_the_grace_nor_after_the_maximum_wait(
-    waited: float, grace: float, max_wait: float, event: int, mark: int
+    waited: float, grace: float, max_wait: float, event: int, mark: int, reorder: int
 ) -> None:
-    left = hold_s(waited, grace, max_wait, event, mark)
+    left = hold_s(waited, grace, max_wait, event, mark, reorder)
     limit = max(grace, max_wait)
     assert 0 <= left <= max(0.0, limit - waited)
     if waited < grace:
         assert left == grace - waited, "the grace is always waited out"
     if waited >= limit:
         assert left == 0
-    if waited >= grace and (event == 0 or mark >= event):
-        assert left == 0, "once audit time passed the event (or its time is unknown) nothing is gained"
-    if grace <= waited < limit and event > 0 and mark < event:
-        assert left == limit - waited, "audit is behind the event: hold until the maximum wait"
+    if waited >= grace and (event == 0 or mark >= event + reorder):
+        assert left == 0, "once audit time passed the event by the allowance nothing is gained"
+    if grace <= waited < limit and event > 0 and mark < event + reorder:
+        assert left == limit - waited, "audit may still be behind the event: hold until the maximum wait"
+
+
+async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_the_reorder_allowance() -> None:
+    """A paused replica answers its batch after another replica stored a newer one."""
+    index = make_index()
+    resolver = Resolver(index, grace_ms=0, max_wait_ms=int(GUARD_S * 1000), reorder_ms=5_000)
+    event_ms = index.now_ms() - 10_000
+    task = asyncio.create_task(
+        resolver.resolve(query(uid="u1", rv="7", name="web")._replace(event_ms=event_ms))
+    )
+    await wait_for(lambda: index.waiter_count() > 0, what="the resolution to hold")
+    # The newer batch: audit time has passed the event, but by less than the allowance.
+    index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 4_000) * 1000)])
+    await asyncio.sleep(0)  # the woken resolution looks again and keeps holding
+    assert not task.done(), "settled although an overtaken batch could still come"
+    index.apply(
+        ROUTE, CM, [fact("alice", "update", uid="u1", rv="7", name="web", stage_us=(event_ms - 20) * 1000)]
+    )
+    found = await asyncio.wait_for(task, GUARD_S)
+    assert (found.tier, found.author) == (EXACT, "alice")
+
+
+async def test_audit_time_past_the_event_by_the_allowance_settles_at_once() -> None:
+    index = make_index()
+    resolver = Resolver(index, grace_ms=0, max_wait_ms=int(GUARD_S * 1000), reorder_ms=5_000)
+    event_ms = index.now_ms() - 10_000
+    task = asyncio.create_task(
+        resolver.resolve(query(uid="u1", rv="7", name="web")._replace(event_ms=event_ms))
+    )
+    await wait_for(lambda: index.waiter_count() > 0, what="the resolution to hold")
+    index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 5_000) * 1000)])
+    found = await asyncio.wait_for(task, GUARD_S)
+    assert found.tier == ABSENT
 
 
 def test_a_future_stage_time_moves_the_watermark_only_to_now() -> None:
@@ -83,15 +123,24 @@ async def test_facts_arriving_after_the_grace_but_within_the_maximum_wait_still_
     """The apiserver retried its batch after an outage: it lands well after the grace."""
     topic = await create_fact_topic(any_log, settings)
     index = FactIndex.from_settings(settings.attribution)
-    follower = FactFollower(any_log, TopicNames.for_prefix(settings.log.topic_prefix), index, settings,
-                            fetch_timeout_ms=100)
+    follower = FactFollower(
+        any_log, TopicNames.for_prefix(settings.log.topic_prefix), index, settings, fetch_timeout_ms=100
+    )
     await follower.start()
     try:
         await asyncio.wait_for(follower.wait_ready(), GUARD_S)
         before_ms = int(time.time() * 1000) - 5_000
         # Audit progress from before the outage: the watermark trails the watch event.
-        await any_log.append_many(topic, [record_for(FactBatch(ROUTE, CM, [
-            fact("carol", uid="u0", rv="5", name="old", stage_us=before_ms * 1000)]))])
+        await any_log.append_many(
+            topic,
+            [
+                record_for(
+                    FactBatch(
+                        ROUTE, CM, [fact("carol", uid="u0", rv="5", name="old", stage_us=before_ms * 1000)]
+                    )
+                )
+            ],
+        )
         await wait_for(lambda: index.watermark(ROUTE) == before_ms, what="the old fact", timeout_s=GUARD_S)
         grace_ms = 100
         resolver = Resolver(index, grace_ms=grace_ms, max_wait_ms=int(GUARD_S * 1000))
@@ -103,8 +152,27 @@ async def test_facts_arriving_after_the_grace_but_within_the_maximum_wait_still_
         await wait_for(lambda: time.monotonic() - started > 3 * grace_ms / 1000, what="the grace to pass")
         assert not task.done(), "settled at the grace although audit time had not reached the event"
         # The retried batch arrives: the event's own fact, stamped just before the watch saw it.
-        await any_log.append_many(topic, [record_for(FactBatch(ROUTE, CM, [
-            fact("alice", "update", uid="u1", rv="7", name="web", stage_us=(event_ms - 20) * 1000)]))])
+        await any_log.append_many(
+            topic,
+            [
+                record_for(
+                    FactBatch(
+                        ROUTE,
+                        CM,
+                        [
+                            fact(
+                                "alice",
+                                "update",
+                                uid="u1",
+                                rv="7",
+                                name="web",
+                                stage_us=(event_ms - 20) * 1000,
+                            )
+                        ],
+                    )
+                )
+            ],
+        )
         found = await asyncio.wait_for(task, GUARD_S)
         assert (found.tier, found.author) == (EXACT, "alice")
     finally:

@@ -37,6 +37,11 @@ BRANCHES = 6
 TARGET_PATH = "clusters/chaos"
 COMMIT_WINDOW_S = 3.0
 GRACE_MS = 3000
+# A batch held by a replica paused until another one takes the lease comes back after the lease
+# (8 s) and its detection: audit time may be that far behind newer batches. The hold must also
+# cover the apiserver's retry horizon (1 s backoff: about 10 s, docs/deploy.md).
+REORDER_MS = 10_000
+MAX_WAIT_MS = 20_000
 LEASE_DURATION_S = 8.0
 LEASE_RENEW_S = 2.0
 GIT_USER = "chaos-git"
@@ -125,7 +130,7 @@ def _replica_config(
             },
             "routes": [{"name": ROUTE, "allowed_identities": [AUDIT_CLIENT_CN]}],
         },
-        "attribution": {"grace_ms": GRACE_MS},
+        "attribution": {"grace_ms": GRACE_MS, "max_wait_ms": MAX_WAIT_MS, "reorder_ms": REORDER_MS},
         "clusters": [
             {
                 "name": ROUTE,

@@ -1,12 +1,14 @@
-"""A real HAProxy in front of the replicas' audit ingress, as a Kubernetes Service would be.
+"""A real HAProxy in front of the replicas' audit ingress, configured as operators are told to.
 
-TCP mode passes the apiserver's mutual TLS through to whichever replica it picks, so the ingress
-still sees the client certificate; a replica is taken out of rotation when its `/readyz` (on the
-metrics port) fails, and a connection refused by a dead replica is redispatched to another one.
+The configuration is the shipped example, `deploy/haproxy/audit-webhook.cfg` (TCP mode, so the
+apiserver's mutual TLS reaches the replica; `/readyz` health checks that take a stopped replica out
+within about a second and cut its sessions with a reset, which the apiserver retries), with only
+the listening address and the server lines replaced by this environment's ports.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -15,16 +17,31 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.net import free_port
-
-__all__ = ["HAProxy", "HAProxyError"]
+__all__ = ["EXAMPLE_CONFIG", "HAProxy", "HAProxyError", "render_config"]
 
 START_TIMEOUT_S = 20.0
-INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-system-tools.sh"
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL_SCRIPT = ROOT / "scripts" / "install-system-tools.sh"
+EXAMPLE_CONFIG = ROOT / "deploy" / "haproxy" / "audit-webhook.cfg"
+_BIND = re.compile(r"^(\s*)bind \S+$", re.MULTILINE)
+_SERVER = re.compile(r"^\s*server \S+ \S+$\n?", re.MULTILINE)
 
 
 class HAProxyError(RuntimeError):
     """HAProxy is missing, its configuration was refused, or it did not start."""
+
+
+def render_config(example: str, port: int, backends: Sequence[tuple[int, int]]) -> str:
+    """The example configuration listening on `127.0.0.1:port`, with one server per (audit port,
+    metrics port); everything else (checks, timeouts, resets) is kept as shipped."""
+    if len(_BIND.findall(example)) != 1 or not _SERVER.search(example):
+        raise HAProxyError(f"{EXAMPLE_CONFIG} no longer has one bind line and server lines to replace")
+    servers = "".join(
+        f"    server r{i} 127.0.0.1:{audit} port {metrics}\n" for i, (audit, metrics) in enumerate(backends)
+    )
+    text = _BIND.sub(lambda m: f"{m.group(1)}bind 127.0.0.1:{port}", example)
+    replacements = iter([servers])  # the first server line becomes ours, the others go
+    return _SERVER.sub(lambda _: next(replacements, ""), text)
 
 
 class HAProxy:
@@ -37,41 +54,9 @@ class HAProxy:
         self.binary = binary
         self.workdir = workdir
         self.port = port
-        self.stats_port = free_port()
         self.config = workdir / "haproxy.cfg"
         self.log_path = workdir / "haproxy.log"
-        servers = "\n".join(
-            f"    server r{i} 127.0.0.1:{audit} check port {metrics} inter 500 fall 2 rise 1"
-            for i, (audit, metrics) in enumerate(backends)
-        )
-        self.config.write_text(
-            f"""global
-    maxconn 512
-
-defaults
-    mode tcp
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    retries 3
-    option redispatch
-
-frontend audit
-    bind 127.0.0.1:{port}
-    default_backend replicas
-
-backend replicas
-    balance roundrobin
-    option httpchk GET /readyz
-{servers}
-
-frontend stats
-    mode http
-    bind 127.0.0.1:{self.stats_port}
-    stats enable
-    stats uri /stats
-"""
-        )
+        self.config.write_text(render_config(EXAMPLE_CONFIG.read_text(), port, backends))
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

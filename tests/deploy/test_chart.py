@@ -20,6 +20,7 @@ from cryptography import x509
 
 from pipeline.audit.server import AuditIngress
 from pipeline.config import load_settings
+from pipeline.doctor.audit_setup import initial_backoff_s
 from tests.audit.conftest import Running, open_embedded, read_batches
 from tests.audit.corpus import event_list
 from tests.deploy.helm import BUILD_HELM, CHART, helm_path, run_helm
@@ -169,6 +170,8 @@ def test_rendered_configuration_is_accepted_by_the_service(helm: Path, tmp_path:
     assert settings.audit.routes[0].allowed_identities == ["kube-apiserver"]
     assert settings.clusters[0].in_cluster
     assert settings.targets[0].rules[0].resources == ["configmaps"]
+    # the default hold covers the retry horizon of the recommended 1 s apiserver backoff
+    assert initial_backoff_s(settings) == 1.0
     assert named(objects, "ConfigMap", "-topics")["data"] == named(objects, "ConfigMap", "pipeline")["data"]
     # the operator's own CA: the chart generates neither a client certificate nor the CA
     assert [s["metadata"]["name"] for s in by_kind(objects, "Secret")] == ["rp-reverser-pipeline-audit-tls"]
@@ -194,6 +197,9 @@ def test_deployment_probes_mounts_and_secrets(helm: Path) -> None:
     assert container["args"] == ["run", "--config", "/etc/reverser/config.yaml"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # a stopped pod leaves the audit Service within about 4 s (docs/deploy.md)
+    readiness = container["readinessProbe"]
+    assert (readiness["periodSeconds"], readiness["failureThreshold"]) == (2, 2)
     downward = {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert {"name": "POD_NAMESPACE", "valueFrom": downward} in container["env"]
     assert {
