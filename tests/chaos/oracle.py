@@ -4,7 +4,8 @@ For every file the history is a sequence of transitions (a commit that gave the 
 version, or removed it). The oracle checks that every version a mutation produced appears as a
 transition, unless a later version replaced it within the same commit window (a branch's window
 collects one person's writes until `window_s` of silence or another person's write, and commits
-only the latest of each file); that no version appears twice; that each transition's author is
+only the latest of each file; see `_mergeable` for what the oracle can know of that order), or it
+removed a file no commit had shown; that no version appears twice; that each transition's author is
 the person whose mutation produced it (misattributed and unknown counted apart); and measures the
 time from the mutation's response to the push that put its commit on the remote.
 """
@@ -58,25 +59,34 @@ def percentile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _windows(mutations: Sequence[Mutation], window_s: float) -> dict[int, int]:
-    """Mutation seq to the commit window it can share: one per branch per run of one person's
-    mutations, each within `window_s` (plus pipeline jitter) of the previous one."""
-    window_of: dict[int, int] = {}
-    last: dict[str, Mutation] = {}
-    number = 0
-    for mutation in sorted(mutations, key=lambda m: m.at):
-        previous = last.get(mutation.branch)
-        if (
-            previous is None
-            or previous.user != mutation.user
-            or mutation.at - previous.at > window_s + WINDOW_JITTER_S
-        ):
-            number += 1
-            window_of[mutation.seq] = number
-        else:
-            window_of[mutation.seq] = window_of[previous.seq]
-        last[mutation.branch] = mutation
-    return window_of
+def _stream(mutation: Mutation) -> tuple[str, str]:
+    """The watch stream a mutation's event comes on: one per namespace and kind, i.e. per directory
+    of a branch. Events of one stream keep their order through the pipeline; events of two
+    streams may reach a branch's commit worker in either order."""
+    return mutation.branch, mutation.path.rsplit("/", 1)[0]
+
+
+def _mergeable(earlier: Mutation, later: Mutation, on_branch: Sequence[Mutation], window_s: float) -> bool:
+    """Whether `later` may have replaced `earlier` (same file) inside one commit window.
+
+    A window collects one person's writes on a branch while each comes within `window_s` (plus
+    delivery jitter) of the previous one, and ends at another person's write. Only another
+    person's write on the same watch stream is certainly seen between the two: one on another
+    stream may reach the worker before or after them, so it does not decide.
+    """
+    if later.user != earlier.user:
+        return False
+    previous_at = earlier.at
+    for mutation in on_branch:
+        if not earlier.at < mutation.at <= later.at:
+            continue
+        if mutation.user == earlier.user:
+            if mutation.at - previous_at > window_s + WINDOW_JITTER_S:
+                return False
+            previous_at = mutation.at
+        elif _stream(mutation) == _stream(earlier):
+            return False
+    return True
 
 
 def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], window_s: float) -> Verdict:
@@ -86,23 +96,30 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
         by_version[(transition.branch, transition.path, transition.fingerprint)].append(transition)
     for found in by_version.values():
         verdict.duplicated.extend(found[1:])
-    windows = _windows(mutations, window_s)
     per_file: dict[tuple[str, str], list[Mutation]] = defaultdict(list)
+    per_branch: dict[str, list[Mutation]] = defaultdict(list)
     for mutation in sorted(mutations, key=lambda m: m.at):
         per_file[(mutation.branch, mutation.path)].append(mutation)
+        per_branch[mutation.branch].append(mutation)
     made: set[tuple[str, str, str | None]] = set()
     for (branch, path), sequence in per_file.items():
+        shown = False  # whether a commit has shown the file so far
         for index, mutation in enumerate(sequence):
             key = (branch, path, mutation.fingerprint)
             made.add(key)
             committed = by_version.get(key)
             if not committed:
                 following = sequence[index + 1] if index + 1 < len(sequence) else None
-                if following is not None and windows[following.seq] == windows[mutation.seq]:
+                if following is not None and _mergeable(mutation, following, per_branch[branch], window_s):
+                    verdict.merged += 1
+                elif mutation.fingerprint is None and not shown:
+                    # Removing a file no commit ever showed (its creation was merged into this
+                    # removal) changes nothing in Git: nothing to commit, nothing lost.
                     verdict.merged += 1
                 else:
                     verdict.lost.append(mutation)
                 continue
+            shown = mutation.fingerprint is not None
             first = committed[0]
             if first.author == mutation.user:
                 pass

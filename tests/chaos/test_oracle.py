@@ -56,6 +56,36 @@ def test_a_window_is_a_chain_of_one_persons_writes_on_a_branch() -> None:
     assert [x.seq for x in judge(interrupted, [t("3", "alice", "c1")], WINDOW_S).lost] == [1, 2]
 
 
+def test_another_persons_write_on_another_watch_stream_does_not_decide_the_window() -> None:
+    # Found by seed 101: carol's Deployment update came between alice's two patches of a ConfigMap
+    # by response time, but reached the commit worker before both (another watch stream), so the
+    # worker rightly committed only alice's later version.
+    deployment = Mutation(
+        2, "carol", "update", "b0", "clusters/chaos/team-0/apps/deployments/web.yaml", "2/1", 11.0
+    )
+    mutations = [m(1, "alice", "1", 10.0), deployment, m(3, "alice", "3", 12.0)]
+    history = [Transition("b0", deployment.path, "2/1", "c1", "carol", None), t("3", "alice", "c2")]
+    verdict = judge(mutations, history, WINDOW_S)
+    assert (verdict.lost, verdict.merged) == ([], 1)
+    # A write on the same stream is certainly seen between them: the earlier version is lost.
+    same_stream = Mutation(
+        2, "carol", "create", "b0", "clusters/chaos/team-0/configmaps/other.yaml", "2", 11.0
+    )
+    mutations = [m(1, "alice", "1", 10.0), same_stream, m(3, "alice", "3", 12.0)]
+    history = [Transition("b0", same_stream.path, "2", "c1", "carol", None), t("3", "alice", "c2")]
+    assert [x.seq for x in judge(mutations, history, WINDOW_S).lost] == [1]
+
+
+def test_removing_a_file_no_commit_showed_is_merged_not_lost() -> None:
+    # Found by seed 101: alice created and deleted an object inside one window; Git never saw it.
+    assert judge([m(1, "alice", "1", 10.0), m(2, "alice", None, 11.0)], [], WINDOW_S).merged == 2
+    # Once a commit showed the file, its removal must be committed.
+    lost = judge(
+        [m(1, "alice", "1", 10.0), m(2, "alice", None, 20.0)], [t("1", "alice", "c1")], WINDOW_S
+    ).lost
+    assert [x.seq for x in lost] == [2]
+
+
 def test_a_missing_version_is_lost_when_another_author_or_a_later_window_replaced_it() -> None:
     mutations = [m(1, "alice", "1", 10.0), m(2, "bob", "2", 11.0), m(3, "bob", "3", 30.0)]
     verdict = judge(mutations, [t("3", "bob", "c1")], WINDOW_S)
