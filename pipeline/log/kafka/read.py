@@ -149,7 +149,7 @@ async def fetch_round(
             tp = exc.args[0] if exc.args else None
             if reset is None or not isinstance(tp, KafkaTopicPartition):
                 raise translate(exc, "fetch") from exc
-            await _reset_position(consumer, tp, reset)
+            await _reset_position(owner, consumer, tp, reset)
             continue
         except kafka_errors.ConsumerStoppedError as exc:
             raise LogError("the consumer was closed") from exc
@@ -165,18 +165,30 @@ async def fetch_round(
 
 
 async def _reset_position(
-    consumer: AIOKafkaConsumer, tp: KafkaTopicPartition, reset: Literal["earliest", "latest"]
+    owner: KafkaLog,
+    consumer: AIOKafkaConsumer,
+    tp: KafkaTopicPartition,
+    reset: Literal["earliest", "latest"],
 ) -> None:
     """Start a group partition without a committed offset at the reset policy, if it is still ours.
 
     The fetcher reports a missing offset on a later fetch than the one that found it, and a
     rebalance may have revoked the partition in between (or revokes it while the reset waits):
     the new owner resets it then, so a partition no longer assigned is left alone.
+
+    Log-start is looked up through the log's own client (bounded retries) and set with a plain
+    seek, not with the member's `seek_to_beginning`: after a broker restart that one was seen
+    (`make chaos`) retrying "not leader" answers for minutes with the member's stale leader, and
+    since a fetch round waits for it, every other partition of the member stalled with it.
     """
     if tp not in consumer.assignment():
         return
     try:
-        await (consumer.seek_to_beginning(tp) if reset == "earliest" else consumer.seek_to_end(tp))
+        if reset == "earliest":
+            start = (await owner.beginning_offsets([our_tp(tp)]))[our_tp(tp)]
+            consumer.seek(tp, start)
+        else:
+            await consumer.seek_to_end(tp)
     except kafka_errors.IllegalStateError:
         return  # revoked while the reset was being looked up
     except kafka_errors.KafkaError as exc:
