@@ -8,6 +8,7 @@ object was removed from the branch, so compaction keeps exactly the current worl
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
@@ -19,6 +20,12 @@ from pipeline.work import WorkAuthor
 __all__ = ["ObjectKey", "ObjectState", "decode_state", "state_record", "target_prefix", "tombstone_record"]
 
 KEY_SEPARATOR = "/"
+# Parts made only of these need no percent-encoding (every Kubernetes name, namespace and group).
+_PLAIN = re.compile(r"[A-Za-z0-9._~-]*")
+
+
+def _quote(part: str) -> str:
+    return part if _PLAIN.fullmatch(part) else quote(part, safe="")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -33,7 +40,7 @@ class ObjectKey:
 
     def encode(self) -> bytes:
         parts = (self.target, self.group, self.resource, self.namespace, self.name)
-        return KEY_SEPARATOR.join(quote(p, safe="") for p in parts).encode()
+        return KEY_SEPARATOR.join(_quote(p) for p in parts).encode()
 
     @classmethod
     def decode(cls, key: bytes | None) -> ObjectKey:
@@ -48,7 +55,7 @@ class ObjectKey:
 
 def target_prefix(target: str) -> bytes:
     """The key prefix every object of `target` shares (a first read of one target filters on it)."""
-    return f"{quote(target, safe='')}{KEY_SEPARATOR}".encode()
+    return f"{_quote(target)}{KEY_SEPARATOR}".encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,8 @@ class ObjectState:
     resource_version: str
     object_json: bytes
     sealed: bool
+    # the bytes committed to Git (b"" when sealed: then object_json is the document)
+    document: bytes
     author: WorkAuthor
     partition: int
     offset: int
@@ -94,6 +103,7 @@ class ObjectState:
             "resourceVersion": self.resource_version,
             "object": self.object_json,
             "sealed": self.sealed,
+            "document": self.document,
             "author": self.author.to_avro(),
             "source": {"partition": self.partition, "offset": self.offset},
             "committedAtMs": self.committed_at_ms,
@@ -116,6 +126,7 @@ class ObjectState:
             resource_version=data["resourceVersion"],
             object_json=data["object"],
             sealed=data["sealed"],
+            document=data["document"],
             author=WorkAuthor.from_avro(data["author"]),
             partition=data["source"]["partition"],
             offset=data["source"]["offset"],

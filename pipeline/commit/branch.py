@@ -311,8 +311,16 @@ class BranchWorker:
     # object state ----------------------------------------------------------------------------
     def _state_of(
         self, item: WorkItem, namespace: str, name: str, uid: str, version: str, content: bytes, sealed: bool,
-        author: WorkAuthor,
+        author: WorkAuthor, document: bytes | None = None,
     ) -> ObjectState:
+        """The state record; `document` is the rendered file as committed (rendered here when None)."""
+        if sealed:
+            document = b""
+        elif document is None:
+            try:
+                document = render_object(parse_object_json(content))
+            except RenderError:
+                document = b""
         return ObjectState(
             target=item.target,
             provider=self.provider.name,
@@ -328,13 +336,16 @@ class BranchWorker:
             resource_version=version,
             object_json=content,
             sealed=sealed,
+            document=document,
             author=author,
             partition=item.partition,
             offset=item.offset,
             committed_at_ms=int(self._wall() * 1000),
         )
 
-    def _write_state(self, item: WorkItem, write: Write, sealed: bool) -> PendingRecord | None:
+    def _write_state(
+        self, item: WorkItem, write: Write, sealed: bool, document: bytes | None = None
+    ) -> PendingRecord | None:
         """The object-state record a committed `Write` implies (None: the topic has it already)."""
         book = self._tracked(item)
         if book is None:
@@ -344,7 +355,7 @@ class BranchWorker:
             return book.remove(key, (item.partition, item.offset))
         state = self._state_of(
             item, write.namespace, write.name, write.uid, write.resource_version,
-            write.object_json or b"null", sealed, write.author,
+            write.object_json or b"null", sealed, write.author, document,
         )
         return book.upsert(state)
 
@@ -474,7 +485,7 @@ class BranchWorker:
         )
         window = self._window
         window.add(path, content, obj, write.author, item.partition, item.offset, item.observed_at_ms)
-        state = self._write_state(item, write, sealed)
+        state = self._write_state(item, write, sealed, content)
         if state is not None:
             self._window_states.append(state)
         if window.size >= self._size_cap:
@@ -580,7 +591,7 @@ class BranchWorker:
                 state = book.upsert(
                     self._state_of(
                         end, obj.namespace, obj.name, obj.uid, obj.resource_version, obj.object_json,
-                        sealed, SNAPSHOT_AUTHOR,
+                        sealed, SNAPSHOT_AUTHOR, content,
                     )
                 )
                 if state is not None:

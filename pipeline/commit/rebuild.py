@@ -47,7 +47,11 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
             continue
         try:
             path = canonical_path(folder, state.group, state.resource, state.namespace, state.name, sensitive)
-            content = state.object_json if sealed else render_object(parse_object_json(state.object_json))
+            if sealed:
+                content = state.object_json
+            else:
+                # the committed bytes when the record has them (schema v2), else rendered again
+                content = state.document or render_object(parse_object_json(state.object_json))
         except (LayoutError, RenderError) as exc:
             desired.refused.append(f"{where}: {exc}")
             continue

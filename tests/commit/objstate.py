@@ -44,5 +44,7 @@ def as_files(states: dict[ObjectKey, ObjectState]) -> dict[str, str]:
         path = canonical_path(
             normalize_target_path(state.path), state.group, state.resource, state.namespace, state.name
         )
-        out[path] = render_object(parse_object_json(state.object_json)).decode()
+        rendered = render_object(parse_object_json(state.object_json))
+        assert state.document == rendered, f"{path}: the stored document is the committed rendering"
+        out[path] = rendered.decode()
     return out

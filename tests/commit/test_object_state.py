@@ -28,7 +28,7 @@ from tests.conformance.test_log_conformance import eventually, read_all
 def _state(name: str, rv: str, offset: int) -> ObjectState:
     return ObjectState(
         "t1", "git", "main", "live", "default", "", "v1", "configmaps", "ns", name, "u", rv,
-        b"{}", False, WorkAuthor("RESOLVED", "alice"), 0, offset, 1,
+        b"{}", False, b"{}\n", WorkAuthor("RESOLVED", "alice"), 0, offset, 1,
     )
 
 
