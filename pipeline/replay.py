@@ -1,7 +1,9 @@
 """`reverser replay KIND`: rebuild state from the topics, with progress.
 
-`branch` (the commit worker's Git branch from `<prefix>.branch-work`) and `facts` (the fact index
-from `<prefix>.audit-facts`) are each implemented by the package that owns that state.
+`branch` (the commit worker's Git branch from `<prefix>.object-state` or `<prefix>.branch-work`),
+`facts` (the fact index from `<prefix>.audit-facts`) and `watch-events` (a new target's
+branch-work from another target's watch history) are each implemented by the package that owns
+that state.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from pipeline.attribution.replay_cli import add_replay_facts_parser
 from pipeline.commit.replay_cli import add_replay_branch_parser
+from pipeline.router.replay_cli import add_replay_watch_parser
 
 
 def register(subparsers: Any) -> None:
@@ -17,3 +20,4 @@ def register(subparsers: Any) -> None:
     kinds = parser.add_subparsers(dest="replay_kind", required=True, metavar="KIND")
     add_replay_branch_parser(kinds)
     add_replay_facts_parser(kinds)
+    add_replay_watch_parser(kinds)

@@ -81,7 +81,9 @@ def destinations() -> dict[str, Destination]:
     return {"shop": Destination("repo", "main", "clusters/default")}
 
 
-async def read_work(log: Log, topic: str, expected: int, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+async def read_work(
+    log: Log, topic: str, expected: int, timeout_s: float = 30.0, key: bytes = branch_key("repo", "main")
+) -> list[dict[str, Any]]:
     partitions = await log.partitions_for(topic)
     reader = log.reader()
     await reader.assign({TopicPartition(topic, p): 0 for p in range(partitions)})
@@ -91,7 +93,7 @@ async def read_work(log: Log, topic: str, expected: int, timeout_s: float = 30.0
         while len(items) < expected and asyncio.get_running_loop().time() < deadline:
             fetched = await reader.fetch(timeout_ms=200)
             for record in fetched.records:
-                assert record.key == branch_key("repo", "main")
+                assert record.key == key
                 items.append(codec(BRANCH_WORK).decode(record.value, record.header(SCHEMA_HEADER)))
     finally:
         await reader.close()
