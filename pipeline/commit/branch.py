@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
-from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind
+from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject, trusted_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
@@ -118,10 +118,7 @@ class BranchWorker:
         self._hook = hook
         self._size_cap = provider.window_max_bytes
         self._max_backoff_s = provider.push_max_backoff_s
-        self.committer = Identity(
-            provider.committer.name.strip() or "Reverser Pipeline",
-            provider.committer.email.strip() or "noreply@reverser.invalid",
-        )
+        self.committer = committer_identity(provider.committer.name, provider.committer.email)
         self.synced = False
         self._remote_tip: str | None = None
         self._tip: str | None = None

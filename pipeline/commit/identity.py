@@ -15,6 +15,7 @@ __all__ = [
     "Identity",
     "author_identity",
     "author_kind",
+    "committer_identity",
     "safe_email",
 ]
 
@@ -74,3 +75,8 @@ def author_kind(outcome: str, username: str) -> str:
     if outcome == "NOT_ATTEMPTED":
         return "committer"
     return "unresolved"
+
+
+def committer_identity(name: str, email: str) -> Identity:
+    """The configured committer, with the defaults for a blank name or email."""
+    return Identity(name.strip() or "Reverser Pipeline", email.strip() or "noreply@reverser.invalid")

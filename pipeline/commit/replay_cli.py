@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
-from pipeline.commit.identity import Identity
+from pipeline.commit.identity import committer_identity
 from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.commit.work import decode_work
@@ -53,6 +54,20 @@ class Source(StrEnum):
 
     OBJECT_STATE = "object-state"
     HISTORY = "history"
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One rebuild: where from (settings, log), where to (repo, provider, branch), what, how to report."""
+
+    settings: Settings
+    log: Log
+    repo: LocalRepo
+    provider: ProviderSettings
+    branch: str
+    targets: list[TargetSettings]
+    note: Callable[[str], object]
+    tty: bool | None
 
 
 class ReplayError(Exception):
@@ -157,14 +172,9 @@ async def replay_branch(
             access = provider_access(target_provider, auth, Path(clones) / "keys")
             repo = access.clone(Path(clones), provider_name, branch, url)
             try:
-                if source == Source.OBJECT_STATE:
-                    commits = await _from_object_state(
-                        settings, log, repo, target_provider, branch, chosen, note, tty
-                    )
-                else:
-                    commits = await _from_history(
-                        settings, log, repo, target_provider, branch, chosen, note, tty
-                    )
+                job = _Job(settings, log, repo, target_provider, branch, chosen, note, tty)
+                rebuild = _from_object_state if source == Source.OBJECT_STATE else _from_history
+                commits = await rebuild(job)
             finally:
                 repo.close()
             return commits
@@ -204,16 +214,9 @@ async def _read_states(
     return found
 
 
-async def _from_object_state(
-    settings: Settings,
-    log: Log,
-    repo: LocalRepo,
-    provider: ProviderSettings,
-    branch: str,
-    targets: list[TargetSettings],
-    note: Callable[[str], object],
-    tty: bool | None,
-) -> int:
+async def _from_object_state(job: _Job) -> int:
+    settings, log, repo, provider, branch = job.settings, job.log, job.repo, job.provider, job.branch
+    targets, note, tty = job.targets, job.note, job.tty
     topic = TopicNames.for_prefix(settings.log.topic_prefix).object_state
     states = await _read_states(log, topic, targets, tty, note)
     await repo.fetch()
@@ -223,7 +226,7 @@ async def _from_object_state(
         base = repo.remote_ref(provider.default_branch)
     tree = repo.tree(base)
     tip = base
-    committer = _committer(provider)
+    committer = committer_identity(provider.committer.name, provider.committer.email)
     commits = 0
     for target in targets:
         desired: Desired = desired_files(target, states.get(target.name, []))
@@ -257,26 +260,12 @@ async def _from_object_state(
     return commits
 
 
-def _committer(provider: ProviderSettings) -> Identity:
-    return Identity(
-        provider.committer.name.strip() or "Reverser Pipeline",
-        provider.committer.email.strip() or "noreply@reverser.invalid",
-    )
-
-
 # history ------------------------------------------------------------------------------------------
 
 
-async def _from_history(
-    settings: Settings,
-    log: Log,
-    repo: LocalRepo,
-    provider: ProviderSettings,
-    branch: str,
-    targets: list[TargetSettings],
-    note: Callable[[str], object],
-    tty: bool | None,
-) -> int:
+async def _from_history(job: _Job) -> int:
+    settings, log, repo, provider, branch = job.settings, job.log, job.repo, job.provider, job.branch
+    targets, note, tty = job.targets, job.note, job.tty
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     key = branch_key(provider.name, branch)
     chosen = {t.name for t in targets}
