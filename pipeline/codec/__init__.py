@@ -26,6 +26,7 @@ WATCH_CURSOR = "watch_cursor"
 WATCH_CLAIM = "watch_claim"
 DEAD_LETTER = "dead_letter"
 OBJECT_STATE = "object_state"
+CONFIG_STATE = "config_state"
 
 
 class DecodeError(Exception):

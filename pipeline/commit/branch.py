@@ -385,6 +385,11 @@ class BranchWorker:
             ]
         return [r for r in found if r is not None]
 
+    def update_targets(self, settings: Settings) -> None:
+        """A changed configuration's targets apply from the next record on (a removed target's
+        records are then written with prune `Never`: nothing of it is removed any more)."""
+        self._targets = {t.name: t for t in settings.targets}
+
     def _target(self, name: str) -> TargetSettings | None:
         return self._targets.get(name)
 

@@ -11,7 +11,8 @@ __all__ = ["build"]
 
 
 def build(settings: Settings, log: Log) -> Component | None:
-    """The commit worker component, or None when there is nothing to commit to."""
-    if not settings.providers or not settings.targets:
+    """The commit worker component, or None when there is nothing to commit to (with custom
+    resources it always runs: providers and targets may come at any time)."""
+    if (not settings.providers or not settings.targets) and not settings.custom_resources.enabled:
         return None
     return CommitWorker(settings, log)

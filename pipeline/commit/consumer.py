@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -114,10 +114,30 @@ class CommitWorker(RebalanceListener):
         self._started = False
         self.clones = settings.workdir / "git"
         keys = settings.workdir / "keys"
+        self._keys = keys
         self._access: dict[str, ProviderAccess] = {
             p.name: provider_access(p, remote_auth(p), keys) for p in settings.providers
         }
+        #: Catches this process up with the newest published configuration (custom-resource
+        #: mode) before work naming an unknown provider is skipped.
+        self.refresh_config: Callable[[], Awaitable[None]] | None = None
         metrics.register_owner(self)
+
+    def use_config_refresh(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        self.refresh_config = refresh
+
+    async def apply(self, settings: Settings) -> None:
+        """Take a changed configuration: new providers, changed targets (prune, encryption, window).
+
+        A branch FIFO that is running keeps its clone and its open window; its targets' settings
+        apply from the next record on. A provider whose access settings changed is used by the
+        next FIFO of its branches.
+        """
+        self.settings = settings
+        for provider in settings.providers:
+            self._access[provider.name] = provider_access(provider, remote_auth(provider), self._keys)
+        for branch in self._branches.values():
+            branch.worker.update_targets(settings)
 
     # component -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -206,6 +226,8 @@ class CommitWorker(RebalanceListener):
                     metrics.SKIPPED.labels("bad_record").inc()
                     self._settle_one(tp, record.offset)
                     continue
+                if self.refresh_config is not None and item.provider not in self._access:
+                    await self.refresh_config()
                 branch = self._branch_for(item, tp)
                 if branch is None:
                     self._settle_one(tp, record.offset)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pipeline.config import ClusterSettings, Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.watch.cli import resolve_all
-from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.watch.kube import KubeClient, KubeError, access_allowed, open_client
 from pipeline.watch.lease import lease_namespace
 from pipeline.watch.resolve import RuleProblem, StreamSpec
 
@@ -22,22 +22,6 @@ __all__ = ["LEASE_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
 AREA = "cluster"
 STREAM_VERBS = ("list", "watch")
 LEASE_VERBS = ("get", "create", "update")
-_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-
-
-async def access_allowed(
-    client: KubeClient, verb: str, group: str, resource: str, namespace: str
-) -> tuple[bool, str]:
-    """Whether this identity may `verb` the resource, and the authorizer's reason when it may not."""
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
-                                        "namespace": namespace}},
-    }
-    answer = await client.send_json("POST", _REVIEWS, review)
-    status = answer.get("status") or {}
-    return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
 
 def _rule(group: str, resource: str, verbs: Iterable[str], namespace: str) -> str:

@@ -16,6 +16,7 @@ WATCH_CLAIMS = "watch-claims"
 WATCH_CLAIMS_RETENTION_MS = 3600 * 1000
 BRANCH_WORK = "branch-work"
 DEAD_LETTER = "dead-letter"
+CONFIG = "config"
 OBJECT_STATE = "object-state"
 # The shortest history retention `reverser topics check` accepts: a commit worker that is down for
 # longer than branch-work's retention loses work not yet in object-state, and a router down for
@@ -35,6 +36,7 @@ class TopicNames:
     branch_work: str
     dead_letter: str
     object_state: str
+    config: str
 
     @classmethod
     def for_prefix(cls, prefix: str) -> TopicNames:
@@ -46,6 +48,7 @@ class TopicNames:
             branch_work=f"{prefix}.{BRANCH_WORK}",
             dead_letter=f"{prefix}.{DEAD_LETTER}",
             object_state=f"{prefix}.{OBJECT_STATE}",
+            config=f"{prefix}.{CONFIG}",
         )
 
 
@@ -68,7 +71,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         replication_factor=topics.replication_factor,
         min_insync_replicas=topics.min_insync_replicas,
     )
-    return [
+    specs = [
         spec(
             names.audit_facts,
             topics.audit_facts_partitions,
@@ -120,6 +123,10 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             max_message_bytes=max_bytes,
         ),
     ]
+    if settings.custom_resources.enabled:
+        # the effective configuration from custom resources: one key, the newest version matters
+        specs.append(spec(names.config, 1, "compact", max_message_bytes=max_bytes))
+    return specs
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from pipeline.attribution import FactFollower, FactIndex, Resolver
 from pipeline.config import Settings
 from pipeline.log.api import Log
@@ -54,6 +56,13 @@ class RouterComponent:
         await self.follower.start()
         await self.router.start()
 
+    def use_config_refresh(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        self.router.refresh_config = refresh
+
+    async def apply(self, settings: Settings) -> None:
+        """Route to a changed configuration's targets from the next event on."""
+        self.router.set_destinations(destinations(settings))
+
     async def stop(self) -> None:
         await self.router.stop()
         await self.follower.stop()
@@ -67,7 +76,8 @@ class RouterComponent:
 
 
 def build(settings: Settings, log: Log) -> RouterComponent | None:
-    """The router runs when targets are configured (every process also follows the facts)."""
-    if not settings.targets:
+    """The router runs when targets are configured (every process also follows the facts), and
+    always with custom resources, whose targets may come at any time."""
+    if not settings.targets and not settings.custom_resources.enabled:
         return None
     return RouterComponent(settings, log)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -152,6 +152,16 @@ class Router:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.stats = RouterStats()
+        #: Catches this process up with the newest published configuration (custom-resource
+        #: mode): an event of a target this router does not know yet may come from a stream that
+        #: a newer configuration started, and dropping it would lose the change.
+        self.refresh_config: Callable[[], Awaitable[None]] | None = None
+        self._refreshed_for: set[str] = set()
+
+    def set_destinations(self, destinations: Mapping[str, Destination]) -> None:
+        """Route with a changed configuration from the next event on (no restart, no replay)."""
+        self._destinations = dict(destinations)
+        self._refreshed_for.clear()
 
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -244,11 +254,23 @@ class Router:
                     )
                     self._slots.release()
                     continue
+                await self._know_target(record)
                 metrics.IN_FLIGHT.inc()
                 self._pending.setdefault(record.partition, deque()).append(self._admit(record))
                 self.stats.consumed += 1
             if fetched.records:
                 self._progress.set()
+
+    async def _know_target(self, record: Record) -> None:
+        """Catch the configuration up once per unknown target before routing its first event."""
+        raw = record.header("target")
+        if self.refresh_config is None or raw is None:
+            return
+        target = raw.decode("utf-8", "replace")
+        if target in self._destinations or target in self._refreshed_for:
+            return
+        self._refreshed_for.add(target)
+        await self.refresh_config()
 
     def _admit(self, record: Record) -> _Pending:
         try:

@@ -7,17 +7,37 @@ import contextlib
 import importlib
 import logging
 import signal
+from collections.abc import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
-from pipeline.config import Settings
+from pipeline.config import ConfigError, Settings
+from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.state import ConfigState
 from pipeline.log import Log, open_log
-from pipeline.log.topics import topic_specs
-from pipeline.service.component import Component, ComponentFactory, OpsRoutes
+from pipeline.log.topics import TopicNames, topic_specs
+from pipeline.service.component import (
+    Component,
+    ComponentFactory,
+    ConfigRefreshing,
+    OpsRoutes,
+    Reconfigurable,
+)
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 
 logger = logging.getLogger(__name__)
+
+CONFIG_VERSION = Gauge(
+    "reverser_config_version",
+    "Version of the effective configuration from custom resources this process runs (0: none yet)",
+)
+CONFIG_CHANGES = Counter(
+    "reverser_config_changes_total",
+    "Configuration changes applied while running, by source (custom_resources|file) and outcome "
+    "(applied|invalid|refused)",
+    ["source", "outcome"],
+)
 
 # "module:function" of every stage factory, in start order (stopped in reverse).
 COMPONENT_FACTORIES: tuple[str, ...] = (
@@ -26,6 +46,7 @@ COMPONENT_FACTORIES: tuple[str, ...] = (
     "pipeline.router.component:build",
     "pipeline.commit.component:build",
     "pipeline.watch.component:build",
+    "pipeline.customresources.component:build",
 )
 
 # "module:function" of hooks adding read-only routes to the ops server (the metrics port).
@@ -56,8 +77,18 @@ class Service:
         settings: Settings,
         log_: Log | None = None,
         factories: list[ComponentFactory] | None = None,
+        *,
+        reload: Callable[[], Settings] | None = None,
     ) -> None:
+        """`reload` reads the configuration file again (SIGHUP); it raises ConfigError when invalid."""
         self.settings = settings
+        # The file as loaded: with custom resources, providers and targets come from the config topic.
+        self._base = settings
+        self._reload = reload
+        self._config: ConfigFollower | None = None
+        self._following: asyncio.Task[None] | None = None
+        self._applying = asyncio.Lock()
+        self.config_version = 0
         self.log = log_ if log_ is not None else open_log(settings)
         self._factories = factories if factories is not None else load_factories()
         self.components: list[Component] = []
@@ -83,8 +114,13 @@ class Service:
             created = await self.log.create_topics(topic_specs(self.settings))
             if created:
                 logger.info("created topics: %s", ", ".join(created))
+            if self.settings.custom_resources.enabled:
+                await self._read_config()
             built = [factory(self.settings, self.log) for factory in self._factories]
             self._starting = [component for component in built if component is not None]
+            for component in self._starting:
+                if isinstance(component, ConfigRefreshing) and self._config is not None:
+                    component.use_config_refresh(self.refresh_config)
             await self._probe.check()
             self._probing = asyncio.create_task(
                 self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
@@ -95,13 +131,88 @@ class Service:
                 await component.start()
                 self.components.append(self._starting.pop(0))
                 logger.info("started %s", component.name)
+            if self._config is not None:
+                self._following = asyncio.create_task(
+                    self._config.follow(self._apply_state), name="config follower"
+                )
             self._refresh_ready_gauge()
         except BaseException:
             await self.stop()
             raise
 
+    async def _read_config(self) -> None:
+        """Start from the newest published configuration (none yet: no providers or targets)."""
+        self._config = ConfigFollower(self.log, TopicNames.for_prefix(self._base.log.topic_prefix).config)
+        state = await self._config.catch_up()
+        if state is not None:
+            self.settings = state.settings(self._base)
+            self.config_version = state.version
+            CONFIG_VERSION.set(state.version)
+        logger.info("configuration from custom resources: version %s", state.version if state else "none yet")
+
+    async def _apply_state(self, state: ConfigState) -> None:
+        if state.version <= self.config_version:
+            return
+        await self._apply(state.settings(self._base), "custom_resources")
+        self.config_version = state.version
+        CONFIG_VERSION.set(state.version)
+        logger.info("applied configuration version %d", state.version)
+
+    async def refresh_config(self) -> None:
+        """Catch up with the config topic now and apply what is newer (a stage met an unknown name)."""
+        if self._config is None:
+            return
+        state = await self._config.catch_up()
+        if state is not None:
+            await self._apply_state(state)
+
+    async def _apply(self, settings: Settings, source: str) -> None:
+        """Hand a changed configuration to every running stage that takes one, in start order."""
+        async with self._applying:
+            self.settings = settings
+            for component in self.components:
+                if isinstance(component, Reconfigurable):
+                    try:
+                        await component.apply(settings)
+                    except ConfigError as exc:
+                        CONFIG_CHANGES.labels(source, "invalid").inc()
+                        logger.error("%s refused the configuration: %s", component.name, exc)
+                        return
+            CONFIG_CHANGES.labels(source, "applied").inc()
+
+    async def reload(self) -> None:
+        """SIGHUP: read the file again and apply it through the same path as a published version.
+
+        An invalid file changes nothing (the error is logged and counted); switching between the
+        file's providers and custom resources needs a restart.
+        """
+        if self._reload is None:
+            return
+        try:
+            fresh = self._reload()
+        except ConfigError as exc:
+            CONFIG_CHANGES.labels("file", "invalid").inc()
+            logger.error("reload refused, the running configuration stays: %s", exc)
+            return
+        if fresh.custom_resources.enabled != self._base.custom_resources.enabled:
+            CONFIG_CHANGES.labels("file", "refused").inc()
+            logger.error("reload refused: switching custom_resources.enabled needs a restart")
+            return
+        self._base = fresh
+        latest = self._config.latest if self._config is not None else None
+        await self._apply(latest.settings(fresh) if latest is not None else fresh, "file")
+        logger.info("reloaded the configuration file")
+
     async def stop(self) -> None:
         self._starting = []
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
+        if self._config is not None:
+            await self._config.close()
+            self._config = None
         if self._probing is not None:
             self._probing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -170,9 +281,18 @@ async def run_until_signalled(service: Service, *, started: bool = False) -> Non
     """Start the service (unless already started), run until SIGINT/SIGTERM, then stop it cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[None]] = set()
+
+    def reload() -> None:
+        task = asyncio.create_task(service.reload(), name="reload configuration")
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, stop.set)
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGHUP, reload)
     if not started:
         await service.start()
     try:

@@ -24,13 +24,22 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Load configuration and apply command-line overrides; exits 2 with the reason if invalid."""
     try:
-        settings = load_settings(args.config)
+        return load_with_overrides(args)
     except ConfigError as exc:
         print(f"reverser: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def load_with_overrides(args: argparse.Namespace) -> Settings:
+    """The file with the command line's overrides applied; raises ConfigError (SIGHUP reloads it)."""
+    settings = load_settings(args.config)
     overrides: dict[str, Any] = {}
     if getattr(args, "workdir", None) is not None:
         overrides["workdir"] = args.workdir
+    if getattr(args, "audit_addr", None):
+        overrides["audit"] = settings.audit.model_copy(update={"addr": args.audit_addr})
+    if getattr(args, "metrics_addr", None):
+        overrides["metrics"] = settings.metrics.model_copy(update={"addr": args.metrics_addr})
     if overrides:
         settings = settings.model_copy(update=overrides)
     return settings
@@ -52,10 +61,6 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    if args.audit_addr:
-        settings.audit.addr = args.audit_addr
-    if args.metrics_addr:
-        settings.metrics.addr = args.metrics_addr
     if args.once and not args.demo:
         print("reverser: --once only applies to --demo", file=sys.stderr)
         return 2
@@ -64,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
             from pipeline.demo.runner import run_demo
 
             return asyncio.run(run_demo(settings, once=args.once))
-        asyncio.run(run_until_signalled(Service(settings)))
+        asyncio.run(run_until_signalled(Service(settings, reload=lambda: load_with_overrides(args))))
     except ConfigError as exc:
         print(f"reverser: {exc}", file=sys.stderr)
         return 2

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -21,6 +21,21 @@ class Component(Protocol):
     async def stop(self) -> None: ...
 
     def ready(self) -> bool: ...
+
+
+@runtime_checkable
+class Reconfigurable(Protocol):
+    """A stage that takes a changed configuration while it runs (custom resources, SIGHUP)."""
+
+    async def apply(self, settings: Settings) -> object: ...
+
+
+@runtime_checkable
+class ConfigRefreshing(Protocol):
+    """A stage that may meet work of a configuration this process has not applied yet: it asks the
+    service to catch up with the config topic before it treats a name as unknown."""
+
+    def use_config_refresh(self, refresh: Callable[[], Awaitable[None]]) -> None: ...
 
 
 class ComponentFactory(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 from typing import Any
@@ -60,8 +61,17 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
+# With custom resources the rules come from the config topic; that view lives with them.
+_CUSTOM_RESOURCES_VIEW = "pipeline.customresources.rules_cli:run"
+
+
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    if settings.custom_resources.enabled:
+        module_name, _, attr = _CUSTOM_RESOURCES_VIEW.partition(":")
+        view: Any = getattr(importlib.import_module(module_name), attr)
+        code: int = view(args, settings)
+        return code
     specs, problems = asyncio.run(resolve_all(settings))
     if args.json:
         print(

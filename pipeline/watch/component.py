@@ -44,7 +44,10 @@ class WatchComponent:
 
 
 def build(settings: Settings, log: Log) -> WatchComponent | None:
-    """The watch component, or None when no target has rules on a configured cluster."""
+    """The watch component, or None when no target has rules on a configured cluster (with custom
+    resources it always runs: rules may come at any time)."""
+    if settings.custom_resources.enabled:
+        return WatchComponent(settings, log)
     clusters = {c.name for c in settings.clusters}
     if not any(t.rules and t.cluster in clusters for t in settings.targets):
         return None

@@ -27,6 +27,7 @@ __all__ = [
     "KubeClient",
     "KubeError",
     "WatchConnection",
+    "access_allowed",
     "collection_path",
     "open_client",
 ]
@@ -169,10 +170,11 @@ class KubeClient:
         limits: aiohttp.ClientTimeout,
         method: str = "GET",
         body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
     ) -> aiohttp.ClientResponse:
         headers = {"Accept": "application/json"}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -204,10 +206,12 @@ class KubeClient:
         path: str,
         body: dict[str, Any] | None = None,
         query: Sequence[tuple[str, str]] = (),
+        content_type: str = "application/json",
     ) -> dict[str, Any]:
-        """One request with an optional JSON body; the answer must be a JSON object."""
+        """One request with an optional JSON body (`content_type` names a PATCH's kind); the answer
+        must be a JSON object."""
         timeout = aiohttp.ClientTimeout(total=_REQUEST_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
-        response = await self._request(path, query, timeout, method, body)
+        response = await self._request(path, query, timeout, method, body, content_type)
         try:
             raw = await response.read()
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -300,6 +304,29 @@ class KubeClient:
                 namespaced=bool(entry.get("namespaced")),
                 verbs=frozenset(str(v) for v in entry.get("verbs") or []),
             )
+
+
+_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+async def access_allowed(
+    client: KubeClient, verb: str, group: str, resource: str, namespace: str
+) -> tuple[bool, str]:
+    """Whether this identity may `verb` the resource, and the authorizer's reason when it may not.
+
+    Asked of the apiserver itself (SelfSubjectAccessReview), so RBAC, webhooks and every other
+    authorizer answer exactly as they would for the real request.
+    """
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "namespace": namespace}
+        },
+    }
+    answer = await client.send_json("POST", _REVIEWS, review)
+    status = answer.get("status") or {}
+    return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
 
 async def open_client(cluster: ClusterSettings) -> KubeClient:

@@ -171,6 +171,8 @@ class WatchManager:
                     else:
                         mine = [spec for spec in self.streams if spec.cluster == name]
                         await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
+                        for spec in mine:
+                            metrics.STREAM_STOPS.labels(spec.target, "leadership_lost").inc()
                         await cluster.close_writer()
             except Exception:
                 logger.exception("following the leadership of cluster %s failed", name)
@@ -228,6 +230,8 @@ class WatchManager:
         self._refresh = self._leadership_worker = None
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
+            for spec in self.streams:
+                metrics.STREAM_STOPS.labels(spec.target, "shutdown").inc()
             self.streams.clear()
             self.problems = []
             for cluster in self._clusters.values():
@@ -258,7 +262,14 @@ class WatchManager:
         added = [
             spec for spec in desired if spec not in self.streams and self._clusters[spec.cluster].writable
         ]
+        added_keys = {spec.cursor_key for spec in added}
+        for spec in removed:
+            reason = "replaced" if spec.cursor_key in added_keys else "removed"
+            metrics.STREAM_STOPS.labels(spec.target, reason).inc()
+        for spec in moved:
+            metrics.STREAM_STOPS.labels(spec.target, "cluster_changed").inc()
         for spec in added:
+            metrics.STREAM_STARTS.labels(spec.target).inc()
             cluster = self._clusters[spec.cluster]
             sealer = self._sealers.get(spec.target)
             stream = WatchStream(

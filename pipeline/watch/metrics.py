@@ -51,6 +51,17 @@ SNAPSHOTS = Counter(
     "Snapshots by how they were taken (watchlist|list) and outcome (completed|abandoned)",
     ["mode", "outcome"],
 )
+STREAM_STARTS = Counter(
+    "reverser_watch_stream_starts_total",
+    "Watch streams this process started (configuration change, leadership, start), by target",
+    ["target"],
+)
+STREAM_STOPS = Counter(
+    "reverser_watch_stream_stops_total",
+    "Watch streams this process stopped, by target and reason "
+    "(removed|replaced|cluster_changed|leadership_lost|shutdown)",
+    ["target", "reason"],
+)
 RECONNECTS = Counter("reverser_watch_reconnects_total", "Watch sessions started after an earlier one ended")
 GONE = Counter("reverser_watch_gone_total", "410 Gone / Expired answers that forced a fresh snapshot")
 RECORDS = Counter("reverser_watch_records_total", "Records acknowledged by the log on watch-events")

@@ -130,10 +130,16 @@ class WatchStream:
         fresh: bool = False,
         sealer: Sealer | None = None,
         on_fenced: Callable[[], None] | None = None,
+        payload: Callable[[dict[str, Any]], bytes] | None = None,
     ) -> None:
         """`log_` is where records go: the log, or the cluster leader's `FencedWriter`, whose
-        `FencedError` ends the stream for good and calls `on_fenced` (the leader steps down)."""
+        `FencedError` ends the stream for good and calls `on_fenced` (the leader steps down).
+
+        `payload` replaces the sanitized object as what is written (the configuration controller
+        needs `metadata.generation`); unchanged-event detection still compares sanitized content.
+        """
         self.spec = spec
+        self._payload_of = payload
         self._on_fenced = on_fenced
         self._sealer = sealer
         self._client = client
@@ -439,6 +445,8 @@ class WatchStream:
         """
         clean = sanitize(obj)
         canonical = sanitized_json(clean)
+        if self._payload_of is not None:
+            return canonical, self._payload_of(obj)
         if self._sealer is None:
             return canonical, canonical
         return canonical, await self._sealer.seal(clean, canonical, self.spec.group_resource)

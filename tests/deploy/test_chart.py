@@ -140,6 +140,26 @@ def test_lease_roles_follow_configured_lease_names_and_namespaces(helm: Path) ->
     assert roles["ops"]["rules"][1]["resourceNames"] == ["b-lease"]
 
 
+def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path: Path) -> None:
+    objects = render(
+        helm,
+        "--set-json",
+        'config.clusters=[{"name":"a","in_cluster":true}]',
+        "--set-json",
+        'config.custom_resources={"enabled":true}',
+    )
+    role = named(objects, "ClusterRole", "-config")
+    assert role["rules"][0]["resources"] == ["gitproviders", "gittargets", "watchrules", "clusterwatchrules"]
+    assert role["rules"][1]["verbs"] == ["patch"]
+    assert named(objects, "ClusterRoleBinding", "-config")["roleRef"]["name"] == role["metadata"]["name"]
+    lease_role = named(objects, "Role", "-leases")
+    assert lease_role["rules"][1]["resourceNames"] == ["reverser-watch-a", "reverser-config"]
+    settings = load_settings(rendered_config(objects, tmp_path), environ={})
+    assert settings.custom_resources.enabled
+    defaults = render(helm)
+    assert not [o for o in by_kind(defaults, "ClusterRole") if o["metadata"]["name"].endswith("-config")]
+
+
 def test_turning_election_off_is_refused_with_several_replicas(helm: Path, tmp_path: Path) -> None:
     off = ("--set-json", 'config.clusters=[{"name":"default","in_cluster":true,"leader_election":false}]')
     assert "leader_election: false with replicaCount > 1" in refusal(helm, *off)

@@ -101,11 +101,22 @@ one replica, so turning election off is refused when several replicas are asked 
 {{/* Lease names per lease namespace, as JSON: {"<namespace>": ["reverser-watch-<cluster>", ...]}. */}}
 {{- define "reverser.leases" -}}
 {{- $leases := dict }}
-{{- range $c := (include "reverser.clusters" . | fromJsonArray) }}
+{{- $resources := get (default dict $.Values.config) "custom_resources" | default dict }}
+{{- $clusters := include "reverser.clusters" . | fromJsonArray }}
+{{- range $c := $clusters }}
 {{- if $c.leader_election }}
 {{- $name := default (printf "reverser-watch-%s" $c.name) (get $c "lease_name") }}
 {{- $_ := set $leases $c.lease_namespace (append (default list (get $leases $c.lease_namespace)) $name | uniq) }}
 {{- end }}
+{{- end }}
+{{- if and (get $resources "enabled") $clusters }}
+{{- $home := first $clusters }}
+{{- range $c := $clusters }}
+{{- if eq $c.name (default $home.name (get $resources "cluster")) }}
+{{- $home = $c }}
+{{- end }}
+{{- end }}
+{{- $_ := set $leases $home.lease_namespace (append (default list (get $leases $home.lease_namespace)) "reverser-config" | uniq) }}
 {{- end }}
 {{- toJson $leases }}
 {{- end }}

@@ -1,0 +1,265 @@
+"""The configuration controller: custom resources in, the effective configuration on the log out.
+
+One replica at a time runs it, elected by a Lease on the cluster the objects live in (the same
+`LeaseElector` as the watch stage). The leader first starts the fencing producer of the config
+topic, so a paused former leader can no longer publish, then watches the four kinds with the
+watch stage's own `WatchStream` (docs/custom-resources.md says why not kopf), compiles the objects
+(`compile_resources`) whenever they change and, when the result differs from the newest published
+state, publishes the next version. It never applies anything itself: every replica, this one
+included, applies what it reads back from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from pipeline.config import Settings
+from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.objects import GROUP, VERSION, Kind
+from pipeline.customresources.state import ConfigState, encode_state
+from pipeline.customresources.status import StatusWriter, resolve_rules
+from pipeline.customresources.store import ObjectStore
+from pipeline.log.api import Log, LogError
+from pipeline.log.topics import TopicNames
+from pipeline.tasks import cancel_all
+from pipeline.watch.cursors import CursorStore
+from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
+from pipeline.watch.lease import LeaseElector, lease_namespace
+from pipeline.watch.manager import ClientFactory
+from pipeline.watch.resolve import StreamSpec
+from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
+from pipeline.watch.writer import FencedWriter
+
+__all__ = ["LEASE_NAME", "ConfigController", "stream_spec"]
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAME = "reverser-config"
+#: Changes closer together than this are compiled once (a `kubectl apply -f dir/` is one change).
+SETTLE_S = 0.2
+_METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations")
+
+
+def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
+    """The watch stream of one kind: every namespace (or the cluster), no selector."""
+    return StreamSpec(
+        target=f"config:{kind.plural}",
+        cluster=cluster,
+        route=cluster,
+        group=GROUP,
+        version=VERSION,
+        resource=kind.plural,
+        kind=kind.value,
+        namespaced=kind.namespaced,
+        scope="",
+        label_selector="",
+    )
+
+
+def _payload(obj: dict[str, Any]) -> bytes:
+    """The object as the store needs it: identity, generation and spec, never status."""
+    meta = obj.get("metadata") or {}
+    kept = {key: meta[key] for key in _METADATA_KEPT if key in meta}
+    return json.dumps(
+        {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": kept,
+            "spec": obj.get("spec"),
+        }
+    ).encode()
+
+
+class ConfigController:
+    """Runs for the life of the process; does the work only while it holds the Lease."""
+
+    name = "config-controller"
+
+    def __init__(
+        self,
+        settings: Settings,
+        log_: Log,
+        *,
+        identity: str,
+        client_factory: ClientFactory = open_client,
+        options: StreamOptions | None = None,
+        clock: Any = time.time,
+    ) -> None:
+        self._settings = settings
+        self._log = log_
+        self._identity = identity
+        self._client_factory = client_factory
+        self._options = options
+        self._clock = clock
+        self._topics = TopicNames.for_prefix(settings.log.topic_prefix)
+        self._client: KubeClient | None = None
+        self._elector: LeaseElector | None = None
+        self._election: asyncio.Task[None] | None = None
+        self._work: list[asyncio.Task[None]] = []
+        self._streams: list[WatchStream] = []
+        self._writer: FencedWriter | None = None
+        self.store: ObjectStore | None = None
+        self.published: ConfigState | None = None
+        self.status: StatusWriter | None = None
+        self._source_clients: dict[str, KubeClient] = {}
+
+    @property
+    def leading(self) -> bool:
+        return self._elector is not None and self._elector.leading
+
+    async def start(self) -> None:
+        cluster = self._settings.resources_cluster
+        self._client = await self._client_factory(cluster)
+        self._elector = LeaseElector(
+            self._client,
+            lease_namespace(cluster.lease_namespace),
+            LEASE_NAME,
+            self._identity,
+            duration_s=cluster.lease_duration_s,
+            renew_s=cluster.lease_renew_s,
+        )
+        self._election = asyncio.create_task(
+            self._elector.run(self._lead, self._step_down), name="config controller lease"
+        )
+
+    def ready(self) -> bool:
+        return self._election is not None and not self._election.done()
+
+    async def stop(self) -> None:
+        if self._election is not None:
+            self._election.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._election
+            self._election = None
+        await self._step_down()
+        if self._elector is not None:
+            await self._elector.release()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def _lead(self) -> None:
+        """Fence earlier leaders, learn the newest published version, start the streams."""
+        assert self._client is not None
+        writer = FencedWriter(
+            self._log, f"{self._settings.log.topic_prefix}.config-controller", self._identity
+        )
+        try:
+            await writer.start()
+            follower = ConfigFollower(self._log, self._topics.config)
+            try:
+                self.published = await follower.catch_up()
+            finally:
+                await follower.close()
+        except LogError as exc:
+            logger.warning("config controller cannot take the config topic over (%s); stepping down", exc)
+            with contextlib.suppress(LogError):
+                await writer.close()
+            if self._elector is not None:
+                self._elector.step_down()
+            return
+        self._writer = writer
+        store = self.store = ObjectStore()
+        cluster = self._settings.resources_cluster
+        cursors = CursorStore(self._log, self._topics.watch_cursors)  # never loaded: in memory
+        options = self._options or StreamOptions(
+            max_record_bytes=self._settings.log.topics.max_message_bytes,
+            backoff_initial_s=cluster.watch_backoff_initial_s,
+            backoff_max_s=cluster.watch_backoff_max_s,
+            healthy_after_s=cluster.watch_backoff_max_s,
+            watch_timeout_s=cluster.watch_timeout_s,
+        )
+        capabilities = ClusterCapabilities()
+        self._streams = [
+            WatchStream(
+                stream_spec(kind, cluster.name),
+                self._client,
+                store,
+                kind.plural,
+                cursors,
+                options,
+                capabilities,
+                fresh=True,
+                payload=_payload,
+            )
+            for kind in Kind
+        ]
+        for stream in self._streams:
+            stream.start()
+        self.status = StatusWriter(self._client)
+        self._work = [asyncio.create_task(self._publish_loop(store), name="config controller publish")]
+        logger.info(
+            "config controller leading (published version %s)", self.published and self.published.version
+        )
+
+    async def _step_down(self) -> None:
+        await cancel_all(self._work)
+        self._work = []
+        await asyncio.gather(*(stream.stop() for stream in self._streams))
+        self._streams = []
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(LogError):
+                await writer.close()
+        self.store = None
+        for client in self._source_clients.values():
+            if client is not self._client:
+                await client.close()
+        self._source_clients = {}
+
+    async def _publish_loop(self, store: ObjectStore) -> None:
+        while True:
+            await store.changed.wait()
+            await asyncio.sleep(SETTLE_S)
+            store.changed.clear()
+            if not store.complete:
+                continue
+            try:
+                await self._publish(store)
+            except LogError as exc:
+                logger.warning("publishing the configuration failed (retrying): %s", exc)
+                store.changed.set()
+                await asyncio.sleep(1.0)
+
+    async def _publish(self, store: ObjectStore) -> None:
+        compiled = compile_resources(
+            store.objects(), home_namespace=self._settings.custom_resources.namespace, base=self._settings
+        )
+        for ref, error in compiled.errors:
+            logger.warning("%s: %s", ref.describe(), error.describe())
+        if self.published is None or not self.published.same_content(compiled):
+            version = 1 if self.published is None else self.published.version + 1
+            state = ConfigState(version, int(self._clock() * 1000), compiled)
+            assert self._writer is not None
+            await self._writer.append_many(self._topics.config, [encode_state(state)])
+            self.published = state
+            logger.info("published configuration version %d", version)
+        if self.status is not None:
+            rules = await resolve_rules(
+                self.published.compiled, self._settings, self._discover, self._client_of
+            )
+            await self.status.write(self.published.compiled, rules)
+
+    def _client_of(self, cluster: str) -> KubeClient:
+        return self._source_clients[cluster]
+
+    async def _discover(self, cluster: str) -> dict[tuple[str, str], ApiResource]:
+        """Discovery on a source cluster (its client opened once per leadership)."""
+        client = self._source_clients.get(cluster)
+        if client is None:
+            settings = next(c for c in self._settings.clusters if c.name == cluster)
+            if settings.name == self._settings.resources_cluster.name and self._client is not None:
+                client = self._client
+            else:
+                try:
+                    client = await self._client_factory(settings)
+                except Exception as exc:  # kubeconfig loaders raise many types for a bad file
+                    raise KubeError(0, "ClientConfig", str(exc)) from exc
+            self._source_clients[cluster] = client
+        return await client.discover()

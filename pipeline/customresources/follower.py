@@ -1,0 +1,88 @@
+"""Every replica's view of `<prefix>.config`: the newest effective configuration, and each new one.
+
+Reading the log (not the custom resources) is what makes every replica and every stage run the
+same version, and what lets a restarted process start with the configuration it had: the
+controller may be on another replica, or not elected yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from pipeline.codec import DecodeError
+from pipeline.customresources.state import ConfigState, decode_state
+from pipeline.log.api import Log, LogError, Reader, TopicPartition
+
+__all__ = ["ConfigFollower"]
+
+logger = logging.getLogger(__name__)
+
+_FETCH_TIMEOUT_MS = 500
+_RETRY_S = 1.0
+
+
+class ConfigFollower:
+    """Reads the config topic from its start; `latest` is the newest decodable state."""
+
+    def __init__(self, log_: Log, topic: str) -> None:
+        self._log = log_
+        self._tp = TopicPartition(topic, 0)
+        self._reader: Reader | None = None
+        self.latest: ConfigState | None = None
+        # `catch_up` (a stage asking) and `follow` share one reader.
+        self._reading = asyncio.Lock()
+
+    async def catch_up(self) -> ConfigState | None:
+        """Read up to the current end of the topic (a restart's first step); returns the newest state."""
+        end = (await self._log.end_offsets([self._tp]))[self._tp]
+        async with self._reading:
+            reader = await self._open()
+            while reader.position(self._tp) < end:
+                await self._fetch_once(reader)
+        return self.latest
+
+    async def _open(self) -> Reader:
+        if self._reader is None:
+            start = (await self._log.beginning_offsets([self._tp]))[self._tp]
+            self._reader = self._log.reader()
+            await self._reader.assign({self._tp: start})
+        return self._reader
+
+    async def _fetch_once(self, reader: Reader) -> bool:
+        fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
+        newer = False
+        for record in fetched.records:
+            if record.value is None:
+                continue
+            try:
+                state = decode_state(record)
+            except (DecodeError, ValueError) as exc:
+                logger.error(
+                    "config topic offset %d: undecodable configuration, skipped: %s", record.offset, exc
+                )
+                continue
+            if self.latest is None or state.version > self.latest.version:
+                self.latest = state
+                newer = True
+        return newer
+
+    async def follow(self, on_change: Callable[[ConfigState], Awaitable[None]]) -> None:
+        """Call `on_change` with every newer state, until cancelled; log outages are retried."""
+        while True:
+            try:
+                async with self._reading:
+                    reader = await self._open()
+                    newer = await self._fetch_once(reader)
+                if newer:
+                    assert self.latest is not None
+                    await on_change(self.latest)
+            except LogError as exc:
+                logger.warning("reading the config topic failed (retrying): %s", exc)
+                await asyncio.sleep(_RETRY_S)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None

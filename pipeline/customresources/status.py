@@ -1,0 +1,209 @@
+"""Status like a real controller: conditions, observedGeneration, streams per rule, unsupported fields.
+
+`object_status` is pure (tested without an apiserver); `StatusWriter` patches the status
+subresource, only when the status changed, keeping each condition's lastTransitionTime while its
+status stays the same. Conditions follow kstatus: `Ready` (the summary), `Reconciling` and
+`Stalled` (an error only a change to the object can fix).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.config import Settings, TargetSettings
+from pipeline.customresources.compile import CompiledConfig, ObjectReport
+from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef
+from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
+from pipeline.watch.resolve import StreamSpec, resolve_target
+
+__all__ = ["RuleStreams", "StatusWriter", "object_status", "resolve_rules"]
+
+logger = logging.getLogger(__name__)
+
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleStreams:
+    """What one `spec.rules[item]` resolved to: its streams, and why entries got none."""
+
+    item: int
+    streams: tuple[str, ...]
+    problems: tuple[tuple[str, str, str], ...]  # (resource, reason, message)
+
+
+def _describe(spec: StreamSpec) -> str:
+    gvr = f"{spec.group}/{spec.version}/{spec.resource}" if spec.group else f"{spec.version}/{spec.resource}"
+    return f"{gvr} in {spec.scope}" if spec.scope else f"{gvr} (all namespaces)" if spec.namespaced else gvr
+
+
+async def resolve_rules(
+    compiled: CompiledConfig,
+    settings: Settings,
+    discover: Callable[[str], Any],
+    client_for: Callable[[str], Any],
+) -> dict[ObjectRef, list[RuleStreams]]:
+    """Each rule object's items with their streams and problems, as the watch stage will resolve them.
+
+    `discover(cluster)` returns the discovery map (or raises KubeError); `client_for(cluster)` the
+    client whose SelfSubjectAccessReviews say whether list and watch are allowed (`Forbidden`).
+    """
+    clusters = {c.name: c for c in settings.clusters}
+    out: dict[ObjectRef, list[RuleStreams]] = {}
+    for problem in compiled.item_problems:
+        entry = RuleStreams(problem.item, (), ((problem.resource, problem.reason, problem.message),))
+        out.setdefault(problem.ref, []).append(entry)
+    for target in compiled.targets:
+        origins = compiled.origins.get(target.name, [])
+        cluster = clusters.get(target.cluster)
+        discovered: Mapping[tuple[str, str], ApiResource] | None = None
+        failure = f"no cluster {target.cluster!r} in the configuration"
+        if cluster is not None:
+            try:
+                discovered = await discover(cluster.name)
+            except KubeError as exc:
+                failure = f"discovery on cluster {cluster.name} failed: {exc}"
+        for origin, rule in zip(origins, target.rules, strict=True):
+            if cluster is None or discovered is None:
+                entry = RuleStreams(origin.item, (), (("*", "ClusterUnavailable", failure),))
+                out.setdefault(origin.ref, []).append(entry)
+                continue
+            only = TargetSettings.model_validate({**target.model_dump(), "rules": [rule.model_dump()]})
+            specs, problems = resolve_target(only, cluster, discovered)
+            streams: list[str] = []
+            refused = [(p.resource, p.reason, p.message) for p in problems]
+            for spec in specs:
+                allowed = True
+                reason = ""
+                for verb in ("list", "watch"):
+                    try:
+                        ok, why = await access_allowed(
+                            client_for(cluster.name), verb, spec.group, spec.resource, spec.scope
+                        )
+                    except KubeError as exc:
+                        logger.warning("access review on %s failed: %s", cluster.name, exc)
+                        continue
+                    if not ok:
+                        allowed, reason = False, why or f"{verb} is not allowed"
+                        break
+                if allowed:
+                    streams.append(_describe(spec))
+                else:
+                    refused.append((spec.group_resource.key, "Forbidden", f"{_describe(spec)}: {reason}"))
+            out.setdefault(origin.ref, []).append(RuleStreams(origin.item, tuple(streams), tuple(refused)))
+    for entries in out.values():
+        entries.sort(key=lambda e: e.item)
+    return out
+
+
+def _condition(kind: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def object_status(report: ObjectReport, rules: Sequence[RuleStreams] | None) -> dict[str, Any]:
+    """The status of one object (without transition times): pure, for tests and the writer."""
+    generation = report.generation
+    status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
+    if report.errors:
+        message = "; ".join(e.describe() for e in report.errors)
+        ready = _condition("Ready", False, "Invalid", message, generation)
+        stalled = _condition("Stalled", True, "Invalid", message, generation)
+    elif rules is not None:
+        streams = sum(len(r.streams) for r in rules)
+        problems = [p for r in rules for p in r.problems]
+        status["streams"] = {"summary": f"{streams} streams", "total": streams}
+        status["rules"] = [
+            {
+                "item": r.item,
+                "streams": list(r.streams),
+                "problems": [
+                    {"resource": res, "reason": why, "message": msg} for res, why, msg in r.problems
+                ],
+            }
+            for r in rules
+        ]
+        if problems and not streams:
+            ready = _condition("Ready", False, problems[0][1], problems[0][2], generation)
+        elif problems:
+            text = f"{len(problems)} entries get no stream; first: {problems[0][0]}: {problems[0][2]}"
+            ready = _condition("Ready", True, "PartiallyResolved", text, generation)
+        else:
+            ready = _condition("Ready", True, "StreamsResolved", f"{streams} streams", generation)
+        stalled = _condition("Stalled", False, "Accepted", "", generation)
+    else:
+        ready = _condition("Ready", True, "Accepted", "", generation)
+        stalled = _condition("Stalled", False, "Accepted", "", generation)
+    reconciling = _condition(
+        "Reconciling", False, "Published", "the effective configuration includes it", generation
+    )
+    status["conditions"] = [ready, reconciling, stalled]
+    return status
+
+
+def _now() -> str:
+    return datetime.fromtimestamp(time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _path(ref: ObjectRef) -> str:
+    where = f"namespaces/{ref.namespace}/" if ref.namespace else ""
+    return f"/apis/{GROUP}/{VERSION}/{where}{ref.kind.plural}/{ref.name}/status"
+
+
+class StatusWriter:
+    """Patches the status of every object whose status changed since the last write."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+        self._written: dict[ObjectRef, dict[str, Any]] = {}
+
+    async def write(self, compiled: CompiledConfig, rules: Mapping[ObjectRef, Sequence[RuleStreams]]) -> int:
+        """Write what changed; returns how many objects were patched."""
+        patched = 0
+        for ref, report in sorted(compiled.reports.items()):
+            wanted = object_status(
+                report,
+                rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
+            )
+            previous = self._written.get(ref)
+            if previous is not None and _without_times(previous) == wanted:
+                continue
+            before = {c["type"]: c for c in (previous or {}).get("conditions", [])}
+            for condition in wanted["conditions"]:
+                old = before.get(condition["type"])
+                same = old is not None and old["status"] == condition["status"]
+                condition["lastTransitionTime"] = (
+                    old["lastTransitionTime"] if old is not None and same else _now()
+                )
+            try:
+                await self._client.send_json(
+                    "PATCH", _path(ref), {"status": wanted}, content_type=_MERGE_PATCH
+                )
+            except KubeError as exc:
+                if not exc.not_found:
+                    logger.warning("%s: writing status failed: %s", ref.describe(), exc)
+                continue
+            self._written[ref] = wanted
+            patched += 1
+        for gone in set(self._written) - set(compiled.reports):
+            del self._written[gone]
+        return patched
+
+
+def _without_times(status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **status,
+        "conditions": [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]
+        ],
+    }

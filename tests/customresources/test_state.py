@@ -1,0 +1,160 @@
+"""The config topic record, the follower on both logs, the object store and the status of an object."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import yaml
+
+from pipeline.config import Settings
+from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.controller import stream_spec
+from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.objects import Kind, ObjectRef, parse_object
+from pipeline.customresources.state import ConfigState, encode_state
+from pipeline.customresources.status import RuleStreams, object_status
+from pipeline.customresources.store import ObjectStore
+from pipeline.log.api import Log
+from pipeline.log.topics import TopicNames, topic_specs
+from pipeline.watch.records import RecordBuilder, SnapshotObject
+from tests.customresources.test_compile import UPSTREAM
+from tests.support.wait import wait_for
+
+HOME = "reverser"
+
+
+def _compiled(text: str = UPSTREAM) -> Any:
+    return compile_resources([parse_object(d) for d in yaml.safe_load_all(text) if d], home_namespace=HOME)
+
+
+async def test_states_round_trip_through_the_log_and_the_newest_wins(
+    any_log: Log, settings: Settings
+) -> None:
+    settings = settings.model_copy(
+        update={"custom_resources": settings.custom_resources.model_copy(update={"enabled": True})}
+    )
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).config
+    await any_log.create_topics([s for s in topic_specs(settings) if s.name == topic])
+    follower = ConfigFollower(any_log, topic)
+    assert await follower.catch_up() is None
+    first = ConfigState(1, 1000, _compiled())
+    second = ConfigState(
+        2, 2000, _compiled(UPSTREAM.replace("prune: {mode: always}", "prune: {mode: never}"))
+    )
+    await any_log.append_many(topic, [encode_state(first), encode_state(second)])
+    latest = await follower.catch_up()
+    assert latest is not None
+    assert latest.version == 2
+    assert latest.compiled.targets == second.compiled.targets
+    assert latest.compiled.reports == second.compiled.reports
+    assert latest.compiled.origins == second.compiled.origins
+    assert latest.compiled.item_problems == second.compiled.item_problems
+    assert latest.same_content(second.compiled)
+    assert not latest.same_content(first.compiled)
+
+    seen: list[int] = []
+
+    async def on_change(state: ConfigState) -> None:
+        seen.append(state.version)
+
+    following = asyncio.create_task(follower.follow(on_change))
+    try:
+        await any_log.append_many(topic, [encode_state(ConfigState(3, 3000, first.compiled))])
+        await wait_for(lambda: seen == [3], "the follower to hand over version 3")
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await follower.close()
+
+
+def _object(kind: Kind, name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "generation": generation, "uid": f"uid-{name}"}
+    if not kind.namespaced:
+        del meta["namespace"]
+    return {"apiVersion": "configbutler.ai/v1alpha3", "kind": kind.value, "metadata": meta, "spec": spec}
+
+
+async def test_the_store_becomes_complete_only_when_every_kind_is_listed() -> None:
+    store = ObjectStore()
+    builders = {kind: RecordBuilder(stream_spec(kind, "c"), 1 << 20, lambda: 0) for kind in Kind}
+
+    async def snapshot(kind: Kind, objects: list[dict[str, Any]]) -> None:
+        items = [
+            SnapshotObject(
+                o["metadata"].get("namespace", ""), o["metadata"]["name"], "u", "1", json.dumps(o).encode()
+            )
+            for o in objects
+        ]
+        builder = builders[kind]
+        await store.append_many(
+            kind.plural,
+            [builder.begin(7), *builder.chunks(7, 0, items), builder.end(7, 1, len(items), "1")],
+        )
+
+    provider = _object(Kind.GIT_PROVIDER, "repo", {"url": "https://x/y.git", "allowedBranches": ["main"]})
+    await snapshot(Kind.GIT_PROVIDER, [provider])
+    await snapshot(Kind.GIT_TARGET, [])
+    await snapshot(Kind.WATCH_RULE, [])
+    assert not store.complete
+    await snapshot(Kind.CLUSTER_WATCH_RULE, [])
+    assert store.complete
+    assert [o.ref for o in store.objects()] == [ObjectRef(Kind.GIT_PROVIDER, "ns", "repo")]
+
+    target = _object(Kind.GIT_TARGET, "t", {"providerRef": {"name": "repo"}, "branch": "main", "path": "p"})
+    builder = builders[Kind.GIT_TARGET]
+    await store.append_many(
+        Kind.GIT_TARGET.plural,
+        [builder.live("ADDED", target["metadata"], False, json.dumps(target).encode())],
+    )
+    changed = {**target, "metadata": {**target["metadata"], "generation": 2}}
+    await store.append_many(
+        Kind.GIT_TARGET.plural,
+        [builder.live("MODIFIED", changed["metadata"], False, json.dumps(changed).encode())],
+    )
+    (found,) = [o for o in store.objects() if o.ref.kind is Kind.GIT_TARGET]
+    assert found.generation == 2
+    await store.append_many(
+        Kind.GIT_TARGET.plural,
+        [builder.live("DELETED", changed["metadata"], False, json.dumps(changed).encode())],
+    )
+    assert [o.ref.kind for o in store.objects()] == [Kind.GIT_PROVIDER]
+    # cursor records of the streams are not objects
+    await store.append_many("reverser.watch-cursors", [])
+    assert store.revision == 7
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_object_status_reports_errors_streams_and_problems() -> None:
+    compiled = _compiled(UPSTREAM.replace("branch: feature/x", "branch: release"))
+    target = compiled.reports[ObjectRef(Kind.GIT_TARGET, "team-a", "apps")]
+    status = object_status(target, None)
+    assert _conditions(status) == {
+        "Ready": ("False", "Invalid"),
+        "Reconciling": ("False", "Published"),
+        "Stalled": ("True", "Invalid"),
+    }
+    assert status["observedGeneration"] == 1
+    assert "spec.branch" in status["conditions"][0]["message"]
+    assert status["unsupportedFields"] == ["spec.placement.default"]
+
+    rule = _compiled().reports[ObjectRef(Kind.WATCH_RULE, "team-a", "apps")]
+    resolved = [
+        RuleStreams(0, ("v1/configmaps in team-a",), ()),
+        RuleStreams(2, (), (("*", "WildcardUnsupported", "list resources by name"),)),
+    ]
+    status = object_status(rule, resolved)
+    assert _conditions(status)["Ready"] == ("True", "PartiallyResolved")
+    assert status["observedGeneration"] == 2
+    assert status["streams"] == {"summary": "1 streams", "total": 1}
+    assert status["rules"][1]["problems"][0]["reason"] == "WildcardUnsupported"
+    nothing = object_status(rule, [RuleStreams(0, (), (("secrets", "SecretExcluded", "no plaintext"),))])
+    assert _conditions(nothing)["Ready"] == ("False", "SecretExcluded")
+    assert _conditions(object_status(rule, [RuleStreams(0, ("x",), ())]))["Ready"] == (
+        "True",
+        "StreamsResolved",
+    )

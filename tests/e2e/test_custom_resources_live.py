@@ -1,0 +1,286 @@
+"""Custom resources as the live configuration of `reverser run` on a real kube-apiserver (`make e2e`).
+
+gitops-reverser-style objects are applied; the service (its own process, embedded log) mirrors
+through them; a WatchRule changed while the watches run restarts only the stream it changed (the
+stream metrics say so); a deleted GitTarget stops its stream and leaves its files; every object
+carries Ready/Reconciling/Stalled conditions, observedGeneration and its streams per rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from pipeline.customresources.objects import GROUP, VERSION, Kind
+from tests.e2e.cluster.controlplane import ControlPlane
+from tests.e2e.gitremote import GitRemote
+from tests.e2e.kube import kube_client
+from tests.e2e.service_process import ServiceProcess
+from tests.e2e.test_custom_resources import create, install_crds
+from tests.support.net import free_port
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "team-a"
+WAIT_S = 90.0
+API = f"{GROUP}/{VERSION}"
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    plane: ControlPlane
+    remote: GitRemote
+    service: ServiceProcess
+
+
+def _objects(remote: GitRemote) -> list[dict[str, Any]]:
+    def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": API,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }
+
+    return [
+        obj(
+            "GitProvider",
+            "repo",
+            {
+                "url": remote.url,
+                "allowedBranches": ["main"],
+                "secretRef": {"name": "unused-credentials"},
+                "push": {"commitWindow": "1s"},
+                "pipeline": {"push_cooldown_s": 0.2},
+            },
+        ),
+        obj(
+            "GitTarget", "apps", {"providerRef": {"name": "repo"}, "branch": "main", "path": "clusters/apps"}
+        ),
+        obj(
+            "GitTarget",
+            "other",
+            {
+                "providerRef": {"name": "repo"},
+                "branch": "main",
+                "path": "clusters/other",
+                "prune": {"mode": "always"},
+            },
+        ),
+        obj(
+            "WatchRule",
+            "apps",
+            {
+                "targetRef": {"name": "apps"},
+                "rules": [
+                    {"resources": ["configmaps"]},
+                    {"apiGroups": ["apps"], "resources": ["deployments"]},
+                    {"resources": ["secrets"]},
+                    {"resources": ["nosuchthings"]},
+                ],
+            },
+        ),
+        obj("WatchRule", "other", {"targetRef": {"name": "other"}, "rules": [{"resources": ["configmaps"]}]}),
+    ]
+
+
+@pytest.fixture(scope="module")
+def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    workdir = tmp_path_factory.mktemp("crlive")
+    plane = ControlPlane(workdir / "plane", controlplane_bin_dir)
+    remote = GitRemote(workdir / "remote.git")
+    plane.start()
+    try:
+        asyncio.run(_prepare(plane, remote))
+        config = {
+            "workdir": str(workdir / "service"),
+            "log": {"backend": "embedded", "fsync": False},
+            "metrics": {"addr": f"127.0.0.1:{free_port()}"},
+            "audit": {"addr": f"127.0.0.1:{free_port()}", "allow_plain_http": True},
+            "attribution": {"grace_ms": 100, "max_wait_ms": 300},
+            "clusters": [
+                {
+                    "name": "default",
+                    "kubeconfig": str(plane.kubeconfig),
+                    "lease_namespace": "default",
+                    "lease_duration_s": 3,
+                    "lease_renew_s": 0.5,
+                }
+            ],
+            "custom_resources": {"enabled": True},
+            "lag": {"enabled": False},
+        }
+        service = ServiceProcess(workdir, config)
+        service.start()
+        try:
+            # configmaps + deployments of apps, configmaps of other
+            service.wait_for_metric("reverser_watch_snapshots_total", 3, WAIT_S, outcome="completed")
+            yield Live(plane, remote, service)
+        finally:
+            code = service.stop()  # None: a test stopped it already (and checked its exit code)
+            assert code in (0, None), f"reverser run exited with {code}:\n{service.log_tail()}"
+    finally:
+        plane.stop()
+
+
+async def _prepare(plane: ControlPlane, remote: GitRemote) -> None:
+    async with kube_client(plane.kubeconfig) as api:
+        await install_crds(api)
+        await client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
+        )
+        for document in _objects(remote):
+            await create(api, document)
+
+
+async def _get(plane: ControlPlane, kind: Kind, name: str) -> dict[str, Any]:
+    async with kube_client(plane.kubeconfig) as api:
+        found = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, NAMESPACE, kind.plural, name
+        )
+    assert isinstance(found, dict)
+    return found
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+async def _configmap(plane: ControlPlane, name: str, labels: dict[str, str] | None = None) -> None:
+    async with kube_client(plane.kubeconfig) as api:
+        await client.CoreV1Api(api).create_namespaced_config_map(
+            NAMESPACE,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels), data={"v": name}),
+        )
+
+
+def _has(remote: GitRemote, path: str) -> bool:
+    return path in remote.files()
+
+
+async def test_objects_mirror_and_report_status(live: Live) -> None:
+    await _configmap(live.plane, "cm-one")
+    live.remote.wait_for(
+        lambda r: (
+            _has(r, "clusters/apps/team-a/configmaps/cm-one.yaml")
+            and _has(r, "clusters/other/team-a/configmaps/cm-one.yaml")
+        ),
+        WAIT_S,
+        "cm-one under both targets",
+    )
+
+    async def settled() -> bool:
+        rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
+        return (rule.get("status") or {}).get("observedGeneration") == rule["metadata"]["generation"]
+
+    await wait_for(settled, "the WatchRule's status", timeout_s=WAIT_S)
+    rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
+    assert _conditions(rule) == {
+        "Ready": ("True", "PartiallyResolved"),
+        "Reconciling": ("False", "Published"),
+        "Stalled": ("False", "Accepted"),
+    }
+    rules = {entry["item"]: entry for entry in rule["status"]["rules"]}
+    assert rules[0]["streams"] == ["v1/configmaps in team-a"]
+    assert rules[1]["streams"] == ["apps/v1/deployments in team-a"]
+    assert [p["reason"] for p in rules[2]["problems"]] == ["SecretExcluded"]
+    assert [p["reason"] for p in rules[3]["problems"]] == ["Unknown"]
+    provider = await _get(live.plane, Kind.GIT_PROVIDER, "repo")
+    assert provider["status"]["unsupportedFields"] == ["spec.secretRef.name"]
+    assert _conditions(provider)["Ready"] == ("True", "Accepted")
+
+
+async def test_a_changed_watch_rule_restarts_only_its_stream(live: Live) -> None:
+    service = live.service
+    stops_before = service.metric_sum("reverser_watch_stream_stops_total")
+    starts_before = service.metric_sum("reverser_watch_stream_starts_total", target="team-a/apps")
+    snapshots_before = service.metric_sum("reverser_watch_snapshots_total", outcome="completed")
+    async with kube_client(live.plane.kubeconfig) as api:
+        changed = time.monotonic()
+        await client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            NAMESPACE,
+            Kind.WATCH_RULE.plural,
+            "apps",
+            [{"op": "add", "path": "/spec/rules/0/objectSelector", "value": {"matchLabels": {"app": "web"}}}],
+        )
+    while service.metric_sum("reverser_watch_snapshots_total", outcome="completed") <= snapshots_before:
+        assert time.monotonic() - changed < WAIT_S, service.log_tail()
+        await asyncio.sleep(0.02)
+    elapsed_s = time.monotonic() - changed
+    print(f"WatchRule change -> the new stream's snapshot on the log: {elapsed_s:.2f} s")
+    assert service.metric_sum("reverser_watch_stream_stops_total") == stops_before + 1
+    assert (
+        service.metric_sum("reverser_watch_stream_stops_total", target="team-a/apps", reason="replaced") == 1
+    )
+    assert service.metric_sum("reverser_watch_stream_starts_total", target="team-a/apps") == starts_before + 1
+    assert service.metric_sum("reverser_watch_stream_starts_total", target="team-a/other") == 1
+    # the new selector applies: only the labelled ConfigMap reaches the apps target
+    await _configmap(live.plane, "cm-plain")
+    await _configmap(live.plane, "cm-web", {"app": "web"})
+    live.remote.wait_for(
+        lambda r: (
+            _has(r, "clusters/apps/team-a/configmaps/cm-web.yaml")
+            and _has(r, "clusters/other/team-a/configmaps/cm-plain.yaml")
+        ),
+        WAIT_S,
+        "cm-web under apps, cm-plain under other",
+    )
+    assert not _has(live.remote, "clusters/apps/team-a/configmaps/cm-plain.yaml")
+
+
+async def test_a_deleted_git_target_stops_its_stream_and_keeps_its_files(live: Live) -> None:
+    service = live.service
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.CustomObjectsApi(api).delete_namespaced_custom_object(
+            GROUP, VERSION, NAMESPACE, Kind.GIT_TARGET.plural, "other"
+        )
+    service.wait_for_metric(
+        "reverser_watch_stream_stops_total", 1, WAIT_S, target="team-a/other", reason="removed"
+    )
+
+    async def orphaned() -> bool:
+        rule = await _get(live.plane, Kind.WATCH_RULE, "other")
+        return _conditions(rule).get("Stalled") == ("True", "Invalid")
+
+    await wait_for(orphaned, "the orphaned WatchRule to report its missing target", timeout_s=WAIT_S)
+    rule = await _get(live.plane, Kind.WATCH_RULE, "other")
+    assert "no valid GitTarget team-a/other" in rule["status"]["conditions"][0]["message"]
+    await _configmap(live.plane, "cm-after", {"app": "web"})
+    live.remote.wait_for(
+        lambda r: _has(r, "clusters/apps/team-a/configmaps/cm-after.yaml"), WAIT_S, "cm-after under apps"
+    )
+    files = live.remote.files()
+    assert "clusters/other/team-a/configmaps/cm-one.yaml" in files
+    assert "clusters/other/team-a/configmaps/cm-after.yaml" not in files
+
+
+def test_watch_rules_shows_the_same_from_the_log(live: Live) -> None:
+    # the embedded log admits one process at a time: stop the service (cleanly) first
+    assert live.service.stop() == 0, live.service.log_tail()
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "watch-rules", "--config", str(live.service.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr  # the Secret and the unknown resource are problems
+    out = result.stdout
+    assert "configuration version" in out
+    assert "WatchRule team-a/apps" in out
+    assert "v1/configmaps in team-a" in out
+    assert "SecretExcluded" in out
+    assert "Unknown" in out
+    assert "WatchRule team-a/other: error: spec.targetRef.name: no valid GitTarget team-a/other" in out
