@@ -27,6 +27,7 @@ WATCH_CLAIM = "watch_claim"
 DEAD_LETTER = "dead_letter"
 OBJECT_STATE = "object_state"
 CONFIG_STATE = "config_state"
+TARGET_RESULT = "target_result"
 
 
 class DecodeError(Exception):

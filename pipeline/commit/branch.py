@@ -38,6 +38,7 @@ from pipeline.commit.yamlrender import RenderError, parse_object_json, render_ob
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
+from pipeline.results import TargetResult
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.work import WorkAuthor
 
@@ -99,7 +100,10 @@ class BranchWorker:
         log_ends: LogEnds | None = None,
         load_state: LoadState | None = None,
         on_state: StateSink | None = None,
+        on_result: Callable[[TargetResult], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_result` hears each target's last commit and push outcome (custom-resource status)."""
+        self._on_result = on_result
         self.provider = provider
         self._load_state = load_state
         self._on_state = on_state
@@ -820,7 +824,7 @@ class BranchWorker:
                 try:
                     await self._replay_onto_remote()
                 except GitRemoteError as fetch_error:
-                    self._push_failed(fetch_error)
+                    await self._push_failed(fetch_error)
                     return False
                 if not self._pending:
                     self._settle_finalized()
@@ -828,14 +832,29 @@ class BranchWorker:
                 continue
             except GitRemoteError as exc:
                 metrics.PUSHES.labels(*self._labels, "auth_error" if exc.auth else "error").inc()
-                self._push_failed(exc)
+                await self._push_failed(exc)
                 return False
             metrics.PUSH_SECONDS.labels(*self._labels).observe(max(self._clock() - started, 0.0))
             metrics.PUSHES.labels(*self._labels, "ok").inc()
+            await self._report("Succeeded", "")
             await self._pushed()
             return True
-        self._push_failed(GitRemoteError(f"push still rejected after {PUSH_ATTEMPTS} attempts"))
+        await self._push_failed(GitRemoteError(f"push still rejected after {PUSH_ATTEMPTS} attempts"))
         return False
+
+    async def _report(self, outcome: str, message: str) -> None:
+        """Each target's newest unpushed commit and what the push did with it (best effort)."""
+        if self._on_result is None:
+            return
+        newest = {pending.plan.target: pending.sha for pending in self._pending}
+        for target, sha in newest.items():
+            result = TargetResult(
+                target, self.provider.name, self.branch, sha, outcome, int(self._wall() * 1000), message
+            )
+            try:
+                await self._on_result(result)
+            except LogError as exc:
+                logger.warning("reporting the push result of target %s failed: %s", target, exc)
 
     async def _pushed(self) -> None:
         self._remote_tip = self._tip
@@ -852,7 +871,8 @@ class BranchWorker:
             await self._hook("pushed")
         self._settle_finalized()
 
-    def _push_failed(self, exc: GitRemoteError) -> None:
+    async def _push_failed(self, exc: GitRemoteError) -> None:
+        await self._report("Failed", str(exc))
         logger.error(
             "push of %s %s failed (%d commit(s) kept, retry in %.0f s): %s",
             redact_url(self.provider.url),

@@ -36,6 +36,7 @@ from pipeline.log.api import (
 )
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
+from pipeline.results import TargetResult, encode_result
 from pipeline.tasks import cancel_all
 
 __all__ = ["CommitWorker", "group_id_for", "remote_auth"]
@@ -98,6 +99,7 @@ class CommitWorker(RebalanceListener):
         self.state_topic = names.object_state
         # object-state records of settled work, appended before the offsets that produced them commit
         self._state_out: list[PendingRecord] = []
+        self._config_topic = names.config
         self.group_id = group_id_for(settings)
         self._hook = hook
         self._book = OffsetBook()
@@ -262,6 +264,7 @@ class CommitWorker(RebalanceListener):
             log_ends=self._log_ends,
             load_state=functools.partial(load_object_state, self.log, self.state_topic),
             on_state=self._state_out.extend,
+            on_result=self._report_result if self.settings.custom_resources.enabled else None,
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -296,6 +299,10 @@ class CommitWorker(RebalanceListener):
         finally:
             await reader.close()
         return found
+    async def _report_result(self, result: TargetResult) -> None:
+        """Custom-resource mode: the controller shows it in the GitTarget's status."""
+        await self.log.append_many(self._config_topic, [encode_result(result)])
+
     async def _log_ends(self) -> dict[int, int]:
         """The log-end offset of every branch-work partition (bounds trusted `Reverser-Offset`s)."""
         partitions = await self.log.partitions_for(self.topic)

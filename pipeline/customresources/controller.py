@@ -21,9 +21,9 @@ from typing import Any
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.follower import ConfigFollower
-from pipeline.customresources.objects import GROUP, VERSION, Kind
+from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef
 from pipeline.customresources.state import ConfigState, encode_state
-from pipeline.customresources.status import StatusWriter, resolve_rules
+from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -108,6 +108,9 @@ class ConfigController:
         self.published: ConfigState | None = None
         self.status: StatusWriter | None = None
         self._source_clients: dict[str, KubeClient] = {}
+        self._follower: ConfigFollower | None = None
+        # (published version, streams per rule): resolved again only when the version changes
+        self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
 
     @property
     def leading(self) -> bool:
@@ -193,14 +196,26 @@ class ConfigController:
         for stream in self._streams:
             stream.start()
         self.status = StatusWriter(self._client)
-        self._work = [asyncio.create_task(self._publish_loop(store), name="config controller publish")]
+        self._follower = follower
+        self._work = [
+            asyncio.create_task(self._publish_loop(store, follower), name="config controller publish"),
+            asyncio.create_task(follower.follow(self._ignore), name="config controller results"),
+        ]
         logger.info(
             "config controller leading (published version %s)", self.published and self.published.version
         )
 
+    @staticmethod
+    async def _ignore(_state: ConfigState) -> None:
+        """Its own published versions: the controller follows the topic for the results."""
+
     async def _step_down(self) -> None:
         await cancel_all(self._work)
         self._work = []
+        if self._follower is not None:
+            await self._follower.close()
+            self._follower = None
+        self._rules = None
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
         writer, self._writer = self._writer, None
@@ -213,21 +228,36 @@ class ConfigController:
                 await client.close()
         self._source_clients = {}
 
-    async def _publish_loop(self, store: ObjectStore) -> None:
+    async def _publish_loop(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        """Compile and publish on object changes; rewrite status on those and on commit results."""
         while True:
-            await store.changed.wait()
+            waits = [
+                asyncio.ensure_future(store.changed.wait()),
+                asyncio.ensure_future(follower.results_changed.wait()),
+            ]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
             await asyncio.sleep(SETTLE_S)
             store.changed.clear()
+            follower.results_changed.clear()
             if not store.complete:
                 continue
             try:
-                await self._publish(store)
-            except LogError as exc:
+                await self._publish(store, follower)
+            except (LogError, KubeError) as exc:
                 logger.warning("publishing the configuration failed (retrying): %s", exc)
                 store.changed.set()
                 await asyncio.sleep(1.0)
+            except Exception:
+                # A bug must not end the controller's work while it holds the Lease: log and retry.
+                logger.exception("publishing the configuration failed unexpectedly (retrying)")
+                store.changed.set()
+                await asyncio.sleep(1.0)
 
-    async def _publish(self, store: ObjectStore) -> None:
+    async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
         compiled = compile_resources(
             store.objects(), home_namespace=self._settings.custom_resources.namespace, base=self._settings
         )
@@ -241,10 +271,19 @@ class ConfigController:
             self.published = state
             logger.info("published configuration version %d", version)
         if self.status is not None:
-            rules = await resolve_rules(
-                self.published.compiled, self._settings, self._discover, self._client_of
+            if self._rules is None or self._rules[0] != self.published.version:
+                resolved = await resolve_rules(
+                    self.published.compiled, self._settings, self._discover, self._client_of
+                )
+                self._rules = (self.published.version, resolved)
+            patched = await self.status.write(
+                self.published.compiled,
+                self._rules[1],
+                follower.results,
+                self._settings.custom_resources.namespace,
             )
-            await self.status.write(self.published.compiled, rules)
+            if patched:
+                logger.info("status of %d object(s) updated", patched)
 
     def _client_of(self, cluster: str) -> KubeClient:
         return self._source_clients[cluster]

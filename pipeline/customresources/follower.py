@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pipeline.codec import DecodeError
 from pipeline.customresources.state import ConfigState, decode_state
 from pipeline.log.api import Log, LogError, Reader, TopicPartition
+from pipeline.results import RESULT_KEY_PREFIX, TargetResult, decode_result
 
 __all__ = ["ConfigFollower"]
 
@@ -31,6 +32,9 @@ class ConfigFollower:
         self._tp = TopicPartition(topic, 0)
         self._reader: Reader | None = None
         self.latest: ConfigState | None = None
+        #: The last commit and push of each target (`result/<target>` records of the commit worker).
+        self.results: dict[str, TargetResult] = {}
+        self.results_changed = asyncio.Event()
         # `catch_up` (a stage asking) and `follow` share one reader.
         self._reading = asyncio.Lock()
 
@@ -55,6 +59,17 @@ class ConfigFollower:
         newer = False
         for record in fetched.records:
             if record.value is None:
+                continue
+            if record.key is not None and record.key.startswith(RESULT_KEY_PREFIX):
+                try:
+                    result = decode_result(record)
+                except DecodeError as exc:
+                    logger.error(
+                        "config topic offset %d: undecodable result, skipped: %s", record.offset, exc
+                    )
+                    continue
+                self.results[result.target] = result
+                self.results_changed.set()
                 continue
             try:
                 state = decode_state(record)

@@ -17,7 +17,8 @@ from typing import Any
 
 from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
-from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef
+from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
+from pipeline.results import TargetResult
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
@@ -111,10 +112,19 @@ def _condition(kind: str, status: bool, reason: str, message: str, generation: i
     }
 
 
-def object_status(report: ObjectReport, rules: Sequence[RuleStreams] | None) -> dict[str, Any]:
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_status(
+    report: ObjectReport, rules: Sequence[RuleStreams] | None, result: TargetResult | None = None
+) -> dict[str, Any]:
     """The status of one object (without transition times): pure, for tests and the writer."""
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
+    if result is not None:
+        status["lastCommit"] = {"commit": result.commit, "branch": result.branch}
+        status["lastPush"] = {"result": result.push, "time": _time(result.at_ms), "message": result.message}
     if report.errors:
         message = "; ".join(e.describe() for e in report.errors)
         ready = _condition("Ready", False, "Invalid", message, generation)
@@ -167,13 +177,23 @@ class StatusWriter:
         self._client = client
         self._written: dict[ObjectRef, dict[str, Any]] = {}
 
-    async def write(self, compiled: CompiledConfig, rules: Mapping[ObjectRef, Sequence[RuleStreams]]) -> int:
+    async def write(
+        self,
+        compiled: CompiledConfig,
+        rules: Mapping[ObjectRef, Sequence[RuleStreams]],
+        results: Mapping[str, TargetResult],
+        home_namespace: str,
+    ) -> int:
         """Write what changed; returns how many objects were patched."""
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
+            result = None
+            if ref.kind is Kind.GIT_TARGET:
+                result = results.get(effective_name(ref.namespace, ref.name, home_namespace))
             wanted = object_status(
                 report,
                 rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
+                result,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:

@@ -195,6 +195,16 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
     assert rules[1]["streams"] == ["apps/v1/deployments in team-a"]
     assert [p["reason"] for p in rules[2]["problems"]] == ["SecretExcluded"]
     assert [p["reason"] for p in rules[3]["problems"]] == ["Unknown"]
+
+    async def pushed() -> bool:
+        target = await _get(live.plane, Kind.GIT_TARGET, "apps")
+        return ((target.get("status") or {}).get("lastPush") or {}).get("result") == "Succeeded"
+
+    await wait_for(pushed, "the GitTarget's last push in its status", timeout_s=WAIT_S)
+    target = await _get(live.plane, Kind.GIT_TARGET, "apps")
+    assert target["status"]["lastCommit"]["commit"] in {c.sha for c in live.remote.commits()}
+    assert target["status"]["lastCommit"]["branch"] == "main"
+    assert _conditions(target)["Ready"] == ("True", "Accepted")
     provider = await _get(live.plane, Kind.GIT_PROVIDER, "repo")
     assert provider["status"]["unsupportedFields"] == ["spec.secretRef.name"]
     assert _conditions(provider)["Ready"] == ("True", "Accepted")

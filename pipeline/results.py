@@ -1,0 +1,61 @@
+"""The last commit and push of each target, as the commit worker reports them on the log.
+
+Shared by the writer (the commit worker) and the reader (the configuration controller), which
+talk only through the log. With custom resources the GitTarget's status shows them; the commit
+worker may run on any replica, so it writes them to the config topic (key `result/<target>`,
+compacted: the newest per target) and the controller, which follows it, patches the status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, codec
+from pipeline.log.api import PendingRecord, Record
+
+__all__ = ["RESULT_KEY_PREFIX", "TargetResult", "decode_result", "encode_result"]
+
+RESULT_KEY_PREFIX = b"result/"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    target: str
+    provider: str
+    branch: str
+    commit: str
+    push: str  # Succeeded | Failed
+    at_ms: int
+    message: str = ""
+
+
+def encode_result(result: TargetResult) -> PendingRecord:
+    result_codec = codec(TARGET_RESULT)
+    value = result_codec.encode(
+        {
+            "target": result.target,
+            "provider": result.provider,
+            "branch": result.branch,
+            "commit": result.commit,
+            "push": result.push,
+            "atMs": result.at_ms,
+            "message": result.message,
+        }
+    )
+    return PendingRecord(
+        value, key=RESULT_KEY_PREFIX + result.target.encode(), headers=(result_codec.header,)
+    )
+
+
+def decode_result(record: Record) -> TargetResult:
+    """Raises DecodeError for a record that is not a target result."""
+    data = codec(TARGET_RESULT).decode(record.value, record.header(SCHEMA_HEADER))
+    return TargetResult(
+        data["target"],
+        data["provider"],
+        data["branch"],
+        data["commit"],
+        data["push"],
+        data["atMs"],
+        data["message"],
+    )
