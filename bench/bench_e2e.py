@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 from collections import defaultdict
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
+from bench.e2e_stages import StageSampler, stage_report
 from tests.chaos.env import COMMIT_WINDOW_S, GRACE_MS, ChaosEnv, chaos_env
 from tests.chaos.history import first_pushes, read_files, read_transitions
 from tests.chaos.oracle import Transition, percentile
@@ -93,6 +95,9 @@ async def _run(env: ChaosEnv) -> None:
             latest[key] = max(latest[key], mine)
             sent.append((key[0], key[1], mine, time.monotonic()))
 
+        print(f"  load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        sampler = StageSampler(env.replicas)
+        sampling = asyncio.create_task(sampler.run())
         started = time.monotonic()
         tasks = []
         total = int(RATE * DURATION_S)
@@ -104,6 +109,9 @@ async def _run(env: ChaosEnv) -> None:
         await asyncio.gather(*tasks)
         elapsed = time.monotonic() - started
         caught_up = await _settle(env, latest)
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
     published = first_pushes(env.repo, env.git.pushes)
     transitions = [
         t for target in targets for t in read_transitions(env.repo, target.branch, target.path, published)
@@ -122,6 +130,9 @@ async def _run(env: ChaosEnv) -> None:
         f"{floor:.0f} s): p50 {p50 / floor:.2f}x, p99 {p99 / floor:.2f}x "
         f"(target p99 <= 1.0x + 1 s = {floor + 1:.0f} s)"
     )
+    for line in stage_report(sampler):
+        print(line)
+    print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 async def _settle(env: ChaosEnv, latest: dict[tuple[str, str], int]) -> bool:

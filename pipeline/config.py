@@ -318,6 +318,8 @@ class ProviderSettings(_Section):
     allow_plain_http_credentials: bool = False
     committer: CommitterSettings = CommitterSettings()
     commit_window_s: float = Field(default=5.0, ge=0)
+    # None: a window lives at most its own `commit_window_s` (the provider's or the target's).
+    commit_window_max_s: float | None = Field(default=None, gt=0)
     push_cooldown_s: float = Field(default=5.0, ge=0)
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     push_max_backoff_s: float = Field(default=60.0, gt=0)

@@ -25,7 +25,7 @@ from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
 from pipeline.commit.rebuild import documents
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
-from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms
+from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
 from pipeline.commit.work import (
     ResyncBegin,
     ResyncChunk,
@@ -474,18 +474,26 @@ class BranchWorker:
             self._settle([here])
             return
         self.versions.applied(path, write.resource_version)
-        window_s = self.provider.commit_window_s
-        if target is not None and target.commit_window_s is not None:
-            window_s = target.commit_window_s
+        window_s, max_age_s = window_limits_s(self.provider, target)
         open_window = self._window
         made_ms = event_time_ms(write.author, item.observed_at_ms)
         if open_window is not None and open_window.silent_before(made_ms):
             await self._finalize(CloseReason.SILENCE)
+        elif open_window is not None and open_window.aged_before(made_ms):
+            await self._finalize(CloseReason.MAX_AGE)
         key = CommitWindow.key_of(write.author, item.target)
         if self._window is not None and self._window.key != key:
             await self._finalize(CloseReason.AUTHOR_CHANGE)
         if self._window is None:
-            self._window = CommitWindow(key, write.author, item.target, deadline=0.0, silence_s=window_s)
+            self._window = CommitWindow(
+                key,
+                write.author,
+                item.target,
+                deadline=0.0,
+                silence_s=window_s,
+                max_age_s=max_age_s,
+                opened_at=self._clock(),
+            )
         obj = ChangedObject(
             write.operation, item.group, item.version, item.resource, write.namespace, write.name
         )
@@ -499,7 +507,7 @@ class BranchWorker:
         elif window_s <= 0:
             await self._finalize(CloseReason.WINDOW_ZERO)
         else:
-            window.deadline = self._clock() + window_s
+            window.touch(self._clock())
 
     def _skip_older(self, item: WorkItem, path: str, version: str) -> None:
         logger.info(
@@ -803,9 +811,19 @@ class BranchWorker:
         """
         now = self._clock()
         if idle and self._window is not None and now >= self._window.deadline:
-            await self._finalize(CloseReason.SILENCE)
-        if self._push_due is not None and now >= self._push_due:
+            await self._finalize(self._window.clock_close_reason(now))
+        if self._push_due is not None and now >= self._push_due and self._push_now(now, idle):
             await self.push()
+
+    def _push_now(self, now: float, idle: bool) -> bool:
+        """Whether a due push goes now: a backlog being worked through is pushed once it is drained.
+
+        Pushing the first finished window of a backlog (after a restart, a failover, an outage)
+        would make the rest wait a full cooldown behind it. A due push therefore waits while work
+        is queued, but no longer than one more cooldown, and not while unpushed work is at its bound.
+        """
+        assert self._push_due is not None
+        return idle or self.backlogged or now >= self._push_due + self.provider.push_cooldown_s
 
     async def push(self) -> bool:
         """Push unpushed commits with a lease on the remote tip, replaying them after a conflict."""

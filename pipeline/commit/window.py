@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.commit.messages import ChangedObject
+from pipeline.config import ProviderSettings, TargetSettings
 from pipeline.work import WorkAuthor
 
-__all__ = ["CloseReason", "CommitWindow", "WindowKey", "event_time_ms"]
+__all__ = ["CloseReason", "CommitWindow", "WindowKey", "event_time_ms", "window_limits_s"]
 
 WindowKey = tuple[str, str, str]
 
@@ -21,10 +22,25 @@ def event_time_ms(author: WorkAuthor, observed_ms: int) -> int:
     return author.event_time_ms or observed_ms
 
 
+def window_limits_s(provider: ProviderSettings, target: TargetSettings | None) -> tuple[float, float]:
+    """`(silence_s, max_age_s)` of a target's windows.
+
+    The silence is the target's `commit_window_s`, else the provider's. The maximum age is the
+    provider's `commit_window_max_s`, else the silence itself: by default a change is committed at
+    most one window after the window's first write, however steadily writes keep coming.
+    """
+    silence_s = provider.commit_window_s
+    if target is not None and target.commit_window_s is not None:
+        silence_s = target.commit_window_s
+    max_age_s = provider.commit_window_max_s if provider.commit_window_max_s is not None else silence_s
+    return silence_s, max_age_s
+
+
 class CloseReason:
     """Why a window closed (the `reason` label of `reverser_commit_window_closes_total`)."""
 
     SILENCE = "silence"
+    MAX_AGE = "max_age"
     AUTHOR_CHANGE = "author_or_target_change"
     SIZE_CAP = "size_cap"
     WINDOW_ZERO = "window_zero"
@@ -42,12 +58,17 @@ class CommitWindow:
     target: str
     deadline: float
     silence_s: float
+    # The longest the window stays open from its first write, in event time and on the clock.
+    max_age_s: float
+    opened_at: float = 0.0
+    touched_at: float = 0.0
     writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
     tiers: list[str] = field(default_factory=list)
     offsets: list[tuple[int, int]] = field(default_factory=list)
     size: int = 0
     first_observed_ms: int = 0
     last_observed_ms: int = 0
+    first_event_ms: int = 0
     last_event_ms: int = 0
 
     @staticmethod
@@ -77,8 +98,28 @@ class CommitWindow:
         if not self.first_observed_ms:
             self.first_observed_ms = observed_ms
         self.last_observed_ms = max(self.last_observed_ms, observed_ms)
-        self.last_event_ms = max(self.last_event_ms, event_time_ms(author, observed_ms))
+        made_ms = event_time_ms(author, observed_ms)
+        if not self.first_event_ms:
+            self.first_event_ms = made_ms
+        self.last_event_ms = max(self.last_event_ms, made_ms)
 
     def silent_before(self, event_ms: int) -> bool:
         """Whether a write made at `event_ms` follows the window's last write by the silence or more."""
         return bool(self.last_event_ms) and event_ms - self.last_event_ms >= self.silence_s * 1000
+
+    def aged_before(self, event_ms: int) -> bool:
+        """Whether a write made at `event_ms` comes `max_age_s` or more after the window's first write.
+
+        Without this bound a steady stream of one person's writes (a controller, a script) would
+        keep the window open, and every change in it unpublished, for as long as the stream lasts.
+        """
+        return bool(self.first_event_ms) and event_ms - self.first_event_ms >= self.max_age_s * 1000
+
+    def touch(self, now: float) -> None:
+        """Move the clock deadline after a write: the silence from now, never past the maximum age."""
+        self.touched_at = now
+        self.deadline = min(now + self.silence_s, self.opened_at + self.max_age_s)
+
+    def clock_close_reason(self, now: float) -> str:
+        """Why the window closes once its clock deadline passed: silence if that ran out, else age."""
+        return CloseReason.SILENCE if now >= self.touched_at + self.silence_s else CloseReason.MAX_AGE

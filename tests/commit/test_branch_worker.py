@@ -13,6 +13,7 @@ from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.work import WorkAuthor
 from tests.commit.helpers import (
+    ALICE,
     BOB,
     CONFIGURED,
     NOBODY,
@@ -51,6 +52,7 @@ class Harness:
         cooldown_s: float = 5.0,
         size_cap: int = 8 * 1024 * 1024,
         targets: list[TargetSettings] | None = None,
+        max_age_s: float | None = None,
     ) -> None:
         self.tmp_path = tmp_path
         self.remote = bare_remote(tmp_path / "remote.git")
@@ -58,6 +60,7 @@ class Harness:
             name="git",
             url=str(self.remote),
             commit_window_s=window_s,
+            commit_window_max_s=max_age_s,
             push_cooldown_s=cooldown_s,
             window_max_bytes=size_cap,
         )
@@ -126,7 +129,9 @@ async def test_silence_closes_window_and_first_push_is_immediate(h: Harness) -> 
     assert h.settled == [(0, 0)]
 
 
-async def test_rolling_window_resets_on_each_append(h: Harness) -> None:
+async def test_rolling_window_resets_on_each_append(tmp_path: Path) -> None:
+    """With a maximum age above the silence, each write keeps the window open for another silence."""
+    h = Harness(tmp_path, max_age_s=60)
     w = Work()
     await h.feed(w.create(cm("a")))
     h.clock.advance(4)
@@ -315,6 +320,82 @@ async def test_two_targets_on_one_branch_split_windows(tmp_path: Path) -> None:
     for sha in git(h.remote, "rev-list", "main").split():
         touched = {p.split("/")[0] for p in git(h.remote, "show", "--name-only", "--format=", sha).split()}
         assert len(touched) == 1
+
+
+def window_closes(reason: str) -> float:
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "reverser_commit_window_closes_total", {"provider": "git", "branch": "main", "reason": reason}
+    )
+    return value or 0.0
+
+
+async def test_steady_writes_close_the_window_at_its_maximum_age(h: Harness) -> None:
+    """One person writing every second never leaves 5 s of silence; the window still closes 5 s
+    after its first write (the default maximum age is the window), and the next write opens a new one."""
+    w = Work()
+    aged = window_closes(CloseReason.MAX_AGE)
+    for name in ("a", "b", "c", "d", "e"):
+        await h.feed(w.create(cm(name)))
+        h.clock.advance(1)
+        await h.worker.tick()
+    assert h.worker.window is None, "closed at 5 s after its first write although writes kept coming"
+    assert window_closes(CloseReason.MAX_AGE) == aged + 1
+    assert log_lines(h.remote, fmt="%s") == ["alice@example.com on t1: 5 resource(s)"]
+    await h.feed(w.create(cm("f")))
+    assert h.worker.window is not None
+    assert list(h.worker.window.writes) == ["live/team-a/configmaps/f.yaml"]
+
+
+async def test_a_backlog_is_cut_at_the_maximum_age_in_event_time(h: Harness) -> None:
+    """Twelve writes made 1 s apart and read at once (a replay): windows of 5 s of event time each,
+    exactly as the live run, where the clock would have closed them, cut them."""
+    w = Work(step_ms=1000)
+    await h.feed(*(w.create(cm(f"c{i:02}")) for i in range(12)))
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s") == [
+        "alice@example.com on t1: 5 resource(s)",
+        "alice@example.com on t1: 5 resource(s)",
+        "alice@example.com on t1: 2 resource(s)",
+    ]
+
+
+async def test_a_backlog_is_pushed_in_one_push_once_drained(tmp_path: Path) -> None:
+    """After a restart the redelivered backlog goes out in one push once the queue is drained,
+    not its first window at once and the rest a full cooldown later."""
+    h = Harness(tmp_path, window_s=2, cooldown_s=5)
+    await h.worker.sync()
+    w = Work(step_ms=10)
+    backlog = [w.create(cm(f"b{i}"), ALICE if i % 2 == 0 else BOB) for i in range(4)]
+    ok = pushes("ok")
+    for index, item in enumerate(backlog):
+        await h.worker.handle(item)
+        await h.worker.tick(idle=index == len(backlog) - 1)
+        if index < len(backlog) - 1:
+            assert pushes("ok") == ok, "nothing is pushed while the backlog is still queued"
+    assert pushes("ok") == ok + 1, "the three closed windows go out in one push once the queue is drained"
+    assert len(log_lines(h.remote)) == 3
+    assert h.worker.pending_commits == 0
+
+
+async def test_a_due_push_waits_for_a_queue_at_most_one_cooldown(tmp_path: Path) -> None:
+    """Under a queue that never drains, a due push still goes out one cooldown later."""
+    h = Harness(tmp_path, window_s=0, cooldown_s=5)
+    await h.worker.sync()
+    w = Work(step_ms=10)
+    ok = pushes("ok")
+    await h.worker.handle(w.create(cm("a")))
+    await h.worker.tick(idle=False)
+    assert pushes("ok") == ok
+    assert h.worker.pending_commits == 1
+    h.clock.advance(4.9)
+    await h.worker.tick(idle=False)
+    assert pushes("ok") == ok
+    h.clock.advance(0.2)
+    await h.worker.tick(idle=False)
+    assert pushes("ok") == ok + 1
+    assert h.worker.pending_commits == 0
 
 
 async def test_restart_skips_work_already_on_the_branch(h: Harness) -> None:
