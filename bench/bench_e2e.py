@@ -81,16 +81,21 @@ async def _run(env: ChaosEnv) -> None:
                 latest[(target.branch, target.file("configmaps", f"cm-{i}"))] = seq
         await _settle(env, latest)
 
+        # One object's patches are sent one after another: two in flight at once could be applied
+        # in either order, and the later number would then never be the object's final version.
+        in_order: dict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
         async def mutate(n: int) -> None:
             nonlocal seq
             user = USERS[n % len(USERS)]
             target = targets[n % len(USERS)]
             name = f"cm-{(n // len(USERS)) % OBJECTS}"
-            seq += 1
-            mine = seq
-            await client.CoreV1Api(clients[user]).patch_namespaced_config_map(
-                name, target.namespace, {"data": {"seq": str(mine)}}
-            )
+            async with in_order[(target.namespace, name)]:
+                seq += 1
+                mine = seq
+                await client.CoreV1Api(clients[user]).patch_namespaced_config_map(
+                    name, target.namespace, {"data": {"seq": str(mine)}}
+                )
             key = (target.branch, target.file("configmaps", name))
             latest[key] = max(latest[key], mine)
             sent.append((key[0], key[1], mine, time.monotonic()))

@@ -90,7 +90,10 @@ def stage_report(sampler: StageSampler) -> list[str]:
         "    attribution wait p50 "
         f"{_quantile(replicas, 'reverser_attribution_resolution_wait_seconds', 0.5)}, p99 "
         f"{_quantile(replicas, 'reverser_attribution_resolution_wait_seconds', 0.99)}",
-        "    watch -> push (commit worker) p50 "
+        "    watch -> commit worker takes the record p50 "
+        f"{_quantile(replicas, 'reverser_commit_receive_delay_seconds', 0.5)}, p99 "
+        f"{_quantile(replicas, 'reverser_commit_receive_delay_seconds', 0.99)}",
+        "    watch -> push of the window's first write p50 "
         f"{_quantile(replicas, 'reverser_commit_end_to_end_seconds', 0.5)}, p99 "
         f"{_quantile(replicas, 'reverser_commit_end_to_end_seconds', 0.99)}",
         f"    peak consumer lag (records): {lag or 'n/a'};"

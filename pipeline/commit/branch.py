@@ -300,6 +300,9 @@ class BranchWorker:
             return
         body = item.body
         if isinstance(body, Write):
+            if item.observed_at_ms:
+                delay_s = self._wall() - item.observed_at_ms / 1000
+                metrics.RECEIVE_DELAY_SECONDS.labels(*self._labels).observe(max(delay_s, 0.0))
             await self._write(item, body)
         elif isinstance(body, ResyncBegin):
             self._begin(item, body)

@@ -41,6 +41,13 @@ STATE_RECORDS = Counter(
     "reverser_commit_object_state_records_total",
     "Records (versions and tombstones) written to <prefix>.object-state after their work was pushed.",
 )
+RECEIVE_DELAY_SECONDS = Histogram(
+    "reverser_commit_receive_delay_seconds",
+    "From the watch event (source.observedAtMs) to its branch's FIFO taking the record: the time "
+    "spent in attribution, the router and the log; the rest of end-to-end is window and push.",
+    ["provider", "branch"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
 PENDING = Gauge(
     "reverser_commit_pending_work",
     "Work records of a branch received but not yet pushed (or found to change nothing).",
