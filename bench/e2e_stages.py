@@ -90,6 +90,9 @@ def stage_report(sampler: StageSampler) -> list[str]:
         "    attribution wait p50 "
         f"{_quantile(replicas, 'reverser_attribution_resolution_wait_seconds', 0.5)}, p99 "
         f"{_quantile(replicas, 'reverser_attribution_resolution_wait_seconds', 0.99)}",
+        "    watch -> router transaction committed p50 "
+        f"{_quantile(replicas, 'reverser_router_emit_delay_seconds', 0.5)}, p99 "
+        f"{_quantile(replicas, 'reverser_router_emit_delay_seconds', 0.99)}",
         "    watch -> commit worker takes the record p50 "
         f"{_quantile(replicas, 'reverser_commit_receive_delay_seconds', 0.5)}, p99 "
         f"{_quantile(replicas, 'reverser_commit_receive_delay_seconds', 0.99)}",

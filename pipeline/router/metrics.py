@@ -1,6 +1,6 @@
 """Prometheus metrics of the resolver/router stage."""
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 RECORDS = Counter("reverser_router_records_total", "Watch-event records consumed, by record kind.", ["kind"])
 WORK_ITEMS = Counter(
@@ -34,4 +34,10 @@ SNAPSHOT_CHANGES = Counter(
     "Snapshot objects that changed while the watch was down (newer than the stream's cursor), by "
     "outcome: attributed to the author a fact names, or unresolved (no fact within the maximum wait).",
     ["outcome"],
+)
+EMIT_DELAY = Histogram(
+    "reverser_router_emit_delay_seconds",
+    "From the watch event (observedAtMs) to the router's transaction carrying its work committing: "
+    "the watch-events hop, attribution and the router's ordering and transaction.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )

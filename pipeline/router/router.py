@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -408,6 +409,10 @@ class Router:
             tp, {self._topics.dead_letter: dead, self._topics.branch_work: records}, offsets
         )
         if committed:
+            now_ms = time.time() * 1000
+            for pending in items:
+                if pending.watch is not None and pending.watch.is_live and pending.watch.observed_at_ms:
+                    metrics.EMIT_DELAY.observe(max(now_ms - pending.watch.observed_at_ms, 0.0) / 1000)
             metrics.DEAD_LETTERED.inc(len(dead))
             self.stats.emitted += len(items)
             self.stats.work_items += len(records)
