@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.attribution.cli",
     "pipeline.watch.cli",
     "pipeline.replay",
+    "pipeline.deadletter.cli",
     "pipeline.doctor.cli",
     "pipeline.customresources.cli",
 )

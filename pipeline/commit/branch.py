@@ -42,7 +42,7 @@ from pipeline.results import TargetResult
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.work import WorkAuthor
 
-__all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "StateSink"]
+__all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ LogEnds = Callable[[], Awaitable[Mapping[int, int]]]
 LoadState = Callable[[frozenset[str]], Awaitable[list[ObjectState]]]
 # Takes object-state records of settled work; they must be on the log before its offsets commit.
 StateSink = Callable[[list[PendingRecord]], None]
+# Parks a work record the branch cannot apply (on the dead-letter topic) before it is settled.
+Reject = Callable[[WorkItem, Exception], Awaitable[None]]
 PUSH_ATTEMPTS = 3
 # The author object-state records for an object a snapshot listed: the change itself was not seen.
 SNAPSHOT_AUTHOR = WorkAuthor("NOT_ATTEMPTED", tier="snapshot")
@@ -101,12 +103,14 @@ class BranchWorker:
         load_state: LoadState | None = None,
         on_state: StateSink | None = None,
         on_result: Callable[[TargetResult], Awaitable[None]] | None = None,
+        reject: Reject | None = None,
     ) -> None:
         """`on_result` hears each target's last commit and push outcome (custom-resource status)."""
         self._on_result = on_result
         self.provider = provider
         self._load_state = load_state
         self._on_state = on_state
+        self._reject = reject
         # None until sync when object-state is not written (no sink): then nothing is tracked.
         self._book: StateBook | None = None
         self._window_states: list[PendingRecord] = []
@@ -461,6 +465,8 @@ class BranchWorker:
                 content = render_object(parse_object_json(write.object_json or b"null"))
         except (LayoutError, RenderError) as exc:
             self._bad(item, "bad_record", exc)
+            if self._reject is not None:
+                await self._reject(item, exc)
             self._settle([here])
             return
         if deleting and prune == "Never":

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,12 +27,14 @@ from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.commit.work import WorkItem, decode_work
 from pipeline.config import ProviderSettings, Settings
+from pipeline.deadletter.envelope import letter_record
 from pipeline.log.api import (
     GroupConsumer,
     Log,
     LogError,
     PendingRecord,
     RebalanceListener,
+    Record,
     TopicPartition,
 )
 from pipeline.log.table import TableReader
@@ -39,7 +42,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.results import TargetResult, encode_result
 from pipeline.tasks import cancel_all
 
-__all__ = ["CommitWorker", "group_id_for", "remote_auth"]
+__all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,14 @@ VERSION_LOOKBACK_RECORDS = 10_000
 HISTORY_IDLE_ROUNDS = 20
 # Pause after a failed fetch before the next one.
 FETCH_RETRY_S = 1.0
+# Backoff between attempts to park a record on the dead-letter topic (the FIFO waits meanwhile).
+DEAD_LETTER_RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+# Empty fetches (of 500 ms each) after which re-reading one record for its dead letter gives up.
+RAW_READ_IDLE_ROUNDS = 10
+
+
+class UnknownProviderError(LookupError):
+    """A work record names a provider the configuration does not have (replay it after adding it)."""
 
 
 def group_id_for(settings: Settings) -> str:
@@ -100,6 +111,7 @@ class CommitWorker(RebalanceListener):
         # object-state records of settled work, appended before the offsets that produced them commit
         self._state_out: list[PendingRecord] = []
         self._config_topic = names.config
+        self._dead_letter_topic = names.dead_letter
         self.group_id = group_id_for(settings)
         self._hook = hook
         self._book = OffsetBook()
@@ -224,19 +236,22 @@ class CommitWorker(RebalanceListener):
                 try:
                     item = decode_work(record)
                 except DecodeError as exc:
-                    logger.warning("branch work %s@%d undecodable, skipped: %s", tp, record.offset, exc)
+                    logger.warning("branch work %s@%d undecodable, dead-lettered: %s", tp, record.offset, exc)
                     metrics.SKIPPED.labels("bad_record").inc()
+                    await self._park(record, exc, "undecodable")
                     self._settle_one(tp, record.offset)
                     continue
                 if self.refresh_config is not None and item.provider not in self._access:
                     await self.refresh_config()
-                branch = self._branch_for(item, tp)
-                if branch is None:
+                try:
+                    branch = self._branch_for(item, tp)
+                except UnknownProviderError as exc:
+                    await self._park(record, exc, "unknown_provider")
                     self._settle_one(tp, record.offset)
                     continue
                 await branch.queue.put(item)
 
-    def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch | None:
+    def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch:
         key = (item.provider, item.branch)
         branch = self._branches.get(key)
         if branch is not None:
@@ -245,13 +260,13 @@ class CommitWorker(RebalanceListener):
             provider = self.settings.provider(item.provider)
         except KeyError:
             logger.error(
-                "branch work %s@%d names provider %r, which is not configured; skipped",
+                "branch work %s@%d names provider %r, which is not configured; dead-lettered",
                 tp,
                 item.offset,
                 item.provider,
             )
             metrics.SKIPPED.labels("unknown_provider").inc()
-            return None
+            raise UnknownProviderError(f"provider {item.provider!r} is not configured") from None
         repo = self._access[provider.name].clone(self.clones, provider.name, item.branch, provider.url)
         worker = BranchWorker(
             self.settings,
@@ -265,6 +280,7 @@ class CommitWorker(RebalanceListener):
             load_state=functools.partial(load_object_state, self.log, self.state_topic),
             on_state=self._state_out.extend,
             on_result=self._report_result if self.settings.custom_resources.enabled else None,
+            reject=functools.partial(self._reject, tp.topic),
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -302,6 +318,75 @@ class CommitWorker(RebalanceListener):
     async def _report_result(self, result: TargetResult) -> None:
         """Custom-resource mode: the controller shows it in the GitTarget's status."""
         await self.log.append_many(self._config_topic, [encode_result(result)])
+
+    # dead letters ----------------------------------------------------------------------------
+    async def _park(self, record: Record, error: Exception, reason: str) -> None:
+        """Append `record`'s dead letter, retrying until the log acknowledges it.
+
+        The caller settles the record's offset only afterwards, so a crash before the letter is
+        on the log redelivers the record (and may park it twice: `dead-letter replay` replays a
+        record once, whichever of its letters is chosen).
+        """
+        letter = letter_record(record, self.name, error, int(time.time() * 1000))
+        attempt = 0
+        while True:
+            try:
+                await self.log.append(
+                    self._dead_letter_topic, letter.value, key=letter.key, headers=letter.headers
+                )
+                break
+            except LogError as exc:
+                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
+                logger.warning(
+                    "parking %s[%d]@%d on %s failed (retry in %.1f s): %s",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    self._dead_letter_topic,
+                    delay_s,
+                    exc,
+                )
+                attempt += 1
+                await asyncio.sleep(delay_s)
+        metrics.DEAD_LETTERED.labels(reason).inc()
+
+    async def _reject(self, topic: str, item: WorkItem, error: Exception) -> None:
+        """A branch FIFO cannot apply `item`: park the record it came from (re-read from the log)."""
+        record = await self._raw(TopicPartition(topic, item.partition), item.offset)
+        if record is None:
+            logger.error(
+                "branch work %s[%d]@%d cannot be applied and is no longer on the log: %s",
+                topic,
+                item.partition,
+                item.offset,
+                error,
+            )
+            return
+        await self._park(record, error, "unappliable")
+
+    async def _raw(self, tp: TopicPartition, offset: int) -> Record | None:
+        """The record at `offset` as it is on the log (None once retention deleted it)."""
+        attempt = 0
+        while True:
+            reader = self.log.reader()
+            try:
+                await reader.assign({tp: offset})
+                idle_rounds = 0
+                while idle_rounds < RAW_READ_IDLE_ROUNDS:
+                    fetched = await reader.fetch(timeout_ms=500, max_records=1)
+                    for record in fetched.records:
+                        return record if record.offset == offset else None
+                    if fetched.gaps:
+                        return None
+                    idle_rounds += 1
+                return None
+            except LogError as exc:
+                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
+                logger.warning("re-reading %s@%d failed (retry in %.1f s): %s", tp, offset, delay_s, exc)
+                attempt += 1
+                await asyncio.sleep(delay_s)
+            finally:
+                await reader.close()
 
     async def _log_ends(self) -> dict[int, int]:
         """The log-end offset of every branch-work partition (bounds trusted `Reverser-Offset`s)."""

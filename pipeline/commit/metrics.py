@@ -65,6 +65,12 @@ SKIPPED = Counter(
     "sensitive_unencrypted, older_version).",
     ["reason"],
 )
+DEAD_LETTERED = Counter(
+    "reverser_commit_dead_lettered_total",
+    "Work records parked on the dead-letter topic once the log acknowledged them, by reason "
+    "(undecodable, unknown_provider, unappliable).",
+    ["reason"],
+)
 SWEEP_DELETES = Counter(
     "reverser_commit_sweep_deletes_total",
     "Documents removed by a snapshot's mark-and-sweep (prune mode Always).",

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.codec import BRANCH_WORK, DEAD_LETTER, SCHEMA_HEADER, DecodeError, codec
+from pipeline.codec import BRANCH_WORK, DecodeError, codec
+from pipeline.deadletter.envelope import letter_record
 from pipeline.log.api import (
     FencedError,
     GroupConsumer,
@@ -69,6 +70,8 @@ class _Pending:
     watch: WatchRecord | None
     author: asyncio.Future[WorkAuthor] | None
     source: Record
+    # why `watch` is None: the record goes to the dead-letter topic with it
+    error: DecodeError | None = None
     # A snapshot chunk's objects that changed while the watch was down, with their authors.
     caught_up: asyncio.Future[list[CaughtUp]] | None = None
 
@@ -91,6 +94,10 @@ class RouterStats:
     work_items: int = 0
     dropped: int = 0
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def transactional_id(group_id: str, tp: TopicPartition) -> str:
@@ -286,7 +293,7 @@ class Router:
                 self._topics.dead_letter,
                 exc,
             )
-            return _Pending(None, None, record)
+            return _Pending(None, None, record, error=exc)
         metrics.RECORDS.labels(watch.kind.rsplit(".", 1)[-1]).inc()
         pending = _Pending(watch, None, record)
         if self._lookup is None or watch.target not in self._destinations:
@@ -399,8 +406,8 @@ class Router:
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
         for pending in items:
-            if pending.watch is None:
-                dead.append(self._dead_letter(pending.source))
+            if pending.error is not None:
+                dead.append(letter_record(pending.source, self.name, pending.error, _now_ms()))
                 continue
             records.extend(self._work_for(pending))
         assert self._consumer is not None
@@ -446,21 +453,6 @@ class Router:
         key = branch_key(destination.provider, destination.branch)
         headers = (work.header, ("target", watch.target.encode()))
         return [PendingRecord(work.encode(item), key=key, headers=headers) for item in items]
-
-    def _dead_letter(self, record: Record) -> PendingRecord:
-        letter = codec(DEAD_LETTER)
-        payload = letter.encode(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "stage": "router",
-                "reason": f"undecodable {record.header(SCHEMA_HEADER)!r}",
-                "key": record.key,
-                "value": record.value,
-            }
-        )
-        return PendingRecord(payload, key=record.key, headers=(letter.header,))
 
     async def _commit_until_done(
         self,

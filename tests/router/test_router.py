@@ -227,6 +227,12 @@ async def test_undecodable_records_are_dead_lettered_and_skipped(any_log: Log, s
     assert letter["stage"] == "router"
     assert letter["value"] == b"\x00garbage"
     assert letter["offset"] == 0
+    assert letter["key"] == key
+    assert letter["errorClass"] == "DecodeError"
+    assert letter["schema"] == "watch_event/1"
+    assert letter["headers"] == [{"name": "reverser-schema", "value": b"watch_event/1"}]
+    assert letter["attempt"] == 1
+    assert abs(letter["timeMs"] - fetched.records[0].timestamp_ms) < 60_000
     assert REGISTRY.get_sample_value("reverser_router_dead_lettered_total") == dead_before + 1
 
 

@@ -1,0 +1,113 @@
+"""The dead-letter topic read whole: every letter with whether its record was replayed.
+
+Letters and replay receipts share `<prefix>.dead-letter` (one partition, so "offset" names a letter
+unambiguously). A record counts as replayed once a receipt names its source (topic, partition,
+offset), whichever letter the receipt came from: the commit worker can park one record twice when
+a crash redelivers it before its offset was committed, and the two letters must not be replayed
+twice between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.codec import DecodeError
+from pipeline.deadletter.envelope import (
+    DeadLetter,
+    ReplayReceipt,
+    SourceRef,
+    decode_letter,
+    decode_receipt,
+    is_receipt,
+)
+from pipeline.log.api import Log, Record, TopicPartition
+
+__all__ = ["Book", "Entry", "Unreadable", "read_book"]
+
+FETCH_TIMEOUT_MS = 500
+# Empty fetches after which the records left below the end offset are taken to be none: on Kafka
+# the end offset counts transaction markers (every replay commits one), which no fetch returns.
+IDLE_ROUNDS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One letter at `offset` of the dead-letter topic, and the receipt of its record's replay."""
+
+    offset: int
+    letter: DeadLetter
+    replayed: ReplayReceipt | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A record on the dead-letter topic that is neither a letter nor a receipt this version reads."""
+
+    offset: int
+    error: str
+
+
+@dataclass(slots=True)
+class Book:
+    """Everything on the dead-letter topic up to the end offsets seen when reading started."""
+
+    topic: str
+    entries: list[Entry] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    # records retention deleted before they were read (the oldest letters are gone)
+    lost: int = 0
+
+    def entry(self, offset: int) -> Entry | None:
+        for entry in self.entries:
+            if entry.offset == offset:
+                return entry
+        return None
+
+    def offsets(self) -> list[int]:
+        return [entry.offset for entry in self.entries]
+
+
+async def _read_all(log: Log, topic: str) -> tuple[list[Record], int]:
+    partitions = await log.partitions_for(topic)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    starts = await log.beginning_offsets(tps)
+    ends = await log.end_offsets(tps)
+    records: list[Record] = []
+    lost = 0
+    reader = log.reader()
+    try:
+        await reader.assign({tp: starts[tp] for tp in tps})
+        remaining = {tp for tp in tps if ends[tp] > starts[tp]}
+        idle = 0
+        while remaining and idle < IDLE_ROUNDS:
+            fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS)
+            idle = 0 if fetched.records or fetched.gaps else idle + 1
+            lost += sum(gap.lost for gap in fetched.gaps)
+            for record in fetched.records:
+                if record.offset < ends[TopicPartition(record.topic, record.partition)]:
+                    records.append(record)
+            # a position past the last record (transaction markers) ends a partition too
+            remaining = {tp for tp in remaining if reader.position(tp) < ends[tp]}
+    finally:
+        await reader.close()
+    records.sort(key=lambda r: (r.partition, r.offset))
+    return records, lost
+
+
+async def read_book(log: Log, topic: str) -> Book:
+    """Read the dead-letter topic from its log-start to its current end (committed records only)."""
+    records, lost = await _read_all(log, topic)
+    book = Book(topic, lost=lost)
+    letters: list[tuple[int, DeadLetter]] = []
+    receipts: dict[SourceRef, ReplayReceipt] = {}
+    for record in records:
+        try:
+            if is_receipt(record):
+                receipt = decode_receipt(record)
+                receipts.setdefault(receipt.source, receipt)
+            else:
+                letters.append((record.offset, decode_letter(record)))
+        except DecodeError as exc:
+            book.unreadable.append(Unreadable(record.offset, str(exc)))
+    book.entries = [Entry(offset, letter, receipts.get(letter.source)) for offset, letter in letters]
+    return book
