@@ -147,7 +147,9 @@ def build() -> dashboard.Dashboard:
         ))
         .with_panel(single(
             "Dead-lettered records (1h)", "short",
-            "sum(increase(reverser_router_dead_lettered_total[1h]))", "dead-lettered",
+            ("(sum(increase(reverser_router_dead_lettered_total[1h])) or vector(0)) "
+             "+ (sum(increase(reverser_commit_dead_lettered_total[1h])) or vector(0))"),
+            "dead-lettered",
         ))
         .with_row(dashboard.Row("Consumer lag"))
         .with_panel(series(
