@@ -36,3 +36,15 @@ def test_distinct_names_load(tmp_path: Path) -> None:
         "providers: [{name: git, url: /srv/git}]\n"
         "targets: [{name: t1, provider: git, path: a}, {name: t2, provider: git, path: b}]\n",
     )
+
+
+def test_compression_is_one_of_the_kafka_codecs(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("log: {compression: lz4}\n", encoding="utf-8")
+    assert load_settings(config, environ={}).log.compression == "lz4"
+    assert load_settings(None, environ={}).log.compression == "zstd"
+    with pytest.raises(ConfigError, match=r"log\.compression: .*'lz4' or 'zstd'"):
+        load(tmp_path, "log: {compression: brotli}\n")
+    with pytest.raises(ConfigError, match=r"REVERSER_LOG__COMPRESSION") as from_env:
+        load_settings(None, environ={"REVERSER_LOG__COMPRESSION": "xz"})
+    assert "xz" not in str(from_env.value)

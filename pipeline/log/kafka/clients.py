@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient
 
-from pipeline.config import TlsSettings
+from pipeline.config import Compression, TlsSettings
 from pipeline.log.api import (
     LogError,
 )
@@ -21,6 +21,15 @@ from pipeline.log.kafka.errors import ERRORS
 
 #: Every consumer reads committed data only: records of open or aborted transactions stay hidden.
 ISOLATION_LEVEL = "read_committed"
+
+
+def compression_type(compression: Compression) -> str | None:
+    """aiokafka's `compression_type` for the configured codec (`None` is its "no compression").
+
+    lz4, snappy and zstd need `cramjam` (a dependency); aiokafka refuses to build a producer
+    without it, so a missing codec fails at start rather than on the first batch.
+    """
+    return None if compression is Compression.NONE else compression.value
 
 
 def ssl_context(tls: TlsSettings) -> ssl.SSLContext:

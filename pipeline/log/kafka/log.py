@@ -47,6 +47,7 @@ from pipeline.log.kafka.clients import (
     AIOKAFKA_LOGGER,
     ISOLATION_LEVEL,
     BootstrapFailures,
+    compression_type,
     discard_producer,
     ssl_context,
     start_client,
@@ -191,6 +192,7 @@ class KafkaLog(Log):
             linger_ms=0,
             max_request_size=PRODUCER_MAX_REQUEST_BYTES,
             max_batch_size=PRODUCER_BATCH_BYTES,
+            compression_type=compression_type(self._settings.compression),
             **extra,
         )
 
