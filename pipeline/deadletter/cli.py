@@ -28,6 +28,7 @@ from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, 
 from pipeline.log import Log, LogError, open_log
 from pipeline.log.topics import TopicNames
 from pipeline.service.cli import add_config_argument, settings_from_args
+from pipeline.tables import aligned
 
 __all__ = ["EXIT_INVALID", "EXIT_LOG_ERROR", "EXIT_REFUSED", "LetterView", "register"]
 
@@ -113,13 +114,6 @@ def view(entry: Entry) -> LetterView:
     )
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
 def _short(message: str) -> str:
     line = message.replace("\n", " ")
     if len(line) <= MESSAGE_COLUMN_CHARS:
@@ -155,7 +149,7 @@ def render_list(book: Book, views: Sequence[LetterView], output: str) -> str:
             )
             for v in views
         ]
-        lines.append(_table(rows))
+        lines.append(aligned(rows))
     else:
         lines.append(f"no dead letters on {book.topic}")
     for unreadable in book.unreadable:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import BaseModel
+
+from pipeline.tables import aligned
 
 __all__ = ["Check", "DoctorReport", "Status", "render"]
 
@@ -42,13 +44,6 @@ class DoctorReport(BaseModel):
         self.checks.extend(checks)
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
 def render(report: DoctorReport, output: str) -> str:
     """An aligned table followed by one `fix:` paragraph per failure and warning, or JSON."""
     if output == "json":
@@ -57,7 +52,7 @@ def render(report: DoctorReport, output: str) -> str:
         return json.dumps(data, indent=2, sort_keys=True)
     rows = [("AREA", "SUBJECT", "CHECK", "STATUS", "DETAIL")]
     rows += [(c.area, c.subject, c.check, c.status.upper(), c.detail) for c in report.checks]
-    lines = [_table(rows)]
+    lines = [aligned(rows)]
     to_fix = [c for c in report.checks if c.fix and c.status in (Status.FAIL, Status.WARN)]
     if to_fix:
         lines.append("")

@@ -21,6 +21,7 @@ from pipeline.config import Settings
 from pipeline.log import Log, LogError, TopicDescription, TopicSpec, open_log
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
 from pipeline.service.cli import add_config_argument, settings_from_args
+from pipeline.tables import aligned
 
 __all__ = [
     "EXIT_DRIFT",
@@ -157,13 +158,6 @@ async def _with_log(settings: Settings, action: str) -> CreateReport | CheckRepo
         await log.close()
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
 def render(report: CreateReport | CheckReport, output: str) -> str:
     """The report as an aligned table (one line per topic or per drifted setting) or as JSON."""
     if output == "json":
@@ -183,12 +177,12 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
             )
             for t in report.topics
         ]
-        return _table(rows)
+        return aligned(rows)
     if report.ok:
         return f"ok: {len(report.checked)} topics match their required configuration ({report.backend} log)"
     drift_rows: list[tuple[str, ...]] = [("TOPIC", "SETTING", "EXPECTED", "ACTUAL", "KIND")]
     drift_rows += [(d.topic, d.setting, d.expected, d.actual, d.kind) for d in report.drift]
-    return _table(drift_rows)
+    return aligned(drift_rows)
 
 
 def register(subparsers: Any) -> None:
