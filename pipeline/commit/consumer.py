@@ -32,6 +32,7 @@ from pipeline.log.api import (
     GroupConsumer,
     Log,
     LogError,
+    LogUnavailableError,
     PendingRecord,
     RebalanceListener,
     Record,
@@ -55,7 +56,7 @@ HISTORY_IDLE_ROUNDS = 20
 FETCH_RETRY_S = 1.0
 # Backoff between attempts to park a record on the dead-letter topic (the FIFO waits meanwhile).
 DEAD_LETTER_RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
-# Empty fetches (of 500 ms each) after which re-reading one record for its dead letter gives up.
+# Empty fetches (of 500 ms each) after which re-reading one record for its dead letter tries anew.
 RAW_READ_IDLE_ROUNDS = 10
 
 
@@ -371,15 +372,14 @@ class CommitWorker(RebalanceListener):
             reader = self.log.reader()
             try:
                 await reader.assign({tp: offset})
-                idle_rounds = 0
-                while idle_rounds < RAW_READ_IDLE_ROUNDS:
+                for _ in range(RAW_READ_IDLE_ROUNDS):
                     fetched = await reader.fetch(timeout_ms=500, max_records=1)
                     for record in fetched.records:
                         return record if record.offset == offset else None
                     if fetched.gaps:
                         return None
-                    idle_rounds += 1
-                return None
+                # the record was fetched moments ago: a read that returns nothing is the log's fault
+                raise LogUnavailableError(f"no record came back in {RAW_READ_IDLE_ROUNDS} fetches")
             except LogError as exc:
                 delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
                 logger.warning("re-reading %s@%d failed (retry in %.1f s): %s", tp, offset, delay_s, exc)

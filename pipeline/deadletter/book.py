@@ -20,14 +20,14 @@ from pipeline.deadletter.envelope import (
     decode_receipt,
     is_receipt,
 )
-from pipeline.log.api import Log, Record, TopicPartition
+from pipeline.log.api import Log, LogUnavailableError, Record, TopicPartition
 
 __all__ = ["Book", "Entry", "Unreadable", "read_book"]
 
 FETCH_TIMEOUT_MS = 500
-# Empty fetches after which the records left below the end offset are taken to be none: on Kafka
-# the end offset counts transaction markers (every replay commits one), which no fetch returns.
-IDLE_ROUNDS = 2
+# Fetches in a row that move no partition closer to its end before the read gives up (30 s): a
+# replay must see every receipt, so a topic read short is an error, never a shorter book.
+STALL_ROUNDS = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +78,21 @@ async def _read_all(log: Log, topic: str) -> tuple[list[Record], int]:
     try:
         await reader.assign({tp: starts[tp] for tp in tps})
         remaining = {tp for tp in tps if ends[tp] > starts[tp]}
-        idle = 0
-        while remaining and idle < IDLE_ROUNDS:
+        stalled = 0
+        while remaining:
+            before = {tp: reader.position(tp) for tp in remaining}
             fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS)
-            idle = 0 if fetched.records or fetched.gaps else idle + 1
             lost += sum(gap.lost for gap in fetched.gaps)
             for record in fetched.records:
                 if record.offset < ends[TopicPartition(record.topic, record.partition)]:
                     records.append(record)
-            # a position past the last record (transaction markers) ends a partition too
+            # readers move past transaction markers (every replay commits one), so this ends
             remaining = {tp for tp in remaining if reader.position(tp) < ends[tp]}
+            moved = any(reader.position(tp) > before[tp] for tp in before)
+            stalled = 0 if moved else stalled + 1
+            if stalled >= STALL_ROUNDS:
+                where = ", ".join(f"{tp} at {reader.position(tp)} of {ends[tp]}" for tp in sorted(remaining))
+                raise LogUnavailableError(f"reading {topic} stalled before its end ({where})")
     finally:
         await reader.close()
     records.sort(key=lambda r: (r.partition, r.offset))

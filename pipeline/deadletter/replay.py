@@ -30,6 +30,7 @@ __all__ = [
     "Replayed",
     "Selection",
     "SelectionError",
+    "plan_replay",
     "replay_letters",
     "select",
     "transactional_id",
@@ -109,7 +110,7 @@ def select(book: Book, selection: Selection) -> list[Entry]:
     ]
 
 
-def _plan(chosen: Iterable[Entry], topics: set[str], force: bool, report: ReplayReport) -> list[Entry]:
+def plan_replay(chosen: Iterable[Entry], topics: set[str], force: bool, report: ReplayReport) -> list[Entry]:
     """Drop duplicates, and record why any chosen letter may not be replayed."""
     seen: dict[SourceRef, int] = {}
     planned = []
@@ -183,7 +184,7 @@ async def replay_letters(
         chosen = select(book, selection)
         report = ReplayReport()
         topics = await _existing_topics(log, (entry.letter.source.topic for entry in chosen))
-        planned = _plan(chosen, topics, force, report)
+        planned = plan_replay(chosen, topics, force, report)
         if report.refused or not planned:
             return report
         if dry_run:

@@ -202,6 +202,12 @@ def test_failed_work_is_dead_lettered_listed_shown_and_replayed_into_a_commit(
     assert f"refused {unknown_offset}: {branch_work}[{partition}]@{offset} was already replayed" in out
     assert "nothing was replayed" in out
     assert asyncio.run(ends()) == ends_after_replay
+    code, out, _ = run_cli(
+        capsys, "dead-letter", "replay", str(unknown_offset), "--force", "--dry-run", "--config", fixed_config
+    )
+    assert code == 0
+    assert out.strip() == f"would replay {unknown_offset}: {branch_work}[{partition}]@{offset}"
+    assert asyncio.run(ends()) == ends_after_replay
 
     asyncio.run(run_worker_until_settled(fixed))
 
