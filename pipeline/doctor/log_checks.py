@@ -11,7 +11,7 @@ from pipeline.config import Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.log import Log, LogError, open_log
 from pipeline.log.cli import MISSING, Drift, check_topics
-from pipeline.log.topics import topic_specs
+from pipeline.log.topics import MIN_HISTORY_RETENTION_MS, TopicNames, topic_specs
 
 __all__ = ["REPLICATION_SETTING", "check_log"]
 
@@ -26,6 +26,16 @@ def _drift_fix(drift: Drift) -> str:
         return (
             f"change the replicas of {drift.topic} with kafka-reassign-partitions.sh, or set "
             f"log.topics.replication_factor to {drift.actual} if that is intended"
+        )
+    if drift.kind == "risk":
+        if drift.setting == "retention.ms":
+            return (
+                f"raise retention.ms of {drift.topic} to at least {MIN_HISTORY_RETENTION_MS} "
+                "(log.topics.*_retention_ms, then kafka-configs.sh --alter), or -1 to keep it forever"
+            )
+        return (
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {drift.topic} "
+            f"--add-config {drift.setting}={drift.expected}"
         )
     if drift.setting == "partitions":
         return (
@@ -48,7 +58,7 @@ async def check_log(settings: Settings, log: Log | None = None) -> list[Check]:
         try:
             await log.start()
             specs = topic_specs(settings)
-            report = await check_topics(log, specs)
+            report = await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
         except LogError as exc:
             return [Check(
                 area=AREA, subject=log.kind, check="reachable", status=Status.FAIL, detail=str(exc),

@@ -63,6 +63,21 @@ async def test_topics_made_wrong_fail_each_with_the_command_that_fixes_it(
     assert find(checks, names.watch_events, "topic").status is Status.FAIL
 
 
+async def test_a_history_retention_under_a_day_is_a_risk_even_when_configured(
+    any_log: Log, settings: Settings
+) -> None:
+    topics = settings.log.topics.model_copy(update={"watch_events_retention_ms": 3_600_000})
+    short = settings.model_copy(update={"log": settings.log.model_copy(update={"topics": topics})})
+    await any_log.create_topics(topic_specs(short))
+    checks = await check_log(short, any_log)
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    risk = find(checks, names.watch_events, "retention.ms")
+    assert risk.status is Status.FAIL
+    assert risk.detail == "expected >= 86400000, found 3600000"
+    assert "raise retention.ms" in risk.fix
+    assert [c for c in checks if c.status is Status.FAIL] == [risk]
+
+
 @pytest.mark.parametrize("backend", ["kafka"], indirect=True)
 async def test_too_few_replicas_and_an_unmeetable_min_isr_fail(any_log: Log, settings: Settings) -> None:
     names = TopicNames.for_prefix(settings.log.topic_prefix)
