@@ -486,7 +486,7 @@ class BranchWorker:
         window_s, max_age_s = window_limits_s(self.provider, target)
         open_window = self._window
         made_ms = event_time_ms(write.author, item.observed_at_ms)
-        if open_window is not None and open_window.silent_before(made_ms):
+        if open_window is not None and open_window.apart_from(made_ms):
             await self._finalize(CloseReason.SILENCE)
         elif open_window is not None and open_window.aged_before(made_ms):
             await self._finalize(CloseReason.MAX_AGE)

@@ -103,9 +103,15 @@ class CommitWindow:
             self.first_event_ms = made_ms
         self.last_event_ms = max(self.last_event_ms, made_ms)
 
-    def silent_before(self, event_ms: int) -> bool:
-        """Whether a write made at `event_ms` follows the window's last write by the silence or more."""
-        return bool(self.last_event_ms) and event_ms - self.last_event_ms >= self.silence_s * 1000
+    def apart_from(self, event_ms: int) -> bool:
+        """Whether a write made at `event_ms` is the silence or more away from the window's writes:
+        after its last one, or before its first one. The latter happens when the write's watch
+        stream was held up (an attribution hold, a failover replay) while another stream of the
+        same branch delivered newer writes: it was made in a window of its own."""
+        if not self.last_event_ms:
+            return False
+        silence_ms = self.silence_s * 1000
+        return event_ms - self.last_event_ms >= silence_ms or self.first_event_ms - event_ms >= silence_ms
 
     def aged_before(self, event_ms: int) -> bool:
         """Whether a write made at `event_ms` comes `max_age_s` or more after the window's first write.

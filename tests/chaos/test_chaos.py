@@ -196,6 +196,10 @@ async def _run(env: ChaosEnv, seed: int) -> None:
         "foreign_missing": foreign_missing,
     }
     (env.workdir.parent / "chaos-report.json").write_text(json.dumps(report, indent=2, default=str))
+    # The whole record, for triage: which mutations of whom came between two versions of a file.
+    (env.workdir.parent / "chaos-mutations.txt").write_text(
+        "".join(f"{_wall(m.at)} {m!r}\n" for m in sorted(workload.mutations, key=lambda m: m.at))
+    )
     print(json.dumps(report, indent=2, default=str))
 
     assert spread_ok, f"branch partitions not spread over replicas: {owners_at_start}"

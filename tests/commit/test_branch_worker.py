@@ -680,3 +680,24 @@ async def test_changes_made_apart_but_delivered_together_after_a_restart_are_not
     subjects = log_lines(h.remote, fmt="%s")
     assert len(subjects) == 2, f"b and c (4 s apart) share a commit, a (6 s earlier) does not: {subjects}"
     assert subjects[0] == "[CREATE] v1/configmaps/a"
+
+
+async def test_a_change_delivered_after_newer_ones_but_made_a_window_earlier_is_not_merged(
+    h: Harness,
+) -> None:
+    """Found by `make chaos`: a held watch stream delivered alice's change after newer changes of
+    hers from another stream; made 6 s before them (window 5 s), it is a commit of its own."""
+    from dataclasses import replace
+
+    from tests.commit.helpers import ALICE
+
+    w = Work(step_ms=10)
+    made = 1_700_000_000_000
+    newer = w.create(cm("b"), replace(ALICE, event_time_ms=made + 6000))
+    newest = w.create(cm("c"), replace(ALICE, event_time_ms=made + 8000))
+    held = w.create(cm("a"), replace(ALICE, event_time_ms=made))
+    await h.feed(newer, newest, held)
+    await h.settle_time(5)
+    subjects = log_lines(h.remote, fmt="%s")
+    assert len(subjects) == 2, f"b and c share a commit, a (made 6 s before them) does not: {subjects}"
+    assert subjects[1] == "[CREATE] v1/configmaps/a"
