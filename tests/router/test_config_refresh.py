@@ -40,8 +40,9 @@ async def test_unknown_targets_catch_the_configuration_up_once(any_log: Log, set
         await wait_committed(any_log, "g-refresh", tp, 3)
     finally:
         await router.stop()
-    assert [(i["body"][1]["name"], i["body"][1]["resourceVersion"]) for i in items] == [("y", "1"), ("y", "2")]
-    assert [i["body"][1]["author"]["username"] for i in items] == ["bob", "bob"]
+    writes = [item["body"][1] for item in items]
+    assert [(w["name"], w["resourceVersion"]) for w in writes] == [("y", "1"), ("y", "2")]
+    assert [w["author"]["username"] for w in writes] == ["bob", "bob"]
     # the first unknown target ("gone") asked; the version it brought made "shop" known, so its
     # events needed no second ask; "gone" stays unknown and is dropped
     assert asked == [1]
