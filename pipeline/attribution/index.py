@@ -723,6 +723,44 @@ class FactIndex:
                 return Attribution(DELETECOLLECTION_SCOPE, collection)
         return None
 
+    def deletion_candidates(
+        self, route: str, gr: GroupResource, namespace: str
+    ) -> list[tuple[str, str, str]]:
+        """`(uid, namespace, name)` of every object this scope holds deletion evidence for.
+
+        `namespace` "" means every namespace (a cluster-wide or cluster-scoped stream). Evidence is a
+        uid's delete slot (or its conflict), a live collection that listed the uid (name unknown:
+        ""), or a name-keyed delete (uid unknown: ""). Each candidate is then resolved by `lookup`
+        as a removal, so what answers it is exactly what would answer that object's DELETED event.
+        Used for objects a snapshot shows only as an absence (docs/commit-worker.md, prune matrix).
+        """
+        scope = self._scopes.get((route, gr.key))
+        if scope is None:
+            return []
+        cutoff = self.now_ms() - self.limits.ttl_ms
+        found: dict[str, tuple[str, str, str]] = {}
+
+        def wanted(ns: str) -> bool:
+            return not namespace or ns == namespace
+
+        for uid, fact in scope.removals.items():
+            if wanted(fact[3]):
+                found[uid] = (uid, fact[3], fact[4])
+        for (uid, rv), (first, _later) in scope.conflicts.items():
+            if rv is None and uid not in found and wanted(first[3]):
+                found[uid] = (uid, first[3], first[4])
+        for collection in scope.collections:
+            if collection.at_ms < cutoff or collection.uids is None or not wanted(collection.namespace):
+                continue
+            for uid in collection.uids:
+                found.setdefault(uid, (uid, collection.namespace, ""))
+        named = [
+            ("", ns, name)
+            for (ns, name), fact in scope.by_name.items()
+            if fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) and wanted(ns)
+        ]
+        return [*found.values(), *named]
+
     # -- maintenance -------------------------------------------------------------------------------
     def sweep(self) -> int:
         """Reclaim memory of expired entries (reads already ignore them); returns entries removed."""

@@ -135,6 +135,48 @@ class Resolver:
         finally:
             index.unregister(waiter)
 
+    async def deletions(
+        self, route: str, gr: GroupResource, namespace: str, event_ms: int
+    ) -> list[tuple[str, str, str, Attribution]]:
+        """Deletion evidence for the objects of a scope, once audit time has reached `event_ms`.
+
+        For a snapshot that shows deleted objects only as absences: it waits like any unmatched
+        resolution (the grace, then while the route's watermark is behind `event_ms`, up to the
+        maximum wait), so a delete made before the snapshot has had its fact filed; then it answers
+        `(uid, namespace, name, attribution)` for every object the scope holds deletion evidence
+        for, each resolved exactly as that object's DELETED event would be.
+        """
+        index = self.index
+        held = FactQuery(route, gr, "", "", namespace, "", {}, True, event_ms=event_ms)
+        waiter = index.register(held)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            while (remaining := self._hold_s(loop.time() - started, held)) > 0:
+                waiter.event.clear()
+                try:
+                    async with asyncio.timeout(remaining):
+                        await waiter.event.wait()
+                except TimeoutError:
+                    continue
+        finally:
+            index.unregister(waiter)
+        if event_ms > index.watermark(route) and self.max_wait_s > 0:
+            metrics.HOLDS_EXPIRED.labels(route).inc()
+        return self.deletion_evidence(route, gr, namespace)
+
+    def deletion_evidence(
+        self, route: str, gr: GroupResource, namespace: str
+    ) -> list[tuple[str, str, str, Attribution]]:
+        """What `deletions` answers, from the index as it is now (no wait)."""
+        index = self.index
+        answers = []
+        for uid, ns, name in index.deletion_candidates(route, gr, namespace):
+            found = index.lookup(FactQuery(route, gr, uid, "", ns, name, {}, False))
+            if found.decided:
+                answers.append((uid, ns, name, found))
+        return answers
+
     def _record(self, query: FactQuery, result: Attribution, waited_s: float) -> None:
         gr = query.group_resource
         kind = result.actor_kind

@@ -19,9 +19,9 @@ from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
-from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
-from pipeline.commit.messages import ChangedObject, trusted_offset
-from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for
+from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
+from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
+from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for, orphans
 from pipeline.commit.rebuild import documents
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
@@ -40,7 +40,7 @@ from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
 from pipeline.results import TargetResult
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
-from pipeline.work import WorkAuthor
+from pipeline.work import NOT_ATTEMPTED, WorkAuthor
 
 __all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
 
@@ -240,18 +240,18 @@ class BranchWorker:
                     continue
                 body = item.body
                 if isinstance(body, Write):
-                    self._recall(item, body.namespace, body.name, body.resource_version)
+                    self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
                 elif isinstance(body, ResyncChunk):
                     for obj in body.objects:
-                        self._recall(item, obj.namespace, obj.name, obj.resource_version)
+                        self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
 
-    def _recall(self, item: WorkItem, namespace: str, name: str, version: str) -> None:
+    def _recall(self, item: WorkItem, namespace: str, name: str, version: str, uid: str) -> None:
         try:
             folder = normalize_target_path(item.path)
             path = canonical_path(folder, item.group, item.resource, namespace, name)
         except LayoutError:
             return
-        self.versions.applied(path, version)
+        self.versions.applied(path, version, uid)
 
     def _own_targets(self) -> frozenset[str]:
         return frozenset(
@@ -482,7 +482,7 @@ class BranchWorker:
             self._skip_older(item, path, write.resource_version)
             self._settle([here])
             return
-        self.versions.applied(path, write.resource_version)
+        self.versions.applied(path, write.resource_version, write.uid)
         window_s, max_age_s = window_limits_s(self.provider, target)
         open_window = self._window
         made_ms = event_time_ms(write.author, item.observed_at_ms)
@@ -576,7 +576,72 @@ class BranchWorker:
             return
         await self._finalize(CloseReason.SNAPSHOT)
         plan = self._snapshot_plan(snapshot, item, body)
+        await self._delete_absent(plan, item, body)
         await self._commit(plan, offsets)
+
+    async def _delete_absent(self, snapshot: Plan, end: WorkItem, body: ResyncEnd) -> None:
+        """Under `OnEvent`, delete what this pipeline wrote and the snapshot no longer lists.
+
+        Such an object was deleted between the stream's cursor and the snapshot, so no watch event
+        carried its delete. Each deletion is committed like a watch DELETE, before the snapshot's
+        own commit and in the same push: under the author the router's deletion evidence names for
+        the file's object (matched by uid, or by name for a name-keyed delete), else unknown. Files
+        this pipeline did not write (foreign files) are kept, as the prune matrix says
+        (docs/commit-worker.md). They carry no offsets: the snapshot's commit settles the records.
+        """
+        target = self._target(end.target)
+        sweep = snapshot.sweep
+        if sweep is None or target is None or target.prune != "OnEvent":
+            return
+        evidence = body.removals or ()
+        by_uid = {r.uid: r.author for r in evidence if r.uid}
+        by_name = {(r.namespace, r.name): r.author for r in evidence if not r.uid}
+        fallback = NOT_ATTEMPTED if body.removals is None else WorkAuthor("UNRESOLVED")
+        windows: dict[WorkAuthor, CommitWindow] = {}
+        states: dict[WorkAuthor, list[PendingRecord]] = {}
+        book = self._tracked(end)
+        for path in orphans(self._tree, sweep):
+            if not await self._written_here(path):
+                continue
+            namespace, name = object_of(path, sweep.target_path)
+            author = by_uid.get(self.versions.uid_of(path)) or by_name.get((namespace, name)) or fallback
+            window = windows.get(author)
+            if window is None:
+                window = windows[author] = CommitWindow(
+                    CommitWindow.key_of(author, end.target),
+                    author,
+                    end.target,
+                    deadline=0.0,
+                    silence_s=0.0,
+                    max_age_s=0.0,
+                )
+            obj = ChangedObject("DELETE", end.group, end.version, end.resource, namespace, name)
+            window.add(path, None, obj, author, end.partition, end.offset, end.observed_at_ms)
+            self.versions.applied(path, snapshot.revision)
+            state_key = ObjectKey(end.target, end.group, end.resource, namespace, name)
+            if book is not None and (tombstone := book.remove(state_key, (end.partition, end.offset))):
+                states.setdefault(author, []).append(tombstone)
+            metrics.SNAPSHOT_DELETES.labels(end.target, author_kind(author.outcome, author.username)).inc()
+        for author, window in windows.items():
+            await self._commit(self._window_plan(window, states.get(author, [])), [])
+
+    async def _written_here(self, path: str) -> bool:
+        """Whether this pipeline wrote the file: its own work at `path`, or its commit changed it last.
+
+        The version ledger knows every path this worker applied or recalled from the branch's work;
+        beyond it, the newest commit that touched the path on the remote must be the worker's own
+        (its committer and this branch's `Reverser-Branch`/`Reverser-Offset` trailers).
+        """
+        if self.versions.knows(path):
+            return True
+        if self._remote_tip is None:
+            return False
+        sha = await self.repo.last_commit_touching(self._remote_tip, path)
+        if sha is None:
+            return False
+        info = self.repo.read_commit(sha)
+        own = info.committer == identity_line(self.committer)
+        return own and parse_offset(info.trailers(), self.provider.name, self.branch) is not None
 
     def _snapshot_plan(self, snapshot: _Snapshot, end: WorkItem, body: ResyncEnd) -> Plan:
         target = self._target(end.target)
@@ -609,7 +674,7 @@ class BranchWorker:
                 except RenderError as exc:
                     self._bad(end, "bad_record", exc)
                     continue
-            self.versions.applied(path, obj.resource_version)
+            self.versions.applied(path, obj.resource_version, obj.uid)
             if book is not None:
                 state = book.upsert(
                     self._state_of(
@@ -724,6 +789,12 @@ class BranchWorker:
         if window is None:
             return
         metrics.WINDOW_CLOSES.labels(*self._labels, reason).inc()
+        plan = self._window_plan(window, self._window_states)
+        self._window_states = []
+        await self._commit(plan, window.offsets)
+
+    def _window_plan(self, window: CommitWindow, states: list[PendingRecord]) -> Plan:
+        """The commit of a closed window: its author (or unknown, or the committer), writes and states."""
         author = window.author
         identity = author_identity(
             author.outcome, author.username, author.display_name, author.email, self.committer
@@ -735,7 +806,7 @@ class BranchWorker:
             label = UNRESOLVED.name
         else:
             label = author.username
-        plan = Plan(
+        return Plan(
             kind="window",
             provider=self.provider.name,
             branch=self.branch,
@@ -751,10 +822,8 @@ class BranchWorker:
             writes=window.writes,
             size=window.size,
             template=target.commit_message if (target := self._target(window.target)) else None,
-            states=self._window_states,
+            states=states,
         )
-        self._window_states = []
-        await self._commit(plan, window.offsets)
 
     def _make_commit(self, plan: Plan) -> str | None:
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)

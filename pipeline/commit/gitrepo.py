@@ -324,6 +324,15 @@ class LocalRepo:
             reason = "host key not trusted (add it to providers[].ssh.known_hosts_file)"
         return GitRemoteError(f"git {action} {redact_url(self.url)} {reason}: {detail}", auth=auth)
 
+    async def last_commit_touching(self, rev: str, path: str) -> str | None:
+        """The newest commit reachable from `rev` that changed `path` (None if none or unknown).
+
+        Reads what is on disk (the remote tip and what was fetched or pushed), not unpushed commits.
+        """
+        code, output = await self._git("log", "-1", "--format=%H", rev, "--", path)
+        sha = output.strip()
+        return sha if code == 0 and len(sha) == 40 else None
+
     async def remote_heads(self) -> dict[str, str]:
         """Branch name -> tip SHA as the remote advertises them (`git ls-remote`, nothing fetched)."""
         code, output = await self._git("ls-remote", "--heads", self.url)

@@ -15,6 +15,7 @@ __all__ = [
     "is_sealed_path",
     "is_sensitive",
     "normalize_target_path",
+    "object_of",
 ]
 
 CLUSTER_DIR = "_cluster"
@@ -71,3 +72,15 @@ def in_scope(path: str, target_path: str, group: str, resource: str, scope: str)
     if not parts[-1].endswith(".yaml"):
         return False
     return not scope or parts[0] == scope
+
+
+def object_of(path: str, target_path: str) -> tuple[str, str]:
+    """`(namespace, name)` of the object a canonical path holds ("" namespace for `_cluster`).
+
+    The inverse of `canonical_path` for files `in_scope` of some type.
+    """
+    prefix = f"{target_path}/" if target_path else ""
+    parts = path[len(prefix) :].split("/")
+    file_name = parts[-1]
+    suffix = SEALED_SUFFIX if file_name.endswith(SEALED_SUFFIX) else ".yaml"
+    return ("" if parts[0] == CLUSTER_DIR else parts[0]), file_name[: -len(suffix)]

@@ -81,6 +81,12 @@ RETAINED = Counter(
     "Orphan documents a snapshot kept because the target's prune mode is not Always.",
     ["target", "prune_mode"],
 )
+SNAPSHOT_DELETES = Counter(
+    "reverser_commit_snapshot_deletes_total",
+    "Files this pipeline wrote that a snapshot no longer lists, deleted under prune mode OnEvent as a "
+    "watch DELETE would, by the kind of author the deletion evidence names (unresolved: none).",
+    ["target", "author_kind"],
+)
 
 
 class Owner(Protocol):

@@ -19,7 +19,7 @@ from pipeline.config import CommitMessageSettings
 from pipeline.log.api import PendingRecord
 from pipeline.sealing import content_digest_of
 
-__all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for"]
+__all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for", "orphans"]
 
 
 def blob_sha(data: bytes) -> bytes:
@@ -120,7 +120,7 @@ def apply_plan(
         applied.paths.append(f"{'create' if existing is None else 'update'} {path}")
     sweep = plan.sweep
     if sweep is not None:
-        for orphan in _orphans(tree, sweep):
+        for orphan in orphans(tree, sweep):
             if sweep.prune:
                 tree.delete(orphan)
                 applied.swept += 1
@@ -130,7 +130,8 @@ def apply_plan(
     return applied
 
 
-def _orphans(tree: GitTree, sweep: Sweep) -> list[str]:
+def orphans(tree: GitTree, sweep: Sweep) -> list[str]:
+    """In-scope documents of `tree` the snapshot does not keep (the candidates of its sweep)."""
     base = sweep.target_path
     type_dir = f"{sweep.group}/{sweep.resource}" if sweep.group else sweep.resource
     scopes = [sweep.scope] if sweep.scope else tree.folders(base)

@@ -24,6 +24,8 @@ class VersionLedger:
 
     def __init__(self) -> None:
         self._applied: dict[str, str] = {}
+        # The uid of the object last written at each path (when known), to match deletion evidence.
+        self._uids: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._applied)
@@ -35,10 +37,20 @@ class VersionLedger:
             return False
         return compare_versions(version, applied) == -1
 
-    def applied(self, path: str, version: str) -> None:
+    def applied(self, path: str, version: str, uid: str = "") -> None:
         """Record that `version` is now the state at `path` (callers skip older versions first)."""
         if version and not self.is_older(path, version):
             self._applied[path] = version
+            if uid:
+                self._uids[path] = uid
+
+    def knows(self, path: str) -> bool:
+        """Whether this worker applied (or recalled from the branch's own work) any version at `path`."""
+        return path in self._applied
+
+    def uid_of(self, path: str) -> str:
+        """The uid of the object last written at `path`; "" when not known."""
+        return self._uids.get(path, "")
 
     def newer_than(self, revision: str) -> set[str]:
         """Paths whose applied version is newer than `revision`.

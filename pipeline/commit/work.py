@@ -10,6 +10,7 @@ from pipeline.log.api import Record
 from pipeline.work import WorkAuthor
 
 __all__ = [
+    "Removal",
     "ResyncBegin",
     "ResyncChunk",
     "ResyncEnd",
@@ -59,11 +60,26 @@ class ResyncChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Removal:
+    """Deletion evidence the router attached to a snapshot's end: who deleted this object.
+
+    `uid` is "" for a name-keyed delete, `name` "" for a uid listed by a deletecollection.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    author: WorkAuthor
+
+
+@dataclass(frozen=True, slots=True)
 class ResyncEnd:
     epoch: int
     chunks: int
     objects: int
     resource_version: str
+    # None: attribution was not attempted (no fact index); () : attempted, no deletion evidence.
+    removals: tuple[Removal, ...] | None = None
 
 
 Body = Write | ResyncBegin | ResyncChunk | ResyncEnd
@@ -113,7 +129,11 @@ def _body(kind: str, data: dict[str, Any]) -> Body:
         )
         return ResyncChunk(data["epoch"], data["seq"], objects)
     if kind == RESYNC_END:
-        return ResyncEnd(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"])
+        found = data.get("removals")
+        removals = None if found is None else tuple(
+            Removal(r["uid"], r["namespace"], r["name"], WorkAuthor.from_avro(r["author"])) for r in found
+        )
+        return ResyncEnd(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"], removals)
     raise DecodeError(f"branch_work: unknown body {kind!r}")
 
 

@@ -144,7 +144,13 @@ class WatchRecordBuilder:
                 version,
                 (
                     "reverser.watch.SnapshotEnd",
-                    {"epoch": epoch, "chunks": len(chunks), "objects": len(entries), "resourceVersion": rv},
+                    {
+                        "epoch": epoch,
+                        "chunks": len(chunks),
+                        "objects": len(entries),
+                        "resourceVersion": rv,
+                        "since": since,
+                    },
                 ),
             ),
         ]

@@ -103,6 +103,20 @@ class CaughtUp:
 
 
 @dataclass(frozen=True, slots=True)
+class Removal:
+    """Deletion evidence for one object of a snapshot's scope (see `Resolver.deletions`)."""
+
+    uid: str
+    namespace: str
+    name: str
+    author: WorkAuthor
+
+    def to_avro(self) -> dict[str, Any]:
+        author = self.author.to_avro()
+        return {"uid": self.uid, "namespace": self.namespace, "name": self.name, "author": author}
+
+
+@dataclass(frozen=True, slots=True)
 class Destination:
     """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch."""
 
@@ -137,8 +151,16 @@ def caught_up_item(watch: WatchRecord, destination: Destination, change: CaughtU
     )
 
 
-def work_item(watch: WatchRecord, destination: Destination, author: WorkAuthor | None) -> dict[str, Any]:
-    """The branch-work record for one watch record and one claiming target."""
+def work_item(
+    watch: WatchRecord,
+    destination: Destination,
+    author: WorkAuthor | None,
+    removals: list[Removal] | None = None,
+) -> dict[str, Any]:
+    """The branch-work record for one watch record and one claiming target.
+
+    `removals` is a snapshot end's deletion evidence (None: attribution not attempted).
+    """
     body = watch.body
     if watch.kind == LIVE_EVENT:
         operation = Operation.of(body["type"], body["deleting"])
@@ -162,7 +184,9 @@ def work_item(watch: WatchRecord, destination: Destination, author: WorkAuthor |
             {"epoch": body["epoch"], "seq": body["seq"], "objects": list(body["objects"])},
         )
     elif watch.kind == SNAPSHOT_END:
-        work_body = ("reverser.router.ResyncEnd", dict(body))
+        evidence = None if removals is None else [r.to_avro() for r in removals]
+        end = {k: body[k] for k in ("epoch", "chunks", "objects", "resourceVersion")}
+        work_body = ("reverser.router.ResyncEnd", {**end, "removals": evidence})
     else:
         raise ValueError(f"unknown watch record kind {watch.kind!r}")
     return _envelope(watch, destination, work_body)

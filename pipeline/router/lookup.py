@@ -7,7 +7,7 @@ from typing import Any
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
 from pipeline.router import metrics
-from pipeline.router.events import CaughtUp, Operation, WatchRecord, changed_objects
+from pipeline.router.events import CaughtUp, Operation, Removal, WatchRecord, changed_objects
 from pipeline.work import WorkAuthor
 
 
@@ -97,3 +97,19 @@ class IndexLookup:
             verb = result.fact.verb if result.fact is not None else ""
             caught.append(CaughtUp(obj, Operation.of_verb(verb), work_author(result)))
         return caught
+
+    async def removals_for(self, watch: WatchRecord) -> list[Removal]:
+        """Deletion evidence of a snapshot's scope; after a gap, once audit time reached its end.
+
+        The commit worker deletes what the snapshot no longer lists and the pipeline wrote; this
+        names who deleted each such object, exactly as that object's DELETED event would be named.
+        """
+        if watch.body.get("since"):
+            found = await self._resolver.deletions(
+                watch.route, watch.group_resource, watch.scope, watch.observed_at_ms
+            )
+        else:
+            # a baseline (no cursor before it): no gap in which a delete could have been missed,
+            # so no hold; whatever evidence the index already has still names its deleter
+            found = self._resolver.deletion_evidence(watch.route, watch.group_resource, watch.scope)
+        return [Removal(uid, namespace, name, work_author(result)) for uid, namespace, name, result in found]

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.codec import BRANCH_WORK, DecodeError, codec
 from pipeline.deadletter.envelope import letter_record
@@ -33,8 +33,10 @@ from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.router import metrics
 from pipeline.router.events import (
+    SNAPSHOT_END,
     CaughtUp,
     Destination,
+    Removal,
     WatchRecord,
     caught_up_item,
     changed_objects,
@@ -62,6 +64,9 @@ class AuthorLookup(Protocol):
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         """Authors of a snapshot chunk's objects that changed while the watch was down."""
 
+    async def removals_for(self, watch: WatchRecord) -> list[Removal]:
+        """Deletion evidence for the objects a finished snapshot shows only as absences."""
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -74,13 +79,18 @@ class _Pending:
     error: DecodeError | None = None
     # A snapshot chunk's objects that changed while the watch was down, with their authors.
     caught_up: asyncio.Future[list[CaughtUp]] | None = None
+    # A snapshot end's deletion evidence (who deleted what the snapshot no longer lists).
+    removals: asyncio.Future[list[Removal]] | None = None
+
+    def _futures(self) -> tuple[asyncio.Future[Any] | None, ...]:
+        return (self.author, self.caught_up, self.removals)
 
     def resolved(self) -> bool:
         """Every resolution this record waits for is done (it may be emitted in its turn)."""
-        return all(f is None or f.done() for f in (self.author, self.caught_up))
+        return all(f is None or f.done() for f in self._futures())
 
     def cancel(self) -> None:
-        for future in (self.author, self.caught_up):
+        for future in self._futures():
             if future is not None:
                 future.cancel()
 
@@ -304,6 +314,9 @@ class Router:
         elif changed_objects(watch):
             pending.caught_up = asyncio.ensure_future(self._lookup.catch_up(watch))
             pending.caught_up.add_done_callback(lambda _f: self._progress.set())
+        elif watch.kind == SNAPSHOT_END:
+            pending.removals = asyncio.ensure_future(self._lookup.removals_for(watch))
+            pending.removals.add_done_callback(lambda _f: self._progress.set())
         return pending
 
     def _forget(self, revoked: set[TopicPartition]) -> None:
@@ -447,7 +460,12 @@ class Router:
                 return []
             # before the chunk that carries them: committed under their authors first
             items = [caught_up_item(watch, destination, change) for change in pending.caught_up.result()]
-        items.append(work_item(watch, destination, author))
+        removals: list[Removal] | None = None
+        if pending.removals is not None:
+            if pending.removals.cancelled():
+                return []
+            removals = pending.removals.result()
+        items.append(work_item(watch, destination, author, removals))
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
         work = codec(BRANCH_WORK)
         key = branch_key(destination.provider, destination.branch)

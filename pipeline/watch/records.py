@@ -121,7 +121,9 @@ class RecordBuilder:
     def begin(self, epoch: int, resource_version: str = "") -> PendingRecord:
         return self._record((_BEGIN, {"epoch": epoch, "resourceVersion": resource_version}))
 
-    def end(self, epoch: int, chunks: int, objects: int, resource_version: str) -> PendingRecord:
+    def end(
+        self, epoch: int, chunks: int, objects: int, resource_version: str, since: str = ""
+    ) -> PendingRecord:
         return self._record(
             (
                 _END,
@@ -130,6 +132,7 @@ class RecordBuilder:
                     "chunks": chunks,
                     "objects": objects,
                     "resourceVersion": resource_version,
+                    "since": since,
                 },
             )
         )

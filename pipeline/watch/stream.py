@@ -90,9 +90,10 @@ def _removes(event_type: str, obj: dict[str, Any]) -> bool:
     """Whether an event removes its object from Git (DELETED, or a deletionTimestamp).
 
     The LIST floor must not swallow these: the snapshot shows a removal only as an absence, which
-    deletes the file only under prune `Always`; under the default `OnEvent` a removal buffered
-    during the LIST would be lost. Written after the snapshot, an old one is harmless: the commit
-    worker's version ledger skips it when the listed object (recreated under the same name) is newer.
+    under the default `OnEvent` deletes only files the pipeline wrote, with the author the router's
+    deletion evidence names; the event itself carries the deletion at intent time. Written after
+    the snapshot, an old one is harmless: the commit worker's version ledger skips it when the
+    listed object (recreated under the same name) is newer, or the absence already deleted it.
     """
     return event_type == "DELETED" or is_terminating(obj)
 
@@ -538,7 +539,10 @@ class WatchStream:
         snapshot = self._snapshot
         assert snapshot is not None
         records = self._flush_chunk()
-        records.append(self._builder.end(snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version))
+        end = self._builder.end(
+            snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version, snapshot.since
+        )
+        records.append(end)
         self._snapshot = None
         self._completing = snapshot
         return records

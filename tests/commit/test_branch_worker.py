@@ -249,8 +249,17 @@ async def test_update_with_same_content_makes_no_commit(h: Harness) -> None:
 
 
 async def test_snapshot_then_sweep_per_prune_mode(tmp_path: Path) -> None:
-    """Scenarios 1, 17, 18: reconcile commit by the operator; orphans swept only under Always."""
-    for mode, expect_orphan in (("OnEvent", True), ("Always", False)):
+    """Scenarios 1, 17, 18: reconcile commit by the operator; orphans swept only under Always.
+
+    Under OnEvent an orphan the pipeline wrote is deleted as its object's delete (see
+    test_absent_deletes.py); a foreign orphan is kept. Under Never both are kept.
+    """
+    foreign = "live/team-a/configmaps/hand-written.yaml"
+    for mode, expect_orphan, expect_foreign in (
+        ("OnEvent", False, True),
+        ("Always", False, False),
+        ("Never", True, True),
+    ):
         h = Harness(tmp_path / mode, prune=mode)
         w = Work()
         await h.feed(*w.snapshot(1, [cm("a"), cm("b"), cm("c")], rv="10"))
@@ -258,16 +267,20 @@ async def test_snapshot_then_sweep_per_prune_mode(tmp_path: Path) -> None:
             "Reverser Pipeline <noreply@reverser.invalid>|Reverser Pipeline|"
             "reconciled 3 configmaps (last resourceVersion: 10)"
         ]
+        foreign_push(h.remote, tmp_path / mode, foreign, "kind: ConfigMap\n")
         await h.feed(*w.snapshot(2, [cm("a"), cm("b")], rv="20"))
         h.clock.advance(5)
         await h.worker.tick()
-        present = "live/team-a/configmaps/c.yaml" in files(h.remote)
-        assert present is expect_orphan, mode
+        tree = files(h.remote)
+        assert ("live/team-a/configmaps/c.yaml" in tree) is expect_orphan, mode
+        assert (foreign in tree) is expect_foreign, mode
         subjects = log_lines(h.remote, fmt="%s")
         if mode == "Always":
-            assert subjects[-1] == "reconciled 1 configmaps (last resourceVersion: 20)"
+            assert subjects[-1] == "reconciled 2 configmaps (last resourceVersion: 20)"
+        elif mode == "OnEvent":
+            assert subjects[-1] == "[DELETE] v1/configmaps/c"
         else:
-            assert len(subjects) == 1
+            assert len(subjects) == 2
         assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
 
 

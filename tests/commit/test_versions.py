@@ -7,12 +7,14 @@ worker must skip it, count it, and settle its offset.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from prometheus_client import REGISTRY
 
 from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.versions import VersionLedger
+from pipeline.commit.work import Removal, ResyncEnd
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
 from pipeline.models import compare_versions
@@ -138,9 +140,9 @@ async def test_a_new_owner_remembers_the_versions_its_predecessor_pushed(
 async def test_a_delete_older_than_the_snapshot_after_it_still_removes_the_file(tmp_path: Path) -> None:
     """The LIST fallback writes removals buffered during its LIST after the snapshot (chaos seed 3).
 
-    Under `OnEvent` the snapshot's absence keeps the file, so only that late delete removes it,
-    authored by the deleter; a stale delete of an object recreated under the same name before
-    the list is skipped because the listed version is newer.
+    Under `OnEvent` the snapshot's absence already deletes the file the pipeline wrote, authored by
+    the deleter its evidence names; the late delete is then older than that and skipped, and so is
+    a stale delete of an object recreated under the same name before the list.
     """
     h = Harness(tmp_path)
     w = Work()
@@ -148,15 +150,20 @@ async def test_a_delete_older_than_the_snapshot_after_it_still_removes_the_file(
     await h.settle_time(5)
     before = older_skipped()
     # listed at 20: a deleted at 15; c deleted at 16 and created again at 18
-    await h.feed(*w.snapshot(1, [cm("c", key="v2")], rv="20", object_rvs={"c": "18"}))
+    items = w.snapshot(1, [cm("c", key="v2")], rv="20", object_rvs={"c": "18"})
+    end = items[-1]
+    assert isinstance(end.body, ResyncEnd)
+    evidence = (Removal("uid-a", "team-a", "a", BOB),)
+    items[-1] = replace(end, body=replace(end.body, removals=evidence))
+    await h.feed(*items)
     await h.feed(w.delete("a", BOB, rv="15"), w.delete("c", BOB, rv="16"))
     await h.settle_time(5)
     tree = files(h.remote)
     assert PATH not in tree
     assert "key: v2" in tree["live/team-a/configmaps/c.yaml"]
-    assert older_skipped() == before + 1
+    assert older_skipped() == before + 2
     assert log_lines(h.remote, fmt="%an|%s")[1:] == [
-        "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 20)",  # c at v2
         "Bob|[DELETE] v1/configmaps/a",
+        "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 20)",  # c at v2
     ]
     assert sorted(h.settled) == [(0, i) for i in range(w.offset)]

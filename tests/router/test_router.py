@@ -32,7 +32,7 @@ from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, branch_key
 from pipeline.router import Router, WatchRecord
-from pipeline.router.events import Destination
+from pipeline.router.events import CaughtUp, Destination, Removal
 from pipeline.work import WorkAuthor
 from tests.conftest import outage_settings
 from tests.integration.kafka.broker import KafkaBroker
@@ -54,6 +54,12 @@ class ScriptedLookup:
 
     def ready(self) -> bool:
         return True
+
+    async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
+        return []
+
+    async def removals_for(self, watch: WatchRecord) -> list[Removal]:
+        return []
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
         name = watch.body["name"]

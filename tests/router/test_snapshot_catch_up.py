@@ -20,9 +20,9 @@ from prometheus_client import REGISTRY
 from pipeline.attribution import FactFollower, FactIndex, Resolver
 from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.demo.recording import WatchRecordBuilder
-from pipeline.facts.model import FactBatch
-from pipeline.log.api import Log
+from pipeline.demo.recording import WatchRecordBuilder, WatchStep
+from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.log.api import Log, PendingRecord
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource
 from pipeline.router import Router
@@ -72,9 +72,18 @@ def authors_of(remote: Path, path: str) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
-async def test_changes_made_while_the_watch_was_down_are_committed_under_their_authors(
-    any_log: Log, settings: Settings, tmp_path: Path
-) -> None:
+async def route_and_commit(
+    log: Log,
+    settings: Settings,
+    tmp_path: Path,
+    facts: list[AuthorFact],
+    watch_records: list[PendingRecord],
+    work_items: int,
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Facts filed by a follower, the watch records routed through the index, the work committed.
+
+    Returns the bare remote and the branch-work items the router produced.
+    """
     remote = bare_remote(tmp_path / "remote.git")
     cfg = settings.model_copy(
         update={
@@ -85,42 +94,49 @@ async def test_changes_made_while_the_watch_was_down_are_committed_under_their_a
         }
     )
     topics = TopicNames.for_prefix(cfg.log.topic_prefix)
-    await any_log.create_topics(topic_specs(cfg))
+    await log.create_topics(topic_specs(cfg))
+    index = FactIndex.from_settings(cfg.attribution)
+    follower = FactFollower(log, topics, index, cfg, fetch_timeout_ms=100)
+    await follower.start()
+    router = Router(
+        log,
+        topics,
+        {"shop": Destination("repo", "main", "live")},
+        IndexLookup(follower, Resolver(index, grace_ms=200, max_wait_ms=int(GUARD_S * 1000))),
+        group_id="g-catch-up",
+    )
+    worker = CommitWorker(cfg, log)
+    try:
+        await asyncio.wait_for(follower.wait_ready(), GUARD_S)
+        await log.append_many(topics.audit_facts, [record_for(FactBatch("default", CM, facts))])
+        await wait_for(lambda: index.watermark("default") > 0, what="the facts", timeout_s=GUARD_S)
+        await log.append_many(topics.watch_events, watch_records)
+        await router.start()
+        items = await read_work(log, topics.branch_work, work_items)
+        await worker.start()
+        await wait_settled(log, cfg)
+    finally:
+        await worker.stop()
+        await router.stop()
+        await follower.stop()
+    return remote, items
+
+
+async def test_changes_made_while_the_watch_was_down_are_committed_under_their_authors(
+    any_log: Log, settings: Settings, tmp_path: Path
+) -> None:
     builder = WatchRecordBuilder("default", "default", "shop", "shop")
     # The stream's cursor was 5 when its watch ended; meanwhile alice changed b (rv 9) and somebody
     # whose audit never arrived changed c (rv 8); a was last changed at 3 and is already in Git.
     snapshot = builder.snapshot(
         CM, "v1", 7, "10", [configmap("a", "3"), configmap("b", "9"), configmap("c", "8")], since="5"
     )
-    index = FactIndex.from_settings(cfg.attribution)
-    follower = FactFollower(any_log, topics, index, cfg, fetch_timeout_ms=100)
-    await follower.start()
     attributed, unresolved = changes("attributed"), changes("unresolved")
-    router = Router(
-        any_log,
-        topics,
-        {"shop": Destination("repo", "main", "live")},
-        IndexLookup(follower, Resolver(index, grace_ms=200, max_wait_ms=int(GUARD_S * 1000))),
-        group_id="g-catch-up",
-    )
-    worker = CommitWorker(cfg, any_log)
-    try:
-        await asyncio.wait_for(follower.wait_ready(), GUARD_S)
-        # alice's fact, stamped after the snapshot was observed: audit time has passed it, so c
-        # (no fact) settles once the grace is over instead of waiting for the maximum wait
-        now_us = int(time.time() * 1_000_000)
-        alice = fact("alice", "update", ns="shop", name="b", uid="uid-b", rv="9", stage_us=now_us)
-        await any_log.append_many(topics.audit_facts, [record_for(FactBatch("default", CM, [alice]))])
-        await wait_for(lambda: index.watermark("default") > 0, what="alice's fact", timeout_s=GUARD_S)
-        await any_log.append_many(topics.watch_events, snapshot)
-        await router.start()
-        items = await read_work(any_log, topics.branch_work, 5)
-        await worker.start()
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
-        await router.stop()
-        await follower.stop()
+    # alice's fact, stamped after the snapshot was observed: audit time has passed it, so c
+    # (no fact) settles once the grace is over instead of waiting for the maximum wait
+    now_us = int(time.time() * 1_000_000)
+    alice = fact("alice", "update", ns="shop", name="b", uid="uid-b", rv="9", stage_us=now_us)
+    remote, items = await route_and_commit(any_log, settings, tmp_path, [alice], snapshot, 5)
     kinds: list[tuple[Any, ...]] = []
     for item in items:
         name, body = item["body"]
@@ -145,3 +161,27 @@ async def test_changes_made_while_the_watch_was_down_are_committed_under_their_a
     # a was not changed while the watch was down: only the snapshot's baseline commit carries it
     (baseline,) = authors_of(remote, "live/shop/configmaps/a.yaml")
     assert baseline.startswith("Reverser Pipeline|reconciled 1 configmaps")
+
+
+async def test_a_delete_no_watch_event_carried_is_committed_under_the_deleter(
+    any_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    """d was deleted between the stream's cursor and its snapshot: only its absence shows it."""
+    builder = WatchRecordBuilder("default", "default", "shop", "shop")
+    created = builder.live(WatchStep("ADDED", configmap("d", "4")))
+    snapshot = builder.snapshot(CM, "v1", 7, "10", [configmap("a", "3")], since="5")
+    now_us = int(time.time() * 1_000_000)
+    facts = [
+        fact("alice", "create", ns="shop", name="d", uid="uid-d", rv="4", stage_us=now_us - 2_000_000),
+        fact("carol", "delete", ns="shop", name="d", uid="uid-d", rv="6", stage_us=now_us),
+    ]
+    remote, items = await route_and_commit(any_log, settings, tmp_path, facts, [created, *snapshot], 5)
+    end = items[-1]["body"][1]
+    assert [(r["uid"], r["name"], r["author"]["username"]) for r in end["removals"]] == [
+        ("uid-d", "d", "carol")
+    ]
+    assert authors_of(remote, "live/shop/configmaps/d.yaml") == [
+        "alice|[CREATE] v1/configmaps/d",
+        "carol|[DELETE] v1/configmaps/d",
+    ]
+    assert "reconciled 1 configmaps" in git(remote, "log", "-1", "--format=%s", "main")

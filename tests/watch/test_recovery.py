@@ -114,6 +114,7 @@ async def test_expired_cursor_takes_a_fresh_snapshot_with_a_newer_epoch(
     assert since, "the snapshot after an expired cursor names that cursor"
     versions = {o["name"]: int(o["resourceVersion"]) for o in events[4]["body"][1]["objects"]}
     assert versions["cm-a"] <= int(since) < versions["cm-b"], "cm-b changed while nothing streamed"
+    assert events[5]["body"][1]["since"] == since, "and so does its end marker"
     assert metric("reverser_watch_gone_total") == gone_before + 1
     cursor = restarted.manager.cursors.get(stream.spec.cursor_key)
     assert cursor is not None
