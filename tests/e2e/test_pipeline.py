@@ -20,6 +20,10 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from pipeline.commit.consumer import load_object_state
+from pipeline.config import Settings
+from pipeline.log import open_log
+from pipeline.log.topics import TopicNames
 from tests.conftest import unique_prefix
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.cluster.pki import AUDIT_CLIENT_CN
@@ -27,6 +31,7 @@ from tests.e2e.gitremote import Commit, GitRemote
 from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
 from tests.e2e.service_process import ServiceProcess, serving
 from tests.support.net import free_port
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -411,3 +416,46 @@ async def test_a_restart_loses_nothing_and_repeats_nothing(env: Env) -> None:
         c.subject for c in after
     ]
     assert_authored(after[0], ALICE, {"exact"})
+
+
+async def test_a_cold_reader_of_object_state_sees_the_cluster(env: Env) -> None:
+    """Runs last: after the creates, updates and deletes above (and a restart), the first read of
+    `<prefix>.object-state` holds exactly the target's objects the apiserver lists, at their
+    current resourceVersions, and renders to the files on the branch."""
+    marker = await processed_past(env, "object-state-marker")
+    settings = Settings.model_validate(yaml.safe_load(env.service.config_path.read_text()))
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).object_state
+    async with kube_client(env.kubeconfig) as api:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        listed = {
+            ("configmaps", c.metadata.name): c.metadata.resource_version
+            for c in (await core.list_namespaced_config_map(NAMESPACE)).items
+        } | {
+            ("deployments", d.metadata.name): d.metadata.resource_version
+            for d in (await apps.list_namespaced_deployment(NAMESPACE)).items
+        }
+    log = open_log(settings)
+    await log.start()
+    try:
+
+        async def marker_state() -> bool:
+            states = await load_object_state(log, topic, frozenset({"e2e"}))
+            return any(s.name == marker.rsplit("/", 1)[-1].removesuffix(".yaml") for s in states)
+
+        await wait_for(marker_state, timeout_s=WAIT_S, what="the marker's object state")
+        states = await load_object_state(log, topic, frozenset({"e2e"}))
+    finally:
+        await log.close()
+    mirrored = {(s.resource, s.name): s.resource_version for s in states}
+    files = env.remote.files()
+    in_git = {p for p in files if p.startswith(f"{TARGET_PATH}/")}
+    assert set(listed) - set(mirrored) == set(), "every listed object has its state"
+    assert set(mirrored) - set(listed) == set(), "no state for an object the cluster no longer has"
+    assert mirrored == listed, "each at the version the apiserver lists"
+
+    def path_of(resource: str, name: str) -> str:
+        return f"{CM_DIR if resource == 'configmaps' else DEPLOY_DIR}/{name}.yaml"
+
+    assert {path_of(r, n) for r, n in mirrored} == in_git
+    for state in states:
+        assert state.document.decode() == files[path_of(state.resource, state.name)]
