@@ -12,7 +12,12 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 
-__all__ = ["Backoff", "Sleep"]
+__all__ = ["LOG_RETRY_INITIAL_S", "LOG_RETRY_MAX_S", "Backoff", "Sleep", "log_retry"]
+
+#: Retries against the log (a failed fetch, append, transaction or group join): 0.2 s at first,
+#: doubling to at most 5 s, so a blip costs a fraction of a second and an outage little CPU.
+LOG_RETRY_INITIAL_S = 0.2
+LOG_RETRY_MAX_S = 5.0
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -58,3 +63,8 @@ class Backoff:
     def reset(self) -> None:
         """Back to the initial delay, after a stream was healthy again."""
         self._attempt = 0
+
+
+def log_retry() -> Backoff:
+    """A fresh pacing for retrying an operation on the log (`LOG_RETRY_INITIAL_S` .. `LOG_RETRY_MAX_S`)."""
+    return Backoff(LOG_RETRY_INITIAL_S, LOG_RETRY_MAX_S)

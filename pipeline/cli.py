@@ -6,9 +6,14 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-# Each module exposes `register(subparsers)`; the subcommand sets `func(args) -> int`.
+from pipeline.config import ConfigError
+from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.log import LogError
+
+# Each module exposes `register(subparsers)`; the subcommand sets `func(args) -> int` and stops with
+# `CommandError`, `ConfigError` or `LogError` when it cannot go on (`run_command`).
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pipeline.service.cli",
     "pipeline.log.cli",
@@ -39,6 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The subcommand path the arguments chose, e.g. "topics check"."""
+    names: list[str] = []
+    current = parser
+    while True:
+        action = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, action.dest, None) if action is not None else None
+        if action is None or chosen is None:
+            return " ".join(names)
+        names.append(chosen)
+        current = action.choices[chosen]
+
+
+def run_command(name: str, command: Callable[[], int]) -> int:
+    """Run a command and turn how it stopped into the exit code and error line of docs/cli.md."""
+    try:
+        return int(command())
+    except CommandError as exc:
+        code, message = exc.code, str(exc)
+    except ConfigError as exc:
+        code, message = ExitCode.USAGE, str(exc)
+    except LogError as exc:
+        code, message = ExitCode.LOG_UNAVAILABLE, f"log unavailable: {exc}"
+    print(f"reverser {name}: {message}", file=sys.stderr)
+    return int(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -47,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    code: int = args.func(args)
-    return code
+    return run_command(command_name(parser, args), lambda: int(args.func(args)))
 
 
 if __name__ == "__main__":

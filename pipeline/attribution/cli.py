@@ -30,9 +30,10 @@ from pipeline.attribution.kinds import group_resource_for
 from pipeline.attribution.model import NONE
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.config import Settings
-from pipeline.facts.records import RECORD_OVERHEAD_BYTES, build_records
+from pipeline.exitcodes import ExitCode, usage_error
+from pipeline.facts.records import build_records
 from pipeline.facts.reduce import FACT_TOO_LARGE, Reduction, group_facts, reduce_event
-from pipeline.log import Log, LogError, open_log
+from pipeline.log import Log, LogUnavailableError, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import stream_name
 from pipeline.service.cli import settings_from_args
@@ -193,14 +194,12 @@ def register(subparsers: Any) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     if args.grace_ms < 0:
-        print("reverser resolve: --grace-ms must be >= 0", file=sys.stderr)
-        return 2
+        raise usage_error("--grace-ms must be >= 0")
     try:
         audits = [doc for path in args.audit for doc in read_audit_file(path)]
         watches = [event for path in args.watch for event in read_watch_file(path)]
     except InputError as exc:
-        print(f"reverser resolve: {exc}", file=sys.stderr)
-        return 2
+        raise usage_error(str(exc)) from None
     settings = settings_from_args(args)
     with tempfile.TemporaryDirectory(prefix="reverser-resolve-") as workdir:
         log_settings = settings.log
@@ -208,11 +207,7 @@ def _main(args: argparse.Namespace) -> int:
             prefix = f"{log_settings.topic_prefix}-resolve-{uuid.uuid4().hex[:10]}"
             log_settings = log_settings.model_copy(update={"topic_prefix": prefix})
         settings = settings.model_copy(update={"workdir": Path(workdir), "log": log_settings})
-        try:
-            return asyncio.run(_resolve(settings, args, audits, watches))
-        except (LogError, TimeoutError) as exc:
-            print(f"reverser resolve: log unavailable: {exc}", file=sys.stderr)
-            return 1
+        return asyncio.run(_resolve(settings, args, audits, watches))
 
 
 def _explain(route: str, event: Any, reduction: Reduction, too_large: bool) -> dict[str, Any]:
@@ -239,13 +234,12 @@ async def publish_audit_documents(
 
     Returns one explanation per audit event: published or dropped, the reason and the stream.
     """
-    max_payload = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
     explained: list[dict[str, Any]] = []
     for document in documents:
         reductions = [
             reduce_event(event, uid_cap=settings.audit.collection_uid_cap) for event in document.events
         ]
-        built = build_records(group_facts(route, reductions), max_payload)
+        built = build_records(group_facts(route, reductions), settings.log.topics.max_message_bytes)
         if built.records:
             await log.append_many(topic, built.records)
         dropped = {id(fact) for fact in built.dropped}
@@ -260,9 +254,7 @@ async def _resolve(
 ) -> int:
     route: str = args.route
     topics = TopicNames.for_prefix(settings.log.topic_prefix)
-    log = open_log(settings)
-    await log.start()
-    try:
+    async with open_log(settings) as log:
         await log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
         explained = await publish_audit_documents(log, topics.audit_facts, route, audits, settings)
         if args.explain_audit:
@@ -272,8 +264,7 @@ async def _resolve(
         follower = FactFollower(log, topics, index, settings, fetch_timeout_ms=100)
         await follower.start()
         try:
-            async with asyncio.timeout(READY_TIMEOUT_S):
-                await follower.wait_ready()
+            await _wait_ready(follower)
             evicted = index.evictions["per_type"] + index.evictions["total"]
             if evicted:
                 print(
@@ -286,10 +277,17 @@ async def _resolve(
                 _emit(await resolve_watch_event(resolver, route, event))
         finally:
             await follower.stop()
-    finally:
-        await log.close()
     sys.stdout.flush()
-    return 0
+    return ExitCode.OK
+
+
+async def _wait_ready(follower: FactFollower) -> None:
+    """The index caught up with the throwaway fact topic, or LogUnavailableError after the bound."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await follower.wait_ready()
+    except TimeoutError:
+        raise LogUnavailableError(f"the fact index did not catch up within {READY_TIMEOUT_S:g} s") from None
 
 
 async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Final
 from pipeline.attribution import metrics
 from pipeline.attribution.index import FactIndex
 from pipeline.attribution.model import FactRow, avro_fact_row
+from pipeline.backoff import LOG_RETRY_MAX_S, Backoff
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, DecodeError, codec
 from pipeline.config import Settings
 from pipeline.log.api import Fetched, Log, Reader, Record, TopicPartition
@@ -236,7 +237,8 @@ class FactFollower:
         self._ttl_ms = int(settings.attribution.ttl_s * 1000)
         self._sweep_interval_s = settings.attribution.sweep_interval_s
         self._fetch_timeout_ms = fetch_timeout_ms
-        self._error_backoff_s = error_backoff_s
+        # Retries after a failed read: `error_backoff_s` first, doubling (jittered) to the log's cap.
+        self._backoff = Backoff(error_backoff_s, max(error_backoff_s, LOG_RETRY_MAX_S))
         self._progress_interval_s = progress_interval_s
         self._transport = getattr(log, "kind", "unknown")
         self._codec = codec(FACT_BATCH)
@@ -271,8 +273,7 @@ class FactFollower:
             await self._open()
             self._check_ready()
         except Exception as exc:
-            self._count_error(exc)
-            delay = self._error_backoff_s
+            delay = self._count_error(exc)
         self._task = asyncio.create_task(self._run(delay), name=self.name)
 
     async def stop(self) -> None:
@@ -312,11 +313,14 @@ class FactFollower:
         await self._ready.wait()
 
     # -- loop --------------------------------------------------------------------------------------
-    def _count_error(self, exc: Exception) -> None:
+    def _count_error(self, exc: Exception) -> float:
+        """Count and log a failed round; returns how long to wait before the next one."""
         self.errors += 1
         metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
+        delay_s = self._backoff.next_delay_s()
         logger.warning("fact follower: reading %s failed (%s: %s); retrying in %.1f s",
-                    self.topic, type(exc).__name__, exc, self._error_backoff_s)
+                    self.topic, type(exc).__name__, exc, delay_s)
+        return delay_s
 
     async def _run(self, delay: float) -> None:
         if delay > 0:
@@ -333,9 +337,9 @@ class FactFollower:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._count_error(exc)
-                await asyncio.sleep(self._error_backoff_s)
+                await asyncio.sleep(self._count_error(exc))
                 continue
+            self._backoff.reset()
             if not self._ready.is_set():
                 self._check_ready()
             now = time.monotonic()

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex
 from pipeline.config import Settings
-from pipeline.log import LogError, open_log
+from pipeline.exitcodes import ExitCode
+from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.service.cli import add_config_argument, settings_from_args
 
@@ -51,13 +52,11 @@ async def replay_facts(
     settings: Settings, progress: Literal["stderr", "none"] = "stderr"
 ) -> FactReplayReport:
     """Follow the fact topic from `now - TTL` until caught up; the log is opened and closed here."""
-    log = open_log(settings)
-    await log.start()
     topics = TopicNames.for_prefix(settings.log.topic_prefix)
     index = FactIndex.from_settings(settings.attribution)
-    follower = FactFollower(log, topics, index, settings)
-    started = time.monotonic()
-    try:
+    async with open_log(settings) as log:
+        follower = FactFollower(log, topics, index, settings)
+        started = time.monotonic()
         await follower.start()
         while not follower.ready():
             if progress == "stderr":
@@ -69,8 +68,6 @@ async def replay_facts(
                 )
             await asyncio.sleep(PROGRESS_INTERVAL_S)
         await follower.stop()
-    finally:
-        await log.close()
     return FactReplayReport(
         topic=topics.audit_facts,
         records_applied=follower.records_applied,
@@ -85,14 +82,10 @@ async def replay_facts(
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    try:
-        report = asyncio.run(replay_facts(settings))
-    except LogError as exc:
-        print(f"reverser: log unavailable: {exc}", file=sys.stderr)
-        return 3
+    report = asyncio.run(replay_facts(settings))
     if args.output == "json":
         print(report.model_dump_json(indent=2))
-        return 0
+        return ExitCode.OK
     print(
         f"{report.topic}: {report.records_applied} records applied in {report.seconds:.1f}s, "
         f"{report.records_refused} refused, {report.gaps} gaps, {report.entries} index entries, "
@@ -102,4 +95,4 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{'STREAM':<{width}}  ENTRIES")
     for name, count in report.streams.items():
         print(f"{name:<{width}}  {count}")
-    return 0
+    return ExitCode.OK

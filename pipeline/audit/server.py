@@ -47,7 +47,7 @@ from pipeline.audit.security import (
 )
 from pipeline.config import Settings
 from pipeline.facts.model import FactBatch
-from pipeline.facts.records import RECORD_OVERHEAD_BYTES, Built, build_records
+from pipeline.facts.records import Built, build_records
 from pipeline.facts.reduce import (
     FACT_TOO_LARGE,
     QUEUED,
@@ -70,8 +70,8 @@ PATH_PREFIX = "/audit-webhook"
 EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 # Outcome of a fact that does not fit in one record even without its uid set (see records.py).
 _READ_CHUNK_BYTES = 256 * 1024
-# Smallest record payload the ingress splits down to when the log refuses records as too large.
-MIN_PAYLOAD_BYTES = 16 * 1024
+# Smallest record size limit the ingress splits down to when the log refuses records as too large.
+MIN_MESSAGE_BYTES = 16 * 1024
 # The kube-apiserver's audit webhook retries a failed batch only on a connection reset, 500, 504,
 # 429, or an answer carrying Retry-After: a bare 503 makes it drop the batch (its facts are lost).
 RETRY_AFTER_S = 1
@@ -104,7 +104,7 @@ class AuditIngress:
         self._audit = settings.audit
         self._log = log_
         self._topic = TopicNames.for_prefix(settings.log.topic_prefix).audit_facts
-        self._max_payload_bytes = settings.log.topics.max_message_bytes - RECORD_OVERHEAD_BYTES
+        self._max_message_bytes = settings.log.topics.max_message_bytes
         self._host, self._port = split_addr(self._audit.addr)
         check_listener(self._audit, self._host)
         self._routes: dict[str, RoutePolicy] = load_route_policies(self._audit.routes)
@@ -340,11 +340,11 @@ class AuditIngress:
 
         Re-splitting: the topic may predate the configured `max_message_bytes` (or the broker may
         cap it), and a record the log refuses as too large would be refused on every apiserver
-        retry; halving the payload size until it fits keeps the batch flowing. The learned limit
+        retry; halving the record size limit until it fits keeps the batch flowing. The learned limit
         is kept.
         """
         while True:
-            built = await asyncio.to_thread(build_records, batches, self._max_payload_bytes)
+            built = await asyncio.to_thread(build_records, batches, self._max_message_bytes)
             if not built.records:
                 return built, None
             try:
@@ -355,14 +355,14 @@ class AuditIngress:
                     f"the log did not acknowledge within {self._audit.publish_timeout_s:g} s"
                 )
             except RecordTooLargeError as exc:
-                if self._max_payload_bytes <= MIN_PAYLOAD_BYTES:
+                if self._max_message_bytes <= MIN_MESSAGE_BYTES:
                     return built, exc
-                self._max_payload_bytes = max(MIN_PAYLOAD_BYTES, self._max_payload_bytes // 2)
+                self._max_message_bytes = max(MIN_MESSAGE_BYTES, self._max_message_bytes // 2)
                 logger.warning(
                     "route %s: the log refused a fact record as too large (%s); splitting to %d bytes",
                     route,
                     exc,
-                    self._max_payload_bytes,
+                    self._max_message_bytes,
                 )
             except LogError as exc:
                 return built, exc

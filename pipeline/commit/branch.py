@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from pipeline.backoff import Backoff
 from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
@@ -59,6 +60,8 @@ StateSink = Callable[[list[PendingRecord]], None]
 # Parks a work record the branch cannot apply (on the dead-letter topic) before it is settled.
 Reject = Callable[[WorkItem, Exception], Awaitable[None]]
 PUSH_ATTEMPTS = 3
+# First wait after a push or sync against the Git remote failed (then doubling, jittered).
+REMOTE_RETRY_INITIAL_S = 1.0
 # The author object-state records for an object a snapshot listed: the change itself was not seen.
 SNAPSHOT_AUTHOR = WorkAuthor("NOT_ATTEMPTED", tier="snapshot")
 MAX_PENDING_COMMITS = 10_000
@@ -125,7 +128,6 @@ class BranchWorker:
         self._wall = wall
         self._hook = hook
         self._size_cap = provider.window_max_bytes
-        self._max_backoff_s = provider.push_max_backoff_s
         self.committer = committer_identity(provider.committer.name, provider.committer.email)
         self.synced = False
         self._remote_tip: str | None = None
@@ -139,7 +141,7 @@ class BranchWorker:
         self._finalized: list[Offset] = []
         self._push_due: float | None = None
         self._last_push: float | None = None
-        self._backoff_s = 1.0
+        self._push_backoff = self._remote_backoff()
         self._labels = (provider.name, branch)
 
     # state ---------------------------------------------------------------------------------
@@ -955,7 +957,7 @@ class BranchWorker:
     async def _pushed(self) -> None:
         self._remote_tip = self._tip
         self._last_push = self._clock()
-        self._backoff_s = 1.0
+        self._push_backoff.reset()
         now_ms = self._wall() * 1000
         for pending in self._pending:
             if pending.plan.observed_at_ms:
@@ -967,18 +969,23 @@ class BranchWorker:
             await self._hook("pushed")
         self._settle_finalized()
 
+    def _remote_backoff(self) -> Backoff:
+        """Pacing of retries against the Git remote: 1 s, doubling to `push_max_backoff_s`."""
+        max_s = self.provider.push_max_backoff_s
+        return Backoff(min(REMOTE_RETRY_INITIAL_S, max_s), max_s)
+
     async def _push_failed(self, exc: GitRemoteError) -> None:
         await self._report("Failed", str(exc))
+        delay_s = self._push_backoff.next_delay_s()
         logger.error(
             "push of %s %s failed (%d commit(s) kept, retry in %.0f s): %s",
             redact_url(self.provider.url),
             self.branch,
             len(self._pending),
-            self._backoff_s,
+            delay_s,
             exc,
         )
-        self._push_due = self._clock() + self._backoff_s
-        self._backoff_s = min(self._backoff_s * 2, self._max_backoff_s)
+        self._push_due = self._clock() + delay_s
 
     async def _replay_onto_remote(self) -> None:
         """Fetch the moved tip and re-apply every unpushed plan on top of it (fresh commits)."""
@@ -1019,15 +1026,15 @@ class BranchWorker:
         `lock` is held while an item or timer is applied, so a rebalance can stop the worker only
         between two steps.
         """
-        backoff_s = 1.0
+        backoff = self._remote_backoff()
         while not self.synced:
             try:
                 async with lock:
                     await self.sync()
             except (GitRemoteError, LogError) as exc:
-                logger.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, backoff_s, exc)
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, self._max_backoff_s)
+                delay_s = backoff.next_delay_s()
+                logger.error("cannot reach %s (retry in %.0f s): %s", self.provider.name, delay_s, exc)
+                await asyncio.sleep(delay_s)
         while True:
             item: WorkItem | None
             if self.backlogged:

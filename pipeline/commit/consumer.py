@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.commit import metrics
@@ -38,6 +39,7 @@ from pipeline.log.api import (
     Record,
     TopicPartition,
 )
+from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.results import TargetResult, encode_result
@@ -52,10 +54,6 @@ QUEUE_ITEMS = 1000
 VERSION_LOOKBACK_RECORDS = 10_000
 # Empty fetches (of 500 ms each) after which that read gives up.
 HISTORY_IDLE_ROUNDS = 20
-# Pause after a failed fetch before the next one.
-FETCH_RETRY_S = 1.0
-# Backoff between attempts to park a record on the dead-letter topic (the FIFO waits meanwhile).
-DEAD_LETTER_RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 # Empty fetches (of 500 ms each) after which re-reading one record for its dead letter tries anew.
 RAW_READ_IDLE_ROUNDS = 10
 
@@ -221,14 +219,17 @@ class CommitWorker(RebalanceListener):
     async def _fetch_loop(self) -> None:
         assert self._consumer is not None
         consumer = self._consumer
+        backoff = log_retry()
         while True:
             try:
                 fetched = await consumer.fetch(timeout_ms=500, max_records=500)
             except LogError as exc:
                 # The member keeps its place; a broker that is briefly away must not stop the stage.
-                logger.warning("fetching branch work failed, retrying in %.1f s: %s", FETCH_RETRY_S, exc)
-                await asyncio.sleep(FETCH_RETRY_S)
+                delay_s = backoff.next_delay_s()
+                logger.warning("fetching branch work failed, retrying in %.1f s: %s", delay_s, exc)
+                await asyncio.sleep(delay_s)
                 continue
+            backoff.reset()
             for record in fetched.records:
                 tp = TopicPartition(record.topic, record.partition)
                 if tp not in self._owned:
@@ -298,23 +299,17 @@ class CommitWorker(RebalanceListener):
         """
         tp = TopicPartition(topic, partition)
         found: list[WorkItem] = []
-        reader = self.log.reader()
         try:
             first = (await self.log.beginning_offsets([tp]))[tp]
-            await reader.assign({tp: max(first, upto - VERSION_LOOKBACK_RECORDS + 1)})
-            idle_rounds = 0
-            while reader.position(tp) <= upto and idle_rounds < HISTORY_IDLE_ROUNDS:
-                fetched = await reader.fetch(timeout_ms=500)
-                idle_rounds = 0 if fetched.records or fetched.gaps else idle_rounds + 1
-                for record in fetched.records:
-                    if record.offset > upto:
-                        break
-                    with contextlib.suppress(DecodeError):
-                        found.append(decode_work(record))
+            async with self.log.reader() as reader:
+                await reader.assign({tp: max(first, upto - VERSION_LOOKBACK_RECORDS + 1)})
+                chunks = read_until(reader, {tp: upto + 1}, timeout_ms=500, idle_fetches=HISTORY_IDLE_ROUNDS)
+                async for chunk in chunks:
+                    for record in chunk.records:
+                        with contextlib.suppress(DecodeError):
+                            found.append(decode_work(record))
         except LogError as exc:
             logger.warning("reading %s before offset %d for applied versions failed: %s", tp, upto, exc)
-        finally:
-            await reader.close()
         return found
     async def _report_result(self, result: TargetResult) -> None:
         """Custom-resource mode: the controller shows it in the GitTarget's status."""
@@ -329,7 +324,7 @@ class CommitWorker(RebalanceListener):
         record once, whichever of its letters is chosen).
         """
         letter = letter_record(record, self.name, error, int(time.time() * 1000))
-        attempt = 0
+        backoff = log_retry()
         while True:
             try:
                 await self.log.append(
@@ -337,7 +332,7 @@ class CommitWorker(RebalanceListener):
                 )
                 break
             except LogError as exc:
-                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
+                delay_s = backoff.next_delay_s()
                 logger.warning(
                     "parking %s[%d]@%d on %s failed (retry in %.1f s): %s",
                     record.topic,
@@ -347,7 +342,6 @@ class CommitWorker(RebalanceListener):
                     delay_s,
                     exc,
                 )
-                attempt += 1
                 await asyncio.sleep(delay_s)
         metrics.DEAD_LETTERED.labels(reason).inc()
 
@@ -367,7 +361,7 @@ class CommitWorker(RebalanceListener):
 
     async def _raw(self, tp: TopicPartition, offset: int) -> Record | None:
         """The record at `offset` as it is on the log (None once retention deleted it)."""
-        attempt = 0
+        backoff = log_retry()
         while True:
             reader = self.log.reader()
             try:
@@ -381,9 +375,8 @@ class CommitWorker(RebalanceListener):
                 # the record was fetched moments ago: a read that returns nothing is the log's fault
                 raise LogUnavailableError(f"no record came back in {RAW_READ_IDLE_ROUNDS} fetches")
             except LogError as exc:
-                delay_s = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S) - 1)]
+                delay_s = backoff.next_delay_s()
                 logger.warning("re-reading %s@%d failed (retry in %.1f s): %s", tp, offset, delay_s, exc)
-                attempt += 1
                 await asyncio.sleep(delay_s)
             finally:
                 await reader.close()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,9 +34,11 @@ from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.commit.work import decode_work
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
-from pipeline.log import Log, LogError, open_log
+from pipeline.log import Log, open_log
 from pipeline.log.api import PendingRecord, TopicPartition
+from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
@@ -70,7 +71,7 @@ class _Job:
     tty: bool | None
 
 
-class ReplayError(Exception):
+class ReplayError(CommandError):
     """The replay cannot start or finish; the message says why."""
 
 
@@ -110,7 +111,7 @@ def _target_url(into: str | None, provider: ProviderSettings) -> str:
     try:
         check_remote_url(into)
     except GitNameError as exc:
-        raise ReplayError(f"--into: {exc}") from None
+        raise ReplayError(f"--into: {exc}", ExitCode.USAGE) from None
     if "://" in into or into.startswith("git@"):
         return into
     path = Path(into)
@@ -134,7 +135,9 @@ def _branch_targets(
     by_name = {t.name: t for t in mine}
     for name in names:
         if name not in by_name:
-            raise ReplayError(f"--target: {name!r} is not a target of {provider.name} {branch}")
+            raise ReplayError(
+                f"--target: {name!r} is not a target of {provider.name} {branch}", ExitCode.USAGE
+            )
     return [by_name[n] for n in names]
 
 
@@ -156,18 +159,16 @@ async def replay_branch(
     try:
         provider = settings.provider(provider_name)
     except KeyError:
-        raise ReplayError(f"unknown provider {provider_name!r}") from None
+        raise ReplayError(f"unknown provider {provider_name!r}", ExitCode.USAGE) from None
     try:
         check_branch_name(branch)
     except GitNameError as exc:
-        raise ReplayError(f"--branch: {exc}") from None
+        raise ReplayError(f"--branch: {exc}", ExitCode.USAGE) from None
     chosen = _branch_targets(settings, provider, branch, targets)
     url = _target_url(into, provider)
     target_provider = provider.model_copy(update={"url": url})
     auth = remote_auth(provider) if into is None or _same_origin(url, provider.url) else None
-    log = open_log(settings)
-    await log.start()
-    try:
+    async with open_log(settings) as log:
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
             access = provider_access(target_provider, auth, Path(clones) / "keys")
             repo = access.clone(Path(clones), provider_name, branch, url)
@@ -178,8 +179,6 @@ async def replay_branch(
             finally:
                 repo.close()
             return commits
-    finally:
-        await log.close()
 
 
 # object-state -------------------------------------------------------------------------------------
@@ -269,12 +268,9 @@ async def _from_history(job: _Job) -> int:
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     key = branch_key(provider.name, branch)
     chosen = {t.name for t in targets}
-    partitions = await log.partitions_for(topic)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    starts = await log.beginning_offsets(tps)
-    ends = await log.end_offsets(tps)
-    total = sum(ends[tp] - starts[tp] for tp in tps)
-    aged_out = sum(starts.values())
+    extent = await extent_of(log, topic)
+    total = extent.total
+    aged_out = sum(extent.starts.values())
     settled: list[Offset] = []
     states: list[PendingRecord] = []
 
@@ -287,25 +283,16 @@ async def _from_history(job: _Job) -> int:
                           on_state=states.extend)
     await worker.sync()
     existing = worker.remote_tip
-    reader = log.reader()
-    await reader.assign({tp: starts[tp] for tp in tps})
     used = 0
-    remaining = {tp for tp in tps if ends[tp] > starts[tp]}
     with ProgressReport(f"replaying {topic}", total, tty=tty) as report:
-        while remaining:
-            fetched = await reader.fetch(timeout_ms=1000, max_records=1000)
-            for gap in fetched.gaps:
+        async for chunk in read_to_end(log, extent):
+            for gap in chunk.gaps:
                 aged_out += gap.lost
                 report.note(f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
                             "were deleted by retention before the replay")
-            for record in fetched.records:
+            for record in chunk.records:
                 tp = TopicPartition(record.topic, record.partition)
-                if record.offset >= ends[tp]:
-                    remaining.discard(tp)
-                    continue
                 report.advance()
-                if record.offset + 1 >= ends[tp]:
-                    remaining.discard(tp)
                 if record.key != key:
                     continue
                 try:
@@ -319,10 +306,6 @@ async def _from_history(job: _Job) -> int:
                 used += 1
                 if used % PUSH_EVERY_RECORDS == 0:
                     await worker.push()
-            for tp in list(remaining):
-                if reader.position(tp) >= ends[tp]:
-                    remaining.discard(tp)
-    await reader.close()
     await worker.stop()
     if existing is not None:
         await _remove_unreplayed(worker, targets, aged_out, note)
@@ -379,10 +362,6 @@ def _run(args: argparse.Namespace) -> int:
                 targets=args.targets,
             )
         )
-    except (ReplayError, GitRemoteError) as exc:
-        print(f"reverser replay: {exc}", file=sys.stderr)
-        return 1
-    except LogError as exc:
-        print(f"reverser replay: log unavailable: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    except GitRemoteError as exc:
+        raise ReplayError(str(exc)) from exc
+    return ExitCode.OK

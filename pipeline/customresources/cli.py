@@ -14,10 +14,11 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import ConfigError, load_settings
+from pipeline.config import load_settings
 from pipeline.customresources.compile import CompiledConfig, compile_resources
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResource, CustomResourceError, parse_object
+from pipeline.exitcodes import ExitCode, usage_error
 
 __all__ = ["read_documents", "register"]
 
@@ -54,15 +55,10 @@ def _check(args: argparse.Namespace) -> int:
         base = load_settings(args.config)
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
         documents = read_documents(text)
-    except ConfigError as exc:
-        print(f"reverser: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"reverser: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise usage_error(f"cannot read {args.file}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        print(f"reverser: {args.file} is not valid YAML: {exc}", file=sys.stderr)
-        return 2
+        raise usage_error(f"{args.file} is not valid YAML: {exc}") from None
     namespace = args.namespace or base.custom_resources.namespace
     objects: list[CustomResource] = []
     failed = False
@@ -74,7 +70,7 @@ def _check(args: argparse.Namespace) -> int:
             failed = True
     compiled = compile_resources(objects, home_namespace=namespace, base=base)
     print_report(compiled)
-    return 1 if failed or compiled.errors else 0
+    return ExitCode.FINDINGS if failed or compiled.errors else ExitCode.OK
 
 
 def print_report(compiled: CompiledConfig) -> None:
@@ -97,11 +93,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
         documents = export_resources(settings, args.namespace or settings.custom_resources.namespace)
-    except ConfigError as exc:
-        print(f"reverser: {exc}", file=sys.stderr)
-        return 2
     except ExportError as exc:
-        print(f"reverser: cannot export: {exc}", file=sys.stderr)
-        return 2
+        raise usage_error(f"cannot export: {exc}") from None
     sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True))
-    return 0
+    return ExitCode.OK

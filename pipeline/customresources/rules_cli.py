@@ -16,7 +16,7 @@ from pipeline.config import Settings
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.state import ConfigState
 from pipeline.customresources.status import RuleStreams, resolve_rules
-from pipeline.log import LogError, open_log
+from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.watch.kube import ApiResource, KubeClient, open_client
 
@@ -52,11 +52,7 @@ async def _resolve(state: ConfigState, settings: Settings) -> dict[Any, list[Rul
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        state = asyncio.run(_published(settings))
-    except LogError as exc:
-        print(f"reverser: log unavailable: {exc}")
-        return 1
+    state = asyncio.run(_published(settings))
     if state is None:
         print("no configuration published yet (is the controller running and elected?)")
         return 1

@@ -13,7 +13,8 @@ import time
 from pipeline.config import Settings
 from pipeline.doctor.audit_setup import route_url
 from pipeline.doctor.report import Check, Status
-from pipeline.log import Log, LogError, TopicPartition
+from pipeline.log import Log, LogError
+from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.topics import TopicNames
 from pipeline.models import route_of_stream_key
 
@@ -28,27 +29,15 @@ FETCH_TIMEOUT_MS = 1000
 async def latest_fact_ms(log: Log, settings: Settings) -> dict[str, int]:
     """Route -> append time of its newest fact among the last SCAN_RECORDS of each partition."""
     topic = TopicNames.for_prefix(settings.log.topic_prefix).audit_facts
-    partitions = [TopicPartition(topic, p) for p in range(await log.partitions_for(topic))]
-    starts = await log.beginning_offsets(partitions)
-    ends = await log.end_offsets(partitions)
-    positions = {tp: max(starts[tp], ends[tp] - SCAN_RECORDS) for tp in partitions if ends[tp] > starts[tp]}
     latest: dict[str, int] = {}
-    if not positions:
-        return latest
-    reader = log.reader()
-    try:
-        await reader.assign(positions)
-        while any(reader.position(tp) < ends[tp] for tp in positions):
-            fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS)
-            if not fetched.records and not fetched.gaps:
-                break
-            for record in fetched.records:
-                if record.key is None:
-                    continue
-                route = route_of_stream_key(record.key)
-                latest[route] = max(latest.get(route, 0), record.timestamp_ms)
-    finally:
-        await reader.close()
+    extent = await extent_of(log, topic)
+    chunks = read_to_end(log, extent, tail=SCAN_RECORDS, timeout_ms=FETCH_TIMEOUT_MS, idle_fetches=1)
+    async for chunk in chunks:
+        for record in chunk.records:
+            if record.key is None:
+                continue
+            route = route_of_stream_key(record.key)
+            latest[route] = max(latest.get(route, 0), record.timestamp_ms)
     return latest
 
 

@@ -20,12 +20,12 @@ from pipeline.doctor.cluster_checks import check_clusters
 from pipeline.doctor.git_checks import check_providers
 from pipeline.doctor.log_checks import check_log
 from pipeline.doctor.report import Check, DoctorReport, Status, render
+from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
 from pipeline.service.app import split_addr
 
-__all__ = ["EXIT_FAILED", "default_audit_url", "register", "run_doctor"]
+__all__ = ["default_audit_url", "register", "run_doctor"]
 
-EXIT_FAILED = 1
 DEFAULT_RECENT_S = 3600.0
 _ANY_HOST = {"0.0.0.0", "::", ""}
 
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
             fix="correct the fields named above (every option is documented in README.md and docs/)",
         )])
         print(render(report, args.output))
-        return EXIT_FAILED
+        return ExitCode.FINDINGS
     if args.workdir is not None:
         settings = settings.model_copy(update={"workdir": args.workdir})
     audit_url = args.audit_url or default_audit_url(settings)
@@ -115,4 +115,4 @@ def _run(args: argparse.Namespace) -> int:
         run_doctor(settings, source=source, recent_s=args.facts_within_s, audit_url=audit_url)
     )
     print(render(report, args.output))
-    return 0 if report.ok else EXIT_FAILED
+    return ExitCode.OK if report.ok else ExitCode.FINDINGS

@@ -17,10 +17,10 @@ from prometheus_client import Counter
 
 from pipeline.codec import FACT_BATCH, Codec, codec
 from pipeline.facts.model import AuthorFact, FactBatch
-from pipeline.log.api import PendingRecord
+from pipeline.log.api import PendingRecord, max_value_bytes
 from pipeline.models import stream_key
 
-__all__ = ["RECORD_OVERHEAD_BYTES", "Built", "Encoded", "build_records", "encode_batch", "encode_fact_batch"]
+__all__ = ["Built", "Encoded", "build_records", "encode_batch", "encode_fact_batch"]
 
 # Named for the ingress that owns most of these facts; `reverser resolve` counts here too.
 OVERSIZED_FACTS = Counter(
@@ -28,10 +28,6 @@ OVERSIZED_FACTS = Counter(
     "Facts too large for one record: uid set dropped (uids_dropped) or fact dropped (dropped).",
     ["action"],
 )
-
-# Room left under max.message.bytes for the record-batch header, key, headers and varints.
-RECORD_OVERHEAD_BYTES = 1024
-
 
 # zigzag varints of 0..63 are one byte: most lengths on this path
 _SMALL_LENGTHS = [bytes([n << 1]) for n in range(64)]
@@ -162,15 +158,19 @@ class Built(NamedTuple):
     dropped: list[AuthorFact]
 
 
-def build_records(batches: list[FactBatch], max_payload_bytes: int) -> Built:
-    """One record per group (more when a group is split), keyed by `stream_key(route, gr)`."""
+def build_records(batches: list[FactBatch], max_message_bytes: int) -> Built:
+    """One record per group (more when a group is split), keyed by `stream_key(route, gr)`.
+
+    Each record's value is split to fit `max_message_bytes` with its key, headers and the log's
+    per-record overhead (`pipeline.log.api.max_value_bytes`).
+    """
     writer = codec(FACT_BATCH)
     headers = (writer.header,)
     records: list[PendingRecord] = []
     dropped: list[AuthorFact] = []
     for batch in batches:
         key = stream_key(batch.route, batch.group_resource)
-        encoded = encode_batch(batch, max_payload_bytes, writer)
+        encoded = encode_batch(batch, max_value_bytes(max_message_bytes, key, headers), writer)
         records.extend(PendingRecord(payload, key=key, headers=headers) for payload in encoded.payloads)
         dropped.extend(encoded.dropped)
     return Built(records, dropped)

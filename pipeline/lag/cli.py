@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from pipeline.config import Settings
+from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.lag.burrow import burrow_routes
 from pipeline.lag.component import LagComponent
 from pipeline.lag.monitor import LagMonitor
@@ -29,7 +30,7 @@ from pipeline.lag.offsets_topic import commit_feed_for
 from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
-from pipeline.log import LogError, open_log
+from pipeline.log import Log, open_log
 from pipeline.service.app import split_addr
 from pipeline.service.cli import add_config_argument, settings_from_args
 
@@ -67,37 +68,39 @@ def _print(snapshot: LagSnapshot, output: str, clear: bool) -> None:
 
 
 async def run_lag(settings: Settings, group: str | None, output: str, watch: bool, interval_s: float) -> int:
-    """Poll once and return the exit code (0; 1 when a group is ERR or over its lag-seconds limit;
-    2 when the poll failed).
+    """Poll once and return the exit code (docs/cli.md): OK; FINDINGS when a group is ERR or over its
+    lag-seconds limit; a failed poll raises `CommandError` with LOG_UNAVAILABLE.
 
     With `watch`, poll every `interval_s` until cancelled; failed polls show the stale table.
     """
     allow = [group] if group is not None else settings.lag.allow
     selector = GroupSelector(allow, settings.lag.deny)
-    log = open_log(settings)
-    await log.start()
-    monitor = LagMonitor(log, settings.lag, selector=selector, commit_feed=commit_feed_for(log, settings.lag))
-    try:
-        while True:
-            snapshot = await monitor.poll()
-            if snapshot.stale and not watch:
-                print(f"reverser: lag poll failed: {snapshot.error}", file=sys.stderr)
-                return 2
-            _print(snapshot, output, clear=watch and output == "table")
-            if not watch:
-                return 1 if snapshot.any_error or snapshot.any_over_threshold else 0
-            await asyncio.sleep(interval_s)
-    finally:
-        await monitor.close()
-        await log.close()
+    async with open_log(settings) as log:
+        feed = commit_feed_for(log, settings.lag)
+        monitor = LagMonitor(log, settings.lag, selector=selector, commit_feed=feed)
+        try:
+            while True:
+                snapshot = await monitor.poll()
+                if snapshot.stale and not watch:
+                    raise CommandError(f"lag poll failed: {snapshot.error}", ExitCode.LOG_UNAVAILABLE)
+                _print(snapshot, output, clear=watch and output == "table")
+                if not watch:
+                    failed = snapshot.any_error or snapshot.any_over_threshold
+                    return ExitCode.FINDINGS if failed else ExitCode.OK
+                await asyncio.sleep(interval_s)
+        finally:
+            await monitor.close()
 
 
 async def serve_lag(settings: Settings, group: str | None, addr: str) -> int:
     """Poll every `lag.poll_interval_s` and serve the API on `addr` until SIGINT or SIGTERM."""
     allow = [group] if group is not None else settings.lag.allow
-    log = open_log(settings)
-    await log.start()
-    component = LagComponent(log, settings.lag, selector=GroupSelector(allow, settings.lag.deny))
+    async with open_log(settings) as log:
+        return await _serve(log, settings, GroupSelector(allow, settings.lag.deny), addr)
+
+
+async def _serve(log: Log, settings: Settings, selector: GroupSelector, addr: str) -> int:
+    component = LagComponent(log, settings.lag, selector=selector)
     app = web.Application()
     app.add_routes(burrow_routes(lambda: component.monitor, settings.lag.cluster_name))
     app.router.add_get("/metrics", _metrics)
@@ -116,11 +119,10 @@ async def serve_lag(settings: Settings, group: str | None, addr: str) -> int:
         bound = runner.addresses[0][1] if runner.addresses else port
         print(f"reverser: lag API on http://{host}:{bound}/v3/kafka", file=sys.stderr, flush=True)
         await stop.wait()
-        return 0
+        return ExitCode.OK
     finally:
         await runner.cleanup()
         await component.stop()
-        await log.close()
 
 
 async def _metrics(_request: web.Request) -> web.Response:
@@ -139,23 +141,17 @@ def _lag(args: argparse.Namespace) -> int:
         try:
             re.compile(args.group)
         except re.error as exc:
-            print(f"reverser: --group {args.group!r} is not a regular expression: {exc}", file=sys.stderr)
-            return 2
+            raise usage_error(f"--group {args.group!r} is not a regular expression: {exc}") from None
     if args.interval <= 0:
-        print("reverser: --interval must be positive", file=sys.stderr)
-        return 2
+        raise usage_error("--interval must be positive")
     if args.serve is not None:
         try:
             split_addr(args.serve)
         except ValueError as exc:
-            print(f"reverser: --serve: {exc}", file=sys.stderr)
-            return 2
+            raise usage_error(f"--serve: {exc}") from None
     try:
         if args.serve is not None:
             return asyncio.run(serve_lag(settings, args.group, args.serve))
         return asyncio.run(run_lag(settings, args.group, args.output, args.watch, args.interval))
     except KeyboardInterrupt:
-        return 0
-    except LogError as exc:
-        print(f"reverser: log unavailable: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.OK

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pipeline.config import Settings
 from pipeline.log.api import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    RECORD_OVERHEAD_BYTES,
     AppendResult,
     FencedError,
     Fetched,
@@ -15,19 +17,24 @@ from pipeline.log.api import (
     LogError,
     LogUnavailableError,
     PendingRecord,
+    Placement,
     Reader,
     RebalanceListener,
     Record,
     RecordTooLargeError,
     TopicDescription,
+    TopicLimits,
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
     TransactionalProducer,
     default_replication,
+    max_value_bytes,
 )
 
 __all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "RECORD_OVERHEAD_BYTES",
     "AppendResult",
     "FencedError",
     "Fetched",
@@ -39,16 +46,19 @@ __all__ = [
     "LogError",
     "LogUnavailableError",
     "PendingRecord",
+    "Placement",
     "Reader",
     "RebalanceListener",
     "Record",
     "RecordTooLargeError",
     "TopicDescription",
+    "TopicLimits",
     "TopicNotFoundError",
     "TopicPartition",
     "TopicSpec",
     "TransactionalProducer",
     "default_replication",
+    "max_value_bytes",
     "open_log",
 ]
 

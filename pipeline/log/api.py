@@ -12,7 +12,10 @@ import abc
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from types import TracebackType
+from typing import Literal, Self
+
+from pipeline.log.partitioner import murmur2_partition
 
 # Three copies, two in sync: one broker may fail without losing or refusing acknowledged writes.
 SAFE_REPLICATION_FACTOR = 3
@@ -79,6 +82,93 @@ class PendingRecord:
         for name, value in self.headers:
             size += len(name.encode()) + len(value)
         return size
+
+
+#: What one record costs against `max.message.bytes` beyond its key, value and header bytes: Kafka
+#: counts it inside a record batch (61 bytes of batch header) with its own varint framing
+#: (attributes, deltas, lengths, header count: at most about 40 bytes for any realistic record),
+#: rounded up. Both backends refuse a record over the limit with it, and writers that split their
+#: payloads to fit (`max_value_bytes`) use the same figure, so what they build is what the log takes.
+RECORD_OVERHEAD_BYTES = 128
+#: Kafka's broker default for `max.message.bytes`, for topics that do not set it.
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
+def max_value_bytes(max_message_bytes: int, key: bytes | None = None, headers: Headers = ()) -> int:
+    """The largest value a record with `key` and `headers` may carry under `max_message_bytes`."""
+    return max_message_bytes - RECORD_OVERHEAD_BYTES - PendingRecord(None, key, headers).size_bytes
+
+
+def check_offset(tp: TopicPartition, offset: int, action: str) -> None:
+    """Offsets are never negative: `action` ("read", "seek", "commit") names what was refused."""
+    if offset < 0:
+        raise LogError(f"cannot {action} {tp} at negative offset {offset}")
+
+
+def not_assigned(tp: TopicPartition, owner: str) -> LogError:
+    """The error for using a partition that `owner` ("this reader", a group member) was not given."""
+    return LogError(f"{tp} is not assigned to {owner}")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLimits:
+    """What the seam checks records and positions against: partition count, policy, size limit."""
+
+    topic: str
+    partitions: int
+    compact: bool
+    max_message_bytes: int
+
+    def has_partition(self, partition: int) -> bool:
+        return 0 <= partition < self.partitions
+
+    def missing_partition(self, partition: int) -> str:
+        return f"partition {partition} does not exist: topic {self.topic!r} has {self.partitions} partitions"
+
+    def place(self, record: PendingRecord) -> int | None:
+        """Check one record against the seam's rules and pick its partition.
+
+        The rules, the same on every backend: the record with its overhead fits
+        `max.message.bytes`; every record of a compacted topic has a key, since compaction keeps
+        the newest record per key; a tombstone (a record without a value) has a key on every
+        topic, since it deletes its key and "no key, no value" carries nothing (aiokafka refuses
+        to send it at all); an explicit partition exists.
+        The partition is the explicit one, else murmur2 of the key like the Java client, else None
+        (the backend spreads keyless records).
+        """
+        size = record.size_bytes
+        if size + RECORD_OVERHEAD_BYTES > self.max_message_bytes:
+            raise RecordTooLargeError(
+                f"record of {size} bytes exceeds max.message.bytes={self.max_message_bytes} "
+                f"of topic {self.topic!r}"
+            )
+        if record.key is None and (self.compact or record.value is None):
+            what = "a tombstone" if record.value is None else "a record"
+            raise LogError(f"topic {self.topic!r} cannot accept {what} without a key")
+        if record.partition is not None:
+            if not self.has_partition(record.partition):
+                raise LogError(self.missing_partition(record.partition))
+            return record.partition
+        if record.key is not None:
+            return murmur2_partition(record.key, self.partitions)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Records checked for one topic, with the partition each goes to (None: the backend spreads it)."""
+
+    limits: TopicLimits
+    records: Sequence[PendingRecord]
+    partitions: list[int | None]
+
+    @property
+    def topic(self) -> str:
+        return self.limits.topic
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(record.size_bytes for record in self.records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,19 +291,61 @@ class RebalanceListener(abc.ABC):
 
 
 class Reader(abc.ABC):
-    """Reads partitions by manual assignment, with no consumer group and no committed offsets."""
+    """Reads partitions by manual assignment, with no consumer group and no committed offsets.
+
+    The public methods check the seam's contract (offsets not negative, partitions that exist,
+    seeks only on assigned partitions) once for every backend, then call the backend's `_assign`
+    and `_seek`. Use it as `async with log.reader() as reader:` so it is closed on every path.
+    """
+
+    def __init__(self, log: Log) -> None:
+        self._seam_log = log
+        self._positions: dict[TopicPartition, int] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
 
     @abc.abstractmethod
+    def _ensure_usable(self) -> None:
+        """Raise when the reader (or its log) can no longer be used; checked before the contract."""
+
     async def assign(self, positions: dict[TopicPartition, int]) -> None:
         """Replace the assignment; each partition starts at the given offset."""
+        self._ensure_usable()
+        for tp, offset in positions.items():
+            check_offset(tp, offset, "read")
+        await self._seam_log.check_partitions(list(positions))
+        await self._assign(dict(positions))
+        self._positions = dict(positions)
 
-    @abc.abstractmethod
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         """Move one assigned partition to `offset`."""
+        self._ensure_usable()
+        if tp not in self._positions:
+            raise not_assigned(tp, "this reader")
+        check_offset(tp, offset, "seek")
+        await self._seek(tp, offset)
+        self._positions[tp] = offset
 
-    @abc.abstractmethod
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record this reader will return for `tp`."""
+        position = self._positions.get(tp)
+        if position is None:
+            raise not_assigned(tp, "this reader")
+        return position
+
+    @abc.abstractmethod
+    async def _assign(self, positions: dict[TopicPartition, int]) -> None:
+        """Start reading `positions` (already checked); `_positions` is set once this returns."""
+
+    @abc.abstractmethod
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
+        """Move the backend's read position of the assigned `tp` (already checked)."""
 
     @abc.abstractmethod
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
@@ -224,9 +356,22 @@ class Reader(abc.ABC):
 
 
 class GroupConsumer(abc.ABC):
-    """A member of a consumer group: partitions are shared out, progress is committed explicitly."""
+    """A member of a consumer group: partitions are shared out, progress is committed explicitly.
+
+    `seek` and `commit` check the seam's contract (assigned partitions only, offsets not negative)
+    once for every backend before the backend's `_seek` and `_commit`.
+    """
 
     group_id: str
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -240,12 +385,41 @@ class GroupConsumer(abc.ABC):
         """Records of assigned partitions from the committed offsets (or the reset policy)."""
 
     @abc.abstractmethod
+    def _ensure_usable(self) -> None:
+        """Raise when the member is not started or closed; checked before the contract."""
+
+    def _not_assigned(self, tp: TopicPartition) -> LogError:
+        return not_assigned(tp, f"this member of {self.group_id!r}")
+
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         """Move the fetch position of an assigned partition (to skip work already applied)."""
+        self._ensure_usable()
+        if tp not in self.assignment():
+            raise self._not_assigned(tp)
+        check_offset(tp, offset, "seek")
+        await self._seek(tp, offset)
 
-    @abc.abstractmethod
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit next-offsets-to-read for the group (moved on by `committable`)."""
+        self._ensure_usable()
+        assigned = self.assignment()
+        foreign = sorted(str(tp) for tp in offsets if tp not in assigned)
+        if foreign:
+            raise LogError(
+                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
+            )
+        for tp, offset in offsets.items():
+            check_offset(tp, offset, "commit")
+        if offsets:
+            await self._commit(self.committable(offsets))
+
+    @abc.abstractmethod
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
+        """Move the position of the assigned `tp` (already checked)."""
+
+    @abc.abstractmethod
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit checked, non-empty offsets (already passed through `committable`)."""
 
     def committable(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """`offsets` as they should be committed: an offset just past the last record fetched moves
@@ -282,11 +456,14 @@ class TransactionalProducer(abc.ABC):
 
     transactional_id: str
 
+    def __init__(self, log: Log, transactional_id: str) -> None:
+        self._seam_log = log
+        self.transactional_id = transactional_id
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Take the id over (fencing older producers) once their open transaction is resolved."""
 
-    @abc.abstractmethod
     async def commit(
         self,
         appends: Mapping[str, Sequence[PendingRecord]],
@@ -298,8 +475,21 @@ class TransactionalProducer(abc.ABC):
         if it raises, none of it is visible, and the same content may be committed again with this
         producer. Results are in the order of `appends`, then input order. Raises `FencedError`
         once a newer producer with the same id started (or the producer's transaction state is
-        lost), `LogUnavailableError` when the log did not answer in time.
+        lost), `LogUnavailableError` when the log did not answer in time. Records and offsets are
+        checked against the seam's rules before anything is written.
         """
+        placements = [
+            await self._seam_log.place(topic, records) for topic, records in appends.items() if records
+        ]
+        if offsets is not None:
+            for tp, offset in offsets.offsets.items():
+                check_offset(tp, offset, "commit")
+            await self._seam_log.check_partitions(list(offsets.offsets))
+        return await self._commit(placements, offsets)
+
+    @abc.abstractmethod
+    async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
+        """Write checked records and offsets as one transaction (see `commit`)."""
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -307,9 +497,24 @@ class TransactionalProducer(abc.ABC):
 
 
 class Log(abc.ABC):
-    """A Kafka-compatible log: the one seam every stage reads and writes through."""
+    """A Kafka-compatible log: the one seam every stage reads and writes through.
+
+    The checks every backend needs (record size, keys, partitions that exist, offsets that are not
+    negative) live here, in the public methods, and run before the backend's `_append`,
+    `_end_offsets` and the like; a backend tells them each topic's limits (`_topic_limits`).
+    Use it as `async with open_log(settings) as log:` so it is closed on every path.
+    """
 
     kind: str
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -338,8 +543,30 @@ class Log(abc.ABC):
     async def partitions_for(self, topic: str) -> int:
         """Number of partitions; raises TopicNotFoundError."""
 
-    # writing --------------------------------------------------------------------------------
+    # the contract ---------------------------------------------------------------------------
     @abc.abstractmethod
+    async def _topic_limits(self, topic: str, *, refresh: bool = False) -> TopicLimits:
+        """Partition count, policy and size limit of `topic`; raises TopicNotFoundError.
+
+        A backend may cache them; `refresh` asks for a fresh look (partitions may have been added).
+        """
+
+    async def place(self, topic: str, records: Sequence[PendingRecord]) -> Placement:
+        """Check `records` for `topic` against the seam's rules and pick their partitions."""
+        limits = await self._topic_limits(topic)
+        return Placement(limits, records, [limits.place(record) for record in records])
+
+    async def check_partitions(self, tps: Sequence[TopicPartition]) -> None:
+        """Raise TopicNotFoundError unless every topic and partition of `tps` exists."""
+        for topic in sorted({tp.topic for tp in tps}):
+            limits = await self._topic_limits(topic)
+            for tp in tps:
+                if tp.topic == topic and not limits.has_partition(tp.partition):
+                    limits = await self._topic_limits(topic, refresh=True)
+                    if not limits.has_partition(tp.partition):
+                        raise TopicNotFoundError(limits.missing_partition(tp.partition))
+
+    # writing --------------------------------------------------------------------------------
     async def append(
         self,
         topic: str,
@@ -350,14 +577,24 @@ class Log(abc.ABC):
         partition: int | None = None,
     ) -> AppendResult:
         """Append one record and wait until the log acknowledged it (acks=all)."""
+        results = await self.append_many(topic, [PendingRecord(value, key, headers, partition)])
+        return results[0]
 
-    @abc.abstractmethod
     async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
         """Append several records and wait for every acknowledgement; results are in input order.
 
-        Records for one partition keep their relative order. If any append fails the call raises;
-        records acknowledged before the failure stay in the log (callers must tolerate duplicates).
+        Records for one partition keep their relative order. A record that breaks the seam's
+        rules (`TopicLimits.place`) fails the whole call before anything is written. If an append
+        fails later the call raises; records acknowledged before the failure stay in the log
+        (callers must tolerate duplicates).
         """
+        if not records:
+            return []
+        return await self._append(await self.place(topic, records))
+
+    @abc.abstractmethod
+    async def _append(self, placement: Placement) -> list[AppendResult]:
+        """Write checked records to their partitions and wait for every acknowledgement."""
 
     @abc.abstractmethod
     def transactional_producer(self, transactional_id: str) -> TransactionalProducer:
@@ -368,19 +605,33 @@ class Log(abc.ABC):
         """
 
     # offsets --------------------------------------------------------------------------------
-    @abc.abstractmethod
     async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Log-start offsets (the first offset retention has not deleted)."""
+        await self.check_partitions(tps)
+        return await self._beginning_offsets(tps) if tps else {}
 
-    @abc.abstractmethod
     async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Log-end offsets (the offset the next appended record will get)."""
+        await self.check_partitions(tps)
+        return await self._end_offsets(tps) if tps else {}
 
-    @abc.abstractmethod
     async def offsets_for_times(
         self, timestamps_ms: dict[TopicPartition, int]
     ) -> dict[TopicPartition, int | None]:
         """Earliest offset whose timestamp is >= the given time, or None when there is none."""
+        await self.check_partitions(list(timestamps_ms))
+        return await self._offsets_for_times(timestamps_ms) if timestamps_ms else {}
+
+    @abc.abstractmethod
+    async def _beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    @abc.abstractmethod
+    async def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    @abc.abstractmethod
+    async def _offsets_for_times(
+        self, timestamps_ms: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]: ...
 
     # reading --------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -406,9 +657,16 @@ class Log(abc.ABC):
     async def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """Committed offsets of a group (empty when the group is unknown)."""
 
-    @abc.abstractmethod
     async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit offsets for a group that has no active members (tools, replays, tests)."""
+        for tp, offset in offsets.items():
+            check_offset(tp, offset, "commit")
+        await self.check_partitions(list(offsets))
+        if offsets:
+            await self._commit_group_offsets(group_id, offsets)
+
+    @abc.abstractmethod
+    async def _commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None: ...
 
     @abc.abstractmethod
     async def delete_group(self, group_id: str) -> None: ...

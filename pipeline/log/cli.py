@@ -11,21 +11,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from pipeline.config import Settings
-from pipeline.log import Log, LogError, TopicDescription, TopicSpec, open_log
+from pipeline.exitcodes import ExitCode
+from pipeline.log import Log, TopicDescription, TopicSpec, open_log
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
 from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.tables import aligned
 
 __all__ = [
-    "EXIT_DRIFT",
-    "EXIT_LOG_ERROR",
     "CheckReport",
     "CreateReport",
     "Drift",
@@ -36,8 +34,6 @@ __all__ = [
     "register",
 ]
 
-EXIT_DRIFT = 1
-EXIT_LOG_ERROR = 3
 MISSING = "(missing)"
 UNSET = "(unset)"
 
@@ -147,15 +143,11 @@ async def check_topics(log: Log, specs: Sequence[TopicSpec], names: TopicNames |
 
 
 async def _with_log(settings: Settings, action: str) -> CreateReport | CheckReport:
-    log = open_log(settings)
-    await log.start()
-    try:
+    async with open_log(settings) as log:
         specs = topic_specs(settings)
         if action == "create":
             return await create_topics(log, specs)
         return await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
-    finally:
-        await log.close()
 
 
 def render(report: CreateReport | CheckReport, output: str) -> str:
@@ -190,7 +182,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
     for name, help_text in (
         ("create", "create missing topics with the configuration the pipeline needs"),
-        ("check", f"report configuration drift; exits {EXIT_DRIFT} when any topic drifted"),
+        ("check", f"report configuration drift; exits {ExitCode.FINDINGS:d} when any topic drifted"),
     ):
         sub = actions.add_parser(name, help=help_text)
         add_config_argument(sub)
@@ -200,12 +192,8 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    try:
-        report = asyncio.run(_with_log(settings, args.topics_action))
-    except LogError as exc:
-        print(f"reverser topics {args.topics_action}: {exc}", file=sys.stderr)
-        return EXIT_LOG_ERROR
+    report = asyncio.run(_with_log(settings, args.topics_action))
     print(render(report, args.output))
     if isinstance(report, CheckReport) and not report.ok:
-        return EXIT_DRIFT
-    return 0
+        return ExitCode.FINDINGS
+    return ExitCode.OK

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from pipeline.log.api import Gap, Log, Reader, Record, TopicPartition
+from pipeline.log.scan import extent_of, read_until
 
 __all__ = ["INITIALIZED", "Change", "Initialized", "TableEvent", "TableReader", "TableSnapshot"]
 
@@ -89,10 +90,8 @@ class TableReader:
 
     async def open(self) -> None:
         """Capture the end offsets: the first read covers exactly what was on the log at this point."""
-        partitions = await self._log.partitions_for(self._topic)
-        tps = [TopicPartition(self._topic, p) for p in range(partitions)]
-        self._starts = await self._log.beginning_offsets(tps)
-        self._ends = await self._log.end_offsets(tps)
+        extent = await extent_of(self._log, self._topic)
+        self._starts, self._ends = extent.starts, extent.ends
         self._reader = self._log.reader()
         await self._reader.assign(dict(self._starts))
 
@@ -102,18 +101,13 @@ class TableReader:
         if self._initialized:
             raise RuntimeError("first_read was already done; read changes now")
         snapshot = TableSnapshot(ends=dict(self._ends))
-        remaining = {tp for tp, end in self._ends.items() if reader.position(tp) < end}
         total = self.total
-        while remaining:
-            fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS, max_records=FETCH_MAX_RECORDS)
-            snapshot.gaps.extend(fetched.gaps)
-            for record in fetched.records:
-                tp = TopicPartition(record.topic, record.partition)
-                if record.offset >= self._ends[tp]:
-                    # appended after open: the first change, not part of the first read
-                    self._early.append(record)
-                    remaining.discard(tp)
-                    continue
+        chunks = read_until(reader, self._ends, timeout_ms=FETCH_TIMEOUT_MS, max_records=FETCH_MAX_RECORDS)
+        async for chunk in chunks:
+            snapshot.gaps.extend(chunk.gaps)
+            # appended after open: the first changes, not part of the first read
+            self._early.extend(chunk.later)
+            for record in chunk.records:
                 snapshot.read += 1
                 if not self._wanted(record):
                     continue
@@ -122,9 +116,6 @@ class TableReader:
                     snapshot.records.pop(record.key, None)
                 else:
                     snapshot.records[record.key] = record
-            for tp in list(remaining):
-                if reader.position(tp) >= self._ends[tp]:
-                    remaining.discard(tp)
             if self._progress is not None:
                 self._progress(snapshot.read, total)
         self._initialized = True

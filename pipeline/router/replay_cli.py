@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from pipeline.codec import BRANCH_WORK, DecodeError, codec
 from pipeline.config import Settings
-from pipeline.log import LogError, open_log
+from pipeline.exitcodes import ExitCode, usage_error
+from pipeline.log import open_log
 from pipeline.log.api import PendingRecord, TopicPartition
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
@@ -123,9 +123,5 @@ def _run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(replay_watch_events(settings, args.from_target, args.target))
     except ReplayWatchError as exc:
-        print(f"reverser replay: {exc}", file=sys.stderr)
-        return 2
-    except LogError as exc:
-        print(f"reverser replay: log unavailable: {exc}", file=sys.stderr)
-        return 3
-    return 0
+        raise usage_error(str(exc)) from None
+    return ExitCode.OK

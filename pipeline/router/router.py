@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.backoff import log_retry
 from pipeline.codec import BRANCH_WORK, DecodeError, codec
 from pipeline.deadletter.envelope import letter_record
 from pipeline.log.api import (
@@ -47,8 +48,6 @@ from pipeline.tasks import cancel_all
 from pipeline.work import WorkAuthor
 
 logger = logging.getLogger(__name__)
-
-APPEND_RETRY_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
 class AuthorLookup(Protocol):
@@ -223,18 +222,17 @@ class Router:
         that gave up would leave a running replica that routes nothing. A failed member is closed
         by its `start()`, so each attempt uses a new one.
         """
-        attempt = 0
+        backoff = log_retry()
         while True:
             assert self._consumer is not None
             try:
                 await self._consumer.start()
                 return
             except LogError as exc:
-                delay_s = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
+                delay_s = backoff.next_delay_s()
                 logger.warning("router cannot join its group (retry in %.1f s): %s", delay_s, exc)
                 await self._consumer.close()
                 await asyncio.sleep(delay_s)
-                attempt += 1
                 self._consumer = self._member()
 
     async def _consume(self) -> None:
@@ -242,13 +240,16 @@ class Router:
             await self._lookup.wait_ready()
         await self._join()
         assert self._consumer is not None
+        backoff = log_retry()
         while not self._stopping:
             try:
                 fetched = await self._consumer.fetch(timeout_ms=500, max_records=self._fetch_max)
             except LogError as exc:
-                logger.warning("router fetch failed, retrying: %s", exc)
-                await asyncio.sleep(1.0)
+                delay_s = backoff.next_delay_s()
+                logger.warning("router fetch failed, retrying in %.1f s: %s", delay_s, exc)
+                await asyncio.sleep(delay_s)
                 continue
+            backoff.reset()
             for gap in fetched.gaps:
                 metrics.DROPPED.labels("retention_gap").inc(gap.lost)
                 logger.error(
@@ -484,7 +485,7 @@ class Router:
         another router, or the outcome of a transaction is unknown): the work is dropped here, and
         whoever owns the partition re-reads it from the committed offset.
         """
-        attempt = 0
+        backoff = log_retry()
         while True:
             producer = self._producers.get(tp)
             if producer is None:
@@ -503,9 +504,8 @@ class Router:
                 return False
             except LogError as exc:
                 metrics.APPEND_ERRORS.inc()
-                delay = APPEND_RETRY_BACKOFF_S[min(attempt, len(APPEND_RETRY_BACKOFF_S) - 1)]
+                delay = backoff.next_delay_s()
                 logger.warning("committing the work of %s failed (%s); retry in %.1fs", tp, exc, delay)
-                attempt += 1
                 await asyncio.sleep(delay)
 
     async def _restart_if_assigned(self, tp: TopicPartition) -> None:

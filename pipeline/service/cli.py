@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ConfigError, Settings, load_settings
-from pipeline.log import LogError
+from pipeline.config import Settings, load_settings
+from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.service.app import Service, run_until_signalled
 
 
@@ -22,12 +21,8 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Load configuration and apply command-line overrides; exits 2 with the reason if invalid."""
-    try:
-        return load_with_overrides(args)
-    except ConfigError as exc:
-        print(f"reverser: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """Load configuration and apply command-line overrides; raises ConfigError naming the field."""
+    return load_with_overrides(args)
 
 
 def load_with_overrides(args: argparse.Namespace) -> Settings:
@@ -62,18 +57,10 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if args.once and not args.demo:
-        print("reverser: --once only applies to --demo", file=sys.stderr)
-        return 2
-    try:
-        if args.demo:
-            from pipeline.demo.runner import run_demo
+        raise usage_error("--once only applies to --demo")
+    if args.demo:
+        from pipeline.demo.runner import run_demo
 
-            return asyncio.run(run_demo(settings, once=args.once))
-        asyncio.run(run_until_signalled(Service(settings, reload=lambda: load_with_overrides(args))))
-    except ConfigError as exc:
-        print(f"reverser: {exc}", file=sys.stderr)
-        return 2
-    except LogError as exc:
-        print(f"reverser: log unavailable: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return asyncio.run(run_demo(settings, once=args.once))
+    asyncio.run(run_until_signalled(Service(settings, reload=lambda: load_with_overrides(args))))
+    return ExitCode.OK

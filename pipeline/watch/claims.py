@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pipeline.backoff import log_retry
 from pipeline.codec import SCHEMA_HEADER, WATCH_CLAIM, DecodeError, codec
 from pipeline.log.api import Log, LogError, PendingRecord, Reader, Record, TopicPartition
 from pipeline.tasks import cancel_all
@@ -176,14 +177,17 @@ class ClaimWatcher:
             self.book.started(cluster, result.offset)
 
     async def _read_loop(self, reader: Reader) -> None:
+        backoff = log_retry()
         try:
             while True:
                 try:
                     fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
                 except LogError as exc:
-                    logger.warning("reading watch claims failed (retrying): %s", exc)
-                    await asyncio.sleep(self.interval_s)
+                    delay_s = backoff.next_delay_s()
+                    logger.warning("reading watch claims failed (retrying in %.1f s): %s", delay_s, exc)
+                    await asyncio.sleep(delay_s)
                     continue
+                backoff.reset()
                 for record in fetched.records:
                     try:
                         claim = decode_claim(record)

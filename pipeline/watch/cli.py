@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from pipeline.config import Settings
+from pipeline.exitcodes import ExitCode
 from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.watch.kube import KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
@@ -115,4 +116,4 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{'TARGET':<20} {'RULE':<5} {'ENTRY':<30} {'REASON':<18} MESSAGE")
             for p in problems:
                 print(f"{p.target:<20} {p.rule:<5} {p.resource:<30} {p.reason:<18} {p.message}")
-    return 1 if problems else 0
+    return ExitCode.FINDINGS if problems else ExitCode.OK

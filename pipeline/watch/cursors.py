@@ -11,6 +11,7 @@ import logging
 
 from pipeline.codec import SCHEMA_HEADER, DecodeError
 from pipeline.log.api import Log, PendingRecord, TopicPartition
+from pipeline.log.scan import extent_of, read_to_end
 from pipeline.watch import metrics
 from pipeline.watch.records import Cursor, decode_cursor, encode_cursor
 from pipeline.watch.writer import Appender
@@ -38,25 +39,11 @@ class CursorStore:
 
     async def load(self) -> int:
         """Read the whole topic up to its current end; returns how many cursors were found."""
-        partitions = await self._log.partitions_for(self.topic)
-        tps = [TopicPartition(self.topic, p) for p in range(partitions)]
-        starts = await self._log.beginning_offsets(tps)
-        ends = await self._log.end_offsets(tps)
-        wanted = {tp: ends[tp] for tp in tps if ends[tp] > starts[tp]}
-        if not wanted:
-            return 0
-        reader = self._log.reader()
-        try:
-            await reader.assign({tp: starts[tp] for tp in wanted})
-            while any(reader.position(tp) < end for tp, end in wanted.items()):
-                fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
-                for record in fetched.records:
-                    tp = TopicPartition(record.topic, record.partition)
-                    if record.offset >= wanted.get(tp, 0):
-                        continue
-                    self._apply(record.key, record.value, record.header(SCHEMA_HEADER), tp, record.offset)
-        finally:
-            await reader.close()
+        extent = await extent_of(self._log, self.topic)
+        async for chunk in read_to_end(self._log, extent, timeout_ms=_FETCH_TIMEOUT_MS):
+            for record in chunk.records:
+                tp = TopicPartition(record.topic, record.partition)
+                self._apply(record.key, record.value, record.header(SCHEMA_HEADER), tp, record.offset)
         logger.info("loaded %d watch cursors from %s", len(self._cursors), self.topic)
         return len(self._cursors)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.codec import WATCH_CURSOR, WATCH_EVENT, codec
-from pipeline.log.api import PendingRecord
+from pipeline.log.api import PendingRecord, max_value_bytes
 from pipeline.models import stream_key
 from pipeline.watch.resolve import StreamSpec
 
@@ -26,8 +26,6 @@ _END = "reverser.watch.SnapshotEnd"
 # Room for the envelope, key and headers around the objects of a chunk.
 _ENVELOPE_BYTES = 4096
 _PER_OBJECT_BYTES = 32
-# Kafka counts the record batch against max.message.bytes: batch header plus per-record framing.
-_BATCH_OVERHEAD_BYTES = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +89,8 @@ class RecordBuilder:
         return PendingRecord(value, key=self._key, headers=self._headers)
 
     def fits(self, record: PendingRecord) -> bool:
-        size = len(record.value or b"") + len(self._key) + sum(len(k) + len(v) for k, v in self._headers)
-        return size + _BATCH_OVERHEAD_BYTES <= self.max_record_bytes
+        """Whether the log takes `record` (`pipeline.log.api.RECORD_OVERHEAD_BYTES` included)."""
+        return len(record.value or b"") <= max_value_bytes(self.max_record_bytes, record.key, record.headers)
 
     def live(
         self,

@@ -82,7 +82,7 @@ def test_replay_unknown_provider_is_a_clear_error(tmp_path: Path, capsys: pytest
     cfg = _settings(tmp_path, bare_remote(tmp_path / "r.git"))
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
-    assert main(["replay", "branch", "--config", str(config), "--provider", "nope", "--branch", "main"]) == 1
+    assert main(["replay", "branch", "--config", str(config), "--provider", "nope", "--branch", "main"]) == 2
     assert "unknown provider 'nope'" in capsys.readouterr().err
 
 
@@ -117,7 +117,7 @@ def test_rebuild_from_object_state_into_an_empty_remote_has_the_live_tree(
     only = tmp_path / "only-t2.git"
     assert main([*base, "--into", str(only), "--target", "t2"]) == 0
     assert sorted(files(only)) == ["second/team-a/configmaps/u2.yaml"]
-    assert main([*base, "--into", str(only), "--target", "nope"]) == 1
+    assert main([*base, "--into", str(only), "--target", "nope"]) == 2
     assert "'nope' is not a target of git main" in capsys.readouterr().err
 
 

@@ -22,6 +22,7 @@ from pipeline.config import Settings
 from pipeline.log import (
     AppendResult,
     Gap,
+    GroupOffsets,
     Log,
     LogError,
     PendingRecord,
@@ -31,6 +32,7 @@ from pipeline.log import (
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
+    max_value_bytes,
 )
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.partitioner import murmur2_partition
@@ -150,6 +152,74 @@ async def test_record_too_large_is_a_typed_error(any_log: Log, settings: Setting
         await any_log.append_many(topic, [PendingRecord(b"x" * 8192)])
     ok = await any_log.append(topic, b"x" * 1024)
     assert ok.offset == 0
+
+
+async def test_the_contract_is_checked_before_the_backend_sees_a_record(
+    any_log: Log, settings: Settings
+) -> None:
+    """One rule set (pipeline.log.api) on every backend: a breach fails alike and writes nothing."""
+    plain = await make_topic(any_log, settings, "rules", partitions=2, max_message_bytes=4096)
+    compacted = await make_topic(any_log, settings, "rules-compacted", partitions=1, cleanup_policy="compact")
+    # Compaction keeps the newest record per key: a compacted topic refuses records without one.
+    # A tombstone deletes its key: without one it carries nothing, on any topic.
+    with pytest.raises(LogError, match="a record without a key"):
+        await any_log.append(compacted, b"v")
+    with pytest.raises(LogError, match="a tombstone without a key"):
+        await any_log.append(compacted, None)
+    with pytest.raises(LogError, match="a tombstone without a key"):
+        await any_log.append(plain, None, partition=1)
+    with pytest.raises(LogError, match="partition 2 does not exist"):
+        await any_log.append(plain, b"v", partition=2)
+    # The overhead the seam counts is the one writers size their values with.
+    limit = 4096
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes=4096"):
+        await any_log.append(plain, b"x" * (max_value_bytes(limit, b"k") + 1), key=b"k", partition=0)
+    producer = any_log.transactional_producer(f"{settings.log.topic_prefix}-rules")
+    await producer.start()
+    try:
+        with pytest.raises(LogError, match="without a key"):
+            await producer.commit({compacted: [PendingRecord(b"ok", key=b"k"), PendingRecord(None)]})
+        with pytest.raises(LogError, match="negative offset"):
+            await producer.commit({}, GroupOffsets("rules", {TopicPartition(plain, 0): -1}))
+    finally:
+        await producer.close()
+    tps = [TopicPartition(plain, 0), TopicPartition(plain, 1), TopicPartition(compacted, 0)]
+    assert await any_log.end_offsets(tps) == dict.fromkeys(tps, 0)
+    fits = await any_log.append(plain, b"x" * max_value_bytes(limit, b"k"), key=b"k", partition=0)
+    assert fits.offset == 0
+    assert (await any_log.append(compacted, None, key=b"gone")).offset == 0
+    keyless = await any_log.append(plain, b"", partition=1)
+    (record,) = await read_all(any_log, TopicPartition(plain, 1), 0, keyless.offset + 1)
+    assert (record.key, record.value) == (None, b"")
+
+    with pytest.raises(TopicNotFoundError):
+        await any_log.end_offsets([TopicPartition(plain, 2)])
+    with pytest.raises(LogError, match="negative offset"):
+        await any_log.commit_group_offsets("rules", {TopicPartition(plain, 0): -1})
+    async with any_log.reader() as reader:
+        with pytest.raises(LogError, match="negative offset"):
+            await reader.assign({TopicPartition(plain, 0): -1})
+        with pytest.raises(TopicNotFoundError):
+            await reader.assign({TopicPartition(plain, 2): 0})
+        await reader.assign({TopicPartition(plain, 0): 0})
+        with pytest.raises(LogError, match="not assigned"):
+            await reader.seek(TopicPartition(plain, 1), 0)
+        with pytest.raises(LogError, match="not assigned"):
+            reader.position(TopicPartition(plain, 1))
+        with pytest.raises(LogError, match="negative offset"):
+            await reader.seek(TopicPartition(plain, 0), -1)
+        assert reader.position(TopicPartition(plain, 0)) == 0
+    async with any_log.group_consumer(f"{settings.log.topic_prefix}-rules", [compacted]) as member:
+        mine = TopicPartition(compacted, 0)
+        with pytest.raises(LogError, match="negative offset"):
+            await member.seek(mine, -1)
+        with pytest.raises(LogError, match="negative offset"):
+            await member.commit({mine: -1})
+        with pytest.raises(LogError, match="not assigned"):
+            await member.commit({TopicPartition(plain, 0): 0})
+        with pytest.raises(LogError, match="not assigned"):
+            await member.seek(TopicPartition(plain, 0), 0)
+        assert await member.committed(mine) is None
 
 
 async def test_unknown_topic_is_a_typed_error(any_log: Log, settings: Settings) -> None:

@@ -13,8 +13,8 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.config import Settings
+from pipeline.exitcodes import ExitCode
 from pipeline.log import default_replication, open_log
-from pipeline.log.cli import EXIT_DRIFT, EXIT_LOG_ERROR
 from pipeline.log.topics import TopicNames, topic_specs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_check_reports_drift_and_create_fills_in_missing_topics(
     make_drift(settings)
 
     code, out = run_cli(capsys, "topics", "check", "--config", config, "--output", "json")
-    assert code == EXIT_DRIFT
+    assert code == ExitCode.FINDINGS
     report = json.loads(out)
     assert report["ok"] is False
     drift = {(d["topic"], d["setting"]): (d["expected"], d["actual"]) for d in report["drift"]}
@@ -85,7 +85,7 @@ def test_check_reports_drift_and_create_fills_in_missing_topics(
     }
 
     code, out = run_cli(capsys, "topics", "check", "--config", config)
-    assert code == EXIT_DRIFT
+    assert code == ExitCode.FINDINGS
     rows = [line.split() for line in out.splitlines()]
     assert rows[0] == ["TOPIC", "SETTING", "EXPECTED", "ACTUAL", "KIND"]
     assert [names.audit_facts, "partitions", "6", "2", "drift"] in rows
@@ -140,7 +140,7 @@ def test_check_flags_configurations_that_can_lose_state(
     code, out = run_cli(capsys, "topics", "create", "--config", config)
     assert code == 0
     code, out = run_cli(capsys, "topics", "check", "--config", config, "--output", "json")
-    assert code == EXIT_DRIFT
+    assert code == ExitCode.FINDINGS
     found = [(d["topic"], d["setting"], d["kind"]) for d in json.loads(out)["drift"]]
     assert sorted(found) == sorted(
         [
@@ -173,17 +173,15 @@ async def test_check_exits_with_a_clear_error_when_the_log_is_in_use(
         _, stderr = await asyncio.wait_for(process.communicate(), 120)
     finally:
         await log.close()
-    assert process.returncode == EXIT_LOG_ERROR
-    assert "reverser topics check: embedded log at" in stderr.decode()
+    assert process.returncode == ExitCode.LOG_UNAVAILABLE
+    assert "reverser topics check: log unavailable: embedded log at" in stderr.decode()
     assert "supports one replica" in stderr.decode()
 
 
 def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("log:\n  topics:\n    audit_facts_partitions: 0\n", encoding="utf-8")
-    with pytest.raises(SystemExit) as exited:
-        main(["topics", "check", "--config", str(config)])
-    assert exited.value.code == 2
+    assert main(["topics", "check", "--config", str(config)]) == 2
     assert "log.topics.audit_facts_partitions" in capsys.readouterr().err
 
 

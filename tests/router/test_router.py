@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from pipeline.log.api import (
     GroupOffsets,
     Log,
     LogUnavailableError,
-    PendingRecord,
+    Placement,
     TopicPartition,
     TransactionalProducer,
 )
@@ -257,21 +257,21 @@ class FlakyLog:
 
 
 class FlakyProducer(TransactionalProducer):
+    """Fails the first transactions after the seam checked them, as a broker that is away would."""
+
     def __init__(self, owner: FlakyLog, inner: TransactionalProducer) -> None:
+        super().__init__(owner._inner, inner.transactional_id)
         self._owner = owner
         self._inner = inner
-        self.transactional_id = inner.transactional_id
 
     async def start(self) -> None:
         await self._inner.start()
 
-    async def commit(
-        self, appends: Mapping[str, Sequence[PendingRecord]], offsets: GroupOffsets | None = None
-    ) -> list[AppendResult]:
+    async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
         if self._owner.failures > 0:
             self._owner.failures -= 1
             raise LogUnavailableError("injected: broker not reachable")
-        return await self._inner.commit(appends, offsets)
+        return await self._inner._commit(placements, offsets)
 
     async def close(self) -> None:
         await self._inner.close()

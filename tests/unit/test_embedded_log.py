@@ -437,7 +437,7 @@ record_strategy = st.builds(
     key=st.none() | st.binary(min_size=1, max_size=8),
     headers=st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=5)), max_size=2).map(tuple),
     partition=st.none() | st.integers(0, 2),
-)
+).filter(lambda record: record.key is not None or record.value is not None)  # no keyless tombstones
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
 from pipeline.facts.model import AuthorFact, FactBatch
-from pipeline.facts.records import RECORD_OVERHEAD_BYTES, build_records, encode_batch, encode_fact_batch
+from pipeline.facts.records import build_records, encode_batch, encode_fact_batch
 from pipeline.models import GroupResource, stream_key
 
 texts = st.text(max_size=80) | st.text(max_size=300)
@@ -68,7 +68,7 @@ def test_split_keeps_order_and_fits() -> None:
 
 def test_build_records_keys_and_headers() -> None:
     gr = GroupResource("", "secrets")
-    built = build_records([FactBatch("prod", gr, [AuthorFact("a")])], 4 * 1024 * 1024 - RECORD_OVERHEAD_BYTES)
+    built = build_records([FactBatch("prod", gr, [AuthorFact("a")])], 4 * 1024 * 1024)
     (record,) = built.records
     assert record.key == stream_key("prod", gr)
     assert record.headers == ((SCHEMA_HEADER, b"fact_batch/1"),)

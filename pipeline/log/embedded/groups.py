@@ -98,21 +98,13 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
         self._check_active()
         return await fetch_records(self._log, self, timeout_ms, max_records)
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
+    def _ensure_usable(self) -> None:
         self._check_active()
-        if tp not in self.assigned:
-            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
-        if offset < 0:
-            raise LogError(f"cannot seek {tp} to negative offset {offset}")
+
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
         self.position_map[tp] = offset
 
-    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self._check_active()
-        foreign = sorted(str(tp) for tp in offsets if tp not in self.assigned)
-        if foreign:
-            raise LogError(
-                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
-            )
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         self._log._commit(self._log._group(self.group_id), offsets)
 
     async def committed(self, tp: TopicPartition) -> int | None:

@@ -27,16 +27,17 @@ from typing import Literal, NamedTuple
 from prometheus_client import Counter
 
 from pipeline.log.api import (
+    DEFAULT_MAX_MESSAGE_BYTES,
     AppendResult,
     GroupConsumer,
-    Headers,
     Log,
     LogError,
     PendingRecord,
+    Placement,
     Reader,
     RebalanceListener,
-    RecordTooLargeError,
     TopicDescription,
+    TopicLimits,
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
@@ -50,18 +51,13 @@ from pipeline.log.embedded.transactions import (
     EmbeddedTransactionalProducer,
     recover_transactions,
 )
-from pipeline.log.partitioner import murmur2_partition
 
 logger = logging.getLogger(__name__)
 
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
-DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 DEFAULT_TOMBSTONE_RETENTION_MS = 24 * 3600 * 1000
-# Kafka counts a record against max.message.bytes inside a batch: 61 bytes of batch header plus a
-# varint-framed record; 21 bytes covers the record's own framing for any realistic size.
-_BATCH_OVERHEAD_BYTES = 61 + 21
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -102,12 +98,18 @@ def _now_ms() -> int:
 
 
 class OpenTopic:
-    __slots__ = ("directory", "partitions", "round_robin", "spec", "waiters")
+    __slots__ = ("directory", "limits", "partitions", "round_robin", "spec", "waiters")
 
     def __init__(self, spec: TopicSpec, directory: Path, partitions: list[PartitionLog]) -> None:
         self.spec = spec
         self.directory = directory
         self.partitions = partitions
+        self.limits = TopicLimits(
+            spec.name,
+            len(partitions),
+            spec.cleanup_policy == "compact",
+            spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES,
+        )
         self.round_robin = 0
         self.waiters: set[asyncio.Future[None]] = set()
 
@@ -119,12 +121,11 @@ class OpenTopic:
 
 
 class Placed(NamedTuple):
-    """Records validated for one topic, grouped by the partition each goes to."""
+    """Records checked for one topic (`Log.place`), grouped by the partition each goes to."""
 
     topic: OpenTopic
     records: Sequence[PendingRecord]
     by_partition: dict[int, list[int]]
-    size_bytes: int
 
 
 class EmbeddedLog(Log):
@@ -248,8 +249,8 @@ class EmbeddedLog(Log):
 
     def _partition(self, tp: TopicPartition) -> PartitionLog:
         topic = self._topic(tp.topic)
-        if not 0 <= tp.partition < len(topic.partitions):
-            raise TopicNotFoundError(f"{tp}: topic {tp.topic!r} has {len(topic.partitions)} partitions")
+        if not topic.limits.has_partition(tp.partition):
+            raise TopicNotFoundError(topic.limits.missing_partition(tp.partition))
         return topic.partitions[tp.partition]
 
     # topics ---------------------------------------------------------------------------------
@@ -295,44 +296,23 @@ class EmbeddedLog(Log):
     async def partitions_for(self, topic: str) -> int:
         return len(self._topic(topic).partitions)
 
+    async def _topic_limits(self, topic: str, *, refresh: bool = False) -> TopicLimits:
+        return self._topic(topic).limits
+
     # writing --------------------------------------------------------------------------------
-    async def append(
-        self,
-        topic: str,
-        value: bytes | None,
-        *,
-        key: bytes | None = None,
-        headers: Headers = (),
-        partition: int | None = None,
-    ) -> AppendResult:
-        results = self._append(topic, [PendingRecord(value, key, headers, partition)])
-        return results[0]
+    async def _append(self, placement: Placement) -> list[AppendResult]:
+        return self._write(self._grouped(placement))
 
-    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
-        return self._append(topic, records) if records else []
-
-    def _append(self, name: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
-        return self._write(self._place(name, records))
-
-    def _place(self, name: str, records: Sequence[PendingRecord]) -> Placed:
-        """Validate records and choose their partitions, without writing anything."""
-        topic = self._topic(name)
-        spec = topic.spec
+    def _grouped(self, placement: Placement) -> Placed:
+        """Checked records grouped by partition; keyless records without one go round-robin."""
+        topic = self._topic(placement.topic)
         count = len(topic.partitions)
-        max_bytes = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
         by_partition: dict[int, list[int]] = {}
-        sizes = []
-        for index, record in enumerate(records):
-            size = record.size_bytes
-            if size + _BATCH_OVERHEAD_BYTES > max_bytes:
-                raise RecordTooLargeError(
-                    f"record of {size} bytes exceeds max.message.bytes={max_bytes} of topic {name!r}"
-                )
-            if spec.cleanup_policy == "compact" and record.key is None:
-                raise LogError(f"compacted topic {name!r} cannot accept a record without a key")
-            sizes.append(size)
-            by_partition.setdefault(self._choose_partition(topic, record, count), []).append(index)
-        return Placed(topic, records, by_partition, sum(sizes))
+        for index, partition in enumerate(placement.partitions):
+            if partition is None:
+                topic.round_robin = partition = (topic.round_robin + 1) % count
+            by_partition.setdefault(partition, []).append(index)
+        return Placed(topic, placement.records, by_partition)
 
     def _write(self, placed: Placed) -> list[AppendResult]:
         """Write validated records to their partitions (synchronously: nothing interleaves)."""
@@ -352,7 +332,7 @@ class EmbeddedLog(Log):
             for i, (offset, timestamp) in zip(indexes, written, strict=True):
                 results[i] = AppendResult(name, number, offset, timestamp)
         APPENDED_RECORDS.inc(len(records))
-        APPENDED_BYTES.inc(placed.size_bytes)
+        APPENDED_BYTES.inc(sum(record.size_bytes for record in records))
         topic.wake()
         return [r for r in results if r is not None]
 
@@ -367,28 +347,14 @@ class EmbeddedLog(Log):
         self._epochs[transactional_id] = epoch
         return epoch
 
-    @staticmethod
-    def _choose_partition(topic: OpenTopic, record: PendingRecord, count: int) -> int:
-        if record.partition is not None:
-            if not 0 <= record.partition < count:
-                raise LogError(
-                    f"partition {record.partition} does not exist: topic {topic.spec.name!r} "
-                    f"has {count} partitions"
-                )
-            return record.partition
-        if record.key is not None:
-            return murmur2_partition(record.key, count)
-        topic.round_robin = (topic.round_robin + 1) % count
-        return topic.round_robin
-
     # offsets --------------------------------------------------------------------------------
-    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def _beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._partition(tp).log_start for tp in tps}
 
-    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._partition(tp).next_offset for tp in tps}
 
-    async def offsets_for_times(
+    async def _offsets_for_times(
         self, timestamps_ms: dict[TopicPartition, int]
     ) -> dict[TopicPartition, int | None]:
         return {tp: self._partition(tp).offset_for_time(ts) for tp, ts in timestamps_ms.items()}
@@ -469,7 +435,7 @@ class EmbeddedLog(Log):
         group = self._groups.get(group_id)
         return dict(group.offsets) if group is not None else {}
 
-    async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         self._require_started()
         group = self._group(group_id)
         if group.members:
@@ -480,10 +446,7 @@ class EmbeddedLog(Log):
         self._commit(group, offsets)
 
     def _commit(self, group: GroupState, offsets: dict[TopicPartition, int]) -> None:
-        for tp, offset in offsets.items():
-            self._partition(tp)
-            if offset < 0:
-                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+        """Store checked offsets (`Log.commit_group_offsets`, `GroupConsumer.commit`)."""
         group.offsets.update(offsets)
         self._persist_group(group)
 

@@ -45,8 +45,8 @@ class Fetcher(abc.ABC):
 
 class EmbeddedReader(Fetcher, Reader):
     def __init__(self, log: EmbeddedLog) -> None:
+        super().__init__(log)
         self._log = log
-        self._positions: dict[TopicPartition, int] = {}
         self.closed = False
         self.rotation = 0
         self.waiter = None
@@ -54,27 +54,14 @@ class EmbeddedReader(Fetcher, Reader):
     def positions(self) -> dict[TopicPartition, int]:
         return self._positions
 
-    async def assign(self, positions: dict[TopicPartition, int]) -> None:
+    def _ensure_usable(self) -> None:
         self._check_open()
-        for tp, offset in positions.items():
-            self._log._partition(tp)
-            if offset < 0:
-                raise LogError(f"cannot read {tp} from negative offset {offset}")
-        self._positions = dict(positions)
+
+    async def _assign(self, positions: dict[TopicPartition, int]) -> None:
         self.wake()
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
-        self._check_open()
-        if tp not in self._positions:
-            raise LogError(f"{tp} is not assigned to this reader")
-        if offset < 0:
-            raise LogError(f"cannot seek {tp} to negative offset {offset}")
-        self._positions[tp] = offset
-
-    def position(self, tp: TopicPartition) -> int:
-        if tp not in self._positions:
-            raise LogError(f"{tp} is not assigned to this reader")
-        return self._positions[tp]
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
+        """Nothing to move: the fetch loop reads `_positions`, which `seek` sets."""
 
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         self._check_open()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ from pipeline.log.api import (
     FencedError,
     GroupOffsets,
     LogError,
-    PendingRecord,
+    Placement,
     TopicPartition,
     TransactionalProducer,
 )
@@ -45,22 +44,18 @@ class EmbeddedTransactionalProducer(TransactionalProducer):
     """Fencing within the one process: each `start()` takes a newer epoch of the id."""
 
     def __init__(self, log: EmbeddedLog, transactional_id: str) -> None:
+        super().__init__(log, transactional_id)
         self._log = log
-        self.transactional_id = transactional_id
         self._epoch: int | None = None
 
     async def start(self) -> None:
         if self._epoch is None:
             self._epoch = self._log._fence(self.transactional_id)
 
-    async def commit(
-        self,
-        appends: Mapping[str, Sequence[PendingRecord]],
-        offsets: GroupOffsets | None = None,
-    ) -> list[AppendResult]:
+    async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
         if self._epoch is None:
             raise LogError(f"transactional producer {self.transactional_id!r} is not started")
-        return commit_transaction(self._log, self.transactional_id, self._epoch, appends, offsets)
+        return commit_transaction(self._log, self.transactional_id, self._epoch, placements, offsets)
 
     async def close(self) -> None:
         self._epoch = None
@@ -70,7 +65,7 @@ def commit_transaction(
     log: EmbeddedLog,
     transactional_id: str,
     epoch: int,
-    appends: Mapping[str, Sequence[PendingRecord]],
+    placements: list[Placement],
     offsets: GroupOffsets | None,
 ) -> list[AppendResult]:
     """Write a transaction all or nothing, across a crash at any point.
@@ -79,7 +74,8 @@ def commit_transaction(
     runs. Across a crash, an intent file decides: written as `prepared` (with each partition's
     end offset) before the records, replaced by `committed` (with the group offsets) once they
     are written: the commit point. Opening the log rolls a `prepared` transaction back and
-    completes a `committed` one (`_recover_transactions`).
+    completes a `committed` one (`recover_transactions`). Records and offsets arrive checked
+    (`TransactionalProducer.commit`).
     """
     log._require_started()
     if log._epochs.get(transactional_id) != epoch:
@@ -88,12 +84,7 @@ def commit_transaction(
             f"transactional id {transactional_id!r}: a newer producer (epoch "
             f"{log._epochs.get(transactional_id)}) has started; this one (epoch {epoch}) is fenced"
         )
-    placed = [log._place(name, records) for name, records in appends.items() if records]
-    if offsets is not None:
-        for tp, offset in offsets.offsets.items():
-            log._partition(tp)
-            if offset < 0:
-                raise LogError(f"cannot commit negative offset {offset} for {tp}")
+    placed = [log._grouped(placement) for placement in placements]
     intent_path = log.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
     if placed:
         ends = [

@@ -82,7 +82,7 @@ class KafkaGroupMember(GroupConsumer):
         if self._closed:
             raise LogError(f"group member of {self.group_id!r} is closed")
         for topic in self.topics:
-            await self._log.topic_meta(topic)
+            await self._log.partitions_for(topic)
         options = self._log.client_options()
 
         def factory() -> AIOKafkaConsumer:
@@ -123,6 +123,9 @@ class KafkaGroupMember(GroupConsumer):
     def assignment(self) -> set[TopicPartition]:
         return set(self._assigned)
 
+    def _ensure_usable(self) -> None:
+        self._active()
+
     def _active(self) -> AIOKafkaConsumer:
         if self._closed:
             raise LogError(f"group member of {self.group_id!r} is closed")
@@ -155,31 +158,16 @@ class KafkaGroupMember(GroupConsumer):
                 result[tp] = position
         return result
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
         consumer = self._active()
-        if tp not in self._assigned:
-            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}")
-        if offset < 0:
-            raise LogError(f"cannot seek {tp} to negative offset {offset}")
         try:
             consumer.seek(kafka_tp(tp), offset)
         except kafka_errors.IllegalStateError as exc:
-            raise LogError(f"{tp} is not assigned to this member of {self.group_id!r}") from exc
+            raise self._not_assigned(tp) from exc
         self._read_to.pop(tp, None)
 
-    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         consumer = self._active()
-        foreign = sorted(str(tp) for tp in offsets if tp not in self._assigned)
-        if foreign:
-            raise LogError(
-                f"cannot commit {', '.join(foreign)}: not assigned to this member of {self.group_id!r}"
-            )
-        for tp, offset in offsets.items():
-            if offset < 0:
-                raise LogError(f"cannot commit negative offset {offset} for {tp}")
-        if not offsets:
-            return
-        offsets = self.committable(offsets)
         try:
             await self._log.retrier.run(
                 "commit", lambda: consumer.commit({kafka_tp(tp): offset for tp, offset in offsets.items()})

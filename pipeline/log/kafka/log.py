@@ -27,17 +27,19 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from pipeline.config import LogSettings
 from pipeline.log.api import (
+    DEFAULT_MAX_MESSAGE_BYTES,
     AppendResult,
     GroupConsumer,
-    Headers,
     Log,
     LogError,
     LogUnavailableError,
     PendingRecord,
+    Placement,
     Reader,
     RebalanceListener,
     RecordTooLargeError,
     TopicDescription,
+    TopicLimits,
     TopicNotFoundError,
     TopicPartition,
     TopicSpec,
@@ -66,18 +68,12 @@ from pipeline.log.kafka.produce import (
 )
 from pipeline.log.kafka.read import KafkaReader
 from pipeline.log.kafka.retry import Retrier
-from pipeline.log.partitioner import murmur2_partition
 
 T = TypeVar("T")
 
 
-#: Kafka's per-record overhead on top of key, value and headers (batch header amortised).
-RECORD_OVERHEAD_BYTES = 128
 #: How long cached topic metadata (partition count, limits) is trusted before re-reading it.
 TOPIC_METADATA_TTL_S = 60.0
-
-
-DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 
 
 _GROUP_ID_NOT_FOUND = 69
@@ -86,12 +82,10 @@ _TOPIC_ALREADY_EXISTS = 36
 
 
 @dataclass(frozen=True, slots=True)
-class TopicMeta:
-    """What appends need to know about a topic, cached for `TOPIC_METADATA_TTL_S`."""
+class _CachedLimits:
+    """A topic's limits as last read from the cluster, trusted for `TOPIC_METADATA_TTL_S`."""
 
-    partitions: int
-    compact: bool
-    max_message_bytes: int
+    limits: TopicLimits
     read_at: float
 
 
@@ -108,7 +102,7 @@ class KafkaLog(Log):
         self._producer_lock = asyncio.Lock()
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
-        self._topics: dict[str, TopicMeta] = {}
+        self._topics: dict[str, _CachedLimits] = {}
         self._owners: set[KafkaReader | KafkaGroupMember] = set()
 
     @property
@@ -318,14 +312,13 @@ class KafkaLog(Log):
         }
 
     async def partitions_for(self, topic: str) -> int:
-        return (await self.topic_meta(topic, refresh=True)).partitions
+        return (await self._topic_limits(topic, refresh=True)).partitions
 
-    async def topic_meta(self, topic: str, *, refresh: bool = False) -> TopicMeta:
-        """Partition count and limits of `topic`; raises TopicNotFoundError."""
-        meta = self._topics.get(topic)
+    async def _topic_limits(self, topic: str, *, refresh: bool = False) -> TopicLimits:
+        cached = self._topics.get(topic)
         now = time.monotonic()
-        if meta is not None and not refresh and now - meta.read_at < TOPIC_METADATA_TTL_S:
-            return meta
+        if cached is not None and not refresh and now - cached.read_at < TOPIC_METADATA_TTL_S:
+            return cached.limits
         described = await self.describe_topics([topic])
         description = described.get(topic)
         if description is None:
@@ -333,52 +326,28 @@ class KafkaLog(Log):
             ERRORS.labels("topic_not_found").inc()
             raise TopicNotFoundError(f"topic {topic!r} does not exist")
         configs = description.configs
-        meta = TopicMeta(
+        limits = TopicLimits(
+            topic,
             partitions=description.partitions,
             compact="compact" in configs.get("cleanup.policy", "delete"),
             max_message_bytes=int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES)),
-            read_at=now,
         )
-        self._topics[topic] = meta
-        return meta
-
-    async def check_partitions(self, tps: Sequence[TopicPartition]) -> None:
-        for topic in sorted({tp.topic for tp in tps}):
-            meta = await self.topic_meta(topic)
-            for tp in tps:
-                if tp.topic == topic and not 0 <= tp.partition < meta.partitions:
-                    meta = await self.topic_meta(topic, refresh=True)
-                    if not 0 <= tp.partition < meta.partitions:
-                        raise TopicNotFoundError(
-                            f"partition {tp} does not exist: topic has {meta.partitions} partitions"
-                        )
+        self._topics[topic] = _CachedLimits(limits, now)
+        return limits
 
     # writing --------------------------------------------------------------------------------
-    async def append(
-        self,
-        topic: str,
-        value: bytes | None,
-        *,
-        key: bytes | None = None,
-        headers: Headers = (),
-        partition: int | None = None,
-    ) -> AppendResult:
-        results = await self.append_many(topic, [PendingRecord(value, key, headers, partition)])
-        return results[0]
+    async def place(self, topic: str, records: Sequence[PendingRecord]) -> Placement:
+        try:
+            return await super().place(topic, records)
+        except RecordTooLargeError:
+            ERRORS.labels("record_too_large").inc()
+            raise
 
-    async def placed(self, topic: str, records: Sequence[PendingRecord]) -> list[int | None]:
-        """Validate records for `topic` and choose their partitions (see `_choose_partition`)."""
-        meta = await self.topic_meta(topic)
-        return [self._choose_partition(topic, meta, record) for record in records]
-
-    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> list[AppendResult]:
+    async def _append(self, placement: Placement) -> list[AppendResult]:
         self._require()
-        if not records:
-            return []
-        meta = await self.topic_meta(topic)
-        partitions = await self.placed(topic, records)
+        topic, records, partitions = placement.topic, placement.records, placement.partitions
         producer = await self._ready_producer()
-        if meta.max_message_bytes < PRODUCER_BATCH_BYTES:
+        if placement.limits.max_message_bytes < PRODUCER_BATCH_BYTES:
             # Records that each fit the topic could exceed it together in one producer batch.
             outcomes: list[Any] = []
             failure: BaseException | None = None
@@ -405,29 +374,6 @@ class KafkaLog(Log):
         self._require()
         return KafkaTransactionalProducer(self, transactional_id)
 
-    @staticmethod
-    def _choose_partition(topic: str, meta: TopicMeta, record: PendingRecord) -> int | None:
-        """Validate one record and pick its partition (None lets the client spread keyless records)."""
-        size = record.size_bytes
-        if size + RECORD_OVERHEAD_BYTES > meta.max_message_bytes:
-            ERRORS.labels("record_too_large").inc()
-            raise RecordTooLargeError(
-                f"record of {size} bytes exceeds max.message.bytes={meta.max_message_bytes} "
-                f"of topic {topic!r}"
-            )
-        if record.key is None and (meta.compact or record.value is None):
-            raise LogError(f"topic {topic!r} cannot accept a record without a key (compacted or tombstone)")
-        if record.partition is not None:
-            if not 0 <= record.partition < meta.partitions:
-                raise LogError(
-                    f"partition {record.partition} does not exist: "
-                    f"topic {topic!r} has {meta.partitions} partitions"
-                )
-            return record.partition
-        if record.key is not None:
-            return murmur2_partition(record.key, meta.partitions)
-        return None
-
     async def _ready_producer(self) -> AIOKafkaProducer:
         """The producer, replaced first if an earlier append found the broker unreachable.
 
@@ -452,10 +398,10 @@ class KafkaLog(Log):
             self._producer_broken = True
 
     # offsets --------------------------------------------------------------------------------
-    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def _beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._watermarks("beginning_offsets", tps)
 
-    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._watermarks("end_offsets", tps)
 
     async def _watermarks(
@@ -463,20 +409,14 @@ class KafkaLog(Log):
     ) -> dict[TopicPartition, int]:
         """Log-start or log-end offsets through the client's method of that name, with retries."""
         _, client = self._require()
-        if not tps:
-            return {}
-        await self.check_partitions(tps)
         query = getattr(client, which)
         found = await self.retrier.run(which, lambda: query([kafka_tp(tp) for tp in tps]))
         return {our_tp(tp): int(offset) for tp, offset in found.items()}
 
-    async def offsets_for_times(
+    async def _offsets_for_times(
         self, timestamps_ms: dict[TopicPartition, int]
     ) -> dict[TopicPartition, int | None]:
         _, client = self._require()
-        if not timestamps_ms:
-            return {}
-        await self.check_partitions(list(timestamps_ms))
         query = {kafka_tp(tp): ts for tp, ts in timestamps_ms.items()}
         found = await self.retrier.run("offsets_for_times", lambda: client.offsets_for_times(query))
         return {our_tp(tp): (int(entry.offset) if entry is not None else None) for tp, entry in found.items()}
@@ -515,14 +455,8 @@ class KafkaLog(Log):
         found = await self.retrier.run("group_offsets", lambda: admin.list_consumer_group_offsets(group_id))
         return {our_tp(tp): int(meta.offset) for tp, meta in found.items() if meta.offset >= 0}
 
-    async def commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         self._require()
-        if not offsets:
-            return
-        for tp, offset in offsets.items():
-            if offset < 0:
-                raise LogError(f"cannot commit negative offset {offset} for {tp}")
-        await self.check_partitions(list(offsets))
         options = self.client_options()
         consumer = await self.connect(
             "connect committer",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
@@ -16,6 +16,7 @@ from pipeline.log.api import (
     GroupOffsets,
     LogError,
     PendingRecord,
+    Placement,
     TransactionalProducer,
 )
 from pipeline.log.faults import crash_point
@@ -112,8 +113,8 @@ class KafkaTransactionalProducer(TransactionalProducer):
     """
 
     def __init__(self, owner: KafkaLog, transactional_id: str) -> None:
+        super().__init__(owner, transactional_id)
         self._log = owner
-        self.transactional_id = transactional_id
         self._producer: AIOKafkaProducer | None = None
         self._fenced: str | None = None
         self._lock = asyncio.Lock()
@@ -130,26 +131,21 @@ class KafkaTransactionalProducer(TransactionalProducer):
             start_client,
         )
 
-    async def commit(
-        self,
-        appends: Mapping[str, Sequence[PendingRecord]],
-        offsets: GroupOffsets | None = None,
-    ) -> list[AppendResult]:
+    async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
         async with self._lock:
             producer = self._usable()
-            placed = [
-                (topic, records, await self._log.placed(topic, records)) for topic, records in appends.items()
-            ]
             deadline_s = self._log.settings.request_timeout_ms / 1000
             try:
                 await producer.begin_transaction()
-                outcomes = await self._send(producer, placed, offsets, deadline_s)
+                outcomes = await self._send(producer, placements, offsets, deadline_s)
                 crash_point("kafka-transaction-sent")
                 await bounded(producer.commit_transaction(), deadline_s)
             except BaseException as exc:
                 await self._abort(producer, exc, deadline_s)
                 raise self._failure(exc) from exc
-            return acknowledged(outcomes, [record for _, records, _ in placed for record in records])
+            return acknowledged(
+                outcomes, [record for placement in placements for record in placement.records]
+            )
 
     def _usable(self) -> AIOKafkaProducer:
         if self._fenced is not None:
@@ -161,17 +157,17 @@ class KafkaTransactionalProducer(TransactionalProducer):
     @staticmethod
     async def _send(
         producer: AIOKafkaProducer,
-        placed: list[tuple[str, Sequence[PendingRecord], list[int | None]]],
+        placements: list[Placement],
         offsets: GroupOffsets | None,
         deadline_s: float,
     ) -> list[Any]:
         futures: list[asyncio.Future[Any]] = []
         async with asyncio.timeout(deadline_s):
-            for topic, records, partitions in placed:
-                for record, partition in zip(records, partitions, strict=True):
+            for placement in placements:
+                for record, partition in zip(placement.records, placement.partitions, strict=True):
                     futures.append(
                         await producer.send(
-                            topic,
+                            placement.topic,
                             record.value,
                             key=record.key,
                             partition=partition,

@@ -40,10 +40,14 @@ class KafkaReader(Reader):
     """Manual assignment without a group; positions are tracked here so `position()` is synchronous."""
 
     def __init__(self, owner: KafkaLog) -> None:
+        super().__init__(owner)
         self._log = owner
         self._consumer: AIOKafkaConsumer | None = None
-        self._positions: dict[TopicPartition, int] = {}
         self._closed = False
+
+    def _ensure_usable(self) -> None:
+        if self._closed:
+            raise LogError("reader is closed")
 
     async def _client(self) -> AIOKafkaConsumer:
         if self._closed:
@@ -63,30 +67,15 @@ class KafkaReader(Reader):
             )
         return self._consumer
 
-    async def assign(self, positions: dict[TopicPartition, int]) -> None:
-        for tp, offset in positions.items():
-            if offset < 0:
-                raise LogError(f"cannot read {tp} from negative offset {offset}")
-        await self._log.check_partitions(list(positions))
+    async def _assign(self, positions: dict[TopicPartition, int]) -> None:
         consumer = await self._client()
         consumer.assign([kafka_tp(tp) for tp in positions])
         for tp, offset in positions.items():
             consumer.seek(kafka_tp(tp), offset)
-        self._positions = dict(positions)
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
+    async def _seek(self, tp: TopicPartition, offset: int) -> None:
         consumer = await self._client()
-        if tp not in self._positions:
-            raise LogError(f"{tp} is not assigned to this reader")
-        if offset < 0:
-            raise LogError(f"cannot seek {tp} to negative offset {offset}")
         consumer.seek(kafka_tp(tp), offset)
-        self._positions[tp] = offset
-
-    def position(self, tp: TopicPartition) -> int:
-        if tp not in self._positions:
-            raise LogError(f"{tp} is not assigned to this reader")
-        return self._positions[tp]
 
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         consumer = await self._client()
