@@ -290,6 +290,25 @@ class RebalanceListener(abc.ABC):
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
 
+class StartedByAsyncWith(abc.ABC):
+    """`async with thing:` starts it and closes it on every path (`Log`, `GroupConsumer`)."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
 class Reader(abc.ABC):
     """Reads partitions by manual assignment, with no consumer group and no committed offsets.
 
@@ -355,7 +374,7 @@ class Reader(abc.ABC):
     async def close(self) -> None: ...
 
 
-class GroupConsumer(abc.ABC):
+class GroupConsumer(StartedByAsyncWith):
     """A member of a consumer group: partitions are shared out, progress is committed explicitly.
 
     `seek` and `commit` check the seam's contract (assigned partitions only, offsets not negative)
@@ -363,15 +382,6 @@ class GroupConsumer(abc.ABC):
     """
 
     group_id: str
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        await self.close()
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -496,7 +506,7 @@ class TransactionalProducer(abc.ABC):
         """Release the producer; an open transaction is aborted (by the log, at the latest on timeout)."""
 
 
-class Log(abc.ABC):
+class Log(StartedByAsyncWith):
     """A Kafka-compatible log: the one seam every stage reads and writes through.
 
     The checks every backend needs (record size, keys, partitions that exist, offsets that are not
@@ -506,15 +516,6 @@ class Log(abc.ABC):
     """
 
     kind: str
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        await self.close()
 
     @abc.abstractmethod
     async def start(self) -> None:
