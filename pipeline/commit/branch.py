@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipeline.backoff import Backoff
 from pipeline.codec.object_state import ObjectKey, ObjectState
@@ -24,6 +24,7 @@ from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, no
 from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
 from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for, orphans
 from pipeline.commit.rebuild import documents
+from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
@@ -31,7 +32,6 @@ from pipeline.commit.work import (
     ResyncBegin,
     ResyncChunk,
     ResyncEnd,
-    ResyncObject,
     WorkItem,
     Write,
 )
@@ -66,17 +66,6 @@ REMOTE_RETRY_INITIAL_S = 1.0
 SNAPSHOT_AUTHOR = WorkAuthor("NOT_ATTEMPTED", tier="snapshot")
 MAX_PENDING_COMMITS = 10_000
 TRAILER_SCAN_COMMITS = 10_000
-
-
-@dataclass(slots=True)
-class _Snapshot:
-    """A snapshot being collected between ResyncBegin and ResyncEnd."""
-
-    epoch: int
-    begin: WorkItem
-    objects: list[ResyncObject] = field(default_factory=list)
-    chunks: int = 0
-    offsets: list[Offset] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -136,7 +125,7 @@ class BranchWorker:
         self._skip: dict[int, int] = {}
         self._window: CommitWindow | None = None
         self.versions = VersionLedger()
-        self._snapshots: dict[tuple[str, str, str, str], _Snapshot] = {}
+        self._snapshots = SnapshotBook()
         self._pending: list[_Pending] = []
         self._finalized: list[Offset] = []
         self._push_due: float | None = None
@@ -166,7 +155,7 @@ class BranchWorker:
     def unsettled(self) -> int:
         """Work records received but not yet settled (the pending-work gauge)."""
         in_window = len(self._window.offsets) if self._window else 0
-        in_snapshots = sum(len(s.offsets) for s in self._snapshots.values())
+        in_snapshots = self._snapshots.offsets
         return in_window + in_snapshots + len(self._finalized)
 
     @property
@@ -531,55 +520,32 @@ class BranchWorker:
         )
         metrics.SKIPPED.labels("older_version").inc()
 
+    def _skip_snapshot(self, skipped: Skipped | None) -> None:
+        """Settle snapshot records that end without a commit, counted by why (`SnapshotBook`)."""
+        if skipped is None:
+            return
+        if skipped.reason == "incomplete_snapshot":
+            logger.warning("%s", skipped.detail)
+        elif skipped.detail:
+            logger.info("%s", skipped.detail)
+        metrics.SKIPPED.labels(skipped.reason).inc(len(skipped.offsets))
+        self._settle(skipped.offsets)
+
     def _begin(self, item: WorkItem, body: ResyncBegin) -> None:
-        older = self._snapshots.pop(item.stream, None)
-        if older is not None:
-            logger.info(
-                "snapshot epoch %d of %s superseded by epoch %d before it finished",
-                older.epoch,
-                "/".join(item.stream),
-                body.epoch,
-            )
-            metrics.SKIPPED.labels("superseded_snapshot").inc(len(older.offsets))
-            self._settle(older.offsets)
-        self._snapshots[item.stream] = _Snapshot(body.epoch, item, offsets=[(item.partition, item.offset)])
+        self._skip_snapshot(self._snapshots.begin(item, body))
 
     def _chunk(self, item: WorkItem, body: ResyncChunk) -> None:
-        snapshot = self._snapshots.get(item.stream)
-        if snapshot is None or snapshot.epoch != body.epoch:
-            metrics.SKIPPED.labels("stale_snapshot").inc()
-            self._settle([(item.partition, item.offset)])
-            return
-        snapshot.objects.extend(body.objects)
-        snapshot.chunks += 1
-        snapshot.offsets.append((item.partition, item.offset))
+        self._skip_snapshot(self._snapshots.chunk(item, body))
 
     async def _end(self, item: WorkItem, body: ResyncEnd) -> None:
-        here = (item.partition, item.offset)
-        snapshot = self._snapshots.get(item.stream)
-        if snapshot is None or snapshot.epoch != body.epoch:
-            metrics.SKIPPED.labels("stale_snapshot").inc()
-            self._settle([here])
-            return
-        del self._snapshots[item.stream]
-        offsets = [*snapshot.offsets, here]
-        if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
-            logger.warning(
-                "snapshot epoch %d of %s is incomplete (%d/%d chunks, %d/%d objects); no sweep",
-                body.epoch,
-                "/".join(item.stream),
-                snapshot.chunks,
-                body.chunks,
-                len(snapshot.objects),
-                body.objects,
-            )
-            metrics.SKIPPED.labels("incomplete_snapshot").inc(len(offsets))
-            self._settle(offsets)
+        outcome = self._snapshots.end(item, body)
+        if isinstance(outcome, Skipped):
+            self._skip_snapshot(outcome)
             return
         await self._finalize(CloseReason.SNAPSHOT)
-        plan = self._snapshot_plan(snapshot, item, body)
+        plan = self._snapshot_plan(outcome.snapshot, item, body)
         await self._delete_absent(plan, item, body)
-        await self._commit(plan, offsets)
+        await self._commit(plan, outcome.offsets)
 
     async def _delete_absent(self, snapshot: Plan, end: WorkItem, body: ResyncEnd) -> None:
         """Under `OnEvent`, delete what this pipeline wrote and the snapshot no longer lists.
@@ -645,7 +611,7 @@ class BranchWorker:
         own = info.committer == identity_line(self.committer)
         return own and parse_offset(info.trailers(), self.provider.name, self.branch) is not None
 
-    def _snapshot_plan(self, snapshot: _Snapshot, end: WorkItem, body: ResyncEnd) -> Plan:
+    def _snapshot_plan(self, snapshot: Collected, end: WorkItem, body: ResyncEnd) -> Plan:
         target = self._target(end.target)
         target_path = normalize_target_path(end.path)
         sensitive = self._sensitive(target)
@@ -876,12 +842,7 @@ class BranchWorker:
     def _schedule_push(self) -> None:
         if not self._pending or self._push_due is not None:
             return
-        now = self._clock()
-        cooldown = self.provider.push_cooldown_s
-        if self._last_push is None or now - self._last_push >= cooldown:
-            self._push_due = now
-        else:
-            self._push_due = self._last_push + cooldown
+        self._push_due = push_due_at(self._clock(), self._last_push, self.provider.push_cooldown_s)
 
     async def tick(self, idle: bool = True) -> None:
         """Close a silent window and run a due push.

@@ -26,6 +26,7 @@ from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.lease import LeaseElector, lease_namespace
+from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 from pipeline.watch.writer import FencedWriter, watch_transactional_id
@@ -249,26 +250,20 @@ class WatchManager:
         wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
         failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
         desired, problems = await self._desired(settings, failed)
-        removed = [spec for spec in self.streams if spec not in desired]
-        # Streams of a cluster whose connection settings changed restart on the new client
-        # and resume from their cursors.
-        moved = [spec for spec in self.streams if spec in desired and spec.cluster in retired]
-        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in removed + moved))
+        plan = plan_streams(
+            self.streams,
+            desired,
+            retired_clusters=set(retired),
+            writable=lambda name: self._clusters[name].writable,
+            previous_targets=self._targets,
+            targets=settings.targets,
+        )
+        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in plan.stop + plan.restart))
         for old_cluster in retired.values():
             await old_cluster.close()
-        # A replaced stream (new selector or version, same cursor key) must not resume from
-        # the old stream's cursor: its snapshot is what sweeps objects that no longer match.
-        removed_keys = {spec.cursor_key for spec in removed}
-        added = [
-            spec for spec in desired if spec not in self.streams and self._clusters[spec.cluster].writable
-        ]
-        added_keys = {spec.cursor_key for spec in added}
-        for spec in removed:
-            reason = "replaced" if spec.cursor_key in added_keys else "removed"
-            metrics.STREAM_STOPS.labels(spec.target, reason).inc()
-        for spec in moved:
-            metrics.STREAM_STOPS.labels(spec.target, "cluster_changed").inc()
-        for spec in added:
+        for spec in plan.stop + plan.restart:
+            metrics.STREAM_STOPS.labels(spec.target, plan.stop_reason(spec)).inc()
+        for spec in plan.start:
             metrics.STREAM_STARTS.labels(spec.target).inc()
             cluster = self._clusters[spec.cluster]
             sealer = self._sealers.get(spec.target)
@@ -280,21 +275,14 @@ class WatchManager:
                 self.cursors,
                 self._options or self._default_options(settings, cluster.settings),
                 cluster.capabilities,
-                fresh=spec.cursor_key in removed_keys,
+                fresh=spec.cursor_key in plan.fresh,
                 sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
                 on_fenced=self._fenced_by_successor(spec.cluster),
             )
             self.streams[spec] = stream
             stream.start()
-        await self._forget_cursors(removed_keys - {spec.cursor_key for spec in self.streams})
-        widened = [
-            name
-            for name, previous in self._targets.items()
-            if previous.prune != "Always"
-            and any(t.name == name and t.prune == "Always" for t in settings.targets)
-        ]
-        resnapshot = [s for s in self.streams.values() if s.spec.target in widened]
-        await asyncio.gather(*(stream.resnapshot() for stream in resnapshot))
+        await self._forget_cursors(set(plan.forget))
+        await asyncio.gather(*(self.streams[spec].resnapshot() for spec in plan.resnapshot))
         for problem in problems:
             if problem not in self.problems:
                 logger.warning(
@@ -308,15 +296,15 @@ class WatchManager:
         self.problems = problems
         self._settings = settings
         self._targets = {t.name: t for t in settings.targets}
-        stopped = len(removed) + len(moved)
-        if added or stopped:
+        stopped = len(plan.stop) + len(plan.restart)
+        if plan.start or stopped:
             logger.info(
                 "watch streams: %d started, %d stopped, %d running",
-                len(added),
+                len(plan.start),
                 stopped,
                 len(self.streams),
             )
-        return len(added), stopped
+        return len(plan.start), stopped
 
     async def _forget_cursors(self, keys: set[str]) -> None:
         """Tombstone the cursors of streams that are gone, so re-adding one starts with a snapshot."""
@@ -361,8 +349,7 @@ class WatchManager:
                     RuleProblem(target.name, 0, "*", "UnknownCluster", f"no cluster {target.cluster!r}")
                 )
                 continue
-            unchanged = self._targets.get(target.name) == target
-            running = {s for s in self.streams if s.target == target.name and s.cluster == target.cluster}
+            previous = self._targets.get(target.name)
             discovered = discovered_by_cluster.get(target.cluster)
             if discovered is None:
                 problems.append(
@@ -370,16 +357,11 @@ class WatchManager:
                         target.name, 0, "*", "DiscoveryFailed", f"cluster {target.cluster} unreachable"
                     )
                 )
-                if unchanged:
-                    desired |= running
+                desired |= desired_streams(target, previous, self.streams, None)
                 continue
             specs, target_problems = resolve_target(target, client.settings, discovered)
-            desired.update(specs)
+            desired |= desired_streams(target, previous, self.streams, specs)
             problems.extend(target_problems)
-            if unchanged:
-                # A type discovery stopped serving keeps its stream; a changed version replaces it.
-                covered = {(s.group, s.resource, s.scope) for s in specs}
-                desired |= {s for s in running if (s.group, s.resource, s.scope) not in covered}
         return desired, problems
 
     async def _sync_clusters(

@@ -23,6 +23,7 @@ from pipeline.backoff import Backoff, Sleep
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
 from pipeline.watch import metrics
+from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject
@@ -98,23 +99,6 @@ def _removes(event_type: str, obj: dict[str, Any]) -> bool:
     return event_type == "DELETED" or is_terminating(obj)
 
 
-class _Snapshot:
-    """An in-progress snapshot: objects wait here until they fill a chunk."""
-
-    __slots__ = ("chunks", "epoch", "mode", "objects", "pending", "pending_bytes", "since")
-
-    def __init__(self, epoch: int, mode: str, since: str) -> None:
-        self.epoch = epoch
-        self.mode = mode
-        # The cursor the stream had before this snapshot ("" without one): objects newer than it
-        # changed while nothing was streaming, and are attributed like live events downstream.
-        self.since = since
-        self.chunks = 0
-        self.objects = 0
-        self.pending: list[SnapshotObject] = []
-        self.pending_bytes = 0
-
-
 class WatchStream:
     """Runs the session loop of one stream until stopped or until its namespace is gone."""
 
@@ -153,8 +137,8 @@ class WatchStream:
         self._path = collection_path(spec.api(), spec.scope)
         self._hashes: dict[str, bytes] = {}
         self._task: asyncio.Task[None] | None = None
-        self._snapshot: _Snapshot | None = None
-        self._completing: _Snapshot | None = None
+        self._snapshot: SnapshotAssembly | None = None
+        self._completing: SnapshotAssembly | None = None
         self._last_epoch = 0
         self._namespace_seen = False
         self._force_snapshot = fresh
@@ -480,12 +464,13 @@ class WatchStream:
         records.append(record)
 
     # -- snapshots ------------------------------------------------------------------------
-    def _begin_snapshot(self, mode: str) -> _Snapshot:
+    def _begin_snapshot(self, mode: str) -> SnapshotAssembly:
         """A new epoch, newer than any this stream (or an earlier process) has used."""
         cursor = self._cursors.get(self.spec.cursor_key)
-        last = max(cursor.epoch if cursor is not None else 0, self._last_epoch)
-        epoch = self._last_epoch = max(last + 1, self._now_ms())
-        self._snapshot = _Snapshot(epoch, mode, cursor.resource_version if cursor is not None else "")
+        epoch = next_epoch(cursor.epoch if cursor is not None else None, self._last_epoch, self._now_ms())
+        self._last_epoch = epoch
+        since = cursor.resource_version if cursor is not None else ""
+        self._snapshot = SnapshotAssembly(epoch, mode, since, self._builder)
         self._hashes = {}
         self.snapshots_begun += 1
         return self._snapshot
@@ -506,7 +491,7 @@ class WatchStream:
             str(meta.get("resourceVersion") or ""),
             payload,
         )
-        if item.size_estimate > self._builder.chunk_budget:
+        if not snapshot.fits(item):
             metrics.DROPPED.labels("too_large").inc()
             logger.error(
                 "watch %s: %s/%s is larger than the topic's message limit; left out of the snapshot",
@@ -516,33 +501,12 @@ class WatchStream:
             )
             return []
         self._hashes[uid] = content_hash(canonical, False)
-        out: list[PendingRecord] = []
-        if snapshot.pending_bytes + item.size_estimate > self._builder.chunk_budget:
-            out = self._flush_chunk()
-        snapshot.pending.append(item)
-        snapshot.pending_bytes += item.size_estimate
-        snapshot.objects += 1
-        return out
-
-    def _flush_chunk(self) -> list[PendingRecord]:
-        snapshot = self._snapshot
-        assert snapshot is not None
-        if not snapshot.pending:
-            return []
-        records = self._builder.chunks(snapshot.epoch, snapshot.chunks, snapshot.pending, snapshot.since)
-        snapshot.chunks += len(records)
-        snapshot.pending = []
-        snapshot.pending_bytes = 0
-        return records
+        return snapshot.add(item)
 
     def _end_snapshot(self, resource_version: str) -> list[PendingRecord]:
         snapshot = self._snapshot
         assert snapshot is not None
-        records = self._flush_chunk()
-        end = self._builder.end(
-            snapshot.epoch, snapshot.chunks, snapshot.objects, resource_version, snapshot.since
-        )
-        records.append(end)
+        records = snapshot.end(resource_version)
         self._snapshot = None
         self._completing = snapshot
         return records

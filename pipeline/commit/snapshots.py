@@ -1,0 +1,114 @@
+"""The commit worker's snapshot and push decisions, without I/O.
+
+A watch stream's snapshot reaches a branch as `ResyncBegin`, chunks and `ResyncEnd`. Which
+snapshot a record belongs to, when a newer epoch supersedes an unfinished one, when a record is
+stale and when a finished snapshot is complete enough to sweep the branch are decisions about
+the records only; `SnapshotBook` makes them and says what to settle without a commit and why.
+`push_due_at` decides when the next push may run. `BranchWorker` applies the outcomes (metrics,
+logs, Git) and is tested with a real repository; these are tested without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.commit.work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
+
+__all__ = ["Collected", "Complete", "Skipped", "SnapshotBook", "push_due_at"]
+
+Offset = tuple[int, int]
+Stream = tuple[str, str, str, str]
+
+
+@dataclass(slots=True)
+class Collected:
+    """A snapshot being collected between ResyncBegin and ResyncEnd."""
+
+    epoch: int
+    begin: WorkItem
+    objects: list[ResyncObject] = field(default_factory=list)
+    chunks: int = 0
+    offsets: list[Offset] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Records that end without a commit: settle their offsets, count them under `reason`."""
+
+    reason: str
+    offsets: list[Offset]
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """A snapshot whose end marker matched what arrived: commit it (and sweep) with `offsets`."""
+
+    snapshot: Collected
+    offsets: list[Offset]
+
+
+class SnapshotBook:
+    """The snapshots of one branch in progress, one per watch stream, newest epoch wins."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: dict[Stream, Collected] = {}
+
+    @property
+    def offsets(self) -> int:
+        """Offsets held by unfinished snapshots (settled once they finish or are superseded)."""
+        return sum(len(s.offsets) for s in self._open.values())
+
+    def clear(self) -> None:
+        """Forget every unfinished snapshot; its offsets stay unsettled (the next owner re-reads them)."""
+        self._open.clear()
+
+    def begin(self, item: WorkItem, body: ResyncBegin) -> Skipped | None:
+        """Open a snapshot; an unfinished older one of the same stream is superseded."""
+        older = self._open.pop(item.stream, None)
+        self._open[item.stream] = Collected(body.epoch, item, offsets=[(item.partition, item.offset)])
+        if older is None:
+            return None
+        return Skipped(
+            "superseded_snapshot",
+            older.offsets,
+            f"snapshot epoch {older.epoch} of {'/'.join(item.stream)} superseded by epoch {body.epoch} "
+            "before it finished",
+        )
+
+    def chunk(self, item: WorkItem, body: ResyncChunk) -> Skipped | None:
+        """Add a chunk to its snapshot; a chunk of no open snapshot (or another epoch) is stale."""
+        snapshot = self._open.get(item.stream)
+        if snapshot is None or snapshot.epoch != body.epoch:
+            return Skipped("stale_snapshot", [(item.partition, item.offset)])
+        snapshot.objects.extend(body.objects)
+        snapshot.chunks += 1
+        snapshot.offsets.append((item.partition, item.offset))
+        return None
+
+    def end(self, item: WorkItem, body: ResyncEnd) -> Skipped | Complete:
+        """Close a snapshot: complete when the chunk and object counts match the end marker."""
+        here = (item.partition, item.offset)
+        snapshot = self._open.get(item.stream)
+        if snapshot is None or snapshot.epoch != body.epoch:
+            return Skipped("stale_snapshot", [here])
+        del self._open[item.stream]
+        offsets = [*snapshot.offsets, here]
+        if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
+            return Skipped(
+                "incomplete_snapshot",
+                offsets,
+                f"snapshot epoch {body.epoch} of {'/'.join(item.stream)} is incomplete "
+                f"({snapshot.chunks}/{body.chunks} chunks, {len(snapshot.objects)}/{body.objects} "
+                "objects); no sweep",
+            )
+        return Complete(snapshot, offsets)
+
+
+def push_due_at(now: float, last_push: float | None, cooldown_s: float) -> float:
+    """When the next push may run: now, or `cooldown_s` after the last one (pushes are batched)."""
+    if last_push is None or now - last_push >= cooldown_s:
+        return now
+    return last_push + cooldown_s

@@ -1,0 +1,85 @@
+"""The commit worker's snapshot and push decisions, without Git or a log (pipeline/commit/snapshots.py)."""
+
+from __future__ import annotations
+
+from pipeline.commit.snapshots import Complete, Skipped, SnapshotBook, push_due_at
+from pipeline.commit.work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
+
+
+class Stream:
+    """Work items of one watch stream at increasing offsets of partition 0."""
+
+    def __init__(self, resource: str = "configmaps") -> None:
+        self.resource = resource
+        self.offset = 0
+
+    def item(self, body: Body) -> WorkItem:
+        self.offset += 1
+        return WorkItem(0, self.offset, "git", "main", "t", "live", "c", "", "v1", self.resource, "", 0, body)
+
+
+def objects(n: int) -> tuple[ResyncObject, ...]:
+    return tuple(ResyncObject("ns", f"o{i}", f"u{i}", str(i), b"{}") for i in range(n))
+
+
+def test_a_complete_snapshot_is_committed_with_every_offset() -> None:
+    book, s = SnapshotBook(), Stream()
+    assert book.begin(s.item(ResyncBegin(7, "1")), ResyncBegin(7, "1")) is None
+    for seq in range(2):
+        body = ResyncChunk(7, seq, objects(3))
+        assert book.chunk(s.item(body), body) is None
+    assert book.offsets == 3
+    end = ResyncEnd(7, 2, 6, "9")
+    outcome = book.end(s.item(end), end)
+    assert isinstance(outcome, Complete)
+    assert outcome.offsets == [(0, 1), (0, 2), (0, 3), (0, 4)]
+    assert [o.name for o in outcome.snapshot.objects] == [f"o{i}" for i in range(3)] * 2
+    assert book.offsets == 0
+
+
+def test_a_newer_epoch_supersedes_an_unfinished_snapshot() -> None:
+    book, s = SnapshotBook(), Stream()
+    book.begin(s.item(ResyncBegin(1, "")), ResyncBegin(1, ""))
+    chunk = ResyncChunk(1, 0, objects(1))
+    book.chunk(s.item(chunk), chunk)
+    skipped = book.begin(s.item(ResyncBegin(2, "")), ResyncBegin(2, ""))
+    assert skipped is not None
+    assert (skipped.reason, skipped.offsets) == ("superseded_snapshot", [(0, 1), (0, 2)])
+    assert "epoch 1" in skipped.detail
+    assert "epoch 2" in skipped.detail
+    late = ResyncChunk(1, 1, objects(1))
+    assert book.chunk(s.item(late), late) == Skipped("stale_snapshot", [(0, 4)])
+    old_end = ResyncEnd(1, 2, 2, "")
+    assert book.end(s.item(old_end), old_end) == Skipped("stale_snapshot", [(0, 5)])
+    assert book.offsets == 1, "epoch 2 is still open"
+
+
+def test_streams_are_collected_apart() -> None:
+    book, cms, secrets = SnapshotBook(), Stream("configmaps"), Stream("secrets")
+    book.begin(cms.item(ResyncBegin(1, "")), ResyncBegin(1, ""))
+    assert book.begin(secrets.item(ResyncBegin(1, "")), ResyncBegin(1, "")) is None
+    end = ResyncEnd(1, 0, 0, "")
+    assert isinstance(book.end(secrets.item(end), end), Complete)
+    assert isinstance(book.end(cms.item(end), end), Complete)
+
+
+def test_an_end_marker_that_does_not_match_what_arrived_sweeps_nothing() -> None:
+    book, s = SnapshotBook(), Stream()
+    book.begin(s.item(ResyncBegin(3, "")), ResyncBegin(3, ""))
+    chunk = ResyncChunk(3, 0, objects(2))
+    book.chunk(s.item(chunk), chunk)
+    end = ResyncEnd(3, 2, 4, "")
+    outcome = book.end(s.item(end), end)
+    assert isinstance(outcome, Skipped)
+    assert (outcome.reason, outcome.offsets) == ("incomplete_snapshot", [(0, 1), (0, 2), (0, 3)])
+    assert "1/2 chunks, 2/4 objects" in outcome.detail
+    book.begin(s.item(ResyncBegin(4, "")), ResyncBegin(4, ""))
+    book.clear()
+    assert book.offsets == 0
+
+
+def test_pushes_wait_for_the_cooldown_after_the_last_one() -> None:
+    assert push_due_at(100.0, None, 5.0) == 100.0
+    assert push_due_at(100.0, 90.0, 5.0) == 100.0
+    assert push_due_at(100.0, 97.0, 5.0) == 102.0
+    assert push_due_at(100.0, 95.0, 5.0) == 100.0, "exactly at the cooldown"
