@@ -5,6 +5,8 @@ from Maven Central, KRaft, loopback) unless `KAFKA_BOOTSTRAP_SERVERS` names an e
 
 With `REVERSER_NO_SKIPS=1` (set by `.ci/run`) a skipped test fails instead: locally a suite may
 skip when a tool is not built yet, saying why, but CI must never go green by skipping one.
+
+Hypothesis runs under the suite's profile (`tests/support/hypothesis_profile.py`): no timing checks.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import pytest
 
 from pipeline.config import LogSettings, Settings
 from pipeline.log.api import Log
+from tests.support import hypothesis_profile
 
 if TYPE_CHECKING:
     from tests.integration.kafka.broker import KafkaBroker
 
 BACKENDS = ("embedded", "kafka")
 NO_SKIPS_ENV = "REVERSER_NO_SKIPS"
+
+hypothesis_profile.load()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -24,6 +24,7 @@ from tests.audit.corpus import (
     recording_id,
     to_json,
 )
+from tests.support.hypothesis_profile import TIMING_CHECKS
 
 # (event as JSON, what it publishes on its own) for every recorded event
 CORPUS: list[tuple[Any, list[tuple[str, str, str, str]]]] = [
@@ -32,6 +33,7 @@ CORPUS: list[tuple[Any, list[tuple[str, str, str, str]]]] = [
     for e in as_event_list(load_recording(p))["items"]
 ]
 CORPUS_EVENTS = [event for event, _ in CORPUS]
+FIXTURE_CHECKS = [*TIMING_CHECKS, HealthCheck.function_scoped_fixture]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
@@ -86,7 +88,7 @@ def post(server: ThreadedIngress, body: bytes) -> int:
 
 
 @given(json_values)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_CHECKS)
 def test_random_json_is_never_5xx(threaded_ingress: ThreadedIngress, value: Any) -> None:
     status, facts = post_and_read(threaded_ingress, json.dumps(value).encode())
     assert status in (200, 400)
@@ -94,7 +96,7 @@ def test_random_json_is_never_5xx(threaded_ingress: ThreadedIngress, value: Any)
 
 
 @given(event_lists)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_CHECKS)
 def test_event_lists_with_wrong_types_are_accepted(threaded_ingress: ThreadedIngress, document: Any) -> None:
     body = json.dumps(document).encode()
     status, facts = post_and_read(threaded_ingress, body)
@@ -110,7 +112,7 @@ def test_event_lists_with_wrong_types_are_accepted(threaded_ingress: ThreadedIng
 
 
 @given(event_lists, st.floats(min_value=0.0, max_value=1.0, exclude_max=True))
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=FIXTURE_CHECKS)
 def test_truncated_bodies_are_400(threaded_ingress: ThreadedIngress, document: Any, cut: float) -> None:
     body = json.dumps(document).encode()
     truncated = body[: int(len(body) * cut)]
@@ -120,7 +122,7 @@ def test_truncated_bodies_are_400(threaded_ingress: ThreadedIngress, document: A
 
 
 @given(st.binary(max_size=2000))
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=FIXTURE_CHECKS)
 def test_random_bytes_are_never_5xx(threaded_ingress: ThreadedIngress, body: bytes) -> None:
     status, facts = post_and_read(threaded_ingress, body)
     assert status in (200, 400)

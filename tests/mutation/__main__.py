@@ -36,6 +36,7 @@ DEFAULT_SAMPLE = 150
 SAMPLE_SEED = 20261201
 MIN_TIMEOUT_S = 30.0
 TIMEOUT_FACTOR = 4.0
+OUTPUT_TAIL_CHARS = 4000
 
 
 class Outcome(StrEnum):
@@ -124,8 +125,8 @@ def repository_copy() -> Iterator[Path]:
         yield root
 
 
-def run_tests(root: Path, tests: tuple[str, ...], timeout_s: float | None) -> tuple[bool, bool]:
-    """(passed, timed_out) of the module's tests in the copy at `root`."""
+def run_tests(root: Path, tests: tuple[str, ...], timeout_s: float | None) -> tuple[bool, bool, str]:
+    """(passed, timed_out, the end of pytest's output) of the module's tests in the copy at `root`."""
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not e2e", *tests]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
@@ -133,8 +134,9 @@ def run_tests(root: Path, tests: tuple[str, ...], timeout_s: float | None) -> tu
             command, cwd=root, env=env, capture_output=True, timeout=timeout_s, check=False
         )
     except subprocess.TimeoutExpired:
-        return False, True
-    return result.returncode == 0, False
+        return False, True, ""
+    output = (result.stdout + result.stderr).decode("utf-8", "replace")
+    return result.returncode == 0, False, output[-OUTPUT_TAIL_CHARS:]
 
 
 def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> ModuleResult:
@@ -143,8 +145,9 @@ def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> Modul
     result = ModuleResult(spec)
     with repository_copy() as baseline_root:
         started = time.monotonic()
-        passed, _ = run_tests(baseline_root, spec.tests, None)
+        passed, _, output = run_tests(baseline_root, spec.tests, None)
         if not passed:
+            print(output, file=sys.stderr)
             raise SystemExit(f"mutation: the tests of {spec.path} fail without any mutant; fix them first")
         timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * (time.monotonic() - started))
 
@@ -153,7 +156,7 @@ def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> Modul
             return mutant, Outcome.EQUIVALENT
         with repository_copy() as root:
             (root / spec.path).write_text(apply_mutant(source, mutant, spec.functions), encoding="utf-8")
-            passed, timed_out = run_tests(root, spec.tests, timeout_s)
+            passed, timed_out, _ = run_tests(root, spec.tests, timeout_s)
         if timed_out:
             return mutant, Outcome.TIMEOUT
         return mutant, Outcome.SURVIVED if passed else Outcome.KILLED

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import ConfigError, load_settings
 from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, normalize_target_path
+from tests.support.hypothesis_profile import TIMING_CHECKS
 
 AWKWARD_SECRETS = ["*alias", "%TAG", "{unclosed", "NO", "0x1F", "pass #word", "~", "null", "1e3", "'q'", "[a"]
 
@@ -33,6 +34,7 @@ def load_targets(tmp_path: Path, providers: list[dict[str, Any]], targets: list[
 
 
 GIT = {"name": "git", "url": "/srv/g"}
+FIXTURE_CHECKS = [*TIMING_CHECKS, HealthCheck.function_scoped_fixture]
 
 
 # --- 12.6 environment overrides ------------------------------------------------------------------
@@ -126,7 +128,7 @@ def test_branch_names_git_rejects_are_refused(tmp_path: Path, branch: str) -> No
 _REF_CHARS = st.sampled_from([*"ab-._/@{}~^:?*[\\ \t#é", "lock", "HEAD"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE_CHECKS)
 @given(st.lists(_REF_CHARS, min_size=1, max_size=8).map("".join))
 def test_branch_rule_matches_git_check_ref_format(tmp_path: Path, name: str) -> None:
     git_accepts = (
