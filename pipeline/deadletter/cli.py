@@ -13,7 +13,6 @@ import getpass
 import hashlib
 import json
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -25,16 +24,14 @@ from pipeline.codec import SCHEMA_HEADER, DecodeError, codec
 from pipeline.config import Settings
 from pipeline.deadletter.book import Book, Entry, read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, replay_letters
-from pipeline.log import Log, LogError, open_log
+from pipeline.exitcodes import ExitCode, usage_error
+from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.tables import aligned
 
-__all__ = ["EXIT_INVALID", "EXIT_LOG_ERROR", "EXIT_REFUSED", "LetterView", "register"]
+__all__ = ["LetterView", "register"]
 
-EXIT_REFUSED = 1
-EXIT_INVALID = 2
-EXIT_LOG_ERROR = 3
 MESSAGE_COLUMN_CHARS = 60
 
 
@@ -220,23 +217,13 @@ def _who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-async def _opened(settings: Settings) -> Log:
-    log = open_log(settings)
-    await log.start()
-    return log
-
-
 async def _list_or_show(settings: Settings) -> Book:
-    log = await _opened(settings)
-    try:
+    async with open_log(settings) as log:
         return await read_book(log, TopicNames.for_prefix(settings.log.topic_prefix).dead_letter)
-    finally:
-        await log.close()
 
 
 async def _replay(settings: Settings, selection: Selection, force: bool, dry_run: bool) -> ReplayReport:
-    log = await _opened(settings)
-    try:
+    async with open_log(settings) as log:
         prefix = settings.log.topic_prefix
         return await replay_letters(
             log,
@@ -248,13 +235,6 @@ async def _replay(settings: Settings, selection: Selection, force: bool, dry_run
             force=force,
             dry_run=dry_run,
         )
-    finally:
-        await log.close()
-
-
-def _fail(command: str, message: str, code: int) -> int:
-    print(f"reverser dead-letter {command}: {message}", file=sys.stderr)
-    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -270,28 +250,24 @@ def _run(args: argparse.Namespace) -> int:
             )
             report = asyncio.run(_replay(settings, selection, args.force, args.dry_run))
             print(render_replay(report, args.dry_run))
-            return EXIT_REFUSED if report.refused else 0
+            return ExitCode.FINDINGS if report.refused else ExitCode.OK
         book = asyncio.run(_list_or_show(settings))
     except SelectionError as exc:
-        return _fail(command, str(exc), EXIT_INVALID)
-    except LogError as exc:
-        return _fail(command, f"log unavailable: {exc}", EXIT_LOG_ERROR)
+        raise usage_error(str(exc)) from None
     if command == "show":
         entry = book.entry(args.offset)
         if entry is None:
             known = ", ".join(map(str, book.offsets())) or "none"
-            return _fail(
-                command,
-                f"OFFSET: no dead letter at offset {args.offset} of {book.topic} (letters: {known})",
-                EXIT_INVALID,
+            raise usage_error(
+                f"OFFSET: no dead letter at offset {args.offset} of {book.topic} (letters: {known})"
             )
         print(render_show(view(entry), args.output))
-        return 0
+        return ExitCode.OK
     entries = [e for e in book.entries if not args.pending or e.replayed is None]
     if args.stage is not None:
         entries = [e for e in entries if e.letter.stage == args.stage]
     print(render_list(book, [view(e) for e in entries], args.output))
-    return 0
+    return ExitCode.OK
 
 
 def _offset(text: str) -> int:

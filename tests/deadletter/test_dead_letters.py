@@ -20,9 +20,9 @@ from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.work import Write
 from pipeline.config import ProviderSettings, Settings
 from pipeline.deadletter.book import read_book
-from pipeline.deadletter.cli import EXIT_INVALID, EXIT_LOG_ERROR, EXIT_REFUSED
 from pipeline.deadletter.envelope import REPLAY_HEADER, letter_record
 from pipeline.deadletter.replay import ReplayReport, Selection, replay_letters
+from pipeline.exitcodes import ExitCode
 from pipeline.log.api import FencedError, Log, Record, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
@@ -197,7 +197,7 @@ def test_failed_work_is_dead_lettered_listed_shown_and_replayed_into_a_commit(
 
     ends_after_replay = asyncio.run(ends())
     code, out, _ = run_cli(capsys, "dead-letter", "replay", str(unknown_offset), "--config", fixed_config)
-    assert code == EXIT_REFUSED
+    assert code == ExitCode.FINDINGS
     partition, offset = where["unknown"]
     assert f"refused {unknown_offset}: {branch_work}[{partition}]@{offset} was already replayed" in out
     assert "nothing was replayed" in out
@@ -246,16 +246,16 @@ def test_cli_errors_name_the_argument(
     code, out, _ = run_cli(capsys, "dead-letter", "list", "--config", config)
     assert (code, out.strip()) == (0, f"no dead letters on {settings.log.topic_prefix}.dead-letter")
     code, _, err = run_cli(capsys, "dead-letter", "show", "7", "--config", config)
-    assert code == EXIT_INVALID
+    assert code == ExitCode.USAGE
     assert "OFFSET: no dead letter at offset 7" in err
     code, _, err = run_cli(capsys, "dead-letter", "replay", "--config", config)
-    assert code == EXIT_INVALID
+    assert code == ExitCode.USAGE
     assert "OFFSET: give the dead-letter offsets to replay, or --all-pending" in err
     code, _, err = run_cli(capsys, "dead-letter", "replay", "3", "--all-pending", "--config", config)
-    assert code == EXIT_INVALID
+    assert code == ExitCode.USAGE
     assert "--all-pending: give dead-letter offsets or --all-pending, not both" in err
     code, _, err = run_cli(capsys, "dead-letter", "replay", "3", "--stage", "router", "--config", config)
-    assert code == EXIT_INVALID
+    assert code == ExitCode.USAGE
     assert "--stage/--error-class: filters apply to --all-pending only" in err
     code, out, _ = run_cli(capsys, "dead-letter", "replay", "--all-pending", "--config", config)
     assert (code, out.strip()) == (0, "nothing to replay")
@@ -271,7 +271,7 @@ async def test_log_in_use_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[
     config = write_config(settings, tmp_path / "reverser.yaml")
     async with started_log(settings):
         code = await asyncio.to_thread(main, ["dead-letter", "list", "--config", config])
-    assert code == EXIT_LOG_ERROR
+    assert code == ExitCode.LOG_UNAVAILABLE
     assert "reverser dead-letter list: log unavailable: embedded log at" in capsys.readouterr().err
 
 

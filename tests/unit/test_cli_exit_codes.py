@@ -28,6 +28,7 @@ LOG_COMMANDS: dict[str, list[str]] = {
     "lag": [],
     "replay facts": [],
     "replay branch": ["--provider", "git", "--branch", "main"],
+    "dead-letter list": [],
 }
 #: Commands that only read the configuration.
 CONFIG_COMMANDS: dict[str, list[str]] = {
