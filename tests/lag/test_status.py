@@ -48,6 +48,16 @@ def test_stop_needs_the_silence_to_exceed_the_minimum_span_too() -> None:
     assert partition_status(offsets, lags, times, 5, now_ms=S + 1, min_span_ms=S) is Status.STOP
 
 
+def test_without_a_minimum_span_any_silence_past_the_window_span_is_stop() -> None:
+    offsets, lags, times = window((10, 5, 7 * S))
+    assert partition_status(offsets, lags, times, 5, now_ms=7 * S) is Status.OK
+    assert partition_status(offsets, lags, times, 5, now_ms=7 * S + 1) is Status.STOP
+    commits = CommitWindow(3)
+    commits.add(10, 5, 7 * S, min_distance_ms=0)
+    assert commits.status(5, now_ms=7 * S) is Status.OK
+    assert commits.status(5, now_ms=7 * S + 1) is Status.STOP
+
+
 def test_stop_is_checked_before_rewind() -> None:
     offsets, lags, times = window((10, 5, 0), (4, 11, S))
     assert partition_status(offsets, lags, times, current_lag=11, now_ms=S) is Status.REWIND
@@ -293,6 +303,15 @@ def test_window_times_far_apart_are_rebased_not_wrapped() -> None:
     assert w.entries() == [(2, 5, 40 * 86_400_000), (3, 5, 80 * 86_400_000)]
     w.add(4, 2**40, 80 * 86_400_000 + S, S)
     assert w.entries()[-1] == (4, LAG_CAP, 80 * 86_400_000 + S)
+
+
+def test_lags_keep_31_bits_and_larger_ones_compare_as_the_cap() -> None:
+    w = CommitWindow(4)
+    w.add(1, 2**31 - 1, S, 0)
+    w.add(2, 2**31, 2 * S, 0)
+    w.add(3, 2**30 + 5, 3 * S, 0)
+    assert w.entries() == [(1, 2**31 - 1, S), (2, 2**31 - 1, 2 * S), (3, 2**30 + 5, 3 * S)]
+    assert LAG_CAP == 2**31 - 1
 
 
 def test_severity_follows_burrows_order_and_partition_statuses_exclude_err() -> None:
