@@ -34,6 +34,11 @@ class ServiceProcess(ReverserProcess):
         """The runner's environment without `REVERSER_*`: the configuration file says it all."""
         return {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")} | extra
 
+    @property
+    def pid(self) -> int | None:
+        """The pid while the service runs; None once it exited, was killed or stopped."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
     def start(self) -> None:
         super().start()
         try:

@@ -111,8 +111,8 @@ class ReverserProcess:
 
     @property
     def pid(self) -> int | None:
-        """The running process's pid; None once it has exited or was never started."""
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        """The started process's pid, also after it exited (records name their writer by it)."""
+        return self.proc.pid if self.proc is not None else None
 
     def exit_code(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
