@@ -71,9 +71,9 @@ def test_a_fresh_window_is_empty() -> None:
     assert (window.first_observed_ms, window.last_observed_ms) == (0, 0)
     assert (window.first_event_ms, window.last_event_ms) == (0, 0)
     assert (window.touched_at, new_window(opened_at=0.0).opened_at) == (0.0, 0.0)
-    assert not window.apart_from(10**9)
-    assert not window.apart_from(0)
-    assert not window.aged_before(10**9)
+    assert window.apart_from(10**9) is False
+    assert window.apart_from(0) is False
+    assert window.aged_before(10**9) is False
 
 
 def test_a_repeated_path_keeps_its_place_takes_the_newest_content_and_counts_its_size_once() -> None:

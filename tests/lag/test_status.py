@@ -314,6 +314,35 @@ def test_lags_keep_31_bits_and_larger_ones_compare_as_the_cap() -> None:
     assert LAG_CAP == 2**31 - 1
 
 
+def test_a_full_window_keeps_its_size_and_the_newest_entries_however_many_commits_come() -> None:
+    w = CommitWindow(3)
+    for n in range(10):
+        w.add(100 + n, 50 - n, n * S, S)
+        assert w.capacity == 3
+    assert w.entries() == [(107, 43, 7 * S), (108, 42, 8 * S), (109, 41, 9 * S)]
+    assert (len(w), w.last_offset, w.last_commit_ms) == (3, 109, 9 * S)
+
+
+def test_rebasing_drops_old_entries_and_keeps_each_kept_entrys_lag_and_time() -> None:
+    day = 86_400_000
+    w = CommitWindow(4)
+    w.add(1, 5, 0, S)
+    w.add(2, 6, 10 * day, S)
+    w.add(3, 7, 40 * day, S)
+    w.add(4, 8, 55 * day, S)  # over 2**32 ms after the first: the first is dropped, the rest rebased
+    assert w.entries() == [(2, 6, 10 * day), (3, 7, 40 * day), (4, 8, 55 * day)]
+
+
+def test_a_caught_up_consumer_weeks_after_the_window_base_is_ok_not_warn() -> None:
+    # the window's base stays at its first commit; lags of later entries must not pick up time bits
+    w = CommitWindow(2)
+    w.add(5, 3, 0, S)
+    w.add(10, 0, 2**31, S)
+    w.add(12, 0, 2**31 + S, S)
+    assert w.entries() == [(10, 0, 2**31), (12, 0, 2**31 + S)]
+    assert w.status(current_lag=4, now_ms=2**31 + S) is Status.OK
+
+
 def test_severity_follows_burrows_order_and_partition_statuses_exclude_err() -> None:
     order = [Status.OK, Status.WARN, Status.ERR, Status.STOP, Status.STALL, Status.REWIND]
     assert [s.severity for s in order] == sorted({s.severity for s in order})
