@@ -44,6 +44,7 @@ unit: install
 lint: install
 	$(BIN)/ruff check pipeline tests bench deploy/monitoring
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: install kafka-jars
 	$(BIN)/python -m bench

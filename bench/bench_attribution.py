@@ -31,10 +31,9 @@ import fastavro
 
 from bench.bench_log import kafka_bootstrap
 from pipeline.attribution import FactFollower, FactIndex, FactQuery, IndexLimits
-from pipeline.attribution.follower import decode_fact_batch_v1
 from pipeline.codec import FACT_BATCH, codec
+from pipeline.codec.fact_batch import AuthorFact, FactBatch, decode_fact_batch_v1
 from pipeline.config import LogSettings, Settings
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log import open_log
 from pipeline.log.api import PendingRecord, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs

@@ -20,15 +20,14 @@ from pathlib import Path
 
 import git
 
+from pipeline.codec.branch_work import WorkAuthor, WorkItem, Write
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.identity import Identity
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.plan import Plan
-from pipeline.commit.work import WorkItem, Write
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.work import WorkAuthor
 
 NAMESPACES = 50
 PER_NAMESPACE = 100

@@ -29,6 +29,7 @@ import fastavro
 import yaml
 
 from pipeline.codec import codec
+from pipeline.codec.watch_event import Kind
 from pipeline.config import LogSettings, Settings
 from pipeline.log import GroupOffsets, Log, PendingRecord, TopicPartition, TopicSpec, open_log
 from pipeline.log.embedded import EmbeddedLog
@@ -68,7 +69,7 @@ def watch_events(count: int) -> list[dict[str, Any]]:
                 "scope": "namespaced",
                 "observedAtMs": 1_700_000_000_000 + i,
                 "body": (
-                    "reverser.watch.LiveEvent",
+                    Kind.LIVE.value,
                     {
                         "type": "MODIFIED",
                         "namespace": str(meta.get("namespace", "default")),

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 from bench.bench_log import kafka_bootstrap
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, state_record, tombstone_record
 from pipeline.commit.replay_cli import Source, replay_branch
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.log import Log, PendingRecord, TopicPartition, open_log
 from pipeline.log.topics import TopicNames, topic_specs
-from pipeline.work import WorkAuthor
 
 NAMESPACES = 50
 PER_NAMESPACE = 100

@@ -39,8 +39,8 @@ from typing import Any
 import yaml
 
 from pipeline.codec import FACT_BATCH, codec
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.config import LogSettings, Settings
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log.api import PendingRecord
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import TopicNames, topic_specs

@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from pipeline import replay
+from pipeline.attribution import cli as attribution_cli
 from pipeline.config import ConfigError
+from pipeline.customresources import cli as customresources_cli
+from pipeline.deadletter import cli as deadletter_cli
+from pipeline.doctor import cli as doctor_cli
 from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.lag import cli as lag_cli
 from pipeline.log import LogError
+from pipeline.log import cli as log_cli
+from pipeline.service import cli as service_cli
+from pipeline.watch import cli as watch_cli
 
-# Each module exposes `register(subparsers)`; the subcommand sets `func(args) -> int` and stops with
-# `CommandError`, `ConfigError` or `LogError` when it cannot go on (`run_command`).
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "pipeline.service.cli",
-    "pipeline.log.cli",
-    "pipeline.lag.cli",
-    "pipeline.attribution.cli",
-    "pipeline.watch.cli",
-    "pipeline.replay",
-    "pipeline.deadletter.cli",
-    "pipeline.doctor.cli",
-    "pipeline.customresources.cli",
+# Each package's `register(subparsers)`, in help order; the subcommand sets `func(args) -> int` and
+# stops with `CommandError`, `ConfigError` or `LogError` when it cannot go on (`run_command`).
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
+    service_cli.register,
+    log_cli.register,
+    lag_cli.register,
+    attribution_cli.register,
+    watch_cli.register,
+    replay.register,
+    deadletter_cli.register,
+    doctor_cli.register,
+    customresources_cli.register,
 )
 
 
@@ -39,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging verbosity (default INFO)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for register in SUBCOMMANDS:
+        register(subparsers)
     return parser
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -40,8 +41,29 @@ from pipeline.msgtemplate import check_template
 ENV_PREFIX = "REVERSER_"
 
 
+def split_host_port(addr: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`) into its parts; an empty host means every interface.
+
+    Raises ValueError naming the problem (pydantic then names the field).
+    """
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address {addr!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _check_host_port(addr: str) -> str:
+    split_host_port(addr)
+    return addr
+
+
+#: A listen address `HOST:PORT`, checked when the configuration is read.
+HostPort = Annotated[str, AfterValidator(_check_host_port)]
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A field's docstring is its description: `reverser config schema` prints them.
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 def _reject_duplicates(what: str, names: list[str]) -> None:
@@ -54,36 +76,53 @@ class TlsSettings(_Section):
     """Client TLS towards Kafka."""
 
     ca_file: Path | None = None
+    """CA bundle (PEM) that signs the brokers' certificates; none: the system trust store."""
     cert_file: Path | None = None
+    """Client certificate (PEM) for mutual TLS with the brokers."""
     key_file: Path | None = None
+    """Private key (PEM) of `cert_file`."""
     check_hostname: bool = True
+    """Check that a broker's certificate names the host connected to."""
 
 
 class SaslSettings(_Section):
     """SASL towards Kafka; the password is a SecretStr so no repr, log line or error shows it."""
 
     mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    """SASL mechanism towards the brokers."""
     username: str = ""
+    """SASL user name."""
     password: SecretStr = SecretStr("")
+    """SASL password; set it through REVERSER_LOG__SASL__PASSWORD, never in the file."""
 
 
 class TopicSettings(_Section):
     """Partitions and retention of the pipeline's topics (names are `<prefix>.<topic>`)."""
 
     audit_facts_partitions: int = Field(default=6, gt=0)
+    """Partitions of `<prefix>.audit-facts`, created by `reverser topics create`."""
     watch_events_partitions: int = Field(default=6, gt=0)
+    """Partitions of `<prefix>.watch-events`."""
     branch_work_partitions: int = Field(default=12, gt=0)
+    """Partitions of `<prefix>.branch-work` (branches are spread over them)."""
     watch_cursors_partitions: int = Field(default=3, gt=0)
+    """Partitions of the compacted `<prefix>.watch-cursors`."""
     object_state_partitions: int = Field(default=6, gt=0)
+    """Partitions of the compacted `<prefix>.object-state`."""
     # History is bounded: a consumer starting cold reads `<prefix>.object-state` instead. -1 keeps
     # forever; `reverser topics check` flags a retention under a day (docs/log.md, "Bounded history").
     watch_events_retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)
+    """Retention of `<prefix>.watch-events` in ms; -1 keeps forever."""
     branch_work_retention_ms: int = Field(default=14 * 24 * 3600 * 1000, ge=-1)
+    """Retention of `<prefix>.branch-work` in ms; -1 keeps forever."""
     max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=1024)
+    """Largest record a topic accepts (max.message.bytes); records are split or refused to fit."""
     # None: 3 copies with min.insync.replicas 2 on a cluster of 3 or more brokers, fewer on a smaller
     # one (`pipeline.log.api.default_replication`); set them to override.
     replication_factor: int | None = Field(default=None, gt=0)
+    """Copies of every partition; none: 3 on a cluster of 3 or more brokers, fewer on a smaller one."""
     min_insync_replicas: int | None = Field(default=None, gt=0)
+    """Copies that must acknowledge an append; none: 2 with 3 copies, fewer on a smaller cluster."""
 
     @model_validator(mode="after")
     def _min_insync_fits(self) -> TopicSettings:
@@ -109,27 +148,38 @@ class LogSettings(_Section):
     """Which log backs the pipeline. No bootstrap servers means the embedded file log."""
 
     backend: Literal["auto", "kafka", "embedded"] = "auto"
+    """`kafka`, `embedded`, or `auto`: Kafka when bootstrap_servers is set, else the embedded file log."""
     bootstrap_servers: str = ""
+    """Comma-separated Kafka brokers HOST:PORT; empty: the embedded log under workdir."""
     topic_prefix: str = Field(default="reverser", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    """Every topic is named `<prefix>.<topic>`; consumer groups and transactional ids use it too."""
     client_id: str = "reverser"
+    """Kafka client id the pipeline's clients announce."""
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """How the Kafka clients connect: plain, TLS, SASL, or SASL over TLS."""
     tls: TlsSettings = TlsSettings()
+    """Client TLS towards Kafka (security_protocol SSL or SASL_SSL)."""
     sasl: SaslSettings = SaslSettings()
+    """SASL towards Kafka (security_protocol SASL_PLAINTEXT or SASL_SSL)."""
     request_timeout_ms: int = Field(default=15_000, gt=0)
+    """Kafka: how long one request may take before it is retried."""
     connect_retries: int = Field(default=5, ge=0)
+    """Kafka: connection attempts at start before the log counts as unavailable."""
     retry_backoff_ms: int = Field(default=200, gt=0)
+    """Kafka: pause before a failed request is retried."""
     topics: TopicSettings = TopicSettings()
-    #: Embedded log: fsync records, group offsets and their directories before acknowledging them
-    #: (survives a power loss). Off only where losing the newest records is acceptable (the demo).
+    """Partitions, retention and replication of the pipeline's topics."""
     fsync: bool = True
-    #: Kafka: how long the broker lets a transaction stay open before aborting it.
+    """Embedded log: fsync records, group offsets and their directories before acknowledging them
+    (survives a power loss). Off only where losing the newest records is acceptable (the demo)."""
     transaction_timeout_ms: int = Field(default=60_000, gt=0)
-    #: Kafka: how long a silent group member (a crashed process) keeps its partitions before the
-    #: group hands them to the others; the broker allows 6 s to 30 min by default.
+    """Kafka: how long the broker lets a transaction stay open before aborting it."""
     session_timeout_ms: int = Field(default=30_000, ge=1_000)
-    #: Kafka: codec of produced record batches. zstd (Kafka >= 2.1, Redpanda) packs YAML-like objects
-    #: best; lz4 is cheaper on CPU; none for a broker that refuses both. The embedded log ignores it.
+    """Kafka: how long a silent group member (a crashed process) keeps its partitions before the group
+    hands them to the others; the broker allows 6 s to 30 min by default."""
     compression: Compression = Compression.ZSTD
+    """Kafka: codec of produced record batches. zstd (Kafka >= 2.1, Redpanda) packs YAML-like objects
+    best; lz4 is cheaper on CPU; none for a broker that refuses both. The embedded log ignores it."""
 
     @property
     def effective_backend(self) -> Literal["kafka", "embedded"]:
@@ -147,9 +197,13 @@ class LogSettings(_Section):
 class MetricsSettings(_Section):
     """The metrics and health server; `/readyz` probes the log every `log_probe_interval_s`."""
 
-    addr: str = "127.0.0.1:9464"
+    addr: HostPort = "127.0.0.1:9464"
+    """Listen address HOST:PORT of /metrics, /healthz and /readyz (`--metrics-addr`); port 0 picks a free
+    port."""
     log_probe_interval_s: float = Field(default=5.0, gt=0)
+    """How often /readyz probes the log, in seconds."""
     log_probe_timeout_s: float = Field(default=5.0, gt=0)
+    """How long one log probe may take before the replica counts as not ready, in seconds."""
 
 
 class AuditRoute(_Section):
@@ -160,9 +214,13 @@ class AuditRoute(_Section):
     """
 
     name: str = Field(pattern=r"^[^/]+$")
+    """The route's name: the apiserver posts to /audit-webhook/<name>; a cluster's audit_route names it."""
     allowed_identities: list[str] = []
+    """Client-certificate CN/SAN names allowed to post to this route (mTLS)."""
     bearer_tokens_env: list[str] = []
+    """Environment variables holding bearer tokens accepted on this route."""
     allow_unauthenticated: bool = False
+    """Accept unauthenticated clients on a non-loopback listener (docs/security.md)."""
 
     @property
     def restricted(self) -> bool:
@@ -173,9 +231,13 @@ class AuditTls(_Section):
     """Server TLS of the audit ingress; a client CA turns on mandatory client certificates (mTLS)."""
 
     cert_file: Path | None = None
+    """Serving certificate (PEM) of the audit ingress; with key_file it turns on HTTPS."""
     key_file: Path | None = None
+    """Private key (PEM) of cert_file."""
     client_ca_file: Path | None = None
+    """CA (PEM) that signs the apiserver's client certificate; makes client certificates mandatory."""
     reload_interval_s: float = Field(default=60.0, gt=0)
+    """How often the certificate files are checked for renewal, in seconds."""
 
     @model_validator(mode="after")
     def _pairs(self) -> AuditTls:
@@ -190,18 +252,31 @@ class AuditSettings(_Section):
     """The audit webhook ingress."""
 
     enabled: bool = True
-    addr: str = "127.0.0.1:9444"
+    """Start the audit webhook ingress."""
+    addr: HostPort = "127.0.0.1:9444"
+    """Listen address HOST:PORT of the ingress (`--audit-addr`); port 0 picks a free port."""
     allow_plain_http: bool = False
+    """Allow plain HTTP on a non-loopback address (loopback always may)."""
     max_body_bytes: int = Field(default=3 * 1024 * 1024, gt=0)
+    """Request body limit in bytes (413 above it)."""
     max_events_per_request: int = Field(default=4096, gt=0)
+    """Items of one EventList (413 above it; the apiserver sends at most its batch size)."""
     max_connections: int = Field(default=256, gt=0)
+    """Open connections; more are closed at once and counted."""
     tls_handshake_timeout_s: float = Field(default=5.0, gt=0)
+    """A TLS handshake not finished by then is dropped, in seconds."""
     tls: AuditTls = AuditTls()
+    """Server TLS of the ingress."""
     routes: list[AuditRoute] = [AuditRoute(name="default")]
+    """Declared routes the apiservers post to; names unique, no `/`."""
     collection_uid_cap: int = Field(default=10_000, gt=0)
+    """Most items of a deletecollection response kept as the fact's uid set."""
     read_timeout_s: float = Field(default=15.0, gt=0)
+    """Time allowed to receive one request body, in seconds (408 after)."""
     idle_timeout_s: float = Field(default=60.0, gt=0)
+    """Keep-alive idle timeout, in seconds."""
     publish_timeout_s: float = Field(default=10.0, gt=0)
+    """Time allowed for the log to acknowledge a request's facts, in seconds (503 after)."""
 
     @field_validator("routes")
     @classmethod
@@ -214,13 +289,22 @@ class AttributionSettings(_Section):
     """The fact index and the join (see docs/attribution.md)."""
 
     ttl_s: float = Field(default=600.0, gt=0)
+    """A fact is dead once its append time is older than now - ttl (seconds); also the replay horizon."""
     grace_ms: int = Field(default=3000, ge=0)
+    """How long a resolution waits for a better fact, in ms (0: one lookup)."""
     max_wait_ms: int = Field(default=15000, ge=0)
+    """How long a resolution may be held while the route's audit watermark is behind the event, in ms."""
     reorder_ms: int = Field(default=5000, ge=0)
+    """How far audit time must pass an event before its resolution stops waiting, in ms: audit
+    batches overtake each other across replicas by up to this much."""
     max_facts_per_type: int = Field(default=4096, gt=0)
+    """Index entries per (route, group/resource)."""
     max_facts: int = Field(default=65536, gt=0)
+    """Index entries in all (at least max_facts_per_type)."""
     collection_window_s: float = Field(default=30.0, gt=0)
+    """How long a body-less deletecollection may match by label selector, in seconds."""
     sweep_interval_s: float = Field(default=30.0, gt=0)
+    """How often expired facts are dropped from memory, in seconds."""
 
     @model_validator(mode="after")
     def _caps(self) -> AttributionSettings:
@@ -233,20 +317,36 @@ class ClusterSettings(_Section):
     """A source cluster; its name is the audit route its facts arrive on."""
 
     name: str
+    """The source cluster's name; its audit facts arrive on the route of the same name unless audit_route
+    says otherwise."""
     kubeconfig: Path | None = None
+    """Kubeconfig file to reach the cluster's API server."""
     context: str | None = None
+    """Context of the kubeconfig to use; none: its current context."""
     in_cluster: bool = False
+    """Use the pod's service account (when running inside the cluster)."""
     audit_route: str | None = None
+    """The audit route this cluster's facts arrive on; none: the cluster's name."""
     watch_backoff_initial_s: float = Field(default=1.0, gt=0)
+    """First pause before a failed watch is retried, in seconds (doubles up to the max)."""
     watch_backoff_max_s: float = Field(default=60.0, gt=0)
+    """Longest pause between watch retries, in seconds."""
     watch_timeout_s: int = Field(default=300, gt=0)
+    """Server-side timeout of one watch request, in seconds."""
     watch_rediscover_s: float = Field(default=300.0, gt=0)
+    """How often API discovery is repeated to pick up new resource types, in seconds."""
     leader_election: bool = False
+    """Watch this cluster only while holding its Lease (needed with more than one replica)."""
     lease_namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Namespace of the Lease; none: the namespace the process runs in."""
     lease_name: str | None = None
+    """Name of the Lease; none: reverser-watch-<cluster name>."""
     lease_duration_s: float = Field(default=15.0, gt=0)
+    """How long a Lease holder keeps leadership without renewing, in seconds."""
     lease_renew_s: float = Field(default=2.0, gt=0)
+    """How often the holder renews its Lease, in seconds."""
     watch_claim_interval_s: float = Field(default=5.0, gt=0)
+    """How often a watcher writes its claim on watch-claims (detects a second watcher), in seconds."""
 
     @property
     def route(self) -> str:
@@ -270,7 +370,9 @@ class CommitterSettings(_Section):
     """The identity every commit names as committer (the author is the person who made the change)."""
 
     name: str = "Reverser Pipeline"
+    """Committer name on every commit."""
     email: str = "noreply@reverser.invalid"
+    """Committer email on every commit."""
 
 
 class SshSettings(_Section):
@@ -282,9 +384,13 @@ class SshSettings(_Section):
     """
 
     private_key_file: Path | None = None
+    """SSH private key file for the remote."""
     private_key_env: str | None = None
+    """Environment variable holding the SSH private key."""
     known_hosts_file: Path | None = None
+    """known_hosts file the remote's host key is checked against."""
     allow_unknown_host_keys: bool = False
+    """Accept any host key (unsafe; for tests and first contact only)."""
 
     @model_validator(mode="after")
     def _one_key_and_hosts(self) -> SshSettings:
@@ -303,10 +409,15 @@ class SigningSettings(_Section):
     """
 
     format: Literal["ssh", "openpgp"]
+    """`ssh` (gpg.format=ssh with a private key) or `openpgp` (a GnuPG secret key)."""
     key_file: Path | None = None
+    """Signing key file."""
     key_env: str | None = None
+    """Environment variable holding the signing key."""
     gpg_home: Path | None = None
+    """GnuPG home directory holding the OpenPGP secret key."""
     key_id: str | None = None
+    """OpenPGP key id to sign with."""
 
     @model_validator(mode="after")
     def _key_for_format(self) -> SigningSettings:
@@ -325,20 +436,34 @@ class ProviderSettings(_Section):
     """
 
     name: str
+    """The provider's name; targets refer to it."""
     url: str
+    """The Git remote: https://, http://, ssh://, user@host:path or a local path."""
     default_branch: str = "main"
+    """Branch a target writes to when it names none."""
     username_env: str | None = None
+    """Environment variable holding the HTTP user name."""
     password_env: str | None = None
+    """Environment variable holding the HTTP password or token."""
     allow_plain_http_credentials: bool = False
+    """Send Basic credentials over plain http:// (unsafe)."""
     committer: CommitterSettings = CommitterSettings()
+    """The committer every commit names (the author is who made the change)."""
     commit_window_s: float = Field(default=5.0, ge=0)
-    # None: a window lives at most its own `commit_window_s` (the provider's or the target's).
+    """Silence in seconds that closes a commit window (0: one commit per change)."""
     commit_window_max_s: float | None = Field(default=None, gt=0)
+    """Longest a commit window stays open, in seconds, however steadily writes keep coming; none: its
+    own commit_window_s (the provider's or the target's)."""
     push_cooldown_s: float = Field(default=5.0, ge=0)
+    """Least time between two pushes of one branch, in seconds."""
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    """Largest commit window in bytes of objects; a larger one is closed early."""
     push_max_backoff_s: float = Field(default=60.0, gt=0)
+    """Longest pause between retries of a failing push, in seconds."""
     ssh: SshSettings | None = None
+    """How an SSH remote is reached."""
     signing: SigningSettings | None = None
+    """Commit signing; none: commits are not signed."""
 
     @field_validator("url")
     @classmethod
@@ -366,9 +491,13 @@ class WatchRule(_Section):
     """Resources (`resource` or `group/resource`) to mirror, in some namespaces or cluster-wide."""
 
     resources: list[Annotated[str, Field(pattern=r"^[a-z0-9.-]+(/[a-z0-9.-]+)?$")]] = Field(min_length=1)
+    """Resources to mirror, as `resource` or `group/resource`."""
     namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []
+    """Namespaces to mirror them in; empty with cluster_wide: every namespace."""
     cluster_wide: bool = False
+    """Mirror cluster-scoped resources, or namespaced ones in every namespace."""
     label_selector: str = ""
+    """Kubernetes label selector the objects must match; empty: all."""
 
     @model_validator(mode="after")
     def _one_scope(self) -> WatchRule:
@@ -386,9 +515,13 @@ class EncryptionSettings(_Section):
     """
 
     age_recipients: list[Annotated[str, Field(pattern=r"^age1[02-9ac-hj-np-z]{58}$")]] = []
+    """age public keys the SOPS files are encrypted to."""
     sops_config: Path | None = None
+    """A .sops.yaml to use instead of age_recipients."""
     digest_key_env: str = "REVERSER_SECRETS_DIGEST_KEY"
+    """Environment variable holding the key of the content digests of sealed objects."""
     sensitive_resources: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(/[A-Za-z0-9.-]+)?$")]] = []
+    """Resources encrypted besides Secrets, as `resource` or `group/resource`."""
 
     @model_validator(mode="after")
     def _some_recipient(self) -> EncryptionSettings:
@@ -406,7 +539,9 @@ class CommitMessageSettings(_Section):
     """
 
     subject: str | None = None
+    """Subject line template; none: the built-in subject."""
     body: str | None = None
+    """Body template; none: the built-in body."""
 
     @field_validator("subject", "body")
     @classmethod
@@ -418,15 +553,26 @@ class TargetSettings(_Section):
     """Where one cluster's resources land: a path on a branch of a provider."""
 
     name: str
+    """The target's name (unique)."""
     provider: str
+    """The provider whose remote this target writes to."""
     branch: str | None = None
+    """Branch on the remote; none: the provider's default_branch."""
     path: str = "."
+    """Folder on the branch the cluster's objects are written under."""
     cluster: str = "default"
+    """The source cluster this target mirrors."""
     prune: Literal["Never", "OnEvent", "Always"] = "OnEvent"
+    """When objects that no longer exist are removed from the branch: Never, OnEvent (deletions only) or
+    Always (also after a snapshot)."""
     commit_window_s: float | None = Field(default=None, ge=0)
+    """Overrides the provider's commit_window_s for this target."""
     rules: list[WatchRule] = []
+    """Which resources of the cluster are mirrored."""
     encryption: EncryptionSettings | None = None
+    """SOPS encryption of Secrets and other sensitive resources; none: they are not written."""
     commit_message: CommitMessageSettings | None = None
+    """Commit message templates; none: the built-in messages."""
 
     @field_validator("branch")
     @classmethod
@@ -452,7 +598,9 @@ class LagThreshold(_Section):
     """A lag-seconds limit for the groups matching `group` (re.search; the first matching entry wins)."""
 
     group: str
+    """Regular expression (re.search) of the consumer groups the limit applies to."""
     max_lag_s: float = Field(gt=0)
+    """Lag in seconds above which the group is reported over its limit."""
 
     @field_validator("group")
     @classmethod
@@ -471,15 +619,25 @@ class LagSettings(_Section):
     """
 
     enabled: bool = True
+    """Run the consumer-lag monitor inside `reverser run`."""
     poll_interval_s: float = Field(default=30.0, gt=0)
+    """How often offsets are read, in seconds."""
     window: int = Field(default=10, ge=2)
+    """Offset snapshots a partition's status is judged over (Burrow's window)."""
     history_points: int = Field(default=60, ge=2, le=10_000)
+    """Snapshots kept per partition for lag-in-seconds estimates."""
     allow: list[str] = [".*"]
+    """Regular expressions of the consumer groups monitored."""
     deny: list[str] = []
+    """Regular expressions of consumer groups left out (checked after allow)."""
     thresholds: list[LagThreshold] = []
+    """Lag-seconds limits per group pattern; the first matching entry wins."""
     kafka_lag_exporter_names: bool = False
+    """Also export the metrics under kafka-lag-exporter's names."""
     cluster_name: str = Field(default="local", pattern=r"^[A-Za-z0-9._-]+$")
+    """Cluster name in Burrow's API paths and the metrics."""
     burrow_api: bool = True
+    """Serve Burrow's v3 read API on the metrics port."""
 
     @field_validator("allow", "deny")
     @classmethod
@@ -499,23 +657,36 @@ class CustomResourceSettings(_Section):
     """
 
     enabled: bool = False
+    """Read providers, targets and rules from configbutler.ai custom resources instead of this file."""
     cluster: str | None = None
+    """The entry of `clusters` whose API holds the custom resources; none: the first."""
     namespace: str = Field(default="reverser", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """The controller's namespace: objects there keep their names, others are named `namespace/name`."""
 
 
 class Settings(_Section):
     """The whole configuration file."""
 
     workdir: Path = Path(".reverser")
+    """State directory: the embedded log and the Git clones."""
     log: LogSettings = LogSettings()
+    """The log backing the pipeline (Kafka or the embedded file log)."""
     metrics: MetricsSettings = MetricsSettings()
+    """The metrics and health server."""
     audit: AuditSettings = AuditSettings()
+    """The audit webhook ingress the apiservers post their audit events to."""
     attribution: AttributionSettings = AttributionSettings()
+    """The fact index and the join of watch events with audit facts."""
     clusters: list[ClusterSettings] = []
+    """Source clusters to watch."""
     providers: list[ProviderSettings] = []
+    """Git remotes to write to."""
     targets: list[TargetSettings] = []
+    """Which cluster's resources land where."""
     lag: LagSettings = LagSettings()
+    """The consumer-lag monitor."""
     custom_resources: CustomResourceSettings = CustomResourceSettings()
+    """Providers, targets and rules from custom resources."""
 
     @field_validator("targets")
     @classmethod

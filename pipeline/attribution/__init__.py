@@ -11,42 +11,17 @@ Public API (the router builds on this; the rules are in docs/attribution.md):
   None for BOOKMARK/ERROR.
 - `Attribution`: `tier`, `fact` (None when absent), `author`, `display_name`, `email`,
   `actor_kind` (`user`, `serviceaccount`, `none`), `resolved`.
-- Tier names: `TIERS` (strongest first) and the constants `EXACT`, `LATEST`, ...
+- Tier names: `TIERS` (strongest first) and the constants `Tier.EXACT`, `Tier.LATEST`, ...
 """
 
 from __future__ import annotations
 
 from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex, IndexLimits
-from pipeline.attribution.model import (
-    ABSENT,
-    CONFLICT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
-    EXACT,
-    LATEST,
-    NAME,
-    NONE,
-    RESOURCE_VERSION,
-    TIERS,
-    Attribution,
-    FactQuery,
-    actor_kind,
-)
+from pipeline.attribution.model import TIERS, Attribution, FactQuery, Tier, actor_kind
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 
 __all__ = [
-    "ABSENT",
-    "CONFLICT",
-    "DELETECOLLECTION_BODY_UID",
-    "DELETECOLLECTION_SCOPE",
-    "DELETE_STICKY",
-    "EXACT",
-    "LATEST",
-    "NAME",
-    "NONE",
-    "RESOURCE_VERSION",
     "TIERS",
     "Attribution",
     "FactFollower",
@@ -54,6 +29,7 @@ __all__ = [
     "FactQuery",
     "IndexLimits",
     "Resolver",
+    "Tier",
     "actor_kind",
     "query_from_watch_object",
 ]

@@ -27,16 +27,16 @@ import yaml
 from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex
 from pipeline.attribution.kinds import group_resource_for
-from pipeline.attribution.model import NONE
+from pipeline.attribution.model import Tier
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
+from pipeline.commandline import settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.facts.records import build_records
-from pipeline.facts.reduce import FACT_TOO_LARGE, Reduction, group_facts, reduce_event
+from pipeline.facts.reduce import EventReason, Reduction, group_facts, reduce_event
 from pipeline.log import Log, LogUnavailableError, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import stream_name
-from pipeline.service.cli import settings_from_args
 
 __all__ = [
     "AuditDocument",
@@ -218,7 +218,7 @@ def _explain(route: str, event: Any, reduction: Reduction, too_large: bool) -> d
         "auditID": item.get("auditID", "") if isinstance(item.get("auditID"), str) else "",
         "verb": item.get("verb", "") if isinstance(item.get("verb"), str) else "",
         "decision": "published" if published else "dropped",
-        "reason": FACT_TOO_LARGE if too_large else reduction.reason,
+        "reason": EventReason.FACT_TOO_LARGE if too_large else reduction.reason,
         "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
     }
 
@@ -310,7 +310,7 @@ async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, A
         "resourceVersion": str(metadata.get("resourceVersion") or ""),
     }
     if query is None:
-        line.update(tier=NONE, author="", actorKind="none")
+        line.update(tier=Tier.NONE, author="", actorKind="none")
         return line
     found = await resolver.resolve(query)
     line.update(tier=found.tier, author=found.author, actorKind=found.actor_kind)

@@ -36,27 +36,18 @@ from typing import Any, Final
 from pipeline.attribution import metrics
 from pipeline.attribution.model import (
     ABSENT_ATTRIBUTION,
-    CONFLICT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
-    EXACT,
-    LATEST,
-    NAME,
-    RESOURCE_VERSION,
     Attribution,
     FactQuery,
-    FactRow,
     Identity,
     StoredCollection,
     StoredFact,
-    fact_row,
+    Tier,
     is_removal_verb,
 )
 from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.attribution.watermark import Watermarks
+from pipeline.codec.fact_batch import AuthorFact, FactRow, fact_row
 from pipeline.config import AttributionSettings
-from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
 
 __all__ = ["FactIndex", "IndexLimits"]
@@ -100,7 +91,7 @@ def _answer(fact: _Fact) -> StoredFact:
 
 def _conflict(claim: tuple[_Fact, _Fact]) -> Attribution:
     """The answer for a slot two users claimed: no fact, both candidates."""
-    return Attribution(CONFLICT, None, (_answer(claim[0]), _answer(claim[1])))
+    return Attribution(Tier.CONFLICT, None, (_answer(claim[0]), _answer(claim[1])))
 
 
 class IndexLimits:
@@ -656,7 +647,7 @@ class FactIndex:
                     return _conflict(claim)
             sticky = scope.removals.get(uid)
             if sticky is not None:
-                return Attribution(DELETE_STICKY, _answer(sticky))
+                return Attribution(Tier.DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
         if uid and rv:
             claim = conflicts.get((uid, rv)) if conflicts else None
@@ -668,7 +659,7 @@ class FactIndex:
             else:
                 fact = scope.exact.get((uid, rv))
                 if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) == removal:
-                    return Attribution(EXACT, _answer(fact))
+                    return Attribution(Tier.EXACT, _answer(fact))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:
@@ -676,12 +667,12 @@ class FactIndex:
         if rv:
             fact = scope.rv_only.get(rv)
             if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) == removal:
-                return Attribution(RESOURCE_VERSION, _answer(fact))
+                return Attribution(Tier.RESOURCE_VERSION, _answer(fact))
         if query.name and not removal:
             # (a removal's name-keyed delete was looked at in its ladder)
             fact = scope.by_name.get((query.namespace, query.name))
             if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
-                return Attribution(NAME, _answer(fact))
+                return Attribution(Tier.NAME, _answer(fact))
         return ABSENT_ATTRIBUTION
 
     def _removal_ladder(
@@ -698,15 +689,15 @@ class FactIndex:
                     and collection.uids is not None
                     and uid in collection.uids
                 ):
-                    return Attribution(DELETECOLLECTION_BODY_UID, collection)
+                    return Attribution(Tier.DELETECOLLECTION_BODY_UID, collection)
             # The last writer is never a removal's answer: only a delete in the latest slot is.
             fact = scope.latest.get(uid)
             if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]):
-                return Attribution(LATEST, _answer(fact))
+                return Attribution(Tier.LATEST, _answer(fact))
         if query.name:
             fact = scope.by_name.get((namespace, query.name))
             if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]):
-                return Attribution(NAME, _answer(fact))
+                return Attribution(Tier.NAME, _answer(fact))
         if held is not None:
             return held
         window = self.limits.collection_window_ms
@@ -720,7 +711,7 @@ class FactIndex:
                 continue
             selector = collection.selector
             if selector is None or selector.matches(labels):
-                return Attribution(DELETECOLLECTION_SCOPE, collection)
+                return Attribution(Tier.DELETECOLLECTION_SCOPE, collection)
         return None
 
     def deletion_candidates(

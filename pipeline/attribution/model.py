@@ -2,63 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Final, NamedTuple
 
 from pipeline.attribution.selector import LabelSelector
-from pipeline.facts.model import AuthorFact
+from pipeline.codec.branch_work import ActorKind
 from pipeline.models import GroupResource
 
 __all__ = [
-    "ABSENT",
-    "CONFLICT",
-    "DELETECOLLECTION_BODY_UID",
-    "DELETECOLLECTION_SCOPE",
-    "DELETE_STICKY",
-    "EXACT",
-    "LATEST",
-    "NAME",
-    "NONE",
-    "RESOURCE_VERSION",
     "TIERS",
     "Attribution",
     "FactQuery",
-    "FactRow",
     "StoredCollection",
     "StoredFact",
+    "Tier",
     "actor_kind",
-    "avro_fact_row",
-    "fact_row",
     "is_removal_verb",
 ]
 
-DELETE_STICKY: Final = "delete_sticky"
-EXACT: Final = "exact"
-DELETECOLLECTION_BODY_UID: Final = "deletecollection_body_uid"
-LATEST: Final = "latest"
-NAME: Final = "name"
-DELETECOLLECTION_SCOPE: Final = "deletecollection_scope"
-RESOURCE_VERSION: Final = "resource_version"
-ABSENT: Final = "absent"
-# Two users' facts claim the same object version (or deletion): the event resolves to neither.
-CONFLICT: Final = "conflict"
-# Not a lookup result: what `reverser resolve` prints for BOOKMARK and ERROR events.
-NONE: Final = "none"
+class Tier(StrEnum):
+    """How an attribution was found, strongest first (docs/attribution.md); the values are on the
+    wire (branch-work `tier`) and in metric labels."""
 
-TIERS: Final = (
-    DELETE_STICKY,
-    EXACT,
-    DELETECOLLECTION_BODY_UID,
-    LATEST,
-    NAME,
-    DELETECOLLECTION_SCOPE,
-    RESOURCE_VERSION,
-    CONFLICT,
-    ABSENT,
-)
+    DELETE_STICKY = "delete_sticky"
+    EXACT = "exact"
+    DELETECOLLECTION_BODY_UID = "deletecollection_body_uid"
+    LATEST = "latest"
+    NAME = "name"
+    DELETECOLLECTION_SCOPE = "deletecollection_scope"
+    RESOURCE_VERSION = "resource_version"
+    # Two users' facts claim the same object version (or deletion): the event resolves to neither.
+    CONFLICT = "conflict"
+    ABSENT = "absent"
+    # Not a lookup result: what `reverser resolve` prints for BOOKMARK and ERROR events.
+    NONE = "none"
 
-SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"
 
+#: The tiers a lookup answers with, strongest first.
+TIERS: Final = tuple(tier for tier in Tier if tier is not Tier.NONE)
 
 def is_removal_verb(verb: str) -> bool:
     """`delete` and `deletecollection`, case-insensitively."""
@@ -66,54 +48,8 @@ def is_removal_verb(verb: str) -> bool:
     return lowered == "delete" or lowered == "deletecollection"
 
 
-def actor_kind(author: str) -> str:
-    """`none` for no author, `serviceaccount` for `system:serviceaccount:*`, else `user`."""
-    if not author:
-        return "none"
-    return "serviceaccount" if author.startswith(SERVICE_ACCOUNT_PREFIX) else "user"
-
-
-#: One fact as the index files it: the `fact_batch` AuthorFact fields in schema order (author,
-#: displayName, email, verb, auditID, namespace, name, uid, resourceVersion, stageTimestampMicros,
-#: labelSelector, uids). A plain tuple, so the follower can build one per fact straight from the
-#: record bytes; the index reads only deletecollection facts' stage timestamp, labelSelector and uids.
-FactRow = tuple[str, str, str, str, str, str, str, str, str, int, str | None, Sequence[str] | None]
-
-
-def fact_row(fact: AuthorFact) -> FactRow:
-    """An `AuthorFact` as the row the index files."""
-    return (
-        fact.author,
-        fact.display_name,
-        fact.email,
-        fact.verb,
-        fact.audit_id,
-        fact.namespace,
-        fact.name,
-        fact.uid,
-        fact.resource_version,
-        fact.stage_timestamp_us,
-        fact.label_selector,
-        fact.uids,
-    )
-
-
-def avro_fact_row(fact: Mapping[str, Any]) -> FactRow:
-    """A decoded `fact_batch` AuthorFact dict as the row the index files."""
-    return (
-        fact["author"],
-        fact["displayName"],
-        fact["email"],
-        fact["verb"],
-        fact["auditID"],
-        fact["namespace"],
-        fact["name"],
-        fact["uid"],
-        fact["resourceVersion"],
-        fact["stageTimestampMicros"],
-        fact["labelSelector"],
-        fact["uids"],
-    )
+#: `ActorKind.of`, under the name the attribution API has always used.
+actor_kind = ActorKind.of
 
 
 class Identity(NamedTuple):
@@ -250,7 +186,7 @@ class Attribution(NamedTuple):
     @property
     def decided(self) -> bool:
         """A fact matched, or the slot is in conflict (no later fact can change that)."""
-        return self.fact is not None or self.tier == CONFLICT
+        return self.fact is not None or self.tier == Tier.CONFLICT
 
     @property
     def author(self) -> str:
@@ -265,12 +201,12 @@ class Attribution(NamedTuple):
         return self.fact.identity.email if self.fact is not None else ""
 
     @property
-    def actor_kind(self) -> str:
-        return actor_kind(self.author)
+    def actor_kind(self) -> ActorKind:
+        return ActorKind.of(self.author)
 
     @property
     def resolved(self) -> bool:
         return self.fact is not None and bool(self.fact.identity.author)
 
 
-ABSENT_ATTRIBUTION: Final = Attribution(ABSENT, None)
+ABSENT_ATTRIBUTION: Final = Attribution(Tier.ABSENT, None)

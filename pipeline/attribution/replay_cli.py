@@ -16,11 +16,11 @@ from pydantic import BaseModel
 
 from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
-from pipeline.service.cli import add_config_argument, settings_from_args
 
 __all__ = ["FactReplayReport", "replay_facts"]
 

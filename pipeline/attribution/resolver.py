@@ -17,17 +17,7 @@ from typing import Any, Final
 
 from pipeline.attribution import metrics
 from pipeline.attribution.index import FactIndex
-from pipeline.attribution.model import (
-    ABSENT,
-    ABSENT_ATTRIBUTION,
-    CONFLICT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
-    Attribution,
-    FactQuery,
-    is_removal_verb,
-)
+from pipeline.attribution.model import ABSENT_ATTRIBUTION, Attribution, FactQuery, Tier, is_removal_verb
 from pipeline.attribution.watermark import hold_s
 from pipeline.models import GroupResource
 
@@ -36,7 +26,9 @@ __all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
 logger = logging.getLogger(__name__)
 
 MISROUTE_STREAK: Final = 5
-_SETTLING_TIERS: Final = frozenset({DELETE_STICKY, DELETECOLLECTION_BODY_UID, DELETECOLLECTION_SCOPE})
+_SETTLING_TIERS: Final = frozenset(
+    {Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.DELETECOLLECTION_SCOPE}
+)
 
 
 def _awaits_better(query: FactQuery, found: Attribution) -> bool:
@@ -44,7 +36,7 @@ def _awaits_better(query: FactQuery, found: Attribution) -> bool:
     if query.exact_capable or found.tier in _SETTLING_TIERS:
         return False
     if found.fact is None:
-        return found.tier == CONFLICT
+        return found.tier == Tier.CONFLICT
     return not is_removal_verb(found.fact.verb)
 
 
@@ -184,7 +176,7 @@ class Resolver:
         metrics.WAIT_SECONDS.labels(
             result.tier, "write" if query.exact_capable else "removal", gr.group, query.version, gr.resource
         ).observe(waited_s)
-        if result.tier != ABSENT:
+        if result.tier != Tier.ABSENT:
             metrics.MATCHED.inc()
         health = self._routes.get(query.route)
         if health is None:

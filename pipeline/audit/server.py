@@ -45,14 +45,11 @@ from pipeline.audit.security import (
     server_ssl_context,
     watch_certificate,
 )
-from pipeline.config import Settings
-from pipeline.facts.model import FactBatch
+from pipeline.codec.fact_batch import FactBatch
+from pipeline.config import Settings, split_host_port
 from pipeline.facts.records import Built, build_records
 from pipeline.facts.reduce import (
-    FACT_TOO_LARGE,
-    QUEUED,
-    UNWATCHED_TYPE,
-    WRITE_ERROR,
+    EventReason,
     Reduction,
     category,
     group_facts,
@@ -60,7 +57,6 @@ from pipeline.facts.reduce import (
 )
 from pipeline.log.api import Log, LogError, LogUnavailableError, RecordTooLargeError
 from pipeline.log.topics import TopicNames
-from pipeline.service.app import split_addr
 
 __all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
 
@@ -105,7 +101,7 @@ class AuditIngress:
         self._log = log_
         self._topic = TopicNames.for_prefix(settings.log.topic_prefix).audit_facts
         self._max_message_bytes = settings.log.topics.max_message_bytes
-        self._host, self._port = split_addr(self._audit.addr)
+        self._host, self._port = split_host_port(self._audit.addr)
         check_listener(self._audit, self._host)
         self._routes: dict[str, RoutePolicy] = load_route_policies(self._audit.routes)
         self._ssl = server_ssl_context(self._audit.tls)
@@ -302,7 +298,7 @@ class AuditIngress:
             if watched is not None and (
                 reduction.group_resource is None or not watched.covers(reduction.group_resource)
             ):
-                outcomes[UNWATCHED_TYPE] += 1
+                outcomes[EventReason.UNWATCHED_TYPE] += 1
                 continue
             if reduction.uidset_reason is not None:
                 COLLECTION_WITHOUT_UIDSET.labels(reduction.uidset_reason).inc()
@@ -315,7 +311,7 @@ class AuditIngress:
             built, error = await self._publish(route.name, batches)
             too_large = {id(fact) for fact in built.dropped}
             if too_large:
-                outcomes[FACT_TOO_LARGE] += len(too_large)
+                outcomes[EventReason.FACT_TOO_LARGE] += len(too_large)
                 fact_count -= len(too_large)
             if error is not None:
                 failure = f"audit facts not stored, retry: {type(error).__name__}: {error}"
@@ -326,7 +322,7 @@ class AuditIngress:
                 published = fact_count
                 RECORDS_PUBLISHED.labels(route.name).inc(len(built.records))
                 FACTS_PUBLISHED.labels(route.name).inc(fact_count)
-            outcomes[WRITE_ERROR if failure else QUEUED] += fact_count
+            outcomes[EventReason.WRITE_ERROR if failure else EventReason.QUEUED] += fact_count
         self._count(route.name, outcomes)
         if failure is not None:
             return 503, failure

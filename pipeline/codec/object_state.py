@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.log.api import Headers, PendingRecord, Record
-from pipeline.work import WorkAuthor
 
 __all__ = ["ObjectKey", "ObjectState", "decode_state", "state_record", "target_prefix", "tombstone_record"]
 

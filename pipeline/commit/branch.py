@@ -16,7 +16,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.backoff import Backoff
+from pipeline.codec.branch_work import (
+    NOT_ATTEMPTED,
+    Outcome,
+    ResyncBegin,
+    ResyncChunk,
+    ResyncEnd,
+    WorkAuthor,
+    WorkItem,
+    Write,
+)
 from pipeline.codec.object_state import ObjectKey, ObjectState
+from pipeline.codec.target_result import TargetResult
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
@@ -28,20 +39,11 @@ from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
-from pipeline.commit.work import (
-    ResyncBegin,
-    ResyncChunk,
-    ResyncEnd,
-    WorkItem,
-    Write,
-)
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
-from pipeline.results import TargetResult
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
-from pipeline.work import NOT_ATTEMPTED, WorkAuthor
 
 __all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
 
@@ -289,7 +291,7 @@ class BranchWorker:
         """Apply one work record (the caller keeps log order and calls `sync` first)."""
         here = (item.partition, item.offset)
         if item.offset <= self._skip.get(item.partition, -1):
-            metrics.SKIPPED.labels("already_committed").inc()
+            metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             self._emit(self._redelivered_state(item))
             self._settle([here])
             return
@@ -395,7 +397,7 @@ class BranchWorker:
     def _target(self, name: str) -> TargetSettings | None:
         return self._targets.get(name)
 
-    def _bad(self, item: WorkItem, reason: str, problem: Exception) -> None:
+    def _bad(self, item: WorkItem, reason: metrics.SkipReason, problem: Exception) -> None:
         logger.warning(
             "branch work %d:%d for %s/%s skipped: %s",
             item.partition,
@@ -431,7 +433,7 @@ class BranchWorker:
                 name,
                 exc,
             )
-            metrics.SKIPPED.labels("sensitive_unencrypted").inc()
+            metrics.SKIPPED.labels(metrics.SkipReason.SENSITIVE_UNENCRYPTED).inc()
             return None
         return content
 
@@ -455,13 +457,13 @@ class BranchWorker:
             if not deleting and not sealed:
                 content = render_object(parse_object_json(write.object_json or b"null"))
         except (LayoutError, RenderError) as exc:
-            self._bad(item, "bad_record", exc)
+            self._bad(item, metrics.SkipReason.BAD_RECORD, exc)
             if self._reject is not None:
                 await self._reject(item, exc)
             self._settle([here])
             return
         if deleting and prune == "Never":
-            metrics.SKIPPED.labels("prune_never").inc()
+            metrics.SKIPPED.labels(metrics.SkipReason.PRUNE_NEVER).inc()
             self._settle([here])
             return
         if not deleting and sealed:
@@ -518,7 +520,7 @@ class BranchWorker:
             path,
             version,
         )
-        metrics.SKIPPED.labels("older_version").inc()
+        metrics.SKIPPED.labels(metrics.SkipReason.OLDER_VERSION).inc()
 
     def _skip_snapshot(self, skipped: Skipped | None) -> None:
         """Settle snapshot records that end without a commit, counted by why (`SnapshotBook`)."""
@@ -564,7 +566,7 @@ class BranchWorker:
         evidence = body.removals or ()
         by_uid = {r.uid: r.author for r in evidence if r.uid}
         by_name = {(r.namespace, r.name): r.author for r in evidence if not r.uid}
-        fallback = NOT_ATTEMPTED if body.removals is None else WorkAuthor("UNRESOLVED")
+        fallback = NOT_ATTEMPTED if body.removals is None else WorkAuthor(Outcome.UNRESOLVED)
         windows: dict[WorkAuthor, CommitWindow] = {}
         states: dict[WorkAuthor, list[PendingRecord]] = {}
         book = self._tracked(end)
@@ -626,7 +628,7 @@ class BranchWorker:
                     target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
                 )
             except LayoutError as exc:
-                self._bad(end, "bad_record", exc)
+                self._bad(end, metrics.SkipReason.BAD_RECORD, exc)
                 continue
             keep.add(path)
             if self.versions.is_older(path, obj.resource_version):
@@ -640,7 +642,7 @@ class BranchWorker:
                 try:
                     content = render_object(parse_object_json(obj.object_json))
                 except RenderError as exc:
-                    self._bad(end, "bad_record", exc)
+                    self._bad(end, metrics.SkipReason.BAD_RECORD, exc)
                     continue
             self.versions.applied(path, obj.resource_version, obj.uid)
             if book is not None:
@@ -799,7 +801,7 @@ class BranchWorker:
             logger.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
             )
-            metrics.SKIPPED.labels("path_conflict").inc()
+            metrics.SKIPPED.labels(metrics.SkipReason.PATH_CONFLICT).inc()
         if plan.sweep is not None:
             if applied.retained:
                 metrics.RETAINED.labels(plan.target, "Always" if plan.sweep.prune else "OnEvent").inc(
@@ -878,7 +880,7 @@ class BranchWorker:
             try:
                 await self.repo.push(self.branch, self._tip, self._remote_tip)
             except PushRejected as exc:
-                metrics.PUSHES.labels(*self._labels, "rejected").inc()
+                metrics.PUSHES.labels(*self._labels, metrics.PushResult.REJECTED).inc()
                 logger.info("%s; fetching and replaying %d commit(s)", exc, len(self._pending))
                 try:
                     await self._replay_onto_remote()
@@ -890,11 +892,13 @@ class BranchWorker:
                     return True
                 continue
             except GitRemoteError as exc:
-                metrics.PUSHES.labels(*self._labels, "auth_error" if exc.auth else "error").inc()
+                metrics.PUSHES.labels(
+                    *self._labels, metrics.PushResult.AUTH_ERROR if exc.auth else metrics.PushResult.ERROR
+                ).inc()
                 await self._push_failed(exc)
                 return False
             metrics.PUSH_SECONDS.labels(*self._labels).observe(max(self._clock() - started, 0.0))
-            metrics.PUSHES.labels(*self._labels, "ok").inc()
+            metrics.PUSHES.labels(*self._labels, metrics.PushResult.OK).inc()
             await self._report("Succeeded", "")
             await self._pushed()
             return True

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pipeline.commit.consumer import CommitWorker
+from pipeline.component import Component
 from pipeline.config import Settings
 from pipeline.log.api import Log
-from pipeline.service.component import Component
 
 __all__ = ["build"]
 

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
+from pipeline.codec.branch_work import WorkItem, decode_work
+from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
+from pipeline.codec.target_result import TargetResult, encode_result
 from pipeline.commit import metrics
 from pipeline.commit.access import ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
 from pipeline.commit.gitrepo import RemoteAuth
 from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
-from pipeline.commit.work import WorkItem, decode_work
 from pipeline.config import ProviderSettings, Settings
-from pipeline.deadletter.envelope import letter_record
 from pipeline.log.api import (
     GroupConsumer,
     Log,
@@ -42,7 +43,6 @@ from pipeline.log.api import (
 from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
-from pipeline.results import TargetResult, encode_result
 from pipeline.tasks import cancel_all
 
 __all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
@@ -239,7 +239,7 @@ class CommitWorker(RebalanceListener):
                     item = decode_work(record)
                 except DecodeError as exc:
                     logger.warning("branch work %s@%d undecodable, dead-lettered: %s", tp, record.offset, exc)
-                    metrics.SKIPPED.labels("bad_record").inc()
+                    metrics.SKIPPED.labels(metrics.SkipReason.BAD_RECORD).inc()
                     await self._park(record, exc, "undecodable")
                     self._settle_one(tp, record.offset)
                     continue
@@ -267,7 +267,7 @@ class CommitWorker(RebalanceListener):
                 item.offset,
                 item.provider,
             )
-            metrics.SKIPPED.labels("unknown_provider").inc()
+            metrics.SKIPPED.labels(metrics.SkipReason.UNKNOWN_PROVIDER).inc()
             raise UnknownProviderError(f"provider {item.provider!r} is not configured") from None
         repo = self._access[provider.name].clone(self.clones, provider.name, item.branch, provider.url)
         worker = BranchWorker(

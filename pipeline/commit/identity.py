@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from pipeline.codec.branch_work import ActorKind, Outcome
+
 __all__ = [
     "UNRESOLVED",
     "Identity",
@@ -21,7 +23,6 @@ __all__ = [
 
 _EMAIL = re.compile(r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$")
 _NOT_LOCAL = re.compile(r"[^a-z0-9.-]")
-_SA_PREFIX = "system:serviceaccount:"
 
 
 class Identity(NamedTuple):
@@ -58,21 +59,21 @@ def author_identity(
     outcome: str, username: str, display_name: str, email: str, committer: Identity
 ) -> Identity:
     """The commit author for one window (outcome is the work item's RESOLVED/UNRESOLVED/NOT_ATTEMPTED)."""
-    if outcome == "RESOLVED" and username:
+    if outcome == Outcome.RESOLVED and username:
         name = _clean_name(display_name) or _clean_name(username) or "unknown-user"
         clean_email = email.strip()
         address = clean_email if _EMAIL.match(clean_email) else safe_email(username)
         return Identity(name, address)
-    if outcome == "NOT_ATTEMPTED":
+    if outcome == Outcome.NOT_ATTEMPTED:
         return committer
     return UNRESOLVED
 
 
 def author_kind(outcome: str, username: str) -> str:
     """`user`, `serviceaccount`, `unresolved` or `committer`: the label of the commits metric."""
-    if outcome == "RESOLVED" and username:
-        return "serviceaccount" if username.startswith(_SA_PREFIX) else "user"
-    if outcome == "NOT_ATTEMPTED":
+    if outcome == Outcome.RESOLVED and username:
+        return ActorKind.of(username)
+    if outcome == Outcome.NOT_ATTEMPTED:
         return "committer"
     return "unresolved"
 

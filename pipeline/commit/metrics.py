@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Iterator
+from enum import StrEnum
 from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -20,6 +21,32 @@ WINDOW_CLOSES = Counter(
     "Commit windows closed, by reason.",
     ["provider", "branch", "reason"],
 )
+
+
+class PushResult(StrEnum):
+    """How a push ended (the `result` label of `reverser_commit_pushes_total`)."""
+
+    OK = "ok"
+    REJECTED = "rejected"
+    AUTH_ERROR = "auth_error"
+    ERROR = "error"
+
+
+class SkipReason(StrEnum):
+    """Why a work record was skipped (the `reason` label of `reverser_commit_skipped_total`)."""
+
+    ALREADY_COMMITTED = "already_committed"
+    BAD_RECORD = "bad_record"
+    UNKNOWN_PROVIDER = "unknown_provider"
+    STALE_SNAPSHOT = "stale_snapshot"
+    SUPERSEDED_SNAPSHOT = "superseded_snapshot"
+    INCOMPLETE_SNAPSHOT = "incomplete_snapshot"
+    PRUNE_NEVER = "prune_never"
+    PATH_CONFLICT = "path_conflict"
+    SENSITIVE_UNENCRYPTED = "sensitive_unencrypted"
+    OLDER_VERSION = "older_version"
+
+
 PUSHES = Counter(
     "reverser_commit_pushes_total",
     "Push attempts by result (ok, rejected, auth_error, error).",

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.codec import DecodeError
+from pipeline.codec.branch_work import decode_work
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
@@ -32,7 +34,6 @@ from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
 from pipeline.commit.identity import committer_identity
 from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
-from pipeline.commit.work import decode_work
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
@@ -43,7 +44,6 @@ from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.progress import ProgressReport
-from pipeline.service.cli import add_config_argument, settings_from_args
 
 __all__ = ["ReplayError", "Source", "add_replay_branch_parser", "replay_branch"]
 

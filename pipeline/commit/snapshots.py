@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.commit.work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
+from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 
 __all__ = ["Collected", "Complete", "Skipped", "SnapshotBook", "push_due_at"]
 

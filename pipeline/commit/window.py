@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.messages import ChangedObject
 from pipeline.config import ProviderSettings, TargetSettings
-from pipeline.work import WorkAuthor
 
 __all__ = ["CloseReason", "CommitWindow", "WindowKey", "event_time_ms", "window_limits_s"]
 
@@ -36,7 +37,7 @@ def window_limits_s(provider: ProviderSettings, target: TargetSettings | None) -
     return silence_s, max_age_s
 
 
-class CloseReason:
+class CloseReason(StrEnum):
     """Why a window closed (the `reason` label of `reverser_commit_window_closes_total`)."""
 
     SILENCE = "silence"

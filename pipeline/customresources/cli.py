@@ -8,13 +8,14 @@ it does not support, or `ok`. `export` prints the custom resources for an existi
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipeline.config import load_settings
+from pipeline.config import Settings, load_settings
 from pipeline.customresources.compile import CompiledConfig, compile_resources
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResource, CustomResourceError, parse_object
@@ -37,8 +38,12 @@ def read_documents(text: str) -> list[Any]:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("config", help="custom resources: check them offline, export a YAML file")
+    parser = subparsers.add_parser(
+        "config", help="the configuration's documented JSON schema; custom resources: check, export"
+    )
     commands = parser.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    schema = commands.add_parser("schema", help="print the configuration's JSON schema, fields described")
+    schema.set_defaults(func=_schema)
     check = commands.add_parser("check", help="validate configbutler.ai custom resources offline")
     check.add_argument("file", help="YAML file of custom resources, or - for standard input")
     check.add_argument("--config", type=Path, help="the YAML configuration (its clusters and namespace)")
@@ -48,6 +53,11 @@ def register(subparsers: Any) -> None:
     export.add_argument("--config", type=Path, required=True, help="the YAML configuration to export")
     export.add_argument("--namespace", help="namespace of the objects (default: custom_resources.namespace)")
     export.set_defaults(func=_export)
+
+
+def _schema(_args: argparse.Namespace) -> int:
+    print(json.dumps(Settings.model_json_schema(), indent=2))
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:

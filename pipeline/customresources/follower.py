@@ -12,9 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from pipeline.codec import DecodeError
+from pipeline.codec.target_result import RESULT_KEY_PREFIX, TargetResult, decode_result
 from pipeline.customresources.state import ConfigState, decode_state
 from pipeline.log.api import Log, LogError, Reader, TopicPartition
-from pipeline.results import RESULT_KEY_PREFIX, TargetResult, decode_result
 
 __all__ = ["ConfigFollower"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.codec.target_result import TargetResult
 from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
-from pipeline.results import TargetResult
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 

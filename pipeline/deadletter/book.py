@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.codec import DecodeError
-from pipeline.deadletter.envelope import (
+from pipeline.codec.dead_letter import (
     DeadLetter,
     ReplayReceipt,
     SourceRef,

@@ -21,13 +21,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from pipeline.codec import SCHEMA_HEADER, DecodeError, codec
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.deadletter.book import Book, Entry, read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, replay_letters
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
-from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.tables import aligned
 
 __all__ = ["LetterView", "register"]

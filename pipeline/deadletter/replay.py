@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pipeline.deadletter.book import Book, Entry, read_book
-from pipeline.deadletter.envelope import (
+from pipeline.codec.dead_letter import (
     REPLAY_HEADER,
     ReplayReceipt,
     SourceRef,
     receipt_record,
     replay_header,
 )
+from pipeline.deadletter.book import Book, Entry, read_book
 from pipeline.log.api import Log, PendingRecord, TopicNotFoundError
 from pipeline.log.topics import TopicNames
 

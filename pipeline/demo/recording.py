@@ -10,9 +10,17 @@ from typing import Any
 
 import yaml
 
-from pipeline.codec import WATCH_EVENT, codec
+from pipeline.codec.watch_event import (
+    Body,
+    SnapshotBegin,
+    SnapshotChunk,
+    SnapshotEnd,
+    StreamHead,
+    WatchEventWriter,
+)
 from pipeline.log.api import PendingRecord
-from pipeline.models import GroupResource, stream_key
+from pipeline.models import GroupResource
+from pipeline.watch.records import live_event, snapshot_object
 from pipeline.watch.sanitize import sanitize, sanitized_json
 
 RECORDING = Path(__file__).with_name("recording.yaml")
@@ -85,24 +93,12 @@ class WatchRecordBuilder:
         self._cluster = cluster
         self._target = target
         self._scope = scope
-        self._codec = codec(WATCH_EVENT)
 
-    def _record(self, gr: GroupResource, version: str, body: tuple[str, dict[str, Any]]) -> PendingRecord:
-        value = self._codec.encode(
-            {
-                "route": self._route,
-                "cluster": self._cluster,
-                "target": self._target,
-                "group": gr.group,
-                "version": version,
-                "resource": gr.resource,
-                "scope": self._scope,
-                "observedAtMs": int(time.time() * 1000),
-                "body": body,
-            }
+    def _record(self, gr: GroupResource, version: str, body: Body) -> PendingRecord:
+        head = StreamHead(
+            self._route, self._cluster, self._target, gr.group, version, gr.resource, self._scope
         )
-        headers = (self._codec.header, ("target", self._target.encode()), ("scope", self._scope.encode()))
-        return PendingRecord(value, key=stream_key(self._route, gr), headers=headers)
+        return WatchEventWriter(head).record(body, int(time.time() * 1000))
 
     def snapshot(
         self,
@@ -113,46 +109,15 @@ class WatchRecordBuilder:
         objects: list[dict[str, Any]],
         since: str = "",
     ) -> list[PendingRecord]:
-        entries = [
-            {
-                "namespace": o["metadata"].get("namespace", ""),
-                "name": o["metadata"]["name"],
-                "uid": o["metadata"]["uid"],
-                "resourceVersion": o["metadata"]["resourceVersion"],
-                "object": sanitized_json(sanitize(o)),
-            }
-            for o in objects
-        ]
+        entries = tuple(snapshot_object(o["metadata"], sanitized_json(sanitize(o))) for o in objects)
         chunks = [entries] if entries else []
         return [
-            self._record(
-                gr, version, ("reverser.watch.SnapshotBegin", {"epoch": epoch, "resourceVersion": rv})
-            ),
+            self._record(gr, version, SnapshotBegin(epoch, rv)),
             *(
-                self._record(
-                    gr,
-                    version,
-                    (
-                        "reverser.watch.SnapshotChunk",
-                        {"epoch": epoch, "seq": seq, "objects": chunk, "since": since},
-                    ),
-                )
+                self._record(gr, version, SnapshotChunk(epoch, seq, chunk, since))
                 for seq, chunk in enumerate(chunks)
             ),
-            self._record(
-                gr,
-                version,
-                (
-                    "reverser.watch.SnapshotEnd",
-                    {
-                        "epoch": epoch,
-                        "chunks": len(chunks),
-                        "objects": len(entries),
-                        "resourceVersion": rv,
-                        "since": since,
-                    },
-                ),
-            ),
+            self._record(gr, version, SnapshotEnd(epoch, len(chunks), len(entries), rv, since)),
         ]
 
     def live(self, step: WatchStep, payload: bytes | None = None) -> PendingRecord:
@@ -160,20 +125,5 @@ class WatchRecordBuilder:
         gr, version = group_resource_of(step.obj)
         meta = step.obj["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
-        return self._record(
-            gr,
-            version,
-            (
-                "reverser.watch.LiveEvent",
-                {
-                    "type": step.event_type,
-                    "namespace": meta.get("namespace", ""),
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "resourceVersion": meta["resourceVersion"],
-                    "labels": dict(meta.get("labels") or {}),
-                    "deleting": deleting,
-                    "object": sanitized_json(sanitize(step.obj)) if payload is None else payload,
-                },
-            ),
-        )
+        object_json = sanitized_json(sanitize(step.obj)) if payload is None else payload
+        return self._record(gr, version, live_event(step.event_type, meta, deleting, object_json))

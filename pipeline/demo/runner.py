@@ -29,13 +29,11 @@ from pipeline.demo.recording import (
     WatchRecordBuilder,
     WatchStep,
     group_resource_of,
-    load_recording,
 )
 from pipeline.log.api import Log, TopicPartition
 from pipeline.log.topics import TopicNames
 from pipeline.models import GroupResource
 from pipeline.sealing import Sealer, sealer_for
-from pipeline.service.app import Service, run_until_signalled, split_addr
 from pipeline.watch.sanitize import sanitize, sanitized_json
 
 logger = logging.getLogger(__name__)
@@ -46,7 +44,6 @@ STEP_PAUSE_S = 0.15
 CATCH_UP_TIMEOUT_S = 120.0
 
 
-DIGEST_KEY_ENV = "REVERSER_SECRETS_DIGEST_KEY"
 DEMO_RESOURCES = ("configmaps", "apps/deployments")
 DEMO_SECRET = "clusters/default/shop/secrets/payment-gateway.sops.yaml"
 
@@ -120,7 +117,9 @@ async def _payload(step: WatchStep, sealer: Sealer) -> bytes | None:
 async def replay_recording(log_: Log, settings: Settings, recording: Recording, audit_url: str) -> None:
     """Append the snapshot and watch steps (Secrets sealed); POST the audit steps to the webhook."""
     topics = TopicNames.for_prefix(settings.log.topic_prefix)
-    sealer = sealer_for(settings.targets[0], {DIGEST_KEY_ENV: demo_digest_key(settings.workdir)})
+    target = settings.targets[0]
+    assert target.encryption is not None
+    sealer = sealer_for(target, {target.encryption.digest_key_env: demo_digest_key(settings.workdir)})
     assert sealer is not None
     builder = WatchRecordBuilder(recording.cluster, recording.cluster, TARGET, recording.namespace)
     epoch = int(time.time() * 1000)
@@ -182,7 +181,7 @@ async def _groups_caught_up(log_: Log, topics: set[str]) -> bool:
     return busy <= readers
 
 
-async def _already_replayed(log_: Log, settings: Settings) -> bool:
+async def already_replayed(log_: Log, settings: Settings) -> bool:
     """A restart on the same workdir resumes the pipeline instead of replaying the story twice."""
     topic = TopicNames.for_prefix(settings.log.topic_prefix).watch_events
     partitions = await log_.partitions_for(topic)
@@ -215,39 +214,3 @@ def git_history(remote: Path) -> str:
         lines.extend(f"    {trailer}" for trailer in trailers.splitlines() if trailer)
         lines.append("")
     return "\n".join(lines)
-
-
-async def run_demo(base: Settings, *, once: bool) -> int:
-    settings = demo_settings(base)
-    remote = Path(settings.providers[0].url)
-    ensure_bare_remote(remote)
-    host, port = split_addr(settings.audit.addr)
-    audit_url = f"http://{host}:{port}/audit-webhook/{load_recording().cluster}"
-    service = Service(settings)
-    await service.start()
-    try:
-        if await _already_replayed(service.log, settings):
-            print(
-                f"the demo was already replayed into {settings.workdir}; resuming from the log "
-                "(delete that directory to start over)",
-                flush=True,
-            )
-        else:
-            print(f"replaying the demo recording into {settings.workdir} ...", flush=True)
-            await replay_recording(service.log, settings, load_recording(), audit_url)
-        await wait_until_committed(service.log, settings)
-    finally:
-        if once:
-            await service.stop()
-    print(git_history(remote), flush=True)
-    key_file, _ = demo_age_key(settings.workdir)
-    print(
-        f"encrypted Secret: git --git-dir={remote} show main:{DEMO_SECRET} | "
-        f"SOPS_AGE_KEY_FILE={key_file} sops decrypt --input-type yaml --output-type yaml /dev/stdin",
-        flush=True,
-    )
-    print(f"git repository: {remote}", flush=True)
-    if not once:
-        print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
-        await run_until_signalled(service, started=True)
-    return 0

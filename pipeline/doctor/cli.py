@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ConfigError, Settings, load_settings
+from pipeline.config import ConfigError, Settings, load_settings, split_host_port
 from pipeline.doctor.audit_checks import check_routes
 from pipeline.doctor.audit_setup import DEFAULT_CA_FILE, audit_setup, render_setup
 from pipeline.doctor.cluster_checks import check_clusters
@@ -22,7 +22,6 @@ from pipeline.doctor.log_checks import check_log
 from pipeline.doctor.report import Check, DoctorReport, Status, render
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
-from pipeline.service.app import split_addr
 
 __all__ = ["default_audit_url", "register", "run_doctor"]
 
@@ -32,7 +31,7 @@ _ANY_HOST = {"0.0.0.0", "::", ""}
 
 def default_audit_url(settings: Settings) -> str:
     """The ingress as `audit.addr` describes it; behind a Service, pass `--audit-url` instead."""
-    host, port = split_addr(settings.audit.addr)
+    host, port = split_host_port(settings.audit.addr)
     scheme = "https" if settings.audit.tls.cert_file is not None else "http"
     if host in _ANY_HOST:
         host = "<audit-service-host>"

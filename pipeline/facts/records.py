@@ -16,11 +16,11 @@ from typing import NamedTuple
 from prometheus_client import Counter
 
 from pipeline.codec import FACT_BATCH, Codec, codec
-from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.codec.fact_batch import AuthorFact, FactBatch, encode_fact_batch
 from pipeline.log.api import PendingRecord, max_value_bytes
 from pipeline.models import stream_key
 
-__all__ = ["Built", "Encoded", "build_records", "encode_batch", "encode_fact_batch"]
+__all__ = ["Built", "Encoded", "build_records", "encode_batch"]
 
 # Named for the ingress that owns most of these facts; `reverser resolve` counts here too.
 OVERSIZED_FACTS = Counter(
@@ -29,91 +29,6 @@ OVERSIZED_FACTS = Counter(
     ["action"],
 )
 
-# zigzag varints of 0..63 are one byte: most lengths on this path
-_SMALL_LENGTHS = [bytes([n << 1]) for n in range(64)]
-_HAND_ENCODED_HEADER = b"fact_batch/1"
-
-
-def _long(value: int) -> bytes:
-    """Avro `long`: zigzag, then base-128 varint."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _fact_batch_v1(batch: FactBatch, errors: str) -> bytes:
-    """`fact_batch` v1 in Avro binary, written directly (about 2x faster than fastavro here).
-
-    Byte-identical to `codec("fact_batch").encode(batch.to_avro())` (a property test pins it).
-    """
-    parts: list[bytes] = []
-    put = parts.append
-    for text in (batch.route, batch.group_resource.group, batch.group_resource.resource):
-        data = text.encode("utf-8", errors)
-        put(_SMALL_LENGTHS[len(data)] if len(data) < 64 else _long(len(data)))
-        put(data)
-    facts = batch.facts
-    if facts:
-        put(_long(len(facts)))
-        for fact in facts:
-            for text in (
-                fact.author,
-                fact.display_name,
-                fact.email,
-                fact.verb,
-                fact.audit_id,
-                fact.namespace,
-                fact.name,
-                fact.uid,
-                fact.resource_version,
-            ):
-                if text:
-                    data = text.encode("utf-8", errors)
-                    put(_SMALL_LENGTHS[len(data)] if len(data) < 64 else _long(len(data)))
-                    put(data)
-                else:
-                    put(b"\x00")
-            put(_long(fact.stage_timestamp_us))
-            if fact.label_selector is None:
-                put(b"\x00")
-            else:
-                data = fact.label_selector.encode("utf-8", errors)
-                put(b"\x02")
-                put(_long(len(data)))
-                put(data)
-            if fact.uids is None:
-                put(b"\x00")
-            else:
-                put(b"\x02")
-                if fact.uids:
-                    put(_long(len(fact.uids)))
-                    for uid in fact.uids:
-                        data = uid.encode("utf-8", errors)
-                        put(_long(len(data)))
-                        put(data)
-                put(b"\x00")
-    put(b"\x00")
-    return b"".join(parts)
-
-
-def encode_fact_batch(batch: FactBatch, fact_codec: Codec | None = None) -> bytes:
-    """The record value for one batch.
-
-    JSON can carry lone UTF-16 surrogates (`"\\ud800"`) that UTF-8 cannot; such characters are
-    replaced by `?` rather than failing the request (no real object name contains them).
-    Falls back to fastavro if the current schema is not the version written by hand above.
-    """
-    writer = fact_codec or codec(FACT_BATCH)
-    if writer.header[1] != _HAND_ENCODED_HEADER:
-        return writer.encode(batch.to_avro())
-    try:
-        return _fact_batch_v1(batch, "strict")
-    except UnicodeEncodeError:
-        return _fact_batch_v1(batch, "replace")
 
 
 class Encoded(NamedTuple):

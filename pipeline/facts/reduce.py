@@ -15,67 +15,70 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
-from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.facts.timeutil import parse_rfc3339_us
 from pipeline.models import GroupResource
 
 __all__ = [
     "DEFAULT_UID_CAP",
     "DROP_REASONS",
-    "DRY_RUN",
-    "FACT_TOO_LARGE",
-    "FAILED_REQUEST",
-    "MALFORMED_EVENT",
-    "NIL_EVENT",
-    "NON_SCALE_SUBRESOURCE",
-    "NO_ATTRIBUTION_FACT",
-    "QUEUED",
-    "READ_ONLY_OR_UNKNOWN_VERB",
-    "STAGE",
     "UIDSET_NO_UIDS",
     "UIDSET_UID_CAP",
-    "UNCHANGED_RESOURCE_VERSION",
-    "UNWATCHED_TYPE",
-    "WRITE_ERROR",
+    "Category",
+    "EventReason",
     "Reduction",
     "category",
     "group_facts",
     "reduce_event",
 ]
 
-QUEUED = "queued"
-WRITE_ERROR = "write_error"
-NO_ATTRIBUTION_FACT = "no_attribution_fact"
-NON_SCALE_SUBRESOURCE = "non_scale_subresource"
-NIL_EVENT = "nil_event"
-STAGE = "stage"
-READ_ONLY_OR_UNKNOWN_VERB = "read_only_or_unknown_verb"
-FAILED_REQUEST = "failed_request"
-DRY_RUN = "dry_run"
-UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
-# Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, or
-# whose response code is not a number. Counted and skipped so the rest of the list still lands.
-MALFORMED_EVENT = "malformed_event"
-# A fact the log cannot hold even alone (see pipeline.facts.records); counted, not published.
-FACT_TOO_LARGE = "fact_too_large"
-# A fact for a group/resource that no target of the route's cluster watches: it could never be
-# joined, and accepting it would let any poster fill the fact index (see docs/security.md).
-UNWATCHED_TYPE = "unwatched_type"
+class EventReason(StrEnum):
+    """What became of one audit event (the `reason` label of `reverser_audit_events_total`)."""
+
+    QUEUED = "queued"
+    WRITE_ERROR = "write_error"
+    NO_ATTRIBUTION_FACT = "no_attribution_fact"
+    NON_SCALE_SUBRESOURCE = "non_scale_subresource"
+    NIL_EVENT = "nil_event"
+    STAGE = "stage"
+    READ_ONLY_OR_UNKNOWN_VERB = "read_only_or_unknown_verb"
+    FAILED_REQUEST = "failed_request"
+    DRY_RUN = "dry_run"
+    UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
+    # Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, or
+    # whose response code is not a number. Counted and skipped so the rest of the list still lands.
+    MALFORMED_EVENT = "malformed_event"
+    # A fact the log cannot hold even alone (see pipeline.facts.records); counted, not published.
+    FACT_TOO_LARGE = "fact_too_large"
+    # A fact for a group/resource that no target of the route's cluster watches: it could never be
+    # joined, and accepting it would let any poster fill the fact index (see docs/security.md).
+    UNWATCHED_TYPE = "unwatched_type"
+
+
+class Category(StrEnum):
+    """The coarse `category` label of `reverser_audit_events_total`."""
+
+    STORED = "stored"
+    SKIPPED = "skipped"
+    DROPPED = "dropped"
+    ERROR = "error"
+
 
 DROP_REASONS = frozenset(
     {
-        NON_SCALE_SUBRESOURCE,
-        NIL_EVENT,
-        STAGE,
-        READ_ONLY_OR_UNKNOWN_VERB,
-        FAILED_REQUEST,
-        DRY_RUN,
-        UNCHANGED_RESOURCE_VERSION,
-        MALFORMED_EVENT,
-        UNWATCHED_TYPE,
+        EventReason.NON_SCALE_SUBRESOURCE,
+        EventReason.NIL_EVENT,
+        EventReason.STAGE,
+        EventReason.READ_ONLY_OR_UNKNOWN_VERB,
+        EventReason.FAILED_REQUEST,
+        EventReason.DRY_RUN,
+        EventReason.UNCHANGED_RESOURCE_VERSION,
+        EventReason.MALFORMED_EVENT,
+        EventReason.UNWATCHED_TYPE,
     }
 )
 
@@ -95,19 +98,23 @@ _MUTATIONS = {
     "deletecollection": "DELETE",
 }
 
-_CATEGORIES = {QUEUED: "stored", WRITE_ERROR: "error", NO_ATTRIBUTION_FACT: "skipped"}
+_CATEGORIES: dict[str, Category] = {
+    EventReason.QUEUED: Category.STORED,
+    EventReason.WRITE_ERROR: Category.ERROR,
+    EventReason.NO_ATTRIBUTION_FACT: Category.SKIPPED,
+}
 
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def category(reason: str) -> str:
+def category(reason: str) -> Category:
     """The coarse `category` label for an outcome reason: stored, skipped, dropped or error."""
     found = _CATEGORIES.get(reason)
     if found is not None:
         return found
-    return "dropped" if reason in DROP_REASONS else "error"
+    return Category.DROPPED if reason in DROP_REASONS else Category.ERROR
 
 
 class Reduction(NamedTuple):
@@ -220,9 +227,9 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
     This is the ingress hot path (hundreds of events per request), hence the inlined lookups.
     """
     if event is None:
-        return Reduction(NIL_EVENT, None, None)
+        return Reduction(EventReason.NIL_EVENT, None, None)
     if not isinstance(event, dict):
-        return Reduction(MALFORMED_EVENT, None, None)
+        return Reduction(EventReason.MALFORMED_EVENT, None, None)
     object_ref = event.get("objectRef")
     gr: GroupResource | None = None
     resource = ""
@@ -244,22 +251,22 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
     if object_ref is not None:
         subresource = object_ref.get("subresource")
         if subresource and (operation is None or subresource != "scale"):
-            return Reduction(NON_SCALE_SUBRESOURCE, gr, None)
+            return Reduction(EventReason.NON_SCALE_SUBRESOURCE, gr, None)
     if event.get("stage") != "ResponseComplete":
-        return Reduction(STAGE, gr, None)
+        return Reduction(EventReason.STAGE, gr, None)
     if operation is None:
-        return Reduction(READ_ONLY_OR_UNKNOWN_VERB, gr, None)
+        return Reduction(EventReason.READ_ONLY_OR_UNKNOWN_VERB, gr, None)
     status = event.get("responseStatus")
     if isinstance(status, dict):
         code = status.get("code")
         if code is not None:
             if isinstance(code, bool) or not isinstance(code, int | float):
-                return Reduction(MALFORMED_EVENT, gr, None)
+                return Reduction(EventReason.MALFORMED_EVENT, gr, None)
             if code >= 300:
-                return Reduction(FAILED_REQUEST, gr, None)
+                return Reduction(EventReason.FAILED_REQUEST, gr, None)
     request_uri = event.get("requestURI")
     if _is_dry_run(request_uri):
-        return Reduction(DRY_RUN, gr, None)
+        return Reduction(EventReason.DRY_RUN, gr, None)
     request_body = event.get("requestObject")
     response_body = event.get("responseObject")
     response_md = _metadata(response_body)
@@ -270,19 +277,19 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
         if not isinstance(response_rv, str):
             response_rv = ""
         if response_rv and request_md is not None and request_md.get("resourceVersion") == response_rv:
-            return Reduction(UNCHANGED_RESOURCE_VERSION, gr, None)
+            return Reduction(EventReason.UNCHANGED_RESOURCE_VERSION, gr, None)
 
     # The fact.
     if object_ref is None or not resource or gr is None:
-        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+        return Reduction(EventReason.NO_ATTRIBUTION_FACT, gr, None)
     user = event.get("impersonatedUser")
     if not isinstance(user, dict) or not _text(user, "username"):
         user = event.get("user")
         if not isinstance(user, dict):
-            return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+            return Reduction(EventReason.NO_ATTRIBUTION_FACT, gr, None)
     author = _text(user, "username")
     if not author:
-        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+        return Reduction(EventReason.NO_ATTRIBUTION_FACT, gr, None)
 
     namespace = _text(object_ref, "namespace")
     name = _text(object_ref, "name")
@@ -297,7 +304,7 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
 
     is_collection = verb_lower == "deletecollection"
     if not name and not is_collection:
-        return Reduction(NO_ATTRIBUTION_FACT, gr, None)
+        return Reduction(EventReason.NO_ATTRIBUTION_FACT, gr, None)
     resource_version = response_rv or _text(object_ref, "resourceVersion")
     audit_id = event.get("auditID", "")
     extra = user.get("extra")
@@ -314,11 +321,11 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
         parse_rfc3339_us(event.get("stageTimestamp")),
     )
     if not is_collection:
-        return Reduction(QUEUED, gr, fact)
+        return Reduction(EventReason.QUEUED, gr, fact)
     fact.name = fact.uid = fact.resource_version = ""
     fact.label_selector = _label_selector(request_uri)
     fact.uids, uidset_reason = _uid_set(response_body, uid_cap if uid_cap > 0 else DEFAULT_UID_CAP)
-    return Reduction(QUEUED, gr, fact, uidset_reason)
+    return Reduction(EventReason.QUEUED, gr, fact, uidset_reason)
 
 
 def group_facts(route: str, reductions: Iterable[Reduction]) -> list[FactBatch]:

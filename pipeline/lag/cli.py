@@ -21,7 +21,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from pipeline.config import Settings
+from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.config import Settings, split_host_port
 from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.lag.burrow import burrow_routes
 from pipeline.lag.component import LagComponent
@@ -31,8 +32,6 @@ from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
 from pipeline.log import Log, open_log
-from pipeline.service.app import split_addr
-from pipeline.service.cli import add_config_argument, settings_from_args
 
 __all__ = ["register"]
 
@@ -114,7 +113,7 @@ async def _serve(log: Log, settings: Settings, selector: GroupSelector, addr: st
     try:
         await component.start()
         await runner.setup()
-        host, port = split_addr(addr)
+        host, port = split_host_port(addr)
         await web.TCPSite(runner, host, port).start()
         bound = runner.addresses[0][1] if runner.addresses else port
         print(f"reverser: lag API on http://{host}:{bound}/v3/kafka", file=sys.stderr, flush=True)
@@ -146,7 +145,7 @@ def _lag(args: argparse.Namespace) -> int:
         raise usage_error("--interval must be positive")
     if args.serve is not None:
         try:
-            split_addr(args.serve)
+            split_host_port(args.serve)
         except ValueError as exc:
             raise usage_error(f"--serve: {exc}") from None
     try:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from aiohttp import web
 
+from pipeline.component import Component
 from pipeline.config import LagSettings, Settings
 from pipeline.lag.burrow import burrow_routes
 from pipeline.lag.metrics import LagMetrics
@@ -16,7 +17,6 @@ from pipeline.lag.monitor import Clock, LagMonitor, wall_clock_ms
 from pipeline.lag.offsets_topic import commit_feed_for
 from pipeline.lag.selection import GroupSelector
 from pipeline.log.api import Log
-from pipeline.service.component import Component
 
 __all__ = ["LagComponent", "build", "ops_routes"]
 

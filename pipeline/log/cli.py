@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import Log, TopicDescription, TopicSpec, open_log
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
-from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.tables import aligned
 
 __all__ = [

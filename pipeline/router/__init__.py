@@ -6,14 +6,10 @@ markers through, and appends one work item per claiming target to `<prefix>.bran
 provider + branch. Offsets are committed only after the work items were acknowledged.
 """
 
-from pipeline.router.events import Operation, WatchRecord, decode_watch_record
 from pipeline.router.router import AuthorLookup, Router, RouterStats
 
 __all__ = [
     "AuthorLookup",
-    "Operation",
     "Router",
     "RouterStats",
-    "WatchRecord",
-    "decode_watch_record",
 ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
+from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
+from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
 from pipeline.router import metrics
-from pipeline.router.events import CaughtUp, Operation, Removal, WatchRecord, changed_objects
-from pipeline.work import WorkAuthor
+from pipeline.router.events import CaughtUp, changed_objects
 
 
 def query_for(watch: WatchRecord) -> FactQuery:
@@ -18,34 +19,31 @@ def query_for(watch: WatchRecord) -> FactQuery:
     time the resolution holds for (see docs/attribution.md, "Waiting").
     """
     body = watch.body
-    return FactQuery(
-        route=watch.route,
-        group_resource=watch.group_resource,
-        uid=body["uid"],
-        resource_version=body["resourceVersion"],
-        namespace=body["namespace"],
-        name=body["name"],
-        labels=body["labels"],
-        exact_capable=body["type"] != "DELETED" and not body["deleting"],
-        version=watch.version,
-        event_ms=watch.observed_at_ms,
-    )
+    if not isinstance(body, LiveEvent):
+        raise TypeError(f"only live events are attributed, not {watch.kind}")
+    return _query(watch, body, body.labels, body.type != EventType.DELETED and not body.deleting)
 
 
-def snapshot_query(watch: WatchRecord, obj: dict[str, Any]) -> FactQuery:
+def snapshot_query(watch: WatchRecord, obj: SnapshotObject) -> FactQuery:
     """The join query of a snapshot object: exact-capable (snapshots leave out Terminating objects).
 
     The object was changed no later than the chunk was observed, which is its event time.
     """
+    return _query(watch, obj, {}, True)
+
+
+def _query(
+    watch: WatchRecord, obj: LiveEvent | SnapshotObject, labels: Mapping[str, str], exact_capable: bool
+) -> FactQuery:
     return FactQuery(
         route=watch.route,
         group_resource=watch.group_resource,
-        uid=obj["uid"],
-        resource_version=obj["resourceVersion"],
-        namespace=obj["namespace"],
-        name=obj["name"],
-        labels={},
-        exact_capable=True,
+        uid=obj.uid,
+        resource_version=obj.resource_version,
+        namespace=obj.namespace,
+        name=obj.name,
+        labels=labels,
+        exact_capable=exact_capable,
         version=watch.version,
         event_ms=watch.observed_at_ms,
     )
@@ -54,9 +52,9 @@ def snapshot_query(watch: WatchRecord, obj: dict[str, Any]) -> FactQuery:
 def work_author(result: Attribution) -> WorkAuthor:
     """The author stored in branch work for a resolution (UNRESOLVED names nobody)."""
     if not result.resolved:
-        return WorkAuthor("UNRESOLVED", tier=result.tier)
+        return WorkAuthor(Outcome.UNRESOLVED, tier=result.tier)
     return WorkAuthor(
-        "RESOLVED",
+        Outcome.RESOLVED,
         result.author,
         result.display_name,
         result.email,
@@ -104,7 +102,7 @@ class IndexLookup:
         The commit worker deletes what the snapshot no longer lists and the pipeline wrote; this
         names who deleted each such object, exactly as that object's DELETED event would be named.
         """
-        if watch.body.get("since"):
+        if isinstance(watch.body, SnapshotEnd) and watch.body.since:
             found = await self._resolver.deletions(
                 watch.route, watch.group_resource, watch.scope, watch.observed_at_ms
             )

@@ -1,5 +1,7 @@
 """Prometheus metrics of the resolver/router stage."""
 
+from enum import StrEnum
+
 from prometheus_client import Counter, Gauge, Histogram
 
 RECORDS = Counter("reverser_router_records_total", "Watch-event records consumed, by record kind.", ["kind"])
@@ -8,6 +10,15 @@ WORK_ITEMS = Counter(
     "Branch-work items appended, by provider and branch.",
     ["provider", "branch"],
 )
+
+
+class DropReason(StrEnum):
+    """Why a watch-event record produced no work (the `reason` label of `reverser_router_dropped_total`)."""
+
+    RETENTION_GAP = "retention_gap"
+    UNKNOWN_TARGET = "unknown_target"
+
+
 DROPPED = Counter(
     "reverser_router_dropped_total", "Watch-event records that produced no work, by reason.", ["reason"]
 )

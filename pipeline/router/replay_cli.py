@@ -18,17 +18,18 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.codec import BRANCH_WORK, DecodeError, codec
+from pipeline.codec import DecodeError
+from pipeline.codec.branch_work import work_record
+from pipeline.codec.watch_event import decode_watch_event
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import open_log
 from pipeline.log.api import PendingRecord, TopicPartition
 from pipeline.log.topics import TopicNames
-from pipeline.models import branch_key
 from pipeline.progress import ProgressReport
 from pipeline.router.component import destinations
-from pipeline.router.events import decode_watch_record, work_item
-from pipeline.service.cli import add_config_argument, settings_from_args
+from pipeline.router.events import work_item
 
 __all__ = ["add_replay_watch_parser", "replay_watch_events"]
 
@@ -65,9 +66,6 @@ async def replay_watch_events(
     if source == target:
         raise ReplayWatchError("--from-target and --target must differ")
     names = TopicNames.for_prefix(settings.log.topic_prefix)
-    work = codec(BRANCH_WORK)
-    key = branch_key(where.provider, where.branch)
-    headers = (work.header, ("target", target.encode()))
     log = open_log(settings)
     await log.start()
     written = skipped = 0
@@ -92,14 +90,14 @@ async def replay_watch_events(
                             continue
                         report.advance()
                         try:
-                            watch = decode_watch_record(record)
+                            watch = decode_watch_event(record)
                         except DecodeError:
                             skipped += 1
                             continue
                         if watch.target != source:
                             continue
                         item = work_item(dataclasses.replace(watch, target=target), where, None)
-                        out.append(PendingRecord(work.encode(item), key=key, headers=headers))
+                        out.append(work_record(item))
                     if len(out) >= APPEND_BATCH:
                         await log.append_many(names.branch_work, out)
                         written += len(out)

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.backoff import log_retry
-from pipeline.codec import BRANCH_WORK, DecodeError, codec
-from pipeline.deadletter.envelope import letter_record
+from pipeline.codec import DecodeError
+from pipeline.codec.branch_work import Removal, WorkAuthor, work_record
+from pipeline.codec.dead_letter import letter_record
+from pipeline.codec.watch_event import SnapshotEnd, WatchRecord, decode_watch_event
 from pipeline.log.api import (
     FencedError,
     GroupConsumer,
@@ -31,21 +33,9 @@ from pipeline.log.api import (
     TransactionalProducer,
 )
 from pipeline.log.topics import TopicNames
-from pipeline.models import branch_key
 from pipeline.router import metrics
-from pipeline.router.events import (
-    SNAPSHOT_END,
-    CaughtUp,
-    Destination,
-    Removal,
-    WatchRecord,
-    caught_up_item,
-    changed_objects,
-    decode_watch_record,
-    work_item,
-)
+from pipeline.router.events import CaughtUp, Destination, caught_up_item, changed_objects, work_item
 from pipeline.tasks import cancel_all
-from pipeline.work import WorkAuthor
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +241,7 @@ class Router:
                 continue
             backoff.reset()
             for gap in fetched.gaps:
-                metrics.DROPPED.labels("retention_gap").inc(gap.lost)
+                metrics.DROPPED.labels(metrics.DropReason.RETENTION_GAP).inc(gap.lost)
                 logger.error(
                     "watch events %s[%d] offsets %d..%d were deleted by retention before routing",
                     gap.topic,
@@ -293,7 +283,7 @@ class Router:
 
     def _admit(self, record: Record) -> _Pending:
         try:
-            watch = decode_watch_record(record)
+            watch = decode_watch_event(record)
         except DecodeError as exc:
             metrics.DECODE_ERRORS.inc()
             logger.error(
@@ -315,7 +305,7 @@ class Router:
         elif changed_objects(watch):
             pending.caught_up = asyncio.ensure_future(self._lookup.catch_up(watch))
             pending.caught_up.add_done_callback(lambda _f: self._progress.set())
-        elif watch.kind == SNAPSHOT_END:
+        elif isinstance(watch.body, SnapshotEnd):
             pending.removals = asyncio.ensure_future(self._lookup.removals_for(watch))
             pending.removals.add_done_callback(lambda _f: self._progress.set())
         return pending
@@ -447,7 +437,7 @@ class Router:
         assert watch is not None
         destination = self._destinations.get(watch.target)
         if destination is None:
-            metrics.DROPPED.labels("unknown_target").inc()
+            metrics.DROPPED.labels(metrics.DropReason.UNKNOWN_TARGET).inc()
             self.stats.dropped += 1
             return []
         author: WorkAuthor | None = None
@@ -468,10 +458,7 @@ class Router:
             removals = pending.removals.result()
         items.append(work_item(watch, destination, author, removals))
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
-        work = codec(BRANCH_WORK)
-        key = branch_key(destination.provider, destination.branch)
-        headers = (work.header, ("target", watch.target.encode()))
-        return [PendingRecord(work.encode(item), key=key, headers=headers) for item in items]
+        return [work_record(item) for item in items]
 
     async def _commit_until_done(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import signal
 from collections.abc import Callable
@@ -12,19 +11,25 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
-from pipeline.config import ConfigError, Settings
-from pipeline.customresources.follower import ConfigFollower
-from pipeline.customresources.state import ConfigState
-from pipeline.log import Log, open_log
-from pipeline.log.topics import TopicNames, topic_specs
-from pipeline.service.component import (
+from pipeline.audit import component as audit_component
+from pipeline.commit import component as commit_component
+from pipeline.component import (
     Component,
     ComponentFactory,
     ConfigRefreshing,
     OpsRoutes,
     Reconfigurable,
 )
+from pipeline.config import ConfigError, Settings, split_host_port
+from pipeline.customresources import component as customresources_component
+from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.state import ConfigState
+from pipeline.lag import component as lag_component
+from pipeline.log import Log, open_log
+from pipeline.log.topics import TopicNames, topic_specs
+from pipeline.router import component as router_component
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
+from pipeline.watch import component as watch_component
 
 logger = logging.getLogger(__name__)
 
@@ -39,34 +44,18 @@ CONFIG_CHANGES = Counter(
     ["source", "outcome"],
 )
 
-# "module:function" of every stage factory, in start order (stopped in reverse).
-COMPONENT_FACTORIES: tuple[str, ...] = (
-    "pipeline.lag.component:build",
-    "pipeline.audit.component:build",
-    "pipeline.router.component:build",
-    "pipeline.commit.component:build",
-    "pipeline.watch.component:build",
-    "pipeline.customresources.component:build",
+# Every stage factory, in start order (stopped in reverse).
+COMPONENT_FACTORIES: tuple[ComponentFactory, ...] = (
+    lag_component.build,
+    audit_component.build,
+    router_component.build,
+    commit_component.build,
+    watch_component.build,
+    customresources_component.build,
 )
 
-# "module:function" of hooks adding read-only routes to the ops server (the metrics port).
-OPS_ROUTES: tuple[str, ...] = ("pipeline.lag.component:ops_routes",)
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """`HOST:PORT` (or `[v6]:PORT`) into its parts; raises ValueError naming the problem."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"address {addr!r} is not HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def load_factories(names: tuple[str, ...] = COMPONENT_FACTORIES) -> list[ComponentFactory]:
-    factories: list[ComponentFactory] = []
-    for name in names:
-        module_name, _, attr = name.partition(":")
-        factories.append(getattr(importlib.import_module(module_name), attr))
-    return factories
+# Hooks adding read-only routes to the ops server (the metrics port).
+OPS_ROUTES: tuple[OpsRoutes, ...] = (lag_component.ops_routes,)
 
 
 class Service:
@@ -90,7 +79,7 @@ class Service:
         self._applying = asyncio.Lock()
         self.config_version = 0
         self.log = log_ if log_ is not None else open_log(settings)
-        self._factories = factories if factories is not None else load_factories()
+        self._factories = factories if factories is not None else list(COMPONENT_FACTORIES)
         self.components: list[Component] = []
         self._starting: list[Component] = []
         self._runner: web.AppRunner | None = None
@@ -248,13 +237,11 @@ class Service:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        for name in OPS_ROUTES:
-            module_name, _, attr = name.partition(":")
-            hook: OpsRoutes = getattr(importlib.import_module(module_name), attr)
+        for hook in OPS_ROUTES:
             app.add_routes(hook(self.settings, lambda: tuple(self.components)))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        host, port = split_addr(self.settings.metrics.addr)
+        host, port = split_host_port(self.settings.metrics.addr)
         site = web.TCPSite(self._runner, host, port)
         await site.start()
         addresses = self._runner.addresses

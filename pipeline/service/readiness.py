@@ -17,9 +17,9 @@ from typing import Protocol
 
 from prometheus_client import Gauge
 
+from pipeline.component import Component
 from pipeline.log.api import Log
 from pipeline.models import Readiness
-from pipeline.service.component import Component
 
 __all__ = ["READY", "LogProbe", "Readiness", "ReportsReadiness", "readiness_of", "verdict"]
 

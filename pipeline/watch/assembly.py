@@ -10,8 +10,9 @@ appends what comes out.
 
 from __future__ import annotations
 
+from pipeline.codec.watch_event import SnapshotObject
 from pipeline.log.api import PendingRecord
-from pipeline.watch.records import RecordBuilder, SnapshotObject
+from pipeline.watch.records import RecordBuilder
 
 __all__ = ["SnapshotAssembly", "next_epoch"]
 

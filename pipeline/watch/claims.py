@@ -19,48 +19,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.backoff import log_retry
-from pipeline.codec import SCHEMA_HEADER, WATCH_CLAIM, DecodeError, codec
-from pipeline.log.api import Log, LogError, PendingRecord, Reader, Record, TopicPartition
+from pipeline.codec import DecodeError
+from pipeline.codec.watch_claim import Claim, decode_claim, encode_claim
+from pipeline.log.api import Log, LogError, Reader, TopicPartition
 from pipeline.tasks import cancel_all
 from pipeline.watch import metrics
 
-__all__ = ["RIVAL_EXPIRY_INTERVALS", "Claim", "ClaimBook", "ClaimWatcher", "decode_claim", "encode_claim"]
+__all__ = ["RIVAL_EXPIRY_INTERVALS", "ClaimBook", "ClaimWatcher"]
 
 logger = logging.getLogger(__name__)
 
 RIVAL_EXPIRY_INTERVALS = 3
 _FETCH_TIMEOUT_MS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """`identity` watches `cluster` and says so every `interval_ms`."""
-
-    cluster: str
-    identity: str
-    leader_election: bool
-    interval_ms: int
-
-
-def encode_claim(claim: Claim) -> PendingRecord:
-    claim_codec = codec(WATCH_CLAIM)
-    value = claim_codec.encode(
-        {
-            "cluster": claim.cluster,
-            "identity": claim.identity,
-            "leaderElection": claim.leader_election,
-            "intervalMs": claim.interval_ms,
-        }
-    )
-    return PendingRecord(value, key=claim.cluster.encode(), headers=(claim_codec.header,), partition=0)
-
-
-def decode_claim(record: Record) -> Claim:
-    """Decode a claim record; raises `DecodeError` for anything unreadable."""
-    data = codec(WATCH_CLAIM).decode(record.value, record.header(SCHEMA_HEADER))
-    return Claim(
-        str(data["cluster"]), str(data["identity"]), bool(data["leaderElection"]), int(data["intervalMs"])
-    )
 
 
 @dataclass(slots=True)

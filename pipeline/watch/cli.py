@@ -13,9 +13,9 @@ import json
 import sys
 from typing import Any
 
+from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode
-from pipeline.service.cli import add_config_argument, settings_from_args
 from pipeline.watch.kube import KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 

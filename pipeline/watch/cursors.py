@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 
 from pipeline.codec import SCHEMA_HEADER, DecodeError
+from pipeline.codec.watch_cursor import Cursor, decode_cursor, encode_cursor
 from pipeline.log.api import Log, PendingRecord, TopicPartition
 from pipeline.log.scan import extent_of, read_to_end
 from pipeline.watch import metrics
-from pipeline.watch.records import Cursor, decode_cursor, encode_cursor
 from pipeline.watch.writer import Appender
 
 __all__ = ["CursorStore"]

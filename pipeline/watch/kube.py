@@ -143,11 +143,11 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
     try:
         event = json.loads(line)
     except ValueError as exc:
-        metrics.DROPPED.labels("undecodable").inc()
+        metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
         logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
         return None
     if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-        metrics.DROPPED.labels("undecodable").inc()
+        metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
         logger.error("skipping a watch event without an object: %.200r", line)
         return None
     return event

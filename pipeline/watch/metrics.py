@@ -10,6 +10,7 @@ import time
 import weakref
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
+from enum import StrEnum
 from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter
@@ -79,7 +80,24 @@ CONCURRENT_WATCHERS_DETECTED = Counter(
     ["cluster"],
 )
 
-STATES = ("Replaying", "Streaming", "Backoff", "Stopped")
+class StreamState(StrEnum):
+    """Where a watch stream is (the `state` label of `reverser_watch_streams`)."""
+
+    REPLAYING = "Replaying"
+    STREAMING = "Streaming"
+    BACKOFF = "Backoff"
+    STOPPED = "Stopped"
+
+
+class DropReason(StrEnum):
+    """Why a watch event was not written (the `reason` label of `reverser_watch_events_dropped_total`)."""
+
+    UNKNOWN_TYPE = "unknown_type"
+    COVERED_BY_LIST = "covered_by_list"
+    UNCHANGED = "unchanged"
+    TOO_LARGE = "too_large"
+    TERMINATING_IN_SNAPSHOT = "terminating_in_snapshot"
+    UNDECODABLE = "undecodable"
 
 
 class StreamView(Protocol):
@@ -146,14 +164,14 @@ class _StreamCollector(Collector):
             for view in source.stream_views():
                 counted[view.state] += 1
                 updated = view.cursor_updated_at_ms
-                if updated is not None and view.state != "Stopped":
+                if updated is not None and view.state != StreamState.STOPPED:
                     ages.add_metric(list(view.labels), max(0.0, (now_ms - updated) / 1000))
             problem_count.update(source.problem_reasons())
             for cluster, count in source.concurrent_watchers():
                 rivals[cluster] += count
             for cluster, leading in source.leadership():
                 leading_by_cluster[cluster] = leading_by_cluster.get(cluster, False) or leading
-        for state in STATES:
+        for state in StreamState:
             states.add_metric([state], counted.get(state, 0))
         for (target, reason), count in sorted(problem_count.items()):
             problems.add_metric([target, reason], count)

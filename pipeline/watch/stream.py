@@ -20,13 +20,15 @@ from typing import Any
 import aiohttp
 
 from pipeline.backoff import Backoff, Sleep
+from pipeline.codec.watch_cursor import Cursor
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
 from pipeline.watch import metrics
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collection_path
-from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject
+from pipeline.watch.metrics import DropReason, StreamState
+from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from pipeline.watch.writer import Appender
@@ -144,7 +146,7 @@ class WatchStream:
         self._force_snapshot = fresh
         self.resource_version = ""
         self._floor: int | None = None
-        self.state = "Replaying"
+        self.state = StreamState.REPLAYING
         self.reason = "InitialReplay"
         self.message = ""
         self.sessions = 0
@@ -158,12 +160,12 @@ class WatchStream:
     async def stop(self) -> None:
         """Cancel the stream and wait until its connection is closed."""
         await self._cancel()
-        if self.state != "Stopped":
-            self._set_state("Stopped", "Removed")
+        if self.state != StreamState.STOPPED:
+            self._set_state(StreamState.STOPPED, "Removed")
 
     async def resnapshot(self) -> None:
         """Restart with a fresh snapshot instead of a cursor resume (prune mode widened to Always)."""
-        if self.state == "Stopped":
+        if self.state == StreamState.STOPPED:
             return
         await self._cancel()
         self._abandon_snapshot()
@@ -189,7 +191,7 @@ class WatchStream:
     def _now_ms(self) -> int:
         return int(self._options.clock() * 1000)
 
-    def _set_state(self, state: str, reason: str, message: str = "") -> None:
+    def _set_state(self, state: StreamState, reason: str, message: str = "") -> None:
         self.state, self.reason, self.message = state, reason, message
 
     # -- session loop ---------------------------------------------------------------------
@@ -208,11 +210,11 @@ class WatchStream:
                 await self._session()
                 self.message = "the server ended the watch"
             except StreamStopped as exc:
-                self._set_state("Stopped", "NamespaceGone", str(exc))
+                self._set_state(StreamState.STOPPED, "NamespaceGone", str(exc))
                 logger.warning("watch %s stopped for good: %s", self.spec.describe(), exc)
                 return
             except FencedError as exc:
-                self._set_state("Stopped", "Fenced", str(exc))
+                self._set_state(StreamState.STOPPED, "Fenced", str(exc))
                 logger.warning(
                     "watch %s stopped: a newer leader took the cluster over (%s)", self.spec.describe(), exc
                 )
@@ -229,7 +231,7 @@ class WatchStream:
             self._abandon_snapshot()
             if options.clock() - started >= options.healthy_after_s:
                 backoff.reset()
-            self._set_state("Backoff", "WatchError", self.message)
+            self._set_state(StreamState.BACKOFF, "WatchError", self.message)
             await backoff.wait()
 
     async def _check_namespace(self) -> None:
@@ -251,7 +253,7 @@ class WatchStream:
     async def _session(self) -> None:
         cursor = self._cursors.get(self.spec.cursor_key)
         if cursor is not None and cursor.resource_version and not self._force_snapshot:
-            self._set_state("Replaying", "ResumeReplay")
+            self._set_state(StreamState.REPLAYING, "ResumeReplay")
             try:
                 await self._resume(cursor.resource_version)
                 return
@@ -265,9 +267,9 @@ class WatchStream:
                     cursor.resource_version,
                 )
                 self._abandon_snapshot()
-                self._set_state("Replaying", "ExpiredResourceVersion")
+                self._set_state(StreamState.REPLAYING, "ExpiredResourceVersion")
         else:
-            self._set_state("Replaying", "InitialReplay")
+            self._set_state(StreamState.REPLAYING, "InitialReplay")
         if self._capabilities.watchlist:
             try:
                 await self._watchlist_session()
@@ -298,7 +300,7 @@ class WatchStream:
         connection = await self._open(self._query(resourceVersion=resource_version))
         self.resource_version = resource_version
         self._floor = None
-        self._set_state("Streaming", "CursorResume")
+        self._set_state(StreamState.STREAMING, "CursorResume")
         await self._pump_and_consume(connection)
 
     async def _watchlist_session(self) -> None:
@@ -322,7 +324,7 @@ class WatchStream:
             records.extend(self._end_snapshot(list_rv))
             self._floor = _rv_floor(list_rv)
             await self._write(records, list_rv)
-            self._set_state("Streaming", "AllStreamsReady")
+            self._set_state(StreamState.STREAMING, "AllStreamsReady")
             await self._consume(queue)
 
     # -- reading --------------------------------------------------------------------------
@@ -403,7 +405,7 @@ class WatchStream:
             records.extend(self._end_snapshot(rv))
             return rv
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
-            metrics.DROPPED.labels("unknown_type").inc()
+            metrics.DROPPED.labels(DropReason.UNKNOWN_TYPE).inc()
             return ""
         if self._snapshot is not None:
             if event_type != "ADDED":
@@ -413,7 +415,7 @@ class WatchStream:
         if self._floor is not None and not _removes(event_type, obj):
             event_rv = _rv_floor(rv)
             if event_rv is not None and event_rv <= self._floor:
-                metrics.DROPPED.labels("covered_by_list").inc()
+                metrics.DROPPED.labels(DropReason.COVERED_BY_LIST).inc()
                 return ""
         await self._live(event_type, obj, meta, records)
         return rv
@@ -447,13 +449,13 @@ class WatchStream:
         else:
             digest = content_hash(canonical, deleting)
             if self._hashes.get(uid) == digest:
-                metrics.DROPPED.labels("unchanged").inc()
+                metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
                 return
             self._hashes[uid] = digest
         _, payload = await self._payload(obj)
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
-            metrics.DROPPED.labels("too_large").inc()
+            metrics.DROPPED.labels(DropReason.TOO_LARGE).inc()
             logger.error(
                 "watch %s: %s/%s is larger than the topic's message limit; not written",
                 self.spec.describe(),
@@ -479,20 +481,14 @@ class WatchStream:
         snapshot = self._snapshot
         assert snapshot is not None
         if is_terminating(obj):
-            metrics.DROPPED.labels("terminating_in_snapshot").inc()
+            metrics.DROPPED.labels(DropReason.TERMINATING_IN_SNAPSHOT).inc()
             return []
         meta = _meta(obj)
         canonical, payload = await self._payload(obj)
         uid = str(meta.get("uid") or "")
-        item = SnapshotObject(
-            str(meta.get("namespace") or ""),
-            str(meta.get("name") or ""),
-            uid,
-            str(meta.get("resourceVersion") or ""),
-            payload,
-        )
+        item = snapshot_object(meta, payload)
         if not snapshot.fits(item):
-            metrics.DROPPED.labels("too_large").inc()
+            metrics.DROPPED.labels(DropReason.TOO_LARGE).inc()
             logger.error(
                 "watch %s: %s/%s is larger than the topic's message limit; left out of the snapshot",
                 self.spec.describe(),
@@ -530,7 +526,7 @@ class WatchStream:
             metrics.SNAPSHOTS.labels(completed.mode, "completed").inc()
             self.snapshots_completed += 1
             self._force_snapshot = False
-            self._set_state("Streaming", "AllStreamsReady")
+            self._set_state(StreamState.STREAMING, "AllStreamsReady")
             await self._advance(resource_version, completed.epoch)
         elif self._snapshot is None:
             await self._advance(resource_version, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pipeline.attribution import FactIndex, FactQuery, IndexLimits
-from pipeline.facts.model import AuthorFact
+from pipeline.codec.fact_batch import AuthorFact
 from pipeline.models import GroupResource
 
 CM = GroupResource("", "configmaps")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.attribution.model import is_removal_verb
 from pipeline.attribution.selector import SelectorError, parse_selector
-from pipeline.facts.model import AuthorFact
+from pipeline.codec.fact_batch import AuthorFact
 
 
 @dataclass

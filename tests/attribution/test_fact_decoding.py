@@ -14,10 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.attribution.follower import FACT_BATCH_V1, decode_fact_batch_v1
-from pipeline.attribution.model import FactRow, avro_fact_row
 from pipeline.codec import FACT_BATCH, DecodeError, codec
-from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.codec.fact_batch import (
+    HAND_WRITTEN,
+    AuthorFact,
+    FactBatch,
+    FactRow,
+    avro_fact_row,
+    decode_fact_batch_v1,
+)
 from pipeline.models import GroupResource
 
 WRITER = codec(FACT_BATCH)
@@ -50,7 +55,7 @@ batches = st.builds(
 
 def expected(payload: bytes) -> tuple[str, str, str, list[FactRow]]:
     """What fastavro decodes, as rows; raises DecodeError where the codec refuses the payload."""
-    batch: dict[str, Any] = WRITER.decode(payload, FACT_BATCH_V1)
+    batch: dict[str, Any] = WRITER.decode(payload, HAND_WRITTEN)
     rows = [avro_fact_row(fact) for fact in batch["facts"]]
     return batch["route"], batch["group"], batch["resource"], rows
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.attribution import NAME, FactFollower, FactIndex, Resolver
+from pipeline.attribution import FactFollower, FactIndex, Resolver, Tier
 from pipeline.attribution.cli import (
     publish_audit_documents,
     read_audit_file,
@@ -19,8 +19,8 @@ from pipeline.attribution.cli import (
     resolve_watch_event,
 )
 from pipeline.codec import FACT_BATCH, codec
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.config import LogSettings, Settings
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log import open_log
 from pipeline.log.api import Fetched, Gap, Log, PendingRecord, Record
 from pipeline.log.embedded import EmbeddedLog
@@ -84,7 +84,7 @@ async def test_replays_in_order_and_is_ready_only_after_catching_up(any_log: Log
         assert follower.records_applied == 300
         assert sample("reverser_attribution_replay_remaining_records") == 0
         found = index.lookup(query(uid="u1", rv="gone", name="a"))
-        assert (found.tier, found.author) == (NAME, "user299"), "last writer in log order wins"
+        assert (found.tier, found.author) == (Tier.NAME, "user299"), "last writer in log order wins"
         assert labelled("reverser_attribution_transport_info", transport=any_log.kind) == 1
     finally:
         await follower.stop()

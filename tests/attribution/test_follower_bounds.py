@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pipeline.attribution import FactFollower, FactIndex
 from pipeline.attribution.follower import MAX_CACHED_STREAMS, MAX_STREAM_LABELS
+from pipeline.codec.fact_batch import FactBatch
 from pipeline.config import Settings
-from pipeline.facts.model import FactBatch
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.models import GroupResource
 from tests.attribution.helpers import fact

@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.attribution import (
-    ABSENT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
-    EXACT,
-    NAME,
-    RESOURCE_VERSION,
-    actor_kind,
-)
-from pipeline.facts.model import AuthorFact
+from pipeline.attribution import Tier, actor_kind
+from pipeline.codec.fact_batch import AuthorFact
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, Clock, fact, make_index, query, removal
 
 LABELS = {"app": "web"}
@@ -21,11 +12,11 @@ LABELS = {"app": "web"}
 def test_a_miss_is_absent_and_a_removal_never_gets_the_last_writer() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
-    assert index.lookup(query(uid="u1", rv="2", name="b")).tier == ABSENT
-    assert index.lookup(removal(uid="u1", rv="2", name="b")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="2", name="b")).tier == Tier.ABSENT
+    assert index.lookup(removal(uid="u1", rv="2", name="b")).tier == Tier.ABSENT
     index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="3")])
     found = index.lookup(removal(uid="u1", rv="2", name="b"))
-    assert (found.tier, found.author) == (DELETE_STICKY, "bob")
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "bob")
 
 
 def test_route_isolation_including_rv_only() -> None:
@@ -33,9 +24,9 @@ def test_route_isolation_including_rv_only() -> None:
     index.apply("a", CM, [fact("alice", "create", name="x", uid="u1", rv="1")])
     index.apply("a", CM, [fact("rv-only", "update", rv="77")])
     assert index.lookup(query(route="a", uid="u1", rv="1")).author == "alice"
-    assert index.lookup(query(route="b", uid="u1", rv="1")).tier == ABSENT
-    assert index.lookup(query(route="a", uid="u9", rv="77")).tier == RESOURCE_VERSION
-    assert index.lookup(query(route="b", uid="u9", rv="77")).tier == ABSENT
+    assert index.lookup(query(route="b", uid="u1", rv="1")).tier == Tier.ABSENT
+    assert index.lookup(query(route="a", uid="u9", rv="77")).tier == Tier.RESOURCE_VERSION
+    assert index.lookup(query(route="b", uid="u9", rv="77")).tier == Tier.ABSENT
 
 
 def test_exact_stays_per_version() -> None:
@@ -44,7 +35,7 @@ def test_exact_stays_per_version() -> None:
     index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="2")])
     assert index.lookup(query(uid="u1", rv="1")).author == "alice"
     assert index.lookup(query(uid="u1", rv="2")).author == "bob"
-    assert index.lookup(removal(uid="u1", rv="9")).tier == ABSENT, "no delete fact yet"
+    assert index.lookup(removal(uid="u1", rv="9")).tier == Tier.ABSENT, "no delete fact yet"
 
 
 def test_absent_past_ttl_then_sweep_reclaims() -> None:
@@ -52,9 +43,9 @@ def test_absent_past_ttl_then_sweep_reclaims() -> None:
     index = make_index(clock, ttl_s=60)
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
     clock.now += 60
-    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT, "exactly at the cutoff is live"
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.EXACT, "exactly at the cutoff is live"
     clock.now += 0.001
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
     assert len(index) == 2
     assert index.sweep() == 2
     assert len(index) == 0
@@ -65,7 +56,7 @@ def test_fact_ages_from_append_time_not_read_time() -> None:
     clock = Clock()
     index = make_index(clock, ttl_s=60)
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms - 120_000)
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
 
 
 def test_future_append_time_is_clamped_to_now() -> None:
@@ -73,7 +64,7 @@ def test_future_append_time_is_clamped_to_now() -> None:
     index = make_index(clock, ttl_s=60)
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms + 3_600_000)
     clock.now += 61
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
 
 
 def test_rewriting_one_key_keeps_two_entries_and_bounded_order() -> None:
@@ -92,9 +83,9 @@ def test_per_type_cap_evicts_oldest_and_counts() -> None:
         index.apply(ROUTE, CM, [fact("alice", "create", name=f"n{i}", rv=f"{i}")])
     assert index.scope_size(ROUTE, CM) == 3
     assert index.evictions == {"per_type": 2, "total": 0}
-    assert index.lookup(query(uid="x", rv="0")).tier == ABSENT
-    assert index.lookup(query(uid="x", rv="1")).tier == ABSENT
-    assert index.lookup(query(uid="x", rv="2")).tier == RESOURCE_VERSION
+    assert index.lookup(query(uid="x", rv="0")).tier == Tier.ABSENT
+    assert index.lookup(query(uid="x", rv="1")).tier == Tier.ABSENT
+    assert index.lookup(query(uid="x", rv="2")).tier == Tier.RESOURCE_VERSION
 
 
 def test_total_cap_evicts_from_the_largest_type() -> None:
@@ -107,8 +98,8 @@ def test_total_cap_evicts_from_the_largest_type() -> None:
     assert index.evictions == {"per_type": 0, "total": 1}
     assert len(index) == 5
     assert index.scope_size(ROUTE, CM) == 3
-    assert index.lookup(query(uid="x", rv="c0")).tier == ABSENT
-    assert index.lookup(query(uid="x", rv="c1")).tier == RESOURCE_VERSION
+    assert index.lookup(query(uid="x", rv="c0")).tier == Tier.ABSENT
+    assert index.lookup(query(uid="x", rv="c1")).tier == Tier.RESOURCE_VERSION
 
 
 def test_eviction_counts_entries_and_reaches_sticky_pointers() -> None:
@@ -118,45 +109,45 @@ def test_eviction_counts_entries_and_reaches_sticky_pointers() -> None:
     index.apply(ROUTE, CM, [fact("bob", name="b", rv="9")])
     assert index.evictions["per_type"] == 1
     # exact went first; latest and the sticky pointer remain
-    assert index.lookup(removal(uid="u1", rv="5")).tier == DELETE_STICKY
+    assert index.lookup(removal(uid="u1", rv="5")).tier == Tier.DELETE_STICKY
     index.apply(ROUTE, CM, [fact("carol", name="c", rv="10"), fact("dave", name="d", rv="11")])
     assert index.evictions["per_type"] == 3
-    assert index.lookup(removal(uid="u1", rv="5")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="5")).tier == Tier.ABSENT
 
 
 def test_collection_uid_membership_not_across_namespaces() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", ns="ns-1", uids=["u1", "u3"])])
     found = index.lookup(removal(uid="u1", rv="7", ns="ns-1", name="a"))
-    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
-    assert index.lookup(removal(uid="u1", rv="7", ns="ns-2", name="a")).tier == ABSENT
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_BODY_UID, "admin")
+    assert index.lookup(removal(uid="u1", rv="7", ns="ns-2", name="a")).tier == Tier.ABSENT
 
 
 def test_scope_selector_match_and_non_selected_labels_absent() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app=web")])
-    assert index.lookup(removal(uid="u1", name="a", labels=LABELS)).tier == DELETECOLLECTION_SCOPE
-    assert index.lookup(removal(uid="u1", name="a", labels={"app": "db"})).tier == ABSENT
+    assert index.lookup(removal(uid="u1", name="a", labels=LABELS)).tier == Tier.DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", name="a", labels={"app": "db"})).tier == Tier.ABSENT
 
 
 def test_invalid_selector_never_scope_matches_but_uid_set_still_answers() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app in (", uids=["u1"])])
-    assert index.lookup(removal(uid="u2", name="b", labels=LABELS)).tier == ABSENT
-    assert index.lookup(removal(uid="u1", name="a", labels=LABELS)).tier == DELETECOLLECTION_BODY_UID
+    assert index.lookup(removal(uid="u2", name="b", labels=LABELS)).tier == Tier.ABSENT
+    assert index.lookup(removal(uid="u1", name="a", labels=LABELS)).tier == Tier.DELETECOLLECTION_BODY_UID
 
 
 def test_exact_capable_never_reaches_collection_tiers() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
-    assert index.lookup(query(uid="u1", rv="3", name="a", labels=LABELS)).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="3", name="a", labels=LABELS)).tier == Tier.ABSENT
 
 
 def test_empty_selector_is_the_whole_namespace() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="")])
-    assert index.lookup(removal(uid="u1", name="a")).tier == DELETECOLLECTION_SCOPE
-    assert index.lookup(removal(uid="u1", name="a", ns="other")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", name="a")).tier == Tier.DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", name="a", ns="other")).tier == Tier.ABSENT
 
 
 def test_scope_stops_at_the_window_measured_from_stage_timestamp() -> None:
@@ -165,9 +156,9 @@ def test_scope_stops_at_the_window_measured_from_stage_timestamp() -> None:
     stage_us = int((clock.now - 10) * 1_000_000)
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", stage_us=stage_us)])
     clock.now += 20
-    assert index.lookup(removal(uid="u1", name="a")).tier == DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", name="a")).tier == Tier.DELETECOLLECTION_SCOPE
     clock.now += 0.001
-    assert index.lookup(removal(uid="u1", name="a")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", name="a")).tier == Tier.ABSENT
 
 
 def test_scope_window_falls_back_to_append_time() -> None:
@@ -175,9 +166,9 @@ def test_scope_window_falls_back_to_append_time() -> None:
     index = make_index(clock, collection_window_s=2)  # not the default 30 s: the setting is used
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")], clock.ms)
     clock.now += 2
-    assert index.lookup(removal(uid="u1", name="a")).tier == DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", name="a")).tier == Tier.DELETECOLLECTION_SCOPE
     clock.now += 0.001
-    assert index.lookup(removal(uid="u1", name="a")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", name="a")).tier == Tier.ABSENT
 
 
 def test_a_latest_write_does_not_block_the_scope_tier() -> None:
@@ -185,7 +176,7 @@ def test_a_latest_write_does_not_block_the_scope_tier() -> None:
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
-    assert (found.tier, found.author) == (DELETECOLLECTION_SCOPE, "admin")
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_SCOPE, "admin")
 
 
 def test_collection_uid_outranks_a_stale_write() -> None:
@@ -193,7 +184,7 @@ def test_collection_uid_outranks_a_stale_write() -> None:
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
-    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_BODY_UID, "admin")
 
 
 def test_unjoinable_fact_is_not_stored() -> None:
@@ -227,32 +218,32 @@ def test_entry_cost_per_kind_of_fact() -> None:
 def test_name_tier_joins_uid_and_rv_less_facts_within_namespace() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("aggr", "create", name="fl-1")])
-    assert index.lookup(query(uid="u1", rv="1", name="fl-1")).tier == NAME
-    assert index.lookup(query(uid="u1", rv="1", name="fl-1", ns="ns-2")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1", name="fl-1")).tier == Tier.NAME
+    assert index.lookup(query(uid="u1", rv="1", name="fl-1", ns="ns-2")).tier == Tier.ABSENT
 
 
 def test_name_tier_ranks_below_uid_tiers() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("aggr", "create", name="a")])
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
-    assert index.lookup(query(uid="u1", rv="1", name="a")).tier == EXACT
+    assert index.lookup(query(uid="u1", rv="1", name="a")).tier == Tier.EXACT
 
 
 def test_name_tier_resolves_aggregated_removals() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("remover", "delete", name="fl-1")])
     found = index.lookup(removal(uid="u1", rv="4", name="fl-1"))
-    assert (found.tier, found.author) == (NAME, "remover")
+    assert (found.tier, found.author) == (Tier.NAME, "remover")
 
 
 def test_only_a_name_keyed_delete_answers_a_removal_by_name() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("editor", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("namewriter", "update", name="a")])
-    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.ABSENT
     index.apply(ROUTE, CM, [fact("deleter", "delete", name="a")])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
-    assert (found.tier, found.author) == (NAME, "deleter")
+    assert (found.tier, found.author) == (Tier.NAME, "deleter")
 
 
 def test_uid_keyed_delete_beats_name_keyed_delete() -> None:
@@ -260,7 +251,7 @@ def test_uid_keyed_delete_beats_name_keyed_delete() -> None:
     index.apply(ROUTE, CM, [fact("uid-deleter", "delete", name="a", uid="u1")])
     index.apply(ROUTE, CM, [fact("name-deleter", "delete", name="a")])
     found = index.lookup(removal(uid="u1", rv="2", name="a"))
-    assert (found.tier, found.author) == (DELETE_STICKY, "uid-deleter")
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "uid-deleter")
 
 
 def test_removal_pointer_outlives_ttl() -> None:
@@ -271,33 +262,33 @@ def test_removal_pointer_outlives_ttl() -> None:
     assert index.sweep() == 2
     assert len(index) == 1
     found = index.lookup(removal(uid="u1", rv="6", name="a"))
-    assert (found.tier, found.author) == (DELETE_STICKY, "deleter")
-    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == ABSENT
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "deleter")
+    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == Tier.ABSENT
 
 
 def test_recreated_name_does_not_inherit_the_previous_deleter() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("deleter", "delete", name="a", uid="u1", rv="5")])
-    assert index.lookup(removal(uid="u2", rv="9", name="a")).tier == ABSENT
-    assert index.lookup(query(uid="u2", rv="8", name="a")).tier == ABSENT
+    assert index.lookup(removal(uid="u2", rv="9", name="a")).tier == Tier.ABSENT
+    assert index.lookup(query(uid="u2", rv="8", name="a")).tier == Tier.ABSENT
 
 
 def test_latest_and_resource_version_are_distinct_tiers() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("rvwriter", "update", rv="2")])
-    assert index.lookup(removal(uid="u1", rv="2")).tier == ABSENT, "writes never answer a removal"
-    assert index.lookup(query(uid="u1", rv="2")).tier == RESOURCE_VERSION
+    assert index.lookup(removal(uid="u1", rv="2")).tier == Tier.ABSENT, "writes never answer a removal"
+    assert index.lookup(query(uid="u1", rv="2")).tier == Tier.RESOURCE_VERSION
     index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1", rv="3")])
-    assert index.lookup(removal(uid="u1", rv="2")).tier == DELETE_STICKY
+    assert index.lookup(removal(uid="u1", rv="2")).tier == Tier.DELETE_STICKY
 
 
 def test_uid_fact_is_not_filed_under_rv_or_name_and_rv_beats_name() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")])
-    assert index.lookup(query(uid="u2", rv="1", name="a")).tier == ABSENT
+    assert index.lookup(query(uid="u2", rv="1", name="a")).tier == Tier.ABSENT
     index.apply(ROUTE, CM, [fact("rvname", "update", name="b", rv="3")])
-    assert index.lookup(query(uid="u3", rv="4", name="b")).tier == ABSENT
+    assert index.lookup(query(uid="u3", rv="4", name="b")).tier == Tier.ABSENT
 
 
 def test_finalizer_collision_keeps_the_deleter_in_both_publish_orders() -> None:
@@ -308,24 +299,24 @@ def test_finalizer_collision_keeps_the_deleter_in_both_publish_orders() -> None:
         for item in order:
             index.apply(ROUTE, CM, [item])
         found = index.lookup(removal(uid="u1", rv="5", name="a"))
-        assert (found.tier, found.author) == (DELETE_STICKY, "human")
+        assert (found.tier, found.author) == (Tier.DELETE_STICKY, "human")
 
 
 def test_trap8_an_exact_write_never_answers_a_removal_and_collection_evidence_does() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("system:serviceaccount:ops:finalizer", "patch", name="a", uid="u1", rv="5")])
-    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == Tier.ABSENT
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
     found = index.lookup(removal(uid="u1", rv="5", name="a"))
-    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
-    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == EXACT
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_BODY_UID, "admin")
+    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == Tier.EXACT
 
 
 def test_an_exact_write_does_not_block_the_collection_scope() -> None:
     index = make_index()
     index.apply(ROUTE, CM, [fact("finalizer", "patch", name="a", uid="u1", rv="5")])
     index.apply(ROUTE, CM, [fact("admin", "deletecollection")])
-    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", rv="5", name="a")).tier == Tier.DELETECOLLECTION_SCOPE
 
 
 def test_actor_kind_derivation() -> None:

@@ -8,21 +8,10 @@ import logging
 
 import pytest
 
-from pipeline.attribution import (
-    ABSENT,
-    CONFLICT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    DELETECOLLECTION_SCOPE,
-    EXACT,
-    NAME,
-    RESOURCE_VERSION,
-    FactIndex,
-    IndexLimits,
-)
+from pipeline.attribution import FactIndex, IndexLimits, Tier
 from pipeline.attribution.model import StoredFact
+from pipeline.codec.fact_batch import AuthorFact
 from pipeline.config import AttributionSettings
-from pipeline.facts.model import AuthorFact
 from pipeline.models import GroupResource
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, T0, Clock, fact, make_index, query, removal
 
@@ -70,9 +59,9 @@ def test_eviction_after_a_sweep_skips_the_expired_collection() -> None:
     index.apply(ROUTE, CM, [fact("bob", "create", name="b", uid="u3", rv="1")], clock.ms)
     assert index.scope_size(ROUTE, CM) == 3
     found = index.lookup(removal(uid="u2", rv="9", name="c"))
-    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_BODY_UID, "admin")
     assert index.lookup(query(uid="u3", rv="1")).author == "bob"
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
 
 
 def test_total_cap_keeps_a_scope_that_still_holds_a_live_entry() -> None:
@@ -84,16 +73,16 @@ def test_total_cap_keeps_a_scope_that_still_holds_a_live_entry() -> None:
     assert index.evictions["total"] == 1
     assert index.scope_size(ROUTE, SECRETS) == 1
     found = index.lookup(query(name="s2", gr=SECRETS))
-    assert (found.tier, found.author) == (NAME, "carol")
-    assert index.lookup(query(name="s1", gr=SECRETS)).tier == ABSENT
+    assert (found.tier, found.author) == (Tier.NAME, "carol")
+    assert index.lookup(query(name="s1", gr=SECRETS)).tier == Tier.ABSENT
     assert index.lookup(query(uid="u1", rv="1")).author == "alice"
     # filing a third type takes from the largest scope, which keeps what it still holds
     index.apply(ROUTE, DEPLOY, [fact("dave", "update", name="d1")])
     assert index.evictions["total"] == 2
     assert index.scope_size(ROUTE, CM) == 1
     assert index.scope_count() == 3
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT, "the exact entry went first"
-    assert index.lookup(removal(uid="u1", rv="2")).tier == ABSENT, "its latest entry is a write"
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT, "the exact entry went first"
+    assert index.lookup(removal(uid="u1", rv="2")).tier == Tier.ABSENT, "its latest entry is a write"
 
 
 def test_an_rv_only_fact_wakes_a_waiter_on_that_resource_version() -> None:
@@ -103,7 +92,7 @@ def test_an_rv_only_fact_wakes_a_waiter_on_that_resource_version() -> None:
     index.apply(ROUTE, CM, [fact("alice", "update", rv="5")])
     assert waiter.event.is_set()
     assert not other.event.is_set()
-    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == RESOURCE_VERSION
+    assert index.lookup(query(uid="u1", rv="5", name="a")).tier == Tier.RESOURCE_VERSION
     index.unregister(waiter)
     index.unregister(other)
     assert index.waiter_count() == 0
@@ -147,7 +136,7 @@ def test_a_changed_display_name_or_email_is_seen() -> None:
     seen = []
     for rv in "12345":
         found = index.lookup(query(uid="u1", rv=rv))
-        assert found.tier == EXACT
+        assert found.tier == Tier.EXACT
         assert found.fact is not None
         assert isinstance(found.fact, StoredFact)
         seen.append((found.fact.identity.display_name, found.fact.identity.email))
@@ -186,7 +175,7 @@ def test_eviction_through_stale_references_forgets_them() -> None:
     index.apply(ROUTE, CM, [fact("bob", "update", name="b")])
     index.apply(ROUTE, CM, [fact("carol", "update", name="c")])  # evicts through a's stale references
     assert index.order_length(ROUTE, CM) == 2
-    assert index.lookup(query(name="a")).tier == ABSENT
+    assert index.lookup(query(name="a")).tier == Tier.ABSENT
     lengths = []
     for _ in range(100):
         index.apply(ROUTE, CM, [fact("carol", "update", name="c")])
@@ -199,14 +188,14 @@ def test_a_conflict_outliving_its_facts_other_slots_is_still_evicted_in_turn() -
     index = make_index(max_facts_per_type=3)
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
     index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")])  # conflicting claim
-    assert index.lookup(query(uid="u1", rv="1")).tier == CONFLICT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.CONFLICT
     index.apply(ROUTE, CM, [fact("carol", "update", name="a", uid="u1", rv="2")])  # bob's is no longer latest
     index.sweep()
     for i in range(6):
         index.apply(ROUTE, CM, [fact("dave", "update", name=f"n{i}")])
     assert index.scope_size(ROUTE, CM) == 3
-    assert index.lookup(query(uid="u1", rv="1")).tier == ABSENT, "the conflict was evicted with its fact"
-    assert [index.lookup(query(name=f"n{i}")).tier for i in range(6)] == [ABSENT] * 3 + [NAME] * 3
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT, "the conflict was evicted with its fact"
+    assert [index.lookup(query(name=f"n{i}")).tier for i in range(6)] == [Tier.ABSENT] * 3 + [Tier.NAME] * 3
 
 
 def test_from_settings_takes_every_limit() -> None:
@@ -225,7 +214,7 @@ def test_an_append_time_of_zero_means_now() -> None:
     index = make_index(clock, ttl_s=10)
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], 0)
     clock.now += 10
-    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.EXACT
 
 
 def test_a_collection_exactly_at_the_ttl_survives_the_sweep() -> None:
@@ -236,7 +225,7 @@ def test_a_collection_exactly_at_the_ttl_survives_the_sweep() -> None:
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])], clock.ms)
     clock.now += 10
     assert index.sweep() == 1, "only the older collection is past the TTL"
-    assert index.lookup(removal(uid="u1", rv="2")).tier == DELETECOLLECTION_BODY_UID
+    assert index.lookup(removal(uid="u1", rv="2")).tier == Tier.DELETECOLLECTION_BODY_UID
     clock.now += 0.001
     assert index.sweep() == 1
     assert index.scope_count() == 0
@@ -298,7 +287,7 @@ def test_an_invalid_selector_is_logged_and_never_matches(caplog: pytest.LogCaptu
     caplog.set_level(logging.INFO, logger="pipeline.attribution.index")
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", selector="app in (")])
     assert any("invalid label selector 'app in ('" in r.getMessage() for r in caplog.records)
-    assert index.lookup(removal(uid="u1", rv="2", name="a", labels={"app": "web"})).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="2", name="a", labels={"app": "web"})).tier == Tier.ABSENT
 
 
 def test_a_deletecollection_wakes_removal_waiters_in_its_namespace_only() -> None:
@@ -319,10 +308,12 @@ def test_a_deletion_conflict_lives_as_long_as_its_later_claim() -> None:
     clock.now += 5
     index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="2")], clock.ms)
     clock.now += 10
-    assert index.lookup(removal(uid="u1", rv="3")).tier == CONFLICT, "the later claim is exactly at the TTL"
+    assert index.lookup(removal(uid="u1", rv="3")).tier == Tier.CONFLICT, (
+        "the later claim is exactly at the TTL"
+    )
     clock.now += 0.001
     found = index.lookup(removal(uid="u1", rv="3"))
-    assert (found.tier, found.author) == (DELETE_STICKY, "alice"), "sticky removals outlive the conflict"
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "alice"), "sticky removals outlive the conflict"
 
 
 def test_removal_evidence_exactly_at_the_ttl_still_counts() -> None:
@@ -331,8 +322,8 @@ def test_removal_evidence_exactly_at_the_ttl_still_counts() -> None:
     index.apply(ROUTE, CM, [fact("alice", "delete", name="a")], clock.ms)
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", ns="ns-2")], clock.ms)
     clock.now += 10
-    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == NAME
-    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == DELETECOLLECTION_SCOPE
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.NAME
+    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == Tier.DELETECOLLECTION_SCOPE
     clock.now += 0.001
-    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == ABSENT
-    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == ABSENT
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.ABSENT
+    assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == Tier.ABSENT

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from prometheus_client import REGISTRY
 
-from pipeline.attribution import CONFLICT, DELETE_STICKY, EXACT, FactIndex, IndexLimits, Resolver
-from pipeline.attribution.model import FactRow
+from pipeline.attribution import FactIndex, IndexLimits, Resolver, Tier
+from pipeline.codec.fact_batch import FactRow
 from pipeline.models import GroupResource
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, fact, make_index, query, removal
 
@@ -24,7 +24,7 @@ def test_a_later_fact_of_another_user_for_the_same_version_is_a_conflict_not_a_w
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", name="a", uid="u1", rv="7")])
     found = index.lookup(query(uid="u1", rv="7", name="a"))
-    assert found.tier == CONFLICT
+    assert found.tier == Tier.CONFLICT
     assert (found.author, found.fact, found.resolved) == ("", None, False)
     assert [c.author for c in found.candidates] == ["alice", "mallory"]
     assert conflicts_counted() == before + 1
@@ -33,7 +33,7 @@ def test_a_later_fact_of_another_user_for_the_same_version_is_a_conflict_not_a_w
     index.apply(ROUTE, CM, [fact("alice", "update", name="b", uid="u2", rv="8")])
     index.apply(ROUTE, CM, [fact("carol", "update", name="b", uid="u2", rv="8")])
     found = index.lookup(query(uid="u2", rv="8", name="b"))
-    assert (found.tier, [c.author for c in found.candidates]) == (CONFLICT, ["mallory", "alice"])
+    assert (found.tier, [c.author for c in found.candidates]) == (Tier.CONFLICT, ["mallory", "alice"])
     assert conflicts_counted() == before + 2
 
 
@@ -42,7 +42,8 @@ def test_the_same_user_twice_is_no_conflict() -> None:
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("alice", "patch", name="a", uid="u1", rv="7")])
     found = index.lookup(query(uid="u1", rv="7"))
-    assert (found.tier, found.author, found.fact is not None and found.fact.verb) == (EXACT, "alice", "patch")
+    found_verb = found.fact is not None and found.fact.verb
+    assert (found.tier, found.author, found_verb) == (Tier.EXACT, "alice", "patch")
 
 
 def test_a_removal_in_conflict_names_no_one_unless_deletion_evidence_exists() -> None:
@@ -50,10 +51,10 @@ def test_a_removal_in_conflict_names_no_one_unless_deletion_evidence_exists() ->
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", name="a", uid="u1", rv="7")])
     # The latest write (mallory's) must not become the fallback of a removal at that version.
-    assert index.lookup(removal(uid="u1", rv="7", name="a")).tier == CONFLICT
+    assert index.lookup(removal(uid="u1", rv="7", name="a")).tier == Tier.CONFLICT
     index.apply(ROUTE, CM, [fact("bob", "delete", name="a", uid="u1", rv="9")])
     found = index.lookup(removal(uid="u1", rv="7", name="a"))
-    assert (found.tier, found.author) == (DELETE_STICKY, "bob")
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "bob")
 
 
 def test_a_second_users_delete_of_the_same_uid_is_a_conflict() -> None:
@@ -61,17 +62,17 @@ def test_a_second_users_delete_of_the_same_uid_is_a_conflict() -> None:
     index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1", rv="9")])
     index.apply(ROUTE, CM, [fact("mallory", "delete", name="a", uid="u1", rv="10")])
     found = index.lookup(removal(uid="u1", rv="11", name="a"))
-    assert (found.tier, [c.author for c in found.candidates]) == (CONFLICT, ["alice", "mallory"])
+    assert (found.tier, [c.author for c in found.candidates]) == (Tier.CONFLICT, ["alice", "mallory"])
 
 
 def test_a_conflict_ages_and_is_evicted_with_the_later_fact() -> None:
     index = make_index(max_facts_per_type=4, max_facts=100)
     index.apply(ROUTE, CM, [fact("alice", "update", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", uid="u1", rv="7")])
-    assert index.lookup(query(uid="u1", rv="7")).tier == CONFLICT
+    assert index.lookup(query(uid="u1", rv="7")).tier == Tier.CONFLICT
     for i in range(4):
         index.apply(ROUTE, CM, [fact("bob", "update", uid=f"x{i}", rv=f"{i}")])
-    assert index.lookup(query(uid="u1", rv="7")).tier != CONFLICT
+    assert index.lookup(query(uid="u1", rv="7")).tier != Tier.CONFLICT
     assert index.scope_size(ROUTE, CM) <= 4
 
 
@@ -80,7 +81,7 @@ async def test_the_resolver_settles_on_a_conflict_at_once_and_names_no_one() -> 
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", name="a", uid="u1", rv="7")])
     found = await Resolver(index, grace_ms=600_000).resolve(query(uid="u1", rv="7", name="a"))
-    assert (found.tier, found.resolved) == (CONFLICT, False)
+    assert (found.tier, found.resolved) == (Tier.CONFLICT, False)
     assert index.waiter_count() == 0
 
 
@@ -162,21 +163,21 @@ def test_a_rewrite_storm_keeps_the_order_within_the_live_filings() -> None:
         index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")])
     assert len(index) == 5
     assert index.order_length(ROUTE, CM) <= 4 + 64 + 1
-    assert index.lookup(query(uid="u1", rv="1")).tier == EXACT
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.EXACT
 
 
 async def test_a_conflict_reaches_the_commit_as_the_unresolved_author() -> None:
     """The router stores a conflict as UNRESOLVED (tier `conflict`); the commit renders it as unknown."""
+    from pipeline.codec.watch_event import LiveEvent, WatchRecord
     from pipeline.commit.identity import UNRESOLVED, Identity, author_identity
-    from pipeline.router.events import LIVE_EVENT, WatchRecord
     from pipeline.router.lookup import IndexLookup
 
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", name="a", uid="u1", rv="7")])
-    body = {"type": "MODIFIED", "deleting": False, "uid": "u1", "resourceVersion": "7",
-            "namespace": "ns-1", "name": "a", "labels": {}}
-    watch = WatchRecord(0, 0, ROUTE, "c", "t", CM, "v1", "ns-1", 0, LIVE_EVENT, body)
+    body = LiveEvent(type="MODIFIED", deleting=False, uid="u1", resource_version="7",
+                     namespace="ns-1", name="a", labels={}, object_json=b"{}")
+    watch = WatchRecord(0, 0, ROUTE, "c", "t", CM, "v1", "ns-1", 0, body)
     author = await IndexLookup(None, Resolver(index, grace_ms=0)).author_for(watch)  # type: ignore[arg-type]
     assert (author.outcome, author.username, author.tier) == ("UNRESOLVED", "", "conflict")
     committer = Identity("Reverser", "reverser@example.com")

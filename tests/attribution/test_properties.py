@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.attribution import ABSENT, DELETE_STICKY, FactQuery
+from pipeline.attribution import FactQuery, Tier
 from pipeline.attribution.model import is_removal_verb
-from pipeline.facts.model import AuthorFact
+from pipeline.codec.fact_batch import AuthorFact
 from pipeline.models import GroupResource
 from tests.attribution.helpers import Clock, make_index
 from tests.attribution.oracle import Oracle
@@ -149,7 +149,7 @@ def test_expired_facts_never_answer_except_the_sticky_pointer(
     index, _, clock = run(ops, per_type=10_000, total=100_000)
     for q in probes:
         got = index.lookup(q)
-        if got.fact is not None and got.tier != DELETE_STICKY:
+        if got.fact is not None and got.tier != Tier.DELETE_STICKY:
             assert got.fact.at_ms >= clock.ms - TTL_S * 1000
 
 
@@ -161,4 +161,4 @@ def test_route_isolation(batches: list[list[AuthorFact]], probes: list[FactQuery
         index.apply("a", GRS[0], batch)
     for q in probes:
         if q.route != "a" or q.group_resource != GRS[0]:
-            assert index.lookup(q).tier == ABSENT
+            assert index.lookup(q).tier == Tier.ABSENT

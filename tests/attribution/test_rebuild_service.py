@@ -19,8 +19,8 @@ import aiohttp
 
 from pipeline.audit.component import build as build_audit
 from pipeline.codec import FACT_BATCH, codec
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.config import AuditSettings, LogSettings, MetricsSettings, Settings
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log import open_log
 from pipeline.log.api import Log, PendingRecord
 from pipeline.log.topics import TopicNames, topic_specs

@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.codec import FACT_BATCH, codec
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.config import Settings
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log import open_log
 from pipeline.log.api import PendingRecord
 from pipeline.log.topics import TopicNames, topic_specs

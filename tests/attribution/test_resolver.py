@@ -8,15 +8,7 @@ import logging
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.attribution import (
-    ABSENT,
-    DELETE_STICKY,
-    DELETECOLLECTION_BODY_UID,
-    EXACT,
-    NAME,
-    Resolver,
-    query_from_watch_object,
-)
+from pipeline.attribution import Resolver, Tier, query_from_watch_object
 from pipeline.models import GroupResource
 from tests.attribution.helpers import CM, ROUTE, fact, make_index, query, removal
 
@@ -38,7 +30,7 @@ async def test_waiter_is_woken_by_a_late_fact_and_leaves_the_registry_empty() ->
     assert index.waiter_count() > 0
     index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (EXACT, "alice")
+    assert (found.tier, found.author) == (Tier.EXACT, "alice")
     assert index.waiter_count() == 0
 
 
@@ -64,7 +56,7 @@ async def test_one_fact_serves_two_concurrent_waiters_and_a_third_takes_the_fast
     results = await asyncio.wait_for(asyncio.gather(*tasks), GUARD_S)
     assert [r.author for r in results] == ["alice", "alice"]
     fast = await Resolver(index, grace_ms=0).resolve(q)
-    assert fast.tier == EXACT
+    assert fast.tier == Tier.EXACT
     assert index.waiter_count() == 0
 
 
@@ -77,7 +69,7 @@ async def test_removal_waits_for_collection_evidence_arriving_later() -> None:
     assert not task.done(), "a removal that only found a write keeps waiting"
     index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u1"])])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (DELETECOLLECTION_BODY_UID, "admin")
+    assert (found.tier, found.author) == (Tier.DELETECOLLECTION_BODY_UID, "admin")
 
 
 async def test_removal_holding_a_write_does_not_return_before_the_grace() -> None:
@@ -99,7 +91,7 @@ async def test_a_removal_without_its_delete_fact_names_nobody_never_the_last_wri
     found = await asyncio.wait_for(
         Resolver(index, grace_ms=50).resolve(removal(uid="u1", rv="2", name="a")), GUARD_S
     )
-    assert (found.tier, found.author) == (ABSENT, "")
+    assert (found.tier, found.author) == (Tier.ABSENT, "")
     assert index.waiter_count() == 0
 
 
@@ -111,7 +103,7 @@ async def test_removals_own_delete_fact_ends_the_wait_at_once() -> None:
     await settle()
     index.apply(ROUTE, CM, [fact("deleter", "delete", name="a", uid="u1", rv="2")])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (DELETE_STICKY, "deleter")
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "deleter")
 
 
 async def test_name_fact_wakes_an_earlier_waiter() -> None:
@@ -121,7 +113,7 @@ async def test_name_fact_wakes_an_earlier_waiter() -> None:
     await settle()
     index.apply(ROUTE, CM, [fact("remover", "delete", name="fl-1")])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (NAME, "remover")
+    assert (found.tier, found.author) == (Tier.NAME, "remover")
 
 
 async def test_unrelated_fact_wakes_nobody() -> None:
@@ -153,7 +145,7 @@ async def test_absent_after_grace_and_misroute_warning_once(caplog: pytest.LogCa
     caplog.set_level(logging.WARNING, "pipeline.attribution.resolver")
     for i in range(7):
         found = await resolver.resolve(query(route="lost", uid=f"u{i}", rv="1", name="a"))
-        assert found.tier == ABSENT
+        assert found.tier == Tier.ABSENT
         assert found.actor_kind == "none"
     warnings = [r for r in caplog.records if "lost" in r.getMessage()]
     assert len(warnings) == 1
@@ -166,7 +158,7 @@ async def test_resolution_metrics_by_tier_and_actor_kind() -> None:
     index = make_index()
     index.apply(ROUTE, gr, [fact("system:serviceaccount:a:b", "create", name="w", uid="u1", rv="1")])
     labels = {
-        "tier": EXACT,
+        "tier": Tier.EXACT,
         "actor_kind": "serviceaccount",
         "group": "metrics.test",
         "version": "",

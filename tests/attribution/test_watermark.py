@@ -8,10 +8,10 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.attribution import ABSENT, DELETE_STICKY, EXACT, FactFollower, FactIndex, Resolver
+from pipeline.attribution import FactFollower, FactIndex, Resolver, Tier
 from pipeline.attribution.watermark import Watermarks, hold_s
+from pipeline.codec.fact_batch import FactBatch
 from pipeline.config import Settings
-from pipeline.facts.model import FactBatch
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from tests.attribution.helpers import CM, ROUTE, fact, make_index, query, removal
@@ -78,7 +78,7 @@ async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_th
         ROUTE, CM, [fact("alice", "update", uid="u1", rv="7", name="web", stage_us=(event_ms - 20) * 1000)]
     )
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (EXACT, "alice")
+    assert (found.tier, found.author) == (Tier.EXACT, "alice")
 
 
 async def test_audit_time_past_the_event_by_the_allowance_settles_at_once() -> None:
@@ -91,7 +91,7 @@ async def test_audit_time_past_the_event_by_the_allowance_settles_at_once() -> N
     await wait_for(lambda: index.waiter_count() > 0, what="the resolution to hold")
     index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 5_000) * 1000)])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert found.tier == ABSENT
+    assert found.tier == Tier.ABSENT
 
 
 def test_a_future_stage_time_moves_the_watermark_only_to_now() -> None:
@@ -113,7 +113,7 @@ async def test_audit_time_passing_the_event_settles_without_the_maximum_wait() -
     # A fact of another object, made after the event: audit time has passed it, nothing came for it.
     index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 1) * 1000)])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert found.tier == ABSENT
+    assert found.tier == Tier.ABSENT
     assert index.waiter_count() == 0
 
 
@@ -174,7 +174,7 @@ async def test_facts_arriving_after_the_grace_but_within_the_maximum_wait_still_
             ],
         )
         found = await asyncio.wait_for(task, GUARD_S)
-        assert (found.tier, found.author) == (EXACT, "alice")
+        assert (found.tier, found.author) == (Tier.EXACT, "alice")
     finally:
         await follower.stop()
 
@@ -183,7 +183,7 @@ async def test_without_a_maximum_wait_the_grace_alone_decides_as_before() -> Non
     index = make_index()
     held = query(uid="u1", rv="1")._replace(event_ms=index.now_ms())
     found = await Resolver(index, grace_ms=0).resolve(held)
-    assert found.tier == ABSENT
+    assert found.tier == Tier.ABSENT
 
 
 async def test_a_late_delete_fact_is_waited_for_and_the_last_writer_is_never_credited() -> None:
@@ -204,7 +204,7 @@ async def test_a_late_delete_fact_is_waited_for_and_the_last_writer_is_never_cre
     carol = fact("carol", "delete", name="a", uid="u1", rv="2", stage_us=(event_ms - 10) * 1000)
     index.apply(ROUTE, CM, [carol])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (DELETE_STICKY, "carol")
+    assert (found.tier, found.author) == (Tier.DELETE_STICKY, "carol")
 
 
 async def test_a_removal_whose_delete_fact_never_comes_is_unknown_once_audit_time_passes_it() -> None:
@@ -221,4 +221,4 @@ async def test_a_removal_whose_delete_fact_never_comes_is_unknown_once_audit_tim
     later = fact("bob", "update", name="b", uid="u2", rv="3", stage_us=(event_ms + 1) * 1000)
     index.apply(ROUTE, CM, [later])
     found = await asyncio.wait_for(task, GUARD_S)
-    assert (found.tier, found.author) == (ABSENT, "")
+    assert (found.tier, found.author) == (Tier.ABSENT, "")

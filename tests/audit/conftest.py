@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.audit.server import AuditIngress
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
+from pipeline.codec.fact_batch import FactBatch
 from pipeline.config import AuditSettings, LogSettings, Settings, TopicSettings
-from pipeline.facts.model import FactBatch
 from pipeline.log.api import Log, Record, TopicPartition
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import TopicNames, topic_specs

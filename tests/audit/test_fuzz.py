@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.facts.model import FactBatch
+from pipeline.codec.fact_batch import FactBatch
 from tests.audit.conftest import ThreadedIngress
 from tests.audit.corpus import (
     MUTATIONLAB_AUDIT_FILES,

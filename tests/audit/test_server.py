@@ -17,7 +17,8 @@ from prometheus_client import REGISTRY
 
 from pipeline.audit.component import build
 from pipeline.config import ConfigError, Settings
-from pipeline.facts.reduce import FACT_TOO_LARGE, category
+from pipeline.facts.reduce import EventReason as Reason
+from pipeline.facts.reduce import category
 from pipeline.log import max_value_bytes
 from pipeline.models import GroupResource, stream_key
 from pipeline.service.app import COMPONENT_FACTORIES, Service
@@ -359,7 +360,8 @@ async def test_fact_too_large_loses_uid_set_then_is_dropped(
     collection["verb"] = "deletecollection"
     collection["responseObject"] = {"items": [{"metadata": {"uid": f"{i:036d}"}} for i in range(200)]}
     huge = write("h", user="u" * 10_000)
-    before = sample("reverser_audit_events_total", route="default", reason=FACT_TOO_LARGE, category="error")
+    too_large = {"route": "default", "reason": Reason.FACT_TOO_LARGE, "category": "error"}
+    before = sample("reverser_audit_events_total", **too_large)
     status, text = await post(http, running, event_list([collection, huge, write("ok")]))
     assert status == 200, text
     facts = [f for _, batch in await read_batches(running) for f in batch.facts]
@@ -368,7 +370,7 @@ async def test_fact_too_large_loses_uid_set_then_is_dropped(
         ("create", "ok", None),
     ]
     assert (
-        sample("reverser_audit_events_total", route="default", reason=FACT_TOO_LARGE, category="error")
+        sample("reverser_audit_events_total", **too_large)
         - before
         == 1
     )
@@ -445,7 +447,7 @@ def test_missing_token_variable_refuses_to_start(tmp_path: Path, monkeypatch: py
 
 
 async def test_reverser_run_starts_the_ingress(tmp_path: Path, http: aiohttp.ClientSession) -> None:
-    assert "pipeline.audit.component:build" in COMPONENT_FACTORIES
+    assert build in COMPONENT_FACTORIES
     settings: Settings = ingress_settings(tmp_path)
     settings.metrics.addr = "127.0.0.1:0"
     service = Service(settings, factories=[build])

@@ -7,15 +7,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pipeline.commit.work import (
+from pipeline.codec.branch_work import (
     ResyncBegin,
     ResyncChunk,
     ResyncEnd,
     ResyncObject,
+    WorkAuthor,
     WorkItem,
     Write,
 )
-from pipeline.work import WorkAuthor
 
 ALICE = WorkAuthor("RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user")
 BOB = WorkAuthor("RESOLVED", "bob", "Bob", "not-an-email", "collection", "user")

@@ -5,37 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from pipeline.codec import BRANCH_WORK, codec
+from pipeline.codec.branch_work import WorkItem, work_record
 from pipeline.commit.consumer import group_id_for
-from pipeline.commit.work import (
-    RESYNC_BEGIN,
-    RESYNC_CHUNK,
-    RESYNC_END,
-    WRITE,
-    ResyncBegin,
-    ResyncChunk,
-    WorkItem,
-    Write,
-)
 from pipeline.config import Settings
-from pipeline.log.api import Log, PendingRecord, TopicNotFoundError, TopicPartition
+from pipeline.log.api import Log, TopicNotFoundError, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
-from pipeline.models import branch_key
 
 
 async def append_work(log: Log, settings: Settings, items: Sequence[WorkItem]) -> list[tuple[int, int]]:
     """Append items keyed by (provider, branch); returns where each landed."""
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     await log.create_topics(topic_specs(settings))
-    records = [
-        PendingRecord(
-            encode_work(i), key=branch_key(i.provider, i.branch), headers=(codec(BRANCH_WORK).header,)
-        )
-        for i in items
-    ]
-    results = await log.append_many(topic, records)
+    results = await log.append_many(topic, [work_record(i) for i in items])
     return [(r.partition, r.offset) for r in results]
 
 
@@ -70,74 +52,3 @@ async def committed_offset(log: Log, settings: Settings, partition: int) -> int:
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     committed = await log.group_offsets(group_id_for(settings))
     return committed.get(TopicPartition(topic, partition), 0)
-
-
-def encode_work(item: WorkItem) -> bytes:
-    """The Avro bytes of a work item, as the router writes it (its source position is not used here)."""
-    body = item.body
-    if isinstance(body, Write):
-        a = body.author
-        encoded: tuple[str, dict[str, Any]] = (
-            WRITE,
-            {
-                "operation": body.operation,
-                "namespace": body.namespace,
-                "name": body.name,
-                "uid": body.uid,
-                "resourceVersion": body.resource_version,
-                "object": body.object_json,
-                "author": {
-                    "outcome": a.outcome,
-                    "username": a.username,
-                    "displayName": a.display_name,
-                    "email": a.email,
-                    "tier": a.tier,
-                    "actorKind": a.actor_kind,
-                },
-            },
-        )
-    elif isinstance(body, ResyncBegin):
-        encoded = (RESYNC_BEGIN, {"epoch": body.epoch, "resourceVersion": body.resource_version})
-    elif isinstance(body, ResyncChunk):
-        encoded = (
-            RESYNC_CHUNK,
-            {
-                "epoch": body.epoch,
-                "seq": body.seq,
-                "objects": [
-                    {
-                        "namespace": o.namespace,
-                        "name": o.name,
-                        "uid": o.uid,
-                        "resourceVersion": o.resource_version,
-                        "object": o.object_json,
-                    }
-                    for o in body.objects
-                ],
-            },
-        )
-    else:
-        encoded = (
-            RESYNC_END,
-            {
-                "epoch": body.epoch,
-                "chunks": body.chunks,
-                "objects": body.objects,
-                "resourceVersion": body.resource_version,
-            },
-        )
-    return codec(BRANCH_WORK).encode(
-        {
-            "provider": item.provider,
-            "branch": item.branch,
-            "target": item.target,
-            "path": item.path,
-            "cluster": item.cluster,
-            "group": item.group,
-            "version": item.version,
-            "resource": item.resource,
-            "scope": item.scope,
-            "source": {"partition": 0, "offset": 0, "observedAtMs": item.observed_at_ms},
-            "body": encoded,
-        }
-    )

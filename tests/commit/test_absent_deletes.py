@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-from pipeline.commit.work import Removal, ResyncEnd, WorkItem
+from pipeline.codec.branch_work import Removal, ResyncEnd, WorkItem
 from tests.commit.helpers import ALICE, BOB, NOBODY, Work, cm, files, foreign_push, log_lines
 from tests.commit.test_branch_worker import Harness
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings, TargetSettings
-from pipeline.work import WorkAuthor
 from tests.commit.helpers import (
     ALICE,
     BOB,

@@ -10,6 +10,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.commit.statebook import StateBook
@@ -17,7 +18,6 @@ from pipeline.config import Settings
 from pipeline.log.api import Log, Record, TopicPartition, TopicSpec
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import topic_specs
-from pipeline.work import WorkAuthor
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files
 from tests.commit.logwork import append_work, wait_settled
 from tests.commit.objstate import as_files, first_read, raw_keys, state_topic

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.codec.branch_work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 from pipeline.commit.snapshots import Complete, Skipped, SnapshotBook, push_due_at
-from pipeline.commit.work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 
 
 class Stream:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.messages import clean_line
-from pipeline.work import WorkAuthor
 from tests.commit.helpers import Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
 

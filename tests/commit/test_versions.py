@@ -12,9 +12,9 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
+from pipeline.codec.branch_work import Removal, ResyncEnd
 from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.versions import VersionLedger
-from pipeline.commit.work import Removal, ResyncEnd
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
 from pipeline.models import compare_versions

@@ -6,10 +6,10 @@ The branch worker tests drive windows through a real Git remote; these pin the w
 
 from __future__ import annotations
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
 from pipeline.config import ProviderSettings, TargetSettings
-from pipeline.work import WorkAuthor
 
 ALICE = WorkAuthor("RESOLVED", "alice", tier="exact", event_time_ms=50_000)
 ALICE_UNTIMED = WorkAuthor("RESOLVED", "alice", tier="exact")

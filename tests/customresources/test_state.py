@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.codec.watch_event import SnapshotObject
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.controller import stream_spec
@@ -18,7 +19,7 @@ from pipeline.customresources.status import RuleStreams, object_status
 from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames, topic_specs
-from pipeline.watch.records import RecordBuilder, SnapshotObject
+from pipeline.watch.records import RecordBuilder
 from tests.customresources.test_compile import UPSTREAM
 from tests.support.wait import wait_for
 

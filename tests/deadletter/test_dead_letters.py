@@ -16,11 +16,11 @@ from prometheus_client import REGISTRY
 
 from pipeline.cli import main
 from pipeline.codec import BRANCH_WORK, codec
+from pipeline.codec.branch_work import Write
+from pipeline.codec.dead_letter import REPLAY_HEADER, letter_record
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.work import Write
 from pipeline.config import ProviderSettings, Settings
 from pipeline.deadletter.book import read_book
-from pipeline.deadletter.envelope import REPLAY_HEADER, letter_record
 from pipeline.deadletter.replay import ReplayReport, Selection, replay_letters
 from pipeline.exitcodes import ExitCode
 from pipeline.log.api import FencedError, Log, Record, TopicPartition

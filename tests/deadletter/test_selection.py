@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.deadletter.book import Book, Entry
-from pipeline.deadletter.envelope import (
+from pipeline.codec.dead_letter import (
     REPLAY_HEADER,
     DeadLetter,
     ReplayReceipt,
@@ -16,6 +15,7 @@ from pipeline.deadletter.envelope import (
     letter_record,
     replay_header,
 )
+from pipeline.deadletter.book import Book, Entry
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, plan_replay, select
 from pipeline.log.api import Record
 

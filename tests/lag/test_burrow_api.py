@@ -21,9 +21,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.config import Settings
-from pipeline.lag.component import ops_routes
+from pipeline.lag.component import build, ops_routes
 from pipeline.log.api import Log, TopicPartition
-from pipeline.service.app import Service, load_factories
+from pipeline.service.app import Service
 from tests.lag.helpers import lag_settings, make_topic, produce, run_cli
 from tests.support.net import free_port
 from tests.support.wait import wait_for
@@ -118,7 +118,7 @@ async def test_reverser_run_serves_burrow_endpoints(kafka_log: Log, kafka_settin
             "metrics": kafka_settings.metrics.model_copy(update={"addr": "127.0.0.1:0"}),
         }
     )
-    service = Service(settings, kafka_log, load_factories(("pipeline.lag.component:build",)))
+    service = Service(settings, kafka_log, [build])
     await service.start()
     base = ""
     try:

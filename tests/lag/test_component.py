@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from pipeline.config import Settings
 from pipeline.lag.component import LagComponent, build
 from pipeline.log.api import Log
-from pipeline.service.app import COMPONENT_FACTORIES, Service, load_factories
+from pipeline.service.app import COMPONENT_FACTORIES, Service
 from tests.lag.helpers import lag_settings, make_topic, produce
 from tests.support.wait import wait_for
 
@@ -16,7 +16,7 @@ WAIT_S = 30.0
 
 
 def test_factory_is_registered_and_honours_enabled(embedded_log: Log, embedded_settings: Settings) -> None:
-    assert "pipeline.lag.component:build" in COMPONENT_FACTORIES
+    assert build in COMPONENT_FACTORIES
     disabled = embedded_settings.model_copy(update={"lag": lag_settings(enabled=False)})
     assert build(disabled, embedded_log) is None
     assert isinstance(build(embedded_settings, embedded_log), LagComponent)
@@ -58,7 +58,7 @@ async def test_reverser_run_serves_lag_metrics(embedded_log: Log, embedded_setti
             "metrics": embedded_settings.metrics.model_copy(update={"addr": "127.0.0.1:0"}),
         }
     )
-    service = Service(settings, embedded_log, load_factories(("pipeline.lag.component:build",)))
+    service = Service(settings, embedded_log, [build])
     await service.start()
     try:
         await wait_for(service.ready, "the service to be ready", timeout_s=WAIT_S)

@@ -17,6 +17,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
+from pipeline.codec.branch_work import Removal, WorkAuthor
+from pipeline.codec.watch_event import LiveEvent, WatchRecord
 from pipeline.config import Settings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import (
@@ -31,9 +33,8 @@ from pipeline.log.api import (
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource, branch_key
-from pipeline.router import Router, WatchRecord
-from pipeline.router.events import CaughtUp, Destination, Removal
-from pipeline.work import WorkAuthor
+from pipeline.router import Router
+from pipeline.router.events import CaughtUp, Destination
 from tests.conftest import outage_settings
 from tests.integration.kafka.broker import KafkaBroker
 from tests.support.wait import wait_for
@@ -62,7 +63,8 @@ class ScriptedLookup:
         return []
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
-        name = watch.body["name"]
+        assert isinstance(watch.body, LiveEvent)
+        name = watch.body.name
         self.calls.append(name)
         await asyncio.sleep(self.delays_s.get(name, 0.0))
         user = self.authors.get(name)
@@ -341,7 +343,7 @@ async def test_a_restarted_router_resumes_after_its_committed_offsets(
 def test_operation_mapping_records_deletion_at_intent_time(
     event_type: str, deleting: bool, operation: str
 ) -> None:
-    from pipeline.router import Operation
+    from pipeline.codec.branch_work import Operation
 
     assert Operation.of(event_type, deleting).value == operation
 

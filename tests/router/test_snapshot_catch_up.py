@@ -18,15 +18,17 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from pipeline.attribution import FactFollower, FactIndex, Resolver
+from pipeline.codec.branch_work import Operation
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
+from pipeline.codec.watch_event import SnapshotChunk, SnapshotObject, WatchRecord
 from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
-from pipeline.facts.model import AuthorFact, FactBatch
 from pipeline.log.api import Log, PendingRecord
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import GroupResource
 from pipeline.router import Router
-from pipeline.router.events import SNAPSHOT_CHUNK, Destination, Operation, WatchRecord, changed_objects
+from pipeline.router.events import Destination, changed_objects
 from pipeline.router.lookup import IndexLookup
 from tests.attribution.helpers import fact
 from tests.attribution.test_follower import record_for
@@ -40,17 +42,14 @@ GUARD_S = 30.0
 
 
 def chunk(since: str, versions: dict[str, str]) -> WatchRecord:
-    objects = [
-        {"namespace": "shop", "name": n, "uid": f"uid-{n}", "resourceVersion": rv, "object": b"{}"}
-        for n, rv in versions.items()
-    ]
-    body = {"epoch": 1, "seq": 0, "objects": objects, "since": since}
-    return WatchRecord(0, 0, "default", "default", "shop", CM, "v1", "shop", 0, SNAPSHOT_CHUNK, body)
+    objects = tuple(SnapshotObject("shop", n, f"uid-{n}", rv, b"{}") for n, rv in versions.items())
+    body = SnapshotChunk(1, 0, objects, since)
+    return WatchRecord(0, 0, "default", "default", "shop", CM, "v1", "shop", 0, body)
 
 
 def test_only_objects_newer_than_the_cursor_are_caught_up() -> None:
     changed = changed_objects(chunk("10", {"old": "9", "same": "10", "new": "11", "opaque": "x1"}))
-    assert [o["name"] for o in changed] == ["new", "opaque"], "incomparable versions count as changed"
+    assert [o.name for o in changed] == ["new", "opaque"], "incomparable versions count as changed"
 
 
 def test_a_snapshot_without_a_cursor_is_a_baseline() -> None:

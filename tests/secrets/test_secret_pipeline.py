@@ -22,6 +22,7 @@ import pytest
 
 from pipeline.audit.component import build as build_audit
 from pipeline.commit.component import build as build_commit
+from pipeline.component import Component
 from pipeline.config import (
     AuditRoute,
     AuditSettings,
@@ -39,7 +40,6 @@ from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from pipeline.router.component import build as build_router
 from pipeline.service.app import Service
-from pipeline.service.component import Component
 from pipeline.watch.component import WatchComponent
 from tests.commit.helpers import git
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt

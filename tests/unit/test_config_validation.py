@@ -48,3 +48,19 @@ def test_compression_is_one_of_the_kafka_codecs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"REVERSER_LOG__COMPRESSION") as from_env:
         load_settings(None, environ={"REVERSER_LOG__COMPRESSION": "xz"})
     assert "xz" not in str(from_env.value)
+
+
+@pytest.mark.parametrize(
+    ("section", "addr"), [("audit", "9444"), ("metrics", "localhost:http"), ("audit", "h:70000")]
+)
+def test_a_listen_address_that_is_not_host_port_is_named(tmp_path: Path, section: str, addr: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{section}\.addr: .*is not HOST:PORT"):
+        load(tmp_path, f"{section}: {{addr: '{addr}'}}\n")
+
+
+def test_listen_addresses_split_into_host_and_port() -> None:
+    from pipeline.config import split_host_port
+
+    assert split_host_port("127.0.0.1:9444") == ("127.0.0.1", 9444)
+    assert split_host_port("[::1]:0") == ("::1", 0)
+    assert split_host_port(":9464") == ("0.0.0.0", 9464)

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, codec
-from pipeline.facts.model import AuthorFact, FactBatch
-from pipeline.facts.records import build_records, encode_batch, encode_fact_batch
+from pipeline.codec.fact_batch import AuthorFact, FactBatch, encode_fact_batch
+from pipeline.facts.records import build_records, encode_batch
 from pipeline.models import GroupResource, stream_key
 
 texts = st.text(max_size=80) | st.text(max_size=300)

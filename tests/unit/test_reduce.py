@@ -11,25 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.facts.model import AuthorFact, FactBatch
+from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.facts.reduce import (
-    DRY_RUN,
-    FAILED_REQUEST,
-    MALFORMED_EVENT,
-    NIL_EVENT,
-    NO_ATTRIBUTION_FACT,
-    NON_SCALE_SUBRESOURCE,
-    QUEUED,
-    READ_ONLY_OR_UNKNOWN_VERB,
-    STAGE,
     UIDSET_NO_UIDS,
     UIDSET_UID_CAP,
-    UNCHANGED_RESOURCE_VERSION,
-    WRITE_ERROR,
     Reduction,
     category,
     group_facts,
     reduce_event,
+)
+from pipeline.facts.reduce import (
+    EventReason as Reason,
 )
 from pipeline.facts.timeutil import parse_rfc3339_us
 from pipeline.models import GroupResource
@@ -84,27 +76,27 @@ def base_event(**overrides: Any) -> dict[str, Any]:
 
 MUTATIONLAB_EXPECTED: dict[str, tuple[str, dict[str, Any] | None]] = {
     "configmap/create-succeeds/audit.create.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {"name": "cm-a", "uid": tok("uid", 1), "resource_version": tok("rv", 1), "verb": "create"},
     ),
     "configmap/update/audit.update.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {"name": "cm-a", "uid": tok("uid", 1), "resource_version": tok("rv", 2), "verb": "update"},
     ),
     "configmap/server-side-apply/audit.patch.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {"name": "cm-a", "uid": tok("uid", 1), "resource_version": tok("rv", 2), "verb": "patch"},
     ),
     "configmap/no-op-apply/audit.patch.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {"name": "cm-a", "uid": tok("uid", 1), "resource_version": tok("rv", 1), "verb": "patch"},
     ),
     "configmap/generate-name-create/audit.create.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {"name": "cm-gen-<rand-1>", "uid": tok("uid", 1), "resource_version": tok("rv", 1)},
     ),
     "configmap/deletecollection/audit.deletecollection.yaml": (
-        QUEUED,
+        Reason.QUEUED,
         {
             "name": "",
             "uid": "",
@@ -114,9 +106,9 @@ MUTATIONLAB_EXPECTED: dict[str, tuple[str, dict[str, Any] | None]] = {
             "uids": [tok("uid", 1), tok("uid", 3), tok("uid", 5)],
         },
     ),
-    "configmap/dry-run-create/audit.create.yaml": (DRY_RUN, None),
-    "configmap/record-and-reject/audit.create.yaml": (FAILED_REQUEST, None),
-    "flunder/aggregated-api-write/audit.create.yaml": (NO_ATTRIBUTION_FACT, None),
+    "configmap/dry-run-create/audit.create.yaml": (Reason.DRY_RUN, None),
+    "configmap/record-and-reject/audit.create.yaml": (Reason.FAILED_REQUEST, None),
+    "flunder/aggregated-api-write/audit.create.yaml": (Reason.NO_ATTRIBUTION_FACT, None),
 }
 
 
@@ -147,7 +139,8 @@ def test_mutationlab_recording(relative: str) -> None:
 
 def test_aggregated_write_without_name_is_filed_under_its_api_group() -> None:
     reduction = reduce_event(lab("flunder/aggregated-api-write/audit.create.yaml"))
-    assert reduction == Reduction(NO_ATTRIBUTION_FACT, GroupResource("wardle.example.com", "flunders"), None)
+    flunders = GroupResource("wardle.example.com", "flunders")
+    assert reduction == Reduction(Reason.NO_ATTRIBUTION_FACT, flunders, None)
 
 
 def test_every_webhook_file_has_an_expectation() -> None:
@@ -163,7 +156,7 @@ def test_every_webhook_file_has_an_expectation() -> None:
 def test_webhook_aggregated_flunder_with_name_gets_an_rv_only_fact() -> None:
     (event,) = webhook_events("aggregated-flunder-create-eventlist.yaml")
     reduction = reduce_event(event)
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert reduction.group_resource == GroupResource("wardle.example.com", "flunders")
     assert reduction.fact == AuthorFact(
         author="jane@acme.com",
@@ -179,7 +172,7 @@ def test_webhook_deletecollection_lists_every_uid_and_matches_all() -> None:
     (event,) = webhook_events("config-deletecollection.yaml")
     reduction = reduce_event(event)
     fact = reduction.fact
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert fact is not None
     assert fact.label_selector == ""
     assert fact.uids == [
@@ -198,7 +191,7 @@ def test_webhook_patch_backfills_uid_from_response_and_takes_yaml_timestamps() -
     (event,) = webhook_events("config-update.yaml")
     assert isinstance(event["stageTimestamp"], datetime)  # unquoted in the recording
     reduction = reduce_event(event)
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert reduction.fact == AuthorFact(
         author="system:admin",
         verb="patch",
@@ -213,11 +206,11 @@ def test_webhook_patch_backfills_uid_from_response_and_takes_yaml_timestamps() -
 
 def test_webhook_flux_dry_run_is_dropped_and_persisted_patch_published() -> None:
     (dry,) = webhook_events("flux-secret-dryrun-patch-eventlist.yaml")
-    assert reduce_event(dry).reason == DRY_RUN
+    assert reduce_event(dry).reason == Reason.DRY_RUN
     (persisted,) = webhook_events("flux-secret-persisted-patch-eventlist.yaml")
     reduction = reduce_event(persisted)
     fact = reduction.fact
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert fact is not None
     assert reduction.group_resource == GroupResource("", "secrets")
     assert (fact.author, fact.name, fact.uid) == (
@@ -234,32 +227,38 @@ def test_webhook_flux_dry_run_is_dropped_and_persisted_patch_published() -> None
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
-        ({"stage": "RequestReceived"}, STAGE),
-        ({"stage": "ResponseStarted"}, STAGE),
-        ({"stage": "Panic"}, STAGE),
-        ({"stage": "responsecomplete"}, STAGE),
-        ({"stage": None}, STAGE),
-        ({"verb": "get"}, READ_ONLY_OR_UNKNOWN_VERB),
-        ({"verb": "list"}, READ_ONLY_OR_UNKNOWN_VERB),
-        ({"verb": "watch"}, READ_ONLY_OR_UNKNOWN_VERB),
-        ({"verb": "impersonate"}, READ_ONLY_OR_UNKNOWN_VERB),
-        ({"verb": 5}, READ_ONLY_OR_UNKNOWN_VERB),
-        ({"responseStatus": {"code": 300}}, FAILED_REQUEST),
-        ({"responseStatus": {"code": 403}}, FAILED_REQUEST),
-        ({"responseStatus": {"code": 409}}, FAILED_REQUEST),
-        ({"responseStatus": {"code": "201"}}, MALFORMED_EVENT),
-        ({"requestURI": "/api/v1/namespaces/ns/configmaps?dryRun=All"}, DRY_RUN),
-        ({"requestURI": "/api/v1/namespaces/ns/configmaps?force=true&dryRun=x&dryRun=All"}, DRY_RUN),
-        ({"requestURI": "/api/v1/namespaces/ns/configmaps?dry%52un=All"}, DRY_RUN),
+        ({"stage": "RequestReceived"}, Reason.STAGE),
+        ({"stage": "ResponseStarted"}, Reason.STAGE),
+        ({"stage": "Panic"}, Reason.STAGE),
+        ({"stage": "responsecomplete"}, Reason.STAGE),
+        ({"stage": None}, Reason.STAGE),
+        ({"verb": "get"}, Reason.READ_ONLY_OR_UNKNOWN_VERB),
+        ({"verb": "list"}, Reason.READ_ONLY_OR_UNKNOWN_VERB),
+        ({"verb": "watch"}, Reason.READ_ONLY_OR_UNKNOWN_VERB),
+        ({"verb": "impersonate"}, Reason.READ_ONLY_OR_UNKNOWN_VERB),
+        ({"verb": 5}, Reason.READ_ONLY_OR_UNKNOWN_VERB),
+        ({"responseStatus": {"code": 300}}, Reason.FAILED_REQUEST),
+        ({"responseStatus": {"code": 403}}, Reason.FAILED_REQUEST),
+        ({"responseStatus": {"code": 409}}, Reason.FAILED_REQUEST),
+        ({"responseStatus": {"code": "201"}}, Reason.MALFORMED_EVENT),
+        ({"requestURI": "/api/v1/namespaces/ns/configmaps?dryRun=All"}, Reason.DRY_RUN),
+        ({"requestURI": "/api/v1/namespaces/ns/configmaps?force=true&dryRun=x&dryRun=All"}, Reason.DRY_RUN),
+        ({"requestURI": "/api/v1/namespaces/ns/configmaps?dry%52un=All"}, Reason.DRY_RUN),
         (
             {"objectRef": {"resource": "configmaps", "name": "cm", "subresource": "status"}},
-            NON_SCALE_SUBRESOURCE,
+            Reason.NON_SCALE_SUBRESOURCE,
         ),
-        ({"objectRef": {"resource": "pods", "name": "p", "subresource": "exec"}}, NON_SCALE_SUBRESOURCE),
-        ({"objectRef": {"resource": "pods", "name": "p", "subresource": "eviction"}}, NON_SCALE_SUBRESOURCE),
+        (
+            {"objectRef": {"resource": "pods", "name": "p", "subresource": "exec"}},
+            Reason.NON_SCALE_SUBRESOURCE,
+        ),
+        (
+            {"objectRef": {"resource": "pods", "name": "p", "subresource": "eviction"}},
+            Reason.NON_SCALE_SUBRESOURCE,
+        ),
         (
             {"objectRef": {"resource": "deployments", "name": "d", "subresource": "Scale"}},
-            NON_SCALE_SUBRESOURCE,
+            Reason.NON_SCALE_SUBRESOURCE,
         ),
         (
             {
@@ -267,14 +266,14 @@ def test_webhook_flux_dry_run_is_dropped_and_persisted_patch_published() -> None
                 "stage": "RequestReceived",
                 "objectRef": {"resource": "d", "subresource": "scale"},
             },
-            NON_SCALE_SUBRESOURCE,
+            Reason.NON_SCALE_SUBRESOURCE,
         ),
         (
             {
                 "requestObject": {"metadata": {"resourceVersion": "7"}},
                 "responseObject": {"metadata": {"name": "cm", "resourceVersion": "7"}},
             },
-            UNCHANGED_RESOURCE_VERSION,
+            Reason.UNCHANGED_RESOURCE_VERSION,
         ),
     ],
 )
@@ -286,7 +285,7 @@ def test_gate_drops(overrides: dict[str, Any], reason: str) -> None:
 
 def test_subresource_gate_runs_before_the_stage_check() -> None:
     event = base_event(stage="RequestReceived", objectRef={"resource": "pods", "subresource": "log"})
-    assert reduce_event(event).reason == NON_SCALE_SUBRESOURCE
+    assert reduce_event(event).reason == Reason.NON_SCALE_SUBRESOURCE
 
 
 @pytest.mark.parametrize(
@@ -317,7 +316,7 @@ def test_subresource_gate_runs_before_the_stage_check() -> None:
 )
 def test_gate_accepts(overrides: dict[str, Any]) -> None:
     reduction = reduce_event(base_event(**overrides))
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert reduction.fact is not None
 
 
@@ -337,16 +336,16 @@ def test_scale_patch_is_accepted_and_filed_under_the_parent_type() -> None:
         },
     )
     reduction = reduce_event(event)
-    assert reduction.reason == QUEUED
+    assert reduction.reason == Reason.QUEUED
     assert reduction.group_resource == GroupResource("apps", "deployments")
     assert reduction.fact is not None
     assert reduction.fact.uid == "u-9"
 
 
 def test_nil_and_malformed_items() -> None:
-    assert reduce_event(None) == Reduction(NIL_EVENT, None, None)
+    assert reduce_event(None) == Reduction(Reason.NIL_EVENT, None, None)
     for item in (3, "event", [], True, 1.5):
-        assert reduce_event(item) == Reduction(MALFORMED_EVENT, None, None)
+        assert reduce_event(item) == Reduction(Reason.MALFORMED_EVENT, None, None)
 
 
 def test_verb_is_kept_verbatim() -> None:
@@ -374,7 +373,7 @@ def test_verb_is_kept_verbatim() -> None:
 )
 def test_accepted_events_without_a_fact(overrides: dict[str, Any]) -> None:
     reduction = reduce_event(base_event(**overrides))
-    assert reduction.reason == NO_ATTRIBUTION_FACT
+    assert reduction.reason == Reason.NO_ATTRIBUTION_FACT
     assert reduction.fact is None
 
 
@@ -603,7 +602,7 @@ def test_a_uid_cap_of_one_keeps_one_item_and_refuses_two() -> None:
 def test_a_non_string_resource_gives_no_fact_and_an_empty_type(resource: object) -> None:
     event = base_event(objectRef={"resource": resource, "namespace": "ns", "name": "cm", "apiGroup": 3})
     reduction = reduce_event(event)
-    assert reduction == Reduction(NO_ATTRIBUTION_FACT, GroupResource("", ""), None)
+    assert reduction == Reduction(Reason.NO_ATTRIBUTION_FACT, GroupResource("", ""), None)
     assert group_facts("r", [reduction]) == []
 
 
@@ -628,7 +627,7 @@ def test_malformed_bodies_never_fail_the_event() -> None:
         {"metadata": {"name": 3, "uid": []}},
     ):
         reduction = reduce_event(base_event(requestObject=body, responseObject=body))
-        assert reduction.reason == QUEUED
+        assert reduction.reason == Reason.QUEUED
         assert reduction.fact is not None
         assert (reduction.fact.name, reduction.fact.uid) == ("cm", "")
 
@@ -715,10 +714,13 @@ def test_no_facts_no_batches() -> None:
 
 
 def test_categories() -> None:
-    assert category(QUEUED) == "stored"
-    assert category(WRITE_ERROR) == "error"
-    assert category(NO_ATTRIBUTION_FACT) == "skipped"
-    for reason in (STAGE, DRY_RUN, NIL_EVENT, MALFORMED_EVENT, NON_SCALE_SUBRESOURCE):
+    assert category(Reason.QUEUED) == "stored"
+    assert category(Reason.WRITE_ERROR) == "error"
+    assert category(Reason.NO_ATTRIBUTION_FACT) == "skipped"
+    dropped = (
+        Reason.STAGE, Reason.DRY_RUN, Reason.NIL_EVENT, Reason.MALFORMED_EVENT, Reason.NON_SCALE_SUBRESOURCE
+    )
+    for reason in dropped:
         assert category(reason) == "dropped"
     assert category("something_new") == "error"
 

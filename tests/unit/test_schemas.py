@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_DIR, SCHEMA_HEADER, Codec, DecodeError, codec, history_files
+from tests.support.avro_values import branch_name, full_name, lookup, strategy
 
 NAMES = sorted(path.stem for path in SCHEMA_DIR.glob("*.avsc"))
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
@@ -29,71 +30,7 @@ PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "str
 Json = Any
 
 
-# generating records from a schema ------------------------------------------------------------------
-
-
-def _full_name(node: dict[str, Json], namespace: str) -> tuple[str, str]:
-    name: str = node["name"]
-    if "." in name:
-        return name, name.rsplit(".", 1)[0]
-    space = node.get("namespace", namespace)
-    return (f"{space}.{name}" if space else name), space
-
-
-def _lookup(name: str, namespace: str, named: dict[str, Json]) -> Json:
-    return named[name] if name in named else named[f"{namespace}.{name}"]
-
-
-def _branch_name(branch: Json, namespace: str) -> str | None:
-    """The full name fastavro uses for a named union branch (None for primitives)."""
-    if isinstance(branch, dict) and branch["type"] in {"record", "enum", "fixed"}:
-        return _full_name(branch, namespace)[0]
-    return None
-
-
-def strategy(
-    schema: Json, namespace: str = "", named: dict[str, Json] | None = None
-) -> st.SearchStrategy[Json]:
-    """A hypothesis strategy for valid records of `schema`; record union branches are tuples."""
-    named = {} if named is None else named
-    if isinstance(schema, str):
-        simple: dict[str, st.SearchStrategy[Json]] = {
-            "null": st.none(),
-            "boolean": st.booleans(),
-            "int": st.integers(-(2**31), 2**31 - 1),
-            "long": st.integers(-(2**63), 2**63 - 1),
-            "float": st.floats(width=32, allow_nan=False),
-            "double": st.floats(allow_nan=False),
-            "bytes": st.binary(max_size=48),
-            "string": st.text(max_size=24),
-        }
-        if schema in simple:
-            return simple[schema]
-        return strategy(_lookup(schema, namespace, named), namespace, named)
-    if isinstance(schema, list):
-        branches = []
-        for branch in schema:
-            inner = strategy(branch, namespace, named)
-            if isinstance(branch, dict) and branch["type"] == "record":
-                inner = st.tuples(st.just(_full_name(branch, namespace)[0]), inner)
-            branches.append(inner)
-        return st.one_of(branches)
-    kind = schema["type"]
-    if kind == "record":
-        full, space = _full_name(schema, namespace)
-        named[full] = schema
-        return st.fixed_dictionaries({f["name"]: strategy(f["type"], space, named) for f in schema["fields"]})
-    if kind == "enum":
-        named[_full_name(schema, namespace)[0]] = schema
-        return st.sampled_from(schema["symbols"])
-    if kind == "fixed":
-        named[_full_name(schema, namespace)[0]] = schema
-        return st.binary(min_size=schema["size"], max_size=schema["size"])
-    if kind == "array":
-        return st.lists(strategy(schema["items"], namespace, named), max_size=3)
-    if kind == "map":
-        return st.dictionaries(st.text(max_size=8), strategy(schema["values"], namespace, named), max_size=3)
-    return strategy(kind, namespace, named)
+# generating records from a schema (the random ones: tests/support/avro_values.py) ---------------------
 
 
 def sample(schema: Json, variant: int, namespace: str = "", named: dict[str, Json] | None = None) -> Json:
@@ -112,23 +49,23 @@ def sample(schema: Json, variant: int, namespace: str = "", named: dict[str, Jso
         }
         if schema in values:
             return values[schema]
-        return sample(_lookup(schema, namespace, named), variant, namespace, named)
+        return sample(lookup(schema, namespace, named), variant, namespace, named)
     if isinstance(schema, list):
         branch = schema[variant % len(schema)]
         value = sample(branch, variant, namespace, named)
         if isinstance(branch, dict) and branch["type"] == "record":
-            return (_full_name(branch, namespace)[0], value)
+            return (full_name(branch, namespace)[0], value)
         return value
     kind = schema["type"]
     if kind == "record":
-        full, space = _full_name(schema, namespace)
+        full, space = full_name(schema, namespace)
         named[full] = schema
         return {f["name"]: sample(f["type"], variant, space, named) for f in schema["fields"]}
     if kind == "enum":
-        named[_full_name(schema, namespace)[0]] = schema
+        named[full_name(schema, namespace)[0]] = schema
         return schema["symbols"][variant % len(schema["symbols"])]
     if kind == "fixed":
-        named[_full_name(schema, namespace)[0]] = schema
+        named[full_name(schema, namespace)[0]] = schema
         return bytes([variant % 256]) * schema["size"]
     if kind == "array":
         return [sample(schema["items"], variant + i, namespace, named) for i in range(variant % 3)]
@@ -215,7 +152,7 @@ def test_samples_visit_every_union_branch(name: str) -> None:
     for field in raw["fields"]:
         if not isinstance(field["type"], list):
             continue
-        branches = {_branch_name(b, namespace) or b for b in field["type"]}
+        branches = {branch_name(b, namespace) or b for b in field["type"]}
         seen = set()
         for record in records:
             value = record[field["name"]]

@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
+from pipeline.codec.watch_event import SnapshotObject
 from pipeline.log.api import PendingRecord
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
-from pipeline.watch.records import RecordBuilder, SnapshotObject
+from pipeline.watch.records import RecordBuilder
 from pipeline.watch.resolve import StreamSpec
 
 SPEC = StreamSpec("t1", "src", "route-a", "apps", "v1", "deployments", "Deployment", True, "team-a", "")

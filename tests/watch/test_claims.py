@@ -11,9 +11,10 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
+from pipeline.codec.watch_claim import Claim
 from pipeline.config import Settings
 from pipeline.log.api import Log
-from pipeline.watch.claims import RIVAL_EXPIRY_INTERVALS, Claim, ClaimBook
+from pipeline.watch.claims import RIVAL_EXPIRY_INTERVALS, ClaimBook
 from pipeline.watch.component import WatchComponent
 from tests.support.wait import wait_for
 from tests.watch.conftest import fast_options, rule, target, with_targets

@@ -15,7 +15,7 @@ from tests.watch.kube_server import FakeKubeApiServer, corpus_object
 
 
 def test_factory_is_registered_and_off_without_clusters(settings: Settings) -> None:
-    assert "pipeline.watch.component:build" in COMPONENT_FACTORIES
+    assert build in COMPONENT_FACTORIES
     log = open_log(settings)
     assert build(settings, log) is None
     no_rules = settings.model_copy(update={"targets": []})

@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, DecodeError, codec
-from pipeline.watch.records import Cursor, RecordBuilder, SnapshotObject, decode_cursor, encode_cursor
+from pipeline.codec.watch_cursor import Cursor, decode_cursor, encode_cursor
+from pipeline.codec.watch_event import SnapshotObject
+from pipeline.watch.records import RecordBuilder
 from pipeline.watch.resolve import StreamSpec
 
 SPEC = StreamSpec("t1", "src", "route-a", "apps", "v1", "deployments", "Deployment", True, "team-a", "")

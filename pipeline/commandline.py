@@ -1,0 +1,51 @@
+"""Command-line plumbing every `reverser` subcommand shares: the config arguments and exit codes.
+
+It sits at the bottom of the package (only configuration below it), so each package's own
+subcommand can use it without importing the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from pipeline.config import ConfigError, Settings, load_settings
+
+__all__ = ["EXIT_CONFIG", "add_config_argument", "load_with_overrides", "settings_from_args"]
+
+#: Invalid configuration or arguments (argparse uses the same code for a bad command line).
+EXIT_CONFIG: Final = 2
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE` and `--workdir DIR`, shared by every subcommand that opens the log."""
+    parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
+    parser.add_argument(
+        "--workdir", type=Path, help="state directory for the embedded log and Git clones"
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Load configuration and apply command-line overrides; exits 2 with the reason if invalid."""
+    try:
+        return load_with_overrides(args)
+    except ConfigError as exc:
+        print(f"reverser: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def load_with_overrides(args: argparse.Namespace) -> Settings:
+    """The file with the command line's overrides applied; raises ConfigError (SIGHUP reloads it)."""
+    settings = load_settings(args.config)
+    overrides: dict[str, Any] = {}
+    if getattr(args, "workdir", None) is not None:
+        overrides["workdir"] = args.workdir
+    if getattr(args, "audit_addr", None):
+        overrides["audit"] = settings.audit.model_copy(update={"addr": args.audit_addr})
+    if getattr(args, "metrics_addr", None):
+        overrides["metrics"] = settings.metrics.model_copy(update={"addr": args.metrics_addr})
+    if overrides:
+        settings = settings.model_copy(update=overrides)
+    return settings
