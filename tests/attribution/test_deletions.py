@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline.attribution import CONFLICT, DELETE_STICKY, DELETECOLLECTION_BODY_UID, NAME, Resolver
+from pipeline.attribution import Resolver, Tier
 from tests.attribution.helpers import CM, ROUTE, Clock, fact, make_index
 from tests.support.wait import wait_for
 
@@ -42,10 +42,10 @@ async def test_deletions_resolve_each_candidate_like_its_deleted_event() -> None
     found = await Resolver(index, grace_ms=0).deletions(ROUTE, CM, "shop", 0)
     answers = {(uid, name): (a.tier, a.author) for uid, _ns, name, a in found}
     assert answers == {
-        ("u-a", "a"): (CONFLICT, ""),
-        ("u-b", ""): (DELETECOLLECTION_BODY_UID, "carol"),
-        ("", "n"): (NAME, "dave"),
-        ("u-c", "c"): (DELETE_STICKY, "erin"),
+        ("u-a", "a"): (Tier.CONFLICT, ""),
+        ("u-b", ""): (Tier.DELETECOLLECTION_BODY_UID, "carol"),
+        ("", "n"): (Tier.NAME, "dave"),
+        ("u-c", "c"): (Tier.DELETE_STICKY, "erin"),
     }
 
 
