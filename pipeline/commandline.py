@@ -1,4 +1,4 @@
-"""Command-line plumbing every `reverser` subcommand shares: the config arguments and exit codes.
+"""Command-line plumbing every `reverser` subcommand shares: the config arguments and settings loading.
 
 It sits at the bottom of the package (only configuration below it), so each package's own
 subcommand can use it without importing the service.
@@ -7,17 +7,12 @@ subcommand can use it without importing the service.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from pipeline.config import ConfigError, Settings, load_settings
+from pipeline.config import Settings, load_settings
 
-__all__ = ["EXIT_CONFIG", "add_config_argument", "load_with_overrides", "settings_from_args"]
-
-#: Invalid configuration or arguments (argparse uses the same code for a bad command line).
-EXIT_CONFIG: Final = 2
-
+__all__ = ["add_config_argument", "load_with_overrides", "settings_from_args"]
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
     """`--config FILE` and `--workdir DIR`, shared by every subcommand that opens the log."""
@@ -28,12 +23,9 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Load configuration and apply command-line overrides; exits 2 with the reason if invalid."""
-    try:
-        return load_with_overrides(args)
-    except ConfigError as exc:
-        print(f"reverser: {exc}", file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
+    """Load configuration and apply command-line overrides; raises ConfigError naming the field
+    (the entry point turns it into exit code `ExitCode.USAGE`, see `pipeline.exitcodes`)."""
+    return load_with_overrides(args)
 
 
 def load_with_overrides(args: argparse.Namespace) -> Settings:
