@@ -428,6 +428,30 @@ def test_write_backfills_response_first_and_never_overwrites_object_ref() -> Non
     assert (fact.namespace, fact.name, fact.uid) == ("ns", "from-response", "req-uid")
 
 
+def test_a_missing_object_ref_namespace_is_backfilled_from_the_body() -> None:
+    event = base_event(
+        objectRef={"resource": "configmaps", "name": "cm", "uid": "ref-uid"},
+        responseObject={"metadata": {"namespace": "from-response", "name": "other", "uid": "body-uid"}},
+    )
+    fact = reduce_event(event).fact
+    assert fact is not None
+    assert (fact.namespace, fact.name, fact.uid) == ("from-response", "cm", "ref-uid")
+
+
+def test_a_non_string_response_resource_version_is_ignored_not_compared() -> None:
+    ref = {"resource": "configmaps", "namespace": "ns", "name": "cm", "resourceVersion": "5"}
+    event = base_event(
+        verb="update",
+        responseStatus={"code": 200},
+        objectRef=ref,
+        requestObject={"metadata": {"resourceVersion": 7}},
+        responseObject={"metadata": {"uid": "u-1", "resourceVersion": 7}},
+    )
+    fact = reduce_event(event).fact
+    assert fact is not None
+    assert (fact.uid, fact.resource_version) == ("u-1", "5")
+
+
 def test_delete_backfills_request_first() -> None:
     event = base_event(
         verb="delete",
