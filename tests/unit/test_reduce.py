@@ -452,6 +452,19 @@ def test_a_non_string_response_resource_version_is_ignored_not_compared() -> Non
     assert (fact.uid, fact.resource_version) == ("u-1", "5")
 
 
+def test_a_non_string_request_uri_gives_an_empty_label_selector() -> None:
+    event = base_event(
+        verb="deletecollection",
+        requestURI=5,
+        responseStatus={"code": 200},
+        objectRef={"resource": "configmaps", "namespace": "ns"},
+        responseObject=None,
+    )
+    fact = reduce_event(event).fact
+    assert fact is not None
+    assert fact.label_selector == ""
+
+
 def test_delete_backfills_request_first() -> None:
     event = base_event(
         verb="delete",
