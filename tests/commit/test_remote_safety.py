@@ -17,6 +17,7 @@ from pipeline.cli import main
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected
 from pipeline.commit.replay_cli import replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
 from tests.commit.helpers import Work, bare_remote, cm, foreign_push, git, log_lines
 from tests.commit.httpgit import GitHttpServer, serving
@@ -108,7 +109,7 @@ def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest
         "main",
         f"--into={into}",
     ]
-    assert main(argv) == 1
+    assert main(argv) == ExitCode.USAGE
     assert "--into: " in capsys.readouterr().err
     assert not (tmp_path / "pwned").exists()
 
@@ -120,7 +121,7 @@ def test_replay_refuses_a_branch_git_would_read_as_an_option(
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch=--delete"]
-    assert main(argv) == 1
+    assert main(argv) == ExitCode.USAGE
     assert "--branch: branch name '--delete' starts with '-'" in capsys.readouterr().err
 
 
