@@ -132,7 +132,9 @@ class Workload:
                 # An apiserver restart refuses requests for a moment: not a mutation, not recorded.
                 if exc.status not in (0, 500, 503, 504):
                     self.failures.append(f"worker {index}: {exc.status} {exc.reason}")
-            except (TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                # A request in flight when the apiserver restarts loses its answer (the server
+                # disconnects): reported, and a version it made anyway counts as a phantom.
                 self.failures.append(f"worker {index}: {type(exc).__name__}")
             await asyncio.sleep(rng.uniform(*interval_s))
 
