@@ -526,7 +526,7 @@ class BranchWorker:
         """Settle snapshot records that end without a commit, counted by why (`SnapshotBook`)."""
         if skipped is None:
             return
-        if skipped.reason == "incomplete_snapshot":
+        if skipped.reason is metrics.SkipReason.INCOMPLETE_SNAPSHOT:
             logger.warning("%s", skipped.detail)
         elif skipped.detail:
             logger.info("%s", skipped.detail)

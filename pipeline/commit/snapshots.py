@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
+from pipeline.commit.metrics import SkipReason
 
 __all__ = ["Collected", "Complete", "Skipped", "SnapshotBook", "push_due_at"]
 
@@ -35,7 +36,7 @@ class Collected:
 class Skipped:
     """Records that end without a commit: settle their offsets, count them under `reason`."""
 
-    reason: str
+    reason: SkipReason
     offsets: list[Offset]
     detail: str = ""
 
@@ -72,7 +73,7 @@ class SnapshotBook:
         if older is None:
             return None
         return Skipped(
-            "superseded_snapshot",
+            SkipReason.SUPERSEDED_SNAPSHOT,
             older.offsets,
             f"snapshot epoch {older.epoch} of {'/'.join(item.stream)} superseded by epoch {body.epoch} "
             "before it finished",
@@ -82,7 +83,7 @@ class SnapshotBook:
         """Add a chunk to its snapshot; a chunk of no open snapshot (or another epoch) is stale."""
         snapshot = self._open.get(item.stream)
         if snapshot is None or snapshot.epoch != body.epoch:
-            return Skipped("stale_snapshot", [(item.partition, item.offset)])
+            return Skipped(SkipReason.STALE_SNAPSHOT, [(item.partition, item.offset)])
         snapshot.objects.extend(body.objects)
         snapshot.chunks += 1
         snapshot.offsets.append((item.partition, item.offset))
@@ -93,12 +94,12 @@ class SnapshotBook:
         here = (item.partition, item.offset)
         snapshot = self._open.get(item.stream)
         if snapshot is None or snapshot.epoch != body.epoch:
-            return Skipped("stale_snapshot", [here])
+            return Skipped(SkipReason.STALE_SNAPSHOT, [here])
         del self._open[item.stream]
         offsets = [*snapshot.offsets, here]
         if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
             return Skipped(
-                "incomplete_snapshot",
+                SkipReason.INCOMPLETE_SNAPSHOT,
                 offsets,
                 f"snapshot epoch {body.epoch} of {'/'.join(item.stream)} is incomplete "
                 f"({snapshot.chunks}/{body.chunks} chunks, {len(snapshot.objects)}/{body.objects} "
