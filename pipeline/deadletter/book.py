@@ -20,7 +20,8 @@ from pipeline.codec.dead_letter import (
     decode_receipt,
     is_receipt,
 )
-from pipeline.log.api import Log, LogUnavailableError, Record, TopicPartition
+from pipeline.log.api import Log, Record
+from pipeline.log.scan import extent_of, read_to_end
 
 __all__ = ["Book", "Entry", "Unreadable", "read_book"]
 
@@ -68,33 +69,15 @@ class Book:
 
 
 async def _read_all(log: Log, topic: str) -> tuple[list[Record], int]:
-    partitions = await log.partitions_for(topic)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    starts = await log.beginning_offsets(tps)
-    ends = await log.end_offsets(tps)
     records: list[Record] = []
     lost = 0
-    reader = log.reader()
-    try:
-        await reader.assign({tp: starts[tp] for tp in tps})
-        remaining = {tp for tp in tps if ends[tp] > starts[tp]}
-        stalled = 0
-        while remaining:
-            before = {tp: reader.position(tp) for tp in remaining}
-            fetched = await reader.fetch(timeout_ms=FETCH_TIMEOUT_MS)
-            lost += sum(gap.lost for gap in fetched.gaps)
-            for record in fetched.records:
-                if record.offset < ends[TopicPartition(record.topic, record.partition)]:
-                    records.append(record)
-            # readers move past transaction markers (every replay commits one), so this ends
-            remaining = {tp for tp in remaining if reader.position(tp) < ends[tp]}
-            moved = any(reader.position(tp) > before[tp] for tp in before)
-            stalled = 0 if moved else stalled + 1
-            if stalled >= STALL_ROUNDS:
-                where = ", ".join(f"{tp} at {reader.position(tp)} of {ends[tp]}" for tp in sorted(remaining))
-                raise LogUnavailableError(f"reading {topic} stalled before its end ({where})")
-    finally:
-        await reader.close()
+    # readers move past transaction markers (every replay commits one), so the read ends
+    chunks = read_to_end(
+        log, await extent_of(log, topic), timeout_ms=FETCH_TIMEOUT_MS, stall_fetches=STALL_ROUNDS
+    )
+    async for chunk in chunks:
+        lost += sum(gap.lost for gap in chunk.gaps)
+        records.extend(chunk.records)
     records.sort(key=lambda r: (r.partition, r.offset))
     return records, lost
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from pipeline.log.api import Gap, Log, Reader, Record, TopicPartition
+from pipeline.log.api import Gap, Log, LogUnavailableError, Reader, Record, TopicPartition
 
 __all__ = ["Chunk", "Extent", "extent_of", "read_to_end", "read_until"]
 
@@ -63,16 +63,21 @@ async def read_until(
     timeout_ms: int = FETCH_TIMEOUT_MS,
     max_records: int = FETCH_MAX_RECORDS,
     idle_fetches: int | None = None,
+    stall_fetches: int | None = None,
 ) -> AsyncIterator[Chunk]:
     """Fetch from `reader` (assigned to `ends`' partitions) until every position reached its end.
 
     A partition is done once the reader's position is at its end offset, whether the last records
     were read or compaction removed them. `idle_fetches` bounds a best-effort read: it stops after
-    that many fetches in a row brought nothing.
+    that many fetches in a row brought nothing. `stall_fetches` bounds a read that must be whole:
+    after that many fetches in a row that moved no unfinished partition, it raises
+    LogUnavailableError naming where each partition stands, rather than end short.
     """
     remaining = {tp for tp, end in ends.items() if reader.position(tp) < end}
     idle = 0
+    stalled = 0
     while remaining:
+        before = {tp: reader.position(tp) for tp in remaining}
         fetched = await reader.fetch(timeout_ms=timeout_ms, max_records=max_records)
         if idle_fetches is not None:
             idle = 0 if fetched.records or fetched.gaps else idle + 1
@@ -84,6 +89,11 @@ async def read_until(
             end = ends.get(TopicPartition(record.topic, record.partition))
             (records if end is not None and record.offset < end else later).append(record)
         remaining = {tp for tp in remaining if reader.position(tp) < ends[tp]}
+        if stall_fetches is not None:
+            stalled = 0 if any(reader.position(tp) > at for tp, at in before.items()) else stalled + 1
+            if stalled >= stall_fetches:
+                where = ", ".join(f"{tp} at {reader.position(tp)} of {ends[tp]}" for tp in sorted(remaining))
+                raise LogUnavailableError(f"read stalled before the end ({where})")
         yield Chunk(records, fetched.gaps, later)
 
 
@@ -95,6 +105,7 @@ async def read_to_end(
     timeout_ms: int = FETCH_TIMEOUT_MS,
     max_records: int = FETCH_MAX_RECORDS,
     idle_fetches: int | None = None,
+    stall_fetches: int | None = None,
 ) -> AsyncIterator[Chunk]:
     """Every record of `extent` (the last `tail` per partition, if set), on a reader of its own.
 
@@ -112,6 +123,7 @@ async def read_to_end(
             timeout_ms=timeout_ms,
             max_records=max_records,
             idle_fetches=idle_fetches,
+            stall_fetches=stall_fetches,
         )
         async for chunk in chunks:
             yield chunk
