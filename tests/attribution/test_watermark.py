@@ -8,7 +8,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.attribution import FactFollower, FactIndex, Resolver, Tier
+from pipeline.attribution import Attribution, FactFollower, FactIndex, Resolver, Tier
 from pipeline.attribution.watermark import Watermarks, hold_s
 from pipeline.codec.fact_batch import FactBatch
 from pipeline.config import Settings
@@ -61,15 +61,23 @@ def test_the_hold_never_ends_before_the_grace_nor_after_the_maximum_wait(
         assert left == limit - waited, "audit may still be behind the event: hold until the maximum wait"
 
 
-async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_the_reorder_allowance() -> None:
-    """A paused replica answers its batch after another replica stored a newer one."""
-    index = make_index()
-    resolver = Resolver(index, grace_ms=0, max_wait_ms=int(GUARD_S * 1000), reorder_ms=5_000)
+async def held_with_reorder_allowance(
+    index: FactIndex, reorder_ms: int
+) -> tuple[asyncio.Task[Attribution], int]:
+    """A resolution of an event 10 s old, held because no audit time has passed it yet."""
+    resolver = Resolver(index, grace_ms=0, max_wait_ms=int(GUARD_S * 1000), reorder_ms=reorder_ms)
     event_ms = index.now_ms() - 10_000
     task = asyncio.create_task(
         resolver.resolve(query(uid="u1", rv="7", name="web")._replace(event_ms=event_ms))
     )
     await wait_for(lambda: index.waiter_count() > 0, what="the resolution to hold")
+    return task, event_ms
+
+
+async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_the_reorder_allowance() -> None:
+    """A paused replica answers its batch after another replica stored a newer one."""
+    index = make_index()
+    task, event_ms = await held_with_reorder_allowance(index, reorder_ms=5_000)
     # The newer batch: audit time has passed the event, but by less than the allowance.
     index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 4_000) * 1000)])
     await asyncio.sleep(0)  # the woken resolution looks again and keeps holding
@@ -83,12 +91,7 @@ async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_th
 
 async def test_audit_time_past_the_event_by_the_allowance_settles_at_once() -> None:
     index = make_index()
-    resolver = Resolver(index, grace_ms=0, max_wait_ms=int(GUARD_S * 1000), reorder_ms=5_000)
-    event_ms = index.now_ms() - 10_000
-    task = asyncio.create_task(
-        resolver.resolve(query(uid="u1", rv="7", name="web")._replace(event_ms=event_ms))
-    )
-    await wait_for(lambda: index.waiter_count() > 0, what="the resolution to hold")
+    task, event_ms = await held_with_reorder_allowance(index, reorder_ms=5_000)
     index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 5_000) * 1000)])
     found = await asyncio.wait_for(task, GUARD_S)
     assert found.tier == Tier.ABSENT
