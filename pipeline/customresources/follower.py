@@ -73,7 +73,7 @@ class ConfigFollower:
                 continue
             try:
                 state = decode_state(record)
-            except (DecodeError, ValueError) as exc:
+            except DecodeError as exc:
                 logger.error(
                     "config topic offset %d: undecodable configuration, skipped: %s", record.offset, exc
                 )

@@ -1,19 +1,26 @@
-"""The effective configuration as it travels on `<prefix>.config` (Avro `config_state`).
+"""The effective configuration as a published version: a compiled configuration and its number.
 
-One compacted topic, one partition, one key: the newest record is the configuration every replica
-and every stage runs with, and a restarted process reads it back before it starts anything. The
-record carries what `reverser watch-rules` and the status writer need as well: each object's
-generation, errors and unsupported fields, and the object and item each rule came from.
+Every replica and every stage runs the newest version on `<prefix>.config`; a restarted process
+reads it back before it starts anything. The record's wire form is owned by
+`pipeline.codec.config_state`; this module maps the compiled configuration (objects named by
+`ObjectRef`, field errors as `FieldProblem`) to and from that record.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
-from pipeline.codec import CONFIG_STATE, SCHEMA_HEADER, codec
-from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.codec import DecodeError
+from pipeline.codec.config_state import (
+    ConfigObject,
+    ConfigStateRecord,
+    ItemProblemEntry,
+    ObjectName,
+    RuleSource,
+    decode_config_state,
+    encode_config_state,
+)
+from pipeline.config import Settings
 from pipeline.customresources.compile import (
     CompiledConfig,
     FieldProblem,
@@ -24,9 +31,7 @@ from pipeline.customresources.compile import (
 from pipeline.customresources.objects import Kind, ObjectRef
 from pipeline.log.api import PendingRecord, Record
 
-__all__ = ["CONFIG_KEY", "ConfigState", "decode_state", "encode_state"]
-
-CONFIG_KEY = b"effective"
+__all__ = ["ConfigState", "decode_state", "encode_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,75 +48,70 @@ class ConfigState:
 
     def same_content(self, compiled: CompiledConfig) -> bool:
         """Whether `compiled` would publish nothing new (so no version is spent on it)."""
-        return _body(self.compiled) == _body(compiled)
+        return _record(0, 0, self.compiled).to_avro() == _record(0, 0, compiled).to_avro()
 
 
-def _ref(data: dict[str, Any]) -> ObjectRef:
-    return ObjectRef(Kind(data["kind"]), data["namespace"], data["name"])
+def _name(ref: ObjectRef) -> ObjectName:
+    return ObjectName(ref.kind.value, ref.namespace, ref.name)
 
 
-def _ref_fields(ref: ObjectRef) -> dict[str, Any]:
-    return {"kind": ref.kind.value, "namespace": ref.namespace, "name": ref.name}
+def _ref(name: ObjectName) -> ObjectRef:
+    return ObjectRef(Kind(name.kind), name.namespace, name.name)
 
 
-def _body(compiled: CompiledConfig) -> dict[str, Any]:
-    return {
-        "providers": [p.model_dump_json() for p in compiled.providers],
-        "targets": [t.model_dump_json() for t in compiled.targets],
-        "objects": [
-            {
-                **_ref_fields(ref),
-                "generation": report.generation,
-                "errors": [json.dumps([e.path, e.message]) for e in report.errors],
-                "unsupported": list(report.unsupported),
-            }
+def _record(version: int, published_at_ms: int, compiled: CompiledConfig) -> ConfigStateRecord:
+    return ConfigStateRecord(
+        version=version,
+        published_at_ms=published_at_ms,
+        providers=tuple(compiled.providers),
+        targets=tuple(compiled.targets),
+        objects=tuple(
+            ConfigObject(
+                _name(ref),
+                report.generation,
+                tuple((e.path, e.message) for e in report.errors),
+                tuple(report.unsupported),
+            )
             for ref, report in sorted(compiled.reports.items())
-        ],
-        "rules": [
-            {"target": target, "rule": index, **_ref_fields(origin.ref), "item": origin.item}
+        ),
+        rules=tuple(
+            RuleSource(target, index, _name(origin.ref), origin.item)
             for target, origins in sorted(compiled.origins.items())
             for index, origin in enumerate(origins)
-        ],
-        "itemProblems": [
-            {
-                **_ref_fields(p.ref),
-                "item": p.item,
-                "resource": p.resource,
-                "reason": p.reason,
-                "message": p.message,
-            }
+        ),
+        item_problems=tuple(
+            ItemProblemEntry(_name(p.ref), p.item, p.resource, p.reason, p.message)
             for p in compiled.item_problems
-        ],
-    }
+        ),
+    )
 
 
 def encode_state(state: ConfigState) -> PendingRecord:
-    state_codec = codec(CONFIG_STATE)
-    value = state_codec.encode(
-        {"version": state.version, "publishedAtMs": state.published_at_ms, **_body(state.compiled)}
-    )
-    return PendingRecord(value, key=CONFIG_KEY, headers=(state_codec.header,))
+    return encode_config_state(_record(state.version, state.published_at_ms, state.compiled))
 
 
 def decode_state(record: Record) -> ConfigState:
-    """Raises DecodeError for a record that is not a config state."""
-    data = codec(CONFIG_STATE).decode(record.value, record.header(SCHEMA_HEADER))
+    """Raises DecodeError for a record that is not a config state (an unknown kind included)."""
+    data = decode_config_state(record)
     reports: dict[ObjectRef, ObjectReport] = {}
-    for item in data["objects"]:
-        ref = _ref(item)
-        errors = [FieldProblem(*json.loads(e)) for e in item["errors"]]
-        reports[ref] = ObjectReport(ref, item["generation"], errors, list(item["unsupported"]))
-    origins: dict[str, list[RuleOrigin]] = {}
-    for item in data["rules"]:
-        origins.setdefault(item["target"], []).append(RuleOrigin(_ref(item), item["item"]))
+    try:
+        for item in data.objects:
+            ref = _ref(item.object)
+            errors = [FieldProblem(path, message) for path, message in item.errors]
+            reports[ref] = ObjectReport(ref, item.generation, errors, list(item.unsupported))
+        origins: dict[str, list[RuleOrigin]] = {}
+        for rule in data.rules:
+            origins.setdefault(rule.target, []).append(RuleOrigin(_ref(rule.object), rule.item))
+        problems = [
+            ItemProblem(_ref(p.object), p.item, p.resource, p.reason, p.message) for p in data.item_problems
+        ]
+    except ValueError as exc:  # a kind this version does not know
+        raise DecodeError(f"config_state at offset {record.offset}: {exc}") from exc
     compiled = CompiledConfig(
-        providers=[ProviderSettings.model_validate_json(p) for p in data["providers"]],
-        targets=[TargetSettings.model_validate_json(t) for t in data["targets"]],
+        providers=list(data.providers),
+        targets=list(data.targets),
         reports=reports,
         origins=origins,
-        item_problems=[
-            ItemProblem(_ref(p), p["item"], p["resource"], p["reason"], p["message"])
-            for p in data["itemProblems"]
-        ],
+        item_problems=problems,
     )
-    return ConfigState(data["version"], data["publishedAtMs"], compiled)
+    return ConfigState(data.version, data.published_at_ms, compiled)

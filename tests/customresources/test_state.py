@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
+import pytest
 import yaml
 
+from pipeline.codec import DecodeError
+from pipeline.codec.config_state import ConfigObject, ObjectName, decode_config_state, encode_config_state
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.controller import stream_spec
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
-from pipeline.customresources.state import ConfigState, encode_state
+from pipeline.customresources.state import ConfigState, decode_state, encode_state
 from pipeline.customresources.status import RuleStreams, object_status
 from pipeline.customresources.store import ObjectStore
-from pipeline.log.api import Log
+from pipeline.log.api import Log, Record
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.records import RecordBuilder
 from tests.customresources.test_compile import UPSTREAM
@@ -68,6 +72,16 @@ async def test_states_round_trip_through_the_log_and_the_newest_wins(
         following.cancel()
         await asyncio.gather(following, return_exceptions=True)
         await follower.close()
+
+
+def test_a_state_naming_a_kind_this_version_does_not_know_is_a_decode_error() -> None:
+    pending = encode_state(ConfigState(1, 1000, _compiled()))
+    record = decode_config_state(Record("c", 0, 5, 0, pending.key, pending.value, pending.headers))
+    assert decode_state(Record("c", 0, 5, 0, pending.key, pending.value, pending.headers)).version == 1
+    unknown = ConfigObject(ObjectName("ClusterProvider", "", "x"), 1, (), ())
+    changed = encode_config_state(replace(record, objects=(*record.objects, unknown)))
+    with pytest.raises(DecodeError, match="offset 5: 'ClusterProvider' is not a valid Kind"):
+        decode_state(Record("c", 0, 5, 0, changed.key, changed.value, changed.headers))
 
 
 def _object(kind: Kind, name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:

@@ -7,13 +7,17 @@ fast paths) must then carry it exactly as fastavro does, or these tests fail.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import (
     BRANCH_WORK,
+    CONFIG_STATE,
     DEAD_LETTER,
     DEAD_LETTER_REPLAY,
     FACT_BATCH,
@@ -22,10 +26,12 @@ from pipeline.codec import (
     WATCH_CLAIM,
     WATCH_CURSOR,
     WATCH_EVENT,
+    DecodeError,
     codec,
 )
 from pipeline.codec.branch_work import Kind as WorkKind
 from pipeline.codec.branch_work import decode_work, encode_work
+from pipeline.codec.config_state import CONFIG_KEY, decode_config_state, encode_config_state
 from pipeline.codec.dead_letter import decode_letter, decode_receipt, receipt_record
 from pipeline.codec.fact_batch import (
     HAND_WRITTEN,
@@ -41,6 +47,7 @@ from pipeline.codec.watch_claim import decode_claim, encode_claim
 from pipeline.codec.watch_cursor import decode_cursor, encode_cursor
 from pipeline.codec.watch_event import Kind as EventKind
 from pipeline.codec.watch_event import WatchEventWriter, decode_watch_event
+from pipeline.config import ProviderSettings, TargetSettings
 from pipeline.log.api import Record
 from tests.support.avro_values import field_names, strategy
 
@@ -153,3 +160,56 @@ def test_object_state_round_trips_every_field(record: dict[str, Any]) -> None:
 def test_target_result_round_trips_every_field(record: dict[str, Any]) -> None:
     written = read_back(TARGET_RESULT, record)
     assert encode_result(decode_result(written)).value == written.value
+
+
+PROVIDER_JSON = ProviderSettings(name="git", url="file:///srv/git").model_dump_json()
+TARGET_JSON = TargetSettings(name="t", provider="git", branch="main", path="p").model_dump_json()
+
+
+@st.composite
+def config_states(draw: st.DrawFn) -> dict[str, Any]:
+    """A schema-drawn config state whose JSON-carried strings are what the writer puts there."""
+    record = draw(records(CONFIG_STATE))
+    pairs = st.tuples(st.text(), st.text()).map(lambda pair: json.dumps(list(pair)))
+    record["providers"] = [PROVIDER_JSON] * len(record["providers"])
+    record["targets"] = [TARGET_JSON] * len(record["targets"])
+    for item in record["objects"]:
+        item["errors"] = draw(st.lists(pairs, max_size=3))
+    return record
+
+
+@SLOW
+@given(config_states())
+def test_config_state_round_trips_every_field(record: dict[str, Any]) -> None:
+    written = read_back(CONFIG_STATE, record, CONFIG_KEY)
+    encoded = encode_config_state(decode_config_state(written))
+    assert (encoded.key, encoded.value) == (CONFIG_KEY, written.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "names"),
+    [
+        ("providers", ['{"name": "git"}'], "url"),
+        ("targets", ["not json"], "Invalid JSON"),
+        ("objects", "an error that is no pair", "[path, message]"),
+    ],
+)
+def test_config_state_entries_that_do_not_validate_raise_decode_error(
+    field: str, value: Any, names: str
+) -> None:
+    record: dict[str, Any] = {
+        "version": 1,
+        "publishedAtMs": 0,
+        "providers": [PROVIDER_JSON],
+        "targets": [TARGET_JSON],
+        "objects": [],
+        "rules": [],
+        "itemProblems": [],
+    }
+    if field == "objects":
+        error = json.dumps(value)
+        name = {"kind": "GitTarget", "namespace": "n", "name": "t"}
+        value = [{**name, "generation": 1, "errors": [error], "unsupported": []}]
+    record[field] = value
+    with pytest.raises(DecodeError, match=re.escape(names)):
+        decode_config_state(read_back(CONFIG_STATE, record, CONFIG_KEY))
