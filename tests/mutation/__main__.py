@@ -53,6 +53,11 @@ class ModuleSpec:
     threshold: float
     functions: frozenset[str] | None
     sample: int
+    deselect: tuple[str, ...] = ()
+
+    def mutants(self) -> list[Mutant]:
+        """Every mutant of the module as it is now (before sampling)."""
+        return find_mutants((REPO_ROOT / self.path).read_text(encoding="utf-8"), self.functions)
 
 
 @dataclass(slots=True)
@@ -89,6 +94,7 @@ def load_specs(default_sample: int) -> list[ModuleSpec]:
                 threshold=float(entry["threshold"]),
                 functions=frozenset(functions) if functions else None,
                 sample=int(entry.get("sample", default_sample)),
+                deselect=tuple(entry.get("deselect", ())),
             )
         )
     return specs
@@ -101,6 +107,23 @@ def load_equivalent() -> dict[str, dict[str, str]]:
     for entry in config.get("equivalent", []):
         found.setdefault(entry["module"], {})[entry["mutant"]] = entry["reason"]
     return found
+
+
+def stale_entries(specs: list[ModuleSpec], equivalent: dict[str, dict[str, str]]) -> list[str]:
+    """Equivalence entries that match no mutant of their module (or name no module in `specs`).
+
+    An entry goes stale when the code it names changes; it must be judged again, so a stale
+    entry is an error rather than silently ignored.
+    """
+    known = {spec.path: {m.id for m in spec.mutants()} for spec in specs}
+    stale = []
+    for module, entries in equivalent.items():
+        for mutant in entries:
+            if module not in known:
+                stale.append(f"{module} {mutant} (the module is not in modules.toml)")
+            elif mutant not in known[module]:
+                stale.append(f"{module} {mutant} (matches no mutant of the module)")
+    return stale
 
 
 def sample_mutants(mutants: list[Mutant], size: int) -> list[Mutant]:
@@ -125,9 +148,11 @@ def repository_copy() -> Iterator[Path]:
         yield root
 
 
-def run_tests(root: Path, tests: tuple[str, ...], timeout_s: float | None) -> tuple[bool, bool, str]:
+def run_tests(root: Path, spec: ModuleSpec, timeout_s: float | None) -> tuple[bool, bool, str]:
     """(passed, timed_out, the end of pytest's output) of the module's tests in the copy at `root`."""
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not e2e", *tests]
+    deselected = [f"--deselect={node}" for node in spec.deselect]
+    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not e2e"]
+    command = [*pytest, *deselected, *spec.tests]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         result = subprocess.run(
@@ -145,7 +170,7 @@ def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> Modul
     result = ModuleResult(spec)
     with repository_copy() as baseline_root:
         started = time.monotonic()
-        passed, _, output = run_tests(baseline_root, spec.tests, None)
+        passed, _, output = run_tests(baseline_root, spec, None)
         if not passed:
             print(output, file=sys.stderr)
             raise SystemExit(f"mutation: the tests of {spec.path} fail without any mutant; fix them first")
@@ -156,7 +181,7 @@ def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> Modul
             return mutant, Outcome.EQUIVALENT
         with repository_copy() as root:
             (root / spec.path).write_text(apply_mutant(source, mutant, spec.functions), encoding="utf-8")
-            passed, timed_out, _ = run_tests(root, spec.tests, timeout_s)
+            passed, timed_out, _ = run_tests(root, spec, timeout_s)
         if timed_out:
             return mutant, Outcome.TIMEOUT
         return mutant, Outcome.SURVIVED if passed else Outcome.KILLED
@@ -166,7 +191,8 @@ def run_module(spec: ModuleSpec, equivalent: dict[str, str], jobs: int) -> Modul
             result.outcomes[mutant.id] = outcome
             result.descriptions[mutant.id] = mutant.description
             if outcome in (Outcome.SURVIVED, Outcome.TIMEOUT):
-                print(f"  {outcome}: {spec.path} {mutant.id} ({mutant.description})", flush=True)
+                where = f"[line {mutant.line}: {mutant.description}]"
+                print(f"  {outcome}: {spec.path} {mutant.id}  {where}", flush=True)
             if done % 25 == 0:
                 print(f"  {spec.path}: {done}/{len(mutants)} mutants run", flush=True)
     return result
@@ -183,12 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     if not specs:
         parser.error(f"no module in modules.toml matches {args.module!r}")
     equivalent = load_equivalent()
+    if args.module is not None:
+        equivalent = {path: entries for path, entries in equivalent.items() if args.module in path}
     if args.list:
         for spec in specs:
-            source = (REPO_ROOT / spec.path).read_text(encoding="utf-8")
-            for mutant in sample_mutants(find_mutants(source, spec.functions), spec.sample):
-                print(f"{spec.path} {mutant.id} {mutant.description}")
+            for mutant in sample_mutants(spec.mutants(), spec.sample):
+                print(f"{spec.path} {mutant.id}  [line {mutant.line}: {mutant.description}]")
         return 0
+    stale = stale_entries(specs, equivalent)
+    for entry in stale:
+        print(f"mutation: stale equivalence entry {entry}", file=sys.stderr)
+    if stale:
+        print("mutation: judge the stale entries again and re-pin them in equivalent.toml", file=sys.stderr)
+        return 1
     failed = False
     for spec in specs:
         result = run_module(spec, equivalent.get(spec.path, {}), args.jobs)
