@@ -664,6 +664,11 @@ class CustomResourceSettings(_Section):
     """The controller's namespace: objects there keep their names, others are named `namespace/name`."""
 
 
+def shares_folder(first: tuple[str, str, str], second: tuple[str, str, str]) -> bool:
+    """Whether two destinations (`Settings.destination`) are the same or nested folders of one branch."""
+    return first[:2] == second[:2] and paths_overlap(first[2], second[2])
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -732,23 +737,26 @@ class Settings(_Section):
 
     def _no_shared_folders(self) -> None:
         """Two targets writing the same or nested folders of one branch would sweep each other's files."""
-        urls = {p.name: p.url.rstrip("/") for p in self.providers}
-        defaults = {p.name: p.default_branch for p in self.providers}
-        seen: list[tuple[str, str, str, str]] = []
+        seen: list[tuple[str, tuple[str, str, str]]] = []
         for target in self.targets:
-            branch = target.branch or defaults[target.provider]
-            path = normalize_target_path(target.path)
-            for name, url, other_branch, other_path in seen:
-                if (
-                    url == urls[target.provider]
-                    and branch == other_branch
-                    and paths_overlap(path, other_path)
-                ):
+            here = self.destination(target)
+            _, branch, path = here
+            for name, other in seen:
+                if shares_folder(here, other):
                     raise ValueError(
                         f"targets {name} and {target.name} write overlapping paths "
-                        f"({other_path or '/'} and {path or '/'}) on branch {branch} of the same repository"
+                        f"({other[2] or '/'} and {path or '/'}) on branch {branch} of the same repository"
                     )
-            seen.append((target.name, urls[target.provider], branch, path))
+            seen.append((target.name, here))
+
+    def destination(self, target: TargetSettings) -> tuple[str, str, str]:
+        """(repository URL, branch, normalized folder) a target writes to; its provider must exist."""
+        provider = self.provider(target.provider)
+        return (
+            provider.url.rstrip("/"),
+            target.branch or provider.default_branch,
+            normalize_target_path(target.path),
+        )
 
     def provider(self, name: str) -> ProviderSettings:
         for provider in self.providers:

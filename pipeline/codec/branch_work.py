@@ -31,6 +31,7 @@ __all__ = [
     "ResyncChunk",
     "ResyncEnd",
     "ResyncObject",
+    "TargetDeleted",
     "WorkAuthor",
     "WorkItem",
     "Write",
@@ -47,6 +48,7 @@ class Kind(StrEnum):
     RESYNC_BEGIN = "reverser.router.ResyncBegin"
     RESYNC_CHUNK = "reverser.router.ResyncChunk"
     RESYNC_END = "reverser.router.ResyncEnd"
+    TARGET_DELETED = "reverser.router.TargetDeleted"
 
 
 class Operation(StrEnum):
@@ -252,9 +254,39 @@ class ResyncEnd:
         return cls(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"], removals)
 
 
-Body = Write | ResyncBegin | ResyncChunk | ResyncEnd
+@dataclass(frozen=True, slots=True)
+class TargetDeleted:
+    """A target left the configuration (version `config_version`): the last record of it on its branch.
+
+    Written by the configuration controller in the transaction that publishes that version, so the
+    branch's FIFO learns it in log order, after every record routed for the target before. The
+    decision to remove its documents (`remove_files`) is taken once, by the writer
+    (`pipeline.customresources.retire`), so every replay of the record does the same.
+    """
+
+    prune: str
+    remove_files: bool
+    config_version: int
+    reason: str
+
+    kind: ClassVar[StrEnum] = Kind.TARGET_DELETED
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "prune": self.prune,
+            "removeFiles": self.remove_files,
+            "configVersion": self.config_version,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_avro(cls, data: Mapping[str, Any]) -> TargetDeleted:
+        return cls(data["prune"], data["removeFiles"], data["configVersion"], data["reason"])
+
+
+Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted
 _BODIES: Final[dict[str, type[Body]]] = {
-    body.kind: body for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd)
+    body.kind: body for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted)
 }
 
 

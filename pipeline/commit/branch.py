@@ -22,6 +22,7 @@ from pipeline.codec.branch_work import (
     ResyncBegin,
     ResyncChunk,
     ResyncEnd,
+    TargetDeleted,
     WorkAuthor,
     WorkItem,
     Write,
@@ -33,7 +34,7 @@ from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, ide
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
 from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
-from pipeline.commit.plan import Plan, Sweep, apply_plan, message_for, orphans
+from pipeline.commit.plan import Plan, Retired, Sweep, apply_plan, message_for, orphans
 from pipeline.commit.rebuild import documents
 from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due_at
 from pipeline.commit.statebook import StateBook
@@ -114,6 +115,9 @@ class BranchWorker:
         self.branch = branch
         self.repo = repo
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
+        # targets whose `TargetDeleted` this FIFO applied: their later records are skipped while
+        # the configuration does not have them again (streams stopping on another replica)
+        self._deleted: set[str] = set()
         self._on_settled = on_settled
         self._clock = clock
         self._wall = wall
@@ -292,11 +296,21 @@ class BranchWorker:
         here = (item.partition, item.offset)
         if item.offset <= self._skip.get(item.partition, -1):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
+            if isinstance(item.body, TargetDeleted):
+                self._deleted.add(item.target)
             self._emit(self._redelivered_state(item))
             self._settle([here])
             return
         body = item.body
-        if isinstance(body, Write):
+        if item.target in self._deleted and item.target not in self._targets and not isinstance(
+            body, TargetDeleted
+        ):
+            metrics.SKIPPED.labels(metrics.SkipReason.DELETED_TARGET).inc()
+            self._settle([here])
+            return
+        if isinstance(body, TargetDeleted):
+            await self._retire(item, body)
+        elif isinstance(body, Write):
             if item.observed_at_ms:
                 delay_s = self._wall() - item.observed_at_ms / 1000
                 metrics.RECEIVE_DELAY_SECONDS.labels(*self._labels).observe(max(delay_s, 0.0))
@@ -716,6 +730,52 @@ class BranchWorker:
             if path not in keep and (tombstone := book.remove(key, (end.partition, end.offset))):
                 found.append(tombstone)
         return found
+
+    async def _retire(self, item: WorkItem, body: TargetDeleted) -> None:
+        """A deleted target: its unfinished snapshots end, and under `remove_files` its documents go.
+
+        The removal is one commit by the committer that claims this record's offset (so a
+        redelivery finds it done); the open window is committed first, because that trailer
+        claims every earlier offset of the partition.
+        """
+        here = (item.partition, item.offset)
+        self._deleted.add(item.target)
+        self._skip_snapshot(self._snapshots.drop_target(item.target))
+        await self._finalize(CloseReason.TARGET_DELETED)
+        folder = normalize_target_path(item.path)
+        gone = documents(self._tree, folder) if body.remove_files else []
+        logger.info(
+            "%s %s: target %s deleted (%s, prune %s): %s",
+            self.provider.name,
+            self.branch,
+            item.target,
+            body.reason,
+            body.prune,
+            f"removing {len(gone)} document(s) under {folder or '.'}/" if body.remove_files else "files kept",
+        )
+        states: list[PendingRecord] = []
+        if body.remove_files and self._book is not None:
+            for key in list(self._book.target_keys(item.target)):
+                if tombstone := self._book.remove(key, here):
+                    states.append(tombstone)
+        plan = Plan(
+            kind="retire",
+            provider=self.provider.name,
+            branch=self.branch,
+            target=item.target,
+            author=self.committer,
+            author_kind="committer",
+            author_label=self.committer.name,
+            attributions=[],
+            author_time_s=(item.observed_at_ms // 1000) or int(self._wall()),
+            partition=item.partition,
+            offset=item.offset,
+            observed_at_ms=item.observed_at_ms,
+            writes={p: (None, ChangedObject("DELETE", "", "", "", "", p)) for p in gone},
+            states=states,
+            retired=Retired(folder, body.prune, body.reason),
+        )
+        await self._commit(plan, [here])
 
     async def remove_unlisted(self, target: TargetSettings) -> None:
         """Delete the documents under `target`'s folder that the state book does not hold.

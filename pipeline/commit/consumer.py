@@ -243,7 +243,7 @@ class CommitWorker(RebalanceListener):
                     await self._park(record, exc, "undecodable")
                     self._settle_one(tp, record.offset)
                     continue
-                if self.refresh_config is not None and item.provider not in self._access:
+                if self.refresh_config is not None and not self._knows(item):
                     await self.refresh_config()
                 try:
                     branch = self._branch_for(item, tp)
@@ -252,6 +252,11 @@ class CommitWorker(RebalanceListener):
                     self._settle_one(tp, record.offset)
                     continue
                 await branch.queue.put(item)
+
+    def _knows(self, item: WorkItem) -> bool:
+        """Whether this process's configuration has the item's provider and target (else it may be
+        behind the config topic: a provider or target added live, or a target deleted)."""
+        return item.provider in self._access and any(t.name == item.target for t in self.settings.targets)
 
     def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch:
         key = (item.provider, item.branch)

@@ -153,6 +153,25 @@ def reconcile_message(
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 
 
+def retire_message(
+    target: str,
+    folder: str,
+    prune: str,
+    reason: str,
+    provider: str,
+    branch: str,
+    partition: int,
+    offset: int,
+    changed: Sequence[str],
+) -> str:
+    """`removed <folder>/ of deleted target <target> (prune <mode>)`: why, every path, the trailers."""
+    subject = f"removed {folder or '.'}/ of deleted target {target} (prune {prune})"
+    why = f"{reason}; its prune mode {prune} removes what it wrote."
+    trailers = _trailers(provider, branch, [f"deleted {target}"], partition, offset)
+    paths = [clean_line(path) for path in changed]
+    return "\n".join([clean_line(subject), "", clean_line(why), "", *paths, "", *trailers]) + "\n"
+
+
 def rebuild_message(target: str, source: str, changed: Sequence[str]) -> str:
     """`rebuilt <target> from <source>: N change(s)`, listing every changed path (no offset trailer:
     a rebuild consumed no branch-work record)."""

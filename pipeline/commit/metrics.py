@@ -45,6 +45,7 @@ class SkipReason(StrEnum):
     PATH_CONFLICT = "path_conflict"
     SENSITIVE_UNENCRYPTED = "sensitive_unencrypted"
     OLDER_VERSION = "older_version"
+    DELETED_TARGET = "deleted_target"
 
 
 PUSHES = Counter(
@@ -89,7 +90,7 @@ SKIPPED = Counter(
     "reverser_commit_skipped_total",
     "Work records skipped, by reason (already_committed, bad_record, unknown_provider, "
     "stale_snapshot, superseded_snapshot, incomplete_snapshot, prune_never, path_conflict, "
-    "sensitive_unencrypted, older_version).",
+    "sensitive_unencrypted, older_version, deleted_target).",
     ["reason"],
 )
 DEAD_LETTERED = Counter(

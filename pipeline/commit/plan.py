@@ -14,12 +14,18 @@ from dataclasses import dataclass, field
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
-from pipeline.commit.messages import ChangedObject, rebuild_message, reconcile_message, window_message
+from pipeline.commit.messages import (
+    ChangedObject,
+    rebuild_message,
+    reconcile_message,
+    retire_message,
+    window_message,
+)
 from pipeline.config import CommitMessageSettings
 from pipeline.log.api import PendingRecord
 from pipeline.sealing import content_digest_of
 
-__all__ = ["Applied", "Plan", "Sweep", "apply_plan", "blob_sha", "message_for", "orphans"]
+__all__ = ["Applied", "Plan", "Retired", "Sweep", "apply_plan", "blob_sha", "message_for", "orphans"]
 
 
 def blob_sha(data: bytes) -> bytes:
@@ -37,6 +43,15 @@ class Sweep:
     scope: str
     keep: frozenset[str]
     prune: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """A deleted target whose documents a `retire` plan removes: its folder, prune mode and why."""
+
+    folder: str
+    prune: str
+    reason: str
 
 
 @dataclass(slots=True)
@@ -63,6 +78,7 @@ class Plan:
     template: CommitMessageSettings | None = None
     # object-state records to write once this plan is on the remote (statebook.py)
     states: list[PendingRecord] = field(default_factory=list)
+    retired: Retired | None = None
 
 
 @dataclass(slots=True)
@@ -148,10 +164,23 @@ def orphans(tree: GitTree, sweep: Sweep) -> list[str]:
 def message_for(plan: Plan, applied: Applied) -> str:
     """The commit message for what the plan actually changed on this base.
 
-    `kind` is `window`, `snapshot` or `rebuild` (a replay's reconcile; `resource` names its source).
+    `kind` is `window`, `snapshot`, `rebuild` (a replay's reconcile; `resource` names its source)
+    or `retire` (a deleted target's folder; `retired` says which and why).
     """
     if plan.kind == "rebuild":
         return rebuild_message(plan.target, plan.resource, applied.paths)
+    if plan.kind == "retire" and plan.retired is not None:
+        return retire_message(
+            plan.target,
+            plan.retired.folder,
+            plan.retired.prune,
+            plan.retired.reason,
+            plan.provider,
+            plan.branch,
+            plan.partition,
+            plan.offset,
+            applied.paths,
+        )
     if plan.kind == "snapshot":
         return reconcile_message(
             len(applied.paths),

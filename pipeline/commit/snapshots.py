@@ -66,6 +66,18 @@ class SnapshotBook:
         """Forget every unfinished snapshot; its offsets stay unsettled (the next owner re-reads them)."""
         self._open.clear()
 
+    def drop_target(self, target: str) -> Skipped | None:
+        """Forget the unfinished snapshots of a deleted target: its streams stopped, no end will come."""
+        gone = [stream for stream in self._open if stream[0] == target]
+        offsets = [offset for stream in gone for offset in self._open.pop(stream).offsets]
+        if not offsets:
+            return None
+        return Skipped(
+            SkipReason.DELETED_TARGET,
+            offsets,
+            f"{len(gone)} unfinished snapshot(s) of deleted target {target} dropped",
+        )
+
     def begin(self, item: WorkItem, body: ResyncBegin) -> Skipped | None:
         """Open a snapshot; an unfinished older one of the same stream is superseded."""
         older = self._open.pop(item.stream, None)

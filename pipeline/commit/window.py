@@ -48,6 +48,7 @@ class CloseReason(StrEnum):
     SNAPSHOT = "snapshot_end"
     SHUTDOWN = "shutdown"
     REVOKED = "revoked"
+    TARGET_DELETED = "target_deleted"
 
 
 @dataclass(slots=True)

@@ -18,10 +18,12 @@ import logging
 import time
 from typing import Any
 
+from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef
+from pipeline.customresources.retire import deleted_targets
 from pipeline.customresources.state import ConfigState, encode_state
 from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
@@ -265,11 +267,35 @@ class ConfigController:
             logger.warning("%s: %s", ref.describe(), error.describe())
         if self.published is None or not self.published.same_content(compiled):
             version = 1 if self.published is None else self.published.version + 1
-            state = ConfigState(version, int(self._clock() * 1000), compiled)
+            now_ms = int(self._clock() * 1000)
+            state = ConfigState(version, now_ms, compiled)
+            deleted = (
+                []
+                if self.published is None
+                else deleted_targets(
+                    self.published.compiled,
+                    compiled,
+                    version,
+                    self._settings,
+                    home_namespace=self._settings.custom_resources.namespace,
+                    observed_at_ms=now_ms,
+                )
+            )
             assert self._writer is not None
-            await self._writer.append_many(self._topics.config, [encode_state(state)])
+            # one transaction: a version without a target is never on the log without its
+            # TargetDeleted work, whichever leader publishes it and whenever it crashes
+            await self._writer.append_topics(
+                {
+                    self._topics.config: [encode_state(state)],
+                    self._topics.branch_work: [work_record(item) for item in deleted],
+                }
+            )
             self.published = state
-            logger.info("published configuration version %d", version)
+            logger.info(
+                "published configuration version %d%s",
+                version,
+                "".join(f"; target {item.target} deleted" for item in deleted),
+            )
         if self.status is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pipeline.log.api import Log, PendingRecord, TransactionalProducer
@@ -47,14 +47,21 @@ class FencedWriter:
         await self._producer.start()
 
     async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object:
-        """Append `records` atomically; raises `FencedError` once a newer leader started.
+        """Append `records` atomically; raises `FencedError` once a newer leader started."""
+        return await self.append_topics({topic: records})
+
+    async def append_topics(self, appends: Mapping[str, Sequence[PendingRecord]]) -> object:
+        """Append to several topics as one transaction (all or nothing); `FencedError` as above.
 
         A stream stopped while its transaction is in flight (leadership lost, reconfiguration)
         lets it finish first: cancelling would abort it, and an aborted cursor costs the next
         leader a full snapshot. A successor that already fenced this writer refuses it anyway.
         """
-        tagged = [dataclasses.replace(r, headers=(*r.headers, self._header)) for r in records]
-        commit = asyncio.ensure_future(self._producer.commit({topic: tagged}))
+        tagged = {
+            topic: [dataclasses.replace(r, headers=(*r.headers, self._header)) for r in records]
+            for topic, records in appends.items()
+        }
+        commit = asyncio.ensure_future(self._producer.commit(tagged))
         try:
             return await asyncio.shield(commit)
         except asyncio.CancelledError:

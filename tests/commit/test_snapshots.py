@@ -83,3 +83,21 @@ def test_pushes_wait_for_the_cooldown_after_the_last_one() -> None:
     assert push_due_at(100.0, 90.0, 5.0) == 100.0
     assert push_due_at(100.0, 97.0, 5.0) == 102.0
     assert push_due_at(100.0, 95.0, 5.0) == 100.0, "exactly at the cooldown"
+
+
+def test_a_deleted_targets_unfinished_snapshots_are_dropped_and_others_kept() -> None:
+    book, mine = SnapshotBook(), Stream()
+    book.begin(mine.item(ResyncBegin(1, "")), ResyncBegin(1, ""))
+    chunk = ResyncChunk(1, 0, objects(1))
+    book.chunk(mine.item(chunk), chunk)
+    elsewhere = WorkItem(
+        0, 50, "git", "main", "u", "other", "c", "", "v1", "configmaps", "", 0, ResyncBegin(3, "")
+    )
+    book.begin(elsewhere, ResyncBegin(3, ""))
+    assert book.drop_target("nobody") is None
+    skipped = book.drop_target("t")
+    assert skipped is not None
+    assert (skipped.reason, skipped.offsets) == ("deleted_target", [(0, 1), (0, 2)])
+    assert "deleted target t" in skipped.detail
+    assert book.offsets == 1  # the other target's snapshot stays open
+    assert book.drop_target("t") is None

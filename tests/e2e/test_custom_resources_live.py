@@ -2,7 +2,8 @@
 
 gitops-reverser-style objects are applied; the service (its own process, embedded log) mirrors
 through them; a WatchRule changed while the watches run restarts only the stream it changed (the
-stream metrics say so); a deleted GitTarget stops its stream and leaves its files; every object
+stream metrics say so); a deleted GitTarget stops its stream and, per its prune mode, its folder is
+removed in one committer commit (Always) or left (Never); every object
 carries Ready/Reconciling/Stalled conditions, observedGeneration and its streams per rule.
 """
 
@@ -78,6 +79,16 @@ def _objects(remote: GitRemote) -> list[dict[str, Any]]:
             },
         ),
         obj(
+            "GitTarget",
+            "kept",
+            {
+                "providerRef": {"name": "repo"},
+                "branch": "main",
+                "path": "clusters/kept",
+                "prune": {"mode": "never"},
+            },
+        ),
+        obj(
             "WatchRule",
             "apps",
             {
@@ -91,6 +102,7 @@ def _objects(remote: GitRemote) -> list[dict[str, Any]]:
             },
         ),
         obj("WatchRule", "other", {"targetRef": {"name": "other"}, "rules": [{"resources": ["configmaps"]}]}),
+        obj("WatchRule", "kept", {"targetRef": {"name": "kept"}, "rules": [{"resources": ["configmaps"]}]}),
     ]
 
 
@@ -123,8 +135,8 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         service = ServiceProcess(workdir, config)
         service.start()
         try:
-            # configmaps + deployments of apps, configmaps of other
-            service.wait_for_metric("reverser_watch_snapshots_total", 3, WAIT_S, outcome="completed")
+            # configmaps + deployments of apps, configmaps of other and of kept
+            service.wait_for_metric("reverser_watch_snapshots_total", 4, WAIT_S, outcome="completed")
             yield Live(plane, remote, service)
         finally:
             code = service.stop()  # None: a test stopped it already (and checked its exit code)
@@ -174,6 +186,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
         lambda r: (
             _has(r, "clusters/apps/team-a/configmaps/cm-one.yaml")
             and _has(r, "clusters/other/team-a/configmaps/cm-one.yaml")
+            and _has(r, "clusters/kept/team-a/configmaps/cm-one.yaml")
         ),
         WAIT_S,
         "cm-one under both targets",
@@ -250,15 +263,31 @@ async def test_a_changed_watch_rule_restarts_only_its_stream(live: Live) -> None
     assert not _has(live.remote, "clusters/apps/team-a/configmaps/cm-plain.yaml")
 
 
-async def test_a_deleted_git_target_stops_its_stream_and_keeps_its_files(live: Live) -> None:
+async def test_deleted_git_targets_stop_their_streams_and_prune_per_their_mode(live: Live) -> None:
     service = live.service
     async with kube_client(live.plane.kubeconfig) as api:
-        await client.CustomObjectsApi(api).delete_namespaced_custom_object(
-            GROUP, VERSION, NAMESPACE, Kind.GIT_TARGET.plural, "other"
+        for name in ("other", "kept"):
+            await client.CustomObjectsApi(api).delete_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, Kind.GIT_TARGET.plural, name
+            )
+    for name in ("other", "kept"):
+        service.wait_for_metric(
+            "reverser_watch_stream_stops_total", 1, WAIT_S, target=f"team-a/{name}", reason="removed"
         )
-    service.wait_for_metric(
-        "reverser_watch_stream_stops_total", 1, WAIT_S, target="team-a/other", reason="removed"
+    # prune Always: the folder goes, in one commit by the committer that says why
+    live.remote.wait_for(
+        lambda r: not any(path.startswith("clusters/other/") for path in r.files()),
+        WAIT_S,
+        "clusters/other/ removed",
     )
+    (removal,) = [
+        c for c in live.remote.commits() if c.touched("clusters/other/") and "deleted target" in c.subject
+    ]
+    assert removal.subject == "removed clusters/other/ of deleted target team-a/other (prune Always)"
+    assert removal.author_name == removal.committer_name == "Reverser Pipeline"
+    assert "GitTarget team-a/other was deleted" in removal.message
+    assert {status for status, _ in removal.changes} == {"D"}
+    assert removal.touched("clusters/other/") == list(removal.changes)
 
     async def orphaned() -> bool:
         rule = await _get(live.plane, Kind.WATCH_RULE, "other")
@@ -272,7 +301,10 @@ async def test_a_deleted_git_target_stops_its_stream_and_keeps_its_files(live: L
         lambda r: _has(r, "clusters/apps/team-a/configmaps/cm-after.yaml"), WAIT_S, "cm-after under apps"
     )
     files = live.remote.files()
-    assert "clusters/other/team-a/configmaps/cm-one.yaml" in files
+    # prune Never: the files stay, and nothing new is written there
+    assert "clusters/kept/team-a/configmaps/cm-one.yaml" in files
+    assert "clusters/kept/team-a/configmaps/cm-after.yaml" not in files
+    assert not [c for c in live.remote.commits() if c.touched("clusters/kept/") and "deleted" in c.subject]
     assert "clusters/other/team-a/configmaps/cm-after.yaml" not in files
 
 
