@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, Codec, DecodeError, codec
+from pipeline.codec.avro_binary import read_long, read_string
 from pipeline.log.api import Record
 from pipeline.models import GroupResource
 
@@ -262,40 +263,13 @@ def encode_fact_batch(batch: FactBatch, fact_codec: Codec | None = None) -> byte
 
 
 # -- the hand-written decoder --------------------------------------------------------------------
-_MAX_VARINT_BYTES: Final = 10
-
-def _read_long(data: bytes, pos: int) -> tuple[int, int]:
-    """The Avro `long` (zigzag varint) at `pos`, and the position after it."""
-    result = shift = 0
-    end = pos + _MAX_VARINT_BYTES
-    while pos < end:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            result &= 0xFFFF_FFFF_FFFF_FFFF
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-    raise DecodeError(f"{FACT_BATCH}: a varint is longer than {_MAX_VARINT_BYTES} bytes")
-
-
 def _count(data: bytes, pos: int) -> tuple[int, int]:
     """An array block's item count; a negative count is followed by the block's byte size."""
-    count, pos = _read_long(data, pos)
+    count, pos = read_long(data, pos, FACT_BATCH)
     if count < 0:
         count = -count
-        _size, pos = _read_long(data, pos)
+        _size, pos = read_long(data, pos, FACT_BATCH)
     return count, pos
-
-
-def _string(data: bytes, pos: int) -> tuple[str, int]:
-    size, pos = _read_long(data, pos)
-    if size < 0:
-        raise DecodeError(f"{FACT_BATCH}: negative string length {size}")
-    end = pos + size
-    if end > len(data):
-        raise DecodeError(f"{FACT_BATCH}: a string runs past the end of the record")
-    return data[pos:end].decode(), end
 
 
 def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
@@ -307,9 +281,9 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
     (property-tested against fastavro); the schema is frozen, later versions go through the codec.
     """
     try:
-        route, pos = _string(data, 0)
-        group, pos = _string(data, pos)
-        resource, pos = _string(data, pos)
+        route, pos = read_string(data, 0, FACT_BATCH)
+        group, pos = read_string(data, pos, FACT_BATCH)
+        resource, pos = read_string(data, pos, FACT_BATCH)
         rows: list[FactRow] = []
         count, pos = _count(data, pos)
         while count:
@@ -318,7 +292,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                 # or bit 7 set (negative, or 64 bytes and longer) takes the general path.
                 size = data[pos]
                 if size & 0x81:
-                    author, pos = _string(data, pos)
+                    author, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -326,7 +300,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    display, pos = _string(data, pos)
+                    display, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -334,7 +308,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    email, pos = _string(data, pos)
+                    email, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -342,7 +316,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    verb, pos = _string(data, pos)
+                    verb, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -350,7 +324,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    audit_id, pos = _string(data, pos)
+                    audit_id, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -358,7 +332,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    namespace, pos = _string(data, pos)
+                    namespace, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -366,7 +340,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    name, pos = _string(data, pos)
+                    name, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -374,7 +348,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    uid, pos = _string(data, pos)
+                    uid, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
@@ -382,19 +356,19 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     pos = end
                 size = data[pos]
                 if size & 0x81:
-                    rv, pos = _string(data, pos)
+                    rv, pos = read_string(data, pos, FACT_BATCH)
                 else:
                     pos += 1
                     end = pos + (size >> 1)
                     rv = data[pos:end].decode()
                     pos = end
-                stage_us, pos = _read_long(data, pos)
+                stage_us, pos = read_long(data, pos, FACT_BATCH)
                 branch = data[pos]
                 if branch == 0:
                     selector = None
                     pos += 1
                 elif branch == 2:
-                    selector, pos = _string(data, pos + 1)
+                    selector, pos = read_string(data, pos + 1, FACT_BATCH)
                 else:
                     raise DecodeError(f"{FACT_BATCH}: labelSelector union branch byte {branch:#x}")
                 branch = data[pos]
@@ -406,7 +380,7 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
                     items, pos = _count(data, pos + 1)
                     while items:
                         for _item in range(items):
-                            listed, pos = _string(data, pos)
+                            listed, pos = read_string(data, pos, FACT_BATCH)
                             uids.append(listed)
                         items, pos = _count(data, pos)
                 else:

@@ -4,24 +4,46 @@ The key names the object within its target (`target/group/resource/namespace/nam
 percent-encoded so a `/` in a target name cannot shift the others, empty parts kept); the value
 is the object as the commit worker last committed it, or no value at all (a tombstone) once the
 object was removed from the branch, so compaction keeps exactly the current world.
+
+A rebuild decodes every current object of a target, so `decode_state` reads the current schema
+version (`HAND_WRITTEN`) straight from the bytes into an `ObjectState` (about twice as fast as
+fastavro's dict and `from_avro`); other versions go through the codec.
+`tests/unit/test_codec_formats.py` checks both paths against fastavro on records drawn from the
+schema.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
-from pipeline.codec.branch_work import WorkAuthor
+from pipeline.codec.avro_binary import read_bytes, read_long
+from pipeline.codec.branch_work import Outcome, WorkAuthor
 from pipeline.log.api import Headers, PendingRecord, Record
 
-__all__ = ["ObjectKey", "ObjectState", "decode_state", "state_record", "target_prefix", "tombstone_record"]
+__all__ = [
+    "HAND_WRITTEN",
+    "ObjectKey",
+    "ObjectState",
+    "decode_state",
+    "decode_state_v2",
+    "state_record",
+    "target_prefix",
+    "tombstone_record",
+]
+
+#: The schema header of the version `decode_state_v2` reads.
+HAND_WRITTEN: Final = b"object_state/2"
 
 KEY_SEPARATOR = "/"
 # Parts made only of these need no percent-encoding (every Kubernetes name, namespace and group).
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]*")
+# A whole key whose parts are all plain: joined as they are (one match instead of five).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9._~/-]*")
+KEY_PARTS = 5
 
 
 def _quote(part: str) -> str:
@@ -40,6 +62,9 @@ class ObjectKey:
 
     def encode(self) -> bytes:
         parts = (self.target, self.group, self.resource, self.namespace, self.name)
+        joined = KEY_SEPARATOR.join(parts)
+        if _PLAIN_KEY.fullmatch(joined) and joined.count(KEY_SEPARATOR) == KEY_PARTS - 1:
+            return joined.encode()
         return KEY_SEPARATOR.join(_quote(p) for p in parts).encode()
 
     @classmethod
@@ -48,7 +73,7 @@ class ObjectKey:
         if key is None:
             raise DecodeError("object_state: record has no key")
         parts = key.decode("utf-8", "replace").split(KEY_SEPARATOR)
-        if len(parts) != 5:
+        if len(parts) != KEY_PARTS:
             raise DecodeError(f"object_state: key {key!r} is not target/group/resource/namespace/name")
         return cls(*(unquote(p) for p in parts))
 
@@ -151,7 +176,80 @@ def tombstone_record(key: ObjectKey) -> PendingRecord:
 
 def decode_state(record: Record) -> ObjectState:
     """Decode a non-tombstone object-state record; raises `DecodeError`."""
-    state = ObjectState.from_avro(codec(OBJECT_STATE).decode(record.value, record.header(SCHEMA_HEADER)))
+    header = record.header(SCHEMA_HEADER)
+    if header == HAND_WRITTEN and record.value is not None:
+        state = decode_state_v2(record.value)
+    else:
+        state = ObjectState.from_avro(codec(OBJECT_STATE).decode(record.value, header))
     if state.key.encode() != record.key:
         raise DecodeError(f"object_state: key {record.key!r} does not name the object in the value")
     return state
+
+
+# -- the hand-written decoder --------------------------------------------------------------------
+# The twelve strings from `target` to `resourceVersion`, in schema order (ObjectState's too).
+_LEADING_STRINGS: Final = 12
+# username, displayName, email, tier, actorKind
+_AUTHOR_STRINGS: Final = 5
+_OUTCOMES: Final = tuple(Outcome)
+_BOOLEANS: Final = {0: False, 1: True}
+
+
+def _strings(data: bytes, pos: int, count: int, into: list[str]) -> int:
+    """Read `count` Avro strings into `into`; returns the position after them.
+
+    A length byte with bit 0 or bit 7 clear is a length of 0..63 in one byte: read inline (most
+    strings here); anything else takes the general path.
+    """
+    for _ in range(count):
+        size = data[pos]
+        if size & 0x81:
+            raw, pos = read_bytes(data, pos, OBJECT_STATE)
+            into.append(raw.decode())
+        else:
+            pos += 1
+            end = pos + (size >> 1)
+            if end > len(data):
+                raise DecodeError(f"{OBJECT_STATE}: a string runs past the end of the record")
+            into.append(data[pos:end].decode())
+            pos = end
+    return pos
+
+
+def decode_state_v2(data: bytes) -> ObjectState:
+    """An `object_state/2` payload read straight into an `ObjectState`.
+
+    Refuses what fastavro refuses (`DecodeError`: short or corrupt data, an unknown enum symbol,
+    a boolean byte other than 0 or 1, trailing bytes) and otherwise yields what `from_avro` does.
+    """
+    try:
+        leading: list[str] = []
+        pos = _strings(data, 0, _LEADING_STRINGS, leading)
+        object_json, pos = read_bytes(data, pos, OBJECT_STATE)
+        sealed = _BOOLEANS.get(data[pos])
+        if sealed is None:
+            raise DecodeError(f"{OBJECT_STATE}: boolean byte {data[pos]:#x}")
+        document, pos = read_bytes(data, pos + 1, OBJECT_STATE)
+        outcome, pos = read_long(data, pos, OBJECT_STATE)
+        if not 0 <= outcome < len(_OUTCOMES):
+            raise DecodeError(f"{OBJECT_STATE}: author outcome index {outcome}")
+        author: list[str] = []
+        pos = _strings(data, pos, _AUTHOR_STRINGS, author)
+        event_time_ms, pos = read_long(data, pos, OBJECT_STATE)
+        partition, pos = read_long(data, pos, OBJECT_STATE)
+        offset, pos = read_long(data, pos, OBJECT_STATE)
+        committed_at_ms, pos = read_long(data, pos, OBJECT_STATE)
+    except IndexError:
+        raise DecodeError(f"{OBJECT_STATE}: the record ends early") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{OBJECT_STATE}: a string is not UTF-8: {exc}") from None
+    if pos != len(data):
+        raise DecodeError(f"{OBJECT_STATE}: {len(data) - pos} trailing bytes after the record")
+    target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv = leading
+    username, display_name, email, tier, actor_kind = author
+    return ObjectState(
+        target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv,
+        object_json, sealed, document,
+        WorkAuthor(_OUTCOMES[outcome].value, username, display_name, email, tier, actor_kind, event_time_ms),
+        partition, offset, committed_at_ms,
+    )

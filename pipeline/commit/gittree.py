@@ -31,11 +31,15 @@ class _Dir:
 class GitTree:
     """The tree of one commit, editable by path; `write()` stores the changed trees and returns the root."""
 
-    __slots__ = ("_root", "_store")
+    __slots__ = ("_chains", "_root", "_store")
 
     def __init__(self, store: ObjectStore, root_sha: bytes | None) -> None:
         self._store = store
         self._root = _Dir(root_sha)
+        # folder path -> its chain of nodes from the root: a rebuild puts thousands of files into
+        # a few folders, so each folder is walked once. Nodes only come and go in `write()`,
+        # which clears it.
+        self._chains: dict[str, list[_Dir]] = {}
 
     def _load(self, node: _Dir) -> dict[str, tuple[int, bytes]]:
         if node.entries is None:
@@ -60,18 +64,23 @@ class GitTree:
         node.children[part] = child
         return child
 
-    def _chain(self, parts: list[str], create: bool) -> list[_Dir] | None:
+    def _chain(self, folder: str, create: bool) -> list[_Dir] | None:
+        """The nodes from the root down to `folder` ("" = the root alone), or None if it is missing."""
+        chain = self._chains.get(folder)
+        if chain is not None:
+            return chain
         chain = [self._root]
-        for part in parts:
+        for part in folder.split("/") if folder else ():
             child = self._child(chain[-1], part, create)
             if child is None:
                 return None
             chain.append(child)
+        self._chains[folder] = chain
         return chain
 
     def get(self, path: str) -> bytes | None:
         """The blob SHA at `path`, or None when there is no file there."""
-        *parents, name = path.split("/")
+        parents, _, name = path.rpartition("/")
         chain = self._chain(parents, create=False)
         if chain is None:
             return None
@@ -80,7 +89,7 @@ class GitTree:
 
     def put(self, path: str, blob_sha: bytes) -> None:
         """Place a blob at `path`, creating folders on the way."""
-        *parents, name = path.split("/")
+        parents, _, name = path.rpartition("/")
         chain = self._chain(parents, create=True)
         assert chain is not None
         entries = self._load(chain[-1])
@@ -93,7 +102,7 @@ class GitTree:
 
     def delete(self, path: str) -> bool:
         """Remove the file at `path`; returns whether there was one."""
-        *parents, name = path.split("/")
+        parents, _, name = path.rpartition("/")
         chain = self._chain(parents, create=False)
         if chain is None:
             return False
@@ -107,9 +116,7 @@ class GitTree:
         return True
 
     def _listing(self, folder: str) -> _Dir | None:
-        if not folder:
-            return self._root
-        chain = self._chain(folder.split("/"), create=False)
+        chain = self._chain(folder, create=False)
         return chain[-1] if chain is not None else None
 
     def files(self, folder: str) -> list[str]:
@@ -130,6 +137,7 @@ class GitTree:
 
     def write(self) -> bytes:
         """Store every changed tree (empty folders vanish) and return the root tree's SHA."""
+        self._chains.clear()
         sha = self._write(self._root)
         if sha is None:
             sha = self._store.write(b"tree", b"")

@@ -38,11 +38,14 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
     folder = normalize_target_path(target.path)
     sensitive = sensitive_set(target.encryption.sensitive_resources) if target.encryption else frozenset()
     desired = Desired()
+    sealed_types: dict[tuple[str, str], bool] = {}
     for state in states:
-        where = f"{state.target}/{state.group}/{state.resource}/{state.namespace}/{state.name}"
-        sealed = is_sensitive(state.group, state.resource, sensitive)
+        kind = (state.group, state.resource)
+        sealed = sealed_types.get(kind)
+        if sealed is None:
+            sealed = sealed_types[kind] = is_sensitive(state.group, state.resource, sensitive)
         if sealed != state.sealed:
-            desired.refused.append(f"{where}: stored {'sealed' if state.sealed else 'in plaintext'}, "
+            desired.refused.append(f"{_where(state)}: stored {'sealed' if state.sealed else 'in plaintext'}, "
                                    f"but the target {'seals' if sealed else 'does not seal'} this type")
             continue
         try:
@@ -53,11 +56,15 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
                 # the committed bytes when the record has them (schema v2), else rendered again
                 content = state.document or render_object(parse_object_json(state.object_json))
         except (LayoutError, RenderError) as exc:
-            desired.refused.append(f"{where}: {exc}")
+            desired.refused.append(f"{_where(state)}: {exc}")
             continue
         obj = ChangedObject("UPDATE", state.group, state.version, state.resource, state.namespace, state.name)
         desired.files[path] = (content, obj)
     return desired
+
+
+def _where(state: ObjectState) -> str:
+    return f"{state.target}/{state.group}/{state.resource}/{state.namespace}/{state.name}"
 
 
 def documents(tree: GitTree, target_path: str) -> list[str]:

@@ -74,6 +74,9 @@ async def read_until(
     LogUnavailableError naming where each partition stands, rather than end short.
     """
     remaining = {tp for tp, end in ends.items() if reader.position(tp) < end}
+    # per record, a plain (topic, partition) pair: building a TopicPartition each time costs more
+    # than the rest of the split
+    end_of = {(tp.topic, tp.partition): end for tp, end in ends.items()}
     idle = 0
     stalled = 0
     while remaining:
@@ -86,7 +89,7 @@ async def read_until(
         records: list[Record] = []
         later: list[Record] = []
         for record in fetched.records:
-            end = ends.get(TopicPartition(record.topic, record.partition))
+            end = end_of.get((record.topic, record.partition))
             (records if end is not None and record.offset < end else later).append(record)
         remaining = {tp for tp in remaining if reader.position(tp) < ends[tp]}
         if stall_fetches is not None:

@@ -103,19 +103,21 @@ class TableReader:
         snapshot = TableSnapshot(ends=dict(self._ends))
         total = self.total
         chunks = read_until(reader, self._ends, timeout_ms=FETCH_TIMEOUT_MS, max_records=FETCH_MAX_RECORDS)
+        wanted, newest = self._keys, snapshot.records
         async for chunk in chunks:
             snapshot.gaps.extend(chunk.gaps)
             # appended after open: the first changes, not part of the first read
             self._early.extend(chunk.later)
+            snapshot.read += len(chunk.records)
+            # the per-record loop of every first read: `_wanted` inlined
             for record in chunk.records:
-                snapshot.read += 1
-                if not self._wanted(record):
+                key = record.key
+                if key is None or (wanted is not None and not wanted(key)):
                     continue
-                assert record.key is not None
                 if record.value is None:
-                    snapshot.records.pop(record.key, None)
+                    newest.pop(key, None)
                 else:
-                    snapshot.records[record.key] = record
+                    newest[key] = record
             if self._progress is not None:
                 self._progress(snapshot.read, total)
         self._initialized = True

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from urllib.parse import quote
+
+import pytest
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record
@@ -61,6 +64,23 @@ def test_keys_survive_slashes_in_target_names_and_values_decode_back() -> None:
     assert ObjectKey.decode(record.key) == odd.key
     got = decode_state(Record("t", 0, 0, 0, record.key, record.value, record.headers))
     assert got == odd
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("t1", "", "configmaps", "ns", "a"),
+        ("t1", "apps", "deployments", "", "web-1.x_y~z"),
+        ("team/x", "", "configmaps", "ns", "a"),
+        ("t1", "", "configmaps", "ns", "a b"),
+        ("t1", "g", "r", "n%2F", "ü"),
+        ("", "", "", "", ""),
+    ],
+)
+def test_key_encoding_quotes_exactly_the_parts_that_need_it(parts: tuple[str, str, str, str, str]) -> None:
+    key = ObjectKey(*parts)
+    assert key.encode() == "/".join(quote(p, safe="") for p in parts).encode()
+    assert ObjectKey.decode(key.encode()) == key
 
 
 async def _live(any_log: Log, cfg: Settings) -> None:

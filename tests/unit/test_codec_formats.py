@@ -41,7 +41,8 @@ from pipeline.codec.fact_batch import (
     decode_fact_batch_v1,
     encode_fact_batch,
 )
-from pipeline.codec.object_state import ObjectState
+from pipeline.codec.object_state import HAND_WRITTEN as STATE_HAND_WRITTEN
+from pipeline.codec.object_state import ObjectState, decode_state, decode_state_v2
 from pipeline.codec.target_result import decode_result, encode_result
 from pipeline.codec.watch_claim import decode_claim, encode_claim
 from pipeline.codec.watch_cursor import decode_cursor, encode_cursor
@@ -154,6 +155,46 @@ def test_replay_receipt_round_trips_every_field(record: dict[str, Any]) -> None:
 def test_object_state_round_trips_every_field(record: dict[str, Any]) -> None:
     state = ObjectState.from_avro(record)
     assert state.to_avro() == record
+
+
+def test_the_object_state_fast_path_is_written_for_the_current_version() -> None:
+    assert codec(OBJECT_STATE).header[1] == STATE_HAND_WRITTEN
+
+
+@SLOW
+@given(records(OBJECT_STATE))
+def test_object_state_fast_path_agrees_with_fastavro(record: dict[str, Any]) -> None:
+    state = ObjectState.from_avro(record)
+    written = read_back(OBJECT_STATE, record, state.key.encode())
+    assert written.value is not None
+    assert decode_state_v2(written.value) == state
+    assert decode_state(written) == state
+
+
+@st.composite
+def damaged_states(draw: st.DrawFn) -> bytes:
+    payload = bytearray(codec(OBJECT_STATE).encode(draw(records(OBJECT_STATE))))
+    how = draw(st.sampled_from(["truncate", "flip", "insert", "append"]))
+    if how == "truncate":
+        del payload[draw(st.integers(0, max(len(payload) - 1, 0))) :]
+    elif how == "flip":
+        payload[draw(st.integers(0, len(payload) - 1))] = draw(st.integers(0, 255))
+    elif how == "insert":
+        at = draw(st.integers(0, len(payload)))
+        payload[at:at] = draw(st.binary(min_size=1, max_size=4))
+    else:
+        payload += draw(st.binary(min_size=1, max_size=4))
+    return bytes(payload)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_states())
+def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payload: bytes) -> None:
+    try:
+        got = decode_state_v2(payload)
+    except DecodeError:
+        return  # refusing is always safe: a rebuild warns and skips the record
+    assert got == ObjectState.from_avro(codec(OBJECT_STATE).decode(payload, STATE_HAND_WRITTEN))
 
 
 @given(records(TARGET_RESULT))
