@@ -857,6 +857,14 @@ def _describe(error: ValidationError, source: str, env: _EnvOverrides) -> str:
     return "\n".join(lines)
 
 
+def revalidate(settings: Settings, source: str) -> Settings:
+    """`settings` checked again as a whole (after parts of it were replaced); raises ConfigError."""
+    try:
+        return Settings.model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source, _EnvOverrides({}))) from None
+
+
 def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the file (if any), apply environment overrides, validate; raises ConfigError."""
     data: dict[str, Any] = {}

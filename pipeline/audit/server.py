@@ -115,6 +115,14 @@ class AuditIngress:
     def scheme(self) -> str:
         return "https" if self._ssl is not None else "http"
 
+    async def apply(self, settings: Settings) -> None:
+        """Keep the facts of a changed configuration's watched types from the next request on.
+
+        Without it a type watched live (a new rule, a custom-resource change, SIGHUP) would have
+        its facts dropped as `unwatched_type`, and its changes would reach Git unattributed.
+        """
+        self._watched = watched_types(settings)
+
     async def start(self) -> None:
         app = web.Application(client_max_size=self._audit.max_body_bytes + 1)
         app.router.add_route("*", "/{tail:.*}", self._handle)

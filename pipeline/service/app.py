@@ -29,6 +29,7 @@ from pipeline.log import Log, open_log
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.router import component as router_component
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
+from pipeline.service.reload import LIVE_SETTINGS, restart_only_changes, take_live
 from pipeline.watch import component as watch_component
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,12 @@ CONFIG_CHANGES = Counter(
     "Configuration changes applied while running, by source (custom_resources|file) and outcome "
     "(applied|invalid|refused)",
     ["source", "outcome"],
+)
+RELOAD_IGNORED = Counter(
+    "reverser_config_reload_ignored_total",
+    "Settings a reload (SIGHUP) found changed but did not apply because they need a restart, by "
+    "setting (dotted name, e.g. audit.addr)",
+    ["setting"],
 )
 
 # Every stage factory, in start order (stopped in reverse).
@@ -173,7 +180,9 @@ class Service:
         """SIGHUP: read the file again and apply it through the same path as a published version.
 
         An invalid file changes nothing (the error is logged and counted); switching between the
-        file's providers and custom resources needs a restart.
+        file's providers and custom resources needs a restart. Only the live settings are taken
+        (`pipeline/service/reload.py`); every other change is named in the log, counted in
+        `reverser_config_reload_ignored_total`, and waits for a restart.
         """
         if self._reload is None:
             return
@@ -187,10 +196,24 @@ class Service:
             CONFIG_CHANGES.labels("file", "refused").inc()
             logger.error("reload refused: switching custom_resources.enabled needs a restart")
             return
-        self._base = fresh
+        ignored = restart_only_changes(self._base, fresh)
+        for setting in ignored:
+            RELOAD_IGNORED.labels(setting).inc()
+        if ignored:
+            logger.warning(
+                "reload: not applied, these settings take effect only after a restart: %s",
+                ", ".join(ignored),
+            )
+        try:
+            base = take_live(self._base, fresh)
+        except ConfigError as exc:
+            CONFIG_CHANGES.labels("file", "invalid").inc()
+            logger.error("reload refused, the running configuration stays: %s", exc)
+            return
+        self._base = base
         latest = self._config.latest if self._config is not None else None
-        await self._apply(latest.settings(fresh) if latest is not None else fresh, "file")
-        logger.info("reloaded the configuration file")
+        await self._apply(latest.settings(base) if latest is not None else base, "file")
+        logger.info("reloaded the configuration file (%s)", ", ".join(sorted(LIVE_SETTINGS)))
 
     async def stop(self) -> None:
         self._starting = []
