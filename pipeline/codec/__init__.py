@@ -28,6 +28,7 @@ DEAD_LETTER = "dead_letter"
 OBJECT_STATE = "object_state"
 CONFIG_STATE = "config_state"
 TARGET_RESULT = "target_result"
+STREAM_REPORT = "stream_report"
 DEAD_LETTER_REPLAY = "dead_letter_replay"
 
 

@@ -307,6 +307,7 @@ class ConfigController:
                 self._rules[1],
                 follower.results,
                 self._settings.custom_resources.namespace,
+                follower.running_streams(),
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from pipeline.codec import DecodeError
+from pipeline.codec.stream_report import REPORT_KEY_PREFIX, StreamReport, decode_report
 from pipeline.codec.target_result import RESULT_KEY_PREFIX, TargetResult, decode_result
 from pipeline.customresources.state import ConfigState, decode_state
 from pipeline.log.api import Log, LogError, Reader, TopicPartition
@@ -34,6 +35,8 @@ class ConfigFollower:
         self.latest: ConfigState | None = None
         #: The last commit and push of each target (`result/<target>` records of the commit worker).
         self.results: dict[str, TargetResult] = {}
+        #: The streams each cluster's leader runs (`streams/<cluster>` records of the watch stage).
+        self.reports: dict[str, StreamReport] = {}
         self.results_changed = asyncio.Event()
         # `catch_up` (a stage asking) and `follow` share one reader.
         self._reading = asyncio.Lock()
@@ -71,6 +74,17 @@ class ConfigFollower:
                 self.results[result.target] = result
                 self.results_changed.set()
                 continue
+            if record.key is not None and record.key.startswith(REPORT_KEY_PREFIX):
+                try:
+                    report = decode_report(record)
+                except DecodeError as exc:
+                    logger.error(
+                        "config topic offset %d: undecodable stream report, skipped: %s", record.offset, exc
+                    )
+                    continue
+                self.reports[report.cluster] = report
+                self.results_changed.set()
+                continue
             try:
                 state = decode_state(record)
             except DecodeError as exc:
@@ -82,6 +96,10 @@ class ConfigFollower:
                 self.latest = state
                 newer = True
         return newer
+
+    def running_streams(self) -> frozenset[str]:
+        """The identities of every stream some cluster's leader reports as streaming."""
+        return frozenset().union(*(report.running() for report in self.reports.values()))
 
     async def follow(self, on_change: Callable[[ConfigState], Awaitable[None]]) -> None:
         """Call `on_change` with every newer state, until cancelled; log outages are retried."""

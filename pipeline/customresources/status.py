@@ -36,6 +36,8 @@ class RuleStreams:
     item: int
     streams: tuple[str, ...]
     problems: tuple[tuple[str, str, str], ...]  # (resource, reason, message)
+    #: each stream's `StreamSpec.identity`, in the order of `streams` (what stream reports name)
+    identities: tuple[str, ...] = ()
 
 
 def _describe(spec: StreamSpec) -> str:
@@ -77,6 +79,7 @@ async def resolve_rules(
             only = TargetSettings.model_validate({**target.model_dump(), "rules": [rule.model_dump()]})
             specs, problems = resolve_target(only, cluster, discovered)
             streams: list[str] = []
+            identities: list[str] = []
             refused = [(p.resource, p.reason, p.message) for p in problems]
             for spec in specs:
                 allowed = True
@@ -94,9 +97,11 @@ async def resolve_rules(
                         break
                 if allowed:
                     streams.append(_describe(spec))
+                    identities.append(spec.identity)
                 else:
                     refused.append((spec.group_resource.key, "Forbidden", f"{_describe(spec)}: {reason}"))
-            out.setdefault(origin.ref, []).append(RuleStreams(origin.item, tuple(streams), tuple(refused)))
+            entry = RuleStreams(origin.item, tuple(streams), tuple(refused), tuple(identities))
+            out.setdefault(origin.ref, []).append(entry)
     for entries in out.values():
         entries.sort(key=lambda e: e.item)
     return out
@@ -116,10 +121,38 @@ def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def object_status(
-    report: ObjectReport, rules: Sequence[RuleStreams] | None, result: TargetResult | None = None
+def _reconciling(
+    rules: Sequence[RuleStreams] | None, running: frozenset[str] | None, generation: int
 ) -> dict[str, Any]:
-    """The status of one object (without transition times): pure, for tests and the writer."""
+    """True while a rule's streams are starting (not yet reported streaming by their cluster's
+    leader), False once all run; objects without streams are done once published."""
+    if rules is not None and running is not None:
+        streams = [(d, i) for r in rules for d, i in zip(r.streams, r.identities, strict=True)]
+        starting = [described for described, identity in streams if identity not in running]
+        if starting:
+            shown = ", ".join(starting[:3]) + (", ..." if len(starting) > 3 else "")
+            text = f"{len(starting)} of {len(streams)} streams not streaming yet: {shown}"
+            return _condition("Reconciling", True, "StreamsStarting", text, generation)
+        if streams:
+            return _condition(
+                "Reconciling", False, "StreamsRunning", f"{len(streams)} streams running", generation
+            )
+    return _condition(
+        "Reconciling", False, "Published", "the effective configuration includes it", generation
+    )
+
+
+def object_status(
+    report: ObjectReport,
+    rules: Sequence[RuleStreams] | None,
+    result: TargetResult | None = None,
+    running: frozenset[str] | None = None,
+) -> dict[str, Any]:
+    """The status of one object (without transition times): pure, for tests and the writer.
+
+    `running` is every stream identity the watch stage reports as streaming (None: unknown, the
+    `Reconciling` condition then only says the object is published).
+    """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
     if result is not None:
@@ -154,9 +187,7 @@ def object_status(
     else:
         ready = _condition("Ready", True, "Accepted", "", generation)
         stalled = _condition("Stalled", False, "Accepted", "", generation)
-    reconciling = _condition(
-        "Reconciling", False, "Published", "the effective configuration includes it", generation
-    )
+    reconciling = _reconciling(None if report.errors else rules, running, generation)
     status["conditions"] = [ready, reconciling, stalled]
     return status
 
@@ -183,6 +214,7 @@ class StatusWriter:
         rules: Mapping[ObjectRef, Sequence[RuleStreams]],
         results: Mapping[str, TargetResult],
         home_namespace: str,
+        running: frozenset[str] | None = None,
     ) -> int:
         """Write what changed; returns how many objects were patched."""
         patched = 0
@@ -194,6 +226,7 @@ class StatusWriter:
                 report,
                 rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
                 result,
+                running,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:

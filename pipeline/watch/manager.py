@@ -13,10 +13,12 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
 from pipeline.config import ClusterSettings, ConfigError, Settings, TargetSettings
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -26,6 +28,7 @@ from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.lease import LeaseElector, lease_namespace
+from pipeline.watch.metrics import StreamState
 from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
@@ -36,6 +39,8 @@ __all__ = ["ClientFactory", "WatchManager"]
 logger = logging.getLogger(__name__)
 
 ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
+#: How often a led cluster's streams are compared with the last stream report (custom resources).
+REPORT_INTERVAL_S = 0.5
 
 
 def _sealers(settings: Settings) -> dict[str, Sealer]:
@@ -110,6 +115,9 @@ class WatchManager:
         self._leadership_worker: asyncio.Task[None] | None = None
         self._log = log_
         self._topic = names.watch_events
+        self._config_topic = names.config
+        self._reported: dict[str, tuple[ReportedStream, ...]] = {}
+        self._reporter: asyncio.Task[None] | None = None
         self.cursors = CursorStore(log_, names.watch_cursors)
         self._options = options
         self._client_factory = client_factory
@@ -134,6 +142,8 @@ class WatchManager:
         self._leadership_worker = asyncio.create_task(self._follow_leadership(), name="watch leadership")
         await self.apply(self._settings)
         self._refresh = asyncio.create_task(self._refresh_loop(), name="watch rediscovery")
+        if self._settings.custom_resources.enabled:
+            self._reporter = asyncio.create_task(self._report_loop(), name="watch stream reports")
         await self.claims.start()
         self.started = True
 
@@ -221,14 +231,56 @@ class WatchManager:
             except Exception:
                 logger.exception("watch rediscovery failed; trying again next interval")
 
+    def _reports_due(self) -> list[tuple[_Cluster, tuple[ReportedStream, ...]]]:
+        """Led clusters whose streams (or their states) differ from what was last reported."""
+        due = []
+        for name, cluster in self._clusters.items():
+            if not cluster.writable:
+                continue
+            entries = tuple(
+                sorted(
+                    ReportedStream(
+                        spec.identity,
+                        stream.state == StreamState.STREAMING,
+                        f"{stream.state}: {stream.reason}",
+                    )
+                    for spec, stream in self.streams.items()
+                    if spec.cluster == name
+                )
+            )
+            if self._reported.get(name) != entries:
+                due.append((cluster, entries))
+        return due
+
+    async def _report_loop(self) -> None:
+        """Custom-resource mode: tell the controller (through the config topic) which streams run.
+
+        A rule's `Reconciling` condition is True until every stream it resolved to is streaming;
+        only the replica leading the cluster knows, and it writes through the cluster's fenced
+        producer, so a deposed leader cannot report streams it no longer runs.
+        """
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL_S)
+            for cluster, entries in self._reports_due():
+                name = cluster.settings.name
+                report = StreamReport(name, int(time.time() * 1000), entries)
+                try:
+                    await (cluster.writer or self._log).append_many(
+                        self._config_topic, [encode_report(report)]
+                    )
+                except LogError as exc:
+                    logger.warning("reporting the streams of cluster %s failed (retrying): %s", name, exc)
+                    continue
+                self._reported[name] = entries
+
     async def stop(self) -> None:
         await self.claims.stop()
-        for task in (self._refresh, self._leadership_worker):
+        for task in (self._refresh, self._leadership_worker, self._reporter):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._refresh = self._leadership_worker = None
+        self._refresh = self._leadership_worker = self._reporter = None
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
             for spec in self.streams:

@@ -63,6 +63,21 @@ class StreamSpec:
         where = self.scope or "(cluster)"
         return f"{self.target}:{self.group_resource.key}@{where}"
 
+    @property
+    def identity(self) -> str:
+        """What a stream report names it by: every field that makes it a different stream."""
+        return "|".join(
+            (
+                self.target,
+                self.cluster,
+                self.group,
+                self.version,
+                self.resource,
+                self.scope,
+                self.label_selector,
+            )
+        )
+
     def api(self) -> ApiResource:
         return ApiResource(self.group, self.version, self.resource, self.kind, self.namespaced, frozenset())
 

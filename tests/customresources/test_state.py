@@ -173,3 +173,46 @@ def test_object_status_reports_errors_streams_and_problems() -> None:
         "True",
         "StreamsResolved",
     )
+
+
+def test_reconciling_is_true_while_a_rules_streams_start_and_false_once_they_run() -> None:
+    rule = _compiled().reports[ObjectRef(Kind.WATCH_RULE, "team-a", "apps")]
+    resolved = [
+        RuleStreams(0, ("v1/configmaps in team-a",), (), ("id-cm",)),
+        RuleStreams(1, ("apps/v1/deployments in team-a",), (), ("id-deploy",)),
+        RuleStreams(2, (), (("*", "WildcardUnsupported", "list resources by name"),)),
+    ]
+
+    def reconciling(running: frozenset[str] | None) -> tuple[str, str, str]:
+        condition = next(
+            c
+            for c in object_status(rule, resolved, running=running)["conditions"]
+            if c["type"] == "Reconciling"
+        )
+        return condition["status"], condition["reason"], condition["message"]
+
+    assert reconciling(frozenset()) == (
+        "True",
+        "StreamsStarting",
+        "2 of 2 streams not streaming yet: v1/configmaps in team-a, apps/v1/deployments in team-a",
+    )
+    # a report of another version's stream (the same type, another selector) does not count
+    assert reconciling(frozenset({"id-cm", "id-deploy-old-selector"}))[:2] == ("True", "StreamsStarting")
+    assert "1 of 2" in reconciling(frozenset({"id-cm"}))[2]
+    assert reconciling(frozenset({"id-cm", "id-deploy", "other"})) == (
+        "False",
+        "StreamsRunning",
+        "2 streams running",
+    )
+    # unknown (no reports read) or no streams at all: published is all it can say
+    assert reconciling(None)[:2] == ("False", "Published")
+    none = [RuleStreams(0, (), (("secrets", "SecretExcluded", "no plaintext"),))]
+    status = object_status(rule, none, running=frozenset())
+    assert _conditions(status)["Reconciling"] == ("False", "Published")
+    # an object with errors is stalled, not reconciling
+    broken = _compiled(UPSTREAM.replace("branch: feature/x", "branch: release"))
+    target = broken.reports[ObjectRef(Kind.GIT_TARGET, "team-a", "apps")]
+    assert _conditions(object_status(target, resolved, running=frozenset()))["Reconciling"] == (
+        "False",
+        "Published",
+    )

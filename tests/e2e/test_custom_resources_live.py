@@ -194,13 +194,14 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
 
     async def settled() -> bool:
         rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
-        return (rule.get("status") or {}).get("observedGeneration") == rule["metadata"]["generation"]
+        current = (rule.get("status") or {}).get("observedGeneration") == rule["metadata"]["generation"]
+        return current and _conditions(rule).get("Reconciling", ("",))[0] == "False"
 
     await wait_for(settled, "the WatchRule's status", timeout_s=WAIT_S)
     rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
     assert _conditions(rule) == {
         "Ready": ("True", "PartiallyResolved"),
-        "Reconciling": ("False", "Published"),
+        "Reconciling": ("False", "StreamsRunning"),
         "Stalled": ("False", "Accepted"),
     }
     rules = {entry["item"]: entry for entry in rule["status"]["rules"]}

@@ -22,6 +22,7 @@ from pipeline.codec import (
     DEAD_LETTER_REPLAY,
     FACT_BATCH,
     OBJECT_STATE,
+    STREAM_REPORT,
     TARGET_RESULT,
     WATCH_CLAIM,
     WATCH_CURSOR,
@@ -43,6 +44,7 @@ from pipeline.codec.fact_batch import (
 )
 from pipeline.codec.object_state import HAND_WRITTEN as STATE_HAND_WRITTEN
 from pipeline.codec.object_state import ObjectState, decode_state, decode_state_v2
+from pipeline.codec.stream_report import decode_report, encode_report
 from pipeline.codec.target_result import decode_result, encode_result
 from pipeline.codec.watch_claim import decode_claim, encode_claim
 from pipeline.codec.watch_cursor import decode_cursor, encode_cursor
@@ -201,6 +203,12 @@ def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payl
 def test_target_result_round_trips_every_field(record: dict[str, Any]) -> None:
     written = read_back(TARGET_RESULT, record)
     assert encode_result(decode_result(written)).value == written.value
+
+
+@given(records(STREAM_REPORT))
+def test_stream_report_round_trips_every_field(record: dict[str, Any]) -> None:
+    written = read_back(STREAM_REPORT, record)
+    assert encode_report(decode_report(written)).value == written.value
 
 
 PROVIDER_JSON = ProviderSettings(name="git", url="file:///srv/git").model_dump_json()
