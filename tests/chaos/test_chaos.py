@@ -27,7 +27,7 @@ from pipeline.log.api import TopicPartition
 from pipeline.log.kafka import KafkaLog
 from pipeline.watch.sanitize import sanitize
 from tests.chaos.env import BRANCHES, COMMIT_WINDOW_S, GRACE_MS, ChaosEnv, chaos_env
-from tests.chaos.faults import Faults
+from tests.chaos.faults import Fault, Faults
 from tests.chaos.history import first_pushes, read_files, read_transitions
 from tests.chaos.oracle import Verdict, judge, percentile
 from tests.chaos.workload import Target, Workload
@@ -203,6 +203,8 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     print(json.dumps(report, indent=2, default=str))
 
     assert spread_ok, f"branch partitions not spread over replicas: {owners_at_start}"
+    kills = faults.log.counts[Fault.KILL_LEADER] + faults.log.counts[Fault.KILL_OWNER]
+    assert len(faults.log.ownership_moves) == kills, "every replica kill had its ownership move checked"
     assert all(moved for _, moved in faults.log.ownership_moves), faults.log.ownership_moves
     assert faults.log.zombie_writes == 0
     assert converged, diffs[:20]

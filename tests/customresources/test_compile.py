@@ -160,6 +160,7 @@ def test_yaml_to_resources_and_back_gives_the_same_configuration_and_routing(tmp
     reparsed = list(yaml.safe_load_all(yaml.safe_dump_all(documents)))
     compiled = compile_resources([parse_object(d) for d in reparsed], home_namespace=HOME, base=original)
     assert compiled.errors == []
+    assert len(compiled.reports) == len(reparsed), "one report for every exported object"
     assert all(not r.unsupported for r in compiled.reports.values())
     again = compiled.settings(original)
 

@@ -257,6 +257,7 @@ async def test_secret_lifecycle_is_encrypted_attributed_and_never_plaintext_on_t
         # a resync of the unchanged Secret: a new snapshot re-encrypts it (new ciphertext) and
         # the worker, comparing keyed digests, makes no commit
         streams = list(pipeline.watch.manager.streams.values())
+        assert len(streams) == 2, "both streams resync"
         done = {id(s): s.snapshots_completed for s in streams}
         for stream in streams:
             await stream.resnapshot()

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
-__all__ = ["wait_for"]
+__all__ = ["run_ready_tasks", "wait_for"]
 
 
 async def wait_for(
@@ -31,3 +31,15 @@ async def wait_for(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         await asyncio.sleep(interval_s)
+
+
+async def run_ready_tasks(rounds: int = 5) -> None:
+    """Let every task that is ready run until it blocks again: a scheduler step, not a wait.
+
+    For in-memory code (no I/O, no timer due) the event loop runs ready tasks in a fixed order,
+    so what they have done after these rounds is the same on every run and every machine; use
+    it to check that a task has *not* finished after what should have woken it was handled.
+    Anything that waits for I/O or time needs `wait_for` instead.
+    """
+    for _ in range(rounds):
+        await asyncio.sleep(0)

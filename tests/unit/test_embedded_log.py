@@ -28,6 +28,7 @@ from pipeline.log import (
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.embedded.segments import INDEX_SUFFIX, SEGMENT_SUFFIX
 from pipeline.log.partitioner import murmur2_partition
+from tests.support.wait import run_ready_tasks
 
 HOUR_MS = 3_600_000
 
@@ -154,7 +155,7 @@ async def test_closing_the_log_wakes_a_blocked_fetch(log: EmbeddedLog) -> None:
     reader = log.reader()
     await reader.assign({TopicPartition("t", 0): 0})
     waiting = asyncio.create_task(reader.fetch(timeout_ms=600_000))
-    await asyncio.sleep(0)
+    await run_ready_tasks()  # the fetch blocks first
     await log.close()
     fetched = await asyncio.wait_for(waiting, 30)
     assert fetched.records == []
@@ -409,7 +410,7 @@ async def test_a_topic_created_later_is_assigned_to_subscribed_members(log: Embe
     await member.start()
     assert member.assignment() == set()
     waiting = asyncio.create_task(member.fetch(timeout_ms=30_000))
-    await asyncio.sleep(0)
+    await run_ready_tasks()  # the fetch blocks first
     await log.create_topics([TopicSpec("late", 2)])
     await log.append("late", b"hello", partition=1)
     fetched = await asyncio.wait_for(waiting, 30)
