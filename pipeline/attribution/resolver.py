@@ -55,12 +55,10 @@ class Resolver:
     `grace_ms` is how long a resolution waits for a better fact in any case (0 = one lookup);
     `max_wait_ms` how long it may be held beyond that while the route's audit watermark has not
     passed the event's time by `reorder_ms` (see `pipeline.attribution.watermark`); 0 means no hold
-    past the grace.
+    past the grace. The grace has no default here: `attribution.grace_ms` in the configuration owns it.
     """
 
-    def __init__(
-        self, index: FactIndex, grace_ms: int = 3000, max_wait_ms: int = 0, reorder_ms: int = 0
-    ) -> None:
+    def __init__(self, index: FactIndex, grace_ms: int, max_wait_ms: int = 0, reorder_ms: int = 0) -> None:
         if grace_ms < 0:
             raise ValueError("grace_ms must be >= 0")
         if max_wait_ms < 0:
@@ -182,8 +180,8 @@ class Resolver:
         if health is None:
             health = self._routes[query.route] = _RouteHealth()
         if result.resolved:
+            # A route that resolved once is never suspected again, so its streak is not read again.
             health.resolved_ever = True
-            health.streak = 0
             return
         health.streak += 1
         if health.streak >= MISROUTE_STREAK and not health.resolved_ever and not health.warned:

@@ -22,6 +22,7 @@ from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames, topic_specs
 from tests.attribution.corpus import SCENARIOS, all_scenarios_on_disk, materialise
 from tests.conftest import unique_prefix
+from tests.support.wait import wait_for
 
 GRACE_MS = 150
 ROUTE = "default"
@@ -117,7 +118,7 @@ async def test_watch_event_first_fact_later_through_the_log(
         await asyncio.wait_for(follower.wait_ready(), READY_GUARD_S)
         (event,) = read_watch_file(directory / "watch.modified.yaml")
         waiting = asyncio.create_task(resolve_watch_event(Resolver(index, 600_000), ROUTE, event))
-        await asyncio.sleep(0)
+        await wait_for(lambda: index.waiter_count() > 0, what="the resolution to wait for its fact")
         assert not waiting.done()
         documents = read_audit_file(directory / "audit.update.yaml")
         await publish_audit_documents(any_log, topics.audit_facts, ROUTE, documents, settings)

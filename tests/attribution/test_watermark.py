@@ -16,7 +16,7 @@ from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from tests.attribution.helpers import CM, ROUTE, fact, make_index, query, removal
 from tests.attribution.test_follower import create_fact_topic, record_for
-from tests.support.wait import wait_for
+from tests.support.wait import run_ready_tasks, wait_for
 
 GUARD_S = 60.0
 seconds = st.floats(min_value=0, max_value=1000, allow_nan=False)
@@ -80,7 +80,7 @@ async def test_a_batch_overtaken_by_a_newer_one_still_names_the_author_within_th
     task, event_ms = await held_with_reorder_allowance(index, reorder_ms=5_000)
     # The newer batch: audit time has passed the event, but by less than the allowance.
     index.apply(ROUTE, CM, [fact("bob", uid="u9", rv="9", stage_us=(event_ms + 4_000) * 1000)])
-    await asyncio.sleep(0)  # the woken resolution looks again and keeps holding
+    await run_ready_tasks()  # the woken resolution looks again and keeps holding
     assert not task.done(), "settled although an overtaken batch could still come"
     index.apply(
         ROUTE, CM, [fact("alice", "update", uid="u1", rv="7", name="web", stage_us=(event_ms - 20) * 1000)]
