@@ -60,6 +60,7 @@ def test_close_reasons_are_the_metric_labels() -> None:
         CloseReason.SNAPSHOT: "snapshot_end",
         CloseReason.SHUTDOWN: "shutdown",
         CloseReason.REVOKED: "revoked",
+        CloseReason.TARGET_DELETED: "target_deleted",
     }
     assert set(labels) == set(CloseReason), "every close reason has its label here"
     assert all(reason == label for reason, label in labels.items())
