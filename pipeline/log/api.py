@@ -9,6 +9,7 @@ the *next* record to read.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -370,8 +371,18 @@ class Reader(abc.ABC):
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         """Wait up to `timeout_ms` for records; a position below log-start yields a Gap, then moves on."""
 
+    async def close(self) -> None:
+        """Stop reading (idempotent); the log no longer closes this reader when it closes."""
+        self._seam_log._forget(self)
+        await self._close()
+
     @abc.abstractmethod
-    async def close(self) -> None: ...
+    async def _close(self) -> None:
+        """Release the backend's resources; called by `close`, possibly more than once."""
+
+    async def _log_closing(self) -> None:
+        """The log closes while this reader is open: by default it is closed like any other."""
+        await self._close()
 
 
 class GroupConsumer(StartedByAsyncWith):
@@ -381,7 +392,9 @@ class GroupConsumer(StartedByAsyncWith):
     once for every backend before the backend's `_seek` and `_commit`.
     """
 
-    group_id: str
+    def __init__(self, log: Log, group_id: str) -> None:
+        self._seam_log = log
+        self.group_id = group_id
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -441,9 +454,18 @@ class GroupConsumer(StartedByAsyncWith):
     @abc.abstractmethod
     async def committed(self, tp: TopicPartition) -> int | None: ...
 
-    @abc.abstractmethod
     async def close(self) -> None:
-        """Leave the group without committing anything further."""
+        """Leave the group without committing anything further (idempotent)."""
+        self._seam_log._forget(self)
+        await self._close()
+
+    @abc.abstractmethod
+    async def _close(self) -> None:
+        """Leave the group and release the backend's resources; called by `close`, possibly again."""
+
+    async def _log_closing(self) -> None:
+        """The log closes while this member is open: by default it leaves the group like any other."""
+        await self._close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,16 +535,35 @@ class Log(StartedByAsyncWith):
     negative) live here, in the public methods, and run before the backend's `_append`,
     `_end_offsets` and the like; a backend tells them each topic's limits (`_topic_limits`).
     Use it as `async with open_log(settings) as log:` so it is closed on every path.
+    The readers and group members it hands out are tracked here, so closing the log closes them.
     """
 
     kind: str
+
+    def __init__(self) -> None:
+        self._owners: set[Reader | GroupConsumer] = set()
 
     @abc.abstractmethod
     async def start(self) -> None:
         """Connect (or open files); raises LogUnavailableError after bounded retries."""
 
     @abc.abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release the log; a backend calls `_close_owners` first."""
+
+    @abc.abstractmethod
+    def _require_started(self) -> None:
+        """Raise LogError unless the log is started (and not closed)."""
+
+    async def _close_owners(self) -> None:
+        """Close every reader and group member still open, as the log goes (`_log_closing`)."""
+        owners, self._owners = list(self._owners), set()
+        for owner in owners:
+            with contextlib.suppress(Exception):
+                await owner._log_closing()
+
+    def _forget(self, owner: Reader | GroupConsumer) -> None:
+        self._owners.discard(owner)
 
     # topics ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -635,11 +676,13 @@ class Log(StartedByAsyncWith):
     ) -> dict[TopicPartition, int | None]: ...
 
     # reading --------------------------------------------------------------------------------
-    @abc.abstractmethod
     def reader(self) -> Reader:
         """A reader with manual assignment (no group); assign before fetching."""
+        self._require_started()
+        reader = self._new_reader()
+        self._owners.add(reader)
+        return reader
 
-    @abc.abstractmethod
     def group_consumer(
         self,
         group_id: str,
@@ -649,6 +692,30 @@ class Log(StartedByAsyncWith):
         reset: Literal["earliest", "latest"] = "earliest",
     ) -> GroupConsumer:
         """A consumer-group member; call start() before fetching."""
+        self._require_started()
+        if not group_id:
+            raise LogError("a consumer group needs a non-empty group id")
+        if not topics:
+            raise LogError(f"group {group_id!r}: a member must subscribe to at least one topic")
+        if reset not in ("earliest", "latest"):
+            raise LogError(f"group {group_id!r}: reset must be 'earliest' or 'latest', not {reset!r}")
+        member = self._new_group_member(group_id, tuple(topics), listener, reset)
+        self._owners.add(member)
+        return member
+
+    @abc.abstractmethod
+    def _new_reader(self) -> Reader:
+        """The backend's reader (the log is started; `reader` registers it)."""
+
+    @abc.abstractmethod
+    def _new_group_member(
+        self,
+        group_id: str,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
+    ) -> GroupConsumer:
+        """The backend's group member for checked arguments (`group_consumer` registers it)."""
 
     # consumer-group administration ----------------------------------------------------------
     @abc.abstractmethod

@@ -513,6 +513,43 @@ async def test_manual_assignment_needs_no_group(any_log: Log, settings: Settings
     assert set(await any_log.list_groups()) == groups_before
 
 
+async def test_group_member_arguments_are_checked(any_log: Log, settings: Settings) -> None:
+    topic = await make_topic(any_log, settings, "member-args", partitions=1)
+    with pytest.raises(LogError, match="non-empty group id"):
+        any_log.group_consumer("", [topic])
+    with pytest.raises(LogError, match="at least one topic"):
+        any_log.group_consumer(f"{topic}-group", [])
+    with pytest.raises(LogError, match="reset must be"):
+        any_log.group_consumer(f"{topic}-group", [topic], reset="newest")  # type: ignore[arg-type]
+    assert not any_log._owners
+
+
+async def test_closing_the_log_closes_the_readers_and_members_it_handed_out(
+    any_log: Log, settings: Settings
+) -> None:
+    topic = await make_topic(any_log, settings, "handed-out", partitions=1)
+    tp = TopicPartition(topic, 0)
+    reader = any_log.reader()
+    await reader.assign({tp: 0})
+    member = any_log.group_consumer(f"{topic}-group", [topic])
+    await member.start()
+    closed_before = any_log.reader()
+    await closed_before.close()
+    await closed_before.close()
+    assert any_log._owners == {reader, member}
+
+    await any_log.close()
+    assert not any_log._owners
+    with pytest.raises(LogError, match="reader is closed"):
+        await reader.fetch(timeout_ms=0)
+    with pytest.raises(LogError, match="is closed"):
+        await member.fetch(timeout_ms=0)
+    with pytest.raises(LogError, match="not started"):
+        any_log.reader()
+    with pytest.raises(LogError, match="not started"):
+        any_log.group_consumer(f"{topic}-group", [topic])
+
+
 # retention and compaction ---------------------------------------------------------------------------
 
 

@@ -51,8 +51,8 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
         listener: RebalanceListener | None,
         reset: Literal["earliest", "latest"],
     ) -> None:
+        super().__init__(log, group_id)
         self._log = log
-        self.group_id = group_id
         self.topics = topics
         self.listener = listener
         self.reset = reset
@@ -111,12 +111,11 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
         self._log._require_started()
         return self._log._group(self.group_id).offsets.get(tp)
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.wake()
-        self._log._owners.discard(self)
         if not self.started or self._log._lock_fd is None:
             return
         group = self._log._group(self.group_id)

@@ -45,7 +45,7 @@ from pipeline.log.api import (
 )
 from pipeline.log.embedded.files import previous_version, spec_to_json, write_json
 from pipeline.log.embedded.groups import EmbeddedGroupMember, GroupState, load_group_offsets, rebalance
-from pipeline.log.embedded.reading import EmbeddedReader, Fetcher
+from pipeline.log.embedded.reading import EmbeddedReader
 from pipeline.log.embedded.segments import PartitionLog, RetentionOutcome, fsync_directory
 from pipeline.log.embedded.transactions import (
     EmbeddedTransactionalProducer,
@@ -142,6 +142,7 @@ class EmbeddedLog(Log):
         retention_interval_s: float = 60.0,
         tombstone_retention_ms: int = DEFAULT_TOMBSTONE_RETENTION_MS,
     ) -> None:
+        super().__init__()
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
         self.fsync = fsync
@@ -152,7 +153,6 @@ class EmbeddedLog(Log):
         self._epochs: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
-        self._owners: set[Fetcher] = set()
 
     # lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -175,10 +175,7 @@ class EmbeddedLog(Log):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
             self._retention_task = None
-        for owner in list(self._owners):
-            owner.closed = True
-            owner.wake()
-        self._owners.clear()
+        await self._close_owners()
         for topic in self._topics.values():
             topic.wake()
             for partition in topic.partitions:
@@ -395,24 +392,17 @@ class EmbeddedLog(Log):
                 logger.exception("embedded log: retention pass failed; retrying next interval")
 
     # reading --------------------------------------------------------------------------------
-    def reader(self) -> Reader:
-        self._require_started()
-        reader = EmbeddedReader(self)
-        self._owners.add(reader)
-        return reader
+    def _new_reader(self) -> Reader:
+        return EmbeddedReader(self)
 
-    def group_consumer(
+    def _new_group_member(
         self,
         group_id: str,
-        topics: Sequence[str],
-        *,
-        listener: RebalanceListener | None = None,
-        reset: Literal["earliest", "latest"] = "earliest",
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
     ) -> GroupConsumer:
-        self._require_started()
-        member = EmbeddedGroupMember(self, group_id, tuple(topics), listener, reset)
-        self._owners.add(member)
-        return member
+        return EmbeddedGroupMember(self, group_id, topics, listener, reset)
 
     # consumer groups ------------------------------------------------------------------------
     def _group(self, group_id: str) -> GroupState:

@@ -42,6 +42,11 @@ class Fetcher(abc.ABC):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
+    async def _log_closing(self) -> None:
+        """The log closes: stop, and wake a waiting fetch, with no rebalance of a group left behind."""
+        self.closed = True
+        self.wake()
+
 
 class EmbeddedReader(Fetcher, Reader):
     def __init__(self, log: EmbeddedLog) -> None:
@@ -67,10 +72,9 @@ class EmbeddedReader(Fetcher, Reader):
         self._check_open()
         return await fetch_records(self._log, self, timeout_ms, max_records)
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         self.closed = True
         self.wake()
-        self._log._owners.discard(self)
 
     def _check_open(self) -> None:
         if self.closed:

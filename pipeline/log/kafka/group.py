@@ -64,8 +64,8 @@ class KafkaGroupMember(GroupConsumer):
         listener: RebalanceListener | None,
         reset: Literal["earliest", "latest"],
     ) -> None:
+        super().__init__(owner, group_id)
         self._log = owner
-        self.group_id = group_id
         self.topics = topics
         self.listener = listener
         self.reset = reset
@@ -182,11 +182,10 @@ class KafkaGroupMember(GroupConsumer):
         offset = await self._log.retrier.run("committed", lambda: consumer.committed(kafka_tp(tp)))
         return int(offset) if offset is not None and offset >= 0 else None
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._log.forget(self)
         consumer, self._consumer = self._consumer, None
         self._assigned = set()
         if consumer is not None:

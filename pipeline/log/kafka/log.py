@@ -95,6 +95,7 @@ class KafkaLog(Log):
     kind = "kafka"
 
     def __init__(self, settings: LogSettings) -> None:
+        super().__init__()
         self._settings = settings
         self.retrier = Retrier(settings)
         self._producer: AIOKafkaProducer | None = None
@@ -103,7 +104,6 @@ class KafkaLog(Log):
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._topics: dict[str, _CachedLimits] = {}
-        self._owners: set[KafkaReader | KafkaGroupMember] = set()
 
     @property
     def settings(self) -> LogSettings:
@@ -191,10 +191,7 @@ class KafkaLog(Log):
         )
 
     async def close(self) -> None:
-        for owner in list(self._owners):
-            with contextlib.suppress(Exception):
-                await owner.close()
-        self._owners.clear()
+        await self._close_owners()
         producer, self._producer = self._producer, None
         if producer is not None:
             await discard_producer(producer)
@@ -204,6 +201,9 @@ class KafkaLog(Log):
             if client is not None:
                 with contextlib.suppress(Exception):
                     await stop_client(client)
+
+    def _require_started(self) -> None:
+        self._require()
 
     def _require(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         if self._admin is None or self._offsets is None:
@@ -422,27 +422,17 @@ class KafkaLog(Log):
         return {our_tp(tp): (int(entry.offset) if entry is not None else None) for tp, entry in found.items()}
 
     # reading --------------------------------------------------------------------------------
-    def reader(self) -> Reader:
-        self._require()
-        reader = KafkaReader(self)
-        self._owners.add(reader)
-        return reader
+    def _new_reader(self) -> Reader:
+        return KafkaReader(self)
 
-    def group_consumer(
+    def _new_group_member(
         self,
         group_id: str,
-        topics: Sequence[str],
-        *,
-        listener: RebalanceListener | None = None,
-        reset: Literal["earliest", "latest"] = "earliest",
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None,
+        reset: Literal["earliest", "latest"],
     ) -> GroupConsumer:
-        self._require()
-        member = KafkaGroupMember(self, group_id, tuple(topics), listener, reset)
-        self._owners.add(member)
-        return member
-
-    def forget(self, owner: KafkaReader | KafkaGroupMember) -> None:
-        self._owners.discard(owner)
+        return KafkaGroupMember(self, group_id, topics, listener, reset)
 
     # consumer-group administration ----------------------------------------------------------
     async def list_groups(self) -> list[str]:

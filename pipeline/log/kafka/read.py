@@ -94,11 +94,10 @@ class KafkaReader(Reader):
                     self._positions[tp] = max(self._positions[tp], await consumer.position(kafka_tp(tp)))
         return fetched
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._log.forget(self)
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
