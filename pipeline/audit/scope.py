@@ -1,9 +1,8 @@
 """Which group/resources an audit route's facts can be for: the types its cluster's targets watch.
 
 A fact for any other type could never be joined with a watch event, so the ingress drops and
-counts it (`unwatched_type`) instead of letting a poster fill the fact index with it. Rule entries
-written as `group/resource` match exactly; a bare `resource` matches that resource in any group,
-because discovery may place it in a named group (`deployments` is `apps/deployments`).
+counts it (`unwatched_type`) instead of letting a poster fill the fact index with it. What a rule
+entry names is `pipeline.targetrules`' rule (a bare `resource` names it in any group).
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pipeline.config import Settings
 from pipeline.models import GroupResource
+from pipeline.targetrules import entry_names
 
 __all__ = ["WatchedTypes", "watched_types"]
 
@@ -41,8 +41,9 @@ def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
                 continue
             for rule in target.rules:
                 for text in rule.resources:
-                    if "/" in text:
-                        watched.exact.add(GroupResource.parse(text))
+                    group, resource = entry_names(text)
+                    if group is None:
+                        watched.any_group.add(resource)
                     else:
-                        watched.any_group.add(text)
+                        watched.exact.add(GroupResource(group, resource))
     return {route: watched for route, watched in routes.items() if watched.exact or watched.any_group}

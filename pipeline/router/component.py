@@ -32,6 +32,24 @@ def destinations(settings: Settings) -> dict[str, Destination]:
     }
 
 
+def index_lookup(settings: Settings, log: Log) -> tuple[FactFollower, IndexLookup]:
+    """The router's attribution: a fact index the follower fills from audit-facts, and its resolver.
+
+    `reverser replay watch-events` resolves through the same pair, so a replay names the authors
+    the live router named, for as long as the facts are retained.
+    """
+    topics = TopicNames.for_prefix(settings.log.topic_prefix)
+    index = FactIndex.from_settings(settings.attribution)
+    follower = FactFollower(log, topics, index, settings)
+    resolver = Resolver(
+        index,
+        settings.attribution.grace_ms,
+        settings.attribution.max_wait_ms,
+        settings.attribution.reorder_ms,
+    )
+    return follower, IndexLookup(follower, resolver)
+
+
 class RouterComponent:
     """The follower must have replayed the facts before the router resolves anything."""
 
@@ -39,15 +57,7 @@ class RouterComponent:
 
     def __init__(self, settings: Settings, log: Log) -> None:
         topics = TopicNames.for_prefix(settings.log.topic_prefix)
-        index = FactIndex.from_settings(settings.attribution)
-        self.follower = FactFollower(log, topics, index, settings)
-        resolver = Resolver(
-            index,
-            settings.attribution.grace_ms,
-            settings.attribution.max_wait_ms,
-            settings.attribution.reorder_ms,
-        )
-        lookup = IndexLookup(self.follower, resolver)
+        self.follower, lookup = index_lookup(settings, log)
         self.router = Router(
             log, topics, destinations(settings), lookup, group_id=f"{settings.log.topic_prefix}.router"
         )

@@ -19,7 +19,15 @@ from pipeline.codec.branch_work import (
 from pipeline.codec.watch_event import LiveEvent, SnapshotBegin, SnapshotChunk, SnapshotObject, WatchRecord
 from pipeline.models import compare_versions
 
-__all__ = ["CaughtUp", "Destination", "Removal", "caught_up_item", "changed_objects", "work_item"]
+__all__ = [
+    "CaughtUp",
+    "Destination",
+    "Removal",
+    "caught_up_item",
+    "changed_objects",
+    "work_item",
+    "work_items",
+]
 
 
 def changed_objects(watch: WatchRecord) -> list[SnapshotObject]:
@@ -96,6 +104,23 @@ def work_item(
     `removals` is a snapshot end's deletion evidence (None: attribution not attempted).
     """
     return _item(watch, destination, _work_body(watch, author, removals))
+
+
+def work_items(
+    watch: WatchRecord,
+    destination: Destination,
+    author: WorkAuthor | None,
+    caught_up: list[CaughtUp],
+    removals: list[Removal] | None,
+) -> list[WorkItem]:
+    """Everything one watch record becomes on branch-work for one target, in order.
+
+    Snapshot objects that changed while the watch was down come first, so they are committed
+    under their authors before the chunk that carries them.
+    """
+    items = [caught_up_item(watch, destination, change) for change in caught_up]
+    items.append(work_item(watch, destination, author, removals))
+    return items
 
 
 def _item(watch: WatchRecord, destination: Destination, body: Body) -> WorkItem:

@@ -4,12 +4,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from enum import StrEnum
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, changed_objects
+
+
+class Needs(StrEnum):
+    """Which resolution a watch record waits for before its work can be emitted."""
+
+    AUTHOR = "author"  # a live event: who made the change
+    CATCH_UP = "catch_up"  # a snapshot chunk with objects changed while the watch was down
+    REMOVALS = "removals"  # a snapshot end: who deleted what it no longer lists
+    NOTHING = "nothing"
+
+
+def needs(watch: WatchRecord) -> Needs:
+    """What the router (and a watch-events replay) resolves for `watch`."""
+    if watch.is_live:
+        return Needs.AUTHOR
+    if changed_objects(watch):
+        return Needs.CATCH_UP
+    if isinstance(watch.body, SnapshotEnd):
+        return Needs.REMOVALS
+    return Needs.NOTHING
 
 
 def query_for(watch: WatchRecord) -> FactQuery:

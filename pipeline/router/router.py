@@ -19,7 +19,7 @@ from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import Removal, WorkAuthor, work_record
 from pipeline.codec.dead_letter import letter_record
-from pipeline.codec.watch_event import SnapshotEnd, WatchRecord, decode_watch_event
+from pipeline.codec.watch_event import WatchRecord, decode_watch_event
 from pipeline.log.api import (
     FencedError,
     GroupConsumer,
@@ -34,7 +34,8 @@ from pipeline.log.api import (
 )
 from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
-from pipeline.router.events import CaughtUp, Destination, caught_up_item, changed_objects, work_item
+from pipeline.router.events import CaughtUp, Destination, work_items
+from pipeline.router.lookup import Needs, needs
 from pipeline.tasks import cancel_all
 
 logger = logging.getLogger(__name__)
@@ -299,13 +300,14 @@ class Router:
         pending = _Pending(watch, None, record)
         if self._lookup is None or watch.target not in self._destinations:
             return pending
-        if watch.is_live:
+        need = needs(watch)
+        if need is Needs.AUTHOR:
             pending.author = asyncio.ensure_future(self._lookup.author_for(watch))
             pending.author.add_done_callback(lambda _f: self._progress.set())
-        elif changed_objects(watch):
+        elif need is Needs.CATCH_UP:
             pending.caught_up = asyncio.ensure_future(self._lookup.catch_up(watch))
             pending.caught_up.add_done_callback(lambda _f: self._progress.set())
-        elif isinstance(watch.body, SnapshotEnd):
+        elif need is Needs.REMOVALS:
             pending.removals = asyncio.ensure_future(self._lookup.removals_for(watch))
             pending.removals.add_done_callback(lambda _f: self._progress.set())
         return pending
@@ -445,18 +447,17 @@ class Router:
             if pending.author.cancelled():
                 return []
             author = pending.author.result()
-        items = []
+        caught_up: list[CaughtUp] = []
         if pending.caught_up is not None:
             if pending.caught_up.cancelled():
                 return []
-            # before the chunk that carries them: committed under their authors first
-            items = [caught_up_item(watch, destination, change) for change in pending.caught_up.result()]
+            caught_up = pending.caught_up.result()
         removals: list[Removal] | None = None
         if pending.removals is not None:
             if pending.removals.cancelled():
                 return []
             removals = pending.removals.result()
-        items.append(work_item(watch, destination, author, removals))
+        items = work_items(watch, destination, author, caught_up, removals)
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
         return [work_record(item) for item in items]
 

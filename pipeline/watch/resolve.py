@@ -12,26 +12,11 @@ from dataclasses import dataclass
 from pipeline.config import ClusterSettings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
+from pipeline.targetrules import DENYLIST
 from pipeline.watch.kube import ApiResource
 
-__all__ = ["DENYLIST", "RuleProblem", "StreamSpec", "resolve_target"]
+__all__ = ["RuleProblem", "StreamSpec", "resolve_target"]
 
-# Types never mirrored: high churn, controller-owned or security-sensitive (docs/watch.md, "Secrets").
-DENYLIST = frozenset(
-    {
-        ("", "pods"),
-        ("", "events"),
-        ("events.k8s.io", "events"),
-        ("", "endpoints"),
-        ("discovery.k8s.io", "endpointslices"),
-        ("coordination.k8s.io", "leases"),
-        ("apps", "controllerrevisions"),
-        ("flowcontrol.apiserver.k8s.io", "flowschemas"),
-        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"),
-        ("batch", "jobs"),
-        ("batch", "cronjobs"),
-    }
-)
 _REQUIRED_VERBS = frozenset({"get", "list", "watch"})
 
 

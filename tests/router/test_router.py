@@ -90,8 +90,15 @@ def destinations() -> dict[str, Destination]:
 
 
 async def read_work(
-    log: Log, topic: str, expected: int, timeout_s: float = 30.0, key: bytes = branch_key("repo", "main")
+    log: Log,
+    topic: str,
+    expected: int,
+    timeout_s: float = 30.0,
+    key: bytes = branch_key("repo", "main"),
+    *,
+    other_keys: bool = False,
 ) -> list[dict[str, Any]]:
+    """The first `expected` work items of `key`; other keys fail the test unless `other_keys`."""
     partitions = await log.partitions_for(topic)
     reader = log.reader()
     await reader.assign({TopicPartition(topic, p): 0 for p in range(partitions)})
@@ -101,6 +108,8 @@ async def read_work(
         while len(items) < expected and asyncio.get_running_loop().time() < deadline:
             fetched = await reader.fetch(timeout_ms=200)
             for record in fetched.records:
+                if other_keys and record.key != key:
+                    continue
                 assert record.key == key
                 items.append(codec(BRANCH_WORK).decode(record.value, record.header(SCHEMA_HEADER)))
     finally:
