@@ -6,6 +6,7 @@ import ast
 
 import pytest
 
+from tests.mutation import __main__ as runner
 from tests.mutation.__main__ import ModuleSpec, stale_entries
 from tests.mutation.mutants import apply_mutant, find_mutants
 
@@ -142,3 +143,14 @@ def test_an_equivalence_entry_that_matches_no_mutant_is_stale() -> None:
         f"pipeline/nowhere.py {real} (the module is not in modules.toml)",
     ]
     assert stale_entries([spec], {spec.path: {real: "kept"}}) == []
+
+
+def test_the_runner_refuses_to_run_with_a_stale_entry(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = {"pipeline/lag/status.py": {"partition_status:constant#0:offsets[7]@0": "the code changed"}}
+    monkeypatch.setattr(runner, "load_equivalent", lambda: stale)
+    monkeypatch.setattr(runner, "run_module", lambda *args: pytest.fail("ran mutants despite a stale entry"))
+    assert runner.main(["--module", "lag/status"]) == 1
+    err = capsys.readouterr().err
+    assert "stale equivalence entry pipeline/lag/status.py partition_status:constant#0:offsets[7]@0" in err
