@@ -490,8 +490,11 @@ class ProviderSettings(_Section):
 class WatchRule(_Section):
     """Resources (`resource` or `group/resource`) to mirror, in some namespaces or cluster-wide."""
 
-    resources: list[Annotated[str, Field(pattern=r"^[a-z0-9.-]+(/[a-z0-9.-]+)?$")]] = Field(min_length=1)
-    """Resources to mirror, as `resource` or `group/resource`."""
+    resources: list[
+        Annotated[str, Field(pattern=r"^(\*|[a-z0-9.-]+)(/(\*|[a-z0-9.-]+))?$|^/\*$")]
+    ] = Field(min_length=1)
+    """Resources to mirror, as `resource` or `group/resource`; or a pattern: `*` (every resource of
+    every group), `group/*` (`/*`: the core group), `*/resource` (that resource in every group)."""
     namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []
     """Namespaces to mirror them in; empty with cluster_wide: every namespace."""
     cluster_wide: bool = False

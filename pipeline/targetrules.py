@@ -7,7 +7,9 @@ per object, and the audit ingress needs the types a cluster's rules name. This m
 rules:
 
 - a rule entry `group/resource` names exactly that type; a bare `resource` names that resource in
-  any group (discovery places `deployments` in `apps`);
+  any group (discovery places `deployments` in `apps`); a pattern names every type it matches: `*`
+  every resource of every group, `group/*` every resource of one group (`/*` the core group),
+  `*/resource` that resource in every group;
 - types on `DENYLIST` are never mirrored, and Secrets only for a target with encryption;
 - a namespaced object needs a rule listing its namespace or `cluster_wide`; a cluster-scoped
   object (no namespace) needs a rule without namespaces;
@@ -24,7 +26,7 @@ from pipeline.config import TargetSettings, WatchRule
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
 
-__all__ = ["DENYLIST", "TargetRules", "entry_names"]
+__all__ = ["DENYLIST", "WILDCARD", "TargetRules", "entry_names", "is_wildcard", "wildcard_matches"]
 
 # Types never mirrored: high churn, controller-owned or security-sensitive (docs/watch.md, "Secrets").
 DENYLIST = frozenset(
@@ -42,6 +44,23 @@ DENYLIST = frozenset(
         ("batch", "cronjobs"),
     }
 )
+
+
+WILDCARD = "*"
+
+
+def is_wildcard(text: str) -> bool:
+    """Whether a rule's resource entry is a pattern (`*`, `group/*`, `*/resource`, `/*`)."""
+    return WILDCARD in text
+
+
+def wildcard_matches(text: str, gr: GroupResource) -> bool:
+    """Whether `gr` matches a wildcard entry: `*` every resource of every group, `group/*` every
+    resource of one group (`/*`: the core group), `*/resource` one resource in every group."""
+    group, slash, resource = text.strip().rpartition("/")
+    if not slash:
+        group = WILDCARD
+    return group in (WILDCARD, gr.group) and resource in (WILDCARD, gr.resource)
 
 
 def entry_names(entry: str) -> tuple[str | None, str]:
@@ -71,7 +90,9 @@ class _Rule:
 
     def names(self, gr: GroupResource) -> bool:
         resource = gr.resource.lower()
-        return any(r == resource and (g is None or g == gr.group) for g, r in self.types)
+        return any(
+            r in (resource, WILDCARD) and (g is None or g in (gr.group, WILDCARD)) for g, r in self.types
+        )
 
     def covers(self, namespace: str) -> bool:
         if namespace:

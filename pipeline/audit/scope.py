@@ -2,7 +2,8 @@
 
 A fact for any other type could never be joined with a watch event, so the ingress drops and
 counts it (`unwatched_type`) instead of letting a poster fill the fact index with it. What a rule
-entry names is `pipeline.targetrules`' rule (a bare `resource` names it in any group).
+entry names is `pipeline.targetrules`' rule (a bare `resource` names it in any group; a pattern such
+as `*`, `group/*` or `*/resource` every type it matches).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pipeline.config import Settings
 from pipeline.models import GroupResource
-from pipeline.targetrules import entry_names
+from pipeline.targetrules import entry_names, is_wildcard, wildcard_matches
 
 __all__ = ["WatchedTypes", "watched_types"]
 
@@ -22,9 +23,14 @@ class WatchedTypes:
 
     exact: set[GroupResource] = field(default_factory=set)
     any_group: set[str] = field(default_factory=set)
+    patterns: set[str] = field(default_factory=set)
 
     def covers(self, gr: GroupResource) -> bool:
-        return gr in self.exact or gr.resource in self.any_group
+        return (
+            gr in self.exact
+            or gr.resource in self.any_group
+            or any(wildcard_matches(p, gr) for p in self.patterns)
+        )
 
 
 def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
@@ -41,9 +47,16 @@ def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
                 continue
             for rule in target.rules:
                 for text in rule.resources:
+                    if is_wildcard(text):
+                        watched.patterns.add(text)
+                        continue
                     group, resource = entry_names(text)
                     if group is None:
                         watched.any_group.add(resource)
                     else:
                         watched.exact.add(GroupResource(group, resource))
-    return {route: watched for route, watched in routes.items() if watched.exact or watched.any_group}
+    return {
+        route: watched
+        for route, watched in routes.items()
+        if watched.exact or watched.any_group or watched.patterns
+    }

@@ -25,6 +25,7 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.targetrules import WILDCARD
 
 __all__ = [
     "CompiledConfig",
@@ -405,16 +406,13 @@ def _rule_items(
         operations = {str(op) for op in item.get("operations") or []}
         if operations and "*" not in operations and operations != _ALL_OPERATIONS:
             report.unsupported.append(f"{where}.operations")
-        if "*" in resources or (groups and "*" in groups):
-            refuse("WildcardUnsupported", "list resources (and apiGroups) by name; '*' is not supported")
-            continue
         if cluster_kind and item.get("scope") not in (None, "", "Cluster"):
             refuse(
                 "NamespacedScope",
                 "a ClusterWatchRule selects cluster-scoped resources; use a WatchRule for namespaced ones",
             )
             continue
-        entries = [f"{g}/{r}" if g else r for g in groups for r in resources] if groups else resources
+        entries = [_entry(str(g), r) for g in groups for r in resources] if groups else resources
         data: dict[str, Any] = {"resources": entries}
         if not cluster_kind:
             source = item.get("sourceNamespace") or resource.ref.namespace
@@ -449,6 +447,14 @@ def _rule_items(
         if rule is not None:
             rules.append((index, rule))
     return rules, problems
+
+
+def _entry(group: str, resource: str) -> str:
+    """One file-syntax entry for an apiGroups x resources pair: `group/resource`, a bare name for
+    the core group (looked up as the file does), and `/*` for every core resource."""
+    if group:
+        return f"{group}/{resource}"
+    return f"/{resource}" if resource == WILDCARD else resource
 
 
 def _rule_target(resource: CustomResource, home_namespace: str, report: ObjectReport) -> str | None:

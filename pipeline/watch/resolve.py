@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pipeline.config import ClusterSettings, TargetSettings
+from pipeline.config import ClusterSettings, TargetSettings, WatchRule
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
-from pipeline.targetrules import DENYLIST
+from pipeline.targetrules import DENYLIST, is_wildcard, wildcard_matches
 from pipeline.watch.kube import ApiResource
 
 __all__ = ["RuleProblem", "StreamSpec", "resolve_target"]
@@ -125,13 +125,29 @@ def resolve_target(
     """The streams one target needs, and the problems of the rule entries that got none."""
     streams: dict[tuple[str, str, str], StreamSpec] = {}
     problems: list[RuleProblem] = []
+    encrypted = target.encryption is not None
     for index, rule in enumerate(target.rules):
         for text in rule.resources:
+            if is_wildcard(text):
+                matched = _expand(text, rule, discovered, encrypted)
+                if not matched:
+                    problems.append(
+                        RuleProblem(
+                            target.name,
+                            index,
+                            text,
+                            "Unknown",
+                            f"{text} matches no served resource that can be watched in this rule's scope",
+                        )
+                    )
+                for api, scoped in matched:
+                    _add_streams(streams, problems, target, cluster, index, text, rule, api, scoped)
+                continue
             found = _lookup(text, discovered)
             if isinstance(found, tuple):
                 problems.append(RuleProblem(target.name, index, text, *found))
                 continue
-            refusal = _followable(found, target.encryption is not None)
+            refusal = _followable(found, encrypted)
             if refusal is not None:
                 problems.append(RuleProblem(target.name, index, text, *refusal))
                 continue
@@ -139,35 +155,72 @@ def resolve_target(
             if isinstance(scopes, tuple):
                 problems.append(RuleProblem(target.name, index, text, *scopes))
                 continue
-            for scope in scopes:
-                spec = StreamSpec(
-                    target=target.name,
-                    cluster=cluster.name,
-                    route=cluster.route,
-                    group=found.group,
-                    version=found.version,
-                    resource=found.resource,
-                    kind=found.kind,
-                    namespaced=found.namespaced,
-                    scope=scope,
-                    label_selector=rule.label_selector,
-                )
-                key = (found.group, found.resource, scope)
-                earlier = streams.get(key)
-                if earlier is None:
-                    streams[key] = spec
-                elif earlier.label_selector != spec.label_selector:
-                    problems.append(
-                        RuleProblem(
-                            target.name,
-                            index,
-                            text,
-                            "SelectorConflict",
-                            f"{scope or 'cluster-wide'} is already watched with selector "
-                            f"{earlier.label_selector!r}; one stream per scope",
-                        )
-                    )
+            _add_streams(streams, problems, target, cluster, index, text, rule, found, scopes)
     return sorted(streams.values(), key=lambda s: (s.group, s.resource, s.scope)), problems
+
+
+def _expand(
+    text: str, rule: WatchRule, discovered: Mapping[tuple[str, str], ApiResource], encrypted: bool
+) -> list[tuple[ApiResource, list[str]]]:
+    """The served types a wildcard entry stands for, with their scopes.
+
+    Types the rule could not watch anyway are left out without a problem each (a `*` is not a
+    request for Secrets without encryption, for denylisted or unwatchable types, or for types of
+    the other scope); a CRD installed later joins at the next rediscovery.
+    """
+    found: list[tuple[ApiResource, list[str]]] = []
+    for key in sorted(discovered):
+        api = discovered[key]
+        if not wildcard_matches(text, GroupResource(api.group, api.resource)):
+            continue
+        if _followable(api, encrypted) is not None:
+            continue
+        scopes = _scopes(api, rule.namespaces, rule.cluster_wide)
+        if not isinstance(scopes, tuple):
+            found.append((api, scopes))
+    return found
+
+
+def _add_streams(
+    streams: dict[tuple[str, str, str], StreamSpec],
+    problems: list[RuleProblem],
+    target: TargetSettings,
+    cluster: ClusterSettings,
+    index: int,
+    text: str,
+    rule: WatchRule,
+    found: ApiResource,
+    scopes: list[str],
+) -> None:
+    """One stream per scope of `found`; a scope already watched with another selector is a problem."""
+    for scope in scopes:
+        spec = StreamSpec(
+            target=target.name,
+            cluster=cluster.name,
+            route=cluster.route,
+            group=found.group,
+            version=found.version,
+            resource=found.resource,
+            kind=found.kind,
+            namespaced=found.namespaced,
+            scope=scope,
+            label_selector=rule.label_selector,
+        )
+        key = (found.group, found.resource, scope)
+        earlier = streams.get(key)
+        if earlier is None:
+            streams[key] = spec
+        elif earlier.label_selector != spec.label_selector:
+            problems.append(
+                RuleProblem(
+                    target.name,
+                    index,
+                    text,
+                    "SelectorConflict",
+                    f"{scope or 'cluster-wide'} is already watched with selector "
+                    f"{earlier.label_selector!r}; one stream per scope",
+                )
+            )
 
 
 def _scopes(api: ApiResource, namespaces: Iterable[str], cluster_wide: bool) -> list[str] | tuple[str, str]:

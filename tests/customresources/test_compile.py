@@ -194,12 +194,14 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
     assert [(r.resources, r.namespaces, r.label_selector, r.cluster_wide) for r in target.rules] == [
         (["configmaps"], ["team-a"], "app=web", False),
         (["apps/deployments"], ["team-a"], "", False),
+        (["*"], ["team-a"], "", False),
         (["rbac.authorization.k8s.io/clusterroles"], [], "", False),
     ]
     rule = ObjectRef(Kind.WATCH_RULE, "team-a", "apps")
     assert [(o.ref, o.item) for o in compiled.origins["team-a/apps"]] == [
         (rule, 0),
         (rule, 1),
+        (rule, 2),
         (ObjectRef(Kind.CLUSTER_WATCH_RULE, "", "team-a-rbac"), 0),
     ]
     unsupported = {ref.kind: r.unsupported for ref, r in compiled.reports.items()}
@@ -207,10 +209,7 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
     assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
     assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions", "spec.rules[0].operations"]
     assert unsupported[Kind.CLUSTER_WATCH_RULE] == []
-    assert [(p.item, p.reason) for p in compiled.item_problems] == [
-        (2, "WildcardUnsupported"),
-        (3, "SourceNamespaceForbidden"),
-    ]
+    assert [(p.item, p.reason) for p in compiled.item_problems] == [(3, "SourceNamespaceForbidden")]
 
 
 def _edited(path: str, value: Any) -> list[Any]:
@@ -336,7 +335,9 @@ def test_a_cluster_watch_rule_of_a_namespaced_resource_gets_no_stream() -> None:
     compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME)
     settings = compiled.settings(Settings(clusters=[{"name": "default"}]))
     _, problems = resolve_target(settings.targets[0], settings.clusters[0], DISCOVERY)
-    assert [(p.rule, p.reason) for p in problems] == [(2, "ScopeMismatch")]
+    # rule 2 is the WatchRule's `*` (its ConfigMaps stream conflicts with rule 0's selector),
+    # rule 3 the ClusterWatchRule's item
+    assert [(p.rule, p.reason) for p in problems] == [(2, "SelectorConflict"), (3, "ScopeMismatch")]
 
 
 def test_home_namespace_rules_may_watch_other_namespaces_and_every_namespace() -> None:
@@ -442,3 +443,32 @@ def test_export_refuses_what_custom_resources_cannot_name(tmp_path: Path) -> Non
     )
     with pytest.raises(ExportError, match="size>3"):
         export_resources(numeric, HOME)
+
+
+def test_wildcard_items_become_patterns_and_export_writes_them_back() -> None:
+    documents = [doc for doc in yaml.safe_load_all(UPSTREAM) if doc]
+    rule = next(d for d in documents if d["kind"] == "WatchRule")
+    rule["spec"]["rules"] = [
+        {"apiGroups": [""], "resources": ["*"]},
+        {"apiGroups": ["*"], "resources": ["configmaps"]},
+        {"apiGroups": ["apps"], "resources": ["*"]},
+        {"resources": ["*"], "sourceNamespace": "*"},
+    ]
+    compiled = compile_resources([parse_object(d) for d in documents], home_namespace="team-a")
+    assert compiled.item_problems == []
+    (target,) = compiled.targets
+    assert [(r.resources, r.namespaces, r.cluster_wide) for r in target.rules[:4]] == [
+        (["/*"], ["team-a"], False),
+        (["*/configmaps"], ["team-a"], False),
+        (["apps/*"], ["team-a"], False),
+        (["*"], [], True),
+    ]
+    base = Settings(clusters=[{"name": "default"}])
+    settings = compiled.settings(base)
+    streams = _streams(settings)
+    assert ("apps", "deployments", "team-a") in {(g, r, s) for _, g, r, s, _ in streams}
+    # exported and read back: the same streams
+    exported = export_resources(settings, "team-a")
+    again = compile_resources([parse_object(d) for d in exported], home_namespace="team-a", base=base)
+    assert again.errors == []
+    assert _streams(again.settings(base)) == streams
