@@ -17,7 +17,7 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.models import GroupResource
-from pipeline.targetrules import wildcard_matches
+from pipeline.targetrules import TargetRules, wildcard_matches
 from pipeline.watch.kube import ApiResource
 from pipeline.watch.resolve import resolve_target
 
@@ -119,3 +119,20 @@ def test_the_audit_ingress_keeps_the_facts_a_pattern_watches() -> None:
     assert not watched.covers(GroupResource("batch", "jobs"))
     assert wildcard_matches("*", GroupResource("batch", "jobs"))
     assert not wildcard_matches("/*", GroupResource("apps", "deployments"))
+
+
+def test_a_replay_selects_objects_by_the_same_patterns() -> None:
+    rules = TargetRules.of(
+        TargetSettings(
+            name="t", provider="p", rules=[WatchRule(resources=["apps/*", "*/configmaps"], namespaces=["a"])]
+        )
+    )
+    assert rules.selects(GroupResource("apps", "statefulsets"), "a", {})
+    assert rules.selects(GroupResource("example.com", "configmaps"), "a", {})
+    assert not rules.selects(GroupResource("apps", "statefulsets"), "b", {})
+    assert not rules.selects(GroupResource("", "secrets"), "a", {})
+    everything = TargetRules.of(
+        TargetSettings(name="t", provider="p", rules=[WatchRule(resources=["*"], namespaces=["a"])])
+    )
+    assert everything.selects(GroupResource("batch.example.com", "things"), "a", {})
+    assert not everything.selects(GroupResource("", "pods"), "a", {})  # denylisted
