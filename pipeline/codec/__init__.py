@@ -15,6 +15,8 @@ from typing import Any
 
 import fastavro
 
+from pipeline.log.api import Headers, PendingRecord
+
 SCHEMA_HEADER = "reverser-schema"
 # `pipeline/schemas` links to the top-level `schemas/`, so the files ship inside the wheel too.
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
@@ -85,6 +87,17 @@ class Codec:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, self.current.parsed, record)
         return buffer.getvalue()
+
+    def record(
+        self,
+        data: dict[str, Any],
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers = (),
+    ) -> PendingRecord:
+        """`data` encoded as a record to append: this schema's header first, then `headers`."""
+        return PendingRecord(self.encode(data), key=key, headers=(self.header, *headers), partition=partition)
 
     def decode(self, payload: bytes | None, schema_header: bytes | None) -> dict[str, Any]:
         """Decode a payload written with any known version of this schema."""

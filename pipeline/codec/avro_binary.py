@@ -8,11 +8,14 @@ the bytes straight into the dataclass is about twice as fast. These are the piec
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeVar
 
 from pipeline.codec import DecodeError
 
-__all__ = ["MAX_VARINT_BYTES", "read_bytes", "read_long", "read_string"]
+__all__ = ["MAX_VARINT_BYTES", "read_bytes", "read_long", "read_string", "read_whole"]
+
+T = TypeVar("T")
 
 MAX_VARINT_BYTES: Final = 10
 
@@ -47,3 +50,20 @@ def read_string(data: bytes, pos: int, schema: str) -> tuple[str, int]:
     """The Avro `string` at `pos` (UTF-8), and the position after it."""
     raw, pos = read_bytes(data, pos, schema)
     return raw.decode(), pos
+
+
+def read_whole(data: bytes, schema: str, read: Callable[[bytes], tuple[T, int]]) -> T:
+    """Run a hand-written decoder, `read(data) -> (value, end)`, with the checks fastavro makes.
+
+    A payload that ends early (the decoder indexes past it), a string that is not UTF-8 and bytes
+    left after the record are `DecodeError`s naming `schema`, as they are on the fastavro path.
+    """
+    try:
+        value, pos = read(data)
+    except IndexError:
+        raise DecodeError(f"{schema}: the record ends early") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{schema}: a string is not UTF-8: {exc}") from None
+    if pos != len(data):
+        raise DecodeError(f"{schema}: {len(data) - pos} trailing bytes after the record")
+    return value

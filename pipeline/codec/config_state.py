@@ -158,8 +158,7 @@ class ConfigStateRecord:
 
 def encode_config_state(state: ConfigStateRecord) -> PendingRecord:
     """The record that makes `state` the effective configuration (key `effective`)."""
-    state_codec = codec(CONFIG_STATE)
-    return PendingRecord(state_codec.encode(state.to_avro()), key=CONFIG_KEY, headers=(state_codec.header,))
+    return codec(CONFIG_STATE).record(state.to_avro(), key=CONFIG_KEY)
 
 
 def decode_config_state(record: Record) -> ConfigStateRecord:

@@ -89,9 +89,8 @@ def attempt_of(record: Record) -> int:
 
 def letter_record(record: Record, stage: str, error: Exception, now_ms: int) -> PendingRecord:
     """The dead letter for `record`, keyed like the record (one partition, so order is kept anyway)."""
-    letter = codec(DEAD_LETTER)
     schema = record.header(SCHEMA_HEADER)
-    payload = letter.encode(
+    return codec(DEAD_LETTER).record(
         {
             "topic": record.topic,
             "partition": record.partition,
@@ -105,9 +104,9 @@ def letter_record(record: Record, stage: str, error: Exception, now_ms: int) -> 
             "errorClass": type(error).__name__,
             "timeMs": now_ms,
             "attempt": attempt_of(record),
-        }
+        },
+        key=record.key,
     )
-    return PendingRecord(payload, key=record.key, headers=(letter.header,))
 
 
 def decode_letter(record: Record) -> DeadLetter:
@@ -128,8 +127,7 @@ def decode_letter(record: Record) -> DeadLetter:
 
 
 def receipt_record(receipt: ReplayReceipt) -> PendingRecord:
-    replay = codec(DEAD_LETTER_REPLAY)
-    payload = replay.encode(
+    return codec(DEAD_LETTER_REPLAY).record(
         {
             "letterOffset": receipt.letter_offset,
             "topic": receipt.source.topic,
@@ -140,7 +138,6 @@ def receipt_record(receipt: ReplayReceipt) -> PendingRecord:
             "by": receipt.by,
         }
     )
-    return PendingRecord(payload, headers=(replay.header,))
 
 
 def decode_receipt(record: Record) -> ReplayReceipt:

@@ -20,9 +20,9 @@ from typing import Any, Final
 from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
-from pipeline.codec.avro_binary import read_bytes, read_long
+from pipeline.codec.avro_binary import read_bytes, read_long, read_whole
 from pipeline.codec.branch_work import Outcome, WorkAuthor
-from pipeline.log.api import Headers, PendingRecord, Record
+from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
     "HAND_WRITTEN",
@@ -159,14 +159,9 @@ class ObjectState:
         )
 
 
-def _headers() -> Headers:
-    return (codec(OBJECT_STATE).header,)
-
-
 def state_record(state: ObjectState) -> PendingRecord:
     """The record that makes `state` the current version of its object."""
-    value = codec(OBJECT_STATE).encode(state.to_avro())
-    return PendingRecord(value, key=state.key.encode(), headers=_headers())
+    return codec(OBJECT_STATE).record(state.to_avro(), key=state.key.encode())
 
 
 def tombstone_record(key: ObjectKey) -> PendingRecord:
@@ -222,34 +217,32 @@ def decode_state_v2(data: bytes) -> ObjectState:
     Refuses what fastavro refuses (`DecodeError`: short or corrupt data, an unknown enum symbol,
     a boolean byte other than 0 or 1, trailing bytes) and otherwise yields what `from_avro` does.
     """
-    try:
-        leading: list[str] = []
-        pos = _strings(data, 0, _LEADING_STRINGS, leading)
-        object_json, pos = read_bytes(data, pos, OBJECT_STATE)
-        sealed = _BOOLEANS.get(data[pos])
-        if sealed is None:
-            raise DecodeError(f"{OBJECT_STATE}: boolean byte {data[pos]:#x}")
-        document, pos = read_bytes(data, pos + 1, OBJECT_STATE)
-        outcome, pos = read_long(data, pos, OBJECT_STATE)
-        if not 0 <= outcome < len(_OUTCOMES):
-            raise DecodeError(f"{OBJECT_STATE}: author outcome index {outcome}")
-        author: list[str] = []
-        pos = _strings(data, pos, _AUTHOR_STRINGS, author)
-        event_time_ms, pos = read_long(data, pos, OBJECT_STATE)
-        partition, pos = read_long(data, pos, OBJECT_STATE)
-        offset, pos = read_long(data, pos, OBJECT_STATE)
-        committed_at_ms, pos = read_long(data, pos, OBJECT_STATE)
-    except IndexError:
-        raise DecodeError(f"{OBJECT_STATE}: the record ends early") from None
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"{OBJECT_STATE}: a string is not UTF-8: {exc}") from None
-    if pos != len(data):
-        raise DecodeError(f"{OBJECT_STATE}: {len(data) - pos} trailing bytes after the record")
+    return read_whole(data, OBJECT_STATE, _read_state_v2)
+
+
+def _read_state_v2(data: bytes) -> tuple[ObjectState, int]:
+    leading: list[str] = []
+    pos = _strings(data, 0, _LEADING_STRINGS, leading)
+    object_json, pos = read_bytes(data, pos, OBJECT_STATE)
+    sealed = _BOOLEANS.get(data[pos])
+    if sealed is None:
+        raise DecodeError(f"{OBJECT_STATE}: boolean byte {data[pos]:#x}")
+    document, pos = read_bytes(data, pos + 1, OBJECT_STATE)
+    outcome, pos = read_long(data, pos, OBJECT_STATE)
+    if not 0 <= outcome < len(_OUTCOMES):
+        raise DecodeError(f"{OBJECT_STATE}: author outcome index {outcome}")
+    author: list[str] = []
+    pos = _strings(data, pos, _AUTHOR_STRINGS, author)
+    event_time_ms, pos = read_long(data, pos, OBJECT_STATE)
+    partition, pos = read_long(data, pos, OBJECT_STATE)
+    offset, pos = read_long(data, pos, OBJECT_STATE)
+    committed_at_ms, pos = read_long(data, pos, OBJECT_STATE)
     target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv = leading
     username, display_name, email, tier, actor_kind = author
-    return ObjectState(
+    state = ObjectState(
         target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv,
         object_json, sealed, document,
         WorkAuthor(_OUTCOMES[outcome].value, username, display_name, email, tier, actor_kind, event_time_ms),
         partition, offset, committed_at_ms,
     )
+    return state, pos

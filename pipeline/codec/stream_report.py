@@ -38,16 +38,13 @@ class StreamReport:
 
 
 def encode_report(report: StreamReport) -> PendingRecord:
-    report_codec = codec(STREAM_REPORT)
-    value = report_codec.encode(
+    return codec(STREAM_REPORT).record(
         {
             "cluster": report.cluster,
             "atMs": report.at_ms,
             "streams": [{"stream": s.stream, "running": s.running, "state": s.state} for s in report.streams],
-        }
-    )
-    return PendingRecord(
-        value, key=REPORT_KEY_PREFIX + report.cluster.encode(), headers=(report_codec.header,)
+        },
+        key=REPORT_KEY_PREFIX + report.cluster.encode(),
     )
 
 

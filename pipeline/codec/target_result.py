@@ -30,8 +30,7 @@ class TargetResult:
 
 
 def encode_result(result: TargetResult) -> PendingRecord:
-    result_codec = codec(TARGET_RESULT)
-    value = result_codec.encode(
+    return codec(TARGET_RESULT).record(
         {
             "target": result.target,
             "provider": result.provider,
@@ -40,10 +39,8 @@ def encode_result(result: TargetResult) -> PendingRecord:
             "push": result.push,
             "atMs": result.at_ms,
             "message": result.message,
-        }
-    )
-    return PendingRecord(
-        value, key=RESULT_KEY_PREFIX + result.target.encode(), headers=(result_codec.header,)
+        },
+        key=RESULT_KEY_PREFIX + result.target.encode(),
     )
 
 

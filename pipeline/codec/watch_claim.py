@@ -25,16 +25,16 @@ class Claim:
 
 
 def encode_claim(claim: Claim) -> PendingRecord:
-    claim_codec = codec(WATCH_CLAIM)
-    value = claim_codec.encode(
+    return codec(WATCH_CLAIM).record(
         {
             "cluster": claim.cluster,
             "identity": claim.identity,
             "leaderElection": claim.leader_election,
             "intervalMs": claim.interval_ms,
-        }
+        },
+        key=claim.cluster.encode(),
+        partition=0,
     )
-    return PendingRecord(value, key=claim.cluster.encode(), headers=(claim_codec.header,), partition=0)
 
 
 def decode_claim(record: Record) -> Claim:

@@ -31,8 +31,7 @@ class Cursor:
 
 
 def encode_cursor(cursor: Cursor) -> PendingRecord:
-    cursor_codec = codec(WATCH_CURSOR)
-    value = cursor_codec.encode(
+    return codec(WATCH_CURSOR).record(
         {
             "target": cursor.target,
             "cluster": cursor.cluster,
@@ -43,9 +42,9 @@ def encode_cursor(cursor: Cursor) -> PendingRecord:
             "resourceVersion": cursor.resource_version,
             "epoch": cursor.epoch,
             "updatedAtMs": cursor.updated_at_ms,
-        }
+        },
+        key=cursor.key.encode(),
     )
-    return PendingRecord(value, key=cursor.key.encode(), headers=(cursor_codec.header,))
 
 
 def decode_cursor(key: bytes | None, value: bytes | None, schema_header: bytes | None) -> Cursor:

@@ -10,19 +10,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from pipeline.codec import DecodeError
 from pipeline.codec.stream_report import REPORT_KEY_PREFIX, StreamReport, decode_report
 from pipeline.codec.target_result import RESULT_KEY_PREFIX, TargetResult, decode_result
 from pipeline.customresources.state import ConfigState, decode_state
-from pipeline.log.api import Log, LogError, Reader, TopicPartition
+from pipeline.log.api import Log, LogError, Reader, Record, TopicPartition
 
 __all__ = ["ConfigFollower"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _FETCH_TIMEOUT_MS = 500
 _RETRY_S = 1.0
+
+
+def _decoded(record: Record, decode: Callable[[Record], T], what: str) -> T | None:
+    """`decode(record)`, or None (logged) for a record this version cannot read: one bad record
+    on the config topic must not stop every replica from following the ones after it."""
+    try:
+        return decode(record)
+    except DecodeError as exc:
+        logger.error("config topic offset %d: undecodable %s, skipped: %s", record.offset, what, exc)
+        return None
 
 
 class ConfigFollower:
@@ -64,33 +76,19 @@ class ConfigFollower:
             if record.value is None:
                 continue
             if record.key is not None and record.key.startswith(RESULT_KEY_PREFIX):
-                try:
-                    result = decode_result(record)
-                except DecodeError as exc:
-                    logger.error(
-                        "config topic offset %d: undecodable result, skipped: %s", record.offset, exc
-                    )
-                    continue
-                self.results[result.target] = result
-                self.results_changed.set()
+                result = _decoded(record, decode_result, "result")
+                if result is not None:
+                    self.results[result.target] = result
+                    self.results_changed.set()
                 continue
             if record.key is not None and record.key.startswith(REPORT_KEY_PREFIX):
-                try:
-                    report = decode_report(record)
-                except DecodeError as exc:
-                    logger.error(
-                        "config topic offset %d: undecodable stream report, skipped: %s", record.offset, exc
-                    )
-                    continue
-                self.reports[report.cluster] = report
-                self.results_changed.set()
+                report = _decoded(record, decode_report, "stream report")
+                if report is not None:
+                    self.reports[report.cluster] = report
+                    self.results_changed.set()
                 continue
-            try:
-                state = decode_state(record)
-            except DecodeError as exc:
-                logger.error(
-                    "config topic offset %d: undecodable configuration, skipped: %s", record.offset, exc
-                )
+            state = _decoded(record, decode_state, "configuration")
+            if state is None:
                 continue
             if self.latest is None or state.version > self.latest.version:
                 self.latest = state

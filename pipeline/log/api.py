@@ -310,7 +310,26 @@ class StartedByAsyncWith(abc.ABC):
         await self.close()
 
 
-class Reader(abc.ABC):
+class HandedOut(abc.ABC):
+    """A reader or group member a `Log` handed out: closing it, or closing the log, releases it."""
+
+    _seam_log: Log
+
+    async def close(self) -> None:
+        """Release it (idempotent); the log no longer closes it when the log closes."""
+        self._seam_log._forget(self)
+        await self._close()
+
+    @abc.abstractmethod
+    async def _close(self) -> None:
+        """Release the backend's resources (a group member leaves its group); may be called again."""
+
+    async def _log_closing(self) -> None:
+        """The log closes while this is open: by default it is closed like any other."""
+        await self._close()
+
+
+class Reader(HandedOut):
     """Reads partitions by manual assignment, with no consumer group and no committed offsets.
 
     The public methods check the seam's contract (offsets not negative, partitions that exist,
@@ -371,30 +390,31 @@ class Reader(abc.ABC):
     async def fetch(self, timeout_ms: int = 1000, max_records: int = 500) -> Fetched:
         """Wait up to `timeout_ms` for records; a position below log-start yields a Gap, then moves on."""
 
-    async def close(self) -> None:
-        """Stop reading (idempotent); the log no longer closes this reader when it closes."""
-        self._seam_log._forget(self)
-        await self._close()
 
-    @abc.abstractmethod
-    async def _close(self) -> None:
-        """Release the backend's resources; called by `close`, possibly more than once."""
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """What a group member is asked for; `Log.group_consumer` checks it before a backend builds one."""
 
-    async def _log_closing(self) -> None:
-        """The log closes while this reader is open: by default it is closed like any other."""
-        await self._close()
+    group_id: str
+    topics: tuple[str, ...]
+    listener: RebalanceListener | None = None
+    reset: Literal["earliest", "latest"] = "earliest"
 
 
-class GroupConsumer(StartedByAsyncWith):
+class GroupConsumer(HandedOut, StartedByAsyncWith):
     """A member of a consumer group: partitions are shared out, progress is committed explicitly.
 
     `seek` and `commit` check the seam's contract (assigned partitions only, offsets not negative)
-    once for every backend before the backend's `_seek` and `_commit`.
+    once for every backend before the backend's `_seek` and `_commit`. Leaving without committing
+    anything further is `close()`.
     """
 
-    def __init__(self, log: Log, group_id: str) -> None:
+    def __init__(self, log: Log, membership: Membership) -> None:
         self._seam_log = log
-        self.group_id = group_id
+        self.group_id = membership.group_id
+        self.topics = membership.topics
+        self.listener = membership.listener
+        self.reset = membership.reset
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -453,19 +473,6 @@ class GroupConsumer(StartedByAsyncWith):
 
     @abc.abstractmethod
     async def committed(self, tp: TopicPartition) -> int | None: ...
-
-    async def close(self) -> None:
-        """Leave the group without committing anything further (idempotent)."""
-        self._seam_log._forget(self)
-        await self._close()
-
-    @abc.abstractmethod
-    async def _close(self) -> None:
-        """Leave the group and release the backend's resources; called by `close`, possibly again."""
-
-    async def _log_closing(self) -> None:
-        """The log closes while this member is open: by default it leaves the group like any other."""
-        await self._close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,7 +548,7 @@ class Log(StartedByAsyncWith):
     kind: str
 
     def __init__(self) -> None:
-        self._owners: set[Reader | GroupConsumer] = set()
+        self._owners: set[HandedOut] = set()
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -562,7 +569,7 @@ class Log(StartedByAsyncWith):
             with contextlib.suppress(Exception):
                 await owner._log_closing()
 
-    def _forget(self, owner: Reader | GroupConsumer) -> None:
+    def _forget(self, owner: HandedOut) -> None:
         self._owners.discard(owner)
 
     # topics ---------------------------------------------------------------------------------
@@ -699,7 +706,7 @@ class Log(StartedByAsyncWith):
             raise LogError(f"group {group_id!r}: a member must subscribe to at least one topic")
         if reset not in ("earliest", "latest"):
             raise LogError(f"group {group_id!r}: reset must be 'earliest' or 'latest', not {reset!r}")
-        member = self._new_group_member(group_id, tuple(topics), listener, reset)
+        member = self._new_group_member(Membership(group_id, tuple(topics), listener, reset))
         self._owners.add(member)
         return member
 
@@ -708,14 +715,8 @@ class Log(StartedByAsyncWith):
         """The backend's reader (the log is started; `reader` registers it)."""
 
     @abc.abstractmethod
-    def _new_group_member(
-        self,
-        group_id: str,
-        topics: tuple[str, ...],
-        listener: RebalanceListener | None,
-        reset: Literal["earliest", "latest"],
-    ) -> GroupConsumer:
-        """The backend's group member for checked arguments (`group_consumer` registers it)."""
+    def _new_group_member(self, membership: Membership) -> GroupConsumer:
+        """The backend's group member for a checked membership (`group_consumer` registers it)."""
 
     # consumer-group administration ----------------------------------------------------------
     @abc.abstractmethod

@@ -13,7 +13,7 @@ from pipeline.log.api import (
     Fetched,
     GroupConsumer,
     LogError,
-    RebalanceListener,
+    Membership,
     TopicPartition,
 )
 from pipeline.log.embedded.files import DAMAGED_FILES, group_offsets_of, previous_version, read_json
@@ -43,19 +43,9 @@ class GroupState:
 
 
 class EmbeddedGroupMember(Fetcher, GroupConsumer):
-    def __init__(
-        self,
-        log: EmbeddedLog,
-        group_id: str,
-        topics: tuple[str, ...],
-        listener: RebalanceListener | None,
-        reset: Literal["earliest", "latest"],
-    ) -> None:
-        super().__init__(log, group_id)
+    def __init__(self, log: EmbeddedLog, membership: Membership) -> None:
+        super().__init__(log, membership)
         self._log = log
-        self.topics = topics
-        self.listener = listener
-        self.reset = reset
         self.assigned: set[TopicPartition] = set()
         self.position_map: dict[TopicPartition, int] = {}
         self.member_id = -1

@@ -22,7 +22,7 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from prometheus_client import Counter
 
@@ -32,10 +32,10 @@ from pipeline.log.api import (
     GroupConsumer,
     Log,
     LogError,
+    Membership,
     PendingRecord,
     Placement,
     Reader,
-    RebalanceListener,
     TopicDescription,
     TopicLimits,
     TopicNotFoundError,
@@ -395,14 +395,8 @@ class EmbeddedLog(Log):
     def _new_reader(self) -> Reader:
         return EmbeddedReader(self)
 
-    def _new_group_member(
-        self,
-        group_id: str,
-        topics: tuple[str, ...],
-        listener: RebalanceListener | None,
-        reset: Literal["earliest", "latest"],
-    ) -> GroupConsumer:
-        return EmbeddedGroupMember(self, group_id, topics, listener, reset)
+    def _new_group_member(self, membership: Membership) -> GroupConsumer:
+        return EmbeddedGroupMember(self, membership)
 
     # consumer groups ------------------------------------------------------------------------
     def _group(self, group_id: str) -> GroupState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
@@ -14,7 +14,7 @@ from pipeline.log.api import (
     GroupConsumer,
     LogError,
     LogUnavailableError,
-    RebalanceListener,
+    Membership,
     TopicPartition,
 )
 from pipeline.log.kafka.clients import ISOLATION_LEVEL, start_client, stop_client
@@ -56,19 +56,9 @@ class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
 class KafkaGroupMember(GroupConsumer):
     """A consumer-group member: aiokafka's group protocol, explicit commits only."""
 
-    def __init__(
-        self,
-        owner: KafkaLog,
-        group_id: str,
-        topics: tuple[str, ...],
-        listener: RebalanceListener | None,
-        reset: Literal["earliest", "latest"],
-    ) -> None:
-        super().__init__(owner, group_id)
+    def __init__(self, owner: KafkaLog, membership: Membership) -> None:
+        super().__init__(owner, membership)
         self._log = owner
-        self.topics = topics
-        self.listener = listener
-        self.reset = reset
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: set[TopicPartition] = set()
         self._joined = asyncio.Event()

@@ -33,10 +33,10 @@ from pipeline.log.api import (
     Log,
     LogError,
     LogUnavailableError,
+    Membership,
     PendingRecord,
     Placement,
     Reader,
-    RebalanceListener,
     RecordTooLargeError,
     TopicDescription,
     TopicLimits,
@@ -162,21 +162,23 @@ class KafkaLog(Log):
             "connect admin", lambda: AIOKafkaAdminClient(**options), start_client
         )
         try:
-            self._offsets = await self.connect(
-                "connect offsets",
-                lambda: AIOKafkaConsumer(
-                    **options,
-                    group_id=None,
-                    enable_auto_commit=False,
-                    auto_offset_reset="none",
-                    isolation_level=ISOLATION_LEVEL,
-                ),
-                start_client,
-            )
+            self._offsets = await self.connect("connect offsets", self.new_manual_consumer, start_client)
             self._producer = await self.connect("connect producer", self.new_producer, start_client)
         except BaseException:
             await self.close()
             raise
+
+    def new_manual_consumer(self) -> AIOKafkaConsumer:
+        """A consumer without a group that reads committed records from positions it is given
+        (offset look-ups and readers): no auto commit and no reset, so a position retention
+        deleted shows up as a gap instead of a silent jump."""
+        return AIOKafkaConsumer(
+            **self.client_options(),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+            isolation_level=ISOLATION_LEVEL,
+        )
 
     def new_producer(self, **extra: Any) -> AIOKafkaProducer:
         return AIOKafkaProducer(
@@ -425,14 +427,8 @@ class KafkaLog(Log):
     def _new_reader(self) -> Reader:
         return KafkaReader(self)
 
-    def _new_group_member(
-        self,
-        group_id: str,
-        topics: tuple[str, ...],
-        listener: RebalanceListener | None,
-        reset: Literal["earliest", "latest"],
-    ) -> GroupConsumer:
-        return KafkaGroupMember(self, group_id, topics, listener, reset)
+    def _new_group_member(self, membership: Membership) -> GroupConsumer:
+        return KafkaGroupMember(self, membership)
 
     # consumer-group administration ----------------------------------------------------------
     async def list_groups(self) -> list[str]:

@@ -20,7 +20,7 @@ from pipeline.log.api import (
     Record,
     TopicPartition,
 )
-from pipeline.log.kafka.clients import ISOLATION_LEVEL, start_client, stop_client
+from pipeline.log.kafka.clients import start_client, stop_client
 from pipeline.log.kafka.convert import kafka_tp, our_tp, to_record
 from pipeline.log.kafka.errors import translate
 
@@ -53,17 +53,8 @@ class KafkaReader(Reader):
         if self._closed:
             raise LogError("reader is closed")
         if self._consumer is None:
-            options = self._log.client_options()
             self._consumer = await self._log.connect(
-                "connect reader",
-                lambda: AIOKafkaConsumer(
-                    **options,
-                    group_id=None,
-                    enable_auto_commit=False,
-                    auto_offset_reset="none",
-                    isolation_level=ISOLATION_LEVEL,
-                ),
-                start_client,
+                "connect reader", self._log.new_manual_consumer, start_client
             )
         return self._consumer
 
