@@ -19,6 +19,7 @@ from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
 from tests.customresources.test_compile import UPSTREAM
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
+from tests.support.net import free_port
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +49,22 @@ async def install_crds(api: client.ApiClient) -> None:
         return True
 
     await wait_for(established, "the CRDs to be established", timeout_s=60)
+
+
+def service_config(workdir: Path, kubeconfig: Path, **cluster: Any) -> dict[str, Any]:
+    """`reverser run` on the embedded log with custom resources from the `default` cluster."""
+    return {
+        "workdir": str(workdir),
+        "log": {"backend": "embedded", "fsync": False},
+        "metrics": {"addr": f"127.0.0.1:{free_port()}"},
+        "audit": {"addr": f"127.0.0.1:{free_port()}", "allow_plain_http": True},
+        "attribution": {"grace_ms": 100, "max_wait_ms": 300},
+        "clusters": [
+            {"name": "default", "kubeconfig": str(kubeconfig), "lease_namespace": "default", **cluster}
+        ],
+        "custom_resources": {"enabled": True},
+        "lag": {"enabled": False},
+    }
 
 
 async def create(api: client.ApiClient, document: dict[str, Any]) -> dict[str, Any]:

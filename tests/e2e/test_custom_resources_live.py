@@ -26,8 +26,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
-from tests.e2e.test_custom_resources import create, install_crds
-from tests.support.net import free_port
+from tests.e2e.test_custom_resources import create, install_crds, service_config
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -114,24 +113,7 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     plane.start()
     try:
         asyncio.run(_prepare(plane, remote))
-        config = {
-            "workdir": str(workdir / "service"),
-            "log": {"backend": "embedded", "fsync": False},
-            "metrics": {"addr": f"127.0.0.1:{free_port()}"},
-            "audit": {"addr": f"127.0.0.1:{free_port()}", "allow_plain_http": True},
-            "attribution": {"grace_ms": 100, "max_wait_ms": 300},
-            "clusters": [
-                {
-                    "name": "default",
-                    "kubeconfig": str(plane.kubeconfig),
-                    "lease_namespace": "default",
-                    "lease_duration_s": 3,
-                    "lease_renew_s": 0.5,
-                }
-            ],
-            "custom_resources": {"enabled": True},
-            "lag": {"enabled": False},
-        }
+        config = service_config(workdir / "service", plane.kubeconfig, lease_duration_s=3, lease_renew_s=0.5)
         service = ServiceProcess(workdir, config)
         service.start()
         try:

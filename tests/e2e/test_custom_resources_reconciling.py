@@ -23,8 +23,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
-from tests.e2e.test_custom_resources import create, install_crds
-from tests.support.net import free_port
+from tests.e2e.test_custom_resources import create, install_crds, service_config
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -70,23 +69,9 @@ def running(
     plane.start()
     try:
         asyncio.run(_prepare(plane, remote))
-        config = {
-            "workdir": str(workdir / "service"),
-            "log": {"backend": "embedded", "fsync": False},
-            "metrics": {"addr": f"127.0.0.1:{free_port()}"},
-            "audit": {"addr": f"127.0.0.1:{free_port()}", "allow_plain_http": True},
-            "clusters": [
-                {
-                    "name": "default",
-                    "kubeconfig": str(plane.kubeconfig),
-                    "lease_namespace": "default",
-                    # a missing namespace is retried at most this far apart
-                    "watch_backoff_max_s": 1,
-                }
-            ],
-            "custom_resources": {"enabled": True, "namespace": HOME},
-            "lag": {"enabled": False},
-        }
+        # a missing namespace is retried at most a second apart
+        config = service_config(workdir / "service", plane.kubeconfig, watch_backoff_max_s=1)
+        config["custom_resources"]["namespace"] = HOME
         service = ServiceProcess(workdir, config)
         service.start()
         try:
