@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
 import pytest
+from gitdb.pack import PackIndexFile
 
 from pipeline.commit.gitrepo import CommitInfo, LocalRepo, redact_url
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
+from pipeline.commit.objstore import pack_index
 from pipeline.commit.offsets import OffsetBook
 from pipeline.log.api import TopicPartition
 
@@ -144,6 +147,44 @@ def test_tree_editor_matches_git(tmp_path: Path) -> None:
         text=True,
     ).stdout.split()
     assert "a/b" not in listing, "an emptied folder disappears"
+
+
+def test_packs_and_their_index_are_what_git_writes(tmp_path: Path) -> None:
+    """The pack index is written here, not by `git index-pack`: git must accept both files as its own."""
+    repo = LocalRepo(tmp_path / "r", str(tmp_path / "none"))
+    tree = repo.tree(None)
+    contents = {f"d{n % 7}/f{n}.yaml": b"x: %d\n" % n * (n % 50 + 1) for n in range(600)}
+    contents["big.bin"] = bytes(range(256)) * 400
+    for path, content in contents.items():
+        tree.put(path, repo.store_blob(content))
+    repo.set_branch("main", repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "m\n"))
+    git_dir = tmp_path / "r"
+    (idx,) = (git_dir / "objects" / "pack").glob("*.idx")
+    verified = subprocess.run(["git", "-C", str(git_dir), "verify-pack", "-v", str(idx)],
+                              check=True, capture_output=True, text=True).stdout
+    # blobs, 7 folders, the root tree, the commit
+    assert f"non delta: {len(contents) + 7 + 1 + 1} objects" in verified
+    subprocess.run(["git", "-C", str(git_dir), "fsck", "--strict", "--full"], check=True, capture_output=True)
+    for path in ("d3/f10.yaml", "big.bin"):
+        shown = subprocess.run(["git", "-C", str(git_dir), "show", f"main:{path}"],
+                               check=True, capture_output=True).stdout
+        assert shown == contents[path]
+    assert idx.stem == f"pack-{PackIndexFile(str(idx)).packfile_checksum().hex()}"
+
+
+def test_pack_index_offsets_past_2_gib_use_the_64_bit_table(tmp_path: Path) -> None:
+    entries = [(bytes([n]) * 20, n, offset) for n, offset in enumerate([12, 0x8000_0000, 0x1_2345_6789, 99])]
+    idx = tmp_path / "pack-x.idx"
+    idx.write_bytes(pack_index(list(entries), b"\x01" * 20))
+    read = PackIndexFile(str(idx))
+    assert read.version() == 2
+    assert read.size() == 4
+    assert [read.offset(read.sha_to_index(sha)) for sha, _crc, _offset in entries] == [
+        12, 0x8000_0000, 0x1_2345_6789, 99
+    ]
+    assert [read.crc(read.sha_to_index(sha)) for sha, _crc, _offset in entries] == [0, 1, 2, 3]
+    assert read.packfile_checksum() == b"\x01" * 20
+    assert read.indexfile_checksum() == hashlib.sha1(idx.read_bytes()[:-20]).digest()
 
 
 def test_packs_are_consolidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
