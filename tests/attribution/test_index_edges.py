@@ -327,3 +327,69 @@ def test_removal_evidence_exactly_at_the_ttl_still_counts() -> None:
     clock.now += 0.001
     assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.ABSENT
     assert index.lookup(removal(uid="u5", rv="2", name="e", ns="ns-2")).tier == Tier.ABSENT
+
+
+def deletion_claimed_twice_then_deleted_again(clock: Clock) -> FactIndex:
+    """carol and alice both delete u1 (a conflict), alice deletes it once more at resourceVersion 1.
+
+    The third delete cannot refresh the delete slot (it is in conflict), so it lands only in the
+    exact and latest slots. With a per-type cap of 4, filing names evicts carol's filing (the
+    delete slot) first, then alice's first one (the conflict): what is left is her delete in latest.
+    """
+    index = make_index(clock, max_facts_per_type=4)
+    index.apply(ROUTE, CM, [fact("carol", "delete", name="a", uid="u1")], clock.ms)
+    index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1")], clock.ms)
+    index.apply(ROUTE, CM, [fact("alice", "delete", name="a", uid="u1", rv="1")], clock.ms)
+    return index
+
+
+def test_a_deletion_conflict_whose_delete_slot_was_evicted_is_still_a_deletion_candidate() -> None:
+    clock = Clock()
+    index = deletion_claimed_twice_then_deleted_again(clock)
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n0")], clock.ms)  # evicts carol's filing
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.CONFLICT
+    assert index.deletion_candidates(ROUTE, CM, "ns-1") == [("u1", "ns-1", "a")]
+    assert index.deletion_candidates(ROUTE, CM, "elsewhere") == []
+
+
+def test_a_removal_takes_a_delete_in_latest_until_its_ttl_once_the_conflict_is_evicted() -> None:
+    """docs/attribution.md `latest`: a delete there answers a removal; dead once older than the TTL."""
+    clock = Clock()
+    index = deletion_claimed_twice_then_deleted_again(clock)
+    filed_s = clock.now
+    for i in range(2):  # evicts carol's filing, then the conflict with alice's first delete
+        index.apply(ROUTE, CM, [fact("dave", "update", name=f"n{i}")], clock.ms)
+    assert [index.lookup(query(name=f"n{i}")).tier for i in range(2)] == [Tier.NAME, Tier.NAME]
+    found = index.lookup(removal(uid="u1", rv="2", name="a"))
+    assert (found.tier, found.author) == (Tier.LATEST, "alice")
+    clock.now = filed_s + 600  # exactly the default TTL old: still live
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.LATEST
+    clock.now = filed_s + 600.002
+    assert index.lookup(removal(uid="u1", rv="2", name="a")).tier == Tier.ABSENT
+
+
+def test_a_conflict_is_live_until_exactly_the_ttl() -> None:
+    clock = Clock()
+    index = make_index(clock)
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="1")], clock.ms)
+    index.apply(ROUTE, CM, [fact("bob", "patch", name="a", uid="u1", rv="1")], clock.ms)
+    filed_s = clock.now
+    clock.now = filed_s + 600
+    assert index.lookup(query(uid="u1", rv="1", name="a")).tier == Tier.CONFLICT
+    assert index.lookup(removal(uid="u1", rv="1", name="a")).tier == Tier.CONFLICT
+    clock.now = filed_s + 600.002
+    assert index.lookup(query(uid="u1", rv="1", name="a")).tier == Tier.ABSENT
+
+
+def test_a_filing_whose_conflict_the_budget_did_not_reach_goes_back_to_the_front() -> None:
+    """Per-type eviction is oldest filing first; a filing evicted only in part is resumed next time."""
+    index = make_index(max_facts_per_type=3)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")])  # exact, latest
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")])  # latest, conflict
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n0")])  # evicts alice's exact slot
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n1")])  # bob's latest; his conflict waits
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.CONFLICT
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n2")])  # bob's conflict, before n0
+    assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
+    assert [index.lookup(query(name=f"n{i}")).tier for i in range(3)] == [Tier.NAME] * 3
+    assert index.scope_size(ROUTE, CM) == 3
