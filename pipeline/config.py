@@ -501,6 +501,9 @@ class WatchRule(_Section):
     """Mirror cluster-scoped resources, or namespaced ones in every namespace."""
     label_selector: str = ""
     """Kubernetes label selector the objects must match; empty: all."""
+    operations: list[Literal["CREATE", "UPDATE", "DELETE"]] = []
+    """Which changes of these resources reach Git (CREATE adds a file, UPDATE changes one, DELETE
+    removes one, whether seen as a watch event or inferred from a snapshot); empty: all."""
 
     @model_validator(mode="after")
     def _one_scope(self) -> WatchRule:

@@ -13,7 +13,8 @@ rules:
 - types on `DENYLIST` are never mirrored, and Secrets only for a target with encryption;
 - a namespaced object needs a rule listing its namespace or `cluster_wide`; a cluster-scoped
   object (no namespace) needs a rule without namespaces;
-- a rule's `label_selector` (Kubernetes syntax) must match the object's labels.
+- a rule's `label_selector` (Kubernetes syntax) must match the object's labels;
+- a rule's `operations` say which changes of its types reach Git (rules naming a type are an OR).
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from pipeline.config import TargetSettings, WatchRule
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
 
-__all__ = ["DENYLIST", "WILDCARD", "TargetRules", "entry_names", "is_wildcard", "wildcard_matches"]
+__all__ = [
+    "ALL_OPERATIONS",
+    "DENYLIST",
+    "WILDCARD",
+    "TargetRules",
+    "entry_names",
+    "is_wildcard",
+    "wildcard_matches",
+]
 
 # Types never mirrored: high churn, controller-owned or security-sensitive (docs/watch.md, "Secrets").
 DENYLIST = frozenset(
@@ -72,12 +81,17 @@ def entry_names(entry: str) -> tuple[str | None, str]:
     return None, text.lower()
 
 
+#: Every change a rule may let reach Git; a rule without `operations` lets all of them.
+ALL_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     types: tuple[tuple[str | None, str], ...]
     namespaces: frozenset[str]
     cluster_wide: bool
     selector: LabelSelector
+    operations: frozenset[str] = ALL_OPERATIONS
 
     @classmethod
     def of(cls, rule: WatchRule) -> _Rule:
@@ -86,6 +100,7 @@ class _Rule:
             frozenset(rule.namespaces),
             rule.cluster_wide,
             parse_selector(rule.label_selector),
+            frozenset(rule.operations) or ALL_OPERATIONS,
         )
 
     def names(self, gr: GroupResource) -> bool:
@@ -129,6 +144,15 @@ class TargetRules:
         if not self.mirrors(gr):
             return False
         return any(rule.names(gr) and (not scope or rule.covers(scope)) for rule in self.rules)
+
+    def operations(self, gr: GroupResource, scope: str) -> frozenset[str]:
+        """The changes of `gr` in `scope` (a namespace, or "") that may reach Git: those of every
+        rule naming it there (rules are an OR); all of them when no rule does (work of an older
+        configuration is not filtered by a newer one's rules)."""
+        found = [
+            rule.operations for rule in self.rules if rule.names(gr) and (not scope or rule.covers(scope))
+        ]
+        return frozenset().union(*found) if found else ALL_OPERATIONS
 
     def selects(self, gr: GroupResource, namespace: str, labels: Mapping[str, str]) -> bool:
         """Whether the object `namespace/...` of type `gr` with `labels` is one this target mirrors."""

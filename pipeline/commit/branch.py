@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from pipeline.attribution.selector import SelectorError
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
@@ -45,6 +46,7 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
 __all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
 
@@ -115,6 +117,7 @@ class BranchWorker:
         self.branch = branch
         self.repo = repo
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
+        self._rules: dict[str, TargetRules] = {}
         # targets whose `TargetDeleted` this FIFO applied: their later records are skipped while
         # the configuration does not have them again (streams stopping on another replica)
         self._deleted: set[str] = set()
@@ -407,9 +410,28 @@ class BranchWorker:
         """A changed configuration's targets apply from the next record on (a removed target's
         records are then written with prune `Never`: nothing of it is removed any more)."""
         self._targets = {t.name: t for t in settings.targets}
+        self._rules = {}
 
     def _target(self, name: str) -> TargetSettings | None:
         return self._targets.get(name)
+
+    def _operations(self, item: WorkItem, scope: str) -> frozenset[str]:
+        """The changes (CREATE, UPDATE, DELETE) the target's rules let reach Git for the item's type
+        in `scope` (`pipeline.targetrules`); all for a target this configuration does not have."""
+        target = self._target(item.target)
+        if target is None:
+            return ALL_OPERATIONS
+        rules = self._rules.get(target.name)
+        if rules is None:
+            try:
+                rules = self._rules[target.name] = TargetRules.of(target)
+            except SelectorError:
+                return ALL_OPERATIONS
+        return rules.operations(GroupResource(item.group, item.resource), scope)
+
+    def _filtered(self, item: WorkItem, operation: str, scope: str) -> bool:
+        """Whether the rules keep `operation` of this item's type in `scope` from Git."""
+        return operation not in self._operations(item, scope)
 
     def _bad(self, item: WorkItem, reason: metrics.SkipReason, problem: Exception) -> None:
         logger.warning(
@@ -478,6 +500,10 @@ class BranchWorker:
             return
         if deleting and prune == "Never":
             metrics.SKIPPED.labels(metrics.SkipReason.PRUNE_NEVER).inc()
+            self._settle([here])
+            return
+        if self._filtered(item, write.operation, write.namespace):
+            metrics.SKIPPED.labels(metrics.SkipReason.OPERATION_FILTERED).inc()
             self._settle([here])
             return
         if not deleting and sealed:
@@ -577,6 +603,8 @@ class BranchWorker:
         sweep = snapshot.sweep
         if sweep is None or target is None or target.prune != "OnEvent":
             return
+        if self._filtered(end, "DELETE", end.scope):
+            return
         evidence = body.removals or ()
         by_uid = {r.uid: r.author for r in evidence if r.uid}
         by_name = {(r.namespace, r.name): r.author for r in evidence if not r.uid}
@@ -645,6 +673,10 @@ class BranchWorker:
                 self._bad(end, metrics.SkipReason.BAD_RECORD, exc)
                 continue
             keep.add(path)
+            # a listed object adds a file (CREATE) or changes one (UPDATE), as its event would
+            operation = "CREATE" if self._tree.get(path) is None else "UPDATE"
+            if self._filtered(end, operation, obj.namespace):
+                continue
             if self.versions.is_older(path, obj.resource_version):
                 self._skip_older(end, path, obj.resource_version)
                 continue
@@ -679,6 +711,7 @@ class BranchWorker:
         # objects written after the list's revision are not in it, and must not be swept
         keep |= self.versions.newer_than(revision)
         prune = target is not None and target.prune == "Always"
+        prune = prune and not self._filtered(end, "DELETE", end.scope)
         if prune and book is not None:
             states += self._swept_states(book, end, target_path, sensitive, frozenset(keep))
         return Plan(

@@ -46,6 +46,7 @@ class SkipReason(StrEnum):
     SENSITIVE_UNENCRYPTED = "sensitive_unencrypted"
     OLDER_VERSION = "older_version"
     DELETED_TARGET = "deleted_target"
+    OPERATION_FILTERED = "operation_filtered"
 
 
 PUSHES = Counter(
@@ -90,7 +91,7 @@ SKIPPED = Counter(
     "reverser_commit_skipped_total",
     "Work records skipped, by reason (already_committed, bad_record, unknown_provider, "
     "stale_snapshot, superseded_snapshot, incomplete_snapshot, prune_never, path_conflict, "
-    "sensitive_unencrypted, older_version, deleted_target).",
+    "sensitive_unencrypted, older_version, deleted_target, operation_filtered).",
     ["reason"],
 )
 DEAD_LETTERED = Counter(

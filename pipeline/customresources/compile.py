@@ -25,7 +25,7 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
-from pipeline.targetrules import WILDCARD
+from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
     "CompiledConfig",
@@ -78,7 +78,6 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].scope",
     ),
 }
-_ALL_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
 _PRUNE_MODES = {"never": "Never", "onevent": "OnEvent", "always": "Always"}
 _GLOB = re.compile(r"[*?\[]")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|μs|ms|s|m|h)")
@@ -404,8 +403,6 @@ def _rule_items(
             problems.append(ItemProblem(resource.ref, index, label, reason, message))
 
         operations = {str(op) for op in item.get("operations") or []}
-        if operations and "*" not in operations and operations != _ALL_OPERATIONS:
-            report.unsupported.append(f"{where}.operations")
         if cluster_kind and item.get("scope") not in (None, "", "Cluster"):
             refuse(
                 "NamespacedScope",
@@ -414,6 +411,8 @@ def _rule_items(
             continue
         entries = [_entry(str(g), r) for g in groups for r in resources] if groups else resources
         data: dict[str, Any] = {"resources": entries}
+        if operations and "*" not in operations and operations != ALL_OPERATIONS:
+            data["operations"] = sorted(operations)
         if not cluster_kind:
             source = item.get("sourceNamespace") or resource.ref.namespace
             if source != resource.ref.namespace and resource.ref.namespace != home_namespace:
@@ -440,6 +439,7 @@ def _rule_items(
                 "namespaces": f"{where}.sourceNamespace",
                 "cluster_wide": f"{where}.sourceNamespace",
                 "label_selector": f"{where}.objectSelector",
+                "operations": f"{where}.operations",
             },
             where,
         )

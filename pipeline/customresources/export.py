@@ -139,6 +139,8 @@ def _items(target: str, rule: WatchRule, source: str | None) -> list[dict[str, A
             item["sourceNamespace"] = source
         if rule.label_selector:
             item["objectSelector"] = _object_selector(target, rule.label_selector)
+        if rule.operations:
+            item["operations"] = list(rule.operations)
         items.append(item)
     return items
 

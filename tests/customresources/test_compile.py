@@ -79,7 +79,7 @@ targets:
 """
 
 # gitops-reverser v0.41 objects as an existing install has them, with fields this project does
-# not act on (credentials Secret, Go message templates, placement, operations, apiVersions).
+# not act on (credentials Secret, Go message templates, placement, apiVersions).
 UPSTREAM = """
 apiVersion: configbutler.ai/v1alpha3
 kind: GitProvider
@@ -191,6 +191,7 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
         "Always",
         "default",
     )
+    assert target.rules[0].operations == ["CREATE", "UPDATE"]
     assert [(r.resources, r.namespaces, r.label_selector, r.cluster_wide) for r in target.rules] == [
         (["configmaps"], ["team-a"], "app=web", False),
         (["apps/deployments"], ["team-a"], "", False),
@@ -207,7 +208,7 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
     unsupported = {ref.kind: r.unsupported for ref, r in compiled.reports.items()}
     assert unsupported[Kind.GIT_PROVIDER] == ["spec.secretRef.name", "spec.commit.message.eventTemplate"]
     assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
-    assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions", "spec.rules[0].operations"]
+    assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions"]
     assert unsupported[Kind.CLUSTER_WATCH_RULE] == []
     assert [(p.item, p.reason) for p in compiled.item_problems] == [(3, "SourceNamespaceForbidden")]
 
