@@ -85,3 +85,21 @@ def strategy(
 def field_names(schema: dict[str, Json]) -> list[str]:
     """The field names of a record schema, in order."""
     return [str(field["name"]) for field in schema["fields"]]
+
+
+@st.composite
+def damaged(draw: st.DrawFn, payloads: st.SearchStrategy[bytes]) -> bytes:
+    """A payload from `payloads`, truncated, with a byte changed, bytes inserted or bytes appended:
+    what a hand-written decoder must refuse or read exactly as fastavro does."""
+    payload = bytearray(draw(payloads))
+    how = draw(st.sampled_from(["truncate", "flip", "insert", "append"]))
+    if how == "truncate":
+        del payload[draw(st.integers(0, max(len(payload) - 1, 0))) :]
+    elif how == "flip" and payload:
+        payload[draw(st.integers(0, len(payload) - 1))] = draw(st.integers(0, 255))
+    elif how == "insert":
+        at = draw(st.integers(0, len(payload)))
+        payload[at:at] = draw(st.binary(min_size=1, max_size=4))
+    else:
+        payload += draw(st.binary(min_size=1, max_size=4))
+    return bytes(payload)

@@ -52,7 +52,7 @@ from pipeline.codec.watch_event import Kind as EventKind
 from pipeline.codec.watch_event import WatchEventWriter, decode_watch_event
 from pipeline.config import ProviderSettings, TargetSettings
 from pipeline.log.api import Record
-from tests.support.avro_values import field_names, strategy
+from tests.support.avro_values import damaged, field_names, strategy
 
 SLOW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -173,24 +173,8 @@ def test_object_state_fast_path_agrees_with_fastavro(record: dict[str, Any]) -> 
     assert decode_state(written) == state
 
 
-@st.composite
-def damaged_states(draw: st.DrawFn) -> bytes:
-    payload = bytearray(codec(OBJECT_STATE).encode(draw(records(OBJECT_STATE))))
-    how = draw(st.sampled_from(["truncate", "flip", "insert", "append"]))
-    if how == "truncate":
-        del payload[draw(st.integers(0, max(len(payload) - 1, 0))) :]
-    elif how == "flip":
-        payload[draw(st.integers(0, len(payload) - 1))] = draw(st.integers(0, 255))
-    elif how == "insert":
-        at = draw(st.integers(0, len(payload)))
-        payload[at:at] = draw(st.binary(min_size=1, max_size=4))
-    else:
-        payload += draw(st.binary(min_size=1, max_size=4))
-    return bytes(payload)
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(damaged_states())
+@given(damaged(records(OBJECT_STATE).map(codec(OBJECT_STATE).encode)))
 def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payload: bytes) -> None:
     try:
         got = decode_state_v2(payload)
