@@ -18,6 +18,7 @@ from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work
 from tests.commit.objstate import as_files, first_read, raw_keys
+from tests.support.process import KILLED_MEMBER_SESSION_TIMEOUT_MS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +48,8 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     remote = bare_remote(tmp_path / "remote.git")
     cfg = settings.model_copy(
         update={
+            # the killed worker's partitions reach its successor after the broker's minimum
+            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
             "providers": [
                 ProviderSettings(name="git", url=str(remote), commit_window_s=1, push_cooldown_s=0)
             ],

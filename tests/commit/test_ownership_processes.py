@@ -25,6 +25,7 @@ from tests.commit.logwork import append_work, wait_settled
 from tests.conftest import started_log, unique_prefix
 from tests.e2e.service_process import ServiceProcess
 from tests.support.net import free_port
+from tests.support.process import KILLED_MEMBER_SESSION_TIMEOUT_MS
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -51,8 +52,7 @@ def replica_config(workdir: Path, log: LogSettings, remote: Path, branches: list
         "log": {
             "bootstrap_servers": log.bootstrap_servers,
             "topic_prefix": log.topic_prefix,
-            # a killed member's partitions move on after this (the broker's minimum)
-            "session_timeout_ms": 6_000,
+            "session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS,
         },
         "metrics": {"addr": f"127.0.0.1:{free_port()}"},
         "audit": {"enabled": False},

@@ -43,7 +43,9 @@ CRASH_POINT = {"kafka": "kafka-transaction-sent", "embedded": "embedded-transact
 def service_config(settings: Settings, workdir: Path, remote: Path) -> dict[str, Any]:
     return {
         **base_config(settings, workdir),
-        "attribution": {"grace_ms": 0},
+        # no audit ingress: without a hold past the grace every event settles at once (the test is
+        # about routing, not attribution; the production hold would idle each process 15 s)
+        "attribution": {"grace_ms": 0, "max_wait_ms": 0},
         "providers": [{"name": "repo", "url": remote.as_uri()}],
         "targets": [{"name": "shop", "provider": "repo", "branch": "main", "path": "clusters/default"}],
     }

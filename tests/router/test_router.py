@@ -114,6 +114,7 @@ async def read_work(
                 items.append(codec(BRANCH_WORK).decode(record.value, record.header(SCHEMA_HEADER)))
     finally:
         await reader.close()
+    assert len(items) >= expected, f"only {len(items)} of {expected} work items within {timeout_s:.0f} s"
     return items
 
 

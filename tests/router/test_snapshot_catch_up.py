@@ -174,7 +174,8 @@ async def test_a_delete_no_watch_event_carried_is_committed_under_the_deleter(
         fact("alice", "create", ns="shop", name="d", uid="uid-d", rv="4", stage_us=now_us - 2_000_000),
         fact("carol", "delete", ns="shop", name="d", uid="uid-d", rv="6", stage_us=now_us),
     ]
-    remote, items = await route_and_commit(any_log, settings, tmp_path, facts, [created, *snapshot], 5)
+    # the ADDED, then the snapshot's begin, chunk (a is unchanged) and end with the removal
+    remote, items = await route_and_commit(any_log, settings, tmp_path, facts, [created, *snapshot], 4)
     end = items[-1]["body"][1]
     assert [(r["uid"], r["name"], r["author"]["username"]) for r in end["removals"]] == [
         ("uid-d", "d", "carol")

@@ -26,12 +26,21 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipeline.config import Settings
 from tests.support.net import free_port
 
-__all__ = ["ReverserProcess", "ServiceError", "bare_remote", "base_config"]
+__all__ = [
+    "KILLED_MEMBER_SESSION_TIMEOUT_MS",
+    "ReverserProcess",
+    "ServiceError",
+    "bare_remote",
+    "base_config",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.25
 LOG_TAIL_LINES = 60
+# A killed group member's partitions move on after this: the broker's minimum session timeout,
+# instead of the production 30 s every test that kills a consumer would otherwise wait out.
+KILLED_MEMBER_SESSION_TIMEOUT_MS = 6_000
 
 
 class ServiceError(RuntimeError):
@@ -45,8 +54,7 @@ def base_config(settings: Settings, workdir: Path) -> dict[str, Any]:
         "workdir": str(workdir),
         "log": {
             **settings.log.model_dump(mode="json", include={"backend", "bootstrap_servers", "topic_prefix"}),
-            # a killed member's partitions move on after this (the broker's minimum)
-            "session_timeout_ms": 6_000,
+            "session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS,
         },
         "metrics": {"addr": f"127.0.0.1:{free_port()}"},
         "audit": {"enabled": False},

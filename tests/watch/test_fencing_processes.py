@@ -11,6 +11,7 @@ fenced (`reverser_watch_fenced_total`); the guarantee under test holds either wa
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,10 @@ async def test_a_leader_resumed_after_sigstop_appends_nothing_after_its_successo
             records = [r for r in await read_topic(log, topic) if r.header(SCHEMA_HEADER) is not None]
             events = await read_events(log, settings)
     finally:
-        first.stop()
-        second.stop()
+        # Off the event loop: stopping releases the lease through the fake apiserver this loop serves.
+        first_code = await asyncio.to_thread(first.stop)
+        second_code = await asyncio.to_thread(second.stop)
+    assert (first_code, second_code) == (0, 0), first.log_tail() + second.log_tail()
     writers = [
         "first" if f"-{first.pid}-" in w else "second"
         for w in ((r.header(WRITER_HEADER) or b"").decode() for r in records)
