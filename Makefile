@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools
+.PHONY: install run test soak unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ system-tools:
 test: install kafka-jars system-tools
 	$(BIN)/pytest -rs --durations=15
 	$(MAKE) lint
+
+## the full suite SOAK_RUNS times in a row (default 10) in a fixed order, stopping at the first failure
+## (scripts/soak.sh; one line per run, then the total time)
+soak: install kafka-jars system-tools
+	scripts/soak.sh
 
 unit: install
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
