@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from pipeline.codec.branch_work import WorkItem, work_record
-from pipeline.commit.consumer import group_id_for
+from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import Settings
 from pipeline.log.api import Log, TopicNotFoundError, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
@@ -52,3 +52,14 @@ async def committed_offset(log: Log, settings: Settings, partition: int) -> int:
     topic = TopicNames.for_prefix(settings.log.topic_prefix).branch_work
     committed = await log.group_offsets(group_id_for(settings))
     return committed.get(TopicPartition(topic, partition), 0)
+
+
+async def commit_all(log: Log, settings: Settings) -> CommitWorker:
+    """Run a commit worker until every branch-work partition is settled, then stop it (returned)."""
+    worker = CommitWorker(settings, log)
+    await worker.start()
+    try:
+        await wait_settled(log, settings)
+    finally:
+        await worker.stop()
+    return worker

@@ -17,7 +17,7 @@ from pipeline.log.partitioner import murmur2_partition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
-from tests.commit.logwork import append_work, committed_offset, wait_settled
+from tests.commit.logwork import append_work, commit_all, committed_offset, wait_settled
 from tests.support.wait import wait_for
 
 
@@ -48,12 +48,7 @@ async def test_branch_work_becomes_attributed_history(
         w.delete("b", BOB),
     ]
     await append_work(any_log, cfg, items)
-    worker = CommitWorker(cfg, any_log)
-    await worker.start()
-    try:
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
+    worker = await commit_all(any_log, cfg)
     assert log_lines(remote, fmt="%an|%s") == [
         "Reverser Pipeline|reconciled 2 configmaps (last resourceVersion: 7)",
         "Alice Example|alice@example.com on t1: 2 resource(s)",

@@ -22,7 +22,7 @@ from pipeline.log.api import Log, Record, TopicPartition, TopicSpec
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import topic_specs
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, commit_all, wait_settled
 from tests.commit.objstate import as_files, first_read, raw_keys, state_topic
 from tests.commit.test_commit_worker import with_git
 from tests.conformance.test_log_conformance import eventually, read_all
@@ -99,12 +99,7 @@ async def _live(any_log: Log, cfg: Settings) -> None:
                     object_rvs={"a": "10", "c": "11", "d": "12"}),
     ]
     await append_work(any_log, cfg, items)
-    worker = CommitWorker(cfg, any_log)
-    await worker.start()
-    try:
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
+    await commit_all(any_log, cfg)
 
 
 async def test_first_read_equals_the_branch_after_updates_deletes_and_compaction(

@@ -12,7 +12,6 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings, WatchRule
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.export import export_resources
@@ -21,7 +20,7 @@ from pipeline.log.api import Log
 from pipeline.models import GroupResource
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 from tests.commit.helpers import Work, bare_remote, cm, files
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, commit_all
 
 CM = GroupResource("", "configmaps")
 
@@ -143,12 +142,7 @@ async def test_the_commit_worker_applies_only_the_allowed_changes(
             ),
         ],
     )
-    worker = CommitWorker(cfg, any_log)
-    await worker.start()
-    try:
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
+    await commit_all(any_log, cfg)
     tree = files(remote)
     assert sorted(tree) == [
         "live/team-a/configmaps/a1.yaml",

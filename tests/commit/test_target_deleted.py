@@ -16,7 +16,7 @@ from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
 from tests.commit.helpers import Work, bare_remote, cm, files, git, log_lines
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, commit_all, wait_settled
 
 
 def _settings(settings: Settings, remote: Path, targets: list[TargetSettings]) -> Settings:
@@ -123,12 +123,7 @@ async def test_a_target_added_again_writes_again(settings: Settings, any_log: Lo
     await append_work(
         any_log, cfg, [w.create(cm("a")), _deleted(w, "t", "t", "Always", True), w.create(cm("b"))]
     )
-    worker = CommitWorker(cfg, any_log)
-    await worker.start()
-    try:
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
+    await commit_all(any_log, cfg)
     assert sorted(files(remote)) == ["t/team-a/configmaps/b.yaml"]
     assert [line.split("|")[-1] for line in log_lines(remote)] == [
         "[CREATE] v1/configmaps/a",

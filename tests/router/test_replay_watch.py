@@ -18,7 +18,6 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.codec.fact_batch import FactBatch
-from pipeline.commit.consumer import CommitWorker
 from pipeline.config import Settings, TargetSettings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log import Log
@@ -30,7 +29,7 @@ from pipeline.targetrules import TargetRules
 from tests.attribution.helpers import fact
 from tests.attribution.test_follower import record_for
 from tests.commit.helpers import bare_remote, files, log_lines
-from tests.commit.logwork import wait_settled
+from tests.commit.logwork import commit_all
 from tests.router.test_router import prepare, read_work
 
 CM = GroupResource("", "configmaps")
@@ -150,12 +149,7 @@ async def test_watch_history_replays_for_a_new_target_under_its_rules_with_the_l
     assert [o["name"] for o in chunk["objects"]] == ["a", "b"], "the snapshot keeps the selected objects"
     assert end["objects"] == 2, "and its end counts them, so the commit worker accepts it"
 
-    worker = CommitWorker(cfg, any_log)
-    await worker.start()
-    try:
-        await wait_settled(any_log, cfg)
-    finally:
-        await worker.stop()
+    await commit_all(any_log, cfg)
     assert sorted(files(remote, "copy")) == ["copy/shop/configmaps/a.yaml", "copy/shop/configmaps/b.yaml"]
     authors = log_lines(remote, "copy", fmt="%an")
     assert authors[:3] == ["alice", "bob", "carol"]
