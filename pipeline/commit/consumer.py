@@ -40,6 +40,7 @@ from pipeline.log.api import (
     Record,
     TopicPartition,
 )
+from pipeline.log.retrying import until_done
 from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
@@ -221,15 +222,13 @@ class CommitWorker(RebalanceListener):
         consumer = self._consumer
         backoff = log_retry()
         while True:
-            try:
-                fetched = await consumer.fetch(timeout_ms=500, max_records=500)
-            except LogError as exc:
-                # The member keeps its place; a broker that is briefly away must not stop the stage.
-                delay_s = backoff.next_delay_s()
-                logger.warning("fetching branch work failed, retrying in %.1f s: %s", delay_s, exc)
-                await asyncio.sleep(delay_s)
-                continue
-            backoff.reset()
+            # The member keeps its place; a broker that is briefly away must not stop the stage.
+            fetched = await until_done(
+                lambda: consumer.fetch(timeout_ms=500, max_records=500),
+                backoff,
+                logger,
+                "fetching branch work",
+            )
             for record in fetched.records:
                 tp = TopicPartition(record.topic, record.partition)
                 if tp not in self._owned:
@@ -329,25 +328,12 @@ class CommitWorker(RebalanceListener):
         record once, whichever of its letters is chosen).
         """
         letter = letter_record(record, self.name, error, int(time.time() * 1000))
-        backoff = log_retry()
-        while True:
-            try:
-                await self.log.append(
-                    self._dead_letter_topic, letter.value, key=letter.key, headers=letter.headers
-                )
-                break
-            except LogError as exc:
-                delay_s = backoff.next_delay_s()
-                logger.warning(
-                    "parking %s[%d]@%d on %s failed (retry in %.1f s): %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    self._dead_letter_topic,
-                    delay_s,
-                    exc,
-                )
-                await asyncio.sleep(delay_s)
+        await until_done(
+            lambda: self.log.append_many(self._dead_letter_topic, [letter]),
+            log_retry(),
+            logger,
+            f"parking {record.topic}[{record.partition}]@{record.offset} on {self._dead_letter_topic}",
+        )
         metrics.DEAD_LETTERED.labels(reason).inc()
 
     async def _reject(self, topic: str, item: WorkItem, error: Exception) -> None:

@@ -32,6 +32,7 @@ from pipeline.log.api import (
     TopicPartition,
     TransactionalProducer,
 )
+from pipeline.log.retrying import until_done
 from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
@@ -231,16 +232,15 @@ class Router:
             await self._lookup.wait_ready()
         await self._join()
         assert self._consumer is not None
+        consumer = self._consumer
         backoff = log_retry()
         while not self._stopping:
-            try:
-                fetched = await self._consumer.fetch(timeout_ms=500, max_records=self._fetch_max)
-            except LogError as exc:
-                delay_s = backoff.next_delay_s()
-                logger.warning("router fetch failed, retrying in %.1f s: %s", delay_s, exc)
-                await asyncio.sleep(delay_s)
-                continue
-            backoff.reset()
+            fetched = await until_done(
+                lambda: consumer.fetch(timeout_ms=500, max_records=self._fetch_max),
+                backoff,
+                logger,
+                "router fetch",
+            )
             for gap in fetched.gaps:
                 metrics.DROPPED.labels(metrics.DropReason.RETENTION_GAP).inc(gap.lost)
                 logger.error(

@@ -22,6 +22,7 @@ from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.watch_claim import Claim, decode_claim, encode_claim
 from pipeline.log.api import Log, LogError, Reader, TopicPartition
+from pipeline.log.retrying import until_done
 from pipeline.tasks import cancel_all
 from pipeline.watch import metrics
 
@@ -150,14 +151,12 @@ class ClaimWatcher:
         backoff = log_retry()
         try:
             while True:
-                try:
-                    fetched = await reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS)
-                except LogError as exc:
-                    delay_s = backoff.next_delay_s()
-                    logger.warning("reading watch claims failed (retrying in %.1f s): %s", delay_s, exc)
-                    await asyncio.sleep(delay_s)
-                    continue
-                backoff.reset()
+                fetched = await until_done(
+                    lambda: reader.fetch(timeout_ms=_FETCH_TIMEOUT_MS),
+                    backoff,
+                    logger,
+                    "reading watch claims",
+                )
                 for record in fetched.records:
                     try:
                         claim = decode_claim(record)
