@@ -10,6 +10,7 @@ apiserver's own.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,14 @@ from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, parse_object
 from pipeline.customresources.status import RuleStreams, object_status, resolve_rules
 from pipeline.watch.kube import KubeClient, open_client
+from tests.deploy.helm import helm_path
+from tests.deploy.helm import render as render_chart
 from tests.e2e.cluster.controlplane import ControlPlane
+from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
+from tests.e2e.service_process import ServiceProcess
+from tests.e2e.test_custom_resources import create, install_crds, service_config
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -61,28 +68,34 @@ async def _service_account_kubeconfig(plane: ControlPlane, directory: Path) -> P
         )
         await rbac.create_namespaced_role(TENANT, _role("read-configmaps", "", "configmaps"))
         await rbac.create_namespaced_role_binding(TENANT, _binding("read-configmaps"))
-        token = await core.create_namespaced_service_account_token(
-            ACCOUNT, HOME, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    return await _token_kubeconfig(plane, HOME, ACCOUNT, directory / "service-account.kubeconfig")
+
+
+async def _token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount with a token from TokenRequest."""
+    async with kube_client(plane.kubeconfig) as api:
+        token = await client.CoreV1Api(api).create_namespaced_service_account_token(
+            account,
+            namespace,
+            client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
         )
-    kubeconfig = directory / "service-account.kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "plane",
-                        "cluster": {"server": plane.server, "certificate-authority": str(plane.pki.ca)},
-                    }
-                ],
-                "users": [{"name": ACCOUNT, "user": {"token": token.status.token}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "plane", "user": ACCOUNT}}],
-                "current-context": "sa",
-            }
-        )
+    text = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "plane",
+                    "cluster": {"server": plane.server, "certificate-authority": str(plane.pki.ca)},
+                }
+            ],
+            "users": [{"name": account, "user": {"token": token.status.token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "plane", "user": account}}],
+            "current-context": "sa",
+        }
     )
-    return kubeconfig
+    await asyncio.to_thread(path.write_text, text)
+    return path
 
 
 def _objects() -> list[dict[str, Any]]:
@@ -156,3 +169,105 @@ async def test_a_rule_the_service_account_may_not_watch_is_forbidden_until_rbac_
     items = {entry.item: entry for entry in resolved[ref]}
     assert items[1].streams == ("apps/v1/deployments in team-a",)
     assert items[1].problems == ()
+
+
+# The whole service under the chart's RBAC ------------------------------------------------------
+
+RELEASE = "chart"  # the release namespace: the chart's ServiceAccount, Leases, controller namespace
+CHART_TENANT = "team-b"
+
+
+async def _apply_chart_rbac(plane: ControlPlane) -> str:
+    """The chart's ServiceAccount and RBAC (custom resources on, leader election) as `helm template`
+    renders them, created on the apiserver; returns the ServiceAccount's name."""
+    helm = helm_path()
+    assert helm is not None, "helm is not built: tests/deploy/build-helm.sh (make e2e runs it first)"
+    objects = render_chart(
+        helm,
+        RELEASE,
+        "--set-json",
+        'config.clusters=[{"name":"default","in_cluster":true,"leader_election":true}]',
+        "--set-json",
+        'config.custom_resources={"enabled":true}',
+    )
+    account = ""
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        rbac = client.RbacAuthorizationV1Api(api)
+        for namespace in (RELEASE, CHART_TENANT):
+            await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        for obj in objects:
+            kind = obj["kind"]
+            if kind == "ServiceAccount":
+                account = obj["metadata"]["name"]
+                await core.create_namespaced_service_account(RELEASE, obj)
+            elif kind == "ClusterRole":
+                await rbac.create_cluster_role(obj)
+            elif kind == "ClusterRoleBinding":
+                await rbac.create_cluster_role_binding(obj)
+            elif kind == "Role":
+                await rbac.create_namespaced_role(obj["metadata"].get("namespace", RELEASE), obj)
+            elif kind == "RoleBinding":
+                await rbac.create_namespaced_role_binding(obj["metadata"].get("namespace", RELEASE), obj)
+        # what the operator grants for the rules: ConfigMaps in the tenant namespace, not Deployments
+        grant = _role("read-configmaps", "", "configmaps")
+        await rbac.create_namespaced_role(CHART_TENANT, grant)
+        binding = _binding("read-configmaps")
+        binding.subjects[0].name, binding.subjects[0].namespace = account, RELEASE
+        await rbac.create_namespaced_role_binding(CHART_TENANT, binding)
+    assert account
+    return account
+
+
+async def test_the_service_under_the_charts_rbac_reports_forbidden_in_the_rules_status(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """`reverser run` as the chart's ServiceAccount: the controller (Lease, watches, status patches)
+    and the watch stage work with the chart's RBAC, the granted ConfigMaps reach Git, and the
+    WatchRule's Deployments item shows `Forbidden` in its status."""
+    account = await _apply_chart_rbac(plane)
+    kubeconfig = await _token_kubeconfig(plane, RELEASE, account, tmp_path / "chart-account.kubeconfig")
+    remote = GitRemote(tmp_path / "remote.git")
+    async with kube_client(plane.kubeconfig) as api:
+        await install_crds(api)
+        for document in _objects():
+            document["metadata"]["namespace"] = CHART_TENANT
+            if document["kind"] == "GitProvider":
+                document["spec"].update({"url": remote.url, "pipeline": {"push_cooldown_s": 0.2}})
+            await create(api, document)
+    config = service_config(
+        tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True, lease_duration_s=3
+    )
+    config["custom_resources"]["namespace"] = RELEASE
+    service = ServiceProcess(tmp_path, config)
+    service.start()
+    try:
+
+        async def status() -> dict[str, Any]:
+            async with kube_client(plane.kubeconfig) as api:
+                rule = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+                    GROUP, VERSION, CHART_TENANT, Kind.WATCH_RULE.plural, "apps"
+                )
+            found: dict[str, Any] = rule.get("status") or {}
+            return found
+
+        async def reported() -> bool:
+            conditions = {c["type"]: c["reason"] for c in (await status()).get("conditions", [])}
+            return conditions.get("Reconciling") == "StreamsRunning"
+
+        await wait_for(reported, "the WatchRule's status with its running stream", timeout_s=90)
+        rules = {entry["item"]: entry for entry in (await status())["rules"]}
+        assert rules[0]["streams"] == ["v1/configmaps in team-b"]
+        assert [p["reason"] for p in rules[1]["problems"]] == ["Forbidden"]
+        assert rules[1]["problems"][0]["message"] == "apps/v1/deployments in team-b: list is not allowed"
+
+        async with kube_client(plane.kubeconfig) as api:
+            await client.CoreV1Api(api).create_namespaced_config_map(
+                CHART_TENANT,
+                client.V1ConfigMap(metadata=client.V1ObjectMeta(name="granted"), data={"a": "b"}),
+            )
+        remote.wait_for(
+            lambda r: "apps/team-b/configmaps/granted.yaml" in r.files(), 90, "the granted ConfigMap in Git"
+        )
+    finally:
+        assert service.stop() == 0, service.log_tail()
