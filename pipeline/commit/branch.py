@@ -48,7 +48,7 @@ from pipeline.models import GroupResource
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
-__all__ = ["BranchWorker", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
+__all__ = ["BranchWorker", "DeletionAhead", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ LoadState = Callable[[frozenset[str]], Awaitable[list[ObjectState]]]
 StateSink = Callable[[list[PendingRecord]], None]
 # Parks a work record the branch cannot apply (on the dead-letter topic) before it is settled.
 Reject = Callable[[WorkItem, Exception], Awaitable[None]]
+# Whether a `TargetDeleted` of the item's target follows the item on its partition (read from the log).
+DeletionAhead = Callable[[WorkItem], Awaitable[bool]]
 PUSH_ATTEMPTS = 3
 # First wait after a push or sync against the Git remote failed (then doubling, jittered).
 REMOTE_RETRY_INITIAL_S = 1.0
@@ -101,9 +103,12 @@ class BranchWorker:
         on_state: StateSink | None = None,
         on_result: Callable[[TargetResult], Awaitable[None]] | None = None,
         reject: Reject | None = None,
+        deletion_ahead: DeletionAhead | None = None,
     ) -> None:
-        """`on_result` hears each target's last commit and push outcome (custom-resource status)."""
+        """`on_result` hears each target's last commit and push outcome (custom-resource status);
+        `deletion_ahead` lets records of a target the configuration lacks be skipped (`_gone`)."""
         self._on_result = on_result
+        self._deletion_ahead = deletion_ahead
         self.provider = provider
         self._load_state = load_state
         self._on_state = on_state
@@ -118,9 +123,11 @@ class BranchWorker:
         self.repo = repo
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
         self._rules: dict[str, TargetRules] = {}
-        # targets whose `TargetDeleted` this FIFO applied: their later records are skipped while
-        # the configuration does not have them again (streams stopping on another replica)
+        # targets the configuration lacks whose deletion is behind this FIFO's position (applied
+        # here, or found missing ahead on the log): their records are skipped (`_gone`)
         self._deleted: set[str] = set()
+        # targets the configuration lacks whose `TargetDeleted` is still ahead on the log
+        self._retiring: set[str] = set()
         self._on_settled = on_settled
         self._clock = clock
         self._wall = wall
@@ -300,14 +307,13 @@ class BranchWorker:
         if item.offset <= self._skip.get(item.partition, -1):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             if isinstance(item.body, TargetDeleted):
+                self._retiring.discard(item.target)
                 self._deleted.add(item.target)
             self._emit(self._redelivered_state(item))
             self._settle([here])
             return
         body = item.body
-        if item.target in self._deleted and item.target not in self._targets and not isinstance(
-            body, TargetDeleted
-        ):
+        if not isinstance(body, TargetDeleted) and await self._gone(item):
             metrics.SKIPPED.labels(metrics.SkipReason.DELETED_TARGET).inc()
             self._settle([here])
             return
@@ -326,10 +332,48 @@ class BranchWorker:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
 
+    async def _gone(self, item: WorkItem) -> bool:
+        """Whether `item` belongs to a target already deleted at its place in the log.
+
+        A target the configuration lacks was deleted (or never configured). Its records before its
+        `TargetDeleted` were routed while it existed and are written; those after it are late
+        (a stream still stopping) and skipped. Which side a record is on is read from the log,
+        not remembered: after a restart the `TargetDeleted` may be behind the committed offset,
+        so the FIFO asks once per target whether one still follows this record on the partition.
+        """
+        if item.target in self._targets:
+            return False
+        if item.target in self._deleted:
+            return True
+        if self._deletion_ahead is None or item.target in self._retiring:
+            return False
+        if await self._deletion_ahead(item):
+            self._retiring.add(item.target)
+            return False
+        logger.warning(
+            "%s %s: target %s is not in the configuration and no TargetDeleted of it follows "
+            "offset %d:%d on the log: its records are skipped",
+            self.provider.name,
+            self.branch,
+            item.target,
+            item.partition,
+            item.offset,
+        )
+        self._deleted.add(item.target)
+        return True
+
     # object state ----------------------------------------------------------------------------
     def _state_of(
-        self, item: WorkItem, namespace: str, name: str, uid: str, version: str, content: bytes, sealed: bool,
-        author: WorkAuthor, document: bytes | None = None,
+        self,
+        item: WorkItem,
+        namespace: str,
+        name: str,
+        uid: str,
+        version: str,
+        content: bytes,
+        sealed: bool,
+        author: WorkAuthor,
+        document: bytes | None = None,
     ) -> ObjectState:
         """The state record; `document` is the rendered file as committed (rendered here when None)."""
         if sealed:
@@ -372,8 +416,15 @@ class BranchWorker:
             key = ObjectKey(item.target, item.group, item.resource, write.namespace, write.name)
             return book.remove(key, (item.partition, item.offset))
         state = self._state_of(
-            item, write.namespace, write.name, write.uid, write.resource_version,
-            write.object_json or b"null", sealed, write.author, document,
+            item,
+            write.namespace,
+            write.name,
+            write.uid,
+            write.resource_version,
+            write.object_json or b"null",
+            sealed,
+            write.author,
+            document,
         )
         return book.upsert(state)
 
@@ -398,8 +449,14 @@ class BranchWorker:
             found += [
                 book.upsert(
                     self._state_of(
-                        item, o.namespace, o.name, o.uid, o.resource_version, o.object_json,
-                        sealed, SNAPSHOT_AUTHOR,
+                        item,
+                        o.namespace,
+                        o.name,
+                        o.uid,
+                        o.resource_version,
+                        o.object_json,
+                        sealed,
+                        SNAPSHOT_AUTHOR,
                     )
                 )
                 for o in body.objects
@@ -408,9 +465,13 @@ class BranchWorker:
 
     def update_targets(self, settings: Settings) -> None:
         """A changed configuration's targets apply from the next record on (a removed target's
-        records are then written with prune `Never`: nothing of it is removed any more)."""
+        records before its `TargetDeleted` are then written with prune `Never`, those after it
+        are skipped: see `_gone`)."""
         self._targets = {t.name: t for t in settings.targets}
         self._rules = {}
+        # a target configured again is written again; if it goes, the log decides anew
+        self._deleted -= set(self._targets)
+        self._retiring -= set(self._targets)
 
     def _target(self, name: str) -> TargetSettings | None:
         return self._targets.get(name)
@@ -553,8 +614,7 @@ class BranchWorker:
 
     def _skip_older(self, item: WorkItem, path: str, version: str) -> None:
         logger.info(
-            "branch work %d:%d: %s at resourceVersion %s is older than the version already applied; "
-            "skipped",
+            "branch work %d:%d: %s at resourceVersion %s is older than the version already applied; skipped",
             item.partition,
             item.offset,
             path,
@@ -694,8 +754,15 @@ class BranchWorker:
             if book is not None:
                 state = book.upsert(
                     self._state_of(
-                        end, obj.namespace, obj.name, obj.uid, obj.resource_version, obj.object_json,
-                        sealed, SNAPSHOT_AUTHOR, content,
+                        end,
+                        obj.namespace,
+                        obj.name,
+                        obj.uid,
+                        obj.resource_version,
+                        obj.object_json,
+                        sealed,
+                        SNAPSHOT_AUTHOR,
+                        content,
                     )
                 )
                 if state is not None:
@@ -772,6 +839,7 @@ class BranchWorker:
         claims every earlier offset of the partition.
         """
         here = (item.partition, item.offset)
+        self._retiring.discard(item.target)
         self._deleted.add(item.target)
         self._skip_snapshot(self._snapshots.drop_target(item.target))
         await self._finalize(CloseReason.TARGET_DELETED)

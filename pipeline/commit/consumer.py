@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
-from pipeline.codec.branch_work import WorkItem, decode_work
+from pipeline.codec.branch_work import TargetDeleted, WorkItem, decode_work
 from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.codec.target_result import TargetResult, encode_result
@@ -287,6 +287,7 @@ class CommitWorker(RebalanceListener):
             on_state=self._state_out.extend,
             on_result=self._report_result if self.settings.custom_resources.enabled else None,
             reject=functools.partial(self._reject, tp.topic),
+            deletion_ahead=functools.partial(self._deletion_ahead, tp.topic),
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -315,6 +316,36 @@ class CommitWorker(RebalanceListener):
         except LogError as exc:
             logger.warning("reading %s before offset %d for applied versions failed: %s", tp, upto, exc)
         return found
+
+    async def _deletion_ahead(self, topic: str, item: WorkItem) -> bool:
+        """Whether a `TargetDeleted` of `item`'s target follows `item` on its partition, up to today's end.
+
+        The configuration lacks the target, and the version without it is on the log, so its
+        `TargetDeleted` (written in the same transaction) is too: if none follows, the deletion is
+        behind this record. A log outage is retried: a wrong answer would write a deleted target's
+        files back, or lose a live one's records.
+        """
+        tp = TopicPartition(topic, item.partition)
+
+        async def scan() -> bool:
+            end = (await self.log.end_offsets([tp]))[tp]
+            async with self.log.reader() as reader:
+                await reader.assign({tp: item.offset + 1})
+                async for chunk in read_until(reader, {tp: end}, stall_fetches=HISTORY_IDLE_ROUNDS):
+                    for record in chunk.records:
+                        with contextlib.suppress(DecodeError):
+                            found = decode_work(record)
+                            if isinstance(found.body, TargetDeleted) and (
+                                found.provider,
+                                found.branch,
+                                found.target,
+                            ) == (item.provider, item.branch, item.target):
+                                return True
+            return False
+
+        what = f"looking for target {item.target}'s deletion on {tp}"
+        return await until_done(scan, log_retry(), logger, what)
+
     async def _report_result(self, result: TargetResult) -> None:
         """Custom-resource mode: the controller shows it in the GitTarget's status."""
         await self.log.append_many(self._config_topic, [encode_result(result)])

@@ -14,6 +14,10 @@ The decision is taken here, once, from the two configurations:
   writes the same or a nested folder of that branch (a GitTarget deleted and re-created under
   another name in one change keeps its folder); `Never` and `OnEvent` leave them;
 - a target whose provider is gone too gets no record: nothing could push it.
+
+The static file goes through the same rules (`retired_work`): a target a reload (SIGHUP) no longer
+finds in the file was removed on purpose (an invalid file changes nothing), so the reloading
+process appends its `TargetDeleted` (configuration version 0) once the stages run without it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pipeline.config import Settings, TargetSettings, shares_folder
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.objects import Kind, effective_name
 
-__all__ = ["REMOVING_PRUNE", "deleted_targets"]
+__all__ = ["REMOVING_PRUNE", "deleted_targets", "retired_work"]
 
 #: The prune mode under which a deleted target's documents are removed from its branch.
 REMOVING_PRUNE = "Always"
@@ -56,8 +60,25 @@ def deleted_targets(
     gone = _deleted_names(before, after, home_namespace)
     if not gone:
         return []
-    old = before.settings(base)
-    new = after.settings(base)
+    return retired_work(
+        before.settings(base),
+        after.settings(base),
+        gone,
+        version,
+        f"GitTarget {{name}} was deleted (configuration version {version})",
+        observed_at_ms=observed_at_ms,
+    )
+
+
+def retired_work(
+    old: Settings, new: Settings, gone: set[str], version: int, cause: str, *, observed_at_ms: int
+) -> list[WorkItem]:
+    """The `TargetDeleted` work of the targets `gone` from `old` to `new` (pure; both modes).
+
+    `cause` is the reason's first sentence, with `{name}` for the target's name. The rules of the
+    module's docstring apply: files go only under prune `Always` when no target of `new` writes
+    the same or a nested folder, and a target whose provider is gone too gets no record.
+    """
     remaining = [new.destination(t) for t in new.targets]
     providers = {p.name for p in new.providers}
     found: list[WorkItem] = []
@@ -67,16 +88,16 @@ def deleted_targets(
         url, branch, path = old.destination(target)
         shared = any(shares_folder((url, branch, path), other) for other in remaining)
         remove = target.prune == REMOVING_PRUNE and not shared
-        found.append(_item(target, branch, version, remove, shared, observed_at_ms))
+        reason = cause.format(name=target.name)
+        if shared and target.prune == REMOVING_PRUNE:
+            reason += "; another target now writes its folder"
+        found.append(_item(target, branch, version, remove, reason, observed_at_ms))
     return found
 
 
 def _item(
-    target: TargetSettings, branch: str, version: int, remove: bool, shared: bool, observed_at_ms: int
+    target: TargetSettings, branch: str, version: int, remove: bool, reason: str, observed_at_ms: int
 ) -> WorkItem:
-    reason = f"GitTarget {target.name} was deleted (configuration version {version})"
-    if shared and target.prune == REMOVING_PRUNE:
-        reason += "; another target now writes its folder"
     return WorkItem(
         partition=0,
         offset=0,

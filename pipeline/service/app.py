@@ -6,12 +6,15 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
 from pipeline.audit import component as audit_component
+from pipeline.backoff import log_retry
+from pipeline.codec.branch_work import work_record
 from pipeline.commit import component as commit_component
 from pipeline.component import (
     Component,
@@ -23,9 +26,11 @@ from pipeline.component import (
 from pipeline.config import ConfigError, Settings, split_host_port
 from pipeline.customresources import component as customresources_component
 from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.retire import retired_work
 from pipeline.customresources.state import ConfigState
 from pipeline.lag import component as lag_component
 from pipeline.log import Log, open_log
+from pipeline.log.retrying import until_done
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.router import component as router_component
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
@@ -210,10 +215,40 @@ class Service:
             CONFIG_CHANGES.labels("file", "invalid").inc()
             logger.error("reload refused, the running configuration stays: %s", exc)
             return
+        previous = self._base
         self._base = base
         latest = self._config.latest if self._config is not None else None
         await self._apply(latest.settings(base) if latest is not None else base, "file")
+        if self._config is None:
+            await self._retire_removed(previous, base)
         logger.info("reloaded the configuration file (%s)", ", ".join(sorted(LIVE_SETTINGS)))
+
+    async def _retire_removed(self, old: Settings, new: Settings) -> None:
+        """Static mode: the targets a reload removed get their `TargetDeleted` work, as in
+        custom-resource mode (`pipeline/customresources/retire.py`), appended once every stage
+        runs without them, so the router routes nothing of them after it. Each replica that
+        reloads appends its own: a second one of a target finds its folder already handled."""
+        gone = {t.name for t in old.targets} - {t.name for t in new.targets}
+        if not gone:
+            return
+        items = retired_work(
+            old,
+            new,
+            gone,
+            0,
+            "target {name} was removed from the configuration file (reload)",
+            observed_at_ms=int(time.time() * 1000),
+        )
+        if not items:
+            return
+        topic = TopicNames.for_prefix(new.log.topic_prefix).branch_work
+        await until_done(
+            lambda: self.log.append_many(topic, [work_record(item) for item in items]),
+            log_retry(),
+            logger,
+            f"appending the deletion of target(s) {', '.join(sorted(gone))}",
+        )
+        logger.info("reload: target(s) %s removed from the file", ", ".join(item.target for item in items))
 
     async def stop(self) -> None:
         self._starting = []

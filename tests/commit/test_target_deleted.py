@@ -130,3 +130,61 @@ async def test_a_target_added_again_writes_again(settings: Settings, any_log: Lo
         "removed t/ of deleted target t (prune Always)",
         "[CREATE] v1/configmaps/b",
     ]
+
+
+async def test_a_restarted_worker_skips_late_records_of_a_target_deleted_before_it_stopped(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """The deletion is behind the committed offset when the worker starts again: nothing in its
+    memory says the target was deleted; the configuration lacks it and no `TargetDeleted` of it
+    follows the late record on the log, so the record is skipped, not written back."""
+    remote = bare_remote(tmp_path / "remote.git")
+    gone = TargetSettings(name="gone", provider="git", path="gone", prune="Always")
+    stays = TargetSettings(name="stays", provider="git", path="stays", prune="Always")
+    before = _settings(settings, remote, [gone, stays])
+    after = _settings(settings, remote, [stays])
+    w = Work(step_ms=10)
+    await append_work(any_log, before, [w.create(cm("a"), target="gone", path="gone")])
+    await commit_all(any_log, before)
+    await append_work(any_log, after, [_deleted(w, "gone", "gone", "Always", True)])
+    # this worker applies the deletion, commits its offset and stops (its memory goes with it)
+    await commit_all(any_log, after)
+    assert not files(remote)
+    commits = len(log_lines(remote))
+    late_before = _skipped("deleted_target")
+    await append_work(
+        any_log,
+        after,
+        [w.create(cm("late"), target="gone", path="gone"), w.create(cm("b"), target="stays", path="stays")],
+    )
+    await commit_all(any_log, after)
+    # the record after it (the positive signal that the late one was passed) is committed
+    assert sorted(files(remote)) == ["stays/team-a/configmaps/b.yaml"]
+    assert len(log_lines(remote)) == commits + 1
+    assert _skipped("deleted_target") == late_before + 1
+
+
+async def test_a_restarted_worker_writes_records_that_precede_the_deletion(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """A worker that starts with the configuration without the target, before its `TargetDeleted`
+    was applied, still writes the records routed while the target existed: the deletion follows
+    them on the log. Under prune Never the files then stay."""
+    remote = bare_remote(tmp_path / "remote.git")
+    stays = TargetSettings(name="stays", provider="git", path="stays", prune="Never")
+    after = _settings(settings, remote, [stays])
+    w = Work(step_ms=10)
+    await append_work(
+        any_log,
+        after,
+        [
+            w.create(cm("a"), target="kept", path="kept"),
+            _deleted(w, "kept", "kept", "Never", False),
+            w.create(cm("late"), target="kept", path="kept"),
+            w.create(cm("b"), target="stays", path="stays"),
+        ],
+    )
+    late_before = _skipped("deleted_target")
+    await commit_all(any_log, after)
+    assert sorted(files(remote)) == ["kept/team-a/configmaps/a.yaml", "stays/team-a/configmaps/b.yaml"]
+    assert _skipped("deleted_target") == late_before + 1
