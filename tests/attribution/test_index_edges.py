@@ -393,3 +393,15 @@ def test_a_filing_whose_conflict_the_budget_did_not_reach_goes_back_to_the_front
     assert index.lookup(query(uid="u1", rv="1")).tier == Tier.ABSENT
     assert [index.lookup(query(name=f"n{i}")).tier for i in range(3)] == [Tier.NAME] * 3
     assert index.scope_size(ROUTE, CM) == 3
+
+
+def test_a_live_collection_keeps_its_place_in_the_eviction_order_through_compaction() -> None:
+    index = make_index(max_facts_per_type=3)
+    index.apply(ROUTE, CM, [fact("admin", "deletecollection", uids=["u9"])])  # the oldest filing
+    for _ in range(200):  # a rewrite storm: stale references pile up and the order is compacted
+        index.apply(ROUTE, CM, [fact("carol", "update", name="c")])
+    assert index.order_length(ROUTE, CM) < 200, "the storm compacted the order"
+    assert index.lookup(removal(uid="u9")).tier == Tier.DELETECOLLECTION_BODY_UID
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n0"), fact("dave", "update", name="n1")])
+    assert index.lookup(removal(uid="u9")).tier == Tier.ABSENT, "the oldest filing goes first"
+    assert [index.lookup(query(name=n)).tier for n in ("c", "n0", "n1")] == [Tier.NAME] * 3
