@@ -7,12 +7,15 @@ from pipeline.component import Component
 from pipeline.config import Settings
 from pipeline.log.api import Log
 
-__all__ = ["build"]
+__all__ = ["build", "needed"]
+
+
+def needed(settings: Settings) -> bool:
+    """Whether there is something to commit to (with custom resources always: providers and
+    targets may come at any time)."""
+    return bool(settings.providers and settings.targets) or settings.custom_resources.enabled
 
 
 def build(settings: Settings, log: Log) -> Component | None:
-    """The commit worker component, or None when there is nothing to commit to (with custom
-    resources it always runs: providers and targets may come at any time)."""
-    if (not settings.providers or not settings.targets) and not settings.custom_resources.enabled:
-        return None
-    return CommitWorker(settings, log)
+    """The commit worker component when `needed`."""
+    return CommitWorker(settings, log) if needed(settings) else None

@@ -85,9 +85,12 @@ class RouterComponent:
         return self.follower.readiness()
 
 
-def build(settings: Settings, log: Log) -> RouterComponent | None:
+def needed(settings: Settings) -> bool:
     """The router runs when targets are configured (every process also follows the facts), and
     always with custom resources, whose targets may come at any time."""
-    if not settings.targets and not settings.custom_resources.enabled:
-        return None
-    return RouterComponent(settings, log)
+    return bool(settings.targets) or settings.custom_resources.enabled
+
+
+def build(settings: Settings, log: Log) -> RouterComponent | None:
+    """The router component when `needed`."""
+    return RouterComponent(settings, log) if needed(settings) else None

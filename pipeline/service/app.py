@@ -52,7 +52,7 @@ CONFIG_CHANGES = Counter(
 RELOAD_IGNORED = Counter(
     "reverser_config_reload_ignored_total",
     "Settings a reload (SIGHUP) found changed but did not apply because they need a restart, by "
-    "setting (dotted name, e.g. audit.addr)",
+    "setting (dotted name, e.g. audit.addr; targets: they need a stage not built at start)",
     ["setting"],
 )
 
@@ -64,6 +64,14 @@ COMPONENT_FACTORIES: tuple[ComponentFactory, ...] = (
     commit_component.build,
     watch_component.build,
     customresources_component.build,
+)
+
+# The stages a static file builds only when it configures what they work on: (factory, the rule,
+# the component's name). A reload cannot start them, so a file that gains it needs a restart.
+TARGET_STAGES: tuple[tuple[ComponentFactory, Callable[[Settings], bool], str], ...] = (
+    (router_component.build, router_component.needed, "router"),
+    (commit_component.build, commit_component.needed, "commit-worker"),
+    (watch_component.build, watch_component.needed, "watch"),
 )
 
 # Hooks adding read-only routes to the ops server (the metrics port).
@@ -119,6 +127,14 @@ class Service:
                 await self._read_config()
             built = [factory(self.settings, self.log) for factory in self._factories]
             self._starting = [component for component in built if component is not None]
+            unbuilt = self._unbuilt_stages(self.settings)
+            if unbuilt and not self.settings.custom_resources.enabled:
+                logger.warning(
+                    "the configuration file builds no %s stage (no targets, or no target with rules "
+                    "on a configured cluster); a reload (SIGHUP) cannot start it: targets added to "
+                    "the file later take effect only after a restart",
+                    ", ".join(unbuilt),
+                )
             for component in self._starting:
                 if isinstance(component, ConfigRefreshing) and self._config is not None:
                     component.use_config_refresh(self.refresh_config)
@@ -217,11 +233,35 @@ class Service:
             return
         previous = self._base
         self._base = base
+        self._name_stages_to_restart(base)
         latest = self._config.latest if self._config is not None else None
         await self._apply(latest.settings(base) if latest is not None else base, "file")
         if self._config is None:
             await self._retire_removed(previous, base)
         logger.info("reloaded the configuration file (%s)", ", ".join(sorted(LIVE_SETTINGS)))
+
+    def _unbuilt_stages(self, settings: Settings) -> list[str]:
+        """The target stages of this process's factories that `settings` does not need."""
+        return [
+            name for build, needed, name in TARGET_STAGES if build in self._factories and not needed(settings)
+        ]
+
+    def _name_stages_to_restart(self, fresh: Settings) -> None:
+        """A reloaded file whose targets need a stage not built at start: say that it needs a
+        restart (and count it under the setting `targets`); the other stages take the file."""
+        running = {component.name for component in self.components}
+        missing = [
+            name
+            for build, needed, name in TARGET_STAGES
+            if build in self._factories and needed(fresh) and name not in running
+        ]
+        if missing:
+            RELOAD_IGNORED.labels("targets").inc()
+            logger.error(
+                "reload: the file's targets need the %s stage, which was not built at start (the "
+                "file had no targets for it): restart reverser run to write them",
+                ", ".join(missing),
+            )
 
     async def _retire_removed(self, old: Settings, new: Settings) -> None:
         """Static mode: the targets a reload removed get their `TargetDeleted` work, as in

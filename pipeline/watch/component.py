@@ -8,7 +8,7 @@ from pipeline.watch.kube import open_client
 from pipeline.watch.manager import ClientFactory, WatchManager
 from pipeline.watch.stream import StreamOptions
 
-__all__ = ["WatchComponent", "build"]
+__all__ = ["WatchComponent", "build", "needed"]
 
 
 class WatchComponent:
@@ -43,12 +43,15 @@ class WatchComponent:
         return await self.manager.apply(settings)
 
 
-def build(settings: Settings, log: Log) -> WatchComponent | None:
-    """The watch component, or None when no target has rules on a configured cluster (with custom
-    resources it always runs: rules may come at any time)."""
+def needed(settings: Settings) -> bool:
+    """Whether some target has rules on a configured cluster (with custom resources always: rules
+    may come at any time)."""
     if settings.custom_resources.enabled:
-        return WatchComponent(settings, log)
+        return True
     clusters = {c.name for c in settings.clusters}
-    if not any(t.rules and t.cluster in clusters for t in settings.targets):
-        return None
-    return WatchComponent(settings, log)
+    return any(t.rules and t.cluster in clusters for t in settings.targets)
+
+
+def build(settings: Settings, log: Log) -> WatchComponent | None:
+    """The watch component when `needed`."""
+    return WatchComponent(settings, log) if needed(settings) else None
