@@ -473,6 +473,8 @@ class CommitWorker(RebalanceListener):
                 logger.warning("committing branch-work offsets failed (work will be redelivered): %s", exc)
                 return
             self._book.mark_committed(due)
+            if self._hook is not None:
+                await self._hook("offsets-committed")
 
 
 async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> list[ObjectState]:

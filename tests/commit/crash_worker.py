@@ -1,8 +1,9 @@
 """A commit worker in its own process, for crash tests: `python -m tests.commit.crash_worker SETTINGS.json`.
 
-With `REVERSER_TEST_CRASH_AT=committed|pushed|state-written` the process SIGKILLs itself at that
-hook point (right after a local commit, right after a push, or right after the object-state append
-and before the offset commit), which is exactly what
+With `REVERSER_TEST_CRASH_AT=committed|pushed|state-written|offsets-committed` the process
+SIGKILLs itself at that hook point (right after a local commit, right after a push, right after
+the object-state append and before the offset commit, or right after an offset commit), which is
+exactly what
 an OOM kill or a node loss does. Otherwise it runs until every branch-work offset is committed.
 """
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.codec.branch_work import TargetDeleted, WorkItem
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
@@ -41,6 +42,16 @@ def run_worker(settings_file: Path, crash_at: str | None) -> int:
     return done.returncode
 
 
+async def _append(cfg: Settings, items: list[WorkItem]) -> None:
+    """Append work from the test process (its own log client, closed before a worker runs)."""
+    log = open_log(cfg)
+    await log.start()
+    try:
+        await append_work(log, cfg, items)
+    finally:
+        await log.close()
+
+
 @pytest.mark.parametrize("crash_at", ["committed", "pushed", "state-written"])
 async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     settings: Settings, tmp_path: Path, crash_at: str
@@ -58,12 +69,7 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     )
     w = Work(step_ms=10_000)
     items = [w.create(cm(f"o{i}"), BOB if i % 2 else ALICE) for i in range(6)]
-    log = open_log(cfg)
-    await log.start()
-    try:
-        await append_work(log, cfg, items)
-    finally:
-        await log.close()
+    await _append(cfg, items)
     settings_file = tmp_path / "settings.json"
     settings_file.write_text(cfg.model_dump_json())
 
@@ -87,3 +93,48 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
         await log.close()
     assert raw == Counter({(f"t1//configmaps/team-a/o{i}".encode(), "1"): 1 for i in range(6)})
     assert as_files(states) == files(remote)
+
+
+async def test_sigkill_after_a_target_deletion_then_a_late_record_is_not_written_back(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The worker process applies a `TargetDeleted` (prune Always), commits its offset and is
+    killed; a late record of the deleted target then arrives for a new process, which knows
+    nothing of the deletion but the log: the record is skipped, the folder stays removed."""
+    remote = bare_remote(tmp_path / "remote.git")
+    provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0.2, push_cooldown_s=0)
+    gone = TargetSettings(name="gone", provider="git", path="gone", prune="Always")
+    stays = TargetSettings(name="stays", provider="git", path="stays")
+    log_settings = settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS})
+    before = settings.model_copy(
+        update={"log": log_settings, "providers": [provider], "targets": [gone, stays]}
+    )
+    after = before.model_copy(update={"targets": [stays]})
+    settings_file = tmp_path / "settings.json"
+    w = Work(step_ms=10)
+
+    await _append(
+        before,
+        [w.create(cm("a"), target="gone", path="gone"), w.create(cm("s"), target="stays", path="stays")],
+    )
+    settings_file.write_text(before.model_dump_json())
+    assert run_worker(settings_file, None) == 0
+    assert sorted(files(remote)) == ["gone/team-a/configmaps/a.yaml", "stays/team-a/configmaps/s.yaml"]
+
+    deleted = TargetDeleted("Always", True, 2, "GitTarget gone was deleted (configuration version 2)")
+    await _append(
+        after, [w._item(deleted, target="gone", path="gone", group="", version="", resource="", scope="")]
+    )
+    settings_file.write_text(after.model_dump_json())
+    assert run_worker(settings_file, "offsets-committed") == -9
+    assert sorted(files(remote)) == ["stays/team-a/configmaps/s.yaml"]
+
+    await _append(
+        after,
+        [w.create(cm("late"), target="gone", path="gone"), w.create(cm("b"), target="stays", path="stays")],
+    )
+    assert run_worker(settings_file, None) == 0
+    assert sorted(files(remote)) == ["stays/team-a/configmaps/b.yaml", "stays/team-a/configmaps/s.yaml"]
+    subjects = log_lines(remote, fmt="%s")
+    assert subjects.count("removed gone/ of deleted target gone (prune Always)") == 1
+    assert subjects[-1] == "[CREATE] v1/configmaps/b"
