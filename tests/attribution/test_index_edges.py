@@ -405,3 +405,15 @@ def test_a_live_collection_keeps_its_place_in_the_eviction_order_through_compact
     index.apply(ROUTE, CM, [fact("dave", "update", name="n0"), fact("dave", "update", name="n1")])
     assert index.lookup(removal(uid="u9")).tier == Tier.ABSENT, "the oldest filing goes first"
     assert [index.lookup(query(name=n)).tier for n in ("c", "n0", "n1")] == [Tier.NAME] * 3
+
+
+def test_over_the_total_cap_the_route_holding_the_most_entries_gives_one_up_not_the_filing_one() -> None:
+    """docs/attribution.md: the total cap evicts from the route holding the most entries."""
+    index = make_index(max_facts_per_type=50, max_facts=6)
+    for i in range(5):
+        index.apply("busy", CM, [fact("bot", "update", name=f"b{i}")])
+    index.apply("quiet", CM, [fact("alice", "update", name="q0")])
+    index.apply("quiet", CM, [fact("alice", "update", name="q1")])  # 7 entries: one must go
+    assert index.scope_size("busy", CM) == 4
+    assert index.lookup(query(route="busy", name="b0")).tier == Tier.ABSENT, "busy's oldest goes"
+    assert [index.lookup(query(route="quiet", name=n)).tier for n in ("q0", "q1")] == [Tier.NAME] * 2
