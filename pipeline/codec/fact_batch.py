@@ -11,6 +11,7 @@ field list from the schema and checks every path here against fastavro on genera
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -283,89 +284,109 @@ def decode_fact_batch_v1(data: bytes) -> DecodedBatch:
     return read_whole(data, FACT_BATCH, _read_fact_batch_v1)
 
 
+#: The eight bytes at a position as one little-endian word (the stage time's fast path below).
+_WORD: Final = struct.Struct("<Q").unpack_from
+
+
 def _read_fact_batch_v1(data: bytes) -> tuple[DecodedBatch, int]:
-    route, pos = read_string(data, 0, FACT_BATCH)
-    group, pos = read_string(data, pos, FACT_BATCH)
-    resource, pos = read_string(data, pos, FACT_BATCH)
+    # Written out for speed (the rebuild benchmark): every string takes the inline path when its
+    # size byte has neither bit 0 nor bit 7 set (not negative, shorter than 64 bytes), else the
+    # general `read_string`; `pos` and `end` take turns as the position, which saves a store per
+    # string. A loop over the fields costs 15% more.
+    size = data[0]
+    if size & 0x81:
+        route, pos = read_string(data, 0, FACT_BATCH)
+    else:
+        pos = 1 + (size >> 1)
+        route = data[1:pos].decode()
+    size = data[pos]
+    if size & 0x81:
+        group, end = read_string(data, pos, FACT_BATCH)
+    else:
+        end = pos + 1 + (size >> 1)
+        group = data[pos + 1 : end].decode()
+    size = data[end]
+    if size & 0x81:
+        resource, pos = read_string(data, end, FACT_BATCH)
+    else:
+        pos = end + 1 + (size >> 1)
+        resource = data[end + 1 : pos].decode()
     rows: list[FactRow] = []
+    append = rows.append
     count, pos = _count(data, pos)
     while count:
         for _ in range(count):
-            # The nine strings, written out: a loop costs 15% more here. A size byte with bit 0
-            # or bit 7 set (negative, or 64 bytes and longer) takes the general path.
             size = data[pos]
             if size & 0x81:
-                author, pos = read_string(data, pos, FACT_BATCH)
+                author, end = read_string(data, pos, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                author = data[pos:end].decode()
-                pos = end
+                end = pos + 1 + (size >> 1)
+                author = data[pos + 1 : end].decode()
+            size = data[end]
+            if size & 0x81:
+                display, pos = read_string(data, end, FACT_BATCH)
+            else:
+                pos = end + 1 + (size >> 1)
+                display = data[end + 1 : pos].decode()
             size = data[pos]
             if size & 0x81:
-                display, pos = read_string(data, pos, FACT_BATCH)
+                email, end = read_string(data, pos, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                display = data[pos:end].decode()
-                pos = end
+                end = pos + 1 + (size >> 1)
+                email = data[pos + 1 : end].decode()
+            size = data[end]
+            if size & 0x81:
+                verb, pos = read_string(data, end, FACT_BATCH)
+            else:
+                pos = end + 1 + (size >> 1)
+                verb = data[end + 1 : pos].decode()
             size = data[pos]
             if size & 0x81:
-                email, pos = read_string(data, pos, FACT_BATCH)
+                audit_id, end = read_string(data, pos, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                email = data[pos:end].decode()
-                pos = end
+                end = pos + 1 + (size >> 1)
+                audit_id = data[pos + 1 : end].decode()
+            size = data[end]
+            if size & 0x81:
+                namespace, pos = read_string(data, end, FACT_BATCH)
+            else:
+                pos = end + 1 + (size >> 1)
+                namespace = data[end + 1 : pos].decode()
             size = data[pos]
             if size & 0x81:
-                verb, pos = read_string(data, pos, FACT_BATCH)
+                name, end = read_string(data, pos, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                verb = data[pos:end].decode()
-                pos = end
-            size = data[pos]
+                end = pos + 1 + (size >> 1)
+                name = data[pos + 1 : end].decode()
+            size = data[end]
             if size & 0x81:
-                audit_id, pos = read_string(data, pos, FACT_BATCH)
+                uid, pos = read_string(data, end, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                audit_id = data[pos:end].decode()
-                pos = end
-            size = data[pos]
-            if size & 0x81:
-                namespace, pos = read_string(data, pos, FACT_BATCH)
-            else:
-                pos += 1
-                end = pos + (size >> 1)
-                namespace = data[pos:end].decode()
-                pos = end
-            size = data[pos]
-            if size & 0x81:
-                name, pos = read_string(data, pos, FACT_BATCH)
-            else:
-                pos += 1
-                end = pos + (size >> 1)
-                name = data[pos:end].decode()
-                pos = end
-            size = data[pos]
-            if size & 0x81:
-                uid, pos = read_string(data, pos, FACT_BATCH)
-            else:
-                pos += 1
-                end = pos + (size >> 1)
-                uid = data[pos:end].decode()
-                pos = end
+                pos = end + 1 + (size >> 1)
+                uid = data[end + 1 : pos].decode()
             size = data[pos]
             if size & 0x81:
                 rv, pos = read_string(data, pos, FACT_BATCH)
             else:
-                pos += 1
-                end = pos + (size >> 1)
-                rv = data[pos:end].decode()
+                end = pos + 1 + (size >> 1)
+                rv = data[pos + 1 : end].decode()
                 pos = end
-            stage_us, pos = read_long(data, pos, FACT_BATCH)
+            # The stage time. Microseconds since the epoch between 1979 and the year 3000 are
+            # 8-byte varints (7 bytes with the continuation bit, then one without): those are read
+            # as one word whose 7-bit groups are packed in three mask-and-shift steps, at half the
+            # cost of `read_long`'s byte loop; every other length takes `read_long`.
+            try:
+                (word,) = _WORD(data, pos)
+            except struct.error:  # fewer than 8 bytes left
+                word = 0
+            if word & 0x8080_8080_8080_8080 == 0x0080_8080_8080_8080:
+                word = (word & 0x007F_007F_007F_007F) | ((word & 0x7F00_7F00_7F00_7F00) >> 1)
+                word = (word & 0x0000_3FFF_0000_3FFF) | ((word & 0x3FFF_0000_3FFF_0000) >> 2)
+                word = (word & 0x0FFF_FFFF) | ((word >> 4) & 0x00FF_FFFF_F000_0000)
+                stage_us = (word >> 1) ^ -(word & 1)
+                pos += 8
+            else:
+                stage_us, pos = read_long(data, pos, FACT_BATCH)
             branch = data[pos]
             if branch == 0:
                 selector = None
@@ -388,7 +409,7 @@ def _read_fact_batch_v1(data: bytes) -> tuple[DecodedBatch, int]:
                     items, pos = _count(data, pos)
             else:
                 raise DecodeError(f"{FACT_BATCH}: uids union branch byte {branch:#x}")
-            rows.append(
+            append(
                 (author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, selector,
                  uids)
             )

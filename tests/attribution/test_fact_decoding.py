@@ -42,7 +42,8 @@ facts = st.builds(
     name=texts,
     uid=texts,
     resource_version=texts,
-    stage_timestamp_us=st.integers(-(2**63), 2**63 - 1),
+    # Any long, and often one of the 8-byte varints the decoder reads as one word (real times).
+    stage_timestamp_us=st.integers(-(2**63), 2**63 - 1) | st.integers(-(2**55), 2**55 - 1),
     label_selector=st.none() | texts,
     uids=st.none() | st.lists(texts, max_size=5),
 )
@@ -94,6 +95,24 @@ def test_refusals_name_the_problem() -> None:
         decode_fact_batch_v1(b"\x03" + valid[1:])
     with pytest.raises(DecodeError, match="varint"):
         decode_fact_batch_v1(b"\xff" * 11 + b"\x00")
+
+
+@pytest.mark.parametrize(
+    "stage_us",
+    [0, 1, -1, 2**48 - 1, 2**48, -(2**48), -(2**48) - 1, 1_764_547_200_000_000, 2**55 - 1, 2**55,
+     -(2**55), -(2**55) - 1, 2**63 - 1, -(2**63)],
+)
+def test_stage_times_at_every_varint_length_around_the_one_word_path(stage_us: int) -> None:
+    """8-byte varints (real times) take the one-word path; 7 and 9 bytes, the last fact of a
+    record (fewer than 8 bytes follow) and a truncated word must read exactly as fastavro does."""
+    fact = AuthorFact("a", uid="u", stage_timestamp_us=stage_us)
+    batch = FactBatch("r", GroupResource("", "pods"), [fact, fact])
+    payload = encode(batch)
+    assert decode_fact_batch_v1(payload) == expected(payload)
+    assert decode_fact_batch_v1(payload)[3][1][9] == stage_us
+    for cut in range(1, 12):
+        with pytest.raises(DecodeError):
+            decode_fact_batch_v1(payload[:-cut])
 
 
 def test_array_blocks_with_negative_counts_are_read_like_fastavro() -> None:
