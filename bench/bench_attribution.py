@@ -128,7 +128,7 @@ def bench_lookup(index: FactIndex) -> None:
     queries: list[FactQuery] = []
     for i in range(LOOKUPS):
         gr_key, fact = stored[rng.randrange(len(stored))]
-        _who, _verb, _audit_id, namespace, name, uid, rv, _at_ms, _stage_ms = fact  # the index's filed tuple
+        _who, _verb, _audit_id, namespace, name, uid, rv, _at_ms, _stage_us = fact  # the index's filed tuple
         gr = grs[gr_key]
         labels = {"app": "web"}
         if i % 4 == 0:  # exact hit

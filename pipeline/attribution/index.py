@@ -75,8 +75,10 @@ _new_tuple: Final = tuple.__new__
 
 ScopeKey = tuple[str, str]
 WaiterKey = tuple[Any, ...]
-# A filed fact: (who, verb, auditID, namespace, name, uid, resourceVersion, append ms, stage ms),
-# where who = (author, displayName, email); the field order of `StoredFact`.
+# A filed fact: (who, verb, auditID, namespace, name, uid, resourceVersion, append ms, stage µs),
+# where who = (author, displayName, email); the field order of `StoredFact`, except that the stage
+# time is kept as the record carried it (µs, the row's own int: no per-fact conversion or new
+# object while filing) and converted to `StoredFact.stage_ms` only when a lookup answers.
 Who = tuple[str, str, str]
 _Fact = tuple[Who, str, str, str, str, str, str, int, int]
 _VERB: Final = 1
@@ -86,7 +88,11 @@ Stored = _Fact | StoredCollection
 
 def _answer(fact: _Fact) -> StoredFact:
     """The `StoredFact` a lookup answers with for a filed fact."""
-    return _new_tuple(StoredFact, (_new_tuple(Identity, fact[0]), *fact[1:]))
+    who, verb, audit_id, namespace, name, uid, rv, at_ms, stage_us = fact
+    stage_ms = stage_us // 1000 if stage_us > 0 else 0
+    return _new_tuple(
+        StoredFact, (_new_tuple(Identity, who), verb, audit_id, namespace, name, uid, rv, at_ms, stage_ms)
+    )
 
 
 def _conflict(claim: tuple[_Fact, _Fact]) -> Attribution:
@@ -377,7 +383,6 @@ class FactIndex:
         for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
             if stage_us > newest_us:
                 newest_us = stage_us
-            stage_ms = stage_us // 1000 if stage_us > 0 else 0
             key_who: str | Who = (author, display, email) if display or email else author
             who = identities.get(key_who)
             if who is None:
@@ -396,7 +401,7 @@ class FactIndex:
             if lowered == "deletecollection":
                 self._file_collection(scope, who, verb, audit_id, namespace, text, uids, stage_us, at)
             elif uid:
-                stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at, stage_ms)
+                stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at, stage_us)
                 added = 0
                 old_exact = old_removal = None
                 if rv:
@@ -436,11 +441,11 @@ class FactIndex:
                 if old_removal is not None and old_removal is not old_latest and old_removal is not old_exact:
                     scope.replaced(old_removal)
             elif rv:
-                stored = (who, verb, audit_id, namespace, name, "", rv, at, stage_ms)
+                stored = (who, verb, audit_id, namespace, name, "", rv, at, stage_us)
                 scope.order.append(stored)
                 self._put(scope, scope.rv_only, rv, stored)
             elif name:
-                stored = (who, verb, audit_id, namespace, name, "", "", at, stage_ms)
+                stored = (who, verb, audit_id, namespace, name, "", "", at, stage_us)
                 scope.order.append(stored)
                 self._put(scope, scope.by_name, (namespace, name), stored)
             else:
