@@ -33,15 +33,19 @@ kafka-stop:
 system-tools:
 	scripts/install-system-tools.sh
 
+## pytest-xdist workers of `make test` and `make soak`: whole test files per worker, each worker with
+## its own Kafka broker and temporary directories; TEST_WORKERS=0 runs everything in one process
+TEST_WORKERS ?= 2
+
 ## unit tests, the log conformance suite on both backends, integration tests on the real broker, lint
 test: install kafka-jars system-tools
-	$(BIN)/pytest -rs --durations=15
+	$(BIN)/pytest -rs --durations=15 -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) lint
 
 ## the full suite SOAK_RUNS times in a row (default 10) in a fixed order, stopping at the first failure
 ## (scripts/soak.sh; one line per run, then the total time)
 soak: install kafka-jars system-tools
-	scripts/soak.sh
+	TEST_WORKERS=$(TEST_WORKERS) scripts/soak.sh
 
 unit: install
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'

@@ -2,6 +2,9 @@
 
 The broker is started once per session by `tests/integration/kafka/broker.py` (Apache Kafka jars
 from Maven Central, KRaft, loopback) unless `KAFKA_BOOTSTRAP_SERVERS` names an existing broker.
+Under pytest-xdist (`make test` runs two workers) every worker is a session of its own: its own
+broker on kernel-chosen ports, its own temporary directories, its own metrics registry; tests on
+one broker stay apart by topic prefix (`unique_prefix`).
 
 With `REVERSER_NO_SKIPS=1` (set by `.ci/run`) a skipped test fails instead: locally a suite may
 skip when a tool is not built yet, saying why, but CI must never go green by skipping one.
