@@ -417,3 +417,14 @@ def test_over_the_total_cap_the_route_holding_the_most_entries_gives_one_up_not_
     assert index.scope_size("busy", CM) == 4
     assert index.lookup(query(route="busy", name="b0")).tier == Tier.ABSENT, "busy's oldest goes"
     assert [index.lookup(query(route="quiet", name=n)).tier for n in ("q0", "q1")] == [Tier.NAME] * 2
+
+
+def test_a_live_rv_only_filing_keeps_its_place_in_the_eviction_order_through_compaction() -> None:
+    index = make_index(max_facts_per_type=3)
+    index.apply(ROUTE, CM, [fact("alice", "update", rv="5")])  # the oldest filing, keyed by RV only
+    for _ in range(200):
+        index.apply(ROUTE, CM, [fact("carol", "update", name="c")])
+    assert index.lookup(query(rv="5")).tier == Tier.RESOURCE_VERSION
+    index.apply(ROUTE, CM, [fact("dave", "update", name="n0"), fact("dave", "update", name="n1")])
+    assert index.lookup(query(rv="5")).tier == Tier.ABSENT, "the oldest filing goes first"
+    assert [index.lookup(query(name=n)).tier for n in ("c", "n0", "n1")] == [Tier.NAME] * 3
