@@ -18,7 +18,6 @@ from pipeline.cli import main
 from pipeline.codec import BRANCH_WORK, codec
 from pipeline.codec.branch_work import Write
 from pipeline.codec.dead_letter import REPLAY_HEADER, letter_record
-from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings
 from pipeline.deadletter.book import read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, replay_letters
@@ -27,7 +26,7 @@ from pipeline.log.api import FencedError, Log, Record, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
 from tests.commit.helpers import BOB, Work, bare_remote, cm, files, log_lines
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import append_work, commit_all
 from tests.commit.test_commit_worker import with_git
 from tests.conftest import started_log
 
@@ -55,12 +54,7 @@ async def branch_work_ends(log: Log, settings: Settings) -> dict[TopicPartition,
 
 async def run_worker_until_settled(settings: Settings) -> None:
     async with started_log(settings) as log:
-        worker = CommitWorker(settings, log)
-        await worker.start()
-        try:
-            await wait_settled(log, settings)
-        finally:
-            await worker.stop()
+        await commit_all(log, settings)
 
 
 async def append_failures(settings: Settings) -> dict[str, tuple[int, int]]:

@@ -67,6 +67,16 @@ def service_config(workdir: Path, kubeconfig: Path, **cluster: Any) -> dict[str,
     }
 
 
+def custom_object(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A `configbutler.ai` object as a user would apply it (namespace ignored by cluster kinds)."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 async def create(api: client.ApiClient, document: dict[str, Any]) -> dict[str, Any]:
     custom = client.CustomObjectsApi(api)
     kind = Kind(document["kind"])

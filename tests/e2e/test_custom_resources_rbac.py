@@ -29,7 +29,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
-from tests.e2e.test_custom_resources import create, install_crds, service_config
+from tests.e2e.test_custom_resources import create, custom_object, install_crds, service_config
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.e2e
 HOME = "reverser"
 TENANT = "team-a"
 ACCOUNT = "reverser"
-API = f"{GROUP}/{VERSION}"
 
 
 def _role(name: str, group: str, resource: str) -> client.V1Role:
@@ -100,12 +99,7 @@ async def _token_kubeconfig(plane: ControlPlane, namespace: str, account: str, p
 
 def _objects() -> list[dict[str, Any]]:
     def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": API,
-            "kind": kind,
-            "metadata": {"name": name, "namespace": TENANT},
-            "spec": spec,
-        }
+        return custom_object(kind, name, TENANT, spec)
 
     return [
         obj("GitProvider", "repo", {"url": "https://git.example.com/live.git", "allowedBranches": ["main"]}),

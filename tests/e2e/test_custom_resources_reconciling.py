@@ -23,7 +23,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
-from tests.e2e.test_custom_resources import create, install_crds, service_config
+from tests.e2e.test_custom_resources import create, custom_object, install_crds, service_config
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -34,12 +34,7 @@ WAIT_S = 90.0
 
 def _objects(remote: GitRemote) -> list[dict[str, Any]]:
     def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": kind,
-            "metadata": {"name": name, "namespace": HOME},
-            "spec": spec,
-        }
+        return custom_object(kind, name, HOME, spec)
 
     return [
         obj(

@@ -20,7 +20,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
-from tests.e2e.test_custom_resources import create, install_crds
+from tests.e2e.test_custom_resources import create, custom_object, install_crds
 from tests.support.net import free_port
 from tests.support.wait import wait_for
 
@@ -59,8 +59,7 @@ def _replica(workdir: Path, plane: ControlPlane, bootstrap: str, prefix: str) ->
 
 def _objects(remote: GitRemote) -> list[dict[str, Any]]:
     def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        meta = {"name": name, "namespace": NAMESPACE}
-        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": meta, "spec": spec}
+        return custom_object(kind, name, NAMESPACE, spec)
 
     return [
         obj(
