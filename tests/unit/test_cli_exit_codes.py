@@ -10,7 +10,6 @@ configuration follow on indented lines).
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.exitcodes import ExitCode
+from tests.support.net import free_port
 
 #: Commands that open the log, with the arguments they need besides `--config`.
 LOG_COMMANDS: dict[str, list[str]] = {
@@ -39,11 +39,8 @@ CONFIG_COMMANDS: dict[str, list[str]] = {
 
 
 def closed_port() -> int:
-    """A loopback port nothing listens on (bound once, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+    """A loopback port nothing listens on."""
+    return free_port()
 
 
 def write_config(tmp_path: Path, data: dict[str, object]) -> Path:

@@ -3,11 +3,12 @@
 The jars come from Maven Central through `pom.xml` and are cached under
 `~/.cache/reverser-kafka/<version>/libs`, so the tests exercise the same broker operators run
 rather than a fake. Only the standard library is used here: `broker.sh` runs this file with any
-Python 3 before the project's virtualenv exists.
+Python 3 before the project's virtualenv exists. Run it as a module from the repository root
+(it shares `tests/support/net.py`, which hands out ports no other test process races for):
 
-    python broker.py fetch
-    python broker.py start --workdir DIR [--bootstrap-file FILE] [--nodes N]
-    python broker.py stop|status --workdir DIR [--nodes N]
+    python -m tests.integration.kafka.broker fetch
+    python -m tests.integration.kafka.broker start --workdir DIR [--bootstrap-file FILE] [--nodes N]
+    python -m tests.integration.kafka.broker stop|status --workdir DIR [--nodes N]
 
 A cluster (`KafkaCluster`, `--nodes 3`) runs every node as broker and controller with a static
 voter set, so killing one node leaves a working quorum and killing two leaves none, exactly the
@@ -31,6 +32,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.net import free_port
 
 __all__ = [
     "KAFKA_VERSION",
@@ -145,13 +148,6 @@ def fetch_jars(version: str = KAFKA_VERSION) -> Path:
         raise BrokerError(f"fetching Kafka {version} jars failed (mvn exit {result.returncode}):\n{tail}")
     marker.write_text(version + "\n", encoding="utf-8")
     return target
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _cluster_id() -> str:
@@ -313,7 +309,7 @@ class KafkaBroker:
         if not self.port:
             ports: set[int] = set()
             while len(ports) < 4:
-                ports.add(_free_port())
+                ports.add(free_port())
             self.port, self.controller_port, ssl_port, sasl_ssl_port = sorted(ports)
             if self.security is not None:
                 self.ssl_port, self.sasl_ssl_port = ssl_port, sasl_ssl_port
@@ -576,7 +572,7 @@ class KafkaCluster:
         except (OSError, ValueError):
             ports: set[int] = set()
             while len(ports) < 2 * size:
-                ports.add(_free_port())
+                ports.add(free_port())
             chosen = sorted(ports)
             state = {
                 "cluster_id": _cluster_id(),

@@ -13,6 +13,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Run as a module of the repository, so it shares tests/support/net.py (standard library too).
+export PYTHONPATH="$(cd "$here/../../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 python="${PYTHON:-python3}"
 workdir="${REVERSER_KAFKA_WORKDIR:-/tmp/reverser-kafka-broker}"
 bootstrap_file="${REVERSER_KAFKA_BOOTSTRAP_FILE:-$workdir/bootstrap}"
@@ -20,13 +22,13 @@ nodes="${REVERSER_KAFKA_NODES:-1}"
 
 case "${1:-}" in
   fetch)
-    exec "$python" "$here/broker.py" fetch
+    exec "$python" -m tests.integration.kafka.broker fetch
     ;;
   start)
-    exec "$python" "$here/broker.py" start --workdir "$workdir" --bootstrap-file "$bootstrap_file" --nodes "$nodes"
+    exec "$python" -m tests.integration.kafka.broker start --workdir "$workdir" --bootstrap-file "$bootstrap_file" --nodes "$nodes"
     ;;
   stop | status)
-    exec "$python" "$here/broker.py" "$1" --workdir "$workdir" --nodes "$nodes"
+    exec "$python" -m tests.integration.kafka.broker "$1" --workdir "$workdir" --nodes "$nodes"
     ;;
   *)
     echo "usage: $0 fetch|start|stop|status" >&2

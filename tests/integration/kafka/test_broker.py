@@ -12,8 +12,8 @@ import pytest
 from tests.integration.kafka.broker import BrokerError, KafkaBroker, answers_metadata
 from tests.support.net import free_port
 
-HERE = Path(__file__).resolve().parent
-CLI = [sys.executable, str(HERE / "broker.py")]
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CLI = [sys.executable, "-m", "tests.integration.kafka.broker"]
 
 
 @pytest.mark.kafka
@@ -31,7 +31,9 @@ def test_start_failure_reports_the_broker_log_tail(tmp_path: Path) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, check=False, timeout=300)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, check=False, timeout=300, cwd=REPO_ROOT
+    )
 
 
 @pytest.mark.kafka
