@@ -43,6 +43,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 GC_EVERY_PACKS = 50
+#: Git's suffix for a file being written before it is renamed into place (never read as a ref).
+LOCK_SUFFIX = ".lock"
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
 
 
@@ -138,6 +141,23 @@ def identity_line(identity: Identity) -> str:
     return f"{name} <{email}>"
 
 
+def _drop_interrupted_writes(path: Path) -> None:
+    """Remove what a killed process left half-written in a repository only this worker writes.
+
+    Git (and `set_branch`) write a ref, `packed-refs` or the config under `<name>.lock` and rename
+    it into place; a SIGKILL in between leaves the lock, and git then refuses to touch that file
+    again. An empty or malformed `refs/heads/*.tmp` is the same leftover from the versions that
+    wrote refs under that name, which git reads as a broken branch and answers every fetch with
+    "bad object". No other process uses this repository, so nothing here is anybody's live lock.
+    """
+    refs = path / "refs"
+    for leftover in [*path.glob(f"*{LOCK_SUFFIX}"), *refs.rglob(f"*{LOCK_SUFFIX}")]:
+        leftover.unlink(missing_ok=True)
+    for legacy in (refs / "heads").rglob("*.tmp"):
+        if not _OBJECT_ID.fullmatch(legacy.read_text(encoding="ascii", errors="replace").strip()):
+            legacy.unlink(missing_ok=True)
+
+
 def _signature(identity: Identity, when_s: int) -> bytes:
     return f"{identity_line(identity)} {when_s} +0000".encode()
 
@@ -162,6 +182,7 @@ class LocalRepo:
         if not (path / "HEAD").exists():
             path.mkdir(parents=True, exist_ok=True)
             git.Repo.init(path, bare=True)
+        _drop_interrupted_writes(path)
         self.repo = git.Repo(path)
         with self.repo.config_writer() as config:
             config.set_value("commit", "gpgSign", "false")
@@ -248,9 +269,12 @@ class LocalRepo:
                 )
         ref = self.path / "refs" / "heads" / branch
         ref.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ref.with_name(ref.name + ".tmp")
-        tmp.write_text(sha + "\n", encoding="ascii")
-        os.replace(tmp, ref)
+        # Written beside the ref under git's own lock name, which git never reads as a ref: a
+        # process killed before the rename leaves a file git ignores (and the next open removes),
+        # where any other name would be a broken ref that fails every later fetch.
+        lock = ref.with_name(ref.name + LOCK_SUFFIX)
+        lock.write_text(sha + "\n", encoding="ascii")
+        os.replace(lock, ref)
 
     def remote_ref(self, branch: str) -> str | None:
         """The remote-tracking tip of `branch` as of the last fetch."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.objstore import pack_index
 from pipeline.commit.offsets import OffsetBook
 from pipeline.log.api import TopicPartition
+from tests.commit.helpers import bare_remote, git
 
 OPERATOR = Identity("Op", "op@example.com")
 
@@ -160,14 +162,16 @@ def test_packs_and_their_index_are_what_git_writes(tmp_path: Path) -> None:
     repo.set_branch("main", repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "m\n"))
     git_dir = tmp_path / "r"
     (idx,) = (git_dir / "objects" / "pack").glob("*.idx")
-    verified = subprocess.run(["git", "-C", str(git_dir), "verify-pack", "-v", str(idx)],
-                              check=True, capture_output=True, text=True).stdout
+    verified = subprocess.run(
+        ["git", "-C", str(git_dir), "verify-pack", "-v", str(idx)], check=True, capture_output=True, text=True
+    ).stdout
     # blobs, 7 folders, the root tree, the commit
     assert f"non delta: {len(contents) + 7 + 1 + 1} objects" in verified
     subprocess.run(["git", "-C", str(git_dir), "fsck", "--strict", "--full"], check=True, capture_output=True)
     for path in ("d3/f10.yaml", "big.bin"):
-        shown = subprocess.run(["git", "-C", str(git_dir), "show", f"main:{path}"],
-                               check=True, capture_output=True).stdout
+        shown = subprocess.run(
+            ["git", "-C", str(git_dir), "show", f"main:{path}"], check=True, capture_output=True
+        ).stdout
         assert shown == contents[path]
     assert idx.stem == f"pack-{PackIndexFile(str(idx)).packfile_checksum().hex()}"
 
@@ -180,7 +184,10 @@ def test_pack_index_offsets_past_2_gib_use_the_64_bit_table(tmp_path: Path) -> N
     assert read.version() == 2
     assert read.size() == 4
     assert [read.offset(read.sha_to_index(sha)) for sha, _crc, _offset in entries] == [
-        12, 0x8000_0000, 0x1_2345_6789, 99
+        12,
+        0x8000_0000,
+        0x1_2345_6789,
+        99,
     ]
     assert [read.crc(read.sha_to_index(sha)) for sha, _crc, _offset in entries] == [0, 1, 2, 3]
     assert read.packfile_checksum() == b"\x01" * 20
@@ -229,3 +236,68 @@ def test_trusted_offset_takes_the_last_claim_and_says_why_it_refuses_one() -> No
         "committed by 'mallory <m@x>', not by the worker",
     )
     assert trusted_offset(claims, own, own, "git", "other", None) == (None, None)
+
+
+def plain_git_fetch(path: Path, remote: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(path), "fetch", "--quiet", str(remote), "+refs/heads/*:refs/remotes/origin/*"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL inside one call: nothing after the raise runs, no cleanup handler."""
+
+
+async def test_a_ref_write_cut_short_by_a_kill_leaves_a_fetchable_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed while moving its branch must not break the next fetch (soak run 2 of 10 did).
+
+    The killed process left an empty `refs/heads/main.tmp`, which git reads as a branch pointing
+    nowhere and answers every fetch with "bad object", so the restarted worker never caught up.
+    """
+    remote = bare_remote(tmp_path / "remote.git")
+    path = tmp_path / "r"
+    repo = LocalRepo(path, str(remote))
+    tree = repo.tree(None)
+    tree.put("a.yaml", repo.store_blob(b"a: 1\n"))
+    first = repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "one\n")
+    repo.set_branch("main", first)
+    repo.set_branch("release.tmp", first)
+    await repo.push("main", first, None)
+
+    real_replace = os.replace
+
+    def killed_at_the_ref(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if str(src).endswith(".lock"):
+            raise Killed
+        real_replace(src, dst)
+
+    second = repo.commit(tree.write(), first, OPERATOR, 1, OPERATOR, 1, "two\n")
+    with monkeypatch.context() as patched:
+        patched.setattr("pipeline.commit.gitrepo.os.replace", killed_at_the_ref)
+        with pytest.raises(Killed):
+            repo.set_branch("main", second)
+    assert (path / "refs" / "heads" / "main.lock").exists()
+    await repo.fetch()  # git never reads a lock file as a ref
+    assert git(path, "rev-parse", "main").strip() == first
+
+    # What the earlier ref writer and a killed `git fetch` leave behind.
+    (path / "refs" / "heads" / "main.tmp").write_text("")
+    (path / "refs" / "remotes" / "origin" / "main.lock").write_text(first + "\n")
+    (path / "packed-refs.lock").write_text("")
+    stuck = plain_git_fetch(path, remote)
+    assert stuck.returncode != 0
+    repo.close()
+
+    reopened = LocalRepo(path, str(remote))
+    await reopened.fetch()
+    assert reopened.remote_ref("main") == first
+    assert sorted(p.name for p in (path / "refs" / "heads").iterdir()) == ["main", "release.tmp"]
+    assert not (path / "refs" / "remotes" / "origin" / "main.lock").exists()
+    assert not (path / "packed-refs.lock").exists()
+    reopened.set_branch("main", second)
+    assert git(path, "rev-parse", "main").strip() == second
