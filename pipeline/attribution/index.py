@@ -452,12 +452,10 @@ class FactIndex:
                 continue
             if scope.count > per_type:
                 # Steady state at the per-type cap: one or two entries out per fact.
+                # (never down to zero: per_type is at least 1, so the scope stays)
                 evicted = scope.evict(scope.count - per_type)
                 self._total -= evicted
                 evicted_per_type += evicted
-                if scope.count == 0:
-                    del self._scopes[key]
-                    scope = None
             if self._total > max_total:
                 evicted_total += self._evict_total(key)
                 scope = self._scopes.get(key)
@@ -583,15 +581,10 @@ class FactIndex:
             routes[route] = routes.get(route, 0) + scope.count
         top = max(routes.values())
         route = filing[0] if routes.get(filing[0]) == top else max(routes, key=routes.__getitem__)
-        best_key: ScopeKey | None = None
-        best_count = -1
-        for key, scope in self._scopes.items():
-            if key[0] != route:
-                continue
-            if scope.count > best_count or (scope.count == best_count and key == filing):
-                best_key, best_count = key, scope.count
-        assert best_key is not None
-        return best_key
+        scopes = self._scopes
+        return max(
+            (key for key in scopes if key[0] == route), key=lambda key: (scopes[key].count, key == filing)
+        )
 
     # -- waiters -----------------------------------------------------------------------------------
     def _wake(self, keys: tuple[WaiterKey, ...]) -> None:

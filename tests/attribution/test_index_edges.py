@@ -4,6 +4,7 @@ the total cap keeping a partly evicted scope, waiter keys of rv-only and delete 
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import pytest
@@ -279,7 +280,10 @@ def test_a_conflict_is_counted_and_logged_with_both_claimants(caplog: pytest.Log
     assert conflicts() == before + 1
     assert index.conflicts == 1
     (message,) = [r.getMessage() for r in caplog.records if "conflicting facts" in r.getMessage()]
-    assert "u1/1: 'alice' (audit audit-alice-create) and 'bob' (audit audit-bob-update)" in message
+    assert (
+        "conflicting facts for uid/resourceVersion u1/1: 'alice' (audit audit-alice-create) and 'bob' "
+        "(audit audit-bob-update)" in message
+    )
 
 
 def test_an_invalid_selector_is_logged_and_never_matches(caplog: pytest.LogCaptureFixture) -> None:
@@ -428,3 +432,81 @@ def test_a_live_rv_only_filing_keeps_its_place_in_the_eviction_order_through_com
     index.apply(ROUTE, CM, [fact("dave", "update", name="n0"), fact("dave", "update", name="n1")])
     assert index.lookup(query(rv="5")).tier == Tier.ABSENT, "the oldest filing goes first"
     assert [index.lookup(query(name=n)).tier for n in ("c", "n0", "n1")] == [Tier.NAME] * 3
+
+
+def test_an_exact_fact_wakes_the_write_waiter_on_that_uid_and_version_only() -> None:
+    index = make_index()
+    waiter = index.register(query(uid="u1", rv="5", name="a"))
+    older = index.register(query(uid="u1", rv="4", name="a"))
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="5")])
+    assert waiter.event.is_set()
+    assert not older.event.is_set(), "a write waiter does not wait on the uid's latest fact"
+    index.unregister(waiter)
+    index.unregister(older)
+    assert index.waiter_count() == 0
+
+
+def test_a_waiter_without_an_event_time_is_not_woken_by_the_watermark() -> None:
+    """Only a query that knows when its event happened waits for audit time to reach it."""
+    index = make_index()
+    untimed = index.register(query(uid="u9", rv="9", name="z"))
+    stage_us = int(T0 * 1_000_000) - 1_000_000
+    timed = index.register(query(uid="u9", rv="9", name="z")._replace(event_ms=stage_us // 1000))
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1", stage_us=stage_us)])
+    assert index.watermark(ROUTE) == stage_us // 1000
+    assert timed.event.is_set()
+    assert not untimed.event.is_set()
+    index.unregister(timed)
+    index.unregister(untimed)
+
+
+def test_a_conflict_lives_as_long_as_its_later_claim() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 8
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 4  # alice's claim is past the TTL, bob's is not
+    found = index.lookup(query(uid="u1", rv="1", name="a"))
+    assert found.tier == Tier.CONFLICT
+    assert [c.author for c in found.candidates] == ["alice", "bob"]
+    clock.now += 7
+    assert index.lookup(query(uid="u1", rv="1", name="a")).tier != Tier.CONFLICT
+
+
+def test_a_scope_the_total_cap_empties_is_dropped() -> None:
+    """A tie for the largest scope goes to the one being filed; emptied, it leaves the index."""
+    index = make_index(max_facts=1)
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a")])
+    index.apply(ROUTE, SECRETS, [fact("bob", "update", name="s1")])
+    assert index.evictions["total"] == 1
+    assert (len(index), index.scope_count()) == (1, 1)
+    assert index.scope_size(ROUTE, SECRETS) == 0
+    assert index.lookup(query(name="a")).author == "alice"
+    index.apply(ROUTE, DEPLOY, [fact("carol", "update", name="d1")])
+    assert (len(index), index.scope_count()) == (1, 1)
+    assert index.lookup(query(name="a")).author == "alice"
+
+
+def test_compaction_is_amortized_over_the_stale_references_it_drops() -> None:
+    """After compacting, stale references may pile up to the bound again before the next one:
+    compacting on every rewrite would cost a pass over the order per fact."""
+    index = make_index()
+    lengths = []
+    for i in range(300):
+        index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv=str(i % 2))])
+        lengths.append(index.order_length(ROUTE, CM))
+    compactions = sum(1 for before, after in itertools.pairwise(lengths) if after < before)
+    assert 2 <= compactions <= 300 // 64
+    assert max(lengths[150:]) > 60, "references pile up again after a compaction"
+
+
+def test_a_batch_keeps_filing_after_the_total_cap_drops_its_scope() -> None:
+    """The rest of a batch goes into a live scope, never into the one the cap just dropped
+    (whose entries nothing could find, while the cap took live entries elsewhere)."""
+    index = make_index(max_facts=1)
+    index.apply(ROUTE, CM, [fact("alice", "update", name="a")])
+    index.apply(ROUTE, SECRETS, [fact("bob", "update", name="s1"), fact("bob", "update", name="s2")])
+    assert index.evictions["total"] == 2
+    assert (len(index), index.scope_count()) == (1, 1)
+    assert index.lookup(query(name="a")).author == "alice"
