@@ -510,3 +510,14 @@ def test_a_batch_keeps_filing_after_the_total_cap_drops_its_scope() -> None:
     assert index.evictions["total"] == 2
     assert (len(index), index.scope_count()) == (1, 1)
     assert index.lookup(query(name="a")).author == "alice"
+
+
+def test_a_tie_between_routes_at_the_total_cap_goes_to_the_route_being_filed() -> None:
+    index = make_index(max_facts=3)
+    index.apply("first", CM, [fact("alice", "update", name="a1"), fact("alice", "update", name="a2")])
+    index.apply("second", CM, [fact("bob", "update", name="b1")])
+    index.apply("second", CM, [fact("bob", "update", name="b2")])
+    assert index.evictions["total"] == 1
+    assert [index.lookup(query(route="first", name=n)).author for n in ("a1", "a2")] == ["alice", "alice"]
+    assert index.lookup(query(route="second", name="b1")).tier == Tier.ABSENT
+    assert index.lookup(query(route="second", name="b2")).author == "bob"
