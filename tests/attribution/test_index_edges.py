@@ -320,6 +320,20 @@ def test_a_deletion_conflict_lives_as_long_as_its_later_claim() -> None:
     assert (found.tier, found.author) == (Tier.DELETE_STICKY, "alice"), "sticky removals outlive the conflict"
 
 
+def test_a_write_conflict_lives_as_long_as_its_later_claim() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=10)
+    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 8
+    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")], clock.ms)
+    clock.now += 4  # alice's claim is past the TTL, bob's is not
+    found = index.lookup(query(uid="u1", rv="1", name="a"))
+    assert found.tier == Tier.CONFLICT
+    assert [c.author for c in found.candidates] == ["alice", "bob"]
+    clock.now += 7  # both claims past the TTL
+    assert index.lookup(query(uid="u1", rv="1", name="a")).tier == Tier.ABSENT
+
+
 def test_removal_evidence_exactly_at_the_ttl_still_counts() -> None:
     clock = Clock()
     index = make_index(clock, ttl_s=10, collection_window_s=30)
@@ -458,20 +472,6 @@ def test_a_waiter_without_an_event_time_is_not_woken_by_the_watermark() -> None:
     assert not untimed.event.is_set()
     index.unregister(timed)
     index.unregister(untimed)
-
-
-def test_a_conflict_lives_as_long_as_its_later_claim() -> None:
-    clock = Clock()
-    index = make_index(clock, ttl_s=10)
-    index.apply(ROUTE, CM, [fact("alice", "create", name="a", uid="u1", rv="1")], clock.ms)
-    clock.now += 8
-    index.apply(ROUTE, CM, [fact("bob", "update", name="a", uid="u1", rv="1")], clock.ms)
-    clock.now += 4  # alice's claim is past the TTL, bob's is not
-    found = index.lookup(query(uid="u1", rv="1", name="a"))
-    assert found.tier == Tier.CONFLICT
-    assert [c.author for c in found.candidates] == ["alice", "bob"]
-    clock.now += 7
-    assert index.lookup(query(uid="u1", rv="1", name="a")).tier != Tier.CONFLICT
 
 
 def test_a_scope_the_total_cap_empties_is_dropped() -> None:
