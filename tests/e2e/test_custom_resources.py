@@ -1,7 +1,9 @@
 """The configbutler.ai CRDs on a real kube-apiserver (`make e2e`; `plane` from tests/e2e/conftest.py).
 
 gitops-reverser objects apply unchanged, fields this project does not know are stored (not pruned)
-so the controller can report them, and what the schema requires is refused by the apiserver.
+so the controller can report them, and what the schema requires is refused by the apiserver. A YAML
+file's `reverser config export`, applied and read back through the apiserver (its schema defaulting
+and pruning included), routes exactly as the file does against the apiserver's own discovery.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from pipeline.attribution.selector import parse_selector
+from pipeline.config import ClusterSettings, Settings, load_settings
 from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.export import export_resources
 from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
-from tests.customresources.test_compile import UPSTREAM
+from pipeline.router.component import destinations
+from pipeline.watch.kube import ApiResource, open_client
+from pipeline.watch.resolve import resolve_target
+from tests.customresources.test_compile import SAMPLE, UPSTREAM
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 from tests.support.net import free_port
@@ -130,3 +138,56 @@ async def test_upstream_objects_apply_unchanged_and_keep_unsupported_fields(plan
         with pytest.raises(ApiException) as caught:
             await create(api, no_provider)
         assert "spec.providerRef.name names the GitProvider" in str(caught.value.body)
+
+
+def _streams(
+    settings: Settings, discovered: dict[tuple[str, str], ApiResource]
+) -> set[tuple[str, str, str, str, str, str]]:
+    """(target, group, version, resource, scope, canonical selector) of every stream, and no problems."""
+    found = set()
+    for target in settings.targets:
+        specs, problems = resolve_target(target, settings.clusters[0], discovered)
+        assert problems == [], f"{target.name}: {problems}"
+        for s in specs:
+            selector = repr(sorted(map(str, parse_selector(s.label_selector).match_expressions())))
+            found.add((s.target, s.group, s.version, s.resource, s.scope, selector))
+    return found
+
+
+async def test_an_exported_file_applied_through_the_apiserver_routes_as_the_file(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    home = "reverser-export"
+    path = tmp_path / "config.yaml"
+    path.write_text(SAMPLE.replace("/etc/reverser/prod.kubeconfig", str(plane.kubeconfig)))
+    original = load_settings(path, environ={})
+    documents = export_resources(original, home)
+    async with kube_client(plane.kubeconfig) as api:
+        await install_crds(api)
+        await client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=home))
+        )
+        # through YAML text, as `reverser config export | kubectl apply -f -` carries them
+        stored = [await create(api, d) for d in yaml.safe_load_all(yaml.safe_dump_all(documents))]
+    assert sorted(s["kind"] for s in stored) == sorted(d["kind"] for d in documents)
+    compiled = compile_resources([parse_object(s) for s in stored], home_namespace=home, base=original)
+    assert compiled.errors == []
+    assert all(not r.unsupported for r in compiled.reports.values()), "the apiserver added nothing unknown"
+    again = compiled.settings(original)
+
+    kube = await open_client(ClusterSettings(name="prod-eu-1", kubeconfig=plane.kubeconfig))
+    try:
+        discovered = await kube.discover()
+    finally:
+        await kube.close()
+    assert sorted(p.name for p in again.providers) == sorted(p.name for p in original.providers)
+    assert sorted(again.providers, key=lambda p: p.name) == sorted(original.providers, key=lambda p: p.name)
+    assert destinations(again) == destinations(original)
+    streams = _streams(original, discovered)
+    assert _streams(again, discovered) == streams
+    assert {(t, g, r, scope) for t, g, _, r, scope, _ in streams} >= {
+        ("prod-apps", "", "configmaps", "shop"),
+        ("prod-apps", "apps", "deployments", "payments"),
+        ("prod-apps", "rbac.authorization.k8s.io", "clusterroles", ""),
+        ("staging", "", "secrets", "shop"),
+    }
