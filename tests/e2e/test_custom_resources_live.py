@@ -144,6 +144,17 @@ def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"]) for c in (obj.get("status") or {}).get("conditions", [])}
 
 
+async def _wait_settled(plane: ControlPlane, rule_name: str) -> None:
+    """Until the WatchRule's status is of its current generation and its streams are running."""
+
+    async def settled() -> bool:
+        rule = await _get(plane, Kind.WATCH_RULE, rule_name)
+        current = (rule.get("status") or {}).get("observedGeneration") == rule["metadata"]["generation"]
+        return current and _conditions(rule).get("Reconciling", ("",))[0] == "False"
+
+    await wait_for(settled, f"the status of WatchRule {rule_name}", timeout_s=WAIT_S)
+
+
 async def _configmap(plane: ControlPlane, name: str, labels: dict[str, str] | None = None) -> None:
     async with kube_client(plane.kubeconfig) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(
@@ -168,12 +179,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
         "cm-one under both targets",
     )
 
-    async def settled() -> bool:
-        rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
-        current = (rule.get("status") or {}).get("observedGeneration") == rule["metadata"]["generation"]
-        return current and _conditions(rule).get("Reconciling", ("",))[0] == "False"
-
-    await wait_for(settled, "the WatchRule's status", timeout_s=WAIT_S)
+    await _wait_settled(live.plane, "apps")
     rule = await _get(live.plane, Kind.WATCH_RULE, "apps")
     assert _conditions(rule) == {
         "Ready": ("True", "PartiallyResolved"),
@@ -202,6 +208,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
 
 async def test_a_changed_watch_rule_restarts_only_its_stream(live: Live) -> None:
     service = live.service
+    await _wait_settled(live.plane, "apps")  # its streams run: the change below replaces one
     stops_before = service.metric_sum("reverser_watch_stream_stops_total")
     starts_before = service.metric_sum("reverser_watch_stream_starts_total", target="team-a/apps")
     snapshots_before = service.metric_sum("reverser_watch_snapshots_total", outcome="completed")
