@@ -375,11 +375,47 @@ class CommitterSettings(_Section):
     """Committer email on every commit."""
 
 
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class SecretReference(_Section):
+    """A Secret holding a provider's Git credentials (keys: docs/secrets.md, Git credentials).
+
+    Read by the commit worker from the cluster custom resources live in (`custom_resources.cluster`,
+    else the first of `clusters`) when it first needs the remote, and again after the remote
+    refuses them; only this reference is in the configuration, never a value.
+    """
+
+    namespace: str = Field(pattern=_DNS_LABEL)
+    """Namespace of the Secret."""
+    name: str = Field(pattern=_OBJECT_NAME)
+    """Name of the Secret."""
+
+    def describe(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class KnownHostsReference(_Section):
+    """A ConfigMap or Secret whose `known_hosts` (or `ssh_known_hosts`) key lists the SSH host keys."""
+
+    kind: Literal["ConfigMap", "Secret"] = "ConfigMap"
+    """ConfigMap (default) or Secret."""
+    namespace: str = Field(pattern=_DNS_LABEL)
+    """Namespace of the object."""
+    name: str = Field(pattern=_OBJECT_NAME)
+    """Name of the object."""
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
 class SshSettings(_Section):
     """How an `ssh://` or `user@host:path` remote is reached (docs/commit-worker.md, SSH remotes).
 
-    The key comes from a file or from an environment variable (never this file). Host keys are
-    checked strictly against `known_hosts_file`; an unknown host is refused unless
+    The key comes from a file, from an environment variable (never this file) or from the
+    provider's `credentials_secret`. Host keys are checked strictly against `known_hosts_file` (or
+    the Secret's or `known_hosts_ref`'s); an unknown host is refused unless
     `allow_unknown_host_keys` (then the first key seen is pinned in the workdir).
     """
 
@@ -393,12 +429,14 @@ class SshSettings(_Section):
     """Accept any host key (unsafe; for tests and first contact only)."""
 
     @model_validator(mode="after")
-    def _one_key_and_hosts(self) -> SshSettings:
-        if (self.private_key_file is None) == (self.private_key_env is None):
+    def _one_key(self) -> SshSettings:
+        if self.private_key_file is not None and self.private_key_env is not None:
             raise ValueError("give exactly one of private_key_file and private_key_env")
-        if self.known_hosts_file is None and not self.allow_unknown_host_keys:
-            raise ValueError("known_hosts_file is required (or set allow_unknown_host_keys: true)")
         return self
+
+    @property
+    def has_key(self) -> bool:
+        return self.private_key_file is not None or self.private_key_env is not None
 
 
 class SigningSettings(_Section):
@@ -429,7 +467,8 @@ class SigningSettings(_Section):
 
 
 class ProviderSettings(_Section):
-    """A Git remote; credentials are read from environment variables, never from this file.
+    """A Git remote; credentials come from environment variables or a Kubernetes Secret, never
+    from this file.
 
     Basic credentials over plain `http://` would travel readable by anyone on the path, so they
     need `allow_plain_http_credentials: true`.
@@ -462,6 +501,11 @@ class ProviderSettings(_Section):
     """Longest pause between retries of a failing push, in seconds."""
     ssh: SshSettings | None = None
     """How an SSH remote is reached."""
+    credentials_secret: SecretReference | None = None
+    """A Kubernetes Secret with the credentials (SSH key, user name and password, or bearer token),
+    instead of username_env/password_env/ssh keys; needs a cluster (docs/secrets.md)."""
+    known_hosts_ref: KnownHostsReference | None = None
+    """A ConfigMap or Secret with the SSH known_hosts, when the credentials Secret has none."""
     signing: SigningSettings | None = None
     """Commit signing; none: commits are not signed."""
 
@@ -479,20 +523,55 @@ class ProviderSettings(_Section):
     def _no_plain_http_credentials(self) -> ProviderSettings:
         origin = origin_of(self.url)
         plain = origin is not None and origin.scheme == "http"
-        if plain and self.password_env is not None and not self.allow_plain_http_credentials:
+        sends = self.password_env is not None or self.credentials_secret is not None
+        if plain and sends and not self.allow_plain_http_credentials:
             raise ValueError(
                 f"provider {self.name}: refusing to send Basic credentials over plain http://; "
                 "use https:// or set allow_plain_http_credentials: true"
             )
         return self
 
+    @model_validator(mode="after")
+    def _one_credentials_source(self) -> ProviderSettings:
+        """Credentials from the environment or from a Secret, never both; SSH host trust from one place."""
+        ssh = self.ssh
+        if self.credentials_secret is not None:
+            env_fields = [
+                name
+                for name, value in (
+                    ("username_env", self.username_env),
+                    ("password_env", self.password_env),
+                    ("ssh.private_key_env", ssh.private_key_env if ssh else None),
+                    ("ssh.private_key_file", ssh.private_key_file if ssh else None),
+                )
+                if value is not None
+            ]
+            if env_fields:
+                raise ValueError(
+                    f"credentials_secret and {', '.join(env_fields)} both give credentials; keep one"
+                )
+        elif ssh is not None and not ssh.has_key:
+            raise ValueError("ssh: give exactly one of private_key_file and private_key_env")
+        if ssh is not None and ssh.known_hosts_file is not None and self.known_hosts_ref is not None:
+            raise ValueError("ssh.known_hosts_file and known_hosts_ref both give known hosts; keep one")
+        from_cluster = self.credentials_secret is not None or self.known_hosts_ref is not None
+        trusted = ssh is None or ssh.known_hosts_file is not None or ssh.allow_unknown_host_keys
+        if not trusted and not from_cluster:
+            raise ValueError("ssh: known_hosts_file is required (or set allow_unknown_host_keys: true)")
+        return self
+
+    @property
+    def credentials_from_cluster(self) -> bool:
+        """Whether the commit worker reads the credentials (or the known hosts) from the cluster."""
+        return self.credentials_secret is not None or self.known_hosts_ref is not None
+
 
 class WatchRule(_Section):
     """Resources (`resource` or `group/resource`) to mirror, in some namespaces or cluster-wide."""
 
-    resources: list[
-        Annotated[str, Field(pattern=r"^(\*|[a-z0-9.-]+)(/(\*|[a-z0-9.-]+))?$|^/\*$")]
-    ] = Field(min_length=1)
+    resources: list[Annotated[str, Field(pattern=r"^(\*|[a-z0-9.-]+)(/(\*|[a-z0-9.-]+))?$|^/\*$")]] = Field(
+        min_length=1
+    )
     """Resources to mirror, as `resource` or `group/resource`; or a pattern: `*` (every resource of
     every group), `group/*` (`/*`: the core group), `*/resource` (that resource in every group)."""
     namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []

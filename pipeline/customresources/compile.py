@@ -47,6 +47,9 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.push.commitWindow",
         "spec.commit.committer.name",
         "spec.commit.committer.email",
+        "spec.secretRef.name",
+        "spec.knownHostsRef.kind",
+        "spec.knownHostsRef.name",
         "spec.pipeline",
     ),
     Kind.GIT_TARGET: (
@@ -258,8 +261,59 @@ _PROVIDER_PATHS = {
     "committer": "spec.commit.committer",
     "commit_window_s": "spec.push.commitWindow",
     "name": "metadata.name",
+    "credentials_secret": "spec.secretRef",
+    "known_hosts_ref": "spec.knownHostsRef",
 }
-_PROVIDER_MAPPED = frozenset({"name", "url", "default_branch", "committer", "commit_window_s"})
+_PROVIDER_MAPPED = frozenset(
+    {"name", "url", "default_branch", "committer", "commit_window_s", "credentials_secret", "known_hosts_ref"}
+)
+# `spec.pipeline` fields that give credentials too: with `spec.secretRef` they are an error.
+_ENV_CREDENTIALS = ("username_env", "password_env", "ssh.private_key_env", "ssh.private_key_file")
+
+
+def _references(resource: CustomResource, extension: dict[str, Any], report: ObjectReport) -> dict[str, Any]:
+    """`spec.secretRef` and `spec.knownHostsRef` as the provider's references, in the object's namespace.
+
+    Only the reference travels in the configuration (and on the config topic); the commit worker
+    reads the values from the cluster when it needs them.
+    """
+    spec = resource.spec
+    found: dict[str, Any] = {}
+    secret = spec.get("secretRef")
+    if secret:
+        name = secret.get("name") if isinstance(secret, dict) else None
+        if not name:
+            report.errors.append(FieldProblem("spec.secretRef.name", "names the Secret; it is required"))
+        else:
+            found["credentials_secret"] = {"namespace": resource.ref.namespace, "name": name}
+        raw_ssh = extension.get("ssh")
+        ssh: dict[str, Any] = raw_ssh if isinstance(raw_ssh, dict) else {}
+        present = {
+            "username_env": extension.get("username_env"),
+            "password_env": extension.get("password_env"),
+            **{f"ssh.{k}": ssh.get(k) for k in ("private_key_env", "private_key_file")},
+        }
+        for key in _ENV_CREDENTIALS:
+            if present.get(key) is not None:
+                report.errors.append(
+                    FieldProblem(
+                        f"spec.pipeline.{key}",
+                        f"spec.secretRef and spec.pipeline.{key} both give credentials; keep one",
+                    )
+                )
+    hosts = spec.get("knownHostsRef")
+    if hosts:
+        if not isinstance(hosts, dict) or not hosts.get("name"):
+            report.errors.append(
+                FieldProblem("spec.knownHostsRef.name", "names the ConfigMap or Secret; it is required")
+            )
+        else:
+            found["known_hosts_ref"] = {
+                "kind": hosts.get("kind") or "ConfigMap",
+                "namespace": resource.ref.namespace,
+                "name": hosts["name"],
+            }
+    return found
 
 
 def _provider(resource: CustomResource, name: str, report: ObjectReport) -> ProviderSettings | None:
@@ -270,6 +324,7 @@ def _provider(resource: CustomResource, name: str, report: ObjectReport) -> Prov
     branches = spec.get("allowedBranches") or []
     literal = [b for b in branches if isinstance(b, str) and not _GLOB.search(b)]
     data: dict[str, Any] = {**extension, "name": name, "url": spec.get("url")}
+    data.update(_references(resource, extension, report))
     data["default_branch"] = literal[0] if literal else "main"
     committer = (spec.get("commit") or {}).get("committer") or {}
     if committer:

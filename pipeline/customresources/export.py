@@ -49,10 +49,31 @@ def _provider(provider: ProviderSettings, branches: list[str], namespace: str) -
     extension = provider.model_dump(
         mode="json",
         exclude_defaults=True,
-        exclude={"name", "url", "default_branch", "committer", "commit_window_s"},
+        exclude={
+            "name",
+            "url",
+            "default_branch",
+            "committer",
+            "commit_window_s",
+            "credentials_secret",
+            "known_hosts_ref",
+        },
     )
     if extension:
         spec["pipeline"] = extension
+    secret, hosts = provider.credentials_secret, provider.known_hosts_ref
+    for where, ref in (("credentials_secret", secret), ("known_hosts_ref", hosts)):
+        if ref is not None and ref.namespace != namespace:
+            # a GitProvider can only name objects of its own namespace
+            raise ExportError(
+                f"provider {provider.name!r}: {where} is in namespace {ref.namespace!r}, but the "
+                f"resources are exported to {namespace!r}; a GitProvider names only objects of its "
+                "own namespace (export with --namespace " + ref.namespace + ")"
+            )
+    if secret is not None:
+        spec["secretRef"] = {"name": secret.name}
+    if hosts is not None:
+        spec["knownHostsRef"] = {"kind": hosts.kind, "name": hosts.name}
     return {
         "apiVersion": API_VERSION,
         "kind": Kind.GIT_PROVIDER.value,

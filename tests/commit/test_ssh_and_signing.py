@@ -76,10 +76,13 @@ async def commit_and_push(tmp_path: Path, prov: ProviderSettings, *names: str) -
 
 
 def test_ssh_settings_are_validated() -> None:
+    url = "ssh://git@example.com/r.git"
     with pytest.raises(ValueError, match="exactly one of private_key_file and private_key_env"):
-        SshSettings(known_hosts_file=Path("kh"))
+        ProviderSettings(name="p", url=url, ssh=SshSettings(known_hosts_file=Path("kh")))
+    with pytest.raises(ValueError, match="exactly one of private_key_file and private_key_env"):
+        SshSettings(private_key_env="KEY", private_key_file=Path("k"), known_hosts_file=Path("kh"))
     with pytest.raises(ValueError, match="known_hosts_file is required"):
-        SshSettings(private_key_env="KEY")
+        ProviderSettings(name="p", url=url, ssh=SshSettings(private_key_env="KEY"))
     with pytest.raises(ValueError, match="exactly one of key_file and key_env"):
         SigningSettings(format="ssh")
 

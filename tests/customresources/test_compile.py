@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pipeline.attribution.selector import parse_selector
-from pipeline.config import ConfigError, Settings, load_settings
+from pipeline.config import ConfigError, KnownHostsReference, SecretReference, Settings, load_settings
 from pipeline.customresources.compile import compile_resources, go_duration_s, selector_text
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResourceError, Kind, ObjectRef, parse_object
@@ -79,7 +79,7 @@ targets:
 """
 
 # gitops-reverser v0.41 objects as an existing install has them, with fields this project does
-# not act on (credentials Secret, Go message templates, placement, apiVersions).
+# not act on (Go message templates, placement, apiVersions).
 UPSTREAM = """
 apiVersion: configbutler.ai/v1alpha3
 kind: GitProvider
@@ -206,7 +206,10 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
         (ObjectRef(Kind.CLUSTER_WATCH_RULE, "", "team-a-rbac"), 0),
     ]
     unsupported = {ref.kind: r.unsupported for ref, r in compiled.reports.items()}
-    assert unsupported[Kind.GIT_PROVIDER] == ["spec.secretRef.name", "spec.commit.message.eventTemplate"]
+    assert unsupported[Kind.GIT_PROVIDER] == ["spec.commit.message.eventTemplate"]
+    assert provider.credentials_secret is not None
+    assert provider.credentials_secret.describe() == "team-a/git-creds"
+    assert provider.known_hosts_ref is None
     assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
     assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions"]
     assert unsupported[Kind.CLUSTER_WATCH_RULE] == []
@@ -258,6 +261,35 @@ def _edited(path: str, value: Any) -> list[Any]:
             "not permitted",
         ),
         ("GitProvider.spec.pipeline", {"url": "x"}, Kind.GIT_PROVIDER, "spec.pipeline.url", "spec.url"),
+        (
+            "GitProvider.spec.pipeline",
+            {"password_env": "GIT_PASSWORD"},
+            Kind.GIT_PROVIDER,
+            "spec.pipeline.password_env",
+            "spec.secretRef and spec.pipeline.password_env both give credentials",
+        ),
+        (
+            "GitProvider.spec.pipeline",
+            {"ssh": {"private_key_env": "KEY", "allow_unknown_host_keys": True}},
+            Kind.GIT_PROVIDER,
+            "spec.pipeline.ssh.private_key_env",
+            "spec.secretRef and spec.pipeline.ssh.private_key_env",
+        ),
+        (
+            "GitProvider.spec.pipeline",
+            {"credentials_secret": {"namespace": "team-a", "name": "x"}},
+            Kind.GIT_PROVIDER,
+            "spec.pipeline.credentials_secret",
+            "set by spec.secretRef",
+        ),
+        (
+            "GitProvider.spec.knownHostsRef",
+            {"kind": "Pod", "name": "hosts"},
+            Kind.GIT_PROVIDER,
+            "spec.knownHostsRef.kind",
+            "ConfigMap",
+        ),
+        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.name", "required"),
         (
             "GitTarget.spec.providerRef",
             {"name": "missing"},
@@ -444,6 +476,34 @@ def test_export_refuses_what_custom_resources_cannot_name(tmp_path: Path) -> Non
     )
     with pytest.raises(ExportError, match="size>3"):
         export_resources(numeric, HOME)
+
+
+def test_credential_references_export_as_secret_ref_and_compile_back(tmp_path: Path) -> None:
+    settings = _sample(tmp_path)
+    archive = settings.provider("archive").model_copy(
+        update={
+            "url": "ssh://git@git.example.com/platform/archive.git",
+            "credentials_secret": SecretReference(namespace=HOME, name="archive-git"),
+            "known_hosts_ref": KnownHostsReference(kind="Secret", namespace=HOME, name="git-hosts"),
+        }
+    )
+    providers = [archive if p.name == "archive" else p for p in settings.providers]
+    with_secret = settings.model_copy(update={"providers": providers})
+    documents = export_resources(with_secret, HOME)
+    (exported,) = [d for d in documents if d["metadata"]["name"] == "archive"]
+    assert exported["spec"]["secretRef"] == {"name": "archive-git"}
+    assert exported["spec"]["knownHostsRef"] == {"kind": "Secret", "name": "git-hosts"}
+    assert "credentials_secret" not in exported["spec"].get("pipeline", {})
+    compiled = compile_resources(
+        [parse_object(d) for d in yaml.safe_load_all(yaml.safe_dump_all(documents))],
+        home_namespace=HOME,
+        base=with_secret,
+    )
+    assert compiled.errors == []
+    assert sorted(compiled.providers, key=lambda p: p.name) == sorted(providers, key=lambda p: p.name)
+    # a GitProvider can name only a Secret of its own namespace
+    with pytest.raises(ExportError, match="'archive': credentials_secret is in namespace 'reverser'"):
+        export_resources(with_secret, "elsewhere")
 
 
 def test_wildcard_items_become_patterns_and_export_writes_them_back() -> None:

@@ -1,0 +1,134 @@
+"""Git credentials read from a Kubernetes Secret: which keys mean what, decided without I/O.
+
+A GitProvider's `spec.secretRef` (a provider's `credentials_secret` in the file) names a Secret
+whose keys are spelled in one of three dialects, as gitops-reverser accepts them: Kubernetes'
+own (`ssh-privatekey`, `ssh-password`, `username`, `password`), Flux's (`identity`,
+`known_hosts`) and Argo CD's (`sshPrivateKey`). Exactly one method is used, SSH key before HTTP
+basic before a bearer token, so a Secret that carries several never mixes them. SSH host trust
+comes from the Secret's `known_hosts`, else from the provider's known-hosts reference (a
+ConfigMap or Secret with `known_hosts` or `ssh_known_hosts`); with neither, an SSH remote is
+refused (fail closed) unless the provider allows unknown host keys.
+
+Every message names the Secret and the key, never a value: messages reach logs, metrics
+labels (the reason only) and the custom resources' status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "KNOWN_HOSTS_KEYS",
+    "SSH_KEY_KEYS",
+    "CredentialsError",
+    "CredentialsReason",
+    "GitCredentials",
+    "credentials_from_secret",
+    "known_hosts_from",
+]
+
+#: Keys of an SSH private key, first non-empty wins: Kubernetes, Flux, Argo CD.
+SSH_KEY_KEYS = ("ssh-privatekey", "identity", "sshPrivateKey")
+#: Keys of a known-hosts object (a known-hosts reference); a credentials Secret's own is `known_hosts`.
+KNOWN_HOSTS_KEYS = ("known_hosts", "ssh_known_hosts")
+_SECRET_KNOWN_HOSTS = "known_hosts"
+
+
+class CredentialsReason(StrEnum):
+    """Why a provider has no usable credentials (the `reason` label of the errors metric)."""
+
+    NOT_FOUND = "not_found"
+    FORBIDDEN = "forbidden"
+    UNREACHABLE = "unreachable"
+    MISSING_KEY = "missing_key"
+    NO_KNOWN_HOSTS = "no_known_hosts"
+    INVALID_KEY = "invalid_key"
+    REJECTED = "rejected"
+
+
+class CredentialsError(Exception):
+    """No usable credentials; the message names the object and the key, never a value."""
+
+    def __init__(self, reason: CredentialsReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class GitCredentials:
+    """What one Secret gives: an SSH key (and its passphrase), basic credentials or a bearer token.
+
+    Values are left out of the repr, so a log line or a traceback never shows them.
+    """
+
+    ssh_key: str | None = field(default=None, repr=False)
+    ssh_passphrase: str | None = field(default=None, repr=False)
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    bearer_token: str | None = field(default=None, repr=False)
+    known_hosts: str | None = field(default=None, repr=False)
+
+    @property
+    def method(self) -> str:
+        """`ssh`, `basic`, `bearer` or `anonymous` (for logs: never a value)."""
+        if self.ssh_key is not None:
+            return "ssh"
+        if self.password is not None:
+            return "basic"
+        return "bearer" if self.bearer_token is not None else "anonymous"
+
+
+def _text(data: Mapping[str, bytes], key: str) -> str | None:
+    """The key's value as text, or None when absent or blank (a blank key counts as unset)."""
+    raw = data.get(key)
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", "replace")
+    return text if text.strip() else None
+
+
+def _first(data: Mapping[str, bytes], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = _text(data, key)
+        if value is not None:
+            return value
+    return None
+
+
+def credentials_from_secret(secret: str, data: Mapping[str, bytes]) -> GitCredentials:
+    """The credentials in a Secret's (base64-decoded) `data`; `secret` is `namespace/name` for messages.
+
+    SSH key > basic > bearer: the first method present is the only one kept. A `username` without
+    a `password` raises CredentialsError naming the Secret and `password`; a Secret with none of
+    the keys raises naming the keys looked for.
+    """
+    known_hosts = _text(data, _SECRET_KNOWN_HOSTS)
+    ssh_key = _first(data, SSH_KEY_KEYS)
+    if ssh_key is not None:
+        passphrase = _text(data, "ssh-password") or _text(data, "password")
+        return GitCredentials(ssh_key=ssh_key, ssh_passphrase=passphrase, known_hosts=known_hosts)
+    username, password = _text(data, "username"), _text(data, "password")
+    if username is not None and password is None:
+        raise CredentialsError(
+            CredentialsReason.MISSING_KEY, f"Secret {secret} has key username but no key password"
+        )
+    if password is not None:
+        return GitCredentials(username=username or "", password=password, known_hosts=known_hosts)
+    token = _text(data, "bearerToken")
+    if token is not None:
+        return GitCredentials(bearer_token=token, known_hosts=known_hosts)
+    wanted = ", ".join([*SSH_KEY_KEYS, "password", "bearerToken"])
+    raise CredentialsError(CredentialsReason.MISSING_KEY, f"Secret {secret} has none of the keys {wanted}")
+
+
+def known_hosts_from(described: str, data: Mapping[str, bytes]) -> str:
+    """The known_hosts text of a known-hosts reference (`described`: `ConfigMap ns/name`)."""
+    found = _first(data, KNOWN_HOSTS_KEYS)
+    if found is None:
+        raise CredentialsError(
+            CredentialsReason.NO_KNOWN_HOSTS,
+            f"{described} has neither key {' nor '.join(KNOWN_HOSTS_KEYS)}",
+        )
+    return found
