@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from aiohttp import web
 
 from pipeline.config import Settings
+from pipeline.gitcredentials import ObjectReader
 from pipeline.log.api import Log
 
 
@@ -36,6 +37,14 @@ class ConfigRefreshing(Protocol):
     service to catch up with the config topic before it treats a name as unknown."""
 
     def use_config_refresh(self, refresh: Callable[[], Awaitable[None]]) -> None: ...
+
+
+@runtime_checkable
+class ObjectReading(Protocol):
+    """A stage that reads Secrets or ConfigMaps from the cluster (Git credentials of a provider):
+    the service gives it the reader, so the stage needs no Kubernetes client of its own."""
+
+    def use_object_reader(self, reader: ObjectReader) -> None: ...
 
 
 class ComponentFactory(Protocol):

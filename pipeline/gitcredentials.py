@@ -15,7 +15,7 @@ labels (the reason only) and the custom resources' status.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -25,6 +25,7 @@ __all__ = [
     "CredentialsError",
     "CredentialsReason",
     "GitCredentials",
+    "ObjectReader",
     "credentials_from_secret",
     "known_hosts_from",
 ]
@@ -34,6 +35,11 @@ SSH_KEY_KEYS = ("ssh-privatekey", "identity", "sshPrivateKey")
 #: Keys of a known-hosts object (a known-hosts reference); a credentials Secret's own is `known_hosts`.
 KNOWN_HOSTS_KEYS = ("known_hosts", "ssh_known_hosts")
 _SECRET_KNOWN_HOSTS = "known_hosts"
+
+
+#: `get` of one object's data on the cluster: (kind `Secret` or `ConfigMap`, namespace, name) to its
+#: keys and (decoded) values; raises CredentialsError (not_found, forbidden, unreachable).
+ObjectReader = Callable[[str, str, str], Awaitable[Mapping[str, bytes]]]
 
 
 class CredentialsReason(StrEnum):

@@ -31,6 +31,7 @@ OBJECT_STATE = "object_state"
 CONFIG_STATE = "config_state"
 TARGET_RESULT = "target_result"
 STREAM_REPORT = "stream_report"
+CREDENTIALS_REPORT = "credentials_report"
 DEAD_LETTER_REPLAY = "dead_letter_replay"
 
 
@@ -115,9 +116,7 @@ class Codec:
         except Exception as exc:
             raise DecodeError(f"{self.name}: undecodable payload: {exc}") from exc
         if buffer.tell() != len(payload):
-            raise DecodeError(
-                f"{self.name}: {len(payload) - buffer.tell()} trailing bytes after the record"
-            )
+            raise DecodeError(f"{self.name}: {len(payload) - buffer.tell()} trailing bytes after the record")
         if not isinstance(record, dict):
             raise DecodeError(f"{self.name}: payload is not a record")
         return record

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.commit.gitrepo import LocalRepo, RemoteAuth
+from pipeline.commit.gitrepo import LocalRepo, RemoteAccess, RemoteAuth
 from pipeline.commit.signing import CommitSigner, SigningError, commit_signer
 from pipeline.commit.sshremote import SshTransport, ssh_transport
 from pipeline.config import ConfigError, ProviderSettings
@@ -20,17 +20,27 @@ class ProviderAccess:
     auth: RemoteAuth | None
     ssh: SshTransport | None
     signer: CommitSigner | None
+    #: credentials read from the cluster (a Secret), which replace `auth` and `ssh` when set
+    remote: RemoteAccess | None = None
 
     def clone(self, root: Path, provider: str, branch: str, url: str) -> LocalRepo:
-        return LocalRepo.for_branch(root, provider, branch, url, self.auth, ssh=self.ssh, signer=self.signer)
+        return LocalRepo.for_branch(
+            root, provider, branch, url, self.auth, ssh=self.ssh, signer=self.signer, access=self.remote
+        )
 
 
-def provider_access(provider: ProviderSettings, auth: RemoteAuth | None, keys_dir: Path) -> ProviderAccess:
+def provider_access(
+    provider: ProviderSettings,
+    auth: RemoteAuth | None,
+    keys_dir: Path,
+    remote: RemoteAccess | None = None,
+) -> ProviderAccess:
     """The provider's access; a missing key or a signing key that does not match the committer is a
-    ConfigError naming the provider and the setting (never a key)."""
+    ConfigError naming the provider and the setting (never a key). With `remote` (credentials from
+    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used."""
     try:
-        ssh = ssh_transport(provider, keys_dir)
+        ssh = None if remote is not None else ssh_transport(provider, keys_dir)
         signer = commit_signer(provider, keys_dir, dict(os.environ))
     except (ValueError, SigningError) as exc:
         raise ConfigError(str(exc)) from None
-    return ProviderAccess(auth, ssh, signer)
+    return ProviderAccess(auth, ssh, signer, remote)

@@ -14,22 +14,25 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import TargetDeleted, WorkItem, decode_work
+from pipeline.codec.credentials_report import CredentialsReport, encode_credentials
 from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.codec.target_result import TargetResult, encode_result
 from pipeline.commit import metrics
 from pipeline.commit.access import ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
+from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import RemoteAuth
 from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings
+from pipeline.gitcredentials import CredentialsError, CredentialsReason, ObjectReader
 from pipeline.log.api import (
     GroupConsumer,
     Log,
@@ -129,8 +132,12 @@ class CommitWorker(RebalanceListener):
         self.clones = settings.workdir / "git"
         keys = settings.workdir / "keys"
         self._keys = keys
+        # credentials from the cluster, one per provider that names a Secret or known-hosts object;
+        # kept across configuration versions so running branches see a changed reference
+        self._secrets: dict[str, SecretAccess] = {}
+        self._reader: ObjectReader | None = None
         self._access: dict[str, ProviderAccess] = {
-            p.name: provider_access(p, remote_auth(p), keys) for p in settings.providers
+            p.name: self._provider_access(p) for p in settings.providers
         }
         #: Catches this process up with the newest published configuration (custom-resource
         #: mode) before work naming an unknown provider is skipped.
@@ -139,6 +146,38 @@ class CommitWorker(RebalanceListener):
 
     def use_config_refresh(self, refresh: Callable[[], Awaitable[None]]) -> None:
         self.refresh_config = refresh
+
+    def use_object_reader(self, reader: ObjectReader) -> None:
+        """How Secrets and ConfigMaps are read from the cluster (`reverser run` gives a Kubernetes
+        client's `get`); without one, providers that name a Secret get no credentials."""
+        self._reader = reader
+
+    async def _read_object(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes]:
+        if self._reader is None:
+            raise CredentialsError(
+                CredentialsReason.UNREACHABLE,
+                f"{kind} {namespace}/{name}: this process has no cluster to read it from",
+            )
+        return await self._reader(kind, namespace, name)
+
+    def _provider_access(self, provider: ProviderSettings) -> ProviderAccess:
+        """The provider's access; credentials from the cluster through its (kept) SecretAccess."""
+        auth = remote_auth(provider)
+        if not provider.credentials_from_cluster:
+            self._secrets.pop(provider.name, None)
+            return provider_access(provider, auth, self._keys)
+        remote = self._secrets.get(provider.name)
+        if remote is None:
+            remote = self._secrets[provider.name] = SecretAccess(
+                provider,
+                self._keys,
+                self._read_object,
+                env_auth=auth,
+                report=self._report_credentials if self.settings.custom_resources.enabled else None,
+            )
+        else:
+            remote.configure(provider, auth)
+        return provider_access(provider, auth, self._keys, remote)
 
     async def apply(self, settings: Settings) -> None:
         """Take a changed configuration: new providers, changed targets (prune, encryption, window).
@@ -149,7 +188,7 @@ class CommitWorker(RebalanceListener):
         """
         self.settings = settings
         for provider in settings.providers:
-            self._access[provider.name] = provider_access(provider, remote_auth(provider), self._keys)
+            self._access[provider.name] = self._provider_access(provider)
         for branch in self._branches.values():
             branch.worker.update_targets(settings)
 
@@ -349,6 +388,10 @@ class CommitWorker(RebalanceListener):
     async def _report_result(self, result: TargetResult) -> None:
         """Custom-resource mode: the controller shows it in the GitTarget's status."""
         await self.log.append_many(self._config_topic, [encode_result(result)])
+
+    async def _report_credentials(self, report: CredentialsReport) -> None:
+        """Custom-resource mode: the controller shows it in the GitProvider's status."""
+        await self.log.append_many(self._config_topic, [encode_credentials(report)])
 
     # dead letters ----------------------------------------------------------------------------
     async def _park(self, record: Record, error: Exception, reason: str) -> None:

@@ -17,8 +17,9 @@ import logging
 import os
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import git
@@ -35,6 +36,7 @@ __all__ = [
     "GitRemoteError",
     "LocalRepo",
     "PushRejected",
+    "RemoteAccess",
     "RemoteAuth",
     "identity_line",
     "redact_url",
@@ -71,6 +73,13 @@ _FAILURE_HINTS = (
     "terminal prompts disabled",
     "Permission denied (publickey",
 )
+
+
+def _refused(output: str) -> bool:
+    """Whether git's output says the remote refused the credentials."""
+    return any(hint in output for hint in _FAILURE_HINTS)
+
+
 _HOST_KEY_HINTS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
 
 
@@ -88,14 +97,34 @@ class PushRejected(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RemoteAuth:
-    """HTTP basic credentials for a remote (read from the environment by the caller)."""
+    """HTTP credentials for a remote: basic (user name and password) or a bearer token.
 
-    username: str
-    password: str
+    Both travel the same way, as the `Authorization` header of `http.<origin>.extraHeader`
+    (see the module docstring); the values are kept out of the repr.
+    """
+
+    username: str = field(default="", repr=False)
+    password: str = field(default="", repr=False)
+    bearer_token: str | None = field(default=None, repr=False)
 
     def header(self) -> str:
+        if self.bearer_token is not None:
+            return f"Authorization: Bearer {self.bearer_token}"
         token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
         return f"Authorization: Basic {token}"
+
+
+class RemoteAccess(Protocol):
+    """Credentials that may change while a clone lives (a provider's Secret is rotated).
+
+    Asked before every remote operation; told afterwards whether the remote took the credentials
+    (`refused` False) or refused them (True), so refused ones are read again before the next try.
+    `current` raises GitRemoteError (auth) when there are none to use yet.
+    """
+
+    async def current(self) -> tuple[RemoteAuth | None, SshTransport | None]: ...
+
+    async def outcome(self, refused: bool) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +202,15 @@ class LocalRepo:
         *,
         ssh: SshTransport | None = None,
         signer: CommitSigner | None = None,
+        access: RemoteAccess | None = None,
     ) -> None:
+        """`access` (credentials from a Secret) replaces `auth` and `ssh` before each remote operation."""
         self.path = path
         self.url = url
         self.auth = auth
         self.ssh = ssh
         self.signer = signer
+        self.access = access
         if not (path / "HEAD").exists():
             path.mkdir(parents=True, exist_ok=True)
             git.Repo.init(path, bare=True)
@@ -201,10 +233,11 @@ class LocalRepo:
         *,
         ssh: SshTransport | None = None,
         signer: CommitSigner | None = None,
+        access: RemoteAccess | None = None,
     ) -> LocalRepo:
         """The clone for one (provider, branch) under `root`, named by a hash so any branch name is safe."""
         digest = hashlib.sha256(f"{provider}\0{branch}\0{url.strip()}".encode()).hexdigest()[:32]
-        return cls(root / digest, url, auth, ssh=ssh, signer=signer)
+        return cls(root / digest, url, auth, ssh=ssh, signer=signer, access=access)
 
     def close(self) -> None:
         self.repo.close()
@@ -338,8 +371,19 @@ class LocalRepo:
             self.url, redact_url(self.url)
         )
 
+    async def _remote(self, *args: str) -> tuple[int, str]:
+        """A git command that talks to the remote, with the credentials `access` gives right now."""
+        if self.access is None:
+            return await self._git(*args)
+        self.auth, self.ssh = await self.access.current()
+        code, output = await self._git(*args)
+        refused = code != 0 and _refused(output)
+        if code == 0 or refused:
+            await self.access.outcome(refused)
+        return code, output
+
     def _failure(self, action: str, output: str) -> GitRemoteError:
-        auth = any(hint in output for hint in _FAILURE_HINTS)
+        auth = _refused(output)
         lines = [line.strip() for line in output.splitlines() if line.strip()]
         fatal = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
         detail = "; ".join(fatal or lines[-1:]) or "no output"
@@ -359,7 +403,7 @@ class LocalRepo:
 
     async def remote_heads(self) -> dict[str, str]:
         """Branch name -> tip SHA as the remote advertises them (`git ls-remote`, nothing fetched)."""
-        code, output = await self._git("ls-remote", "--heads", self.url)
+        code, output = await self._remote("ls-remote", "--heads", self.url)
         if code != 0:
             raise self._failure("ls-remote", output)
         heads: dict[str, str] = {}
@@ -371,7 +415,7 @@ class LocalRepo:
 
     async def fetch(self) -> None:
         """Bring every remote branch into `refs/remotes/origin/*` (pruning deleted ones)."""
-        code, output = await self._git(
+        code, output = await self._remote(
             "fetch",
             "--no-tags",
             "--prune",
@@ -390,7 +434,7 @@ class LocalRepo:
         without updating anything (`reverser doctor` uses it to prove the branch is pushable).
         """
         ref = f"refs/heads/{branch}"
-        code, output = await self._git(
+        code, output = await self._remote(
             "push",
             "--porcelain",
             *(["--dry-run"] if dry_run else []),

@@ -49,6 +49,12 @@ class SkipReason(StrEnum):
     OPERATION_FILTERED = "operation_filtered"
 
 
+CREDENTIALS_ERRORS = Counter(
+    "reverser_commit_credentials_errors_total",
+    "Times a provider's credentials from its Secret were unusable, by reason (not_found, forbidden, "
+    "unreachable, missing_key, no_known_hosts, invalid_key; rejected: the remote refused them).",
+    ["provider", "reason"],
+)
 PUSHES = Counter(
     "reverser_commit_pushes_total",
     "Push attempts by result (ok, rejected, auth_error, error).",

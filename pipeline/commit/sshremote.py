@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline.config import ProviderSettings
 
-__all__ = ["SshTransport", "is_ssh_url", "ssh_transport", "write_private_file"]
+__all__ = ["SshTransport", "is_ssh_url", "pinned_known_hosts", "ssh_transport", "write_private_file"]
 
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)")
 CONNECT_TIMEOUT_S = 15
@@ -77,7 +77,13 @@ def ssh_transport(provider: ProviderSettings, keys_dir: Path) -> SshTransport | 
         key_file = write_private_file(keys_dir / f"{provider.name}.ssh-key", material)
     known_hosts = settings.known_hosts_file
     if known_hosts is None and settings.allow_unknown_host_keys:
-        known_hosts = keys_dir / f"{provider.name}.known_hosts"
-        known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        known_hosts.touch(exist_ok=True)
+        known_hosts = pinned_known_hosts(keys_dir, provider.name)
     return SshTransport(key_file, known_hosts, strict=not settings.allow_unknown_host_keys)
+
+
+def pinned_known_hosts(keys_dir: Path, provider: str) -> Path:
+    """The file that pins the first host key seen (`allow_unknown_host_keys`), created empty."""
+    known_hosts = keys_dir / f"{provider}.known_hosts"
+    known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    known_hosts.touch(exist_ok=True)
+    return known_hosts

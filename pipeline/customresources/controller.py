@@ -308,6 +308,7 @@ class ConfigController:
                 follower.results,
                 self._settings.custom_resources.namespace,
                 follower.running_streams(),
+                follower.credentials,
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pipeline.codec import DecodeError
+from pipeline.codec.credentials_report import CREDENTIALS_KEY_PREFIX, CredentialsReport, decode_credentials
 from pipeline.codec.stream_report import REPORT_KEY_PREFIX, StreamReport, decode_report
 from pipeline.codec.target_result import RESULT_KEY_PREFIX, TargetResult, decode_result
 from pipeline.customresources.state import ConfigState, decode_state
@@ -49,6 +50,9 @@ class ConfigFollower:
         self.results: dict[str, TargetResult] = {}
         #: The streams each cluster's leader runs (`streams/<cluster>` records of the watch stage).
         self.reports: dict[str, StreamReport] = {}
+        #: Whether each provider's credentials from its Secret work (`credentials/<provider>` records
+        #: of the commit worker).
+        self.credentials: dict[str, CredentialsReport] = {}
         self.results_changed = asyncio.Event()
         # `catch_up` (a stage asking) and `follow` share one reader.
         self._reading = asyncio.Lock()
@@ -79,6 +83,12 @@ class ConfigFollower:
                 result = _decoded(record, decode_result, "result")
                 if result is not None:
                     self.results[result.target] = result
+                    self.results_changed.set()
+                continue
+            if record.key is not None and record.key.startswith(CREDENTIALS_KEY_PREFIX):
+                credentials = _decoded(record, decode_credentials, "credentials report")
+                if credentials is not None:
+                    self.credentials[credentials.provider] = credentials
                     self.results_changed.set()
                 continue
             if record.key is not None and record.key.startswith(REPORT_KEY_PREFIX):

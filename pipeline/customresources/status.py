@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.codec.target_result import TargetResult
 from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
+from pipeline.gitcredentials import CredentialsReason
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
@@ -147,11 +149,13 @@ def object_status(
     rules: Sequence[RuleStreams] | None,
     result: TargetResult | None = None,
     running: frozenset[str] | None = None,
+    credentials: CredentialsReport | None = None,
 ) -> dict[str, Any]:
     """The status of one object (without transition times): pure, for tests and the writer.
 
     `running` is every stream identity the watch stage reports as streaming (None: unknown, the
-    `Reconciling` condition then only says the object is published).
+    `Reconciling` condition then only says the object is published). `credentials` is what the
+    commit worker last said of a GitProvider's Secret: unusable or refused makes it not Ready.
     """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
@@ -184,6 +188,14 @@ def object_status(
         else:
             ready = _condition("Ready", True, "StreamsResolved", f"{streams} streams", generation)
         stalled = _condition("Stalled", False, "Accepted", "", generation)
+    elif credentials is not None and not credentials.ok:
+        why = (
+            "CredentialsRejected"
+            if credentials.reason == CredentialsReason.REJECTED
+            else "CredentialsUnavailable"
+        )
+        ready = _condition("Ready", False, why, credentials.message, generation)
+        stalled = _condition("Stalled", False, "Accepted", "", generation)
     else:
         ready = _condition("Ready", True, "Accepted", "", generation)
         stalled = _condition("Stalled", False, "Accepted", "", generation)
@@ -215,18 +227,23 @@ class StatusWriter:
         results: Mapping[str, TargetResult],
         home_namespace: str,
         running: frozenset[str] | None = None,
+        credentials: Mapping[str, CredentialsReport] | None = None,
     ) -> int:
         """Write what changed; returns how many objects were patched."""
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
             result = None
+            name = effective_name(ref.namespace, ref.name, home_namespace)
             if ref.kind is Kind.GIT_TARGET:
-                result = results.get(effective_name(ref.namespace, ref.name, home_namespace))
+                result = results.get(name)
             wanted = object_status(
                 report,
                 rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
                 result,
                 running,
+                _current_credentials(compiled, name, credentials or {})
+                if ref.kind is Kind.GIT_PROVIDER
+                else None,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:
@@ -251,6 +268,17 @@ class StatusWriter:
         for gone in set(self._written) - set(compiled.reports):
             del self._written[gone]
         return patched
+
+
+def _current_credentials(
+    compiled: CompiledConfig, provider: str, reports: Mapping[str, CredentialsReport]
+) -> CredentialsReport | None:
+    """The provider's credentials report, unless it is about a Secret the provider no longer names."""
+    report = reports.get(provider)
+    found = next((p for p in compiled.providers if p.name == provider), None)
+    if report is None or found is None or found.credentials_secret is None:
+        return None
+    return report if report.secret == found.credentials_secret.describe() else None
 
 
 def _without_times(status: dict[str, Any]) -> dict[str, Any]:

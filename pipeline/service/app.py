@@ -20,6 +20,7 @@ from pipeline.component import (
     Component,
     ComponentFactory,
     ConfigRefreshing,
+    ObjectReading,
     OpsRoutes,
     Reconfigurable,
 )
@@ -33,6 +34,7 @@ from pipeline.log import Log, open_log
 from pipeline.log.retrying import until_done
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.router import component as router_component
+from pipeline.service.objects import ClusterObjects
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 from pipeline.service.reload import LIVE_SETTINGS, restart_only_changes, take_live
 from pipeline.watch import component as watch_component
@@ -111,6 +113,7 @@ class Service:
         )
         self._probing: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
+        self._objects = ClusterObjects(settings)
 
     async def start(self) -> None:
         """Start everything, or nothing: a stage that fails to start stops the ones before it.
@@ -138,6 +141,8 @@ class Service:
             for component in self._starting:
                 if isinstance(component, ConfigRefreshing) and self._config is not None:
                     component.use_config_refresh(self.refresh_config)
+                if isinstance(component, ObjectReading):
+                    component.use_object_reader(self._objects.read)
             await self._probe.check()
             self._probing = asyncio.create_task(
                 self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
@@ -314,6 +319,7 @@ class Service:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self._objects.close()
         await self.log.close()
 
     def readiness(self) -> tuple[bool, list[str]]:

@@ -12,6 +12,7 @@ import yaml
 
 from pipeline.codec import DecodeError
 from pipeline.codec.config_state import ConfigObject, ObjectName, decode_config_state, encode_config_state
+from pipeline.codec.credentials_report import CredentialsReport, encode_credentials
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
@@ -216,3 +217,44 @@ def test_reconciling_is_true_while_a_rules_streams_start_and_false_once_they_run
         "False",
         "Published",
     )
+
+
+def _credentials(ok: bool, reason: str = "", secret: str = "team-a/git-creds") -> CredentialsReport:
+    message = "" if ok else f"Secret {secret} does not exist"
+    return CredentialsReport("team-a/repo", ok, reason, secret, 1000, message)
+
+
+def test_a_providers_credentials_decide_its_ready_condition() -> None:
+    provider = _compiled().reports[ObjectRef(Kind.GIT_PROVIDER, "team-a", "repo")]
+    assert _conditions(object_status(provider, None))["Ready"] == ("True", "Accepted")
+    missing = object_status(provider, None, credentials=_credentials(False, "not_found"))
+    assert _conditions(missing)["Ready"] == ("False", "CredentialsUnavailable")
+    assert missing["conditions"][0]["message"] == "Secret team-a/git-creds does not exist"
+    assert _conditions(missing)["Stalled"] == ("False", "Accepted"), "a Secret can come without an edit"
+    refused = object_status(provider, None, credentials=_credentials(False, "rejected"))
+    assert _conditions(refused)["Ready"] == ("False", "CredentialsRejected")
+    assert _conditions(object_status(provider, None, credentials=_credentials(True)))["Ready"] == (
+        "True",
+        "Accepted",
+    )
+
+
+async def test_the_follower_keeps_the_newest_credentials_report_per_provider(
+    any_log: Log, settings: Settings
+) -> None:
+    settings = settings.model_copy(
+        update={"custom_resources": settings.custom_resources.model_copy(update={"enabled": True})}
+    )
+    topic = TopicNames.for_prefix(settings.log.topic_prefix).config
+    await any_log.create_topics([s for s in topic_specs(settings) if s.name == topic])
+    follower = ConfigFollower(any_log, topic)
+    try:
+        await any_log.append_many(
+            topic,
+            [encode_credentials(_credentials(False, "not_found")), encode_credentials(_credentials(True))],
+        )
+        await follower.catch_up()
+        assert follower.credentials["team-a/repo"].ok
+        assert follower.results_changed.is_set()
+    finally:
+        await follower.close()

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pipeline.codec import (
     BRANCH_WORK,
     CONFIG_STATE,
+    CREDENTIALS_REPORT,
     DEAD_LETTER,
     DEAD_LETTER_REPLAY,
     FACT_BATCH,
@@ -33,6 +34,7 @@ from pipeline.codec import (
 from pipeline.codec.branch_work import Kind as WorkKind
 from pipeline.codec.branch_work import decode_work, encode_work
 from pipeline.codec.config_state import CONFIG_KEY, decode_config_state, encode_config_state
+from pipeline.codec.credentials_report import decode_credentials, encode_credentials
 from pipeline.codec.dead_letter import decode_letter, decode_receipt, receipt_record
 from pipeline.codec.fact_batch import (
     HAND_WRITTEN,
@@ -187,6 +189,12 @@ def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payl
 def test_target_result_round_trips_every_field(record: dict[str, Any]) -> None:
     written = read_back(TARGET_RESULT, record)
     assert encode_result(decode_result(written)).value == written.value
+
+
+@given(records(CREDENTIALS_REPORT))
+def test_credentials_report_round_trips_every_field(record: dict[str, Any]) -> None:
+    written = read_back(CREDENTIALS_REPORT, record)
+    assert encode_credentials(decode_credentials(written)).value == written.value
 
 
 @given(records(STREAM_REPORT))

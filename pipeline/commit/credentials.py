@@ -1,0 +1,233 @@
+"""A provider's credentials from its Kubernetes Secret, read when the remote is first needed.
+
+The configuration holds only the reference (`credentials_secret`, `known_hosts_ref`); this module
+turns it into what git needs, on the replica that pushes: the Secret is read with `get` through
+the injected reader, its keys decided by `pipeline.gitcredentials`, HTTP credentials kept in
+memory and SSH keys and known hosts written to 0600 files in the worker's private keys
+directory (ssh reads keys only from files). The values are read again when the remote refuses
+them (a rotated Secret) and when a new configuration changes the provider.
+
+Unusable credentials (no Secret, no access to it, a key missing) never stop the worker: the
+remote operation fails like an unreachable remote, so the branch keeps its work and retries
+with its backoff; each failure is counted in `reverser_commit_credentials_errors_total` and,
+with custom resources, reported for the GitProvider's status. Messages name the Secret and its
+keys, never a value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+
+from pipeline.codec.credentials_report import CredentialsReport
+from pipeline.commit import metrics
+from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth, redact_url
+from pipeline.commit.sshremote import (
+    SshTransport,
+    is_ssh_url,
+    pinned_known_hosts,
+    ssh_transport,
+    write_private_file,
+)
+from pipeline.config import ProviderSettings
+from pipeline.gitcredentials import (
+    SSH_KEY_KEYS,
+    CredentialsError,
+    CredentialsReason,
+    GitCredentials,
+    ObjectReader,
+    credentials_from_secret,
+    known_hosts_from,
+)
+from pipeline.log.api import LogError
+
+__all__ = ["SecretAccess"]
+
+logger = logging.getLogger(__name__)
+
+Loaded = tuple[RemoteAuth | None, SshTransport | None]
+
+
+def _unlocked_key(secret: str, credentials: GitCredentials) -> str:
+    """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form."""
+    key = credentials.ssh_key
+    assert key is not None
+    if credentials.ssh_passphrase is None:
+        return key
+    data, passphrase = key.encode(), credentials.ssh_passphrase.encode()
+    try:
+        try:
+            loaded = serialization.load_ssh_private_key(data, passphrase)
+        except ValueError:
+            loaded = serialization.load_pem_private_key(data, passphrase)  # type: ignore[assignment]
+    except TypeError:
+        return key  # not encrypted: `password` was for something else
+    except ValueError:
+        raise CredentialsError(
+            CredentialsReason.INVALID_KEY,
+            f"Secret {secret}: the SSH key cannot be opened with the passphrase of key "
+            "ssh-password (or password)",
+        ) from None
+    return loaded.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode("ascii")
+
+
+class SecretAccess:
+    """The `RemoteAccess` of one provider whose credentials or known hosts live in the cluster.
+
+    Shared by every clone of the provider on this replica, so the Secret is read once for all of
+    its branches, and again for all of them after a refusal.
+    """
+
+    def __init__(
+        self,
+        provider: ProviderSettings,
+        keys_dir: Path,
+        reader: ObjectReader,
+        *,
+        env_auth: RemoteAuth | None = None,
+        report: Callable[[CredentialsReport], Awaitable[None]] | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        """`env_auth`: HTTP credentials from the environment, for a provider with only a known-hosts
+        reference; `report` hears every change of state (custom-resource status)."""
+        self._provider = provider
+        self._keys = keys_dir
+        self._reader = reader
+        self._env_auth = env_auth
+        self._report = report
+        self._wall = wall
+        self._loaded: Loaded | None = None
+        self._lock = asyncio.Lock()
+        self._reported: tuple[bool, str, str] | None = None
+
+    @property
+    def _secret(self) -> str:
+        ref = self._provider.credentials_secret
+        return "" if ref is None else ref.describe()
+
+    def configure(self, provider: ProviderSettings, env_auth: RemoteAuth | None) -> None:
+        """A new configuration version: a changed provider reads its Secret again before the next use."""
+        if provider != self._provider or env_auth != self._env_auth:
+            self._provider, self._env_auth = provider, env_auth
+            self._loaded = None
+            self._reported = None
+
+    async def current(self) -> Loaded:
+        async with self._lock:
+            if self._loaded is None:
+                try:
+                    self._loaded = await self._load()
+                except CredentialsError as exc:
+                    await self._failed(exc)
+                    raise GitRemoteError(
+                        f"provider {self._provider.name}: no usable credentials: {exc}", auth=True
+                    ) from None
+            return self._loaded
+
+    async def outcome(self, refused: bool) -> None:
+        if not refused:
+            await self._state(True, "", "")
+            return
+        self._loaded = None  # read the Secret again before the next attempt: it may have been rotated
+        what = f"Secret {self._secret}" if self._secret else "the configured credentials"
+        await self._failed(
+            CredentialsError(
+                CredentialsReason.REJECTED,
+                f"the remote {redact_url(self._provider.url)} refused the credentials of {what}",
+            )
+        )
+
+    async def _failed(self, error: CredentialsError) -> None:
+        metrics.CREDENTIALS_ERRORS.labels(self._provider.name, error.reason).inc()
+        logger.warning("provider %s: %s", self._provider.name, error)
+        await self._state(False, error.reason, str(error))
+
+    async def _state(self, ok: bool, reason: str, message: str) -> None:
+        """Report a change of state (once: the branches share this object)."""
+        state = (ok, reason, message)
+        if self._report is None or state == self._reported:
+            return
+        report = CredentialsReport(
+            self._provider.name, ok, reason, self._secret, int(self._wall() * 1000), message
+        )
+        try:
+            await self._report(report)
+        except LogError as exc:
+            logger.warning("reporting the credentials of provider %s failed: %s", self._provider.name, exc)
+            return
+        self._reported = state
+
+    async def _load(self) -> Loaded:
+        provider = self._provider
+        ref = provider.credentials_secret
+        credentials = GitCredentials()
+        if ref is not None:
+            data = await self._reader("Secret", ref.namespace, ref.name)
+            credentials = credentials_from_secret(ref.describe(), data)
+            logger.info(
+                "provider %s: credentials (%s) read from Secret %s",
+                provider.name,
+                credentials.method,
+                ref.describe(),
+            )
+        if is_ssh_url(provider.url):
+            return None, await self._ssh(credentials)
+        if credentials.ssh_key is not None:
+            raise CredentialsError(
+                CredentialsReason.MISSING_KEY,
+                f"Secret {self._secret} holds an SSH key ({', '.join(SSH_KEY_KEYS)}), which comes "
+                f"before username/password and bearerToken, but {redact_url(provider.url)} is not "
+                "an SSH remote",
+            )
+        if credentials.password is not None:
+            return RemoteAuth(credentials.username or "", credentials.password), None
+        if credentials.bearer_token is not None:
+            return RemoteAuth(bearer_token=credentials.bearer_token), None
+        return (self._env_auth if ref is None else None), None
+
+    async def _ssh(self, credentials: GitCredentials) -> SshTransport:
+        """Key from the Secret (or, without one, the file or environment); host keys from the
+        Secret, the known-hosts reference, the file, or pinned on first use; else refused."""
+        provider, name = self._provider, self._provider.name
+        settings = provider.ssh
+        if credentials.ssh_key is not None:
+            key = _unlocked_key(self._secret, credentials)
+            key_file: Path | None = write_private_file(self._keys / f"{name}.secret-key", key)
+        elif provider.credentials_secret is not None:
+            raise CredentialsError(
+                CredentialsReason.MISSING_KEY,
+                f"Secret {self._secret} has none of the keys {', '.join(SSH_KEY_KEYS)} for the SSH "
+                f"remote {redact_url(provider.url)}",
+            )
+        else:
+            try:
+                base = ssh_transport(provider, self._keys)
+            except ValueError as exc:
+                raise CredentialsError(CredentialsReason.MISSING_KEY, str(exc)) from None
+            key_file = base.key_file if base is not None else None
+        hosts = credentials.known_hosts
+        hosts_ref = provider.known_hosts_ref
+        if hosts is None and hosts_ref is not None:
+            data = await self._reader(hosts_ref.kind, hosts_ref.namespace, hosts_ref.name)
+            hosts = known_hosts_from(hosts_ref.describe(), data)
+        if hosts is not None:
+            return SshTransport(
+                key_file, write_private_file(self._keys / f"{name}.secret-known_hosts", hosts)
+            )
+        if settings is not None and settings.known_hosts_file is not None:
+            return SshTransport(key_file, settings.known_hosts_file)
+        if settings is not None and settings.allow_unknown_host_keys:
+            return SshTransport(key_file, pinned_known_hosts(self._keys, name), strict=False)
+        where = f"Secret {self._secret} has no key known_hosts and " if self._secret else ""
+        raise CredentialsError(
+            CredentialsReason.NO_KNOWN_HOSTS,
+            f"no known hosts for the SSH remote {redact_url(provider.url)}: {where}the provider "
+            "sets no known-hosts reference (spec.knownHostsRef)",
+        )

@@ -1,0 +1,242 @@
+"""Credentials from a provider's Secret against real remotes: smart HTTP with basic auth and a bearer
+token (git http-backend on loopback) and SSH (a real sshd).
+
+The Secret comes from an in-memory reader standing in for the Kubernetes API (the reader's
+contract is the same `get` that tests/e2e/test_custom_resources_credentials.py runs against the
+real kube-apiserver); everything else is real: git, the remotes, the key files, the metric.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from pipeline.codec.credentials_report import CredentialsReport
+from pipeline.commit import metrics
+from pipeline.commit.access import provider_access
+from pipeline.commit.credentials import SecretAccess
+from pipeline.commit.gitrepo import GitRemoteError
+from pipeline.config import ProviderSettings, SshSettings
+from pipeline.gitcredentials import CredentialsError, CredentialsReason
+from tests.commit.httpgit import GitHttpServer, serving
+from tests.support.sshd import SshServer, running_sshd
+
+PASSWORD = "s3cret-Pa55word"
+SECRET = ("Secret", "team-a", "git-creds")
+
+
+class Objects:
+    """Secrets and ConfigMaps by (kind, namespace, name): what the API server would answer to `get`."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, str, str], dict[str, bytes]] = {}
+        self.reads = 0
+
+    async def read(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes]:
+        self.reads += 1
+        found = self.data.get((kind, namespace, name))
+        if found is None:
+            raise CredentialsError(CredentialsReason.NOT_FOUND, f"{kind} {namespace}/{name} does not exist")
+        return found
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[GitHttpServer]:
+    with serving(tmp_path / "srv", ["repo.git"], "git-user", PASSWORD) as srv:
+        yield srv
+
+
+def written_with(root: Path, value: bytes) -> list[Path]:
+    """Files of the worker (not the remote's) that contain `value`."""
+    return [p for p in root.rglob("*") if p.is_file() and "srv" not in p.parts and value in p.read_bytes()]
+
+
+def errors(provider: str, reason: CredentialsReason) -> float:
+    return metrics.CREDENTIALS_ERRORS.labels(provider, reason)._value.get()
+
+
+def clone(tmp_path: Path, provider: ProviderSettings, objects: Objects, reports: list[CredentialsReport]):
+    async def report(found: CredentialsReport) -> None:
+        reports.append(found)
+
+    keys = tmp_path / "keys"
+    remote = SecretAccess(provider, keys, objects.read, report=report)
+    access = provider_access(provider, None, keys, remote)
+    return access.clone(tmp_path / "clones", provider.name, "main", provider.url), remote
+
+
+async def test_basic_credentials_from_a_secret_missing_created_rotated_and_fixed(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    provider = ProviderSettings(
+        name="http-secret",
+        url=f"{server.base_url}/repo.git",
+        credentials_secret={"namespace": "team-a", "name": "git-creds"},
+        allow_plain_http_credentials=True,
+    )
+    objects, reports = Objects(), []
+    repo, _ = clone(tmp_path, provider, objects, reports)
+
+    # no Secret yet: no request reaches the remote, the reason names the Secret
+    before = errors("http-secret", CredentialsReason.NOT_FOUND)
+    with pytest.raises(GitRemoteError, match="Secret team-a/git-creds does not exist") as caught:
+        await repo.fetch()
+    assert caught.value.auth
+    assert server.requests == []
+    assert errors("http-secret", CredentialsReason.NOT_FOUND) == before + 1
+    assert (reports[-1].ok, reports[-1].reason, reports[-1].secret) == (
+        False,
+        "not_found",
+        "team-a/git-creds",
+    )
+
+    # a username without a password: the missing key is named, the value is not
+    objects.data[SECRET] = {"username": b"git-user"}
+    with pytest.raises(GitRemoteError, match="has key username but no key password"):
+        await repo.fetch()
+    assert "git-user" not in reports[-1].message
+
+    objects.data[SECRET] = {"username": b"git-user", "password": PASSWORD.encode()}
+    await repo.fetch()
+    assert reports[-1].ok
+    reads = objects.reads
+    await repo.fetch()
+    assert objects.reads == reads, "values are kept in memory while the remote takes them"
+
+    # the remote's password is rotated and the Secret gets a wrong one: refused, counted, re-read
+    server.expected = "Basic " + __import__("base64").b64encode(b"git-user:rotated-Pa55").decode()
+    objects.data[SECRET] = {"username": b"git-user", "password": b"typo-Pa55"}
+    rejected = errors("http-secret", CredentialsReason.REJECTED)
+    with pytest.raises(GitRemoteError, match="credentials rejected"):
+        await repo.fetch()  # with the cached (old) password
+    with pytest.raises(GitRemoteError, match="credentials rejected"):
+        await repo.fetch()  # with the Secret read again: the wrong one
+    assert objects.reads == reads + 1
+    assert errors("http-secret", CredentialsReason.REJECTED) == rejected + 2
+    assert (reports[-1].ok, reports[-1].reason) == (False, "rejected")
+    assert "refused the credentials of Secret team-a/git-creds" in reports[-1].message
+    assert all("typo-Pa55" not in r.message and PASSWORD not in r.message for r in reports)
+
+    objects.data[SECRET] = {"username": b"git-user", "password": b"rotated-Pa55"}
+    await repo.fetch()
+    assert reports[-1].ok
+    assert [r.ok for r in reports].count(True) == 2, "a report only when the state changes"
+    assert not written_with(tmp_path, b"rotated-Pa55"), "HTTP credentials never touch disk"
+
+
+async def test_a_bearer_token_travels_as_an_authorization_header(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    server.expected = "Bearer tok-123"
+    provider = ProviderSettings(
+        name="bearer",
+        url=f"{server.base_url}/repo.git",
+        credentials_secret={"namespace": "team-a", "name": "git-creds"},
+        allow_plain_http_credentials=True,
+    )
+    objects, reports = Objects(), []
+    objects.data[SECRET] = {"bearerToken": b"tok-123"}
+    repo, _ = clone(tmp_path, provider, objects, reports)
+    assert await repo.remote_heads() == {}
+    assert server.authorizations[-1] == "Bearer tok-123"
+    assert "tok-123" not in repr(repo.auth)
+
+
+async def test_an_ssh_key_for_an_http_remote_is_refused_by_name(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    provider = ProviderSettings(
+        name="wrong-kind",
+        url=f"{server.base_url}/repo.git",
+        credentials_secret={"namespace": "team-a", "name": "git-creds"},
+        allow_plain_http_credentials=True,
+    )
+    objects, reports = Objects(), []
+    objects.data[SECRET] = {"identity": b"KEY", "username": b"u", "password": b"p"}
+    repo, _ = clone(tmp_path, provider, objects, reports)
+    with pytest.raises(GitRemoteError, match=r"holds an SSH key .* is not an SSH remote"):
+        await repo.fetch()
+    assert server.requests == []
+    assert reports[-1].reason == "missing_key"
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[SshServer]:
+    with running_sshd(tmp_path / "sshd") as found:
+        yield found
+
+
+def locked_copy(key: Path, passphrase: str) -> str:
+    copy = key.with_name("locked_ed25519")
+    copy.write_bytes(key.read_bytes())
+    os.chmod(copy, 0o600)
+    subprocess.run(["ssh-keygen", "-q", "-p", "-N", passphrase, "-f", str(copy)], check=True, input=b"")
+    return copy.read_text()
+
+
+async def test_ssh_key_and_host_trust_from_the_secret_or_a_configmap(tmp_path: Path, sshd: SshServer) -> None:
+    remote = sshd.bare_repo()
+    url = sshd.ssh_url(remote)
+    provider = ProviderSettings(
+        name="ssh-secret", url=url, credentials_secret={"namespace": "team-a", "name": "git-creds"}
+    )
+    objects, reports = Objects(), []
+    key = sshd.client_key.read_bytes()
+    repo, _ = clone(tmp_path, provider, objects, reports)
+
+    # a key but no known hosts anywhere: fail closed before connecting
+    objects.data[SECRET] = {"ssh-privatekey": key}
+    with pytest.raises(
+        GitRemoteError, match="no key known_hosts and the provider sets no known-hosts reference"
+    ):
+        await repo.fetch()
+    assert reports[-1].reason == "no_known_hosts"
+
+    # key (Argo CD's spelling) and known_hosts in the Secret
+    objects.data[SECRET] = {"sshPrivateKey": key, "known_hosts": sshd.known_hosts_line().encode()}
+    assert await repo.remote_heads() == {}
+    assert reports[-1].ok
+    written = [p for p in (tmp_path / "keys").rglob("*") if p.is_file()]
+    assert written
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written)
+
+    # a passphrase-protected key (Flux's spelling) with its passphrase, host keys from a ConfigMap
+    hosts = {"kind": "ConfigMap", "namespace": "team-a", "name": "hosts"}
+    with_ref = ProviderSettings.model_validate({**provider.model_dump(), "known_hosts_ref": hosts})
+    objects.data[SECRET] = {
+        "identity": locked_copy(sshd.client_key, "pass-phrase-9").encode(),
+        "ssh-password": b"pass-phrase-9",
+    }
+    objects.data[("ConfigMap", "team-a", "hosts")] = {"ssh_known_hosts": sshd.known_hosts_line().encode()}
+    repo2, _ = clone(tmp_path / "second", with_ref, objects, reports)
+    assert await repo2.remote_heads() == {}
+
+    # the wrong passphrase is named, not shown
+    objects.data[SECRET]["ssh-password"] = b"not-it"
+    repo3, _ = clone(tmp_path / "third", with_ref, objects, reports)
+    with pytest.raises(GitRemoteError, match="cannot be opened with the passphrase") as caught:
+        await repo3.fetch()
+    assert "not-it" not in str(caught.value)
+
+
+async def test_a_host_key_not_in_the_secret_is_refused(tmp_path: Path, sshd: SshServer) -> None:
+    remote = sshd.bare_repo()
+    provider = ProviderSettings(
+        name="ssh-strange-host",
+        url=sshd.ssh_url(remote),
+        credentials_secret={"namespace": "team-a", "name": "git-creds"},
+        ssh=SshSettings(),
+    )
+    objects, reports = Objects(), []
+    host = sshd.known_hosts_line().split(" ")[0]
+    other = f"{host} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    objects.data[SECRET] = {"ssh-privatekey": sshd.client_key.read_bytes(), "known_hosts": other.encode()}
+    repo, _ = clone(tmp_path, provider, objects, reports)
+    with pytest.raises(GitRemoteError, match="host key not trusted"):
+        await repo.fetch()
+    assert reports == [], "a host key problem is not a credentials state"
