@@ -160,6 +160,100 @@ def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path
     assert not [o for o in by_kind(defaults, "ClusterRole") if o["metadata"]["name"].endswith("-config")]
 
 
+def _credential_roles(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The git-credentials Roles by namespace, checked to be bound to the chart's service account."""
+    roles = {
+        o["metadata"]["namespace"]: o["rules"]
+        for o in by_kind(objects, "Role")
+        if o["metadata"]["name"].endswith("-git-credentials")
+    }
+    for binding in by_kind(objects, "RoleBinding"):
+        if binding["metadata"]["name"].endswith("-git-credentials"):
+            assert binding["roleRef"]["kind"] == "Role"
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": "rp-reverser-pipeline", "namespace": NAMESPACE}
+            ]
+    bound = {
+        b["metadata"]["namespace"]
+        for b in by_kind(objects, "RoleBinding")
+        if b["metadata"]["name"].endswith("-git-credentials")
+    }
+    assert bound == set(roles), "every credentials Role is bound, in its own namespace"
+    for rules in roles.values():
+        assert all(rule["verbs"] == ["get"] for rule in rules), "get only: never list or watch"
+    return roles
+
+
+def test_git_credentials_get_only_the_secrets_of_the_namespaces_holding_providers(
+    helm: Path, tmp_path: Path
+) -> None:
+    resources = (
+        "--set-json",
+        'config.clusters=[{"name":"a","in_cluster":true}]',
+        "--set-json",
+        'config.custom_resources={"enabled":true}',
+    )
+    # custom resources: a GitProvider may name any Secret of its namespace; default the controller's
+    assert _credential_roles(render(helm, *resources)) == {
+        "reverser": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        ]
+    }
+    narrowed = _credential_roles(
+        render(
+            helm,
+            *resources,
+            "--set-json",
+            'rbac.gitCredentials={"namespaces":["team-a","team-b"],"secretNames":["git-creds"],"configMapNames":["hosts"]}',
+        )
+    )
+    assert sorted(narrowed) == ["team-a", "team-b"]
+    assert narrowed["team-a"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["hosts"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["git-creds"], "verbs": ["get"]},
+    ]
+    assert _credential_roles(render(helm, *resources, "--set", "rbac.gitCredentials.enabled=false")) == {}
+    assert _credential_roles(render(helm)) == {}, "nothing without a provider that names a Secret"
+
+    # a file's providers name theirs exactly
+    providers = [
+        {
+            "name": "git",
+            "url": "https://git.example.invalid/r.git",
+            "credentials_secret": {"namespace": "git-auth", "name": "repo-creds"},
+        },
+        {
+            "name": "ssh",
+            "url": "ssh://git@git.example.invalid/r.git",
+            "credentials_secret": {"namespace": "git-auth", "name": "ssh-creds"},
+            "known_hosts_ref": {"namespace": "shared", "name": "git-hosts"},
+        },
+    ]
+    objects = render(
+        helm,
+        "--set-json",
+        "config.providers=" + json.dumps(providers),
+        "--set-json",
+        'config.targets=[{"name":"t","provider":"git","rules":[{"resources":["configmaps"],"namespaces":["a"]}]}]',
+    )
+    assert _credential_roles(objects) == {
+        "git-auth": [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": ["repo-creds", "ssh-creds"],
+                "verbs": ["get"],
+            }
+        ],
+        "shared": [
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["git-hosts"], "verbs": ["get"]}
+        ],
+    }
+    settings = load_settings(rendered_config(objects, tmp_path), environ={})
+    assert settings.provider("ssh").known_hosts_ref is not None
+
+
 def test_turning_election_off_is_refused_with_several_replicas(helm: Path, tmp_path: Path) -> None:
     off = ("--set-json", 'config.clusters=[{"name":"default","in_cluster":true,"leader_election":false}]')
     assert "leader_election: false with replicaCount > 1" in refusal(helm, *off)

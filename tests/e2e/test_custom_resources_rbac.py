@@ -183,6 +183,8 @@ async def _apply_chart_rbac(plane: ControlPlane) -> str:
         'config.clusters=[{"name":"default","in_cluster":true,"leader_election":true}]',
         "--set-json",
         'config.custom_resources={"enabled":true}',
+        "--set-json",
+        f'rbac.gitCredentials={{"namespaces":["{CHART_TENANT}"]}}',
     )
     account = ""
     async with kube_client(plane.kubeconfig) as api:

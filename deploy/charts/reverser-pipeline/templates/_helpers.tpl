@@ -186,6 +186,44 @@ resources (a rule with neither) need the ClusterRole.
 {{- end }}
 
 {{/*
+The Secrets and ConfigMaps the commit worker reads Git credentials from, as JSON:
+{"<ns>": {"secrets": ["<name>", ...], "configmaps": [...]}}; "*" stands for any name. A file's
+providers name theirs exactly (credentials_secret, known_hosts_ref). With custom resources a
+GitProvider may name any Secret of its own namespace, so the namespaces holding GitProviders come
+from rbac.gitCredentials.namespaces (default: the controller's, custom_resources.namespace), with
+names from secretNames / configMapNames when given. Only `get`: the worker never lists or watches.
+*/}}
+{{- define "reverser.credentialObjects" -}}
+{{- $cfg := default dict .Values.config }}
+{{- $out := dict }}
+{{- $wanted := default dict .Values.rbac.gitCredentials }}
+{{- if ne (get $wanted "enabled") false }}
+{{- range $p := (default list (get $cfg "providers")) }}
+{{- range $field := list "credentials_secret" "known_hosts_ref" }}
+{{- $ref := get $p $field }}
+{{- if $ref }}
+{{- $resource := ternary "secrets" "configmaps" (or (eq $field "credentials_secret") (eq (default "ConfigMap" (get $ref "kind")) "Secret")) }}
+{{- $kinds := default dict (get $out $ref.namespace) }}
+{{- $_ := set $kinds $resource (append (default list (get $kinds $resource)) $ref.name | uniq | sortAlpha) }}
+{{- $_ := set $out $ref.namespace $kinds }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $resources := default dict (get $cfg "custom_resources") }}
+{{- if get $resources "enabled" }}
+{{- $home := default "reverser" (get $resources "namespace") }}
+{{- range $ns := (default (list $home) (get $wanted "namespaces")) }}
+{{- $kinds := default dict (get $out $ns) }}
+{{- $_ := set $kinds "secrets" (concat (default list (get $kinds "secrets")) (default (list "*") (get $wanted "secretNames")) | uniq | sortAlpha) }}
+{{- $_ := set $kinds "configmaps" (concat (default list (get $kinds "configmaps")) (default (list "*") (get $wanted "configMapNames")) | uniq | sortAlpha) }}
+{{- $_ := set $out $ns $kinds }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/*
 The audit routes: a route with neither identities nor tokens is given the generated client
 certificate's identity, or refused when the chart generates none (the service refuses to run an
 unauthenticated route on a non-loopback listener).
