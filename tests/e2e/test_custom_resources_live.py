@@ -4,12 +4,16 @@ gitops-reverser-style objects are applied; the service (its own process, embedde
 through them; a WatchRule changed while the watches run restarts only the stream it changed (the
 stream metrics say so); a deleted GitTarget stops its stream and, per its prune mode, its folder is
 removed in one committer commit (Always) or left (Never); every object
-carries Ready/Reconciling/Stalled conditions, observedGeneration and its streams per rule.
+carries Ready/Reconciling/Stalled conditions, observedGeneration and its streams per rule. A
+GitProvider whose `secretRef` names a Secret pushes to a smart-HTTP remote that requires those
+credentials: not before the Secret exists, again after it is rotated and fixed, with the status
+saying why in between and no credential value anywhere on the log, in the workdir or the log file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import subprocess
 import sys
 import time
@@ -22,6 +26,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from pipeline.customresources.objects import GROUP, VERSION, Kind
+from tests.commit.httpgit import GitHttpServer, serving
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
@@ -32,6 +37,9 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "team-a"
+CREDS_NAMESPACE = "team-c"  # the GitProvider with a secretRef, its target and rule
+SECRET = "git-http"
+USER, PASSWORD, ROTATED, TYPO = "git-user", "first-Pa55word", "rotated-Pa55word", "typo-Pa55word"
 WAIT_S = 90.0
 
 
@@ -40,6 +48,7 @@ class Live:
     plane: ControlPlane
     remote: GitRemote
     service: ServiceProcess
+    http: GitHttpServer
 
 
 def _objects(remote: GitRemote) -> list[dict[str, Any]]:
@@ -53,7 +62,6 @@ def _objects(remote: GitRemote) -> list[dict[str, Any]]:
             {
                 "url": remote.url,
                 "allowedBranches": ["main"],
-                "secretRef": {"name": "unused-credentials"},
                 "push": {"commitWindow": "1s"},
                 "pipeline": {"push_cooldown_s": 0.2},
             },
@@ -99,6 +107,34 @@ def _objects(remote: GitRemote) -> list[dict[str, Any]]:
     ]
 
 
+def _credential_objects(http: GitHttpServer) -> list[dict[str, Any]]:
+    """A GitProvider whose credentials are in a Secret (not created yet), with a target and a rule."""
+
+    def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return custom_object(kind, name, CREDS_NAMESPACE, spec)
+
+    return [
+        obj(
+            "GitProvider",
+            "http",
+            {
+                "url": f"{http.base_url}/creds.git",
+                "allowedBranches": ["main"],
+                "secretRef": {"name": SECRET},
+                "push": {"commitWindow": "0s"},
+                # the test remote is plain http on loopback; short retries keep the test quick
+                "pipeline": {
+                    "allow_plain_http_credentials": True,
+                    "push_cooldown_s": 0.2,
+                    "push_max_backoff_s": 1,
+                },
+            },
+        ),
+        obj("GitTarget", "creds", {"providerRef": {"name": "http"}, "branch": "main", "path": "creds"}),
+        obj("WatchRule", "creds", {"targetRef": {"name": "creds"}, "rules": [{"resources": ["configmaps"]}]}),
+    ]
+
+
 @pytest.fixture(scope="module")
 def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     workdir = tmp_path_factory.mktemp("crlive")
@@ -106,35 +142,39 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     remote = GitRemote(workdir / "remote.git")
     plane.start()
     try:
-        asyncio.run(_prepare(plane, remote))
-        config = service_config(workdir / "service", plane.kubeconfig, lease_duration_s=3, lease_renew_s=0.5)
-        service = ServiceProcess(workdir, config)
-        service.start()
-        try:
-            # configmaps + deployments of apps, configmaps of other and of kept
-            service.wait_for_metric("reverser_watch_snapshots_total", 4, WAIT_S, outcome="completed")
-            yield Live(plane, remote, service)
-        finally:
-            code = service.stop()  # None: a test stopped it already (and checked its exit code)
-            assert code in (0, None), f"reverser run exited with {code}:\n{service.log_tail()}"
+        with serving(workdir / "http", ["creds.git"], USER, PASSWORD) as http:
+            asyncio.run(_prepare(plane, remote, http))
+            config = service_config(
+                workdir / "service", plane.kubeconfig, lease_duration_s=3, lease_renew_s=0.5
+            )
+            service = ServiceProcess(workdir, config)
+            service.start()
+            try:
+                # configmaps + deployments of apps, configmaps of other, kept and creds
+                service.wait_for_metric("reverser_watch_snapshots_total", 5, WAIT_S, outcome="completed")
+                yield Live(plane, remote, service, http)
+            finally:
+                code = service.stop()  # None: a test stopped it already (and checked its exit code)
+                assert code in (0, None), f"reverser run exited with {code}:\n{service.log_tail()}"
     finally:
         plane.stop()
 
 
-async def _prepare(plane: ControlPlane, remote: GitRemote) -> None:
+async def _prepare(plane: ControlPlane, remote: GitRemote, http: GitHttpServer) -> None:
     async with kube_client(plane.kubeconfig) as api:
         await install_crds(api)
-        await client.CoreV1Api(api).create_namespace(
-            client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
-        )
-        for document in _objects(remote):
+        for namespace in (NAMESPACE, CREDS_NAMESPACE):
+            await client.CoreV1Api(api).create_namespace(
+                client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
+            )
+        for document in [*_objects(remote), *_credential_objects(http)]:
             await create(api, document)
 
 
-async def _get(plane: ControlPlane, kind: Kind, name: str) -> dict[str, Any]:
+async def _get(plane: ControlPlane, kind: Kind, name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
     async with kube_client(plane.kubeconfig) as api:
         found = await client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, NAMESPACE, kind.plural, name
+            GROUP, VERSION, namespace, kind.plural, name
         )
     assert isinstance(found, dict)
     return found
@@ -155,10 +195,12 @@ async def _wait_settled(plane: ControlPlane, rule_name: str) -> None:
     await wait_for(settled, f"the status of WatchRule {rule_name}", timeout_s=WAIT_S)
 
 
-async def _configmap(plane: ControlPlane, name: str, labels: dict[str, str] | None = None) -> None:
+async def _configmap(
+    plane: ControlPlane, name: str, labels: dict[str, str] | None = None, namespace: str = NAMESPACE
+) -> None:
     async with kube_client(plane.kubeconfig) as api:
         await client.CoreV1Api(api).create_namespaced_config_map(
-            NAMESPACE,
+            namespace,
             client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels), data={"v": name}),
         )
 
@@ -202,8 +244,89 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
     assert target["status"]["lastCommit"]["branch"] == "main"
     assert _conditions(target)["Ready"] == ("True", "Accepted")
     provider = await _get(live.plane, Kind.GIT_PROVIDER, "repo")
-    assert provider["status"]["unsupportedFields"] == ["spec.secretRef.name"]
+    assert provider["status"]["unsupportedFields"] == []
     assert _conditions(provider)["Ready"] == ("True", "Accepted")
+
+
+async def _secret(plane: ControlPlane, password: str | None, *, create: bool = False) -> None:
+    """Create the credentials Secret, or replace it (password None: the username alone)."""
+    data = {"username": USER} if password is None else {"username": USER, "password": password}
+    body = client.V1Secret(metadata=client.V1ObjectMeta(name=SECRET), string_data=data)
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        if create:
+            await core.create_namespaced_secret(CREDS_NAMESPACE, body)
+        else:
+            await core.replace_namespaced_secret(SECRET, CREDS_NAMESPACE, body)
+
+
+async def _provider_ready(plane: ControlPlane, expected: tuple[str, str], words: str) -> dict[str, Any]:
+    """Waits until the GitProvider's Ready condition is `expected` (status, reason) with `words`."""
+
+    async def shown() -> bool:
+        provider = await _get(plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
+        ready = [c for c in (provider.get("status") or {}).get("conditions", []) if c["type"] == "Ready"]
+        return (
+            bool(ready)
+            and (ready[0]["status"], ready[0]["reason"]) == expected
+            and words in ready[0]["message"]
+        )
+
+    await wait_for(shown, f"GitProvider team-c/http Ready={expected}", timeout_s=WAIT_S)
+    return await _get(plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
+
+
+async def test_credentials_come_from_the_providers_secret_missing_created_rotated_fixed(live: Live) -> None:
+    service, http = live.service, live.http
+    remote = GitRemote(http.root / "creds.git")
+    errors = "reverser_commit_credentials_errors_total"
+    await _configmap(live.plane, "cm-first", namespace=CREDS_NAMESPACE)
+
+    # no Secret: the work waits, nothing reaches the remote, the status names the Secret
+    provider = await _provider_ready(
+        live.plane, ("False", "CredentialsUnavailable"), f"Secret {CREDS_NAMESPACE}/{SECRET} does not exist"
+    )
+    assert provider["status"]["unsupportedFields"] == []
+    service.wait_for_metric(errors, 1, WAIT_S, provider="team-c/http", reason="not_found")
+    assert http.requests == [], "no request without credentials"
+
+    # a username without its password: the missing key is named, never a value
+    await _secret(live.plane, None, create=True)
+    await _provider_ready(
+        live.plane, ("False", "CredentialsUnavailable"), "has key username but no key password"
+    )
+    service.wait_for_metric(errors, 1, WAIT_S, provider="team-c/http", reason="missing_key")
+
+    await _secret(live.plane, PASSWORD)
+    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-first.yaml"), WAIT_S, "cm-first pushed")
+    await _provider_ready(live.plane, ("True", "Accepted"), "")
+    assert http.pushes, "pushed through the authenticated remote"
+
+    # the remote's password is rotated, and the Secret gets a wrong one: refused, counted, shown
+    http.expected = "Basic " + base64.b64encode(f"{USER}:{ROTATED}".encode()).decode()
+    await _secret(live.plane, TYPO)
+    pushes = len(http.pushes)
+    await _configmap(live.plane, "cm-second", namespace=CREDS_NAMESPACE)
+    await _provider_ready(
+        live.plane,
+        ("False", "CredentialsRejected"),
+        f"refused the credentials of Secret {CREDS_NAMESPACE}/{SECRET}",
+    )
+    service.wait_for_metric(errors, 2, WAIT_S, provider="team-c/http", reason="rejected")
+    assert len(http.pushes) == pushes, "nothing lands with refused credentials"
+
+    await _secret(live.plane, ROTATED)
+    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-second.yaml"), WAIT_S, "cm-second pushed")
+    await _provider_ready(live.plane, ("True", "Accepted"), "")
+
+    # the values never left the Secret: not on the log (the config topic included), not in the
+    # workdir, not in the service's log; the config topic names the Secret
+    workdir = Path(service.config_path).parent / "service"  # the service's own: log, clones, keys
+    values = [v.encode() for v in (PASSWORD, ROTATED, TYPO)]
+    written = [service.log_path, *(p for p in workdir.rglob("*") if p.is_file())]
+    assert [p for p in written if any(v in p.read_bytes() for v in values)] == []
+    config_topic = [p for p in (workdir / "log" / "topics" / "reverser.config").rglob("*") if p.is_file()]
+    assert any(f'"name":"{SECRET}"'.encode() in p.read_bytes() for p in config_topic), "the reference is"
 
 
 async def test_a_changed_watch_rule_restarts_only_its_stream(live: Live) -> None:
