@@ -11,6 +11,7 @@ apiserver's own.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,13 @@ from pipeline.config import ClusterSettings, Settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, parse_object
 from pipeline.customresources.status import RuleStreams, object_status, resolve_rules
+from pipeline.gitcredentials import (
+    CredentialsError,
+    CredentialsReason,
+    credentials_from_secret,
+    known_hosts_from,
+)
+from pipeline.service.objects import ClusterObjects
 from pipeline.watch.kube import KubeClient, open_client
 from tests.deploy.helm import helm_path
 from tests.deploy.helm import render as render_chart
@@ -171,9 +179,18 @@ RELEASE = "chart"  # the release namespace: the chart's ServiceAccount, Leases, 
 CHART_TENANT = "team-b"
 
 
+_CHART_ACCOUNTS: dict[str, str] = {}  # control plane server -> the chart's ServiceAccount there
+
+
 async def _apply_chart_rbac(plane: ControlPlane) -> str:
     """The chart's ServiceAccount and RBAC (custom resources on, leader election) as `helm template`
-    renders them, created on the apiserver; returns the ServiceAccount's name."""
+    renders them, created on the apiserver once per control plane; returns the ServiceAccount's name."""
+    if plane.server not in _CHART_ACCOUNTS:
+        _CHART_ACCOUNTS[plane.server] = await _create_chart_rbac(plane)
+    return _CHART_ACCOUNTS[plane.server]
+
+
+async def _create_chart_rbac(plane: ControlPlane) -> str:
     helm = helm_path()
     assert helm is not None, "helm is not built: tests/deploy/build-helm.sh (make e2e runs it first)"
     objects = render_chart(
@@ -267,3 +284,59 @@ async def test_the_service_under_the_charts_rbac_reports_forbidden_in_the_rules_
         )
     finally:
         assert service.stop() == 0, service.log_tail()
+
+
+async def test_git_credentials_are_read_with_get_only_under_the_charts_rbac(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The commit worker's reader (`ClusterObjects`) as the chart's ServiceAccount: it gets the
+    Secret and ConfigMap of a namespace the chart grants (`rbac.gitCredentials.namespaces`), a
+    missing Secret is `not_found`, one of another namespace `forbidden` (named, never shown), and
+    the account cannot list the Secrets it may get."""
+    account = await _apply_chart_rbac(plane)
+    kubeconfig = await _token_kubeconfig(plane, RELEASE, account, tmp_path / "credentials.kubeconfig")
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_secret(
+            CHART_TENANT,
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name="git-creds"),
+                string_data={"username": "git-user", "password": "pa55-e2e"},
+            ),
+        )
+        await core.create_namespaced_secret(
+            RELEASE,
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name="elsewhere"), string_data={"password": "other-pa55"}
+            ),
+        )
+        await core.create_namespaced_config_map(
+            CHART_TENANT,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="git-hosts"),
+                data={"ssh_known_hosts": "git.example ssh-ed25519 AAAA"},
+                binary_data={"extra": base64.b64encode(b"\x00bin").decode()},
+            ),
+        )
+    objects = ClusterObjects(Settings.model_validate(service_config(tmp_path / "s", kubeconfig)))
+    try:
+        found = credentials_from_secret(
+            "team-b/git-creds", await objects.read("Secret", CHART_TENANT, "git-creds")
+        )
+        assert (found.method, found.username, found.password) == ("basic", "git-user", "pa55-e2e")
+        hosts = await objects.read("ConfigMap", CHART_TENANT, "git-hosts")
+        assert known_hosts_from("ConfigMap team-b/git-hosts", hosts) == "git.example ssh-ed25519 AAAA"
+        assert hosts["extra"] == b"\x00bin"
+        with pytest.raises(CredentialsError, match="Secret team-b/missing does not exist") as missing:
+            await objects.read("Secret", CHART_TENANT, "missing")
+        assert missing.value.reason is CredentialsReason.NOT_FOUND
+        with pytest.raises(CredentialsError, match="get on secrets in namespace chart") as forbidden:
+            await objects.read("Secret", RELEASE, "elsewhere")
+        assert forbidden.value.reason is CredentialsReason.FORBIDDEN
+        assert "other-pa55" not in str(forbidden.value)
+    finally:
+        await objects.close()
+    async with kube_client(kubeconfig) as api:
+        with pytest.raises(client.ApiException) as listing:
+            await client.CoreV1Api(api).list_namespaced_secret(CHART_TENANT)
+    assert listing.value.status == 403
