@@ -13,11 +13,12 @@ from typing import Any
 from pipeline.attribution.replay_cli import add_replay_facts_parser
 from pipeline.commit.replay_cli import add_replay_branch_parser
 from pipeline.router.replay_cli import add_replay_watch_parser
+from pipeline.service.objects import ClusterObjects
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("replay", help="rebuild state (a Git branch, the fact index) from the log")
     kinds = parser.add_subparsers(dest="replay_kind", required=True, metavar="KIND")
-    add_replay_branch_parser(kinds)
+    add_replay_branch_parser(kinds, ClusterObjects)
     add_replay_facts_parser(kinds)
     add_replay_watch_parser(kinds)

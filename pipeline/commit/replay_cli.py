@@ -17,11 +17,11 @@ import asyncio
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import decode_work
@@ -30,12 +30,14 @@ from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
+from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
 from pipeline.commit.identity import committer_identity
 from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.gitcredentials import ObjectReader
 from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
 from pipeline.log import Log, open_log
 from pipeline.log.api import PendingRecord, TopicPartition
@@ -75,8 +77,19 @@ class ReplayError(CommandError):
     """The replay cannot start or finish; the message says why."""
 
 
-def add_replay_branch_parser(kinds: Any) -> None:
-    """Registered under `reverser replay` (see `pipeline.replay`)."""
+class ClusterReader(Protocol):
+    """`get` of Secrets and ConfigMaps on the cluster (the service's `ClusterObjects`)."""
+
+    async def read(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes]: ...
+
+    async def close(self) -> None: ...
+
+
+def add_replay_branch_parser(
+    kinds: Any, cluster_reader: Callable[[Settings], ClusterReader] | None = None
+) -> None:
+    """Registered under `reverser replay` (see `pipeline.replay`), which gives the reader of a
+    provider's credentials Secret (this stage has no Kubernetes client of its own)."""
     branch = kinds.add_parser(
         "branch", help="rebuild a Git branch from object-state (one commit per target) or from history"
     )
@@ -102,7 +115,7 @@ def add_replay_branch_parser(kinds: Any) -> None:
         help="remote to write to: a URL, or a directory (a bare repository is created there); "
         "default: the provider's own URL. A remote that has the branch is reconciled",
     )
-    branch.set_defaults(func=_run)
+    branch.set_defaults(func=_run, cluster_reader=cluster_reader)
 
 
 def _target_url(into: str | None, provider: ProviderSettings) -> str:
@@ -151,8 +164,11 @@ async def replay_branch(
     source: Source = Source.HISTORY,
     targets: list[str] | None = None,
     tty: bool | None = None,
+    reader: ObjectReader | None = None,
 ) -> int:
     """Rebuild the branch into `into` (default: the provider's remote); returns the commits made.
+
+    `reader` reads a provider's credentials Secret (`credentials_secret`), as the commit worker does.
 
     `note` receives the summary and warnings; the progress bar (or lines) goes to stderr.
     """
@@ -167,10 +183,15 @@ async def replay_branch(
     chosen = _branch_targets(settings, provider, branch, targets)
     url = _target_url(into, provider)
     target_provider = provider.model_copy(update={"url": url})
-    auth = remote_auth(provider) if into is None or _same_origin(url, provider.url) else None
+    own_origin = into is None or _same_origin(url, provider.url)
+    auth = remote_auth(provider) if own_origin else None
     async with open_log(settings) as log:
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
-            access = provider_access(target_provider, auth, Path(clones) / "keys")
+            keys = Path(clones) / "keys"
+            remote = None
+            if own_origin and provider.credentials_from_cluster and reader is not None:
+                remote = SecretAccess(target_provider, keys, reader, env_auth=auth)
+            access = provider_access(target_provider, auth, keys, remote)
             repo = access.clone(Path(clones), provider_name, branch, url)
             try:
                 job = _Job(settings, log, repo, target_provider, branch, chosen, note, tty)
@@ -351,17 +372,25 @@ def _count_commits(repo: LocalRepo, tip: str | None, stop_at: str | None = None)
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    try:
-        asyncio.run(
-            replay_branch(
+
+    async def replay() -> None:
+        objects = args.cluster_reader(settings) if args.cluster_reader is not None else None
+        try:
+            await replay_branch(
                 settings,
                 args.provider,
                 args.branch,
                 args.into,
                 source=Source(args.source),
                 targets=args.targets,
+                reader=objects.read if objects is not None else None,
             )
-        )
+        finally:
+            if objects is not None:
+                await objects.close()
+
+    try:
+        asyncio.run(replay())
     except GitRemoteError as exc:
         raise ReplayError(str(exc)) from exc
     return ExitCode.OK

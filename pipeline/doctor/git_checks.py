@@ -13,10 +13,13 @@ import time
 from pathlib import Path
 
 from pipeline.commit.consumer import remote_auth
+from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings, Settings
 from pipeline.doctor.report import Check, Status
+from pipeline.gitcredentials import ObjectReader
+from pipeline.service.objects import ClusterObjects
 
 __all__ = ["check_providers"]
 
@@ -30,6 +33,10 @@ def _branches(settings: Settings, provider: ProviderSettings) -> list[str]:
 
 
 def _credential_checks(provider: ProviderSettings) -> list[Check]:
+    if provider.credentials_secret is not None:
+        return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.INFO,
+                      detail=f"from Secret {provider.credentials_secret.describe()} (read as the commit "
+                             "worker reads it; the next checks use it)")]
     missing = [
         name for name in (provider.username_env, provider.password_env) if name and name not in os.environ
     ]
@@ -48,6 +55,13 @@ def _credential_checks(provider: ProviderSettings) -> list[Check]:
 
 
 def _remote_fix(exc: GitRemoteError, provider: ProviderSettings) -> str:
+    secret = provider.credentials_secret
+    if exc.auth and secret is not None:
+        return (
+            f"fix Secret {secret.describe()} as the message says (its keys: docs/secrets.md, Git credentials "
+            "from a Secret), grant the service account get on it, and check that the credentials grant "
+            "read and write access to the repository"
+        )
     if exc.auth:
         return (
             f"the remote refused the credentials from {provider.password_env or '(none)'}: check the token "
@@ -79,11 +93,17 @@ async def _push_check(repo: LocalRepo, provider: ProviderSettings, branch: str, 
                  detail=f"dry run ok ({state})")
 
 
-async def _one_provider(settings: Settings, provider: ProviderSettings, scratch: Path) -> list[Check]:
+async def _one_provider(
+    settings: Settings, provider: ProviderSettings, scratch: Path, reader: ObjectReader
+) -> list[Check]:
     checks = _credential_checks(provider)
     if checks[0].status is Status.FAIL:
         return checks
-    repo = LocalRepo(scratch / provider.name, provider.url, remote_auth(provider))
+    auth = remote_auth(provider)
+    remote = None
+    if provider.credentials_from_cluster:
+        remote = SecretAccess(provider, scratch / "keys", reader, env_auth=auth)
+    repo = LocalRepo(scratch / provider.name, provider.url, auth, access=remote)
     try:
         try:
             heads = await repo.remote_heads()
@@ -100,14 +120,22 @@ async def _one_provider(settings: Settings, provider: ProviderSettings, scratch:
         repo.close()
 
 
-async def check_providers(settings: Settings) -> list[Check]:
-    """Checks of every provider some target writes to (others get an INFO line)."""
+async def check_providers(settings: Settings, reader: ObjectReader | None = None) -> list[Check]:
+    """Checks of every provider some target writes to (others get an INFO line).
+
+    A provider's Secret is read through `reader`, by default the commit worker's own
+    (`ClusterObjects`: `get` on the cluster the custom resources live in).
+    """
     checks: list[Check] = []
+    objects = ClusterObjects(settings)
     with tempfile.TemporaryDirectory(prefix="reverser-doctor-") as scratch:
-        for provider in settings.providers:
-            if not _branches(settings, provider):
-                checks.append(Check(area=AREA, subject=provider.name, check="targets", status=Status.INFO,
-                                    detail="no target writes to this provider"))
-                continue
-            checks += await _one_provider(settings, provider, Path(scratch))
+        try:
+            for provider in settings.providers:
+                if not _branches(settings, provider):
+                    checks.append(Check(area=AREA, subject=provider.name, check="targets", status=Status.INFO,
+                                        detail="no target writes to this provider"))
+                    continue
+                checks += await _one_provider(settings, provider, Path(scratch), reader or objects.read)
+        finally:
+            await objects.close()
     return checks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,13 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.commit.consumer import CommitWorker
-from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.commit.gitrepo import GitRemoteError
+from pipeline.commit.replay_cli import Source, replay_branch
+from pipeline.config import LogSettings, ProviderSettings, SecretReference, Settings, TargetSettings
+from pipeline.gitcredentials import CredentialsError, CredentialsReason
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, NOBODY, Work, bare_remote, cm, files, log_lines
+from tests.commit.httpgit import serving
 from tests.commit.logwork import append_work, wait_settled
 from tests.conftest import unique_prefix
 
@@ -176,3 +181,34 @@ def test_history_replay_into_a_branch_with_extra_documents_removes_them(
     assert "live/team-a/configmaps/ghost.yaml" not in after
     assert after == {k: v for k, v in before.items() if not k.endswith("ghost.yaml")}
     assert log_lines(live, fmt="%s")[-1] == "rebuilt t1 from history: 1 change(s)"
+
+
+def test_replay_pushes_with_the_providers_secret(tmp_path: Path) -> None:
+    """`replay branch` onto the provider's own smart-HTTP remote authenticates with its Secret, read
+    as the commit worker reads it (an in-memory reader stands in for the apiserver's `get`, which
+    tests/e2e/test_custom_resources_rbac.py runs for real)."""
+    live = bare_remote(tmp_path / "live.git")
+    cfg = _settings(tmp_path, live)
+    asyncio.run(_live_run(cfg))
+    secret: dict[str, bytes] = {}
+
+    async def read(kind: str, namespace: str, name: str) -> Mapping[str, bytes]:
+        if not secret:
+            raise CredentialsError(CredentialsReason.NOT_FOUND, f"{kind} {namespace}/{name} does not exist")
+        return secret
+
+    with serving(tmp_path / "srv", ["repo.git"], "git-user", "replay-Pa55") as server:
+        provider = cfg.providers[0].model_copy(
+            update={
+                "url": f"{server.base_url}/repo.git",
+                "credentials_secret": SecretReference(namespace="team-a", name="git-creds"),
+                "allow_plain_http_credentials": True,
+            }
+        )
+        remote_cfg = cfg.model_copy(update={"providers": [provider]})
+        with pytest.raises(GitRemoteError, match="Secret team-a/git-creds does not exist"):
+            asyncio.run(replay_branch(remote_cfg, "git", "main", None, source=Source.HISTORY, reader=read))
+        secret.update({"username": b"git-user", "password": b"replay-Pa55"})
+        asyncio.run(replay_branch(remote_cfg, "git", "main", None, source=Source.HISTORY, reader=read))
+    fmt = "%T|%an <%ae>|%s"
+    assert log_lines(server.root / "repo.git", fmt=fmt) == log_lines(live, fmt=fmt)

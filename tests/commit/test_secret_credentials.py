@@ -19,12 +19,25 @@ import pytest
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
 from pipeline.commit.access import provider_access
+from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import GitRemoteError
-from pipeline.config import ProviderSettings, SshSettings
+from pipeline.config import (
+    ClusterSettings,
+    LogSettings,
+    ProviderSettings,
+    Settings,
+    SshSettings,
+    TargetSettings,
+)
 from pipeline.gitcredentials import CredentialsError, CredentialsReason
+from pipeline.log import open_log
+from tests.commit.helpers import Work, cm, files
 from tests.commit.httpgit import GitHttpServer, serving
+from tests.commit.logwork import append_work, committed_offset, wait_settled
+from tests.conftest import unique_prefix
 from tests.support.sshd import SshServer, running_sshd
+from tests.support.wait import wait_for
 
 PASSWORD = "s3cret-Pa55word"
 SECRET = ("Secret", "team-a", "git-creds")
@@ -240,3 +253,46 @@ async def test_a_host_key_not_in_the_secret_is_refused(tmp_path: Path, sshd: Ssh
     with pytest.raises(GitRemoteError, match="host key not trusted"):
         await repo.fetch()
     assert reports == [], "a host key problem is not a credentials state"
+
+
+async def test_the_commit_worker_waits_for_its_secret_and_then_pushes(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    """A file's provider with `credentials_secret`, through the whole worker on the embedded log: the
+    work stays unsettled while the Secret is missing and lands once it exists."""
+    cfg = Settings(
+        workdir=tmp_path / "work",
+        log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
+        clusters=[ClusterSettings(name="default")],
+        providers=[
+            ProviderSettings(
+                name="filed",
+                url=f"{server.base_url}/repo.git",
+                credentials_secret={"namespace": "team-a", "name": "git-creds"},
+                allow_plain_http_credentials=True,
+                commit_window_s=0,
+                push_cooldown_s=0,
+                push_max_backoff_s=0.5,
+            )
+        ],
+        targets=[TargetSettings(name="t1", provider="filed", path="live")],
+    )
+    objects = Objects()
+    log = open_log(cfg)
+    await log.start()
+    try:
+        [(partition, _)] = await append_work(log, cfg, [Work(provider="filed").create(cm("a"))])
+        worker = CommitWorker(cfg, log)
+        worker.use_object_reader(objects.read)
+        await worker.start()
+        try:
+            await wait_for(lambda: objects.reads >= 2, "the worker to try the missing Secret twice")
+            assert await committed_offset(log, cfg, partition) == 0, "nothing settles without credentials"
+            assert server.requests == []
+            objects.data[SECRET] = {"username": b"git-user", "password": PASSWORD.encode()}
+            await wait_settled(log, cfg)
+        finally:
+            await worker.stop()
+    finally:
+        await log.close()
+    assert sorted(files(server.root / "repo.git")) == ["live/team-a/configmaps/a.yaml"]

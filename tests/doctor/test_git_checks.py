@@ -4,7 +4,7 @@ healthy, unreachable, with wrong credentials and refusing pushes."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.doctor.git_checks import check_providers
 from pipeline.doctor.report import Check, Status
+from pipeline.gitcredentials import CredentialsError, CredentialsReason
 from tests.commit.helpers import bare_remote, git
 from tests.commit.httpgit import GitHttpServer
 
@@ -137,3 +138,38 @@ async def test_smart_http_remote_refusing_pushes_fails_the_push_check(
     assert checks["remote reachable"].status is Status.OK
     assert checks["branch main pushable"].status is Status.FAIL
     assert "refuses pushes to main" in checks["branch main pushable"].fix
+
+
+async def test_credentials_from_a_secret_are_checked_as_the_worker_reads_them(
+    http_remote: tuple[GitHttpServer, Path], tmp_path: Path
+) -> None:
+    """The Secret comes from an in-memory reader standing in for the apiserver's `get` (the real one
+    is exercised in tests/e2e/test_custom_resources_rbac.py)."""
+    server, _ = http_remote
+    secrets: dict[str, bytes] = {}
+
+    async def read(kind: str, namespace: str, name: str) -> Mapping[str, bytes]:
+        if not secrets:
+            raise CredentialsError(CredentialsReason.NOT_FOUND, f"{kind} {namespace}/{name} does not exist")
+        return secrets
+
+    settings = Settings.model_validate({
+        "workdir": str(tmp_path / "work"),
+        "clusters": [{"name": "default"}],
+        "providers": [{
+            "name": "git", "url": f"{server.base_url}/repo.git", "allow_plain_http_credentials": True,
+            "credentials_secret": {"namespace": "team-a", "name": "git-creds"},
+        }],
+        "targets": [{"name": "t", "provider": "git", "branch": "main"}],
+    })
+    missing = by_check(await check_providers(settings, read))
+    assert missing["credentials"].detail.startswith("from Secret team-a/git-creds")
+    assert missing["remote reachable"].status is Status.FAIL
+    assert "Secret team-a/git-creds does not exist" in missing["remote reachable"].detail
+    assert "fix Secret team-a/git-creds" in missing["remote reachable"].fix
+    assert server.requests == []
+
+    secrets.update({"username": b"git-user", "password": PASSWORD.encode()})
+    checks = by_check(await check_providers(settings, read))
+    assert [c.status for c in checks.values()] == [Status.INFO, Status.OK, Status.OK]
+    assert PASSWORD not in str(checks)
