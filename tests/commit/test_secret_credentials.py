@@ -73,6 +73,16 @@ def errors(provider: str, reason: CredentialsReason) -> float:
     return metrics.CREDENTIALS_ERRORS.labels(provider, reason)._value.get()
 
 
+def http_provider(name: str, server: GitHttpServer) -> ProviderSettings:
+    """A provider of the test's smart-HTTP remote whose credentials are in Secret team-a/git-creds."""
+    return ProviderSettings(
+        name=name,
+        url=f"{server.base_url}/repo.git",
+        credentials_secret={"namespace": "team-a", "name": "git-creds"},
+        allow_plain_http_credentials=True,
+    )
+
+
 def clone(tmp_path: Path, provider: ProviderSettings, objects: Objects, reports: list[CredentialsReport]):
     async def report(found: CredentialsReport) -> None:
         reports.append(found)
@@ -86,12 +96,7 @@ def clone(tmp_path: Path, provider: ProviderSettings, objects: Objects, reports:
 async def test_basic_credentials_from_a_secret_missing_created_rotated_and_fixed(
     tmp_path: Path, server: GitHttpServer
 ) -> None:
-    provider = ProviderSettings(
-        name="http-secret",
-        url=f"{server.base_url}/repo.git",
-        credentials_secret={"namespace": "team-a", "name": "git-creds"},
-        allow_plain_http_credentials=True,
-    )
+    provider = http_provider("http-secret", server)
     objects, reports = Objects(), []
     repo, _ = clone(tmp_path, provider, objects, reports)
 
@@ -146,12 +151,7 @@ async def test_a_bearer_token_travels_as_an_authorization_header(
     tmp_path: Path, server: GitHttpServer
 ) -> None:
     server.expected = "Bearer tok-123"
-    provider = ProviderSettings(
-        name="bearer",
-        url=f"{server.base_url}/repo.git",
-        credentials_secret={"namespace": "team-a", "name": "git-creds"},
-        allow_plain_http_credentials=True,
-    )
+    provider = http_provider("bearer", server)
     objects, reports = Objects(), []
     objects.data[SECRET] = {"bearerToken": b"tok-123"}
     repo, _ = clone(tmp_path, provider, objects, reports)
@@ -163,12 +163,7 @@ async def test_a_bearer_token_travels_as_an_authorization_header(
 async def test_an_ssh_key_for_an_http_remote_is_refused_by_name(
     tmp_path: Path, server: GitHttpServer
 ) -> None:
-    provider = ProviderSettings(
-        name="wrong-kind",
-        url=f"{server.base_url}/repo.git",
-        credentials_secret={"namespace": "team-a", "name": "git-creds"},
-        allow_plain_http_credentials=True,
-    )
+    provider = http_provider("wrong-kind", server)
     objects, reports = Objects(), []
     objects.data[SECRET] = {"identity": b"KEY", "username": b"u", "password": b"p"}
     repo, _ = clone(tmp_path, provider, objects, reports)

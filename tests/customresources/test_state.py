@@ -35,14 +35,20 @@ def _compiled(text: str = UPSTREAM) -> Any:
     return compile_resources([parse_object(d) for d in yaml.safe_load_all(text) if d], home_namespace=HOME)
 
 
-async def test_states_round_trip_through_the_log_and_the_newest_wins(
-    any_log: Log, settings: Settings
-) -> None:
+async def _config_topic(log: Log, settings: Settings) -> str:
+    """The config topic of `settings` in custom-resource mode, created on `log`."""
     settings = settings.model_copy(
         update={"custom_resources": settings.custom_resources.model_copy(update={"enabled": True})}
     )
     topic = TopicNames.for_prefix(settings.log.topic_prefix).config
-    await any_log.create_topics([s for s in topic_specs(settings) if s.name == topic])
+    await log.create_topics([s for s in topic_specs(settings) if s.name == topic])
+    return topic
+
+
+async def test_states_round_trip_through_the_log_and_the_newest_wins(
+    any_log: Log, settings: Settings
+) -> None:
+    topic = await _config_topic(any_log, settings)
     follower = ConfigFollower(any_log, topic)
     assert await follower.catch_up() is None
     first = ConfigState(1, 1000, _compiled())
@@ -242,11 +248,7 @@ def test_a_providers_credentials_decide_its_ready_condition() -> None:
 async def test_the_follower_keeps_the_newest_credentials_report_per_provider(
     any_log: Log, settings: Settings
 ) -> None:
-    settings = settings.model_copy(
-        update={"custom_resources": settings.custom_resources.model_copy(update={"enabled": True})}
-    )
-    topic = TopicNames.for_prefix(settings.log.topic_prefix).config
-    await any_log.create_topics([s for s in topic_specs(settings) if s.name == topic])
+    topic = await _config_topic(any_log, settings)
     follower = ConfigFollower(any_log, topic)
     try:
         await any_log.append_many(
