@@ -291,3 +291,30 @@ async def test_the_commit_worker_waits_for_its_secret_and_then_pushes(
     finally:
         await log.close()
     assert sorted(files(server.root / "repo.git")) == ["live/team-a/configmaps/a.yaml"]
+
+
+async def test_a_changed_provider_reads_its_secret_again_an_unchanged_one_does_not(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    provider = http_provider("reconfigured", server)
+    objects, reports = Objects(), []
+    objects.data[SECRET] = {"username": b"git-user", "password": PASSWORD.encode()}
+    other = ("Secret", "team-a", "other-creds")
+    objects.data[other] = {"bearerToken": b"tok-9"}
+    repo, access = clone(tmp_path, provider, objects, reports)
+    await repo.fetch()
+    assert objects.reads == 1
+    access.configure(
+        ProviderSettings.model_validate(provider.model_dump()), None
+    )  # a new version, same provider
+    await repo.fetch()
+    assert objects.reads == 1
+    moved = ProviderSettings.model_validate(
+        {**provider.model_dump(), "credentials_secret": {"namespace": "team-a", "name": "other-creds"}}
+    )
+    access.configure(moved, None)
+    with pytest.raises(GitRemoteError, match="credentials rejected"):
+        await repo.fetch()  # the other Secret's token: read at once, refused by this remote
+    assert objects.reads == 2
+    assert server.authorizations[-1] == "Bearer tok-9"
+    assert reports[-1].secret == "team-a/other-creds"
