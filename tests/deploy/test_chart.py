@@ -193,7 +193,7 @@ def test_git_credentials_get_only_the_secrets_of_the_namespaces_holding_provider
         "--set-json",
         'config.custom_resources={"enabled":true}',
     )
-    # custom resources: a GitProvider may name any Secret of its namespace; default the controller's
+    # custom resources: a GitProvider may name any Secret of its namespace; by default the release's
     assert _credential_roles(render(helm, *resources)) == {
         "reverser": [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
@@ -214,6 +214,14 @@ def test_git_credentials_get_only_the_secrets_of_the_namespaces_holding_provider
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["git-creds"], "verbs": ["get"]},
     ]
     assert _credential_roles(render(helm, *resources, "--set", "rbac.gitCredentials.enabled=false")) == {}
+    elsewhere = render_chart(helm, "gitops", *resources)
+    assert [
+        r["metadata"]["namespace"]
+        for r in by_kind(elsewhere, "Role")
+        if "credentials" in r["metadata"]["name"]
+    ] == ["gitops"], "the release namespace, which exists at install"
+    home = render(helm, *resources, "--set", "config.custom_resources.namespace=platform")
+    assert list(_credential_roles(home)) == ["platform"], "the controller's namespace when it is set"
     assert _credential_roles(render(helm)) == {}, "nothing without a provider that names a Secret"
 
     # a file's providers name theirs exactly

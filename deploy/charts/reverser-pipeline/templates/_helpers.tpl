@@ -190,7 +190,8 @@ The Secrets and ConfigMaps the commit worker reads Git credentials from, as JSON
 {"<ns>": {"secrets": ["<name>", ...], "configmaps": [...]}}; "*" stands for any name. A file's
 providers name theirs exactly (credentials_secret, known_hosts_ref). With custom resources a
 GitProvider may name any Secret of its own namespace, so the namespaces holding GitProviders come
-from rbac.gitCredentials.namespaces (default: the controller's, custom_resources.namespace), with
+from rbac.gitCredentials.namespaces (default: custom_resources.namespace when set, else the release
+namespace, which exists at install), with
 names from secretNames / configMapNames when given. Only `get`: the worker never lists or watches.
 */}}
 {{- define "reverser.credentialObjects" -}}
@@ -211,7 +212,7 @@ names from secretNames / configMapNames when given. Only `get`: the worker never
 {{- end }}
 {{- $resources := default dict (get $cfg "custom_resources") }}
 {{- if get $resources "enabled" }}
-{{- $home := default "reverser" (get $resources "namespace") }}
+{{- $home := default $.Release.Namespace (get $resources "namespace") }}
 {{- range $ns := (default (list $home) (get $wanted "namespaces")) }}
 {{- $kinds := default dict (get $out $ns) }}
 {{- $_ := set $kinds "secrets" (concat (default list (get $kinds "secrets")) (default (list "*") (get $wanted "secretNames")) | uniq | sortAlpha) }}
