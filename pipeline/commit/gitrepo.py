@@ -1,11 +1,11 @@
 """The worker's local bare repository and its remote: object writes, fetch and compare-and-swap push.
 
 Network operations run the `git` CLI as asyncio subprocesses so a slow remote never blocks the
-event loop. HTTP basic credentials travel in an `http.<origin>.extraHeader` passed through
-`GIT_CONFIG_*` environment variables, so they never appear in a URL, on a command line, or on disk,
-and git attaches them only to requests for the remote's own scheme, host and port. The URL is
-always given after `--end-of-options`, and `GIT_ALLOW_PROTOCOL` limits git to the transports
-`pipeline.gitnames` accepts, so a URL can never become an option or a command.
+event loop. HTTP credentials (basic, or a bearer token) travel in an `http.<origin>.extraHeader`
+passed through `GIT_CONFIG_*` environment variables, so they never appear in a URL, on a command
+line, or on disk, and git attaches them only to requests for the remote's own scheme, host and
+port. The URL is always given after `--end-of-options`, and `GIT_ALLOW_PROTOCOL` limits git to the
+transports `pipeline.gitnames` accepts, so a URL can never become an option or a command.
 """
 
 from __future__ import annotations
