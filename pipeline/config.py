@@ -506,6 +506,9 @@ class ProviderSettings(_Section):
     instead of username_env/password_env/ssh keys; needs a cluster (docs/secrets.md)."""
     known_hosts_ref: KnownHostsReference | None = None
     """A ConfigMap or Secret with the SSH known_hosts, when the credentials Secret has none."""
+    credentials_refresh_s: float = Field(default=300.0, ge=0)
+    """Seconds after which the next push reads credentials_secret (and known_hosts_ref) again, so a
+    rotated Secret is used before the old credentials are revoked (0: only after a refusal)."""
     signing: SigningSettings | None = None
     """Commit signing; none: commits are not signed."""
 

@@ -29,6 +29,7 @@ from pipeline.commit.access import ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
 from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import RemoteAuth
+from pipeline.commit.keyfiles import KeyFile, kinds_in_use, remove_files, remove_unconfigured
 from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings
@@ -132,10 +133,12 @@ class CommitWorker(RebalanceListener):
         self.clones = settings.workdir / "git"
         keys = settings.workdir / "keys"
         self._keys = keys
-        # credentials from the cluster, one per provider that names a Secret or known-hosts object;
-        # kept across configuration versions so running branches see a changed reference
+        # credentials from the cluster, one per provider that named a Secret or known-hosts object;
+        # kept across configuration versions (and removals) so running branches see the change
         self._secrets: dict[str, SecretAccess] = {}
         self._reader: ObjectReader | None = None
+        # key files left by an earlier configuration that no longer has their provider
+        remove_unconfigured(keys, settings.providers)
         self._access: dict[str, ProviderAccess] = {
             p.name: self._provider_access(p) for p in settings.providers
         }
@@ -163,10 +166,12 @@ class CommitWorker(RebalanceListener):
     def _provider_access(self, provider: ProviderSettings) -> ProviderAccess:
         """The provider's access; credentials from the cluster through its (kept) SecretAccess."""
         auth = remote_auth(provider)
-        if not provider.credentials_from_cluster:
-            self._secrets.pop(provider.name, None)
-            return provider_access(provider, auth, self._keys)
+        remove_files(self._keys, provider.name, set(KeyFile) - kinds_in_use(provider))
         remote = self._secrets.get(provider.name)
+        if not provider.credentials_from_cluster:
+            if remote is not None:  # a running branch still holding it now reads what the file says
+                remote.configure(provider, auth)
+            return provider_access(provider, auth, self._keys)
         if remote is None:
             remote = self._secrets[provider.name] = SecretAccess(
                 provider,
@@ -184,11 +189,16 @@ class CommitWorker(RebalanceListener):
 
         A branch FIFO that is running keeps its clone and its open window; its targets' settings
         apply from the next record on. A provider whose access settings changed is used by the
-        next FIFO of its branches.
+        next FIFO of its branches. A removed provider's key files are removed at once.
         """
         self.settings = settings
         for provider in settings.providers:
             self._access[provider.name] = self._provider_access(provider)
+        for name in set(self._access) - {p.name for p in settings.providers}:
+            del self._access[name]
+            if name in self._secrets:  # kept: the provider may come back to a running branch
+                self._secrets[name].retire()
+            remove_files(self._keys, name)
         for branch in self._branches.values():
             branch.worker.update_targets(settings)
 

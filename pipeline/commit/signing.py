@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from pipeline.commit.keyfiles import KeyFile, key_path
 from pipeline.commit.sshremote import write_private_file
 from pipeline.config import ProviderSettings
 
@@ -95,7 +96,7 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
                 raise SigningError(
                     f"providers[{provider.name}].signing: environment variable {settings.key_env} is not set"
                 )
-            key_file = write_private_file(keys_dir / f"{provider.name}.signing-key", material)
+            key_file = write_private_file(key_path(keys_dir, provider.name, KeyFile.SIGNING_KEY), material)
         assert key_file is not None
         return SshSigner(key_file)
     signer = GpgSigner(settings.gpg_home, settings.key_id or provider.committer.email)

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.commit.keyfiles import KeyFile, key_path
 from pipeline.config import ProviderSettings
 
 __all__ = ["SshTransport", "is_ssh_url", "pinned_known_hosts", "ssh_transport", "write_private_file"]
@@ -74,7 +75,7 @@ def ssh_transport(provider: ProviderSettings, keys_dir: Path) -> SshTransport | 
             raise ValueError(
                 f"providers[{provider.name}].ssh: environment variable {settings.private_key_env} is not set"
             )
-        key_file = write_private_file(keys_dir / f"{provider.name}.ssh-key", material)
+        key_file = write_private_file(key_path(keys_dir, provider.name, KeyFile.SSH_KEY), material)
     known_hosts = settings.known_hosts_file
     if known_hosts is None and settings.allow_unknown_host_keys:
         known_hosts = pinned_known_hosts(keys_dir, provider.name)
@@ -83,7 +84,7 @@ def ssh_transport(provider: ProviderSettings, keys_dir: Path) -> SshTransport | 
 
 def pinned_known_hosts(keys_dir: Path, provider: str) -> Path:
     """The file that pins the first host key seen (`allow_unknown_host_keys`), created empty."""
-    known_hosts = keys_dir / f"{provider}.known_hosts"
+    known_hosts = key_path(keys_dir, provider, KeyFile.PINNED_KNOWN_HOSTS)
     known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     known_hosts.touch(exist_ok=True)
     return known_hosts

@@ -19,17 +19,24 @@ HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 _NO_LOCK = contextlib.nullcontext()
 
 
+def basic_authorization(username: str, password: str) -> str:
+    """The Authorization header value of HTTP basic credentials."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
 class GitHttpServer:
     """Serves every bare repository under `root` at `http://127.0.0.1:<port>/<name>.git`.
 
     `refuse_for(s)` makes it answer every request 503 for `s` seconds (a Git host outage);
+    `also_accepted` holds more Authorization values it takes (a rotation: old and new password);
     `pushes` records, after each accepted push, when it landed and the refs it left (monotonic
     time), so a test can tell when each commit became visible on the remote.
     """
 
     def __init__(self, root: Path, username: str, password: str) -> None:
         self.root = root
-        self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self.expected = basic_authorization(username, password)
+        self.also_accepted: set[str] = set()
         self.requests: list[tuple[str, int]] = []
         self.authorizations: list[str] = []
         self.pushes: list[tuple[float, dict[str, str]]] = []
@@ -83,7 +90,8 @@ class GitHttpServer:
             request.send_header("Content-Length", "0")
             request.end_headers()
             return
-        if request.headers.get("Authorization") != self.expected:
+        given = request.headers.get("Authorization")
+        if given != self.expected and given not in self.also_accepted:
             self.requests.append((request.path, 401))
             request.send_response(401)
             request.send_header("WWW-Authenticate", 'Basic realm="git"')

@@ -1,9 +1,8 @@
 """Credentials from a provider's Secret against real remotes: smart HTTP with basic auth and a bearer
 token (git http-backend on loopback) and SSH (a real sshd).
 
-The Secret comes from an in-memory reader standing in for the Kubernetes API (the reader's
-contract is the same `get` that tests/e2e/test_custom_resources_credentials.py runs against the
-real kube-apiserver); everything else is real: git, the remotes, the key files, the metric.
+The Secret comes from an in-memory reader standing in for the Kubernetes API
+(tests/commit/clusterobjects.py); everything else is real: git, the remotes, the key files, the metric.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,32 +29,17 @@ from pipeline.config import (
     SshSettings,
     TargetSettings,
 )
-from pipeline.gitcredentials import CredentialsError, CredentialsReason
+from pipeline.gitcredentials import CredentialsReason
 from pipeline.log import open_log
+from tests.commit.clusterobjects import SECRET, Objects
 from tests.commit.helpers import Work, cm, files
-from tests.commit.httpgit import GitHttpServer, serving
+from tests.commit.httpgit import GitHttpServer, basic_authorization, serving
 from tests.commit.logwork import append_work, committed_offset, wait_settled
 from tests.conftest import unique_prefix
 from tests.support.sshd import SshServer, running_sshd
 from tests.support.wait import wait_for
 
 PASSWORD = "s3cret-Pa55word"
-SECRET = ("Secret", "team-a", "git-creds")
-
-
-class Objects:
-    """Secrets and ConfigMaps by (kind, namespace, name): what the API server would answer to `get`."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, str, str], dict[str, bytes]] = {}
-        self.reads = 0
-
-    async def read(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes]:
-        self.reads += 1
-        found = self.data.get((kind, namespace, name))
-        if found is None:
-            raise CredentialsError(CredentialsReason.NOT_FOUND, f"{kind} {namespace}/{name} does not exist")
-        return found
 
 
 @pytest.fixture
@@ -127,7 +111,7 @@ async def test_basic_credentials_from_a_secret_missing_created_rotated_and_fixed
     assert objects.reads == reads, "values are kept in memory while the remote takes them"
 
     # the remote's password is rotated and the Secret gets a wrong one: refused, counted, re-read
-    server.expected = "Basic " + __import__("base64").b64encode(b"git-user:rotated-Pa55").decode()
+    server.expected = basic_authorization("git-user", "rotated-Pa55")
     objects.data[SECRET] = {"username": b"git-user", "password": b"typo-Pa55"}
     rejected = errors("http-secret", CredentialsReason.REJECTED)
     with pytest.raises(GitRemoteError, match="credentials rejected"):
