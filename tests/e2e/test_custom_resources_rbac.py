@@ -222,14 +222,48 @@ async def _create_chart_rbac(plane: ControlPlane) -> str:
                 await rbac.create_namespaced_role(obj["metadata"].get("namespace", RELEASE), obj)
             elif kind == "RoleBinding":
                 await rbac.create_namespaced_role_binding(obj["metadata"].get("namespace", RELEASE), obj)
-        # what the operator grants for the rules: ConfigMaps in the tenant namespace, not Deployments
-        grant = _role("read-configmaps", "", "configmaps")
-        await rbac.create_namespaced_role(CHART_TENANT, grant)
-        binding = _binding("read-configmaps")
-        binding.subjects[0].name, binding.subjects[0].namespace = account, RELEASE
-        await rbac.create_namespaced_role_binding(CHART_TENANT, binding)
+        # what the operator grants for the rules: ConfigMaps in the tenant and the release
+        # namespace, not Deployments (the chart grants get on Secrets in the tenant's only)
+        for namespace in (CHART_TENANT, RELEASE):
+            await rbac.create_namespaced_role(namespace, _role("read-configmaps", "", "configmaps"))
+            binding = _binding("read-configmaps")
+            binding.subjects[0].name, binding.subjects[0].namespace = account, RELEASE
+            await rbac.create_namespaced_role_binding(namespace, binding)
     assert account
     return account
+
+
+LOCKED_SECRET = {"username": "locked-user", "password": "locked-pa55-e2e"}
+
+
+def _locked_objects(url: str) -> list[dict[str, Any]]:
+    """A provider in the release namespace whose Secret the chart's account may not get, its target,
+    and a rule on the release namespace's ConfigMaps (which the account may watch)."""
+    return [
+        custom_object(
+            "GitProvider",
+            "locked",
+            RELEASE,
+            {
+                "url": url,
+                "allowedBranches": ["main"],
+                "secretRef": {"name": "locked-creds"},
+                "pipeline": {"push_cooldown_s": 0.2, "push_max_backoff_s": 1},
+            },
+        ),
+        custom_object(
+            "GitTarget",
+            "locked",
+            RELEASE,
+            {"providerRef": {"name": "locked"}, "branch": "main", "path": "locked"},
+        ),
+        custom_object(
+            "WatchRule",
+            "locked",
+            RELEASE,
+            {"targetRef": {"name": "locked"}, "rules": [{"resources": ["configmaps"]}]},
+        ),
+    ]
 
 
 async def test_the_service_under_the_charts_rbac_reports_forbidden_in_the_rules_status(
@@ -237,16 +271,25 @@ async def test_the_service_under_the_charts_rbac_reports_forbidden_in_the_rules_
 ) -> None:
     """`reverser run` as the chart's ServiceAccount: the controller (Lease, watches, status patches)
     and the watch stage work with the chart's RBAC, the granted ConfigMaps reach Git, and the
-    WatchRule's Deployments item shows `Forbidden` in its status."""
+    WatchRule's Deployments item shows `Forbidden` in its status. A GitProvider whose Secret the
+    account may not `get` (the release namespace's: the chart grants the tenant's only) shows
+    `Ready=False` `CredentialsUnavailable` saying forbidden and naming the Secret, never a value,
+    and nothing of its target reaches its remote."""
     account = await _apply_chart_rbac(plane)
     kubeconfig = await _token_kubeconfig(plane, RELEASE, account, tmp_path / "chart-account.kubeconfig")
-    remote = GitRemote(tmp_path / "remote.git")
+    remote, locked_remote = GitRemote(tmp_path / "remote.git"), GitRemote(tmp_path / "locked.git")
     async with kube_client(plane.kubeconfig) as api:
         await install_crds(api)
         for document in _objects():
             document["metadata"]["namespace"] = CHART_TENANT
             if document["kind"] == "GitProvider":
                 document["spec"].update({"url": remote.url, "pipeline": {"push_cooldown_s": 0.2}})
+            await create(api, document)
+        await client.CoreV1Api(api).create_namespaced_secret(
+            RELEASE,
+            client.V1Secret(metadata=client.V1ObjectMeta(name="locked-creds"), string_data=LOCKED_SECRET),
+        )
+        for document in _locked_objects(locked_remote.url):
             await create(api, document)
     config = service_config(
         tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True, lease_duration_s=3
@@ -282,8 +325,39 @@ async def test_the_service_under_the_charts_rbac_reports_forbidden_in_the_rules_
         remote.wait_for(
             lambda r: "apps/team-b/configmaps/granted.yaml" in r.files(), 90, "the granted ConfigMap in Git"
         )
+
+        # the locked provider's target gets a change: its commit worker is refused the Secret
+        async with kube_client(plane.kubeconfig) as api:
+            await client.CoreV1Api(api).create_namespaced_config_map(
+                RELEASE,
+                client.V1ConfigMap(metadata=client.V1ObjectMeta(name="for-locked"), data={"a": "b"}),
+            )
+
+        async def provider_ready() -> dict[str, Any]:
+            async with kube_client(plane.kubeconfig) as api:
+                provider = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+                    GROUP, VERSION, RELEASE, Kind.GIT_PROVIDER.plural, "locked"
+                )
+            conditions = (provider.get("status") or {}).get("conditions", [])
+            found: dict[str, Any] = next((c for c in conditions if c["type"] == "Ready"), {})
+            return found
+
+        async def refused() -> bool:
+            return (await provider_ready()).get("reason") == "CredentialsUnavailable"
+
+        await wait_for(refused, "the locked GitProvider's Ready=False CredentialsUnavailable", timeout_s=90)
+        ready = await provider_ready()
+        assert ready["status"] == "False"
+        assert ready["message"] == (
+            "Secret chart/locked-creds: reading it is forbidden (the service account needs get on "
+            "secrets in namespace chart)"
+        )
+        assert locked_remote.files() == {}, "nothing is pushed without credentials"
     finally:
         assert service.stop() == 0, service.log_tail()
+    log = service.log_path.read_text(errors="replace")
+    assert "Secret chart/locked-creds: reading it is forbidden" in log
+    assert [v for v in LOCKED_SECRET.values() if v in log] == []
 
 
 async def test_git_credentials_are_read_with_get_only_under_the_charts_rbac(
