@@ -380,7 +380,7 @@ _OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class SecretReference(_Section):
-    """A Secret holding a provider's Git credentials (keys: docs/secrets.md, Git credentials).
+    """A Secret holding a provider's Git credentials or signing key (keys: docs/secrets.md).
 
     Read by the commit worker from the cluster custom resources live in (`custom_resources.cluster`,
     else the first of `clusters`) when it first needs the remote, and again after the remote
@@ -452,6 +452,9 @@ class SigningSettings(_Section):
     """Signing key file."""
     key_env: str | None = None
     """Environment variable holding the signing key."""
+    key_secret: SecretReference | None = None
+    """A Kubernetes Secret holding the SSH signing key (a GitProvider's spec.commit.signing.secretRef;
+    keys: docs/secrets.md, Commit signing key from a Secret); needs a cluster."""
     gpg_home: Path | None = None
     """GnuPG home directory holding the OpenPGP secret key."""
     key_id: str | None = None
@@ -459,10 +462,11 @@ class SigningSettings(_Section):
 
     @model_validator(mode="after")
     def _key_for_format(self) -> SigningSettings:
-        if self.format == "ssh" and (self.key_file is None) == (self.key_env is None):
-            raise ValueError("ssh signing needs exactly one of key_file and key_env")
-        if self.format == "openpgp" and (self.key_file is not None or self.key_env is not None):
-            raise ValueError("openpgp signing uses gpg_home and key_id, not key_file/key_env")
+        given = [v for v in (self.key_file, self.key_env, self.key_secret) if v is not None]
+        if self.format == "ssh" and len(given) != 1:
+            raise ValueError("ssh signing needs exactly one of key_file, key_env and key_secret")
+        if self.format == "openpgp" and given:
+            raise ValueError("openpgp signing uses gpg_home and key_id, not key_file/key_env/key_secret")
         return self
 
 
@@ -567,6 +571,16 @@ class ProviderSettings(_Section):
     def credentials_from_cluster(self) -> bool:
         """Whether the commit worker reads the credentials (or the known hosts) from the cluster."""
         return self.credentials_secret is not None or self.known_hosts_ref is not None
+
+    @property
+    def signing_secret(self) -> SecretReference | None:
+        """The Secret holding the SSH signing key, if the provider signs with one."""
+        return None if self.signing is None else self.signing.key_secret
+
+    @property
+    def reads_cluster(self) -> bool:
+        """Whether the commit worker reads anything of this provider from the cluster."""
+        return self.credentials_from_cluster or self.signing_secret is not None
 
 
 class WatchRule(_Section):

@@ -21,13 +21,17 @@ from enum import StrEnum
 
 __all__ = [
     "KNOWN_HOSTS_KEYS",
+    "SIGNING_KEY_KEYS",
+    "SIGNING_PASSPHRASE_KEYS",
     "SSH_KEY_KEYS",
     "CredentialsError",
     "CredentialsReason",
     "GitCredentials",
     "ObjectReader",
+    "SigningKey",
     "credentials_from_secret",
     "known_hosts_from",
+    "signing_key_from_secret",
 ]
 
 #: Keys of an SSH private key, first non-empty wins: Kubernetes, Flux, Argo CD.
@@ -35,6 +39,12 @@ SSH_KEY_KEYS = ("ssh-privatekey", "identity", "sshPrivateKey")
 #: Keys of a known-hosts object (a known-hosts reference); a credentials Secret's own is `known_hosts`.
 KNOWN_HOSTS_KEYS = ("known_hosts", "ssh_known_hosts")
 _SECRET_KNOWN_HOSTS = "known_hosts"
+#: Keys of an SSH signing key (a GitProvider's `spec.commit.signing.secretRef`), first non-empty
+#: wins: this project's own name, then the SSH key names of a credentials Secret, so one Secret
+#: may serve both.
+SIGNING_KEY_KEYS = ("signing.key", *SSH_KEY_KEYS)
+#: Keys of the signing key's passphrase, first non-empty wins.
+SIGNING_PASSPHRASE_KEYS = ("signing.passphrase", "ssh-password")
 
 
 #: `get` of one object's data on the cluster: (kind `Secret` or `ConfigMap`, namespace, name) to its
@@ -138,3 +148,22 @@ def known_hosts_from(described: str, data: Mapping[str, bytes]) -> str:
             f"{described} has neither key {' nor '.join(KNOWN_HOSTS_KEYS)}",
         )
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """An SSH signing key from a Secret (and its passphrase); values left out of the repr."""
+
+    key: str = field(repr=False)
+    passphrase: str | None = field(default=None, repr=False)
+
+
+def signing_key_from_secret(secret: str, data: Mapping[str, bytes]) -> SigningKey:
+    """The SSH signing key in a Secret's `data`; raises CredentialsError naming the keys looked for."""
+    key = _first(data, SIGNING_KEY_KEYS)
+    if key is None:
+        raise CredentialsError(
+            CredentialsReason.MISSING_KEY,
+            f"Secret {secret} has none of the signing key keys {', '.join(SIGNING_KEY_KEYS)}",
+        )
+    return SigningKey(key, _first(data, SIGNING_PASSPHRASE_KEYS))

@@ -27,6 +27,8 @@ class CredentialsReport:
     secret: str  # namespace/name
     at_ms: int
     message: str = ""
+    #: the public half of the signing key from the provider's signing Secret (never the private one)
+    signing_public_key: str = ""
 
 
 def encode_credentials(report: CredentialsReport) -> PendingRecord:
@@ -38,6 +40,7 @@ def encode_credentials(report: CredentialsReport) -> PendingRecord:
             "secret": report.secret,
             "atMs": report.at_ms,
             "message": report.message,
+            "signingPublicKey": report.signing_public_key,
         },
         key=CREDENTIALS_KEY_PREFIX + report.provider.encode(),
     )
@@ -47,5 +50,11 @@ def decode_credentials(record: Record) -> CredentialsReport:
     """Raises DecodeError for a record that is not a credentials report."""
     data = codec(CREDENTIALS_REPORT).decode(record.value, record.header(SCHEMA_HEADER))
     return CredentialsReport(
-        data["provider"], data["ok"], data["reason"], data["secret"], data["atMs"], data["message"]
+        data["provider"],
+        data["ok"],
+        data["reason"],
+        data["secret"],
+        data["atMs"],
+        data["message"],
+        data["signingPublicKey"],
     )

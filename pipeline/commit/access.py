@@ -34,13 +34,16 @@ def provider_access(
     auth: RemoteAuth | None,
     keys_dir: Path,
     remote: RemoteAccess | None = None,
+    signer: CommitSigner | None = None,
 ) -> ProviderAccess:
     """The provider's access; a missing key or a signing key that does not match the committer is a
     ConfigError naming the provider and the setting (never a key). With `remote` (credentials from
-    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used."""
+    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used;
+    `signer` is one read from the cluster too (a signing key in a Secret)."""
     try:
         ssh = None if remote is not None else ssh_transport(provider, keys_dir)
-        signer = commit_signer(provider, keys_dir, dict(os.environ))
+        if signer is None:
+            signer = commit_signer(provider, keys_dir, dict(os.environ))
     except (ValueError, SigningError) as exc:
         raise ConfigError(str(exc)) from None
     return ProviderAccess(auth, ssh, signer, remote)

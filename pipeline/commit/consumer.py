@@ -168,7 +168,7 @@ class CommitWorker(RebalanceListener):
         auth = remote_auth(provider)
         remove_files(self._keys, provider.name, set(KeyFile) - kinds_in_use(provider))
         remote = self._secrets.get(provider.name)
-        if not provider.credentials_from_cluster:
+        if not provider.reads_cluster:
             if remote is not None:  # a running branch still holding it now reads what the file says
                 remote.configure(provider, auth)
             return provider_access(provider, auth, self._keys)
@@ -182,7 +182,8 @@ class CommitWorker(RebalanceListener):
             )
         else:
             remote.configure(provider, auth)
-        return provider_access(provider, auth, self._keys, remote)
+        signer = remote.signer if provider.signing_secret is not None else None
+        return provider_access(provider, auth, self._keys, remote, signer)
 
     async def apply(self, settings: Settings) -> None:
         """Take a changed configuration: new providers, changed targets (prune, encryption, window).

@@ -25,12 +25,15 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth, redact_url
 from pipeline.commit.keyfiles import CLUSTER_KINDS, KeyFile, key_path, remove_files
+from pipeline.commit.signing import SecretSigner
 from pipeline.commit.sshremote import (
     SshTransport,
     is_ssh_url,
@@ -40,6 +43,8 @@ from pipeline.commit.sshremote import (
 )
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import (
+    SIGNING_KEY_KEYS,
+    SIGNING_PASSPHRASE_KEYS,
     SSH_KEY_KEYS,
     CredentialsError,
     CredentialsReason,
@@ -47,6 +52,7 @@ from pipeline.gitcredentials import (
     ObjectReader,
     credentials_from_secret,
     known_hosts_from,
+    signing_key_from_secret,
 )
 from pipeline.log.api import LogError
 
@@ -57,29 +63,46 @@ logger = logging.getLogger(__name__)
 Loaded = tuple[RemoteAuth | None, SshTransport | None]
 
 
-def _unlocked_key(secret: str, credentials: GitCredentials) -> str:
-    """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form."""
-    key = credentials.ssh_key
-    assert key is not None
-    if credentials.ssh_passphrase is None:
-        return key
-    data, passphrase = key.encode(), credentials.ssh_passphrase.encode()
+def _opened(data: bytes, passphrase: bytes | None) -> PrivateKeyTypes:
     try:
-        try:
-            loaded = serialization.load_ssh_private_key(data, passphrase)
-        except ValueError:
-            loaded = serialization.load_pem_private_key(data, passphrase)  # type: ignore[assignment]
+        return serialization.load_ssh_private_key(data, passphrase)
+    except ValueError:
+        return serialization.load_pem_private_key(data, passphrase)
+
+
+def _unlocked_key(secret: str, key: str, passphrase: str | None, keys: str) -> str:
+    """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form;
+    `keys` names where the passphrase came from, for the error."""
+    if passphrase is None:
+        return key
+    try:
+        loaded = _opened(key.encode(), passphrase.encode())
     except TypeError:
-        return key  # not encrypted: `password` was for something else
+        return key  # not encrypted: the passphrase key was for something else
     except ValueError:
         raise CredentialsError(
             CredentialsReason.INVALID_KEY,
-            f"Secret {secret}: the SSH key cannot be opened with the passphrase of key "
-            "ssh-password (or password)",
+            f"Secret {secret}: the SSH key cannot be opened with the passphrase of key {keys}",
         ) from None
     return loaded.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
     ).decode("ascii")
+
+
+def _public_key(secret: str, key: str) -> str:
+    """The public half in authorized_keys form (`ssh-ed25519 AAAA...`), from an unlocked key."""
+    try:
+        loaded = _opened(key.encode(), None)
+        public = loaded.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise CredentialsError(
+            CredentialsReason.INVALID_KEY,
+            f"Secret {secret}: the signing key is not an SSH private key this service can read "
+            f"(keys {', '.join(SIGNING_KEY_KEYS)})",
+        ) from None
+    return public.decode("ascii")
 
 
 class SecretAccess:
@@ -120,11 +143,18 @@ class SecretAccess:
         self._stale: CredentialsError | None = None
         self._retired = False
         self._lock = asyncio.Lock()
-        self._reported: tuple[bool, str, str] | None = None
+        self._reported: tuple[bool, str, str, str] | None = None
+        #: signs the provider's commits with the key of its signing Secret (when it has one); kept
+        #: for the life of this access, so every clone holding it signs with the last key read
+        self.signer = SecretSigner(
+            key_path(keys_dir, provider.name, KeyFile.SECRET_SIGNING_KEY),
+            "" if provider.signing_secret is None else provider.signing_secret.describe(),
+        )
 
     @property
     def _secret(self) -> str:
-        ref = self._provider.credentials_secret
+        """The Secret reports name: the credentials Secret, else the signing Secret."""
+        ref = self._provider.credentials_secret or self._provider.signing_secret
         return "" if ref is None else ref.describe()
 
     def configure(self, provider: ProviderSettings, env_auth: RemoteAuth | None) -> None:
@@ -132,6 +162,8 @@ class SecretAccess:
         self._retired = False
         if provider != self._provider or env_auth != self._env_auth:
             self._provider, self._env_auth = provider, env_auth
+            if provider.signing_secret is not None:
+                self.signer.secret = provider.signing_secret.describe()
             self._forget()
             self._reported = None
 
@@ -186,7 +218,7 @@ class SecretAccess:
     async def outcome(self, refused: bool) -> None:
         if not refused:
             if self._stale is None:  # else the failed refresh stays reported until a read succeeds
-                await self._state(True, "", "")
+                await self._state(True, "", "", self.signer.public_key)
             return
         self._forget()  # read the Secret again before the next attempt: it may have been rotated
         what = f"Secret {self._secret}" if self._secret else "the configured credentials"
@@ -200,15 +232,15 @@ class SecretAccess:
     async def _failed(self, error: CredentialsError) -> None:
         metrics.CREDENTIALS_ERRORS.labels(self._provider.name, error.reason).inc()
         logger.warning("provider %s: %s", self._provider.name, error)
-        await self._state(False, error.reason, str(error))
+        await self._state(False, error.reason, str(error), self.signer.public_key)
 
-    async def _state(self, ok: bool, reason: str, message: str) -> None:
+    async def _state(self, ok: bool, reason: str, message: str, public_key: str) -> None:
         """Report a change of state (once: the branches share this object)."""
-        state = (ok, reason, message)
+        state = (ok, reason, message, public_key)
         if self._report is None or state == self._reported:
             return
         report = CredentialsReport(
-            self._provider.name, ok, reason, self._secret, int(self._wall() * 1000), message
+            self._provider.name, ok, reason, self._secret, int(self._wall() * 1000), message, public_key
         )
         try:
             await self._report(report)
@@ -218,8 +250,32 @@ class SecretAccess:
         self._reported = state
 
     async def _load(self) -> Loaded:
-        """Read and decide everything before writing a file, so a failed read leaves the files of the
-        credentials in use as they were; files the Secret no longer yields are removed."""
+        """Read and decide everything before writing a file or changing the signing key, so a failed
+        read leaves what is in use as it was; files the Secret no longer yields are removed."""
+        signing = await self._signing_key()
+        loaded = await self._remote_access()
+        if signing is not None:
+            self.signer.use(*signing)
+        return loaded
+
+    async def _signing_key(self) -> tuple[str, str] | None:
+        """The unlocked signing key of the provider's signing Secret and its public half, or None."""
+        ref = self._provider.signing_secret
+        if ref is None:
+            return None
+        described = ref.describe()
+        found = signing_key_from_secret(described, await self._reader("Secret", ref.namespace, ref.name))
+        key = _unlocked_key(described, found.key, found.passphrase, " or ".join(SIGNING_PASSPHRASE_KEYS))
+        public = _public_key(described, key)
+        logger.info(
+            "provider %s: signing key (%s) read from Secret %s",
+            self._provider.name,
+            public.split()[0],
+            described,
+        )
+        return key, public
+
+    async def _remote_access(self) -> Loaded:
         provider = self._provider
         ref = provider.credentials_secret
         credentials = GitCredentials()
@@ -255,7 +311,9 @@ class SecretAccess:
         key: str | None = None
         key_file: Path | None = None
         if credentials.ssh_key is not None:
-            key = _unlocked_key(self._secret, credentials)
+            key = _unlocked_key(
+                self._secret, credentials.ssh_key, credentials.ssh_passphrase, "ssh-password (or password)"
+            )
         elif provider.credentials_secret is not None:
             raise CredentialsError(
                 CredentialsReason.MISSING_KEY,

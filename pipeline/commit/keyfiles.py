@@ -35,10 +35,13 @@ class KeyFile(StrEnum):
     SECRET_KEY = "secret-key"
     #: the known hosts of the credentials Secret or the known-hosts reference
     SECRET_KNOWN_HOSTS = "secret-known_hosts"
+    #: the SSH signing key of `signing.key_secret` (spec.commit.signing.secretRef)
+    SECRET_SIGNING_KEY = "secret-signing-key"
 
 
-#: The kinds read from the cluster, written and removed by the provider's SecretAccess as the
-#: Secret's content says.
+#: The remote-access kinds read from the cluster, written and removed by the provider's
+#: SecretAccess as the Secret's content says (the signing key is kept while its Secret is unreadable:
+#: commits go on being signed with the last key read).
 CLUSTER_KINDS = frozenset({KeyFile.SECRET_KEY, KeyFile.SECRET_KNOWN_HOSTS})
 
 
@@ -59,6 +62,8 @@ def kinds_in_use(provider: ProviderSettings) -> frozenset[KeyFile]:
         used.add(KeyFile.SIGNING_KEY)
     if provider.credentials_from_cluster:
         used |= CLUSTER_KINDS
+    if provider.signing_secret is not None:
+        used.add(KeyFile.SECRET_SIGNING_KEY)
     return frozenset(used)
 
 

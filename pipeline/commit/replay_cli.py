@@ -189,9 +189,10 @@ async def replay_branch(
         with tempfile.TemporaryDirectory(prefix="reverser-replay-") as clones:
             keys = Path(clones) / "keys"
             remote = None
-            if own_origin and provider.credentials_from_cluster and reader is not None:
+            if own_origin and provider.reads_cluster and reader is not None:
                 remote = SecretAccess(target_provider, keys, reader, env_auth=auth)
-            access = provider_access(target_provider, auth, keys, remote)
+            signer = remote.signer if remote is not None and provider.signing_secret is not None else None
+            access = provider_access(target_provider, auth, keys, remote, signer)
             repo = access.clone(Path(clones), provider_name, branch, url)
             try:
                 job = _Job(settings, log, repo, target_provider, branch, chosen, note, tty)

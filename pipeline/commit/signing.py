@@ -8,6 +8,7 @@ the commit object without the signature is the payload, and the armored signatur
 from __future__ import annotations
 
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -16,7 +17,15 @@ from pipeline.commit.keyfiles import KeyFile, key_path
 from pipeline.commit.sshremote import write_private_file
 from pipeline.config import ProviderSettings
 
-__all__ = ["CommitSigner", "GpgSigner", "SigningError", "SshSigner", "commit_signer", "signed_commit"]
+__all__ = [
+    "CommitSigner",
+    "GpgSigner",
+    "SecretSigner",
+    "SigningError",
+    "SshSigner",
+    "commit_signer",
+    "signed_commit",
+]
 
 SIGN_TIMEOUT_S = 30.0
 
@@ -56,6 +65,42 @@ class SshSigner:
         )
 
 
+class SecretSigner:
+    """`gpg.format=ssh` with the key of a Secret (`signing.key_secret`), which the provider's
+    SecretAccess reads before every remote operation: a branch commits only after its first
+    successful fetch, so a commit never goes unsigned for want of the key.
+
+    The key stays in memory (the last one read: a failed re-read keeps signing with it) and is
+    written to its 0600 file only while ssh-keygen signs, then removed: no key file outlives the
+    signature, whatever happens to the provider afterwards.
+    """
+
+    def __init__(self, key_file: Path, secret: str) -> None:
+        self.key_file = key_file
+        self.secret = secret
+        self._key: str | None = None
+        #: the public key in authorized_keys form (`ssh-ed25519 AAAA...`): the GitProvider's
+        #: `status.signingPublicKey`, registered on the Git host to verify the commits
+        self.public_key = ""
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SecretSigner({self.secret!r}, {self.public_key[:32]!r})"
+
+    def use(self, key: str, public_key: str) -> None:
+        self._key, self.public_key = key, public_key
+
+    def sign(self, payload: bytes) -> bytes:
+        if self._key is None:
+            raise SigningError(f"the signing key of Secret {self.secret} has not been read")
+        with self._lock:
+            write_private_file(self.key_file, self._key)
+            try:
+                return SshSigner(self.key_file).sign(payload)
+            finally:
+                self.key_file.unlink(missing_ok=True)
+
+
 @dataclass(frozen=True, slots=True)
 class GpgSigner:
     """OpenPGP: `gpg --detach-sign --armor` with a key from a GnuPG home (no passphrase prompt)."""
@@ -88,6 +133,11 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
     if settings is None:
         return None
     committer = f"<{provider.committer.email}>"
+    if settings.key_secret is not None:
+        raise SigningError(
+            f"providers[{provider.name}].signing: the key is in Secret {settings.key_secret.describe()}, "
+            "which only a process reading the cluster can use"
+        )
     if settings.format == "ssh":
         key_file = settings.key_file
         if settings.key_env is not None:

@@ -50,6 +50,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.secretRef.name",
         "spec.knownHostsRef.kind",
         "spec.knownHostsRef.name",
+        "spec.commit.signing.secretRef.name",
         "spec.pipeline",
     ),
     Kind.GIT_TARGET: (
@@ -316,6 +317,36 @@ def _references(resource: CustomResource, extension: dict[str, Any], report: Obj
     return found
 
 
+def _signing(resource: CustomResource, extension: dict[str, Any], report: ObjectReport) -> dict[str, Any]:
+    """`spec.commit.signing.secretRef` as SSH signing with the key of that Secret (its namespace).
+
+    Only the reference is published; the commit worker reads the key. `generateWhenMissing` is
+    left to the unsupported fields: it would need `create`/`update` on Secrets (docs/secrets.md).
+    """
+    signing = (resource.spec.get("commit") or {}).get("signing")
+    if not signing:
+        return {}
+    ref = signing.get("secretRef") if isinstance(signing, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not name:
+        report.errors.append(
+            FieldProblem(
+                "spec.commit.signing.secretRef.name", "names the Secret with the signing key; it is required"
+            )
+        )
+        return {}
+    if extension.get("signing") is not None:
+        report.errors.append(
+            FieldProblem(
+                "spec.pipeline.signing",
+                "spec.commit.signing and spec.pipeline.signing both configure signing; keep one",
+            )
+        )
+        return {}
+    secret = {"namespace": resource.ref.namespace, "name": name}
+    return {"signing": {"format": "ssh", "key_secret": secret}}
+
+
 def _provider(resource: CustomResource, name: str, report: ObjectReport) -> ProviderSettings | None:
     spec = resource.spec
     extension = _pipeline(resource, report)
@@ -325,6 +356,9 @@ def _provider(resource: CustomResource, name: str, report: ObjectReport) -> Prov
     literal = [b for b in branches if isinstance(b, str) and not _GLOB.search(b)]
     data: dict[str, Any] = {**extension, "name": name, "url": spec.get("url")}
     data.update(_references(resource, extension, report))
+    signing = _signing(resource, extension, report)
+    data.update(signing)
+    paths = {**_PROVIDER_PATHS, "signing": "spec.commit.signing"} if signing else _PROVIDER_PATHS
     data["default_branch"] = literal[0] if literal else "main"
     committer = (spec.get("commit") or {}).get("committer") or {}
     if committer:
@@ -339,7 +373,7 @@ def _provider(resource: CustomResource, name: str, report: ObjectReport) -> Prov
             report.errors.append(FieldProblem("spec.push.commitWindow", str(exc)))
     if report.errors:
         return None
-    provider, errors = _validate(ProviderSettings, data, _PROVIDER_PATHS, "spec.pipeline")
+    provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
     report.errors.extend(errors)
     return provider  # type: ignore[no-any-return]
 

@@ -57,12 +57,17 @@ def _provider(provider: ProviderSettings, branches: list[str], namespace: str) -
             "commit_window_s",
             "credentials_secret",
             "known_hosts_ref",
+            *(["signing"] if provider.signing_secret is not None else []),
         },
     )
     if extension:
         spec["pipeline"] = extension
-    secret, hosts = provider.credentials_secret, provider.known_hosts_ref
-    for where, ref in (("credentials_secret", secret), ("known_hosts_ref", hosts)):
+    secret, hosts, signing = provider.credentials_secret, provider.known_hosts_ref, provider.signing_secret
+    for where, ref in (
+        ("credentials_secret", secret),
+        ("known_hosts_ref", hosts),
+        ("signing.key_secret", signing),
+    ):
         if ref is not None and ref.namespace != namespace:
             # a GitProvider can only name objects of its own namespace
             raise ExportError(
@@ -74,6 +79,8 @@ def _provider(provider: ProviderSettings, branches: list[str], namespace: str) -
         spec["secretRef"] = {"name": secret.name}
     if hosts is not None:
         spec["knownHostsRef"] = {"kind": hosts.kind, "name": hosts.name}
+    if signing is not None:
+        spec["commit"]["signing"] = {"secretRef": {"name": signing.name}}
     return {
         "apiVersion": API_VERSION,
         "kind": Kind.GIT_PROVIDER.value,

@@ -155,10 +155,13 @@ def object_status(
 
     `running` is every stream identity the watch stage reports as streaming (None: unknown, the
     `Reconciling` condition then only says the object is published). `credentials` is what the
-    commit worker last said of a GitProvider's Secret: unusable or refused makes it not Ready.
+    commit worker last said of a GitProvider's Secrets: unusable or refused makes it not Ready; the
+    public half of a signing key read from its signing Secret is `signingPublicKey`.
     """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
+    if credentials is not None and credentials.signing_public_key:
+        status["signingPublicKey"] = credentials.signing_public_key
     if result is not None:
         status["lastCommit"] = {"commit": result.commit, "branch": result.branch}
         status["lastPush"] = {"result": result.push, "time": _time(result.at_ms), "message": result.message}
@@ -276,9 +279,10 @@ def _current_credentials(
     """The provider's credentials report, unless it is about a Secret the provider no longer names."""
     report = reports.get(provider)
     found = next((p for p in compiled.providers if p.name == provider), None)
-    if report is None or found is None or found.credentials_secret is None:
+    if report is None or found is None:
         return None
-    return report if report.secret == found.credentials_secret.describe() else None
+    named = [ref.describe() for ref in (found.credentials_secret, found.signing_secret) if ref is not None]
+    return report if report.secret in named else None
 
 
 def _without_times(status: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def test_ssh_settings_are_validated() -> None:
         SshSettings(private_key_env="KEY", private_key_file=Path("k"), known_hosts_file=Path("kh"))
     with pytest.raises(ValueError, match="known_hosts_file is required"):
         ProviderSettings(name="p", url=url, ssh=SshSettings(private_key_env="KEY"))
-    with pytest.raises(ValueError, match="exactly one of key_file and key_env"):
+    with pytest.raises(ValueError, match="exactly one of key_file, key_env and key_secret"):
         SigningSettings(format="ssh")
 
 

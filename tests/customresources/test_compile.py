@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from pipeline.attribution.selector import parse_selector
-from pipeline.config import ConfigError, KnownHostsReference, SecretReference, Settings, load_settings
+from pipeline.config import (
+    ConfigError,
+    KnownHostsReference,
+    SecretReference,
+    Settings,
+    SigningSettings,
+    load_settings,
+)
 from pipeline.customresources.compile import compile_resources, go_duration_s, selector_text
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResourceError, Kind, ObjectRef, parse_object
@@ -533,3 +540,41 @@ def test_wildcard_items_become_patterns_and_export_writes_them_back() -> None:
     again = compile_resources([parse_object(d) for d in exported], home_namespace="team-a", base=base)
     assert again.errors == []
     assert _streams(again.settings(base)) == streams
+
+
+def test_a_signing_secret_ref_compiles_to_ssh_signing_with_that_secret_and_exports_back() -> None:
+    documents = [doc for doc in yaml.safe_load_all(UPSTREAM) if doc]
+    provider_doc = next(d for d in documents if d["kind"] == "GitProvider")
+    namespace = provider_doc["metadata"]["namespace"]
+    provider_doc["spec"]["commit"] = {
+        "signing": {"secretRef": {"name": "signer"}, "generateWhenMissing": True}
+    }
+    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=namespace)
+    assert compiled.errors == []
+    (provider,) = compiled.providers
+    assert provider.signing == SigningSettings(
+        format="ssh", key_secret=SecretReference(namespace=namespace, name="signer")
+    )
+    assert provider.signing_secret is not None
+    assert provider.reads_cluster
+    (report,) = [r for r in compiled.reports.values() if r.ref.kind is Kind.GIT_PROVIDER]
+    assert report.unsupported == ["spec.commit.signing.generateWhenMissing"]
+    # exported and read back: the same provider, the reference as spec.commit.signing.secretRef
+    settings = compiled.settings(Settings(clusters=[{"name": "default"}]))
+    exported = export_resources(settings, namespace)
+    (again_doc,) = [d for d in exported if d["kind"] == "GitProvider"]
+    assert again_doc["spec"]["commit"]["signing"] == {"secretRef": {"name": "signer"}}
+    assert "signing" not in again_doc["spec"].get("pipeline", {})
+    again = compile_resources([parse_object(d) for d in exported], home_namespace=namespace)
+    assert again.providers == compiled.providers
+
+    # no name, or spec.pipeline.signing as well: an error naming the field
+    provider_doc["spec"]["commit"] = {"signing": {"secretRef": {}}}
+    refused = compile_resources([parse_object(d) for d in documents], home_namespace=namespace)
+    assert [e.path for ref, e in refused.errors if ref.kind is Kind.GIT_PROVIDER] == [
+        "spec.commit.signing.secretRef.name"
+    ]
+    provider_doc["spec"]["commit"] = {"signing": {"secretRef": {"name": "signer"}}}
+    provider_doc["spec"]["pipeline"] = {"signing": {"format": "ssh", "key_env": "SIGNING_KEY"}}
+    both = compile_resources([parse_object(d) for d in documents], home_namespace=namespace)
+    assert [e.path for ref, e in both.errors if ref.kind is Kind.GIT_PROVIDER] == ["spec.pipeline.signing"]

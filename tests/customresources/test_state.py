@@ -12,7 +12,7 @@ import yaml
 
 from pipeline.codec import DecodeError
 from pipeline.codec.config_state import ConfigObject, ObjectName, decode_config_state, encode_config_state
-from pipeline.codec.credentials_report import CredentialsReport, encode_credentials
+from pipeline.codec.credentials_report import CredentialsReport, decode_credentials, encode_credentials
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.config import Settings
 from pipeline.customresources.compile import compile_resources
@@ -20,7 +20,7 @@ from pipeline.customresources.controller import stream_spec
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 from pipeline.customresources.state import ConfigState, decode_state, encode_state
-from pipeline.customresources.status import RuleStreams, object_status
+from pipeline.customresources.status import RuleStreams, _current_credentials, object_status
 from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log, Record
 from pipeline.log.topics import TopicNames, topic_specs
@@ -260,3 +260,24 @@ async def test_the_follower_keeps_the_newest_credentials_report_per_provider(
         assert follower.results_changed.is_set()
     finally:
         await follower.close()
+
+
+def test_a_signing_key_read_from_its_secret_shows_as_signing_public_key() -> None:
+    documents = [d for d in yaml.safe_load_all(UPSTREAM) if d]
+    provider_doc = next(d for d in documents if d["kind"] == "GitProvider")
+    provider_doc["spec"]["commit"] = {"signing": {"secretRef": {"name": "signer"}}}
+    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME)
+    ref = next(r for r in compiled.reports if r.kind is Kind.GIT_PROVIDER)
+    (provider,) = compiled.providers
+    report = CredentialsReport(
+        provider.name, True, "", f"{ref.namespace}/signer", 1000, "", "ssh-ed25519 AAAAC3Nza-public"
+    )
+    # the report travels through the log unchanged, and names only the signing Secret here
+    pending = encode_credentials(report)
+    assert decode_credentials(Record("c", 0, 5, 0, pending.key, pending.value, pending.headers)) == report
+    assert _current_credentials(compiled, provider.name, {provider.name: report}) == report
+    stale = replace(report, secret=f"{ref.namespace}/old-signer")
+    assert _current_credentials(compiled, provider.name, {provider.name: stale}) is None
+    status = object_status(compiled.reports[ref], None, credentials=report)
+    assert status["signingPublicKey"] == "ssh-ed25519 AAAAC3Nza-public"
+    assert "signingPublicKey" not in object_status(compiled.reports[ref], None)

@@ -236,6 +236,7 @@ def test_git_credentials_get_only_the_secrets_of_the_namespaces_holding_provider
             "url": "ssh://git@git.example.invalid/r.git",
             "credentials_secret": {"namespace": "git-auth", "name": "ssh-creds"},
             "known_hosts_ref": {"namespace": "shared", "name": "git-hosts"},
+            "signing": {"format": "ssh", "key_secret": {"namespace": "git-auth", "name": "signing-key"}},
         },
     ]
     objects = render(
@@ -250,7 +251,7 @@ def test_git_credentials_get_only_the_secrets_of_the_namespaces_holding_provider
             {
                 "apiGroups": [""],
                 "resources": ["secrets"],
-                "resourceNames": ["repo-creds", "ssh-creds"],
+                "resourceNames": ["repo-creds", "signing-key", "ssh-creds"],
                 "verbs": ["get"],
             }
         ],

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ProviderSettings, SshSettings
+from pipeline.config import ProviderSettings, SigningSettings, SshSettings
 from pipeline.gitcredentials import (
     CredentialsError,
     CredentialsReason,
     GitCredentials,
+    SigningKey,
     credentials_from_secret,
     known_hosts_from,
+    signing_key_from_secret,
 )
 
 SECRET = "team-a/git-creds"
@@ -127,3 +129,38 @@ def test_provider_settings_take_one_credentials_source() -> None:
             known_hosts_ref={"name": "hosts", "namespace": "team-a"},
             ssh=SshSettings(known_hosts_file=Path("kh")),
         )
+
+
+def test_a_signing_key_comes_from_its_own_key_or_an_ssh_key_of_the_secret() -> None:
+    own = signing_key_from_secret(SECRET, {"signing.key": KEY.encode(), "ssh-privatekey": b"other"})
+    assert own == SigningKey(KEY, None)
+    shared = signing_key_from_secret(SECRET, {"identity": KEY.encode(), "ssh-password": b"pp"})
+    assert shared == SigningKey(KEY, "pp")
+    assert (
+        signing_key_from_secret(
+            SECRET, {"sshPrivateKey": KEY.encode(), "signing.passphrase": b"q"}
+        ).passphrase
+        == "q"
+    )
+    assert "key-material" not in repr(own)
+    with pytest.raises(
+        CredentialsError,
+        match=f"Secret {SECRET} has none of the signing key keys signing.key, "
+        "ssh-privatekey, identity, sshPrivateKey",
+    ) as caught:
+        signing_key_from_secret(SECRET, {"password": b"p", "signing.key": b"  "})
+    assert caught.value.reason is CredentialsReason.MISSING_KEY
+
+
+def test_ssh_signing_takes_exactly_one_key_source() -> None:
+    secret = {"namespace": "team-a", "name": "signer"}
+    signing = SigningSettings(format="ssh", key_secret=secret)
+    provider = ProviderSettings(name="p", url="https://g/r.git", signing=signing)
+    assert provider.signing_secret is not None
+    assert provider.signing_secret.describe() == "team-a/signer"
+    assert provider.reads_cluster
+    assert not provider.credentials_from_cluster
+    with pytest.raises(ValueError, match="exactly one of key_file, key_env and key_secret"):
+        SigningSettings(format="ssh", key_env="K", key_secret=secret)
+    with pytest.raises(ValueError, match="not key_file/key_env/key_secret"):
+        SigningSettings(format="openpgp", key_secret=secret)

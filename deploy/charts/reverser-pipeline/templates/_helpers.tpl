@@ -188,7 +188,7 @@ resources (a rule with neither) need the ClusterRole.
 {{/*
 The Secrets and ConfigMaps the commit worker reads Git credentials from, as JSON:
 {"<ns>": {"secrets": ["<name>", ...], "configmaps": [...]}}; "*" stands for any name. A file's
-providers name theirs exactly (credentials_secret, known_hosts_ref). With custom resources a
+providers name theirs exactly (credentials_secret, known_hosts_ref, signing.key_secret). With custom resources a
 GitProvider may name any Secret of its own namespace, so the namespaces holding GitProviders come
 from rbac.gitCredentials.namespaces (default: custom_resources.namespace when set, else the release
 namespace, which exists at install), with
@@ -208,6 +208,12 @@ names from secretNames / configMapNames when given. Only `get`: the worker never
 {{- $_ := set $kinds $resource (append (default list (get $kinds $resource)) $ref.name | uniq | sortAlpha) }}
 {{- $_ := set $out $ref.namespace $kinds }}
 {{- end }}
+{{- end }}
+{{- $signing := get (default dict (get $p "signing")) "key_secret" }}
+{{- if $signing }}
+{{- $kinds := default dict (get $out $signing.namespace) }}
+{{- $_ := set $kinds "secrets" (append (default list (get $kinds "secrets")) $signing.name | uniq | sortAlpha) }}
+{{- $_ := set $out $signing.namespace $kinds }}
 {{- end }}
 {{- end }}
 {{- $resources := default dict (get $cfg "custom_resources") }}
