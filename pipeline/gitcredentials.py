@@ -141,12 +141,21 @@ def credentials_from_secret(secret: str, data: Mapping[str, bytes]) -> GitCreden
 
 def known_hosts_from(described: str, data: Mapping[str, bytes]) -> str:
     """The known_hosts text of a known-hosts reference (`described`: `ConfigMap ns/name`)."""
-    found = _first(data, KNOWN_HOSTS_KEYS)
+    return _required(
+        data,
+        KNOWN_HOSTS_KEYS,
+        CredentialsReason.NO_KNOWN_HOSTS,
+        f"{described} has neither key {' nor '.join(KNOWN_HOSTS_KEYS)}",
+    )
+
+
+def _required(
+    data: Mapping[str, bytes], keys: tuple[str, ...], reason: CredentialsReason, missing: str
+) -> str:
+    """The first of `keys` present; else CredentialsError(reason, missing)."""
+    found = _first(data, keys)
     if found is None:
-        raise CredentialsError(
-            CredentialsReason.NO_KNOWN_HOSTS,
-            f"{described} has neither key {' nor '.join(KNOWN_HOSTS_KEYS)}",
-        )
+        raise CredentialsError(reason, missing)
     return found
 
 
@@ -160,10 +169,10 @@ class SigningKey:
 
 def signing_key_from_secret(secret: str, data: Mapping[str, bytes]) -> SigningKey:
     """The SSH signing key in a Secret's `data`; raises CredentialsError naming the keys looked for."""
-    key = _first(data, SIGNING_KEY_KEYS)
-    if key is None:
-        raise CredentialsError(
-            CredentialsReason.MISSING_KEY,
-            f"Secret {secret} has none of the signing key keys {', '.join(SIGNING_KEY_KEYS)}",
-        )
+    key = _required(
+        data,
+        SIGNING_KEY_KEYS,
+        CredentialsReason.MISSING_KEY,
+        f"Secret {secret} has none of the signing key keys {', '.join(SIGNING_KEY_KEYS)}",
+    )
     return SigningKey(key, _first(data, SIGNING_PASSPHRASE_KEYS))
