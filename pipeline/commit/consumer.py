@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -182,8 +183,12 @@ class CommitWorker(RebalanceListener):
             )
         else:
             remote.configure(provider, auth)
-        signer = remote.signer if provider.signing_secret is not None else None
-        return provider_access(provider, auth, self._keys, remote, signer)
+        from_secret = provider.signing_secret is not None
+        access = provider_access(provider, auth, self._keys, remote, remote.signer if from_secret else None)
+        # every clone signs through the SecretAccess's signer, so a provider that starts, stops or
+        # moves its signing applies it in running branches too
+        remote.signer.delegate = None if from_secret else access.signer
+        return dataclasses.replace(access, signer=remote.signer)
 
     async def apply(self, settings: Settings) -> None:
         """Take a changed configuration: new providers, changed targets (prune, encryption, window).

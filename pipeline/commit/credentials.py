@@ -146,10 +146,7 @@ class SecretAccess:
         self._reported: tuple[bool, str, str, str] | None = None
         #: signs the provider's commits with the key of its signing Secret (when it has one); kept
         #: for the life of this access, so every clone holding it signs with the last key read
-        self.signer = SecretSigner(
-            key_path(keys_dir, provider.name, KeyFile.SECRET_SIGNING_KEY),
-            "" if provider.signing_secret is None else provider.signing_secret.describe(),
-        )
+        self.signer = SecretSigner(key_path(keys_dir, provider.name, KeyFile.SECRET_SIGNING_KEY), None)
 
     @property
     def _secret(self) -> str:
@@ -162,8 +159,6 @@ class SecretAccess:
         self._retired = False
         if provider != self._provider or env_auth != self._env_auth:
             self._provider, self._env_auth = provider, env_auth
-            if provider.signing_secret is not None:
-                self.signer.secret = provider.signing_secret.describe()
             self._forget()
             self._reported = None
 
@@ -254,12 +249,14 @@ class SecretAccess:
         read leaves what is in use as it was; files the Secret no longer yields are removed."""
         signing = await self._signing_key()
         loaded = await self._remote_access()
-        if signing is not None:
+        if signing is None:
+            self.signer.stop()
+        else:
             self.signer.use(*signing)
         return loaded
 
-    async def _signing_key(self) -> tuple[str, str] | None:
-        """The unlocked signing key of the provider's signing Secret and its public half, or None."""
+    async def _signing_key(self) -> tuple[str, str, str] | None:
+        """The provider's signing Secret, its unlocked key and the key's public half, or None."""
         ref = self._provider.signing_secret
         if ref is None:
             return None
@@ -273,7 +270,7 @@ class SecretAccess:
             public.split()[0],
             described,
         )
-        return key, public
+        return described, key, public
 
     async def _remote_access(self) -> Loaded:
         provider = self._provider

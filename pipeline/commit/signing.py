@@ -35,8 +35,9 @@ class SigningError(Exception):
 
 
 class CommitSigner(Protocol):
-    def sign(self, payload: bytes) -> bytes:
-        """The armored detached signature of `payload`."""
+    def sign(self, payload: bytes) -> bytes | None:
+        """The armored detached signature of `payload`; None: this commit is not signed (a
+        signer whose provider stopped signing while its clones live)."""
         ...
 
 
@@ -68,16 +69,22 @@ class SshSigner:
 class SecretSigner:
     """`gpg.format=ssh` with the key of a Secret (`signing.key_secret`), which the provider's
     SecretAccess reads before every remote operation: a branch commits only after its first
-    successful fetch, so a commit never goes unsigned for want of the key.
+    successful fetch, so a commit never goes unsigned for want of the key. Every clone of a provider
+    that reads the cluster holds it, so a GitProvider that starts (or stops) signing with a Secret
+    does so in its running branches from the next read on.
 
     The key stays in memory (the last one read: a failed re-read keeps signing with it) and is
     written to its 0600 file only while ssh-keygen signs, then removed: no key file outlives the
     signature, whatever happens to the provider afterwards.
     """
 
-    def __init__(self, key_file: Path, secret: str) -> None:
+    def __init__(self, key_file: Path, secret: str | None) -> None:
         self.key_file = key_file
+        #: the Secret, `namespace/name`; None while the provider does not sign with a Secret (its
+        #: commits are then signed by `delegate`, or not at all)
         self.secret = secret
+        #: how the provider signs when not with a Secret (a key file or variable; None: unsigned)
+        self.delegate: CommitSigner | None = None
         self._key: str | None = None
         #: the public key in authorized_keys form (`ssh-ed25519 AAAA...`): the GitProvider's
         #: `status.signingPublicKey`, registered on the Git host to verify the commits
@@ -87,10 +94,16 @@ class SecretSigner:
     def __repr__(self) -> str:
         return f"SecretSigner({self.secret!r}, {self.public_key[:32]!r})"
 
-    def use(self, key: str, public_key: str) -> None:
-        self._key, self.public_key = key, public_key
+    def use(self, secret: str, key: str, public_key: str) -> None:
+        self.secret, self._key, self.public_key = secret, key, public_key
 
-    def sign(self, payload: bytes) -> bytes:
+    def stop(self) -> None:
+        """The provider signs with no Secret any more: `delegate` signs (or nothing does)."""
+        self.secret, self._key, self.public_key = None, None, ""
+
+    def sign(self, payload: bytes) -> bytes | None:
+        if self.secret is None:
+            return None if self.delegate is None else self.delegate.sign(payload)
         if self._key is None:
             raise SigningError(f"the signing key of Secret {self.secret} has not been read")
         with self._lock:
@@ -163,6 +176,9 @@ def signed_commit(headers: bytes, message: bytes, signer: CommitSigner | None) -
     unsigned = headers + b"\n\n" + message
     if signer is None:
         return unsigned
-    signature = signer.sign(unsigned).decode("ascii").strip("\n")
+    signed = signer.sign(unsigned)
+    if signed is None:
+        return unsigned
+    signature = signed.decode("ascii").strip("\n")
     header = b"gpgsig " + signature.replace("\n", "\n ").encode("ascii")
     return headers + b"\n" + header + b"\n\n" + message

@@ -101,7 +101,7 @@ async def _one_provider(
         return checks
     auth = remote_auth(provider)
     remote = None
-    if provider.credentials_from_cluster:
+    if provider.reads_cluster:  # credentials, known hosts, signing key: read as the worker reads them
         remote = SecretAccess(provider, scratch / "keys", reader, env_auth=auth)
     repo = LocalRepo(scratch / provider.name, provider.url, auth, access=remote)
     try:

@@ -165,22 +165,59 @@ def test_a_secret_signer_never_signs_without_its_key(tmp_path: Path) -> None:
     signer = SecretSigner(tmp_path / "p.secret-signing-key", "team-a/signer")
     with pytest.raises(SigningError, match="signing key of Secret team-a/signer has not been read"):
         signer.sign(b"payload")
+    signer.stop()
+    assert signer.sign(b"payload") is None, "a provider that signs no more: unsigned"
 
 
-def test_the_commit_worker_signs_a_providers_commits_with_its_secret_access(tmp_path: Path) -> None:
-    """The worker's wiring: the provider's clones get the SecretAccess's signer; without a cluster
-    a file's signing key_secret cannot sign and says so (replay into another origin, doctor)."""
-    provider = signing_provider(init_bare(tmp_path / "remote.git"))
-    cfg = Settings(
-        workdir=tmp_path / "work",
-        log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
-        clusters=[ClusterSettings(name="default")],
-        providers=[provider],
-        targets=[TargetSettings(name="t", provider="git", path="t")],
+async def test_the_commit_worker_signs_running_branches_as_the_provider_now_says(tmp_path: Path) -> None:
+    """The worker's wiring: every clone of a provider reading the cluster signs through its
+    SecretAccess's signer, so signing from a Secret starts, moves to a file key and stops in running
+    branches too; without a cluster a signing key_secret cannot be used and says so."""
+    remote_path = init_bare(tmp_path / "remote.git")
+    key, file_key = keygen(tmp_path / "secret-key"), keygen(tmp_path / "file-key")
+    objects = Objects()
+    objects.data[SIGNER] = {"signing.key": key.read_bytes()}
+    objects.data[("Secret", "team-a", "creds")] = {"bearerToken": b"t"}
+    plain = ProviderSettings(
+        name="git",
+        url=str(remote_path),
+        committer=COMMITTER,
+        credentials_secret={"namespace": "team-a", "name": "creds"},
     )
+
+    def settings(provider: ProviderSettings) -> Settings:
+        return Settings(
+            workdir=tmp_path / "work",
+            log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
+            clusters=[ClusterSettings(name="default")],
+            providers=[provider],
+            targets=[TargetSettings(name="t", provider="git", path="t")],
+        )
+
+    cfg = settings(plain)
     worker = CommitWorker(cfg, open_log(cfg))
-    access = worker._access["git"]
+    worker.use_object_reader(objects.read)
+    access = worker._access["git"]  # what a running branch's clone holds
     assert isinstance(access.remote, SecretAccess)
     assert access.signer is access.remote.signer
+    await access.remote.current()
+    assert access.signer.sign(b"payload") is None, "not signing yet"
+
+    signing = SigningSettings(format="ssh", key_secret={"namespace": "team-a", "name": "signer"})
+    await worker.apply(settings(plain.model_copy(update={"signing": signing})))
+    await access.remote.current()
+    assert b"BEGIN SSH SIGNATURE" in (access.signer.sign(b"payload") or b"")
+    assert access.signer.public_key.split() == key.with_suffix(".pub").read_text().split()[:2]
+
+    by_file = SigningSettings(format="ssh", key_file=file_key)
+    await worker.apply(settings(plain.model_copy(update={"signing": by_file})))
+    await access.remote.current()
+    assert access.signer.public_key == ""
+    assert b"BEGIN SSH SIGNATURE" in (access.signer.sign(b"payload") or b""), "the file key signs"
+
+    await worker.apply(settings(plain))
+    await access.remote.current()
+    assert access.signer.sign(b"payload") is None
+
     with pytest.raises(Exception, match="the key is in Secret team-a/signer"):
-        provider_access(provider, None, tmp_path / "keys")
+        provider_access(signing_provider(remote_path), None, tmp_path / "keys")

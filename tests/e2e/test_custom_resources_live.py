@@ -32,6 +32,7 @@ from tests.e2e.gitremote import GitRemote
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
 from tests.e2e.test_custom_resources import create, custom_object, install_crds, service_config
+from tests.support.gitsign import keygen
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -327,6 +328,54 @@ async def test_credentials_come_from_the_providers_secret_missing_created_rotate
     assert [p for p in written if any(v in p.read_bytes() for v in values)] == []
     config_topic = [p for p in (workdir / "log" / "topics" / "reverser.config").rglob("*") if p.is_file()]
     assert any(f'"name":"{SECRET}"'.encode() in p.read_bytes() for p in config_topic), "the reference is"
+
+    # the GitProvider starts signing with the key of a Secret: the running branch reads it at its
+    # next push (shown as status.signingPublicKey) and signs every commit from then on, which git
+    # verifies with that key
+    key = keygen(Path(service.config_path).parent / "signing-key")
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.CoreV1Api(api).create_namespaced_secret(
+            CREDS_NAMESPACE,
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name="git-signing"), string_data={"signing.key": key.read_text()}
+            ),
+        )
+        await client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            CREDS_NAMESPACE,
+            Kind.GIT_PROVIDER.plural,
+            "http",
+            [
+                {
+                    "op": "add",
+                    "path": "/spec/commit",
+                    "value": {"signing": {"secretRef": {"name": "git-signing"}}},
+                }
+            ],
+        )
+    public = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+
+    async def signing_shown() -> bool:
+        provider = await _get(live.plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
+        return (provider.get("status") or {}).get("signingPublicKey") == public
+
+    await _configmap(live.plane, "cm-before-signing", namespace=CREDS_NAMESPACE)
+    await wait_for(signing_shown, "status.signingPublicKey of GitProvider team-c/http", timeout_s=WAIT_S)
+    await _configmap(live.plane, "cm-signed", namespace=CREDS_NAMESPACE)
+    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-signed.yaml"), WAIT_S, "cm-signed pushed")
+    assert _tip_verifies(remote, public, key.with_name("allowed_signers"))
+    private = key.read_text().splitlines()[1].encode()
+    assert [p for p in workdir.rglob("*") if p.is_file() and private in p.read_bytes()] == []
+
+
+def _tip_verifies(remote: GitRemote, public: str, allowed: Path) -> bool:
+    """`git verify-commit` of main's tip with an allowed-signers file: its committer, this key."""
+    email = remote._git("log", "-1", "--format=%ce", "main").strip()
+    allowed.write_text(f"{email} {public}\n", encoding="ascii")
+    config = ["-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}"]
+    argv = ["git", *config, "--git-dir", str(remote.path), "verify-commit", "main"]
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
 
 async def test_a_changed_watch_rule_restarts_only_its_stream(live: Live) -> None:
