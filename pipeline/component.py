@@ -25,6 +25,18 @@ class Component(Protocol):
 
 
 @runtime_checkable
+class Failing(Protocol):
+    """A stage that can lose one of its own tasks to an error it cannot recover from in this process.
+
+    `failure()` names the task and the error once that happened (None before). The service then
+    answers `/healthz` with 503 and `reverser run` stops with exit code 1: a restarted process
+    resumes from the committed offsets, where a process that stayed up would hold the work forever.
+    """
+
+    def failure(self) -> str | None: ...
+
+
+@runtime_checkable
 class Reconfigurable(Protocol):
     """A stage that takes a changed configuration while it runs (custom resources, SIGHUP)."""
 

@@ -223,6 +223,10 @@ class CommitWorker(RebalanceListener):
     def ready(self) -> bool:
         return self._started and self._failed is None
 
+    def failure(self) -> str | None:
+        """The task that died and why: its branch holds its work until a new process takes over."""
+        return self._failed
+
     async def stop(self) -> None:
         """Stop fetching, close every window and push it, commit what was pushed, leave the group."""
         await cancel_all(self._tasks)
@@ -478,14 +482,18 @@ class CommitWorker(RebalanceListener):
         branch = self._branches.pop(key, None)
         if branch is None:
             return
+        # a FIFO that died (see `_task_done`) is left as it is: its unsettled work is redelivered
+        died = branch.task.done() and not branch.task.cancelled() and branch.task.exception() is not None
         async with branch.lock:
             branch.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await branch.task
+        if not died:
+            with contextlib.suppress(asyncio.CancelledError):
+                await branch.task
         while not branch.queue.empty():
             branch.queue.get_nowait()
         try:
-            await branch.worker.stop(reason)
+            if not died:
+                await branch.worker.stop(reason)
         finally:
             branch.worker.repo.close()
 

@@ -20,6 +20,7 @@ from pipeline.component import (
     Component,
     ComponentFactory,
     ConfigRefreshing,
+    Failing,
     ObjectReading,
     OpsRoutes,
     Reconfigurable,
@@ -29,6 +30,7 @@ from pipeline.customresources import component as customresources_component
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.retire import retired_work
 from pipeline.customresources.state import ConfigState
+from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.lag import component as lag_component
 from pipeline.log import Log, open_log
 from pipeline.log.retrying import until_done
@@ -37,6 +39,7 @@ from pipeline.router import component as router_component
 from pipeline.service.objects import ClusterObjects
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 from pipeline.service.reload import LIVE_SETTINGS, restart_only_changes, take_live
+from pipeline.tasks import cancel_all
 from pipeline.watch import component as watch_component
 
 logger = logging.getLogger(__name__)
@@ -75,6 +78,9 @@ TARGET_STAGES: tuple[tuple[ComponentFactory, Callable[[Settings], bool], str], .
     (commit_component.build, commit_component.needed, "commit-worker"),
     (watch_component.build, watch_component.needed, "watch"),
 )
+
+# How often `reverser run` checks whether a stage lost a task it cannot recover (`Failing`).
+FAILURE_CHECK_S = 1.0
 
 # Hooks adding read-only routes to the ops server (the metrics port).
 OPS_ROUTES: tuple[OpsRoutes, ...] = (lag_component.ops_routes,)
@@ -333,6 +339,15 @@ class Service:
     def ready(self) -> bool:
         return self.readiness()[0]
 
+    def failures(self) -> list[str]:
+        """One line per stage that lost a task for good (`Failing`): the process must be restarted."""
+        found = []
+        for component in self.components:
+            failure = component.failure() if isinstance(component, Failing) else None
+            if failure is not None:
+                found.append(f"{component.name}: {failure}")
+        return found
+
     def _refresh_ready_gauge(self) -> None:
         READY_GAUGE.set(1.0 if self.ready() else 0.0)
 
@@ -358,6 +373,10 @@ class Service:
         return response
 
     async def _healthz(self, _request: web.Request) -> web.Response:
+        """Alive unless a stage lost a task for good: then a liveness probe restarts the process."""
+        failures = self.failures()
+        if failures:
+            return web.Response(status=503, text="failed\n" + "".join(f"{f}\n" for f in failures))
         return web.Response(text="ok\n")
 
     async def _readyz(self, _request: web.Request) -> web.Response:
@@ -368,9 +387,24 @@ class Service:
         return web.Response(text="ready\n")
 
 
+async def _watch_failures(service: Service, stop: asyncio.Event, failed: list[str]) -> None:
+    while not stop.is_set():
+        await asyncio.sleep(FAILURE_CHECK_S)
+        failures = service.failures()
+        if failures:
+            failed.extend(failures)
+            logger.error("stopping: %s", "; ".join(failures))
+            stop.set()
+
+
 async def run_until_signalled(service: Service, *, started: bool = False) -> None:
-    """Start the service (unless already started), run until SIGINT/SIGTERM, then stop it cleanly."""
+    """Start the service (unless already started), run until SIGINT/SIGTERM, then stop it cleanly.
+
+    A stage that loses a task for good stops it too, with CommandError (exit code 1) naming it:
+    a supervisor restarts the process, which resumes from the committed offsets.
+    """
     stop = asyncio.Event()
+    failed: list[str] = []
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()
 
@@ -386,8 +420,12 @@ async def run_until_signalled(service: Service, *, started: bool = False) -> Non
         loop.add_signal_handler(signal.SIGHUP, reload)
     if not started:
         await service.start()
+    watcher = asyncio.create_task(_watch_failures(service, stop, failed), name="watch stage failures")
     try:
         await stop.wait()
     finally:
         logger.info("shutting down")
+        await cancel_all([watcher])
         await service.stop()
+    if failed:
+        raise CommandError("a stage failed, restart the process: " + "; ".join(failed), ExitCode.FINDINGS)
