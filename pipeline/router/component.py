@@ -77,6 +77,9 @@ class RouterComponent:
         await self.router.stop()
         await self.follower.stop()
 
+    def failure(self) -> str | None:
+        return self.router.failure()
+
     def ready(self) -> bool:
         return self.follower.ready()
 

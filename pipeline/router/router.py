@@ -37,7 +37,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
 from pipeline.router.lookup import Needs, needs
-from pipeline.tasks import cancel_all
+from pipeline.tasks import cancel_all, task_failure
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,11 @@ class RouterStats:
     work_items: int = 0
     dropped: int = 0
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+def _log_death(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("router task %s failed", task.get_name(), exc_info=task.exception())
 
 
 def _now_ms() -> int:
@@ -179,6 +184,8 @@ class Router:
             asyncio.create_task(self._consume(), name="router-consume"),
             asyncio.create_task(self._emit(), name="router-emit"),
         ]
+        for task in self._tasks:
+            task.add_done_callback(_log_death)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -196,6 +203,10 @@ class Router:
 
     def ready(self) -> bool:
         return self._lookup is None or self._lookup.ready()
+
+    def failure(self) -> str | None:
+        """The loop that died and why: routing has stopped and only a new process resumes it."""
+        return task_failure(self._tasks)
 
     def idle(self) -> bool:
         """Nothing read and not yet emitted (used by `--demo --once` to know it is done)."""
