@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["cancel_all", "task_failure"]
+__all__ = ["cancel_all", "logged_failure", "task_failure"]
 
 
 async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
@@ -33,3 +34,11 @@ def task_failure(tasks: Iterable[asyncio.Task[Any]]) -> str | None:
             if error is not None:
                 return f"{task.get_name()}: {error!r}"
     return None
+
+
+def logged_failure(task: asyncio.Task[Any], logger: logging.Logger, stage: str) -> str | None:
+    """A done-callback's check: the task's failure (see `task_failure`), logged with its traceback."""
+    failure = task_failure([task])
+    if failure is not None:
+        logger.error("%s task %s failed", stage, task.get_name(), exc_info=task.exception())
+    return failure

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import LocalRepo, RemoteAccess, RemoteAuth
 from pipeline.commit.signing import CommitSigner, SigningError, commit_signer
 from pipeline.commit.sshremote import SshTransport, ssh_transport
@@ -33,16 +34,18 @@ def provider_access(
     provider: ProviderSettings,
     auth: RemoteAuth | None,
     keys_dir: Path,
-    remote: RemoteAccess | None = None,
-    signer: CommitSigner | None = None,
+    remote: SecretAccess | None = None,
 ) -> ProviderAccess:
     """The provider's access; a missing key or a signing key that does not match the committer is a
     ConfigError naming the provider and the setting (never a key). With `remote` (credentials from
-    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used;
-    `signer` is one read from the cluster too (a signing key in a Secret)."""
+    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used, and
+    a signing key in a Secret is `remote`'s signer too."""
     try:
         ssh = None if remote is not None else ssh_transport(provider, keys_dir)
-        if signer is None:
+        signer: CommitSigner | None
+        if remote is not None and provider.signing_secret is not None:
+            signer = remote.signer
+        else:
             signer = commit_signer(provider, keys_dir, dict(os.environ))
     except (ValueError, SigningError) as exc:
         raise ConfigError(str(exc)) from None

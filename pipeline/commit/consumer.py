@@ -49,7 +49,7 @@ from pipeline.log.retrying import until_done
 from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
-from pipeline.tasks import cancel_all
+from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 __all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
 
@@ -184,7 +184,7 @@ class CommitWorker(RebalanceListener):
         else:
             remote.configure(provider, auth)
         from_secret = provider.signing_secret is not None
-        access = provider_access(provider, auth, self._keys, remote, remote.signer if from_secret else None)
+        access = provider_access(provider, auth, self._keys, remote)
         # every clone signs through the SecretAccess's signer, so a provider that starts, stops or
         # moves its signing applies it in running branches too
         remote.signer.delegate = None if from_secret else access.signer
@@ -250,12 +250,9 @@ class CommitWorker(RebalanceListener):
         return list(self._branches)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is not None:
-            self._failed = f"{task.get_name()}: {error!r}"
-            logger.error("commit worker task %s failed", task.get_name(), exc_info=error)
+        failure = logged_failure(task, logger, "commit worker")
+        if failure is not None:
+            self._failed = failure
 
     # rebalance -----------------------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -483,7 +480,7 @@ class CommitWorker(RebalanceListener):
         if branch is None:
             return
         # a FIFO that died (see `_task_done`) is left as it is: its unsettled work is redelivered
-        died = branch.task.done() and not branch.task.cancelled() and branch.task.exception() is not None
+        died = task_failure([branch.task]) is not None
         async with branch.lock:
             branch.task.cancel()
         if not died:

@@ -191,8 +191,7 @@ async def replay_branch(
             remote = None
             if own_origin and provider.reads_cluster and reader is not None:
                 remote = SecretAccess(target_provider, keys, reader, env_auth=auth)
-            signer = remote.signer if remote is not None and provider.signing_secret is not None else None
-            access = provider_access(target_provider, auth, keys, remote, signer)
+            access = provider_access(target_provider, auth, keys, remote)
             repo = access.clone(Path(clones), provider_name, branch, url)
             try:
                 job = _Job(settings, log, repo, target_provider, branch, chosen, note, tty)

@@ -8,6 +8,7 @@ work item on `branch-work` twice (see docs/router.md).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -37,7 +38,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
 from pipeline.router.lookup import Needs, needs
-from pipeline.tasks import cancel_all, task_failure
+from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +96,6 @@ class RouterStats:
     work_items: int = 0
     dropped: int = 0
     committed: dict[TopicPartition, int] = field(default_factory=dict)
-
-
-def _log_death(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("router task %s failed", task.get_name(), exc_info=task.exception())
 
 
 def _now_ms() -> int:
@@ -185,7 +181,7 @@ class Router:
             asyncio.create_task(self._emit(), name="router-emit"),
         ]
         for task in self._tasks:
-            task.add_done_callback(_log_death)
+            task.add_done_callback(functools.partial(logged_failure, logger=logger, stage="router"))
 
     async def stop(self) -> None:
         self._stopping = True

@@ -387,14 +387,14 @@ class Service:
         return web.Response(text="ready\n")
 
 
-async def _watch_failures(service: Service, stop: asyncio.Event, failed: list[str]) -> None:
-    while not stop.is_set():
+async def _stop_on_failure(service: Service, stop: asyncio.Event) -> None:
+    while True:
         await asyncio.sleep(FAILURE_CHECK_S)
         failures = service.failures()
         if failures:
-            failed.extend(failures)
             logger.error("stopping: %s", "; ".join(failures))
             stop.set()
+            return
 
 
 async def run_until_signalled(service: Service, *, started: bool = False) -> None:
@@ -404,7 +404,6 @@ async def run_until_signalled(service: Service, *, started: bool = False) -> Non
     a supervisor restarts the process, which resumes from the committed offsets.
     """
     stop = asyncio.Event()
-    failed: list[str] = []
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()
 
@@ -420,12 +419,13 @@ async def run_until_signalled(service: Service, *, started: bool = False) -> Non
         loop.add_signal_handler(signal.SIGHUP, reload)
     if not started:
         await service.start()
-    watcher = asyncio.create_task(_watch_failures(service, stop, failed), name="watch stage failures")
+    watcher = asyncio.create_task(_stop_on_failure(service, stop), name="watch stage failures")
     try:
         await stop.wait()
     finally:
         logger.info("shutting down")
         await cancel_all([watcher])
+        failed = service.failures()  # read before the stages stop and forget their tasks
         await service.stop()
     if failed:
         raise CommandError("a stage failed, restart the process: " + "; ".join(failed), ExitCode.FINDINGS)

@@ -79,7 +79,7 @@ def worker_for(
 
     keys = tmp_path / "work" / "keys"
     remote = SecretAccess(provider, keys, objects.read, report=report)
-    access = provider_access(provider, None, keys, remote, remote.signer)
+    access = provider_access(provider, None, keys, remote)
     settings = Settings(
         workdir=tmp_path / "work",
         providers=[provider],
