@@ -39,6 +39,9 @@ from pipeline.gitnames import (
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
+# A Kubernetes namespace (an RFC 1123 DNS label) and an object name (a DNS subdomain).
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 def split_host_port(addr: str) -> tuple[str, int]:
@@ -337,7 +340,7 @@ class ClusterSettings(_Section):
     """How often API discovery is repeated to pick up new resource types, in seconds."""
     leader_election: bool = False
     """Watch this cluster only while holding its Lease (needed with more than one replica)."""
-    lease_namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    lease_namespace: str | None = Field(default=None, pattern=_DNS_LABEL)
     """Namespace of the Lease; none: the namespace the process runs in."""
     lease_name: str | None = None
     """Name of the Lease; none: reverser-watch-<cluster name>."""
@@ -373,10 +376,6 @@ class CommitterSettings(_Section):
     """Committer name on every commit."""
     email: str = "noreply@reverser.invalid"
     """Committer email on every commit."""
-
-
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class SecretReference(_Section):
@@ -591,7 +590,7 @@ class WatchRule(_Section):
     )
     """Resources to mirror, as `resource` or `group/resource`; or a pattern: `*` (every resource of
     every group), `group/*` (`/*`: the core group), `*/resource` (that resource in every group)."""
-    namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []
+    namespaces: list[Annotated[str, Field(pattern=_DNS_LABEL)]] = []
     """Namespaces to mirror them in; empty with cluster_wide: every namespace."""
     cluster_wide: bool = False
     """Mirror cluster-scoped resources, or namespaced ones in every namespace."""
@@ -762,7 +761,7 @@ class CustomResourceSettings(_Section):
     """Read providers, targets and rules from configbutler.ai custom resources instead of this file."""
     cluster: str | None = None
     """The entry of `clusters` whose API holds the custom resources; none: the first."""
-    namespace: str = Field(default="reverser", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    namespace: str = Field(default="reverser", pattern=_DNS_LABEL)
     """The controller's namespace: objects there keep their names, others are named `namespace/name`."""
 
 
