@@ -10,6 +10,9 @@ With `REVERSER_NO_SKIPS=1` (set by `.ci/run`) a skipped test fails instead: loca
 skip when a tool is not built yet, saying why, but CI must never go green by skipping one.
 
 Hypothesis runs under the suite's profile (`tests/support/hypothesis_profile.py`): no timing checks.
+
+No test binds a fixed port (`tests/support/fixed_ports.py`): the suite must pass while `make run`
+serves on the default ports.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pytest
 from pipeline.config import LogSettings, Settings
 from pipeline.log.api import Log
 from tests.support import hypothesis_profile
+from tests.support.fixed_ports import forbid_fixed_ports
 
 if TYPE_CHECKING:
     from tests.integration.kafka.broker import KafkaBroker
@@ -45,6 +49,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped while {NO_SKIPS_ENV}=1 (CI forbids skips): {reason}"
+
+
+@pytest.fixture(autouse=True)
+def _no_fixed_ports() -> Iterator[None]:
+    """Every test listens only on ports of its own (see tests/support/fixed_ports.py)."""
+    with forbid_fixed_ports():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from pipeline.config import (
     AuditSettings,
     ClusterSettings,
     EncryptionSettings,
+    MetricsSettings,
     ProviderSettings,
     Settings,
     SigningSettings,
@@ -125,6 +126,7 @@ def pipeline_settings(
             "audit": AuditSettings(
                 addr=f"127.0.0.1:{audit_port}", allow_plain_http=True, routes=[AuditRoute(name=ROUTE)]
             ),
+            "metrics": MetricsSettings(addr=f"127.0.0.1:{free_port()}"),
             "clusters": [ClusterSettings(name=ROUTE, kubeconfig=kubeconfig)],
             "providers": [provider],
             "targets": [
