@@ -145,6 +145,28 @@ async def test_idle_clients_of_an_open_route_make_room_for_a_new_one(
     await close_all(holders)
 
 
+async def test_a_stranger_is_dropped_before_the_apiserver_idle_longer(
+    start_ingress: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections that never carried an authorized request go first, however recent."""
+    monkeypatch.setenv("AUDIT_TOKEN", TOKEN)
+    running: Running = await start_ingress(
+        max_connections=2, routes=[{"name": "default", "bearer_tokens_env": ["AUDIT_TOKEN"]}]
+    )
+    port = running.ingress.port
+    assert port is not None
+    apiserver = await connect(port, source="127.0.0.60")
+    assert (await apiserver.post(body_of("first"), AUTHORIZED)).status == 200
+    stranger = await connect(port, source="127.0.0.61")
+    await wait_open(2)
+    newcomer = await connect(port, source="127.0.0.62")
+    assert await stranger.closed_by_server()
+    assert (await apiserver.post(body_of("second"), AUTHORIZED)).status == 200
+    assert (await newcomer.post(body_of("third"), AUTHORIZED)).status == 200
+    assert published_names(await read_batches(running)) == ["first", "second", "third"]
+    await close_all([apiserver, stranger, newcomer])
+
+
 async def test_connections_per_peer_are_limited(start_ingress: Callable[..., Any]) -> None:
     running: Running = await start_ingress(max_connections_per_peer=3)
     port = running.ingress.port

@@ -36,6 +36,14 @@ def test_default_limits_fit_the_apiserver_and_stay_small() -> None:
     assert audit.max_body_bytes == 3 * 1024 * 1024
     assert 400 <= audit.max_events_per_request <= 5000  # the apiserver's batch is 400 by default
     assert audit.tls_handshake_timeout_s <= 10
+    # decoded events take up to ~15x their body: the budget must leave a 1 GiB pod room
+    assert audit.max_body_bytes <= audit.max_inflight_body_bytes <= 48 * 1024 * 1024
+    assert audit.max_connections_per_peer < audit.max_connections
+
+
+def test_a_budget_smaller_than_one_body_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_inflight_body_bytes must be >= max_body_bytes"):
+        AuditSettings(max_body_bytes=2048, max_inflight_body_bytes=1024)
 
 
 async def test_too_many_events_are_refused_whole(start_ingress: object, http: aiohttp.ClientSession) -> None:
