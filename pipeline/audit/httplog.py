@@ -29,20 +29,32 @@ class ServerLog(logging.LoggerAdapter[logging.Logger]):
     def __init__(self, target: logging.Logger) -> None:
         super().__init__(target, {})
 
-    def exception(
+    def log(
         self,
+        level: int,
         msg: object,
         *args: object,
-        exc_info: Any = True,
+        exc_info: Any = None,
         stack_info: bool = False,
         stacklevel: int = 1,
         extra: Mapping[str, object] | None = None,
         **kwargs: object,
     ) -> None:
+        # aiohttp logs a parser refusal with the exception as exc_info: at ERROR, or at DEBUG for a
+        # first request that is not HTTP at all (TLS or a port scan on a plain listener).
         if isinstance(exc_info, HttpProcessingError):
             REJECTED_REQUESTS.labels(UNDECLARED_ROUTE, Rejection.MALFORMED_HTTP).inc()
-            self.debug("malformed HTTP request answered 400 by the parser: %s", type(exc_info).__name__)
+            self.logger.debug(
+                "malformed HTTP request answered 400 by the parser: %s", type(exc_info).__name__
+            )
             return
-        super().exception(
-            msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra, **kwargs
+        super().log(
+            level,
+            msg,
+            *args,
+            exc_info=exc_info,
+            stack_info=stack_info,
+            stacklevel=stacklevel,
+            extra=extra,
+            **kwargs,
         )
