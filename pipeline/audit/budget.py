@@ -34,14 +34,15 @@ class BodyBudget:
         finally:
             reservation.release()
 
-    def _take(self, size: int) -> bool:
+    def take(self, size: int) -> bool:
+        """Hold `size` more bytes; False (nothing taken) when that would exceed `max_bytes`."""
         if self.held + size > self.max_bytes:
             return False
         self.held += size
         INFLIGHT_BODY_BYTES.set(self.held)
         return True
 
-    def _give_back(self, size: int) -> None:
+    def give_back(self, size: int) -> None:
         self.held -= size
         INFLIGHT_BODY_BYTES.set(self.held)
 
@@ -58,12 +59,12 @@ class Reservation:
         missing = size - self.size
         if missing <= 0:
             return True
-        if not self._budget._take(missing):
+        if not self._budget.take(missing):
             return False
         self.size = size
         return True
 
     def release(self) -> None:
         if self.size:
-            self._budget._give_back(self.size)
+            self._budget.give_back(self.size)
             self.size = 0

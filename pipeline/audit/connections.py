@@ -69,41 +69,29 @@ def _peer_of(transport: asyncio.BaseTransport) -> str:
 class ConnectionCap:
     """A protocol factory wrapping another one, enforcing the caps described above."""
 
-    def __init__(
-        self,
-        factory: Callable[[], asyncio.Protocol],
-        limit: int,
-        *,
-        per_peer: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, factory: Callable[[], asyncio.Protocol], *, max_open: int, max_per_peer: int) -> None:
         self._factory = factory
-        self.limit = limit
-        self.per_peer = per_peer
-        self._clock = clock
+        self._max_open = max_open
+        self._max_per_peer = max_per_peer
         self._open: dict[asyncio.BaseTransport, Connection] = {}
         self._per_peer: dict[str, int] = {}
 
     def __call__(self) -> asyncio.Protocol:
         return _Counted(self, self._factory())
 
-    @property
-    def open(self) -> int:
-        return len(self._open)
-
     def admit(self, transport: asyncio.BaseTransport) -> bool:
         """Take a new connection in, making room by evicting an idle one; False if refused."""
         peer = _peer_of(transport)
         refusal: Refusal | None = None
-        if self._per_peer.get(peer, 0) >= self.per_peer:
+        if self._per_peer.get(peer, 0) >= self._max_per_peer:
             refusal = Refusal.PEER_LIMIT
-        elif len(self._open) >= self.limit and not self._evict_one():
+        elif len(self._open) >= self._max_open and not self._evict_one():
             refusal = Refusal.ALL_BUSY
         if refusal is not None:
             CONNECTIONS_REFUSED.labels(refusal).inc()
             _abort(transport)
             return False
-        self._open[transport] = Connection(transport, peer, self._clock())
+        self._open[transport] = Connection(transport, peer, time.monotonic())
         self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
         OPEN_CONNECTIONS.set(len(self._open))
         return True
@@ -131,7 +119,7 @@ class ConnectionCap:
             yield connection
         finally:
             connection.busy -= 1
-            connection.idle_since = self._clock()
+            connection.idle_since = time.monotonic()
 
     def _evict_one(self) -> bool:
         idle = [c for c in self._open.values() if not c.busy]

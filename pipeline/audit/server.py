@@ -145,8 +145,8 @@ class AuditIngress:
         assert self._runner.server is not None
         self._connections = ConnectionCap(
             self._runner.server,
-            self._audit.max_connections,
-            per_peer=self._audit.max_connections_per_peer,
+            max_open=self._audit.max_connections,
+            max_per_peer=self._audit.max_connections_per_peer,
         )
         # Our own listener instead of web.TCPSite: it bounds TLS handshakes and open connections.
         self._server = await asyncio.get_running_loop().create_server(
