@@ -39,12 +39,12 @@ class BodyBudget:
         if self.held + size > self.max_bytes:
             return False
         self.held += size
-        INFLIGHT_BODY_BYTES.set(self.held)
+        INFLIGHT_BODY_BYTES.inc(size)
         return True
 
     def give_back(self, size: int) -> None:
         self.held -= size
-        INFLIGHT_BODY_BYTES.set(self.held)
+        INFLIGHT_BODY_BYTES.dec(size)
 
 
 class Reservation:

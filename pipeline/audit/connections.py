@@ -93,7 +93,7 @@ class ConnectionCap:
             return False
         self._open[transport] = Connection(transport, peer, time.monotonic())
         self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
-        OPEN_CONNECTIONS.set(len(self._open))
+        OPEN_CONNECTIONS.inc()
         return True
 
     def release(self, transport: asyncio.BaseTransport) -> None:
@@ -105,7 +105,7 @@ class ConnectionCap:
             self._per_peer[connection.peer] = left
         else:
             del self._per_peer[connection.peer]
-        OPEN_CONNECTIONS.set(len(self._open))
+        OPEN_CONNECTIONS.dec()
 
     @contextlib.contextmanager
     def serving(self, transport: asyncio.BaseTransport | None) -> Iterator[Connection | None]:
