@@ -265,7 +265,12 @@ class AuditSettings(_Section):
     max_events_per_request: int = Field(default=4096, gt=0)
     """Items of one EventList (413 above it; the apiserver sends at most its batch size)."""
     max_connections: int = Field(default=256, gt=0)
-    """Open connections; more are closed at once and counted."""
+    """Open connections; at the cap a new one replaces the longest-idle one (refused only when none is
+    idle)."""
+    max_connections_per_peer: int = Field(default=64, gt=0)
+    """Open connections from one client IP address; more are closed at once and counted."""
+    max_inflight_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    """Request body bytes held by all requests at once, in bytes (503 with Retry-After above it)."""
     tls_handshake_timeout_s: float = Field(default=5.0, gt=0)
     """A TLS handshake not finished by then is dropped, in seconds."""
     tls: AuditTls = AuditTls()
@@ -286,6 +291,12 @@ class AuditSettings(_Section):
     def _unique_routes(cls, routes: list[AuditRoute]) -> list[AuditRoute]:
         _reject_duplicates("audit route", [r.name for r in routes])
         return routes
+
+    @model_validator(mode="after")
+    def _budget_holds_a_body(self) -> AuditSettings:
+        if self.max_inflight_body_bytes < self.max_body_bytes:
+            raise ValueError("max_inflight_body_bytes must be >= max_body_bytes")
+        return self
 
 
 class AttributionSettings(_Section):
