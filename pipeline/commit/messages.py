@@ -26,7 +26,6 @@ __all__ = [
     "OFFSET_TRAILER",
     "ChangedObject",
     "api_version",
-    "clean_line",
     "parse_offset",
     "reconcile_message",
     "template_values",
