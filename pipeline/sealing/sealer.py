@@ -80,7 +80,7 @@ class Sealer:
         it, dropped ones included (a dropped annotation changed is a changed Secret).
         """
         document = sealable(obj, self.digest(canonical_json))
-        meta = document["metadata"]
+        meta = obj.get("metadata") or {}
         scope = str(meta.get("namespace") or _CLUSTER_DIR)
         filename = f"{scope}/{gr.key}/{meta.get('name', '')}.sops.yaml"
         plaintext = json.dumps(document, ensure_ascii=False).encode()
