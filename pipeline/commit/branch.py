@@ -522,8 +522,8 @@ class BranchWorker:
             SealedDocument.parse(content)
         except PlaintextFieldError as exc:
             logger.warning(
-                "branch work %d:%d: %s %s/%s not written: the sealed document has plaintext outside "
-                "its readable fields (%s); see docs/secrets.md",
+                "branch work %d:%d: %s %s/%s not written: the sealed document is refused (%s); "
+                "see docs/secrets.md",
                 item.partition,
                 item.offset,
                 item.resource,

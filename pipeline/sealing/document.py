@@ -14,13 +14,7 @@ import yaml
 
 from pipeline.sealing.readable import DIGEST_ANNOTATION, READABLE_ANNOTATIONS, plaintext_fields
 
-__all__ = [
-    "DIGEST_ANNOTATION",
-    "PlaintextFieldError",
-    "SealedDocument",
-    "SealedDocumentError",
-    "content_digest_of",
-]
+__all__ = ["PlaintextFieldError", "SealedDocument", "SealedDocumentError", "content_digest_of"]
 
 _KEY_GROUPS = ("age", "pgp", "kms", "gcp_kms", "azure_kv", "hc_vault", "key_groups")
 
@@ -43,8 +37,8 @@ class SealedDocument:
     def parse(cls, content: bytes) -> SealedDocument:
         """Check `content` is a SOPS document with nothing unexpected in plaintext.
 
-        Raises PlaintextFieldError naming the first such field (by path, e.g.
-        `metadata.annotations["kapp.k14s.io/original"]`) and SealedDocumentError for content that
+        Raises PlaintextFieldError naming the first such field by its path (e.g.
+        `metadata.annotations["kapp.k14s.io/original"]`), and SealedDocumentError for content that
         is no SOPS document at all. The error message never quotes a value.
         """
         try:
@@ -61,9 +55,7 @@ class SealedDocument:
         leaks = plaintext_fields(tree)
         if leaks:
             more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
-            raise PlaintextFieldError(
-                f"{leaks[0]} holds an unencrypted value outside the readable fields{more}"
-            )
+            raise PlaintextFieldError(f"plaintext outside the readable fields: {leaks[0]}{more}")
         meta = tree.get("metadata")
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
         digest = annotations.get(DIGEST_ANNOTATION) if isinstance(annotations, dict) else None

@@ -24,9 +24,9 @@ from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing.document import SealedDocument, SealedDocumentError
 from pipeline.sealing.policy import is_sensitive, sensitive_set
-from pipeline.sealing.readable import DIGEST_ANNOTATION, encrypted_regex, sealable
+from pipeline.sealing.readable import encrypted_regex, sealable
 
-__all__ = ["DIGEST_ANNOTATION", "Sealer", "SealingError", "find_sops", "sealer_for"]
+__all__ = ["Sealer", "SealingError", "find_sops", "sealer_for"]
 
 MIN_DIGEST_KEY_BYTES = 32
 SOPS_TIMEOUT_S = 30.0
