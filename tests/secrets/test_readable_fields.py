@@ -268,3 +268,40 @@ def test_no_data_value_is_ever_plaintext_in_what_is_sealed_and_accepted(
     assert SealedDocument.parse(sealed).digest is not None, "the worker accepts it as it is"
     decrypted = sops_decrypt(sealed, property_key, tmp_path)
     assert (decrypted["data"], decrypted.get("stringData", {})) == (obj["data"], obj["stringData"])
+
+
+CIPHER = "ENC[AES256_GCM,data:aGk=,iv:MTIzNDU2Nzg5MDEy,tag:MTIzNDU2Nzg5MDEyMzQ1Ng==,type:str]"
+
+
+@pytest.mark.parametrize(
+    ("tree", "refused"),
+    [
+        ({"data": {"a": CIPHER, "b": None, "c": ""}, "kind": "Secret", "apiVersion": "v1"}, []),
+        ({"data": {"a": "ENC[but plaintext]"}}, ["data.a"]),
+        ({"data": {"a": [CIPHER, True]}}, ["data.a[1]"]),
+        ({"type": "Opaque"}, ["type"]),
+        ({"kind": "Secret\nx"}, ["kind"]),
+        ({"metadata": {"finalizers": CIPHER}}, ["metadata.finalizers"]),
+        (
+            {"metadata": {"labels": {"app": "shop", "ok": CIPHER, "bad key!": CIPHER}}},
+            [
+                "metadata.labels.app",
+                'metadata.labels["bad key!"]',
+            ],
+        ),
+        (
+            {"metadata": {"annotations": {KAPP_ORIGINAL: CIPHER, "meta.helm.sh/release-name": CIPHER}}},
+            [f'metadata.annotations["{KAPP_ORIGINAL}"]'],
+        ),
+        (
+            {"metadata": {"annotations": {DIGEST_ANNOTATION: "hmac-sha256:not-hex"}}},
+            [f'metadata.annotations["{DIGEST_ANNOTATION}"]'],
+        ),
+        ({"metadata": "db"}, ["metadata"]),
+        ({"metadata": {"name": "db", "namespace": "shop"}, "sops": {"mac": "plain"}}, []),
+    ],
+)
+def test_the_worker_check_names_every_plaintext_field_outside_the_readable_ones(
+    tree: dict[str, Any], refused: list[str]
+) -> None:
+    assert plaintext_fields(tree) == refused
