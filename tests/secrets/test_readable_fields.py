@@ -26,8 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
+from pipeline.codec.branch_work import WorkAuthor
+from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.rebuild import desired_files
 from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing import (
@@ -305,3 +308,44 @@ def test_the_worker_check_names_every_plaintext_field_outside_the_readable_ones(
     tree: dict[str, Any], refused: list[str]
 ) -> None:
     assert plaintext_fields(tree) == refused
+
+
+async def test_a_rebuild_from_object_state_refuses_a_document_with_plaintext_fields() -> None:
+    """`reverser replay branch --from object-state` writes stored documents back: one stored by the
+    landed sealer (kapp's copy readable) must not return to Git."""
+    key = AgeKey.generate()
+    obj = sanitize(hostile_secret())
+    stored = {
+        "leaky": landed_seal(obj, key),
+        "good": await sealer(key).seal(obj, sanitized_json(obj), SECRETS),
+    }
+    author = WorkAuthor("RESOLVED", "alice", "Alice", "alice@example.com", "exact", "user")
+    states = [
+        ObjectState(
+            "t1",
+            "git",
+            "main",
+            "live",
+            "default",
+            "",
+            "v1",
+            "secrets",
+            "shop",
+            name,
+            "u-" + name,
+            "7",
+            document,
+            True,
+            b"",
+            author,
+            0,
+            offset,
+            0,
+        )
+        for offset, (name, document) in enumerate(stored.items())
+    ]
+    desired = desired_files(TargetSettings(name="t1", provider="git", path="live"), states)
+    assert list(desired.files) == ["live/shop/secrets/good.sops.yaml"]
+    assert len(desired.refused) == 1
+    assert desired.refused[0].startswith("t1//secrets/shop/leaky: plaintext outside the readable fields: ")
+    assert leaks(desired.refused[0].encode(), PASSWORD, TOKEN, ENCODED) == []
