@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 LEASE_NAME = "reverser-config"
 #: Changes closer together than this are compiled once (a `kubectl apply -f dir/` is one change).
 SETTLE_S = 0.2
-_METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations")
+_METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations", "creationTimestamp")
 
 
 def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
