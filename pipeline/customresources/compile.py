@@ -275,14 +275,21 @@ def _validate(
         return None, _errors_of(exc, paths, fallback)
 
 
-def _pipeline(resource: CustomResource, boundary: TenantBoundary, report: ObjectReport) -> dict[str, Any]:
-    """`spec.pipeline` as far as the tenant boundary lets the object's namespace set it."""
+def _pipeline(
+    resource: CustomResource, mapped: Mapping[str, str], boundary: TenantBoundary, report: ObjectReport
+) -> dict[str, Any]:
+    """`spec.pipeline`; a field an upstream field sets (`mapped`: field to upstream path) is an
+    error naming that field, and the rest must pass the tenant boundary."""
     extension = resource.spec.get("pipeline") or {}
     if not isinstance(extension, dict):
         report.errors.append(FieldProblem("spec.pipeline", "must be a mapping"))
         return {}
-    report.errors.extend(boundary.pipeline_problems(resource, extension))
-    return {str(key): value for key, value in extension.items()}
+    extension = {str(key): value for key, value in extension.items()}
+    for key in sorted(mapped.keys() & extension.keys()):
+        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {mapped[key]}, not here"))
+    rest = {key: value for key, value in extension.items() if key not in mapped}
+    report.errors.extend(boundary.pipeline_problems(resource, rest))
+    return extension
 
 
 _PROVIDER_PATHS = {
@@ -294,9 +301,8 @@ _PROVIDER_PATHS = {
     "credentials_secret": "spec.secretRef",
     "known_hosts_ref": "spec.knownHostsRef",
 }
-_PROVIDER_MAPPED = frozenset(
-    {"name", "url", "default_branch", "committer", "commit_window_s", "credentials_secret", "known_hosts_ref"}
-)
+# `spec.pipeline` fields an upstream field sets: an error there, naming the upstream field.
+_PROVIDER_MAPPED = _PROVIDER_PATHS
 # `spec.pipeline` fields that give credentials too: with `spec.secretRef` they are an error.
 _ENV_CREDENTIALS = ("username_env", "password_env", "ssh.private_key_env", "ssh.private_key_file")
 
@@ -393,10 +399,7 @@ def _provider(
     resource: CustomResource, name: str, boundary: TenantBoundary, report: ObjectReport
 ) -> ProviderSettings | None:
     spec = resource.spec
-    extension = _pipeline(resource, boundary, report)
-    for key in sorted(_PROVIDER_MAPPED & set(extension)):
-        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {_PROVIDER_PATHS[key]}, not here"))
-    report.errors.extend(boundary.url_problems(resource.ref.namespace, spec.get("url")))
+    extension = _pipeline(resource, _PROVIDER_MAPPED, boundary, report)
     branches = _allowed_branches(spec, report)
     literal = [b for b in branches if not _GLOB.search(b)]
     data: dict[str, Any] = {**extension, "name": name, "url": spec.get("url")}
@@ -421,6 +424,7 @@ def _provider(
     provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
     report.errors.extend(errors)
     if provider is not None:
+        report.errors.extend(boundary.url_problems(resource.ref.namespace, provider.url))
         report.errors.extend(_outside(boundary, resource, provider))
     return None if report.errors else provider
 
@@ -453,7 +457,7 @@ _TARGET_PATHS = {
     "rules": "spec.rules",
     "encryption": "spec.pipeline.encryption",
 }
-_TARGET_MAPPED = frozenset({"name", "provider", "branch", "path", "cluster", "prune", "rules"})
+_TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
 
 
 def _target(
@@ -467,9 +471,7 @@ def _target(
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
     namespace = resource.ref.namespace
-    extension = _pipeline(resource, boundary, report)
-    for key in sorted(_TARGET_MAPPED & set(extension)):
-        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {_TARGET_PATHS[key]}, not here"))
+    extension = _pipeline(resource, _TARGET_MAPPED, boundary, report)
     report.errors.extend(boundary.path_problems(namespace, spec.get("path")))
     ref_field = "providerRef" if "providerRef" in spec else "gitProviderRef"
     provider_name = _get(spec, ref_field, "name")
