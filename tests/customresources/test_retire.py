@@ -15,11 +15,8 @@ HOME = "reverser"
 API = "configbutler.ai/v1alpha3"
 URL = "https://git.example.com/live.git"
 # team-a may use any repository of git.example.com, anywhere in it
-TENANTS = Settings(
-    custom_resources={
-        "tenants": [{"namespaces": ["team-a"], "url_prefixes": ["https://git.example.com/"], "path_prefixes": ["."]}]
-    }
-)
+GRANT = {"namespaces": ["team-a"], "url_prefixes": ["https://git.example.com/"], "path_prefixes": ["."]}
+TENANTS = Settings(custom_resources={"tenants": [GRANT]})
 
 
 def _obj(kind: str, name: str, spec: dict[str, Any], namespace: str = "team-a") -> dict[str, Any]:
