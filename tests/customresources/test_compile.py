@@ -265,7 +265,7 @@ def _edited(path: str, value: Any) -> list[Any]:
             {"push_cooldown_s": -1},
             Kind.GIT_PROVIDER,
             "spec.pipeline.push_cooldown_s",
-            "between 1 and 3600",
+            "between 0 and 3600",
         ),
         (
             "GitProvider.spec.pipeline",
