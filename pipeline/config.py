@@ -771,6 +771,9 @@ class TenantGrant(_Section):
     path_prefixes: list[str] = [NAMESPACE_PLACEHOLDER]
     """A GitTarget's `spec.path` must be one of these folders or inside one (`.`: anywhere in the
     repository); default `{namespace}`."""
+    clusters: list[str] = []
+    """Entries of `clusters` a GitTarget there may mirror (its namespace there); empty: only the
+    cluster the custom resources live in."""
 
     @field_validator("namespaces")
     @classmethod

@@ -501,6 +501,7 @@ def _target(
                     )
                 )
     data["cluster"] = _get(spec, "clusterProviderRef", "name") or "default"
+    report.errors.extend(boundary.cluster_problems(namespace, str(data["cluster"])))
     mode = _get(spec, "prune", "mode")
     if mode:
         data["prune"] = _PRUNE_MODES.get(str(mode).lower(), str(mode))
@@ -701,7 +702,8 @@ def compile_resources(
     would not fit with them). Never raises for any object: each problem is its object's error.
     """
     base = base if base is not None else Settings()
-    boundary = TenantBoundary.of(home_namespace, base.custom_resources.tenants, limits)
+    home_cluster = base.custom_resources.cluster or (base.clusters[0].name if base.clusters else "default")
+    boundary = TenantBoundary.of(home_namespace, base.custom_resources.tenants, limits, home_cluster)
     excluded = excluded or {}
     reports: dict[ObjectRef, ObjectReport] = {}
     unique: list[CustomResource] = []
@@ -709,15 +711,18 @@ def compile_resources(
         if resource.ref not in reports:
             reports[resource.ref] = ObjectReport(resource.ref, resource.generation)
             unique.append(resource)
-    crowded = boundary.namespace_problems(unique)
-    by_kind: dict[Kind, list[CustomResource]] = {kind: [] for kind in Kind}
-    meters: dict[ObjectRef, StepMeter] = {}
     for resource in unique:
         report = reports[resource.ref]
         if resource.ref in excluded:
             report.errors.append(FieldProblem("spec", excluded[resource.ref]))
-            continue
-        report.errors.extend(boundary.size_problems(resource))
+        else:
+            report.errors.extend(boundary.size_problems(resource))
+    # a namespace's share counts the objects that are not refused anyway
+    crowded = boundary.namespace_problems(r for r in unique if reports[r.ref].accepted)
+    by_kind: dict[Kind, list[CustomResource]] = {kind: [] for kind in Kind}
+    meters: dict[ObjectRef, StepMeter] = {}
+    for resource in unique:
+        report = reports[resource.ref]
         if resource.ref in crowded:
             report.errors.append(crowded[resource.ref])
         if report.errors:

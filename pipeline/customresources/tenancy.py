@@ -112,9 +112,10 @@ class StepMeter:
         self.spent = 0
 
     def spend(self, steps: int) -> None:
-        self.spent += steps
-        if self.spent > self.limit:
+        if self.spent + steps > self.limit:
+            self.spent = self.limit
             raise BudgetExceeded(f"compiling it took more than {self.limit} steps")
+        self.spent += steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,7 @@ Tunable = Number | Text | TextList
 #: what it takes. Tuning only: nothing here names a variable, a file, a Secret or switches a check off.
 TENANT_PIPELINE: Mapping[Kind, Mapping[str, Tunable]] = {
     Kind.GIT_PROVIDER: {
-        "push_cooldown_s": Number(1, 3600),
+        "push_cooldown_s": Number(0, 3600),
         "push_max_backoff_s": Number(1, 3600),
         "commit_window_max_s": Number(0, 3600),
         "window_max_bytes": Number(1, 8 * 1024 * 1024),
@@ -258,12 +259,18 @@ class TenantBoundary:
     home_namespace: str
     grants: tuple[TenantGrant, ...] = ()
     limits: CompileLimits = CompileLimits()
+    #: the cluster the objects live in: a grant without `clusters` lets a tenant mirror only it
+    home_cluster: str = "default"
 
     @classmethod
     def of(
-        cls, home_namespace: str, grants: Iterable[TenantGrant], limits: CompileLimits | None = None
+        cls,
+        home_namespace: str,
+        grants: Iterable[TenantGrant],
+        limits: CompileLimits | None = None,
+        home_cluster: str = "default",
     ) -> TenantBoundary:
-        return cls(home_namespace, tuple(grants), limits or CompileLimits())
+        return cls(home_namespace, tuple(grants), limits or CompileLimits(), home_cluster)
 
     def is_home(self, namespace: str) -> bool:
         """Objects of the home namespace, and ClusterWatchRules (creating one needs cluster rights)."""
@@ -346,6 +353,22 @@ class TenantBoundary:
                 "spec.path",
                 f"{folder or '.'!r} is not inside a folder custom_resources.tenants grants namespace "
                 f"{namespace!r} ({shown})",
+            )
+        ]
+
+    def cluster_problems(self, namespace: str, cluster: str) -> list[FieldProblem]:
+        """Why a tenant GitTarget may not mirror `cluster`: its namespace of another cluster may be
+        someone else's, so only the granted clusters (default: the one the objects live in)."""
+        if self.is_home(namespace):
+            return []
+        allowed = {c for g in self._grants(namespace) for c in (g.clusters or [self.home_cluster])}
+        if cluster in allowed:
+            return []
+        return [
+            FieldProblem(
+                "spec.clusterProviderRef.name",
+                f"cluster {cluster!r} is not granted to namespace {namespace!r} by custom_resources.tenants "
+                f"({', '.join(sorted(allowed)) or 'none'})",
             )
         ]
 

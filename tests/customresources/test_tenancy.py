@@ -207,6 +207,21 @@ def test_a_path_outside_the_grant_is_refused() -> None:
     assert _compile(_provider(), _target(path="team-a")).errors == []
 
 
+def test_a_tenant_mirrors_only_the_clusters_granted() -> None:
+    clusters = [{"name": "home"}, {"name": "other"}]
+    base = Settings(clusters=clusters, custom_resources={"tenants": [GRANT]})
+    elsewhere = _compile(_provider(), _target(clusterProviderRef={"name": "other"}), base=base)
+    assert _errors(elsewhere, Kind.GIT_TARGET) == [
+        (
+            "spec.clusterProviderRef.name",
+            "cluster 'other' is not granted to namespace 'team-a' by custom_resources.tenants (home)",
+        )
+    ]
+    assert _compile(_provider(), _target(clusterProviderRef={"name": "home"}), base=base).errors == []
+    granted = Settings(clusters=clusters, custom_resources={"tenants": [{**GRANT, "clusters": ["other"]}]})
+    assert _compile(_provider(), _target(clusterProviderRef={"name": "other"}), base=granted).errors == []
+
+
 # --- finding 4: a tenant takes over another target's folder ----------------------------------------
 
 
@@ -351,6 +366,18 @@ def test_a_namespace_over_its_share_keeps_its_oldest_objects() -> None:
     assert refused == [("r2", "metadata.namespace")]
     (target,) = compiled.targets
     assert len(target.rules) == 2
+
+
+def test_an_object_over_its_step_budget_is_refused_and_the_others_compile() -> None:
+    """The compiler's own budget: a small one here, so an ordinary glob check runs it out."""
+    limits = CompileLimits(object_steps=500)
+    greedy = _target(name="greedy", path="team-a/greedy", branch="m" * 200)
+    compiled = _compile(_provider(allowedBranches=["main", "m*" * 30]), _target(), greedy, limits=limits)
+    assert [t.name for t in compiled.targets] == ["team-a/apps"]
+    ((ref, error),) = compiled.errors
+    assert ref.name == "greedy"
+    assert error.describe() == "spec: compiling it took more than 500 steps; make the object smaller"
+    assert compiled.steps <= 500 * len(compiled.reports)
 
 
 def test_a_deeply_nested_spec_is_refused_without_recursing() -> None:
