@@ -665,12 +665,47 @@ class _Claim:
     resource: CustomResource
 
 
-def _holds_because(holder: CustomResource, newcomer: CustomResource, boundary: TenantBoundary) -> str:
-    if boundary.is_home(holder.ref.namespace) and not boundary.is_home(newcomer.ref.namespace):
-        return f"it is in the controller's namespace {boundary.home_namespace!r}"
-    if holder.created_at is not None and newcomer.created_at is not None:
-        return f"it is older (created {holder.created_at.isoformat()})"
-    return "it comes first by namespace and name (no creation time tells which is older)"
+class _Folders:
+    """Which target writes which folder of which branch: the first to claim one keeps it.
+
+    Targets are offered in the order that decides (the home namespace, then the oldest), so a
+    newcomer never takes a folder from a running target, whatever its namespace sorts as.
+    """
+
+    def __init__(self, boundary: TenantBoundary) -> None:
+        self._boundary = boundary
+        self._claims: dict[tuple[str, str], list[_Claim]] = {}
+
+    def claim(
+        self,
+        resource: CustomResource,
+        target: str,
+        destination: tuple[str, str, str],
+        url: str,
+        meter: StepMeter,
+    ) -> FieldProblem | None:
+        """None once `resource` holds the folder; else why not, naming the target that holds it."""
+        repository, branch, folder = destination
+        held = self._claims.setdefault((repository, branch), [])
+        meter.spend(len(held))
+        for other in held:
+            if paths_overlap(folder, other.folder):
+                return FieldProblem(
+                    "spec.path",
+                    f"folder {folder or '/'} on branch {branch} of {url} overlaps folder "
+                    f"{other.folder or '/'} of target {other.target} ({other.resource.ref.describe()}), "
+                    f"which keeps it: {self._because(other.resource, resource)}",
+                )
+        held.append(_Claim(folder, target, resource))
+        return None
+
+    def _because(self, holder: CustomResource, newcomer: CustomResource) -> str:
+        home = self._boundary.is_home
+        if home(holder.ref.namespace) and not home(newcomer.ref.namespace):
+            return f"it is in the controller's namespace {self._boundary.home_namespace!r}"
+        if holder.created_at is not None and newcomer.created_at is not None:
+            return f"it is older (created {holder.created_at.isoformat()})"
+        return "it comes first by namespace and name (no creation time tells which is older)"
 
 
 def _trim(report: ObjectReport, limits: CompileLimits) -> None:
@@ -779,7 +814,7 @@ def compile_resources(
     alone = base.model_copy(
         update={"providers": [], "targets": [], "custom_resources": CustomResourceSettings()}
     ).model_dump()
-    claims: dict[tuple[str, str], list[_Claim]] = {}
+    folders = _Folders(boundary)
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
@@ -802,26 +837,14 @@ def compile_resources(
             report.errors.extend(FieldProblem("spec", item["msg"]) for item in exc.errors())
         if report.errors:
             return
-        repository, branch, folder = checked.destination(target)
-        held = claims.setdefault((repository, branch), [])
-        meters[resource.ref].spend(len(held))
-        for claim in held:
-            if paths_overlap(folder, claim.folder):
-                report.errors.append(
-                    FieldProblem(
-                        "spec.path",
-                        f"folder {folder or '/'} on branch {branch} of {provider.url} overlaps folder "
-                        f"{claim.folder or '/'} of target {claim.target} "
-                        f"({claim.resource.ref.describe()}), which keeps it: "
-                        f"{_holds_because(claim.resource, resource, boundary)}",
-                    )
-                )
-                return
-        held.append(_Claim(folder, name, resource))
+        taken = folders.claim(resource, name, checked.destination(target), provider.url, meters[resource.ref])
+        if taken is not None:
+            report.errors.append(taken)
+            return
         accepted.append((resource.ref, target))
         origins[name] = [origin for origin, _ in mine]
 
-    # The home namespace first, then the oldest: a newcomer never takes an existing folder.
+    # the order `_Folders` relies on: the home namespace first, then the oldest
     for resource in sorted(
         by_kind[Kind.GIT_TARGET], key=lambda r: (not boundary.is_home(r.ref.namespace), age_order(r))
     ):
