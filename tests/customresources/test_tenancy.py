@@ -561,3 +561,16 @@ def test_no_tenant_object_raises_overruns_its_budget_or_reaches_outside(
     for ref, report in compiled.reports.items():
         assert len(report.errors) <= limits.reported_errors + 1, ref
         assert ref.namespace == TEAM
+
+
+@settings(max_examples=150, suppress_health_check=[*TIMING_CHECKS, HealthCheck.data_too_large])
+@given(_OBJECTS, st.sampled_from([HOME, TEAM, "other-team"]))
+def test_no_object_of_any_namespace_makes_the_compile_raise(
+    objects: list[tuple[Kind, str, dict[str, Any]]], namespace: str
+) -> None:
+    """The platform's own objects are trusted with every field, but not to be well-formed."""
+    resources = [CustomResource(ObjectRef(kind, namespace, name), spec) for kind, name, spec in objects]
+    compiled = compile_resources(resources, home_namespace=HOME, base=TENANTS)
+    assert set(compiled.reports) == {r.ref for r in resources}
+    if namespace == "other-team":
+        assert compiled.providers == [], "no grant, no provider"
