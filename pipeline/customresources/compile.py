@@ -432,6 +432,7 @@ def _provider(
 def _outside(
     boundary: TenantBoundary, resource: CustomResource, settings: ProviderSettings | TargetSettings
 ) -> list[FieldProblem]:
+    """The boundary's last check of accepted settings, as errors (none unless a check above missed)."""
     return [
         FieldProblem(f"spec.pipeline.{name}", "reaches outside the object's namespace")
         for name in boundary.reaches_outside(resource.ref.namespace, settings)
