@@ -32,10 +32,13 @@ from pydantic import (
 from pipeline.gitnames import (
     check_branch_name,
     check_remote_url,
+    check_url_without_password,
     normalize_target_path,
     origin_of,
     paths_overlap,
+    repository_key,
 )
+from pipeline.globs import GlobError, check_glob
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
@@ -529,7 +532,7 @@ class ProviderSettings(_Section):
     @field_validator("url")
     @classmethod
     def _safe_url(cls, url: str) -> str:
-        return check_remote_url(url)
+        return check_url_without_password(check_remote_url(url))
 
     @field_validator("default_branch")
     @classmethod
@@ -759,6 +762,55 @@ class LagSettings(_Section):
         return patterns
 
 
+#: What `{namespace}` in a tenant grant's prefixes stands for: the object's own namespace.
+NAMESPACE_PLACEHOLDER = "{namespace}"
+
+
+class TenantGrant(_Section):
+    """What GitProviders and GitTargets in some tenant namespaces may point at (docs/security.md, Tenants).
+
+    Deny by default, as gitops-reverser's ClusterProvider `allowedNamespaces`: an object outside
+    `custom_resources.namespace` whose namespace no grant matches gets no provider and no target.
+    `{namespace}` in a prefix stands for the object's own namespace, so one grant serves every team.
+    """
+
+    namespaces: list[str] = Field(min_length=1)
+    """Namespaces the grant is for, as Go path.Match globs (`team-*`)."""
+    url_prefixes: list[str] = Field(min_length=1)
+    """A GitProvider's `spec.url` must start with one of these, ending at a `/` (or be one), such as
+    `https://git.example.com/{namespace}/`."""
+    path_prefixes: list[str] = [NAMESPACE_PLACEHOLDER]
+    """A GitTarget's `spec.path` must be one of these folders or inside one (`.`: anywhere in the
+    repository); default `{namespace}`."""
+    clusters: list[str] = []
+    """Entries of `clusters` a GitTarget there may mirror (its namespace there); empty: only the
+    cluster the custom resources live in."""
+
+    @field_validator("namespaces")
+    @classmethod
+    def _globs(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                check_glob(pattern)
+            except GlobError as exc:
+                raise ValueError(f"namespace pattern {pattern!r}: {exc}") from None
+        return patterns
+
+    @field_validator("url_prefixes")
+    @classmethod
+    def _urls(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            check_url_without_password(check_remote_url(prefix.replace(NAMESPACE_PLACEHOLDER, "x")))
+        return prefixes
+
+    @field_validator("path_prefixes")
+    @classmethod
+    def _paths(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            normalize_target_path(prefix.replace(NAMESPACE_PLACEHOLDER, "x"))
+        return prefixes
+
+
 class CustomResourceSettings(_Section):
     """Providers, targets and rules from `configbutler.ai` custom resources (docs/custom-resources.md).
 
@@ -774,6 +826,9 @@ class CustomResourceSettings(_Section):
     """The entry of `clusters` whose API holds the custom resources; none: the first."""
     namespace: str = Field(default="reverser", pattern=_DNS_LABEL)
     """The controller's namespace: objects there keep their names, others are named `namespace/name`."""
+    tenants: list[TenantGrant] = []
+    """Repositories and folders the objects of other namespaces may use; none: no other namespace
+    gets a provider or a target (docs/security.md, Tenants)."""
 
 
 def shares_folder(first: tuple[str, str, str], second: tuple[str, str, str]) -> bool:
@@ -862,10 +917,13 @@ class Settings(_Section):
             seen.append((target.name, here))
 
     def destination(self, target: TargetSettings) -> tuple[str, str, str]:
-        """(repository URL, branch, normalized folder) a target writes to; its provider must exist."""
+        """(repository, branch, normalized folder) a target writes to; its provider must exist.
+
+        The repository is `repository_key` of the URL, so two spellings of one remote are one.
+        """
         provider = self.provider(target.provider)
         return (
-            provider.url.rstrip("/"),
+            repository_key(provider.url),
             target.branch or provider.default_branch,
             normalize_target_path(target.path),
         )
