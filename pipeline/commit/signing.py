@@ -60,10 +60,13 @@ class SshSigner:
 
     key_file: Path
 
+    def argv(self) -> list[str]:
+        """The key file is the value of `-f` (getopt takes the next argument whatever it is), and
+        nothing follows the options: the payload comes on stdin."""
+        return ["ssh-keygen", "-Y", "sign", "-n", "git", "-q", "-f", str(self.key_file)]
+
     def sign(self, payload: bytes) -> bytes:
-        return _run(
-            ["ssh-keygen", "-Y", "sign", "-n", "git", "-f", str(self.key_file), "-q"], payload, "ssh-keygen"
-        )
+        return _run(self.argv(), payload, "ssh-keygen")
 
 
 class SecretSigner:
@@ -119,20 +122,28 @@ class GpgSigner:
     """OpenPGP: `gpg --detach-sign --armor` with a key from a GnuPG home (no passphrase prompt)."""
 
     home: Path | None
+    #: `signing.key_id` (validated by `pipeline.config`) or the committer email
     key_id: str
 
     def _argv(self, *args: str) -> list[str]:
-        home = ["--homedir", str(self.home)] if self.home is not None else []
-        return ["gpg", *home, "--batch", "--no-tty", "--pinentry-mode", "loopback", *args]
+        """Every value from the configuration in option form (`--homedir=PATH`), so none can be
+        read as an option of its own."""
+        home = [f"--homedir={self.home}"] if self.home is not None else []
+        return ["gpg", *home, "--batch", "--no-tty", "--pinentry-mode=loopback", *args]
+
+    def sign_argv(self) -> list[str]:
+        return self._argv("--detach-sign", "--armor", f"--local-user={self.key_id}")
+
+    def list_argv(self) -> list[str]:
+        """The key is a name to look up, after `--`: gpg reads nothing after it as an option."""
+        return self._argv("--with-colons", "--list-secret-keys", "--", self.key_id)
 
     def sign(self, payload: bytes) -> bytes:
-        return _run(self._argv("--detach-sign", "--armor", "--local-user", self.key_id), payload, "gpg")
+        return _run(self.sign_argv(), payload, "gpg")
 
     def user_ids(self) -> list[str]:
         """The user ids of the secret key, to check the committer identity against."""
-        out = _run(
-            self._argv("--with-colons", "--list-secret-keys", self.key_id), b"", "gpg --list-secret-keys"
-        )
+        out = _run(self.list_argv(), b"", "gpg --list-secret-keys")
         return [
             line.split(":")[9]
             for line in out.decode("utf-8", "replace").splitlines()
