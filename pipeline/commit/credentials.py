@@ -162,6 +162,10 @@ class SecretAccess:
             self._forget()
             self._reported = None
 
+    def report_again(self) -> None:
+        """Report the next state even if it was reported before (another report replaced it)."""
+        self._reported = None
+
     def retire(self) -> None:
         """The provider left the configuration or no longer reads the cluster: its key files go now,
         and a branch still holding this access gets no credentials (until `configure` again)."""

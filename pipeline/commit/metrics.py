@@ -55,6 +55,13 @@ CREDENTIALS_ERRORS = Counter(
     "unreachable, missing_key, no_known_hosts, invalid_key; rejected: the remote refused them).",
     ["provider", "reason"],
 )
+PARKED = Gauge(
+    "reverser_commit_provider_parked",
+    "1 while a provider is parked because its access cannot be built (reason missing_key: a key "
+    "variable unset or a key file unreadable; invalid_key: a key that cannot sign; unreachable): its "
+    "branches wait on the log while every other provider goes on.",
+    ["provider", "reason"],
+)
 PUSHES = Counter(
     "reverser_commit_pushes_total",
     "Push attempts by result (ok, rejected, auth_error, error).",

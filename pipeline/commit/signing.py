@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+
 from pipeline.commit.keyfiles import KeyFile, key_path
 from pipeline.commit.sshremote import write_private_file
 from pipeline.config import ProviderSettings
+from pipeline.gitcredentials import CredentialsReason
 
 __all__ = [
     "CommitSigner",
@@ -31,7 +35,14 @@ SIGN_TIMEOUT_S = 30.0
 
 
 class SigningError(Exception):
-    """A commit could not be signed (key missing, tool failed); the message holds no key material."""
+    """A commit could not be signed (key missing, tool failed); the message holds no key material.
+
+    `reason` says which: a key that is not there (`missing_key`) or one that cannot be used.
+    """
+
+    def __init__(self, message: str, reason: CredentialsReason = CredentialsReason.INVALID_KEY) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class CommitSigner(Protocol):
@@ -151,8 +162,46 @@ class GpgSigner:
         ]
 
 
+def _check_ssh_key(material: bytes, where: str) -> None:
+    """Raise SigningError naming `where` unless `material` is an SSH private key ssh-keygen can
+    sign with unattended (no passphrase): found at start, a broken key parks its provider instead
+    of failing inside a branch's commit."""
+    try:
+        try:
+            serialization.load_ssh_private_key(material, None)
+        except ValueError:
+            serialization.load_pem_private_key(material, None)
+    except TypeError:
+        raise SigningError(f"{where} is encrypted; give the key without a passphrase") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise SigningError(f"{where} is not an SSH private key this service can read") from None
+
+
+def _ssh_key(provider: ProviderSettings, keys_dir: Path, environ: dict[str, str]) -> Path:
+    """The SSH signing key's file (a key from the environment written to the keys directory)."""
+    settings = provider.signing
+    assert settings is not None
+    field = f"providers[{provider.name}].signing"
+    if settings.key_env is not None:
+        material = environ.get(settings.key_env, "")
+        if not material.strip():
+            raise SigningError(
+                f"{field}: environment variable {settings.key_env} is not set", CredentialsReason.MISSING_KEY
+            )
+        _check_ssh_key(material.encode(), f"{field}: the key in environment variable {settings.key_env}")
+        return write_private_file(key_path(keys_dir, provider.name, KeyFile.SIGNING_KEY), material)
+    assert settings.key_file is not None
+    where = f"{field}: key_file {settings.key_file}"
+    try:
+        _check_ssh_key(settings.key_file.read_bytes(), where)
+    except OSError as exc:
+        raise SigningError(f"{where} cannot be read: {exc.strerror}", CredentialsReason.MISSING_KEY) from None
+    return settings.key_file
+
+
 def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str, str]) -> CommitSigner | None:
-    """The provider's signer, checked against the committer identity; raises SigningError."""
+    """The provider's signer, its key checked and matched to the committer identity; raises
+    SigningError naming the setting, the variable or the file (never key material)."""
     settings = provider.signing
     if settings is None:
         return None
@@ -160,19 +209,11 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
     if settings.key_secret is not None:
         raise SigningError(
             f"providers[{provider.name}].signing: the key is in Secret {settings.key_secret.describe()}, "
-            "which only a process reading the cluster can use"
+            "which only a process reading the cluster can use",
+            CredentialsReason.UNREACHABLE,
         )
     if settings.format == "ssh":
-        key_file = settings.key_file
-        if settings.key_env is not None:
-            material = environ.get(settings.key_env, "")
-            if not material.strip():
-                raise SigningError(
-                    f"providers[{provider.name}].signing: environment variable {settings.key_env} is not set"
-                )
-            key_file = write_private_file(key_path(keys_dir, provider.name, KeyFile.SIGNING_KEY), material)
-        assert key_file is not None
-        return SshSigner(key_file)
+        return SshSigner(_ssh_key(provider, keys_dir, environ))
     signer = GpgSigner(settings.gpg_home, settings.key_id or provider.committer.email)
     if not any(committer in uid for uid in signer.user_ids()):
         raise SigningError(
