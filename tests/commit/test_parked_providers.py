@@ -89,6 +89,7 @@ async def test_a_provider_whose_key_variable_is_unset_waits_and_goes_on_once_it_
     monkeypatch.delenv(KEY_ENV, raising=False)
     good, bad = _providers(tmp_path, SigningSettings(format="ssh", key_env=KEY_ENV))
     configured = _configured(settings, good, bad)
+    await any_log.create_topics(topic_specs(configured))
     worker = CommitWorker(configured, any_log)  # once: ConfigError, and `reverser run` exited 2
     assert parked("bad", "missing_key") == 1
     await worker.start()
@@ -137,6 +138,7 @@ async def test_a_parked_provider_removed_from_the_configuration_has_its_work_dea
     monkeypatch.delenv(KEY_ENV, raising=False)
     good, bad = _providers(tmp_path, SigningSettings(format="ssh", key_env=KEY_ENV))
     configured = _configured(settings, good, bad)
+    await any_log.create_topics(topic_specs(configured))
     worker = CommitWorker(configured, any_log)
     await worker.start()
     before = dead_lettered("unknown_provider")
