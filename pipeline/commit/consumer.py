@@ -223,15 +223,11 @@ class CommitWorker(RebalanceListener):
         self._parked[name] = error
         if previous is not None and (str(previous), previous.reason) == (str(error), error.reason):
             return
-        if previous is not None:
-            metrics.PARKED.remove(name, previous.reason)
-        metrics.PARKED.labels(name, error.reason).set(1)
         logger.error("provider %s is parked, its branches wait until it is fixed or removed: %s", name, error)
         self._report_access(name, error)
 
     def _unpark_provider(self, name: str, *, removed: bool) -> None:
-        error = self._parked.pop(name)
-        metrics.PARKED.remove(name, error.reason)
+        del self._parked[name]
         waiting = self._parking.waiting(name)
         self._parking.release(name)
         what = "was removed" if removed else "works again"
@@ -329,6 +325,12 @@ class CommitWorker(RebalanceListener):
 
     def owned_branches(self) -> Iterable[tuple[str, str]]:
         return list(self._branches)
+
+    def parked_providers(self) -> Iterable[tuple[str, str]]:
+        """`reverser_commit_provider_parked`: read at scrape time, so it never outlives the worker."""
+        if not self._started:
+            return []
+        return [(name, error.reason) for name, error in self._parked.items()]
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         failure = logged_failure(task, logger, "commit worker")

@@ -202,13 +202,13 @@ class Service:
         """
         async with self._applying:
             self.settings = settings
-            refused = []
+            refused = False
             for component in self.components:
                 if isinstance(component, Reconfigurable):
                     try:
                         await component.apply(settings)
                     except ConfigError as exc:
-                        refused.append(component.name)
+                        refused = True
                         logger.error("%s refused the configuration: %s", component.name, exc)
             CONFIG_CHANGES.labels(source, "invalid" if refused else "applied").inc()
 

@@ -91,9 +91,9 @@ async def test_a_provider_whose_key_variable_is_unset_waits_and_goes_on_once_it_
     configured = _configured(settings, good, bad)
     await any_log.create_topics(topic_specs(configured))
     worker = CommitWorker(configured, any_log)  # once: ConfigError, and `reverser run` exited 2
-    assert parked("bad", "missing_key") == 1
     await worker.start()
     try:
+        assert parked("bad", "missing_key") == 1
         good_work, bad_work = _work("good"), _work("bad")
         await append_work(
             any_log,
