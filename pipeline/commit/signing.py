@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 SIGN_TIMEOUT_S = 30.0
+#: What an OpenPGP key signs once when its provider's access is built, to prove it signs unattended.
+PROBE_PAYLOAD = b"reverser-pipeline signing probe\n"
 
 
 class SigningError(Exception):
@@ -220,6 +222,11 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
             f"providers[{provider.name}].signing: the OpenPGP key has no user id with the committer email "
             f"{provider.committer.email}"
         )
+    try:  # a key behind a passphrase or an agent that cannot be asked lists, but does not sign
+        signer.sign(PROBE_PAYLOAD)
+    except SigningError as exc:
+        field = f"providers[{provider.name}].signing"
+        raise SigningError(f"{field}: the OpenPGP key cannot sign: {exc}") from None
     return signer
 
 

@@ -12,12 +12,14 @@ published configuration that has such a provider.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.commit import component as commit_component
+from pipeline.commit.access import AccessError, provider_access
 from pipeline.commit.consumer import CommitWorker
 from pipeline.config import (
     ClusterSettings,
@@ -37,6 +39,7 @@ from pipeline.service.app import Service
 from tests.commit.helpers import Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, wait_settled
 from tests.commit.test_config_catch_up import Published
+from tests.commit.test_ssh_and_signing import stop_gpg_agent
 from tests.deadletter.test_dead_letters import dead_lettered
 from tests.support.gitsign import COMMITTER, keygen, verify_all
 from tests.support.net import free_port
@@ -237,3 +240,33 @@ async def test_the_service_starts_from_a_published_configuration_with_a_parked_p
         await service.stop()
     assert sorted(files(Path(good.url))) == ["good/team-a/configmaps/a.yaml"]
     assert not (Path(bad.url) / "refs" / "heads" / "main").exists()
+
+
+def test_an_openpgp_key_behind_a_passphrase_is_an_access_error_not_a_failed_commit(tmp_path: Path) -> None:
+    """It lists like a usable key but cannot sign unattended: found when the access is built, it
+    parks the provider instead of killing a branch FIFO at its first commit (and every restart's)."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    subprocess.run(
+        [
+            "gpg",
+            f"--homedir={home}",
+            "--batch",
+            "--pinentry-mode=loopback",
+            "--passphrase=locked",
+            "--quick-gen-key",
+            f"{COMMITTER.name} <{COMMITTER.email}>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    _, bad = _providers(tmp_path, SigningSettings(format="openpgp", gpg_home=home))
+    try:
+        with pytest.raises(AccessError, match=r"providers\[bad\]\.signing: the OpenPGP key cannot") as raised:
+            provider_access(bad, None, tmp_path / "keys")
+    finally:
+        stop_gpg_agent(home)
+    assert raised.value.reason == "invalid_key"
