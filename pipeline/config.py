@@ -45,7 +45,7 @@ _OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # An OpenPGP key as gpg's `--local-user` takes it: a key id (8 or 16 hex digits) or a fingerprint
 # (40: v4, 64: v5/v6), optionally `0x`-prefixed; or the email address of one of its user ids.
 _OPENPGP_KEY_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]{8}|[0-9A-Fa-f]{16}|[0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})")
-_OPENPGP_EMAIL = re.compile(r"<?[A-Za-z0-9_.+=][A-Za-z0-9_.+=-]*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*>?")
+_OPENPGP_EMAIL = re.compile(r"(<)?[A-Za-z0-9_.+=][A-Za-z0-9_.+=-]*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(?(1)>)")
 
 
 def split_host_port(addr: str) -> tuple[str, int]:

@@ -27,6 +27,8 @@ from pipeline.commit.gitrepo import LocalRepo
 from pipeline.commit.signing import GpgSigner, SigningError, SshSigner
 from pipeline.commit.sshremote import SshTransport
 from pipeline.config import ConfigError, EncryptionSettings, SigningSettings, load_settings
+from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.objects import parse_object
 from pipeline.sealing.sealer import Sealer
 from tests.commit.helpers import git
 from tests.commit.test_ssh_and_signing import (
@@ -97,13 +99,31 @@ def _safe(argv: Sequence[str], value: str, *, short_options: Sequence[str] = ())
 # the settings boundary --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key_id", [HOSTILE, "-u", "ABCD EF01", "x; rm -rf /", "0x12345"])
+@pytest.mark.parametrize("key_id", [HOSTILE, "-u", "ABCD EF01", "x; rm -rf /", "0x12345", "<a@b.example"])
 def test_a_key_id_that_is_no_openpgp_key_is_refused_naming_the_field(tmp_path: Path, key_id: str) -> None:
     config = tmp_path / "config.yaml"
     signing = {"format": "openpgp", "key_id": key_id}
     config.write_text(yaml.safe_dump({"providers": [{"name": "p", "url": "/r.git", "signing": signing}]}))
     with pytest.raises(ConfigError, match=r"providers\.0\.signing\.key_id: .*not an OpenPGP key id"):
         load_settings(config, environ={})
+
+
+def test_a_gitprovider_giving_such_a_key_id_is_refused_naming_its_field() -> None:
+    """The tenant's path: `spec.pipeline` of a GitProvider, validated by the same settings."""
+    provider = {
+        "apiVersion": "configbutler.ai/v1alpha3",
+        "kind": "GitProvider",
+        "metadata": {"name": "repo", "namespace": "team-a", "generation": 1},
+        "spec": {
+            "url": "https://git.example.com/team-a/state.git",
+            "pipeline": {"signing": {"format": "openpgp", "key_id": HOSTILE}},
+        },
+    }
+    compiled = compile_resources([parse_object(provider)], home_namespace="reverser")
+    assert compiled.providers == []
+    [(ref, problem)] = compiled.errors
+    assert (ref.name, problem.path) == ("repo", "spec.pipeline.signing.key_id")
+    assert "not an OpenPGP key id" in problem.message
 
 
 @pytest.mark.parametrize(
