@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Protocol
 
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 
 from pipeline.commit.keyfiles import KeyFile, key_path
-from pipeline.commit.sshremote import write_private_file
+from pipeline.commit.sshremote import load_private_key, write_private_file
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import CredentialsReason
 
@@ -169,10 +168,7 @@ def _check_ssh_key(material: bytes, where: str) -> None:
     sign with unattended (no passphrase): found at start, a broken key parks its provider instead
     of failing inside a branch's commit."""
     try:
-        try:
-            serialization.load_ssh_private_key(material, None)
-        except ValueError:
-            serialization.load_pem_private_key(material, None)
+        load_private_key(material, None)
     except TypeError:
         raise SigningError(f"{where} is encrypted; give the key without a passphrase") from None
     except (ValueError, UnsupportedAlgorithm):
