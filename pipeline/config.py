@@ -45,6 +45,10 @@ ENV_PREFIX = "REVERSER_"
 # A Kubernetes namespace (an RFC 1123 DNS label) and an object name (a DNS subdomain).
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# An OpenPGP key as gpg's `--local-user` takes it: a key id (8 or 16 hex digits) or a fingerprint
+# (40: v4, 64: v5/v6), optionally `0x`-prefixed; or the email address of one of its user ids.
+_OPENPGP_KEY_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]{8}|[0-9A-Fa-f]{16}|[0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})")
+_OPENPGP_EMAIL = re.compile(r"(<)?[A-Za-z0-9_.+=][A-Za-z0-9_.+=-]*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(?(1)>)")
 
 
 def split_host_port(addr: str) -> tuple[str, int]:
@@ -70,6 +74,20 @@ HostPort = Annotated[str, AfterValidator(_check_host_port)]
 class _Section(BaseModel):
     # A field's docstring is its description: `reverser config schema` prints them.
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+def _check_openpgp_key_id(key_id: str | None) -> str | None:
+    """A key id gpg can only read as a key: hex, or an email address (never an option).
+
+    The value reaches gpg's command line (`pipeline/commit/signing.py`, as `--local-user=ID` and
+    after `--`), where anything starting with `-` would be an option such as `--logger-file`.
+    """
+    if key_id is None or _OPENPGP_KEY_ID.fullmatch(key_id) or _OPENPGP_EMAIL.fullmatch(key_id):
+        return key_id
+    raise ValueError(
+        "not an OpenPGP key id: give 8 or 16 hex digits, a 40- or 64-digit fingerprint (0x optional), "
+        "or the email address of one of the key's user ids"
+    )
 
 
 def _reject_duplicates(what: str, names: list[str]) -> None:
@@ -470,14 +488,17 @@ class SigningSettings(_Section):
     keys: docs/secrets.md, Commit signing key from a Secret); needs a cluster."""
     gpg_home: Path | None = None
     """GnuPG home directory holding the OpenPGP secret key."""
-    key_id: str | None = None
-    """OpenPGP key id to sign with."""
+    key_id: Annotated[str | None, AfterValidator(_check_openpgp_key_id)] = None
+    """OpenPGP key to sign with: its key id or fingerprint (hex), or a user id's email address;
+    none: the committer email."""
 
     @model_validator(mode="after")
     def _key_for_format(self) -> SigningSettings:
         given = [v for v in (self.key_file, self.key_env, self.key_secret) if v is not None]
         if self.format == "ssh" and len(given) != 1:
             raise ValueError("ssh signing needs exactly one of key_file, key_env and key_secret")
+        if self.format == "ssh" and self.key_id is not None:
+            raise ValueError("key_id names an OpenPGP key; ssh signing takes key_file, key_env or key_secret")
         if self.format == "openpgp" and given:
             raise ValueError("openpgp signing uses gpg_home and key_id, not key_file/key_env/key_secret")
         return self

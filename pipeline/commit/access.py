@@ -1,5 +1,9 @@
 """Everything a provider's clone needs besides its URL: HTTP credentials, the SSH transport and
-the commit signer, built once per provider when the worker starts so a bad key fails fast."""
+the commit signer, built per provider when a configuration is taken so a bad key shows at once.
+
+A key that cannot be loaded is an `AccessError` naming the setting, variable or file (never key
+material): the commit worker parks that provider (`pipeline/commit/parking.py`) while every other
+provider goes on, since the configuration may come from a tenant's GitProvider."""
 
 from __future__ import annotations
 
@@ -12,8 +16,18 @@ from pipeline.commit.gitrepo import LocalRepo, RemoteAccess, RemoteAuth
 from pipeline.commit.signing import CommitSigner, SigningError, commit_signer
 from pipeline.commit.sshremote import SshTransport, ssh_transport
 from pipeline.config import ConfigError, ProviderSettings
+from pipeline.gitcredentials import CredentialsReason
 
-__all__ = ["ProviderAccess", "provider_access"]
+__all__ = ["AccessError", "ProviderAccess", "provider_access"]
+
+
+class AccessError(ConfigError):
+    """The provider's access cannot be built; `reason` is `missing_key` (a variable unset, a file
+    unreadable), `invalid_key` (a key that cannot sign) or `unreachable` (a Secret, no cluster)."""
+
+    def __init__(self, message: str, reason: CredentialsReason) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,17 +50,20 @@ def provider_access(
     keys_dir: Path,
     remote: SecretAccess | None = None,
 ) -> ProviderAccess:
-    """The provider's access; a missing key or a signing key that does not match the committer is a
-    ConfigError naming the provider and the setting (never a key). With `remote` (credentials from
-    the cluster) the SSH key is not looked for here: `remote` gives it when the remote is used, and
-    a signing key in a Secret is `remote`'s signer too."""
+    """The provider's access; a missing or unreadable key, or a signing key that does not match the
+    committer, is an AccessError naming the provider and the setting (never a key). With `remote`
+    (credentials from the cluster) the SSH key is not looked for here: `remote` gives it when the
+    remote is used, and a signing key in a Secret is `remote`'s signer too."""
     try:
         ssh = None if remote is not None else ssh_transport(provider, keys_dir)
-        signer: CommitSigner | None
+    except ValueError as exc:
+        raise AccessError(str(exc), CredentialsReason.MISSING_KEY) from None
+    signer: CommitSigner | None
+    try:
         if remote is not None and provider.signing_secret is not None:
             signer = remote.signer
         else:
             signer = commit_signer(provider, keys_dir, dict(os.environ))
-    except (ValueError, SigningError) as exc:
-        raise ConfigError(str(exc)) from None
+    except SigningError as exc:
+        raise AccessError(str(exc), exc.reason) from None
     return ProviderAccess(auth, ssh, signer, remote)

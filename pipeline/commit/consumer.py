@@ -4,6 +4,11 @@ Branch work is keyed by (provider, branch), so one partition owner sees every re
 Records are handed to that branch's worker in log order; a partition's offset is committed only
 up to its oldest record not yet settled, so a crash or a rebalance redelivers exactly the work
 that might not be on the remote, and the branch tip's trailer filters what already is.
+
+A provider whose access cannot be built is parked, never a reason to stop: its branches wait on
+the log (`pipeline/commit/parking.py`), the `reverser_commit_provider_parked` gauge and, with
+custom resources, the GitProvider's `Ready` condition say why, and every other provider goes on.
+A configuration that fixes or removes it lets its work go on (or be dead-lettered) live.
 """
 
 from __future__ import annotations
@@ -26,12 +31,13 @@ from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.codec.target_result import TargetResult, encode_result
 from pipeline.commit import metrics
-from pipeline.commit.access import ProviderAccess, provider_access
+from pipeline.commit.access import AccessError, ProviderAccess, provider_access
 from pipeline.commit.branch import BranchWorker, Hook, Offset
 from pipeline.commit.credentials import SecretAccess
 from pipeline.commit.gitrepo import RemoteAuth
 from pipeline.commit.keyfiles import KeyFile, kinds_in_use, remove_files, remove_unconfigured
 from pipeline.commit.offsets import OffsetBook
+from pipeline.commit.parking import ParkedWork
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason, ObjectReader
@@ -140,9 +146,14 @@ class CommitWorker(RebalanceListener):
         self._reader: ObjectReader | None = None
         # key files left by an earlier configuration that no longer has their provider
         remove_unconfigured(keys, settings.providers)
-        self._access: dict[str, ProviderAccess] = {
-            p.name: self._provider_access(p) for p in settings.providers
-        }
+        self._access: dict[str, ProviderAccess] = {}
+        # providers whose access failed, and why: their branches wait in `_parking`
+        self._parked: dict[str, AccessError] = {}
+        self._parking = ParkedWork()
+        # access reports still to publish (custom-resource status), newest per provider
+        self._access_reports: dict[str, CredentialsReport] = {}
+        for provider in settings.providers:
+            self._take_access(provider, starting=True)
         #: Catches this process up with the newest published configuration (custom-resource
         #: mode) before work naming an unknown provider is skipped.
         self.refresh_config: Callable[[], Awaitable[None]] | None = None
@@ -190,26 +201,92 @@ class CommitWorker(RebalanceListener):
         remote.signer.delegate = None if from_secret else access.signer
         return dataclasses.replace(access, signer=remote.signer)
 
+    def _take_access(self, provider: ProviderSettings, *, starting: bool = False) -> None:
+        """Build the provider's access, parking the provider when that fails and letting its
+        waiting work go on when it works again."""
+        name = provider.name
+        try:
+            access = self._provider_access(provider)
+        except AccessError as exc:
+            self._access.pop(name, None)
+            self._park_provider(name, exc)
+            return
+        self._access[name] = access
+        if name in self._parked:
+            self._unpark_provider(name, removed=False)
+        elif starting and not provider.reads_cluster:
+            # this process knows its access works: a report an earlier process left is replaced
+            self._report_access(name, None)
+
+    def _park_provider(self, name: str, error: AccessError) -> None:
+        previous = self._parked.get(name)
+        self._parked[name] = error
+        if previous is not None and (str(previous), previous.reason) == (str(error), error.reason):
+            return
+        logger.error("provider %s is parked, its branches wait until it is fixed or removed: %s", name, error)
+        self._report_access(name, error)
+
+    def _unpark_provider(self, name: str, *, removed: bool) -> None:
+        del self._parked[name]
+        waiting = self._parking.waiting(name)
+        self._parking.release(name)
+        what = "was removed" if removed else "works again"
+        logger.info("provider %s %s: the work of %d waiting branch(es) goes on", name, what, waiting)
+        if not removed:
+            self._report_access(name, None)
+            remote = self._secrets.get(name)
+            if remote is not None:  # its own state replaces this report at its next use
+                remote.report_again()
+
+    def _report_access(self, name: str, error: AccessError | None) -> None:
+        """Custom-resource mode: the GitProvider's status says whether its access works (sent by
+        `_send_access_reports`; about no Secret, so the report names none)."""
+        if not self.settings.custom_resources.enabled:
+            return
+        now_ms = int(time.time() * 1000)
+        if error is None:
+            self._access_reports[name] = CredentialsReport(name, True, "", "", now_ms)
+            return
+        message = f"the commit worker parked this provider, its branches wait: {error}"
+        self._access_reports[name] = CredentialsReport(name, False, error.reason, "", now_ms, message)
+
+    async def _send_access_reports(self) -> None:
+        while self._access_reports:
+            name, report = next(iter(self._access_reports.items()))
+            try:
+                await self._report_credentials(report)
+            except LogError as exc:  # sent with the next configuration (or start)
+                logger.warning("reporting the access of provider %s failed: %s", name, exc)
+                return
+            if self._access_reports.get(name) is report:
+                del self._access_reports[name]
+
     async def apply(self, settings: Settings) -> None:
         """Take a changed configuration: new providers, changed targets (prune, encryption, window).
 
         A branch FIFO that is running keeps its clone and its open window; its targets' settings
         apply from the next record on. A provider whose access settings changed is used by the
-        next FIFO of its branches. A removed provider's key files are removed at once.
+        next FIFO of its branches; one whose access fails is parked, one fixed goes on, and one
+        removed has its waiting work dead-lettered. A removed provider's key files are removed at
+        once.
         """
         self.settings = settings
         for provider in settings.providers:
-            self._access[provider.name] = self._provider_access(provider)
-        for name in set(self._access) - {p.name for p in settings.providers}:
-            del self._access[name]
+            self._take_access(provider)
+        for name in (set(self._access) | set(self._parked)) - {p.name for p in settings.providers}:
+            self._access.pop(name, None)
+            if name in self._parked:
+                self._unpark_provider(name, removed=True)
             if name in self._secrets:  # kept: the provider may come back to a running branch
                 self._secrets[name].retire()
             remove_files(self._keys, name)
         for branch in self._branches.values():
             branch.worker.update_targets(settings)
+        await self._send_access_reports()
 
     # component -----------------------------------------------------------------------------
     async def start(self) -> None:
+        await self._send_access_reports()
         self._consumer = self.log.group_consumer(self.group_id, [self.topic], listener=self)
         await self._consumer.start()
         self._tasks = [
@@ -249,6 +326,12 @@ class CommitWorker(RebalanceListener):
     def owned_branches(self) -> Iterable[tuple[str, str]]:
         return list(self._branches)
 
+    def parked_providers(self) -> Iterable[tuple[str, str]]:
+        """`reverser_commit_provider_parked`: read at scrape time, so it never outlives the worker."""
+        if not self._started:
+            return []
+        return [(name, error.reason) for name, error in self._parked.items()]
+
     def _task_done(self, task: asyncio.Task[None]) -> None:
         failure = logged_failure(task, logger, "commit worker")
         if failure is not None:
@@ -267,6 +350,7 @@ class CommitWorker(RebalanceListener):
                 await self._stop_branch(key, CloseReason.REVOKED)
         await self._commit_due(revoked)
         self._book.forget(revoked)
+        self._parking.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owned = set(assigned)
@@ -278,6 +362,7 @@ class CommitWorker(RebalanceListener):
         consumer = self._consumer
         backoff = log_retry()
         while True:
+            await self._read_released_again(consumer)
             # The member keeps its place; a broker that is briefly away must not stop the stage.
             fetched = await until_done(
                 lambda: consumer.fetch(timeout_ms=500, max_records=500),
@@ -289,17 +374,26 @@ class CommitWorker(RebalanceListener):
                 tp = TopicPartition(record.topic, record.partition)
                 if tp not in self._owned:
                     continue
-                self._book.received(tp, record.offset)
                 try:
                     item = decode_work(record)
                 except DecodeError as exc:
+                    if not self._parking.wanted(tp, record.offset, None):
+                        continue
+                    self._book.received(tp, record.offset)
                     logger.warning("branch work %s@%d undecodable, dead-lettered: %s", tp, record.offset, exc)
                     metrics.SKIPPED.labels(metrics.SkipReason.BAD_RECORD).inc()
                     await self._park(record, exc, "undecodable")
                     self._settle_one(tp, record.offset)
                     continue
+                key = (item.provider, item.branch)
+                if not self._parking.wanted(tp, record.offset, key):
+                    continue  # read again for a released branch: handled before
+                self._book.received(tp, record.offset)
                 if self.refresh_config is not None and not self._knows(item):
                     await self.refresh_config()
+                if self._parking.holds(key) or (key not in self._branches and item.provider in self._parked):
+                    self._parking.hold(key, tp, record.offset)  # unsettled: read again once it may go on
+                    continue
                 try:
                     branch = self._branch_for(item, tp)
                 except UnknownProviderError as exc:
@@ -308,10 +402,23 @@ class CommitWorker(RebalanceListener):
                     continue
                 await branch.queue.put(item)
 
+    async def _read_released_again(self, consumer: GroupConsumer) -> None:
+        """Move partitions back to the first waiting record of branches whose provider was fixed
+        or removed; a partition that cannot be moved (just revoked) leaves it to its next owner."""
+        for tp, offset in self._parking.seeks(self._book.next_offset).items():
+            if tp not in self._owned:
+                continue
+            try:
+                await consumer.seek(tp, offset)
+            except LogError as exc:
+                logger.warning("reading %s again from %d failed (its next owner will): %s", tp, offset, exc)
+                self._parking.forget([tp])
+
     def _knows(self, item: WorkItem) -> bool:
         """Whether this process's configuration has the item's provider and target (else it may be
         behind the config topic: a provider or target added live, or a target deleted)."""
-        return item.provider in self._access and any(t.name == item.target for t in self.settings.targets)
+        known = item.provider in self._access or item.provider in self._parked
+        return known and any(t.name == item.target for t in self.settings.targets)
 
     def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch:
         key = (item.provider, item.branch)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
@@ -37,6 +36,7 @@ from pipeline.commit.signing import SecretSigner
 from pipeline.commit.sshremote import (
     SshTransport,
     is_ssh_url,
+    load_private_key,
     pinned_known_hosts,
     ssh_transport,
     write_private_file,
@@ -63,20 +63,13 @@ logger = logging.getLogger(__name__)
 Loaded = tuple[RemoteAuth | None, SshTransport | None]
 
 
-def _opened(data: bytes, passphrase: bytes | None) -> PrivateKeyTypes:
-    try:
-        return serialization.load_ssh_private_key(data, passphrase)
-    except ValueError:
-        return serialization.load_pem_private_key(data, passphrase)
-
-
 def _unlocked_key(secret: str, key: str, passphrase: str | None, keys: str) -> str:
     """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form;
     `keys` names where the passphrase came from, for the error."""
     if passphrase is None:
         return key
     try:
-        loaded = _opened(key.encode(), passphrase.encode())
+        loaded = load_private_key(key.encode(), passphrase.encode())
     except TypeError:
         return key  # not encrypted: the passphrase key was for something else
     except ValueError:
@@ -92,7 +85,7 @@ def _unlocked_key(secret: str, key: str, passphrase: str | None, keys: str) -> s
 def _public_key(secret: str, key: str) -> str:
     """The public half in authorized_keys form (`ssh-ed25519 AAAA...`), from an unlocked key."""
     try:
-        loaded = _opened(key.encode(), None)
+        loaded = load_private_key(key.encode(), None)
         public = loaded.public_key().public_bytes(
             serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
         )
@@ -161,6 +154,10 @@ class SecretAccess:
             self._provider, self._env_auth = provider, env_auth
             self._forget()
             self._reported = None
+
+    def report_again(self) -> None:
+        """Report the next state even if it was reported before (another report replaced it)."""
+        self._reported = None
 
     def retire(self) -> None:
         """The provider left the configuration or no longer reads the cluster: its key files go now,

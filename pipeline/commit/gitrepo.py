@@ -4,8 +4,9 @@ Network operations run the `git` CLI as asyncio subprocesses so a slow remote ne
 event loop. HTTP credentials (basic, or a bearer token) travel in an `http.<origin>.extraHeader`
 passed through `GIT_CONFIG_*` environment variables, so they never appear in a URL, on a command
 line, or on disk, and git attaches them only to requests for the remote's own scheme, host and
-port. The URL is always given after `--end-of-options`, and `GIT_ALLOW_PROTOCOL` limits git to the
-transports `pipeline.gitnames` accepts, so a URL can never become an option or a command.
+port. The URL (and any revision) is always given after `--end-of-options`, and `GIT_ALLOW_PROTOCOL`
+limits git to the transports `pipeline.gitnames` accepts, so a URL can never become an option or a
+command.
 """
 
 from __future__ import annotations
@@ -397,13 +398,13 @@ class LocalRepo:
 
         Reads what is on disk (the remote tip and what was fetched or pushed), not unpushed commits.
         """
-        code, output = await self._git("log", "-1", "--format=%H", rev, "--", path)
+        code, output = await self._git("log", "-1", "--format=%H", "--end-of-options", rev, "--", path)
         sha = output.strip()
         return sha if code == 0 and len(sha) == 40 else None
 
     async def remote_heads(self) -> dict[str, str]:
         """Branch name -> tip SHA as the remote advertises them (`git ls-remote`, nothing fetched)."""
-        code, output = await self._remote("ls-remote", "--heads", self.url)
+        code, output = await self._remote("ls-remote", "--heads", "--end-of-options", self.url)
         if code != 0:
             raise self._failure("ls-remote", output)
         heads: dict[str, str] = {}

@@ -132,12 +132,17 @@ class Owner(Protocol):
 
     def owned_branches(self) -> Iterable[tuple[str, str]]: ...
 
+    def parked_providers(self) -> Iterable[tuple[str, str]]:
+        """(provider, reason) of every provider parked while the worker runs."""
+        ...
+
 
 _owners: weakref.WeakSet[Owner] = weakref.WeakSet()
 
 
 def register_owner(owner: Owner) -> None:
-    """Report `owner`'s partitions and branches at every scrape (a collected worker drops out)."""
+    """Report `owner`'s partitions, branches and parked providers at every scrape (a collected
+    worker drops out)."""
     _owners.add(owner)
 
 
@@ -163,19 +168,31 @@ class _OwnershipCollector(Collector):
             "1 for each (provider, branch) whose FIFO runs on this replica",
             labels=["provider", "branch"],
         )
+        parked = GaugeMetricFamily(
+            "reverser_commit_provider_parked",
+            "1 while a provider is parked because its access cannot be built (reason missing_key: a "
+            "key variable unset or a key file unreadable; invalid_key: a key that cannot sign; "
+            "unreachable): its branches wait on the log while every other provider goes on",
+            labels=["provider", "reason"],
+        )
         owned_partitions: set[tuple[str, int]] = set()
         owned_branches: set[tuple[str, str]] = set()
+        parked_providers: set[tuple[str, str]] = set()
         for owner in list(_owners):
             owned_partitions.update(owner.owned_partitions())
             owned_branches.update(owner.owned_branches())
+            parked_providers.update(owner.parked_providers())
         for topic, partition in sorted(owned_partitions):
             partitions.add_metric([topic, str(partition)], 1.0)
         count.add_metric([], float(len(owned_partitions)))
         for provider, branch in sorted(owned_branches):
             branches.add_metric([provider, branch], 1.0)
+        for provider, reason in sorted(parked_providers):
+            parked.add_metric([provider, reason], 1.0)
         yield partitions
         yield count
         yield branches
+        yield parked
 
 
 REGISTRY.register(_OwnershipCollector())

@@ -37,6 +37,10 @@ class OffsetBook:
             return next(iter(held))
         return self._next.get(tp)
 
+    def next_offset(self, tp: TopicPartition) -> int:
+        """The offset after the last record received from `tp` (0 before any)."""
+        return self._next.get(tp, 0)
+
     def unsettled(self, tp: TopicPartition) -> int:
         return len(self._open.get(tp, ()))
 

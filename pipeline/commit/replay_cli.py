@@ -130,7 +130,7 @@ def _target_url(into: str | None, provider: ProviderSettings) -> str:
     path = Path(into)
     if not (path / "HEAD").exists():
         path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+        subprocess.run(["git", "init", "-q", "--bare", "--end-of-options", str(path)], check=True)
     return str(path.resolve())
 
 

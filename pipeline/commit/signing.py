@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cryptography.exceptions import UnsupportedAlgorithm
+
 from pipeline.commit.keyfiles import KeyFile, key_path
-from pipeline.commit.sshremote import write_private_file
+from pipeline.commit.sshremote import load_private_key, write_private_file
 from pipeline.config import ProviderSettings
+from pipeline.gitcredentials import CredentialsReason
 
 __all__ = [
     "CommitSigner",
@@ -28,10 +31,19 @@ __all__ = [
 ]
 
 SIGN_TIMEOUT_S = 30.0
+#: What an OpenPGP key signs once when its provider's access is built, to prove it signs unattended.
+PROBE_PAYLOAD = b"reverser-pipeline signing probe\n"
 
 
 class SigningError(Exception):
-    """A commit could not be signed (key missing, tool failed); the message holds no key material."""
+    """A commit could not be signed (key missing, tool failed); the message holds no key material.
+
+    `reason` says which: a key that is not there (`missing_key`) or one that cannot be used.
+    """
+
+    def __init__(self, message: str, reason: CredentialsReason = CredentialsReason.INVALID_KEY) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class CommitSigner(Protocol):
@@ -60,10 +72,13 @@ class SshSigner:
 
     key_file: Path
 
+    def argv(self) -> list[str]:
+        """The key file is the value of `-f` (getopt takes the next argument whatever it is), and
+        nothing follows the options: the payload comes on stdin."""
+        return ["ssh-keygen", "-Y", "sign", "-n", "git", "-q", "-f", str(self.key_file)]
+
     def sign(self, payload: bytes) -> bytes:
-        return _run(
-            ["ssh-keygen", "-Y", "sign", "-n", "git", "-f", str(self.key_file), "-q"], payload, "ssh-keygen"
-        )
+        return _run(self.argv(), payload, "ssh-keygen")
 
 
 class SecretSigner:
@@ -119,20 +134,28 @@ class GpgSigner:
     """OpenPGP: `gpg --detach-sign --armor` with a key from a GnuPG home (no passphrase prompt)."""
 
     home: Path | None
+    #: `signing.key_id` (validated by `pipeline.config`) or the committer email
     key_id: str
 
     def _argv(self, *args: str) -> list[str]:
-        home = ["--homedir", str(self.home)] if self.home is not None else []
-        return ["gpg", *home, "--batch", "--no-tty", "--pinentry-mode", "loopback", *args]
+        """Every value from the configuration in option form (`--homedir=PATH`), so none can be
+        read as an option of its own."""
+        home = [f"--homedir={self.home}"] if self.home is not None else []
+        return ["gpg", *home, "--batch", "--no-tty", "--pinentry-mode=loopback", *args]
+
+    def sign_argv(self) -> list[str]:
+        return self._argv("--detach-sign", "--armor", f"--local-user={self.key_id}")
+
+    def list_argv(self) -> list[str]:
+        """The key is a name to look up, after `--`: gpg reads nothing after it as an option."""
+        return self._argv("--with-colons", "--list-secret-keys", "--", self.key_id)
 
     def sign(self, payload: bytes) -> bytes:
-        return _run(self._argv("--detach-sign", "--armor", "--local-user", self.key_id), payload, "gpg")
+        return _run(self.sign_argv(), payload, "gpg")
 
     def user_ids(self) -> list[str]:
         """The user ids of the secret key, to check the committer identity against."""
-        out = _run(
-            self._argv("--with-colons", "--list-secret-keys", self.key_id), b"", "gpg --list-secret-keys"
-        )
+        out = _run(self.list_argv(), b"", "gpg --list-secret-keys")
         return [
             line.split(":")[9]
             for line in out.decode("utf-8", "replace").splitlines()
@@ -140,8 +163,43 @@ class GpgSigner:
         ]
 
 
+def _check_ssh_key(material: bytes, where: str) -> None:
+    """Raise SigningError naming `where` unless `material` is an SSH private key ssh-keygen can
+    sign with unattended (no passphrase): found at start, a broken key parks its provider instead
+    of failing inside a branch's commit."""
+    try:
+        load_private_key(material, None)
+    except TypeError:
+        raise SigningError(f"{where} is encrypted; give the key without a passphrase") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise SigningError(f"{where} is not an SSH private key this service can read") from None
+
+
+def _ssh_key(provider: ProviderSettings, keys_dir: Path, environ: dict[str, str]) -> Path:
+    """The SSH signing key's file (a key from the environment written to the keys directory)."""
+    settings = provider.signing
+    assert settings is not None
+    field = f"providers[{provider.name}].signing"
+    if settings.key_env is not None:
+        material = environ.get(settings.key_env, "")
+        if not material.strip():
+            raise SigningError(
+                f"{field}: environment variable {settings.key_env} is not set", CredentialsReason.MISSING_KEY
+            )
+        _check_ssh_key(material.encode(), f"{field}: the key in environment variable {settings.key_env}")
+        return write_private_file(key_path(keys_dir, provider.name, KeyFile.SIGNING_KEY), material)
+    assert settings.key_file is not None
+    where = f"{field}: key_file {settings.key_file}"
+    try:
+        _check_ssh_key(settings.key_file.read_bytes(), where)
+    except OSError as exc:
+        raise SigningError(f"{where} cannot be read: {exc.strerror}", CredentialsReason.MISSING_KEY) from None
+    return settings.key_file
+
+
 def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str, str]) -> CommitSigner | None:
-    """The provider's signer, checked against the committer identity; raises SigningError."""
+    """The provider's signer, its key checked and matched to the committer identity; raises
+    SigningError naming the setting, the variable or the file (never key material)."""
     settings = provider.signing
     if settings is None:
         return None
@@ -149,25 +207,22 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
     if settings.key_secret is not None:
         raise SigningError(
             f"providers[{provider.name}].signing: the key is in Secret {settings.key_secret.describe()}, "
-            "which only a process reading the cluster can use"
+            "which only a process reading the cluster can use",
+            CredentialsReason.UNREACHABLE,
         )
     if settings.format == "ssh":
-        key_file = settings.key_file
-        if settings.key_env is not None:
-            material = environ.get(settings.key_env, "")
-            if not material.strip():
-                raise SigningError(
-                    f"providers[{provider.name}].signing: environment variable {settings.key_env} is not set"
-                )
-            key_file = write_private_file(key_path(keys_dir, provider.name, KeyFile.SIGNING_KEY), material)
-        assert key_file is not None
-        return SshSigner(key_file)
+        return SshSigner(_ssh_key(provider, keys_dir, environ))
     signer = GpgSigner(settings.gpg_home, settings.key_id or provider.committer.email)
     if not any(committer in uid for uid in signer.user_ids()):
         raise SigningError(
             f"providers[{provider.name}].signing: the OpenPGP key has no user id with the committer email "
             f"{provider.committer.email}"
         )
+    try:  # a key behind a passphrase or an agent that cannot be asked lists, but does not sign
+        signer.sign(PROBE_PAYLOAD)
+    except SigningError as exc:
+        field = f"providers[{provider.name}].signing"
+        raise SigningError(f"{field}: the OpenPGP key cannot sign: {exc}") from None
     return signer
 
 

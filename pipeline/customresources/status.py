@@ -155,8 +155,8 @@ def object_status(
 
     `running` is every stream identity the watch stage reports as streaming (None: unknown, the
     `Reconciling` condition then only says the object is published). `credentials` is what the
-    commit worker last said of a GitProvider's Secrets: unusable or refused makes it not Ready; the
-    public half of a signing key read from its signing Secret is `signingPublicKey`.
+    commit worker last said of a GitProvider's Secrets or access: unusable, refused or parked makes
+    it not Ready; the public half of a signing key read from its signing Secret is `signingPublicKey`.
     """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
@@ -276,13 +276,14 @@ class StatusWriter:
 def _current_credentials(
     compiled: CompiledConfig, provider: str, reports: Mapping[str, CredentialsReport]
 ) -> CredentialsReport | None:
-    """The provider's credentials report, unless it is about a Secret the provider no longer names."""
+    """The provider's credentials report, unless it is about a Secret the provider no longer names
+    (a report naming no Secret is about the provider's access itself: parked, or working)."""
     report = reports.get(provider)
     found = next((p for p in compiled.providers if p.name == provider), None)
     if report is None or found is None:
         return None
     named = [ref.describe() for ref in (found.credentials_secret, found.signing_secret) if ref is not None]
-    return report if report.secret in named else None
+    return report if report.secret in named or not report.secret else None
 
 
 def _without_times(status: dict[str, Any]) -> dict[str, Any]:

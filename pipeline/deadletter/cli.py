@@ -194,7 +194,7 @@ def render_replay(report: ReplayReport, dry_run: bool) -> str:
     for duplicate in report.duplicates:
         lines.append(f"skipped {duplicate.offset}: {duplicate.reason}")
     if report.refused:
-        lines.append("nothing was replayed")
+        lines.append(f"nothing was replayed ({len(report.refused)} refused)")
         return "\n".join(lines)
     for done in report.replayed:
         if dry_run:

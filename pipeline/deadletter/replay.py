@@ -1,5 +1,9 @@
 """Re-submitting dead letters to their own topics, at most once per failed record.
 
+Only the topics a stage reads again take a replay (`TopicNames.replayable`): a letter naming any
+other topic is refused, since a letter is data and one "from" the config topic would become a
+configuration version.
+
 A replay runs under the transactional id `<prefix>.dead-letter-replay`: starting it fences any other
 replay still running and waits for its transaction to end, and only then is the dead-letter topic
 read, so the receipts every earlier replay committed are seen. Each chosen record goes back to its
@@ -110,8 +114,17 @@ def select(book: Book, selection: Selection) -> list[Entry]:
     ]
 
 
-def plan_replay(chosen: Iterable[Entry], topics: set[str], force: bool, report: ReplayReport) -> list[Entry]:
-    """Drop duplicates, and record why any chosen letter may not be replayed."""
+def plan_replay(
+    chosen: Iterable[Entry],
+    topics: set[str],
+    force: bool,
+    report: ReplayReport,
+    *,
+    replayable: frozenset[str],
+) -> list[Entry]:
+    """Drop duplicates, and record why any chosen letter may not be replayed: `topics` are those
+    of the chosen letters that exist, `replayable` the only ones a replay may write to
+    (`TopicNames.replayable`)."""
     seen: dict[SourceRef, int] = {}
     planned = []
     for entry in chosen:
@@ -127,6 +140,14 @@ def plan_replay(chosen: Iterable[Entry], topics: set[str], force: bool, report: 
                     entry.offset,
                     f"{letter.source} was already replayed (from letter {receipt.letter_offset}, "
                     f"by {receipt.by}); pass --force to re-submit it again",
+                )
+            )
+        elif letter.source.topic not in replayable:
+            report.refused.append(
+                Refusal(
+                    entry.offset,
+                    f"topic {letter.source.topic} is not one a stage reads again (a replay writes only "
+                    f"to {', '.join(sorted(replayable))})",
                 )
             )
         elif letter.value is None:
@@ -173,7 +194,8 @@ async def replay_letters(
 ) -> ReplayReport:
     """Re-submit the chosen letters' records in one transaction with their receipts.
 
-    All or nothing: when any chosen letter is refused (already replayed, no value, topic gone),
+    All or nothing: when any chosen letter is refused (already replayed, a topic no stage reads
+    again, no value, topic gone),
     nothing is written and the report says why. Raises `SelectionError` for a bad selection and
     `LogError` when the log fails (then nothing was written either).
     """
@@ -184,7 +206,7 @@ async def replay_letters(
         chosen = select(book, selection)
         report = ReplayReport()
         topics = await _existing_topics(log, (entry.letter.source.topic for entry in chosen))
-        planned = plan_replay(chosen, topics, force, report)
+        planned = plan_replay(chosen, topics, force, report, replayable=names.replayable)
         if report.refused or not planned:
             return report
         if dry_run:

@@ -102,7 +102,10 @@ def demo_settings(base: Settings) -> Settings:
 def ensure_bare_remote(path: Path) -> None:
     if not (path / "HEAD").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)], check=True)
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", "--initial-branch=main", "--end-of-options", str(path)],
+            check=True,
+        )
 
 
 async def _payload(step: WatchStep, sealer: Sealer) -> bytes | None:

@@ -51,6 +51,14 @@ class TopicNames:
             config=f"{prefix}.{CONFIG}",
         )
 
+    @property
+    def replayable(self) -> frozenset[str]:
+        """The topics whose records a stage dead-letters and reads again after a fix: watch events
+        (the router) and branch work (the commit worker). `reverser dead-letter replay` writes to
+        these only, whatever topic a letter names: a letter is data on a topic any writer of the
+        log may append to, and one "from" the config topic would become a configuration version."""
+        return frozenset({self.watch_events, self.branch_work})
+
 
 def topic_specs(settings: Settings) -> list[TopicSpec]:
     """Every topic the pipeline uses, with the configuration the design requires.

@@ -64,14 +64,17 @@ class Sealer:
         """The keyed digest of an object's canonical JSON (safe to publish; the key is not)."""
         return "hmac-sha256:" + hmac.new(self._digest_key, canonical_json, hashlib.sha256).hexdigest()
 
-    def _argv(self, filename: str, encrypted: str) -> list[str]:
+    def argv(self, filename: str, encrypted: str) -> list[str]:
+        """Every value in option form (`--flag=value`), so none can be read as an option of its
+        own; the one positional argument is the input, stdin."""
         argv = [self._sops]
         if self._settings.sops_config is not None:
-            argv += ["--config", str(self._settings.sops_config)]
-        argv += ["encrypt", "--input-type", "json", "--output-type", "yaml"]
+            argv.append(f"--config={self._settings.sops_config}")
+        argv += ["encrypt", "--input-type=json", "--output-type=yaml"]
         if self._settings.age_recipients:
-            argv += ["--age", ",".join(sorted(set(self._settings.age_recipients)))]
-        return [*argv, "--encrypted-regex", encrypted, "--filename-override", filename, "/dev/stdin"]
+            argv.append(f"--age={','.join(sorted(set(self._settings.age_recipients)))}")
+        argv += [f"--encrypted-regex={encrypted}", f"--filename-override={filename}"]
+        return [*argv, "/dev/stdin"]
 
     async def seal(self, obj: dict[str, Any], canonical_json: bytes, gr: GroupResource) -> bytes:
         """The SOPS YAML document of a sanitized object; raises SealingError.
@@ -85,7 +88,7 @@ class Sealer:
         filename = f"{scope}/{gr.key}/{meta.get('name', '')}.sops.yaml"
         plaintext = json.dumps(document, ensure_ascii=False).encode()
         process = await asyncio.create_subprocess_exec(
-            *self._argv(filename, encrypted_regex(document)),
+            *self.argv(filename, encrypted_regex(document)),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -195,18 +195,22 @@ class Service:
             await self._apply_state(state)
 
     async def _apply(self, settings: Settings, source: str) -> None:
-        """Hand a changed configuration to every running stage that takes one, in start order."""
+        """Hand a changed configuration to every running stage that takes one, in start order.
+
+        A stage that refuses it (ConfigError) keeps what it runs and is named in the log; the
+        stages after it still take it, so one bad object never holds the others' changes back.
+        """
         async with self._applying:
             self.settings = settings
+            refused = False
             for component in self.components:
                 if isinstance(component, Reconfigurable):
                     try:
                         await component.apply(settings)
                     except ConfigError as exc:
-                        CONFIG_CHANGES.labels(source, "invalid").inc()
+                        refused = True
                         logger.error("%s refused the configuration: %s", component.name, exc)
-                        return
-            CONFIG_CHANGES.labels(source, "applied").inc()
+            CONFIG_CHANGES.labels(source, "invalid" if refused else "applied").inc()
 
     async def reload(self) -> None:
         """SIGHUP: read the file again and apply it through the same path as a published version.

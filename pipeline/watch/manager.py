@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
-from pipeline.config import ClusterSettings, ConfigError, Settings, TargetSettings
+from pipeline.config import ClusterSettings, Settings, TargetSettings
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.sealing import Sealer, SealingError, sealer_for
@@ -43,17 +43,22 @@ ClientFactory = Callable[[ClusterSettings], Awaitable[KubeClient]]
 REPORT_INTERVAL_S = 0.5
 
 
-def _sealers(settings: Settings) -> dict[str, Sealer]:
-    """The sealer of every target with encryption; a missing digest key or `sops` is a ConfigError."""
+def _sealers(settings: Settings) -> tuple[dict[str, Sealer], dict[str, str]]:
+    """The sealer of every target with encryption, and why a target has none (its digest key
+    variable unset, no `sops`). Such a target is not watched, so nothing of it is written
+    unencrypted, and never a reason to stop: the configuration may come from a tenant's GitTarget,
+    and every other target goes on."""
     sealers: dict[str, Sealer] = {}
+    unsealable: dict[str, str] = {}
     for target in settings.targets:
         try:
             sealer = sealer_for(target)
         except SealingError as exc:
-            raise ConfigError(str(exc)) from None
+            unsealable[target.name] = str(exc)
+            continue
         if sealer is not None:
             sealers[target.name] = sealer
-    return sealers
+    return sealers, unsealable
 
 
 @dataclass(slots=True)
@@ -123,7 +128,7 @@ class WatchManager:
         self._client_factory = client_factory
         self._settings = settings
         self._targets: dict[str, TargetSettings] = {}
-        self._sealers = _sealers(settings)
+        self._sealers, self._unsealable = _sealers(settings)
         self._clusters: dict[str, _Cluster] = {}
         self.streams: dict[StreamSpec, WatchStream] = {}
         self.problems: list[RuleProblem] = []
@@ -297,7 +302,7 @@ class WatchManager:
             return await self._apply_locked(settings)
 
     async def _apply_locked(self, settings: Settings) -> tuple[int, int]:
-        self._sealers = _sealers(settings)
+        self._sealers, self._unsealable = _sealers(settings)
         clusters = {c.name: c for c in settings.clusters}
         wanted = {t.cluster for t in settings.targets if t.rules and t.cluster in clusters}
         failed, retired = await self._sync_clusters({name: clusters[name] for name in wanted})
@@ -391,6 +396,11 @@ class WatchManager:
             if not target.rules:
                 continue
             client = self._clusters.get(target.cluster)
+            if target.name in self._unsealable:
+                problems.append(
+                    RuleProblem(target.name, 0, "*", "EncryptionUnavailable", self._unsealable[target.name])
+                )
+                continue
             if target.cluster in failed:
                 problems.append(
                     RuleProblem(target.name, 0, "*", "ClusterConfigError", failed[target.cluster])

@@ -18,8 +18,11 @@ from pipeline.cli import main
 from pipeline.codec import BRANCH_WORK, codec
 from pipeline.codec.branch_work import Write
 from pipeline.codec.dead_letter import REPLAY_HEADER, letter_record
-from pipeline.config import ProviderSettings, Settings
-from pipeline.deadletter.book import read_book
+from pipeline.config import CustomResourceSettings, ProviderSettings, Settings
+from pipeline.customresources.compile import CompiledConfig
+from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.state import ConfigState, encode_state
+from pipeline.deadletter.book import Book, read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, replay_letters
 from pipeline.exitcodes import ExitCode
 from pipeline.log.api import FencedError, Log, Record, TopicPartition
@@ -302,3 +305,47 @@ async def test_two_replays_at_once_resubmit_a_record_once(any_log: Log, settings
     assert [(r.value, r.key, r.header(REPLAY_HEADER)) for r in fetched.records] == [
         (b"payload", b"git/main", b"0:1")
     ]
+
+
+def test_a_letter_naming_a_topic_no_stage_reads_again_is_refused_and_nothing_written(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A letter "from" the config topic holding configuration version 999: once, a replay made it
+    the running configuration. Now it is refused in one line naming the topic, and counted."""
+    names = TopicNames.for_prefix(settings.log.topic_prefix)
+    version = encode_state(ConfigState(999, 0, CompiledConfig([], [], {}, {}, [])))
+    forged = Record(names.config, 0, 0, 0, version.key, version.value, version.headers)
+    letter = letter_record(forged, "commit-worker", ValueError("forged"), 1)
+
+    with_config_topic = settings.model_copy(update={"custom_resources": CustomResourceSettings(enabled=True)})
+
+    async def park() -> None:
+        async with started_log(settings) as log:
+            await log.create_topics(topic_specs(with_config_topic))
+            await log.append(names.dead_letter, letter.value, key=letter.key, headers=letter.headers)
+
+    async def published() -> ConfigState | None:
+        async with started_log(settings) as log:
+            follower = ConfigFollower(log, names.config)
+            try:
+                return await follower.catch_up()
+            finally:
+                await follower.close()
+
+    asyncio.run(park())
+    config = write_config(settings, tmp_path / "reverser.yaml")
+    code, out, _ = run_cli(capsys, "dead-letter", "replay", "0", "--force", "--config", config)
+    assert code == ExitCode.FINDINGS
+    assert out.splitlines() == [
+        f"refused 0: topic {names.config} is not one a stage reads again (a replay writes only to "
+        f"{names.branch_work}, {names.watch_events})",
+        "nothing was replayed (1 refused)",
+    ]
+    assert asyncio.run(published()) is None, "no configuration version was written"
+    book = asyncio.run(_book(settings))
+    assert [entry.replayed for entry in book.entries] == [None], "and no receipt"
+
+
+async def _book(settings: Settings) -> Book:
+    async with started_log(settings) as log:
+        return await read_book(log, TopicNames.for_prefix(settings.log.topic_prefix).dead_letter)

@@ -3,6 +3,8 @@ them may be re-submitted and why not, and how attempts and replay headers are co
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pipeline.codec.dead_letter import (
@@ -18,8 +20,10 @@ from pipeline.codec.dead_letter import (
 from pipeline.deadletter.book import Book, Entry
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, plan_replay, select
 from pipeline.log.api import Record
+from pipeline.log.topics import TopicNames
 
 WORK = "p.branch-work"
+REPLAYABLE = TopicNames.for_prefix("p").replayable
 
 
 def letter(
@@ -90,18 +94,19 @@ def test_bad_selections_name_the_argument(selection: Selection, field: str, mess
 def test_a_replayed_record_is_refused_unless_forced() -> None:
     chosen = select(BOOK, Selection(offsets=(2, 0)))
     report = ReplayReport()
-    assert offsets(plan_replay(chosen, {WORK}, False, report)) == [0, 2]
+    assert offsets(plan_replay(chosen, {WORK}, False, report, replayable=REPLAYABLE)) == [0, 2]
     assert [(r.offset, r.reason.split(" (")[0]) for r in report.refused] == [
         (2, f"{WORK}[3]@12 was already replayed")
     ]
     forced = ReplayReport()
-    assert offsets(plan_replay(chosen, {WORK}, True, forced)) == [0, 2]
+    assert offsets(plan_replay(chosen, {WORK}, True, forced, replayable=REPLAYABLE)) == [0, 2]
     assert forced.refused == []
 
 
 def test_two_letters_of_one_record_replay_it_once() -> None:
     report = ReplayReport()
-    planned = plan_replay(select(BOOK, Selection(offsets=(4, 5))), {WORK}, False, report)
+    chosen = select(BOOK, Selection(offsets=(4, 5)))
+    planned = plan_replay(chosen, {WORK}, False, report, replayable=REPLAYABLE)
     assert offsets(planned) == [4]
     assert [(d.offset, d.reason) for d in report.duplicates] == [(5, "the same record as letter 4")]
     assert report.refused == []
@@ -109,11 +114,26 @@ def test_two_letters_of_one_record_replay_it_once() -> None:
 
 def test_a_letter_without_value_or_topic_is_refused() -> None:
     report = ReplayReport()
-    plan_replay(select(BOOK, Selection(offsets=(6,))), {WORK}, False, report)
+    plan_replay(select(BOOK, Selection(offsets=(6,))), {WORK}, False, report, replayable=REPLAYABLE)
     assert [(r.offset, r.reason) for r in report.refused] == [(6, "the letter holds no value to re-submit")]
     gone = ReplayReport()
-    plan_replay(select(BOOK, Selection(offsets=(0,))), set(), False, gone)
+    plan_replay(select(BOOK, Selection(offsets=(0,))), set(), False, gone, replayable=REPLAYABLE)
     assert [(r.offset, r.reason) for r in gone.refused] == [(0, f"topic {WORK} does not exist")]
+
+
+@pytest.mark.parametrize("topic", ["p.config", "p.object-state", "p.dead-letter", "elsewhere.branch-work"])
+def test_a_letter_naming_a_topic_no_stage_reads_again_is_refused_naming_it(topic: str) -> None:
+    forged_letter = replace(letter(10), source=SourceRef(topic, 0, 1))
+    forged = Book("p.dead-letter", entries=[Entry(0, forged_letter, None)])
+    report = ReplayReport()
+    plan_replay(select(forged, Selection(offsets=(0,))), {topic}, True, report, replayable=REPLAYABLE)
+    assert [(r.offset, r.reason) for r in report.refused] == [
+        (
+            0,
+            f"topic {topic} is not one a stage reads again (a replay writes only to p.branch-work, "
+            "p.watch-events)",
+        )
+    ]
 
 
 def test_attempts_count_replays_of_replays() -> None:

@@ -22,6 +22,7 @@ from pipeline.config import (
 )
 from pipeline.router import component as router_component
 from pipeline.service.app import Service
+from tests.support.gitsign import keygen
 from tests.support.net import free_port
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -31,7 +32,8 @@ async def test_a_reload_without_a_provider_removes_its_key_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_SSH_KEY", KEY)
-    monkeypatch.setenv("TEST_SIGNING_KEY", KEY)
+    # a signing key is checked when the provider's access is built (one that cannot sign parks it)
+    monkeypatch.setenv("TEST_SIGNING_KEY", keygen(tmp_path / "signing").read_text(encoding="ascii"))
     keyed = ProviderSettings(
         name="keyed",
         url="ssh://git@127.0.0.1:1/repo.git",
