@@ -108,22 +108,34 @@ def test_a_key_id_that_is_no_openpgp_key_is_refused_naming_the_field(tmp_path: P
         load_settings(config, environ={})
 
 
-def test_a_gitprovider_giving_such_a_key_id_is_refused_naming_its_field() -> None:
-    """The tenant's path: `spec.pipeline` of a GitProvider, validated by the same settings."""
-    provider = {
+def _signing_provider(namespace: str) -> dict[str, Any]:
+    return {
         "apiVersion": "configbutler.ai/v1alpha3",
         "kind": "GitProvider",
-        "metadata": {"name": "repo", "namespace": "team-a", "generation": 1},
+        "metadata": {"name": "repo", "namespace": namespace, "generation": 1},
         "spec": {
             "url": "https://git.example.com/team-a/state.git",
             "pipeline": {"signing": {"format": "openpgp", "key_id": HOSTILE}},
         },
     }
-    compiled = compile_resources([parse_object(provider)], home_namespace="reverser")
+
+
+def test_a_gitprovider_giving_such_a_key_id_is_refused_naming_its_field() -> None:
+    """The home namespace's path: `spec.pipeline` of a GitProvider, validated by the same settings."""
+    compiled = compile_resources([parse_object(_signing_provider("reverser"))], home_namespace="reverser")
     assert compiled.providers == []
     [(ref, problem)] = compiled.errors
     assert (ref.name, problem.path) == ("repo", "spec.pipeline.signing.key_id")
     assert "not an OpenPGP key id" in problem.message
+
+
+def test_a_tenant_gitprovider_may_not_configure_signing_in_its_pipeline_at_all() -> None:
+    """Outside the home namespace the tenant boundary refuses the whole field first."""
+    compiled = compile_resources([parse_object(_signing_provider("team-a"))], home_namespace="reverser")
+    assert compiled.providers == []
+    assert [(ref.name, problem.path) for ref, problem in compiled.errors] == [
+        ("repo", "spec.pipeline.signing")
+    ]
 
 
 @pytest.mark.parametrize(
