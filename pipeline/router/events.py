@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
     Body,
@@ -55,11 +56,16 @@ class CaughtUp:
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch."""
+    """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch.
+
+    `attribution` is the target's mode: in `configured-author` its records are routed without asking
+    the fact index (no grace, no hold), so the committer authors them.
+    """
 
     provider: str
     branch: str
     path: str
+    attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
 
 
 def caught_up_item(watch: WatchRecord, destination: Destination, change: CaughtUp) -> WorkItem:
