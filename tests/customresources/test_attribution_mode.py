@@ -6,14 +6,16 @@ the tenant boundary (the mode names no identity: the provider's committer author
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pipeline.authormode import AttributionMode
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import Kind
+from pipeline.customresources.status import StatusWriter, object_status
 from pipeline.router.component import destinations
+from pipeline.watch.kube import KubeClient
 from tests.customresources.test_compile import HOME, TENANTS, _edited
 
 
@@ -81,3 +83,43 @@ def test_both_spellings_at_once_are_an_error_naming_both() -> None:
     errors = [e for ref, e in compiled.errors if ref.kind is Kind.GIT_TARGET]
     assert [e.path for e in errors] == ["spec.pipeline.attribution"]
     assert "spec.attribution.enabled" in errors[0].message
+
+
+def test_a_target_status_shows_its_effective_mode() -> None:
+    compiled = compile_resources(
+        _edited("GitTarget.spec.attribution", {"enabled": False}), home_namespace=HOME, base=TENANTS
+    )
+    report = next(rep for r, rep in compiled.reports.items() if r.kind is Kind.GIT_TARGET)
+    mode = TENANTS.attribution_mode(compiled.targets[0])
+    status = object_status(report, None, attribution=mode)
+    assert status["attributionMode"] == "configured-author"
+    assert "attributionMode" not in object_status(report, None)
+
+
+async def test_the_status_writer_patches_each_target_with_its_mode() -> None:
+    compiled = compile_resources(
+        _edited("GitTarget.spec.pipeline", {"attribution": "configured-author"}),
+        home_namespace=HOME,
+        base=TENANTS,
+    )
+    client = RecordingClient()
+    writer = StatusWriter(cast(KubeClient, client))
+    modes = {t.name: TENANTS.attribution_mode(t) for t in compiled.targets}
+    await writer.write(compiled, {}, {}, HOME, modes=modes)
+    statuses = {tuple(path.split("/")[-3:-1]): body["status"] for path, body in client.patches}
+    assert statuses["gittargets", "apps"]["attributionMode"] == "configured-author"
+    others = [status for (kind, _), status in statuses.items() if kind != "gittargets"]
+    assert others
+    assert all("attributionMode" not in status for status in others)
+
+
+class RecordingClient:
+    """Records the status patches a StatusWriter sends."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def send_json(self, method: str, path: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert method == "PATCH"
+        self.patches.append((path, body))
+        return {}
