@@ -119,6 +119,8 @@ async def test_configured_author_routes_every_record_without_asking_for_an_autho
     assert [w["operation"] for w in writes] == ["CREATE", "UPDATE", "DELETE"]
     assert all(w["author"]["outcome"] == "NOT_ATTEMPTED" for w in writes)
     assert all(w["author"]["username"] == "" for w in writes)
+    # the commit's Reverser-Attribution trailer says why no person is named
+    assert all(w["author"]["tier"] == "configured-author" for w in writes)
     # the snapshot end carries no deletion evidence: attribution was not attempted for it either
     assert items[5]["body"][1]["removals"] is None
     # the three live events and the snapshot end; the baseline's begin and chunk need nothing anyway

@@ -95,3 +95,5 @@ def test_every_change_is_committed_at_once_as_the_configured_identity(tmp_path: 
         "[DELETE] v1/configmaps/a",
     ]
     assert {line.split("|")[0] for line in history} == {OPS}
+    trailers = log_lines(remote, fmt="%(trailers:key=Reverser-Attribution,valueonly,separator=%x2c)")
+    assert trailers[1:] == ["configured-author"] * 3, trailers
