@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test soak unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools
+.PHONY: install run test soak unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools image image-verify
 
 install: $(VENV)/.installed
 
@@ -63,11 +63,25 @@ bench: install kafka-jars
 mutation: install kafka-jars
 	$(BIN)/python -m tests.mutation
 
+## the service's OCI image from Debian packages and the project's own wheel, no registry
+## (deploy/image/build.sh; needs root): build/reverser-pipeline-<version>.oci.tar and podman's image
+## store, the last line names it. The layer is cached by input hash (~4 min cold, seconds warm).
+image:
+	scripts/install-system-tools.sh image
+	deploy/image/build.sh
+
+## build the image's layer twice from scratch and fail unless both have the same digest
+image-verify:
+	scripts/install-system-tools.sh image
+	deploy/image/build.sh --verify
+
 ## end-to-end: real etcd + kube-apiserver (and helm) built with Go from the module proxy, cached
-## under ~/.cache/reverser-e2e; a cold build takes minutes, a warm one seconds
+## under ~/.cache/reverser-e2e; a cold build takes minutes, a warm one seconds. The image tests
+## (tests/image) build the image themselves, cached like `make image`.
 e2e: install kafka-jars promtool
 	tests/e2e/cluster/build-binaries.sh
 	tests/deploy/build-helm.sh
+	scripts/install-system-tools.sh image
 	$(BIN)/pytest -rs --durations=10 -m e2e tests
 	$(BIN)/pytest -rs tests/deploy
 
