@@ -51,8 +51,9 @@ unit: install
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
 
 lint: install
-	$(BIN)/ruff check pipeline tests bench deploy/monitoring
+	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image
 	$(BIN)/mypy
+	$(BIN)/mypy --strict deploy/image/oci.py
 	$(BIN)/lint-imports
 
 bench: install kafka-jars

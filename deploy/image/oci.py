@@ -34,7 +34,10 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
-def descriptor(media_type: str, data: bytes | None = None, *, digest: str = "", size: int = 0) -> dict[str, Any]:
+def descriptor(
+    media_type: str, data: bytes | None = None, *, digest: str = "", size: int = 0
+) -> dict[str, Any]:
+    """An OCI descriptor, of `data` when given, else of a blob already hashed (the layer)."""
     if data is not None:
         digest, size = "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
     return {"mediaType": media_type, "digest": digest, "size": size}
