@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_DIR := tests/integration/kafka
 
-.PHONY: install run test soak unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools image image-verify
+.PHONY: install run test soak unit lint bench mutation kafka-jars kafka-start kafka-stop e2e chaos promtool dashboard clean system-tools image image-verify e2e-node
 
 install: $(VENV)/.installed
 
@@ -83,8 +83,17 @@ e2e: install kafka-jars promtool
 	tests/e2e/cluster/build-binaries.sh
 	tests/deploy/build-helm.sh
 	scripts/install-system-tools.sh image
-	$(BIN)/pytest -rs --durations=10 -m e2e tests
+	$(BIN)/pytest -rs --durations=10 -m 'e2e and not node' tests
 	$(BIN)/pytest -rs tests/deploy
+
+## the chart on a real node (tests/e2e/node): containerd + kubelet + kube-proxy + the control plane,
+## the image of `make image`, helm install; needs root. The node binaries are built with Go from the
+## module proxy like the control plane's (cached; about 7 more minutes cold)
+e2e-node: install
+	tests/e2e/cluster/build-binaries.sh --node
+	tests/deploy/build-helm.sh
+	scripts/install-system-tools.sh node
+	$(BIN)/pytest -rs -p no:cacheprovider -m 'e2e and node' tests/e2e/node
 
 ## promtool built with Go from the module proxy (cached under ~/.cache/reverser-e2e; a cold build takes
 ## many minutes, so `make e2e` builds it and `make test` runs the alert-rule tests only once it is cached)
