@@ -517,6 +517,8 @@ class Node:
         _run([*podman, "import", "--change", 'ENTRYPOINT ["/pause"]', "-", PAUSE_IMAGE], stdin=tar.stdout)
         tar.wait()
         _run([*podman, "save", "--format", "oci-archive", "-o", str(archive), PAUSE_IMAGE])
+        # Only the archive was wanted: leave podman's store as it was.
+        _run([*podman, "rmi", PAUSE_IMAGE])
         for path in (archive, *self.image_archives):
             result = self._ctr("images", "import", str(path))
             if result.returncode != 0:
