@@ -20,12 +20,19 @@ from pathlib import Path
 
 __all__ = ["BRIDGE", "HOST_DIRS", "SYSCTLS", "HostChanges"]
 
-#: Set by the kubelet (vm.overcommit_memory=1, kernel.panic=10, kernel.panic_on_oops=1), by
-#: kube-proxy (route_localnet, the bridge netfilter hooks) and by the bridge CNI plugin (ip_forward).
+#: Set by the kubelet's kernel tunables (vm.overcommit_memory=1, vm.panic_on_oom=0, kernel.panic=10,
+#: kernel.panic_on_oops=1, the root key quotas), by kube-proxy (route_localnet, the bridge netfilter
+#: hooks, conntrack timeouts) and by the bridge CNI plugin (ip_forward).
 SYSCTLS = (
     "vm.overcommit_memory",
+    "vm.panic_on_oom",
     "kernel.panic",
     "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+    "net.netfilter.nf_conntrack_max",
+    "net.netfilter.nf_conntrack_tcp_timeout_established",
+    "net.netfilter.nf_conntrack_tcp_timeout_close_wait",
     "net.ipv4.ip_forward",
     "net.ipv4.conf.all.route_localnet",
     "net.bridge.bridge-nf-call-iptables",

@@ -598,8 +598,13 @@ class Node:
                     "bindAddress": "127.0.0.1",
                     "healthzBindAddress": f"127.0.0.1:{healthz}",
                     "metricsBindAddress": f"127.0.0.1:{metrics}",
-                    # The VM refuses conntrack table resizes; leave the kernel's limits alone.
-                    "conntrack": {"maxPerCore": 0, "min": 0},
+                    # The VM refuses conntrack table resizes; leave every conntrack setting alone.
+                    "conntrack": {
+                        "maxPerCore": 0,
+                        "min": 0,
+                        "tcpEstablishedTimeout": "0s",
+                        "tcpCloseWaitTimeout": "0s",
+                    },
                     "hostnameOverride": NODE_NAME,
                 }
             )
