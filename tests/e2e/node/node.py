@@ -455,6 +455,8 @@ class Node:
                             "ipam": {
                                 "type": "host-local",
                                 "ranges": [[{"subnet": POD_CIDR, "gateway": BRIDGE_IP}]],
+                                # The pods' default route: Service IPs (10.96.0.1) are not on the bridge.
+                                "routes": [{"dst": "0.0.0.0/0"}],
                                 "dataDir": str(root / "cni-ipam"),
                             },
                         },
