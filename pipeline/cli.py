@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -36,10 +37,24 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
 )
 
 
+def package_version() -> str:
+    """The installed distribution's version: what an image or a bug report is pinned to."""
+    try:
+        return importlib.metadata.version("reverser-pipeline")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reverser",
         description="Every change to a Kubernetes cluster as an attributed Git commit, via Kafka.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {package_version()}",
+        help="print the installed package version and exit",
     )
     parser.add_argument(
         "--log-level",
