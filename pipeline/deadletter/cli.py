@@ -281,9 +281,7 @@ def _offset(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "dead-letter", help="list, show and replay records a stage could not decode or apply"
-    )
+    parser = subparsers.add_parser("dead-letter")
     actions = parser.add_subparsers(dest="dead_letter_command", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", help="every dead letter with its stage, error and replay status")

@@ -39,9 +39,7 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "lag", help="consumer-lag table with a Burrow-style status per group and partition"
-    )
+    parser = subparsers.add_parser("lag")
     add_config_argument(parser)
     parser.add_argument("--group", help="only groups matching this regular expression (re.search)")
     parser.add_argument("--output", choices=("table", "json"), default="table")

@@ -178,7 +178,7 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("topics", help="create or verify the pipeline's topics")
+    parser = subparsers.add_parser("topics")
     actions = parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
     for name, help_text in (
         ("create", "create missing topics with the configuration the pipeline needs"),

@@ -12,7 +12,7 @@ from pipeline.service.app import Service, run_until_signalled
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("run", help="run the pipeline service")
+    parser = subparsers.add_parser("run")
     add_config_argument(parser)
     parser.add_argument("--audit-addr", help="audit webhook listen address HOST:PORT")
     parser.add_argument("--metrics-addr", help="metrics/health listen address HOST:PORT")

@@ -54,9 +54,7 @@ async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RulePr
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "watch-rules", help="show the watch streams the rules resolve to and the entries that are not watched"
-    )
+    parser = subparsers.add_parser("watch-rules")
     add_config_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
     parser.set_defaults(func=_run)
