@@ -873,6 +873,11 @@ class Settings(_Section):
                 return provider
         raise KeyError(name)
 
+    @property
+    def embedded_log_dir(self) -> Path:
+        """Where the embedded log keeps its topics and offsets, under the workdir."""
+        return self.workdir / "log"
+
     def topic(self, name: str) -> str:
         """Full topic name for a pipeline topic such as `audit-facts`."""
         return f"{self.log.topic_prefix}.{name}"

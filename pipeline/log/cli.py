@@ -185,7 +185,7 @@ def register(subparsers: Any) -> None:
         ("check", f"report configuration drift; exits {ExitCode.FINDINGS:d} when any topic drifted"),
     ):
         sub = actions.add_parser(name, help=help_text)
-        add_config_argument(sub)
+        add_config_argument(sub, reads_existing_log=name == "check")
         sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
         sub.set_defaults(func=_run, topics_action=name)
 
