@@ -16,7 +16,7 @@ import re
 
 from pipeline.exitcodes import CommandError, ExitCode
 
-__all__ = ["from_os_error", "plain"]
+__all__ = ["from_os_error", "os_cause", "plain"]
 
 #: An address as asyncio and aiohttp print it inside a message: `('127.0.0.1', 9444)`.
 _ADDRESS = re.compile(r"\('([^']*)', (\d+)")
@@ -44,7 +44,7 @@ _UNAVAILABLE_HINTS: dict[int, str] = {
 def plain(exc: BaseException) -> str:
     """What failed, in words: the exception's own message without the class reprs that libraries put
     in (aiohttp's `ConnectionKey(...)`, aiokafka's address tuples), down to the OS error at its root."""
-    root = _root_os_error(exc)
+    root = os_cause(exc)
     if root is not None:
         return _os_text(root)
     text = str(exc).strip()
@@ -60,7 +60,7 @@ def from_os_error(exc: OSError) -> CommandError:
     return CommandError(f"{_os_text(exc)}: {hint}", ExitCode.UNAVAILABLE)
 
 
-def _root_os_error(exc: BaseException) -> OSError | None:
+def os_cause(exc: BaseException) -> OSError | None:
     """The innermost OS error of `exc`'s cause chain, if any."""
     found: OSError | None = None
     seen: set[int] = set()
