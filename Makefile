@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml setup.py requirements/runtime.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --require-hashes -r requirements/runtime.lock
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install -qq --no-deps -e .  # -qq: not setuptools' page-long notes on editable installs
 	touch $@
 
 ## the runtime plus the test tools (requirements/test.lock), for every target that tests or lints

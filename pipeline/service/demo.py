@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.commandline import installed_script, shell_word
 from pipeline.config import Settings, split_host_port
 from pipeline.demo.recording import load_recording
 from pipeline.demo.runner import (
@@ -20,6 +21,7 @@ from pipeline.demo.runner import (
     replay_recording,
     wait_until_committed,
 )
+from pipeline.sealing.sealer import find_sops
 from pipeline.service.app import Service, run_until_signalled
 
 __all__ = ["run_demo"]
@@ -49,13 +51,20 @@ async def run_demo(base: Settings, *, once: bool) -> int:
             await service.stop()
     print(git_history(remote), flush=True)
     key_file, _ = demo_age_key(settings.workdir)
+    # Printed commands run as printed in a fresh shell: the venv's scripts by their path.
+    sops = shell_word(find_sops())
+    reverser = shell_word(installed_script("reverser") or "reverser")
     print(
-        f"encrypted Secret: git --git-dir={remote} show main:{DEMO_SECRET} | "
-        f"SOPS_AGE_KEY_FILE={key_file} sops decrypt --input-type yaml --output-type yaml /dev/stdin",
+        f"encrypted Secret: git --git-dir={shell_word(remote)} show main:{DEMO_SECRET} | "
+        f"SOPS_AGE_KEY_FILE={shell_word(key_file)} {sops} decrypt --input-type yaml --output-type yaml "
+        "/dev/stdin",
         flush=True,
     )
     print(f"git repository: {remote}", flush=True)
-    if not once:
-        print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
+    lag = f"{reverser} lag --workdir {shell_word(settings.workdir)}"
+    if once:
+        print(f"consumer lag: {lag}", flush=True)
+    else:
+        print(f"serving the audit webhook on {audit_url} until interrupted (then: {lag})", flush=True)
         await run_until_signalled(service, started=True)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,32 @@ def test_demo_secret_is_in_git_only_encrypted_and_decrypts_with_the_demo_key(
     for where in (stored, objects, result.stdout.encode(), result.stderr.encode()):
         assert SECRET_VALUE not in where
         assert encoded not in where
+
+
+def fresh_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`command` as a person pastes it into a new terminal: no virtualenv on PATH."""
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REVERSER_", "VIRTUAL_ENV"))}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env={**env, "PATH": path},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def printed(result: subprocess.CompletedProcess[str], label: str) -> str:
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith(label)]
+    return line.removeprefix(label)
+
+
+def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """Issue 33, friction 1: `sops` and `reverser` exist only in .venv/bin, so the printed commands
+    name them by path; they run in a shell that never activated the virtualenv."""
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    cwd = Path.cwd()
+    decrypted = fresh_shell(printed(result, "encrypted Secret: "), cwd)
+    assert decrypted.returncode == 0, decrypted.stderr
+    assert base64.b64encode(SECRET_VALUE).decode() in decrypted.stdout
+    lag = fresh_shell(printed(result, "consumer lag: "), cwd)
+    assert lag.returncode == 0, lag.stderr
+    assert lag.stdout.startswith("GROUP ")
