@@ -35,8 +35,11 @@ def main() -> None:
     print(f"python -c pass       {baseline * 1000:7.1f} ms (baseline)")
     for args in (["--help"], ["--version"], ["lag", "--help"]):
         took = _median_s([str(REVERSER), *args])
-        verdict = "" if args != ["--help"] else ("  within budget" if took < BUDGET_S else "  OVER BUDGET")
-        print(f"reverser {' '.join(args):<12}{took * 1000:7.1f} ms  {took / baseline:5.1f}x baseline{verdict}")
+        verdict = ""
+        if args == ["--help"]:
+            verdict = "  within budget" if took < BUDGET_S else "  OVER BUDGET"
+        name = " ".join(args)
+        print(f"reverser {name:<12}{took * 1000:7.1f} ms  {took / baseline:5.1f}x baseline{verdict}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Only the chosen subcommand's package is imported (`reverser --help` lists the others from
 `SUBCOMMANDS` without importing them: the stages pull in aiokafka, aiohttp and the Kubernetes
 client, seconds of start-up that a help screen or a typo should not pay). The global options
-(`GLOBAL_OPTIONS`) are accepted before or after the subcommand. Every failure is translated here,
-at the edge, into one line `reverser <command>: <what failed>: <what to check>` and the exit code
-of docs/cli.md; `--debug` adds the traceback and the client libraries' own logging.
+(`--log-level`, `--debug`, `--config`) are accepted before or after the subcommand. Every failure
+is translated here, at the edge, into one line `reverser <command>: <what failed>: <what to
+check>` and the exit code of docs/cli.md; `--debug` adds the traceback and the client libraries'
+own logging.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +28,16 @@ from pipeline.buildinfo import describe_version
 from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.failures import from_os_error, plain
 
-__all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "command_name", "main", "run_command"]
+__all__ = [
+    "SUBCOMMANDS",
+    "Subcommand",
+    "build_parser",
+    "command_name",
+    "did_you_mean",
+    "main",
+    "run_command",
+    "translate",
+]
 
 
 @dataclass(frozen=True)
@@ -60,14 +71,23 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("version", "print the version and the Git commit it was built from", "pipeline.buildinfo"),
 )
 
-#: The options every subcommand accepts, before or after its name (dest names).
-GLOBAL_OPTIONS = ("log_level", "debug", "config")
 #: Options before the subcommand that take a value: the pre-scan for the subcommand skips it.
 _VALUED_GLOBALS = frozenset({"--log-level", "--config"})
 #: Client libraries whose logging only `--debug` shows: their errors repeat, in their own words,
 #: what the command's one error line says.
 LIBRARY_LOGGERS = ("aiokafka", "kafka", "kubernetes_asyncio", "aiohttp", "git", "urllib3")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+#: How close a typo must be to a real name for "did you mean" (difflib's ratio).
+SUGGEST_CUTOFF = 0.6
+
+
+class LogLevel(StrEnum):
+    """What `--log-level` accepts: the logging module's names."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
@@ -84,7 +104,7 @@ class _Parser(argparse.ArgumentParser):
 
 def did_you_mean(given: str, known: Sequence[str]) -> str:
     """` (did you mean X?)` for the closest of `known`, or nothing when none is close."""
-    close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(given, known, n=1, cutoff=SUGGEST_CUTOFF)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
@@ -157,7 +177,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     subcommand's without (`SUPPRESS`), so a value given before the subcommand is not reset by it."""
     existing = {action.dest: action for action in parser._actions}
     if "log_level" not in existing:
-        parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO" if top else argparse.SUPPRESS,
+        parser.add_argument("--log-level", choices=[level.value for level in LogLevel],
+                            default=LogLevel.INFO.value if top else argparse.SUPPRESS,
                             help="logging verbosity (default INFO)")
     if "debug" not in existing:
         parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
@@ -182,33 +203,30 @@ def _subparsers_of(parser: argparse.ArgumentParser) -> Iterator[argparse.Argumen
                 yield from _subparsers_of(sub)
 
 
-def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the subcommand path the arguments chose."""
+def _chosen_path(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """The subcommands the arguments chose, outermost first, each with its parser."""
+    path: list[tuple[str, argparse.ArgumentParser]] = []
     current = parser
     while True:
         action = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
         chosen = getattr(args, action.dest, None) if action is not None else None
         if action is None or chosen is None:
-            return current
+            return path
         current = action.choices[chosen]
+        path.append((chosen, current))
 
 
 def command_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     """The subcommand path the arguments chose, e.g. "topics check"."""
-    names: list[str] = []
-    current = parser
-    while True:
-        action = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
-        chosen = getattr(args, action.dest, None) if action is not None else None
-        if action is None or chosen is None:
-            return " ".join(names)
-        names.append(chosen)
-        current = action.choices[chosen]
+    return " ".join(name for name, _ in _chosen_path(parser, args))
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     args, extras = parser.parse_known_args(argv)
-    leaf = _leaf(parser, args)
+    chosen = _chosen_path(parser, args)
+    leaf = chosen[-1][1] if chosen else parser
     if extras:
         known = [option for action in leaf._actions for option in action.option_strings]
         flag = next((e.partition("=")[0] for e in extras if e.startswith("--")), "")

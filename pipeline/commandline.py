@@ -16,7 +16,13 @@ from typing import Any
 from pipeline.config import Settings, load_settings
 from pipeline.exitcodes import usage_error
 
-__all__ = ["add_config_argument", "installed_script", "load_with_overrides", "settings_from_args", "shell_word"]
+__all__ = [
+    "add_config_argument",
+    "installed_script",
+    "load_with_overrides",
+    "settings_from_args",
+    "shell_word",
+]
 
 #: The parser default that marks a subcommand which only reads an existing log (`add_config_argument`).
 _READS_EXISTING_LOG = "reads_existing_log"

@@ -51,6 +51,7 @@ def _check_demo_requirements() -> None:
     except (ModuleNotFoundError, SealingError) as exc:
         missing = f"module {exc.name}" if isinstance(exc, ModuleNotFoundError) else "the sops binary"
         raise CommandError(
-            f"--demo needs the secrets extra ({missing} is missing): pip install 'reverser-pipeline[secrets]'",
+            f"--demo needs the secrets extra ({missing} is missing): "
+            "pip install 'reverser-pipeline[secrets]'",
             ExitCode.UNAVAILABLE,
         ) from exc

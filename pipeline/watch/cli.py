@@ -79,7 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     if unreachable is not None:
         cluster = next(t.cluster for t in settings.targets if t.name == unreachable.target)
         raise CommandError(
-            f"apiserver of cluster {cluster} unreachable ({unreachable.message.removeprefix(cluster + ': ')}): "
+            f"apiserver of cluster {cluster} unreachable "
+            f"({unreachable.message.removeprefix(cluster + ': ')}): "
             "check the server address in its kubeconfig and that the apiserver is up",
             ExitCode.UNAVAILABLE,
         )

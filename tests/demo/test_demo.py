@@ -156,7 +156,8 @@ def test_demo_secret_is_in_git_only_encrypted_and_decrypts_with_the_demo_key(
 
 def fresh_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`command` as a person pastes it into a new terminal: no virtualenv on PATH."""
-    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
+    venv_bin = Path(sys.executable).parent
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != venv_bin)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REVERSER_", "VIRTUAL_ENV"))}
     return subprocess.run(["bash", "-c", command], cwd=cwd, env={**env, "PATH": path},
                           capture_output=True, text=True, timeout=60, check=False)
@@ -172,7 +173,7 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
 ) -> None:
     """Issue 33, friction 1: `sops` and `reverser` exist only in .venv/bin, so the printed commands
     name them by path; they run in a shell that never activated the virtualenv."""
-    workdir, result = demo_run
+    _, result = demo_run
     assert result.returncode == 0, result.stderr[-3000:]
     cwd = Path.cwd()
     decrypted = fresh_shell(printed(result, "encrypted Secret: "), cwd)

@@ -104,13 +104,15 @@ class Scene:
 RUN_ADDRS = ("--audit-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 CASES: dict[str, Case] = {
     # an unwritable workdir
-    "run-unwritable": Case("run", ("--workdir", "{unwritable}/w", *RUN_ADDRS), ExitCode.USAGE, "{unwritable}"),
+    "run-unwritable": Case("run", ("--workdir", "{unwritable}/w", *RUN_ADDRS), ExitCode.USAGE,
+                           "{unwritable}"),
     "topics-create-unwritable": Case("topics create", ("--workdir", "{unwritable}/w"), ExitCode.USAGE,
                                      "{unwritable}"),
     "lag-unwritable": Case("lag", ("--workdir", "{unwritable}/w"), ExitCode.USAGE, "{unwritable}"),
     # a file where a directory is expected
     "run-workdir-file": Case("run", ("--workdir", "{file}/x", *RUN_ADDRS), ExitCode.USAGE, "{file}/x"),
-    "topics-create-workdir-file": Case("topics create", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
+    "topics-create-workdir-file": Case("topics create", ("--workdir", "{file}/x"), ExitCode.USAGE,
+                                       "{file}/x"),
     "lag-workdir-file": Case("lag", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
     # a directory where a file is expected
     "run-config-directory": Case("run", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"),
@@ -126,7 +128,8 @@ CASES: dict[str, Case] = {
     "lag-config-missing": Case("lag", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
     "resolve-audit-missing": Case("resolve", ("--audit", "{missing}"), ExitCode.USAGE, "{missing}"),
     "config-check-missing": Case("config check", ("{missing}",), ExitCode.USAGE, "{missing}"),
-    "replay-facts-config-missing": Case("replay facts", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
+    "replay-facts-config-missing": Case("replay facts", ("--config", "{missing}"), ExitCode.USAGE,
+                                        "{missing}"),
     # a port another process holds
     "run-audit-port-in-use": Case("run", ("--config", "{with_audit}", "--audit-addr", "{held}"),
                                   ExitCode.UNAVAILABLE, "{held}"),
