@@ -182,3 +182,21 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
     lag = fresh_shell(printed(result, "consumer lag: "), cwd)
     assert lag.returncode == 0, lag.stderr
     assert lag.stdout.startswith("GROUP ")
+
+
+def test_without_the_secrets_extra_the_demo_names_it_in_one_line(tmp_path: Path) -> None:
+    """Issue 33, friction 8: a plain `pip install` of the wheel has no pyrage; `run --demo` said
+    `No module named 'pyrage'` in a traceback. (A `None` in sys.modules stands for the missing package.)"""
+    probe = (
+        "import sys; sys.modules['pyrage'] = None\n"
+        "from pipeline.cli import main\n"
+        f"sys.exit(main(['run', '--demo', '--once', '--workdir', {str(tmp_path / 'w')!r}]))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        "reverser run: --demo needs the secrets extra (module pyrage is missing): "
+        "pip install 'reverser-pipeline[secrets]'"
+    ]
+    assert not (tmp_path / "w").exists()
