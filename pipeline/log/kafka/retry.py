@@ -56,7 +56,7 @@ class Retrier:
                 if backoff.attempt >= self.retries:
                     ERRORS.labels("unavailable").inc()
                     raise LogUnavailableError(
-                        f"{what}: Kafka unavailable after {backoff.attempt + 1} attempt(s) "
+                        f"{what}: Kafka unavailable after {backoff.attempt + 1} attempts "
                         f"({describe(exc)}): {UNREACHABLE_HINT}"
                     ) from exc
                 logger.debug("%s failed (%s), retry %d of %d", what, exc, backoff.attempt + 1, self.retries)
