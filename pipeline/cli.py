@@ -16,6 +16,7 @@ import difflib
 import importlib
 import logging
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ from typing import Any, NoReturn
 
 from pipeline.buildinfo import describe_version
 from pipeline.exitcodes import CommandError, ExitCode
-from pipeline.failures import from_os_error, plain
+from pipeline.failures import from_os_error
 
 __all__ = [
     "SUBCOMMANDS",
@@ -76,6 +77,8 @@ _VALUED_GLOBALS = frozenset({"--log-level", "--config"})
 #: Client libraries whose logging only `--debug` shows: their errors repeat, in their own words,
 #: what the command's one error line says.
 LIBRARY_LOGGERS = ("aiokafka", "kafka", "kubernetes_asyncio", "aiohttp", "git", "urllib3")
+#: A command stopped by Ctrl-C exits as a shell reports a process ended by SIGINT.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 #: How close a typo must be to a real name for "did you mean" (difflib's ratio).
 SUGGEST_CUTOFF = 0.6
 
@@ -260,8 +263,9 @@ def translate(exc: BaseException) -> CommandError | None:
     if isinstance(exc, OSError):
         return from_os_error(exc)
     if type(exc).__module__.startswith("aiokafka"):
-        return CommandError(f"Kafka: {plain(exc)}: check log.bootstrap_servers and that the brokers are up",
-                            ExitCode.UNAVAILABLE)
+        from pipeline.log.kafka.errors import UNREACHABLE_HINT, describe  # aiokafka is loaded by now
+
+        return CommandError(f"Kafka: {describe(exc)}: {UNREACHABLE_HINT}", ExitCode.UNAVAILABLE)
     return None
 
 
@@ -278,7 +282,7 @@ def run_command(name: str, command: Callable[[], int], *, debug: bool = False) -
     try:
         return int(command())
     except KeyboardInterrupt:
-        return 128 + 2
+        return EXIT_INTERRUPTED
     except Exception as exc:
         error = translate(exc)
         if error is None:

@@ -10,6 +10,7 @@ fault; 3: something the command needs is unavailable).
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -207,3 +208,26 @@ def test_doctor_reports_a_dead_apiserver_in_words(tmp_path: Path, held_port: int
     assert "cannot connect to 127.0.0.1:" in cluster
     assert "connection refused" in cluster
     assert "ConnectionKey(" not in result.stdout
+
+
+def test_errors_inside_exception_groups_and_from_aiokafka_are_translated() -> None:
+    """What a TaskGroup or the Kafka client raises past a command reads like everything else."""
+    from aiokafka.errors import KafkaConnectionError
+
+    from pipeline.cli import translate
+
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed ('127.0.0.1', 1)")
+    bare = KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily.AF_INET: 2>)]")
+    for raised, code, text in [
+        (ExceptionGroup("stages", [ValueError("a bug"), refused]), ExitCode.UNAVAILABLE,
+         "cannot connect to 127.0.0.1:1: connection refused"),
+        (bare, ExitCode.UNAVAILABLE, "Kafka: no bootstrap server answered: check log.bootstrap_servers"),
+        (OSError(errno.EADDRINUSE, "error while attempting to bind on address ('127.0.0.1', 9444): "
+                 "address already in use"), ExitCode.UNAVAILABLE, "cannot listen on 127.0.0.1:9444"),
+    ]:
+        error = translate(raised)
+        assert error is not None
+        assert error.code == code
+        assert str(error).startswith(text), str(error)
+        assert "AddressFamily" not in str(error)
+    assert translate(ValueError("a bug")) is None
