@@ -131,7 +131,14 @@ async def _serve_async(backend: str, bootstrap: str, workdir: Path, conn: Connec
         if backend == "kafka"
         else LogSettings(backend="embedded", topic_prefix="bench", fsync=backend != EMBEDDED_NO_FSYNC)
     )
-    settings = Settings(workdir=workdir, log=log_settings, audit=AuditSettings(addr="127.0.0.1:0"))
+    # One client process stands for many apiservers: its connections are not held to one peer's
+    # share, and every paced request's body fits the in-flight budget, so neither guard is measured.
+    audit = AuditSettings(
+        addr="127.0.0.1:0",
+        max_connections_per_peer=AuditSettings().max_connections,
+        max_inflight_body_bytes=PACED_CONNECTIONS * AuditSettings().max_body_bytes,
+    )
+    settings = Settings(workdir=workdir, log=log_settings, audit=audit)
     log = open_log(settings)
     await log.start()
     await log.create_topics(topic_specs(settings))

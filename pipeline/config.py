@@ -34,10 +34,13 @@ from pydantic import (
 from pipeline.gitnames import (
     check_branch_name,
     check_remote_url,
+    check_url_without_password,
     normalize_target_path,
     origin_of,
     paths_overlap,
+    repository_key,
 )
+from pipeline.globs import GlobError, check_glob
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
@@ -273,7 +276,12 @@ class AuditSettings(_Section):
     max_events_per_request: int = Field(default=4096, gt=0)
     """Items of one EventList (413 above it; the apiserver sends at most its batch size)."""
     max_connections: int = Field(default=256, gt=0)
-    """Open connections; more are closed at once and counted."""
+    """Open connections; at the cap a new one replaces the longest-idle one (refused only when none is
+    idle)."""
+    max_connections_per_peer: int = Field(default=64, gt=0)
+    """Open connections from one client IP address; more are closed at once and counted."""
+    max_inflight_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    """Request body bytes held by all requests at once, in bytes (503 with Retry-After above it)."""
     tls_handshake_timeout_s: float = Field(default=5.0, gt=0)
     """A TLS handshake not finished by then is dropped, in seconds."""
     tls: AuditTls = AuditTls()
@@ -294,6 +302,12 @@ class AuditSettings(_Section):
     def _unique_routes(cls, routes: list[AuditRoute]) -> list[AuditRoute]:
         _reject_duplicates("audit route", [r.name for r in routes])
         return routes
+
+    @model_validator(mode="after")
+    def _budget_holds_a_body(self) -> AuditSettings:
+        if self.max_inflight_body_bytes < self.max_body_bytes:
+            raise ValueError("max_inflight_body_bytes must be >= max_body_bytes")
+        return self
 
 
 class AttributionSettings(_Section):
@@ -526,7 +540,7 @@ class ProviderSettings(_Section):
     @field_validator("url")
     @classmethod
     def _safe_url(cls, url: str) -> str:
-        return check_remote_url(url)
+        return check_url_without_password(check_remote_url(url))
 
     @field_validator("default_branch")
     @classmethod
@@ -756,6 +770,55 @@ class LagSettings(_Section):
         return patterns
 
 
+#: What `{namespace}` in a tenant grant's prefixes stands for: the object's own namespace.
+NAMESPACE_PLACEHOLDER = "{namespace}"
+
+
+class TenantGrant(_Section):
+    """What GitProviders and GitTargets in some tenant namespaces may point at (docs/security.md, Tenants).
+
+    Deny by default, as gitops-reverser's ClusterProvider `allowedNamespaces`: an object outside
+    `custom_resources.namespace` whose namespace no grant matches gets no provider and no target.
+    `{namespace}` in a prefix stands for the object's own namespace, so one grant serves every team.
+    """
+
+    namespaces: list[str] = Field(min_length=1)
+    """Namespaces the grant is for, as Go path.Match globs (`team-*`)."""
+    url_prefixes: list[str] = Field(min_length=1)
+    """A GitProvider's `spec.url` must start with one of these, ending at a `/` (or be one), such as
+    `https://git.example.com/{namespace}/`."""
+    path_prefixes: list[str] = [NAMESPACE_PLACEHOLDER]
+    """A GitTarget's `spec.path` must be one of these folders or inside one (`.`: anywhere in the
+    repository); default `{namespace}`."""
+    clusters: list[str] = []
+    """Entries of `clusters` a GitTarget there may mirror (its namespace there); empty: only the
+    cluster the custom resources live in."""
+
+    @field_validator("namespaces")
+    @classmethod
+    def _globs(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                check_glob(pattern)
+            except GlobError as exc:
+                raise ValueError(f"namespace pattern {pattern!r}: {exc}") from None
+        return patterns
+
+    @field_validator("url_prefixes")
+    @classmethod
+    def _urls(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            check_url_without_password(check_remote_url(prefix.replace(NAMESPACE_PLACEHOLDER, "x")))
+        return prefixes
+
+    @field_validator("path_prefixes")
+    @classmethod
+    def _paths(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            normalize_target_path(prefix.replace(NAMESPACE_PLACEHOLDER, "x"))
+        return prefixes
+
+
 class CustomResourceSettings(_Section):
     """Providers, targets and rules from `configbutler.ai` custom resources (docs/custom-resources.md).
 
@@ -771,6 +834,9 @@ class CustomResourceSettings(_Section):
     """The entry of `clusters` whose API holds the custom resources; none: the first."""
     namespace: str = Field(default="reverser", pattern=_DNS_LABEL)
     """The controller's namespace: objects there keep their names, others are named `namespace/name`."""
+    tenants: list[TenantGrant] = []
+    """Repositories and folders the objects of other namespaces may use; none: no other namespace
+    gets a provider or a target (docs/security.md, Tenants)."""
 
 
 def shares_folder(first: tuple[str, str, str], second: tuple[str, str, str]) -> bool:
@@ -859,10 +925,13 @@ class Settings(_Section):
             seen.append((target.name, here))
 
     def destination(self, target: TargetSettings) -> tuple[str, str, str]:
-        """(repository URL, branch, normalized folder) a target writes to; its provider must exist."""
+        """(repository, branch, normalized folder) a target writes to; its provider must exist.
+
+        The repository is `repository_key` of the URL, so two spellings of one remote are one.
+        """
         provider = self.provider(target.provider)
         return (
-            provider.url.rstrip("/"),
+            repository_key(provider.url),
             target.branch or provider.default_branch,
             normalize_target_path(target.path),
         )

@@ -20,10 +20,12 @@ __all__ = [
     "Origin",
     "check_branch_name",
     "check_remote_url",
+    "check_url_without_password",
     "is_git_dir",
     "normalize_target_path",
     "origin_of",
     "paths_overlap",
+    "repository_key",
 ]
 
 ALLOWED_SCHEMES = frozenset({"https", "http", "ssh", "file"})
@@ -93,6 +95,25 @@ def check_remote_url(url: str) -> str:
     return url
 
 
+def check_url_without_password(url: str) -> str:
+    """`url` unless it carries a password (`scheme://user:password@host/...`), else GitNameError.
+
+    Such a password would reach `git`'s argv (readable in /proc by every process of the pod), the
+    config topic and every log line naming the remote. A user name alone (`ssh://git@host/`) is
+    fine. The message never repeats the URL, since it holds the password.
+    """
+    if _SCHEME_URL.match(url) is None:
+        return url
+    netloc = urlsplit(url).netloc
+    userinfo, at, _ = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        raise GitNameError(
+            "remote URL carries a password (scheme://user:password@host); give credentials through "
+            "a Secret (credentials_secret, a GitProvider's spec.secretRef) or password_env instead"
+        )
+    return url
+
+
 class Origin(NamedTuple):
     """Where credentials may go: a URL's scheme, host and port (the default port filled in)."""
 
@@ -119,6 +140,21 @@ def origin_of(url: str) -> Origin | None:
         return None
     scheme = parts.scheme.lower()
     return Origin(scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme))
+
+
+def repository_key(url: str) -> str:
+    """The repository a remote URL names, spelled one way, so two spellings of one repository compare
+    equal: scheme and host lower-cased, the default port, a user name, a trailing `/` and `.git` left
+    out (`https://Git.example.com:443/a/b.git/` and `https://git.example.com/a/b` are one)."""
+    origin = origin_of(url)
+    if origin is None:
+        path = url
+    else:
+        path = urlsplit(url).path
+        url = origin.prefix().rstrip("/")
+    path = path.rstrip("/")
+    path = path.removesuffix(".git").rstrip("/")
+    return f"{url}{path}" if origin is not None else path
 
 
 def is_git_dir(segment: str) -> bool:

@@ -6,16 +6,20 @@ to random paths cannot blow up the label cardinality.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
     "BATCH_EVENTS",
     "COLLECTION_WITHOUT_UIDSET",
+    "CONNECTIONS_CLOSED",
     "CONNECTIONS_REFUSED",
     "EVENTS",
     "FACTS_PUBLISHED",
+    "INFLIGHT_BODY_BYTES",
+    "OPEN_CONNECTIONS",
     "RECEIVED_BYTES",
     "RECORDS_PUBLISHED",
+    "REJECTED_REQUESTS",
     "REQUESTS",
     "REQUEST_SECONDS",
     "UNDECLARED_ROUTE",
@@ -65,7 +69,28 @@ COLLECTION_WITHOUT_UIDSET = Counter(
     "deletecollection facts whose list response gave no uid set (uid_cap: too many items; no_uids: none).",
     ["reason"],
 )
+REJECTED_REQUESTS = Counter(
+    "reverser_audit_rejected_requests_total",
+    "Requests refused before their events were reduced, by route and reason (see docs/audit-ingress.md).",
+    ["route", "reason"],
+)
+INFLIGHT_BODY_BYTES = Gauge(
+    "reverser_audit_inflight_body_bytes",
+    "Request body bytes held by the requests being served (bounded by audit.max_inflight_body_bytes).",
+)
+OPEN_CONNECTIONS = Gauge(
+    "reverser_audit_open_connections",
+    "Connections admitted and open (bounded by audit.max_connections).",
+)
 CONNECTIONS_REFUSED = Counter(
     "reverser_audit_connections_refused_total",
-    "Connections closed at once because audit.max_connections were already open.",
+    "Connections closed as soon as established: the peer's limit was reached (peer_limit), or "
+    "audit.max_connections were open and every one was serving a request (all_busy).",
+    ["reason"],
+)
+CONNECTIONS_CLOSED = Counter(
+    "reverser_audit_connections_closed_total",
+    "Admitted connections the ingress closed: dropped while idle to admit a new one at the cap "
+    "(idle_evicted), or after a request refused before its caller was authorized (rejected_request).",
+    ["reason"],
 )

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pipeline.audit.rejections import Rejection
 from pipeline.config import AuditRoute, AuditSettings, AuditTls, ConfigError
 
 __all__ = [
@@ -48,10 +49,14 @@ class RoutePolicy(NamedTuple):
 
 
 class Denied(NamedTuple):
-    """Why a request was refused: 401 (no usable credential) or 403 (credential not allowed)."""
+    """Why a request was refused: unauthenticated (401, no usable credential) or forbidden (403)."""
 
-    status: int
+    rejection: Rejection
     reason: str
+
+    @property
+    def status(self) -> int:
+        return self.rejection.status
 
 
 def load_route_policies(
@@ -174,13 +179,17 @@ def peer_identities(peercert: Any) -> frozenset[str]:
 
 
 def bearer_token(authorization: str | None) -> bytes | None:
-    """The token of an `Authorization: Bearer <token>` header, or None."""
+    """The token of an `Authorization: Bearer <token>` header, or None.
+
+    aiohttp decodes header bytes that are not UTF-8 as lone surrogates (surrogateescape); encoding
+    them back the same way gives the bytes the client sent, which then simply match no token.
+    """
     if not authorization:
         return None
     scheme, _, token = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
-    return token.strip().encode()
+    return token.strip().encode("utf-8", "surrogateescape")
 
 
 def authorize(policy: RoutePolicy, identities: frozenset[str], token: bytes | None) -> Denied | None:
@@ -195,7 +204,7 @@ def authorize(policy: RoutePolicy, identities: frozenset[str], token: bytes | No
             matched |= hmac.compare_digest(token, allowed)
         if matched:
             return None
-        return Denied(403, "bearer token not allowed on this route")
+        return Denied(Rejection.FORBIDDEN, "bearer token not allowed on this route")
     if identities:
-        return Denied(403, "client certificate identity not allowed on this route")
-    return Denied(401, "this route needs a client certificate or a bearer token")
+        return Denied(Rejection.FORBIDDEN, "client certificate identity not allowed on this route")
+    return Denied(Rejection.UNAUTHENTICATED, "this route needs a client certificate or a bearer token")

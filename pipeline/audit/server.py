@@ -6,6 +6,11 @@ after the log acknowledged every record, and a failure to store is answered so t
 retries it (503 or 500 with Retry-After; it drops a batch answered any other way), so no batch is
 lost; retried batches duplicate facts, which the fact index tolerates. Request bodies are never
 logged: audit events carry Secret data.
+
+What a request may cost is bounded before it is paid: bodies are taken as sent (the apiserver
+never compresses them; a compressed one is refused with 415 before a byte of it is read), each
+within `max_body_bytes`, all of them together within `max_inflight_body_bytes`; connections are
+bounded by `pipeline.audit.connections`. Every refusal is a `RequestRejected` with its reason.
 """
 
 from __future__ import annotations
@@ -21,19 +26,25 @@ from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from pipeline.audit.connections import ConnectionCap
+from pipeline.audit.budget import BodyBudget, Reservation
+from pipeline.audit.connections import CloseReason, Connection, ConnectionCap
+from pipeline.audit.httplog import ServerLog
 from pipeline.audit.metrics import (
     BATCH_EVENTS,
     COLLECTION_WITHOUT_UIDSET,
+    CONNECTIONS_CLOSED,
     EVENTS,
     FACTS_PUBLISHED,
     RECEIVED_BYTES,
     RECORDS_PUBLISHED,
+    REJECTED_REQUESTS,
     REQUEST_SECONDS,
     REQUESTS,
     UNDECLARED_ROUTE,
 )
+from pipeline.audit.rejections import Rejection, RequestRejected
 from pipeline.audit.scope import WatchedTypes, watched_types
 from pipeline.audit.security import (
     RoutePolicy,
@@ -58,7 +69,7 @@ from pipeline.facts.reduce import (
 from pipeline.log.api import Log, LogError, LogUnavailableError, RecordTooLargeError
 from pipeline.log.topics import TopicNames
 
-__all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress", "RequestRejected"]
+__all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +83,8 @@ MIN_MESSAGE_BYTES = 16 * 1024
 # 429, or an answer carrying Retry-After: a bare 503 makes it drop the batch (its facts are lost).
 RETRY_AFTER_S = 1
 RETRIED_STATUSES = frozenset({500, 503})
+# Content-Encoding values that mean the body is sent as is (client-go never sets the header).
+_IDENTITY_ENCODINGS = frozenset({"", "identity"})
 
 
 def _ask_for_retry(response: web.Response) -> None:
@@ -79,16 +92,6 @@ def _ask_for_retry(response: web.Response) -> None:
     final), and the connection closed so the retry is balanced anew, possibly to another replica."""
     response.headers["Retry-After"] = str(RETRY_AFTER_S)
     response.force_close()
-
-
-class RequestRejected(Exception):
-    """Ends a request early with a status and a short reason (never any body content)."""
-
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.headers = headers or {}
 
 
 class AuditIngress:
@@ -106,6 +109,8 @@ class AuditIngress:
         self._routes: dict[str, RoutePolicy] = load_route_policies(self._audit.routes)
         self._ssl = server_ssl_context(self._audit.tls)
         self._watched: dict[str, WatchedTypes] = watched_types(settings)
+        self._budget = BodyBudget(self._audit.max_inflight_body_bytes)
+        self._connections: ConnectionCap | None = None
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
         self._reloader: asyncio.Task[None] | None = None
@@ -126,14 +131,26 @@ class AuditIngress:
     async def start(self) -> None:
         app = web.Application(client_max_size=self._audit.max_body_bytes + 1)
         app.router.add_route("*", "/{tail:.*}", self._handle)
+        # auto_decompress off: aiohttp would inflate a compressed body as it arrives, before the
+        # handler could refuse it, and the body limit would only apply to what it inflated to.
         self._runner = web.AppRunner(
-            app, access_log=None, keepalive_timeout=self._audit.idle_timeout_s, handle_signals=False
+            app,
+            access_log=None,
+            keepalive_timeout=self._audit.idle_timeout_s,
+            handle_signals=False,
+            auto_decompress=False,
+            logger=ServerLog(logger),
         )
         await self._runner.setup()
         assert self._runner.server is not None
+        self._connections = ConnectionCap(
+            self._runner.server,
+            max_open=self._audit.max_connections,
+            max_per_peer=self._audit.max_connections_per_peer,
+        )
         # Our own listener instead of web.TCPSite: it bounds TLS handshakes and open connections.
         self._server = await asyncio.get_running_loop().create_server(
-            ConnectionCap(self._runner.server, self._audit.max_connections),
+            self._connections,
             self._host,
             self._port,
             ssl=self._ssl,
@@ -171,18 +188,40 @@ class AuditIngress:
     # request handling ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        """Answer one request; its connection counts as busy until the answer is written.
+
+        The answer is written here rather than by aiohttp after the handler returns, so that the
+        connection cap can never drop this connection as idle between the two.
+        """
+        assert self._connections is not None
+        with self._connections.serving(request.transport) as connection:
+            response = await self._answer(request, connection)
+            with contextlib.suppress(ConnectionError):  # the client left; nobody to answer
+                await response.prepare(request)
+                await response.write_eof()
+        return response
+
+    async def _answer(self, request: web.Request, connection: Connection | None) -> web.Response:
         started = time.perf_counter()
         route_label = UNDECLARED_ROUTE
         try:
             route = self._route_of(request)
             route_label = route.name
-            status, text = await self._process(request, route)
+            self._authorize(request, route)
+            if connection is not None:
+                connection.authorized = True
+            with self._budget.reservation() as reservation:
+                status, text = await self._process(request, route, reservation)
             response = web.Response(status=status, text=text + "\n")
         except RequestRejected as rejected:
             response = web.Response(
-                status=rejected.status, text=rejected.reason + "\n", headers=rejected.headers
+                status=rejected.status, text=rejected.message + "\n", headers=rejected.headers
             )
-            logger.debug("audit request rejected: %s %s", rejected.status, rejected.reason)
+            REJECTED_REQUESTS.labels(route_label, rejected.rejection).inc()
+            if rejected.rejection.before_authorization:
+                response.force_close()
+                CONNECTIONS_CLOSED.labels(CloseReason.REJECTED_REQUEST).inc()
+            logger.debug("audit request rejected: %s %s", rejected.status, rejected.rejection)
         except Exception:
             # A bug, not bad input: answer 500 so the apiserver retries, log without the body.
             logger.exception("audit request on route %s failed", route_label)
@@ -194,38 +233,66 @@ class AuditIngress:
         return response
 
     def _route_of(self, request: web.Request) -> RoutePolicy:
-        """Method, path and route checks, in that order, then the caller's credentials."""
+        """Method, path and route checks, in that order."""
         path = unquote(request.rel_url.raw_path)
         if path != PATH_PREFIX and not path.startswith(PATH_PREFIX + "/"):
-            raise RequestRejected(404, "not found: post audit events to /audit-webhook/<route>")
+            raise RequestRejected(
+                Rejection.NOT_FOUND, "not found: post audit events to /audit-webhook/<route>"
+            )
         if request.method != "POST":
-            raise RequestRejected(405, "method not allowed: use POST", {"Allow": "POST"})
+            raise RequestRejected(
+                Rejection.METHOD_NOT_ALLOWED, "method not allowed: use POST", {"Allow": "POST"}
+            )
         if path == PATH_PREFIX:
-            raise RequestRejected(400, "bare endpoint is not enabled; post to /audit-webhook/<route>")
+            raise RequestRejected(
+                Rejection.BARE_ENDPOINT, "bare endpoint is not enabled; post to /audit-webhook/<route>"
+            )
         name = path[len(PATH_PREFIX) + 1 :]
         if not name:
-            raise RequestRejected(400, "missing route: post to /audit-webhook/<route>")
+            raise RequestRejected(Rejection.MISSING_ROUTE, "missing route: post to /audit-webhook/<route>")
         if "/" in name:
-            raise RequestRejected(400, "the route must be a single path segment: /audit-webhook/<route>")
+            raise RequestRejected(
+                Rejection.NESTED_ROUTE, "the route must be a single path segment: /audit-webhook/<route>"
+            )
         policy = self._routes.get(name)
         if policy is None:
-            raise RequestRejected(404, "unknown audit route (declare it in audit.routes)")
+            raise RequestRejected(Rejection.UNKNOWN_ROUTE, "unknown audit route (declare it in audit.routes)")
+        return policy
+
+    @staticmethod
+    def _authorize(request: web.Request, policy: RoutePolicy) -> None:
+        """The caller's client certificate or bearer token, checked against the route's policy."""
         denied = authorize(
             policy,
             peer_identities(request.transport.get_extra_info("peercert") if request.transport else None),
             bearer_token(request.headers.get("Authorization")),
         )
         if denied is not None:
-            headers = {"WWW-Authenticate": "Bearer"} if denied.status == 401 and policy.tokens else None
-            raise RequestRejected(denied.status, denied.reason, headers)
-        return policy
+            challenge = denied.rejection is Rejection.UNAUTHENTICATED and policy.tokens
+            raise RequestRejected(
+                denied.rejection, denied.reason, {"WWW-Authenticate": "Bearer"} if challenge else None
+            )
 
-    async def _read_body(self, request: web.Request, route: str) -> bytes:
-        """The whole body, refusing anything over the limit before or while reading it."""
+    async def _read_body(self, request: web.Request, route: str, reservation: Reservation) -> bytes:
+        """The whole body as sent, refusing what the limits cannot hold before or while reading it.
+
+        Compressed bodies are refused unread (the apiserver never sends one, and inflating would
+        make the limits apply after the cost). A declared length is covered by the in-flight
+        budget before the first byte is read; a chunked body is covered chunk by chunk.
+        """
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in _IDENTITY_ENCODINGS:
+            raise RequestRejected(
+                Rejection.UNSUPPORTED_ENCODING,
+                "unsupported Content-Encoding: send the audit event list uncompressed",
+                {"Accept-Encoding": "identity"},
+            )
         limit = self._audit.max_body_bytes
         too_large = f"request body too large: max {limit} bytes"
-        if request.content_length is not None and request.content_length > limit:
-            raise RequestRejected(413, too_large)
+        if request.content_length is not None:
+            if request.content_length > limit:
+                raise RequestRejected(Rejection.BODY_TOO_LARGE, too_large)
+            self._cover(reservation, request.content_length)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -237,12 +304,25 @@ class AuditIngress:
                     size += len(chunk)
                     if size > limit:
                         RECEIVED_BYTES.labels(route).inc(size)
-                        raise RequestRejected(413, too_large)
+                        raise RequestRejected(Rejection.BODY_TOO_LARGE, too_large)
+                    self._cover(reservation, size)
                     chunks.append(chunk)
         except TimeoutError:
-            raise RequestRejected(408, "timed out reading the request body") from None
+            raise RequestRejected(Rejection.READ_TIMEOUT, "timed out reading the request body") from None
+        except (HttpProcessingError, ConnectionError):
+            raise RequestRejected(
+                Rejection.BROKEN_BODY,
+                "request body not received whole: invalid chunked framing or the connection was lost",
+            ) from None
         RECEIVED_BYTES.labels(route).inc(size)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _cover(self, reservation: Reservation, size: int) -> None:
+        if not reservation.cover(size):
+            raise RequestRejected(
+                Rejection.BODIES_IN_FLIGHT,
+                f"too many request bodies in flight (max {self._budget.max_bytes} bytes in all), retry",
+            )
 
     @staticmethod
     def _decode(body: bytes) -> list[Any]:
@@ -250,20 +330,25 @@ class AuditIngress:
             document = json.loads(body)
         except (ValueError, RecursionError):
             # The message names a position, never content; still, keep it short and generic.
-            raise RequestRejected(400, "invalid audit event list: body is not valid JSON") from None
+            raise RequestRejected(
+                Rejection.INVALID_JSON, "invalid audit event list: body is not valid JSON"
+            ) from None
         if not isinstance(document, dict):
-            raise RequestRejected(400, "invalid audit event list: expected a JSON object")
+            raise RequestRejected(Rejection.NOT_AN_OBJECT, "invalid audit event list: expected a JSON object")
         if document.get("kind") != "EventList":
-            raise RequestRejected(400, "invalid audit event list: kind must be EventList")
+            raise RequestRejected(Rejection.WRONG_KIND, "invalid audit event list: kind must be EventList")
         if document.get("apiVersion") != EVENT_LIST_API_VERSION:
             raise RequestRejected(
-                400, f"invalid audit event list: apiVersion must be {EVENT_LIST_API_VERSION}"
+                Rejection.WRONG_API_VERSION,
+                f"invalid audit event list: apiVersion must be {EVENT_LIST_API_VERSION}",
             )
         items = document.get("items")
         if items is None:
             return []
         if not isinstance(items, list):
-            raise RequestRejected(400, "invalid audit event list: items must be a list")
+            raise RequestRejected(
+                Rejection.ITEMS_NOT_A_LIST, "invalid audit event list: items must be a list"
+            )
         return items
 
     def _reduce_body(self, body: bytes) -> tuple[int, list[Reduction]]:
@@ -283,15 +368,19 @@ class AuditIngress:
             items = self._decode(body)
             cap = self._audit.max_events_per_request
             if len(items) > cap:
-                raise RequestRejected(413, f"too many events in one request: {len(items)} > max {cap}")
+                raise RequestRejected(
+                    Rejection.TOO_MANY_EVENTS, f"too many events in one request: {len(items)} > max {cap}"
+                )
             uid_cap = self._audit.collection_uid_cap
             return len(items), [reduce_event(item, uid_cap=uid_cap) for item in items]
         finally:
             if paused:
                 gc.enable()
 
-    async def _process(self, request: web.Request, route: RoutePolicy) -> tuple[int, str]:
-        body = await self._read_body(request, route.name)
+    async def _process(
+        self, request: web.Request, route: RoutePolicy, reservation: Reservation
+    ) -> tuple[int, str]:
+        body = await self._read_body(request, route.name, reservation)
         logger.debug("route %s: decoding %d bytes", route.name, len(body))
         event_count, reductions = await asyncio.to_thread(self._reduce_body, body)
         logger.debug("route %s: reduced %d events", route.name, event_count)

@@ -45,7 +45,7 @@ from pipeline.commit.yamlrender import RenderError, parse_object_json, render_ob
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
-from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
 __all__ = ["BranchWorker", "DeletionAhead", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
@@ -512,13 +512,27 @@ class BranchWorker:
         return sensitive_set(target.encryption.sensitive_resources)
 
     def _sealed_content(self, item: WorkItem, namespace: str, name: str, content: bytes) -> bytes | None:
-        """A sensitive object's content if it is a SOPS document with encrypted data, else None.
+        """A sensitive object's content if it is a SOPS document plaintext only where it may be, else None.
 
         The watch stage seals sensitive objects of targets with encryption; anything else (no
-        encryption configured, a plaintext record) is refused here so it never reaches Git.
+        encryption configured, a plaintext record, a document with a plaintext field outside the
+        readable ones of `pipeline.sealing.readable`) is refused here so it never reaches Git.
         """
         try:
             SealedDocument.parse(content)
+        except PlaintextFieldError as exc:
+            logger.warning(
+                "branch work %d:%d: %s %s/%s not written: the sealed document is refused (%s); "
+                "see docs/secrets.md",
+                item.partition,
+                item.offset,
+                item.resource,
+                namespace,
+                name,
+                exc,
+            )
+            metrics.SKIPPED.labels(metrics.SkipReason.SEALED_PLAINTEXT).inc()
+            return None
         except SealedDocumentError as exc:
             logger.warning(
                 "branch work %d:%d: %s %s/%s not written: sensitive content must be SOPS-encrypted (%s); "

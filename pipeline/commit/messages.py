@@ -6,9 +6,10 @@ FIFO the offset belongs to, so a branch forked from another managed branch is ne
 Anyone who can push can write such trailers, so an offset counts only from a commit with the
 worker's committer and branch trailer, and only below the partition's log-end offset.
 
-Usernames, names and namespaces come from the cluster; every such value is cleaned of control
-characters before it enters a message, so a newline in a username cannot start a trailer and a NUL
-cannot produce a commit that fsck-checking remotes reject.
+Usernames, names and namespaces come from the cluster; every line of a message, and every value a
+template substitutes, passes through `pipeline.msgtemplate.clean_line` (the one cleaner), so a
+newline in a username cannot start a trailer and a NUL cannot produce a commit that fsck-checking
+remotes reject.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.config import CommitMessageSettings
-from pipeline.msgtemplate import render_body, render_subject
+from pipeline.msgtemplate import TemplateValue, clean_line, render_body, render_subject
 
 __all__ = [
     "BRANCH_TRAILER",
     "OFFSET_TRAILER",
     "ChangedObject",
     "api_version",
-    "clean_line",
     "parse_offset",
     "reconcile_message",
     "template_values",
@@ -37,14 +37,6 @@ OFFSET_TRAILER = "Reverser-Offset"
 BRANCH_TRAILER = "Reverser-Branch"
 ATTRIBUTION_TRAILER = "Reverser-Attribution"
 _OFFSET = re.compile(r"^(\d+):(\d+)$")
-# C0 controls, DEL, C1 controls and the Unicode line and paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def clean_line(text: str) -> str:
-    """`text` as one printable line: every control character becomes `?`."""
-    return _CONTROL.sub("?", text)
-
 
 @dataclass(frozen=True, slots=True)
 class ChangedObject:
@@ -86,8 +78,13 @@ def _common(values: Iterable[str], mixed: str) -> str:
     return distinct.pop() if len(distinct) == 1 else mixed
 
 
-def template_values(objects: Sequence[ChangedObject], author_label: str, target: str) -> dict[str, str]:
-    """The variables a message template sees for one window (see docs/commit-worker.md)."""
+def template_values(
+    objects: Sequence[ChangedObject], author_label: str, target: str
+) -> dict[str, TemplateValue]:
+    """The variables a message template sees for one window (see docs/commit-worker.md).
+
+    Values are as the cluster gave them; rendering cleans each one, so none can add a line.
+    """
     single = objects[0] if len(objects) == 1 else None
     return {
         "operation": _common((o.operation for o in objects), "MIXED"),
@@ -98,7 +95,7 @@ def template_values(objects: Sequence[ChangedObject], author_label: str, target:
         "author": author_label,
         "count": str(len(objects)),
         "target": target,
-        "objects": "\n".join(o.describe() for o in objects),
+        "objects": tuple(o.describe() for o in objects),
     }
 
 

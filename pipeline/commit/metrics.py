@@ -44,6 +44,7 @@ class SkipReason(StrEnum):
     PRUNE_NEVER = "prune_never"
     PATH_CONFLICT = "path_conflict"
     SENSITIVE_UNENCRYPTED = "sensitive_unencrypted"
+    SEALED_PLAINTEXT = "sealed_plaintext"
     OLDER_VERSION = "older_version"
     DELETED_TARGET = "deleted_target"
     OPERATION_FILTERED = "operation_filtered"
@@ -97,7 +98,7 @@ SKIPPED = Counter(
     "reverser_commit_skipped_total",
     "Work records skipped, by reason (already_committed, bad_record, unknown_provider, "
     "stale_snapshot, superseded_snapshot, incomplete_snapshot, prune_never, path_conflict, "
-    "sensitive_unencrypted, older_version, deleted_target, operation_filtered).",
+    "sensitive_unencrypted, sealed_plaintext, older_version, deleted_target, operation_filtered).",
     ["reason"],
 )
 DEAD_LETTERED = Counter(

@@ -18,7 +18,7 @@ from pipeline.commit.messages import ChangedObject
 from pipeline.commit.plan import Plan
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import TargetSettings
-from pipeline.sealing import sensitive_set
+from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
 __all__ = ["Desired", "desired_files", "documents", "reconcile_plan"]
 
@@ -51,11 +51,14 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
         try:
             path = canonical_path(folder, state.group, state.resource, state.namespace, state.name, sensitive)
             if sealed:
+                # a document stored by a version that left more readable is refused like the worker
+                # refuses it, so a rebuild cannot put its plaintext back into Git
+                SealedDocument.parse(state.object_json)
                 content = state.object_json
             else:
                 # the committed bytes when the record has them (schema v2), else rendered again
                 content = state.document or render_object(parse_object_json(state.object_json))
-        except (LayoutError, RenderError) as exc:
+        except (LayoutError, RenderError, SealedDocumentError) as exc:
             desired.refused.append(f"{_where(state)}: {exc}")
             continue
         obj = ChangedObject("UPDATE", state.group, state.version, state.resource, state.namespace, state.name)

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 
 from pipeline.config import Settings, load_settings
-from pipeline.customresources.compile import CompiledConfig, compile_resources
+from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResource, CustomResourceError, parse_object
+from pipeline.customresources.state import publishable
 from pipeline.exitcodes import ExitCode, usage_error
 
 __all__ = ["read_documents", "register"]
@@ -76,7 +77,7 @@ def _check(args: argparse.Namespace) -> int:
         except CustomResourceError as exc:
             print(f"document {index}: {exc}")
             failed = True
-    compiled = compile_resources(objects, home_namespace=namespace, base=base)
+    compiled = publishable(objects, home_namespace=namespace, base=base)
     print_report(compiled)
     return ExitCode.FINDINGS if failed or compiled.errors else ExitCode.OK
 

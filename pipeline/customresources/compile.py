@@ -5,14 +5,20 @@ and the tests share it. Every object is validated by the same pydantic models as
 an error names the custom resource's field (`spec.rules[1].objectSelector`), never the YAML one.
 An invalid object is left out and reported; it never takes valid objects down with it. Fields
 this project does not act on are accepted and listed as unsupported (docs/custom-resources.md).
+
+What an object outside the controller's namespace may ask for is decided by the tenant boundary
+(`pipeline.customresources.tenancy`), asked about every object here. Every object is compiled on
+its own step budget and behind its own guard, so a huge, slow or malformed object becomes that
+object's error and never the whole compile's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,6 +31,16 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.customresources.problems import FieldProblem
+from pipeline.customresources.tenancy import (
+    BudgetExceeded,
+    CompileLimits,
+    StepMeter,
+    TenantBoundary,
+    age_order,
+)
+from pipeline.gitnames import paths_overlap
+from pipeline.globs import GlobError, check_glob, glob_match
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
@@ -83,7 +99,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
     ),
 }
 _PRUNE_MODES = {"never": "Never", "onevent": "OnEvent", "always": "Always"}
-_GLOB = re.compile(r"[*?\[]")
+_GLOB = re.compile(r"[*?\[\\]")
+_T = TypeVar("_T")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|μs|ms|s|m|h)")
 _DURATION_UNIT_S = {
     "ns": 1e-9,
@@ -95,17 +112,6 @@ _DURATION_UNIT_S = {
     "m": 60.0,
     "h": 3600.0,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class FieldProblem:
-    """An error in one field of one object (`path` is the custom resource's field)."""
-
-    path: str
-    message: str
-
-    def describe(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 @dataclass(slots=True)
@@ -150,6 +156,8 @@ class CompiledConfig:
     reports: dict[ObjectRef, ObjectReport]
     origins: dict[str, list[RuleOrigin]]
     item_problems: list[ItemProblem]
+    #: compile steps spent in all (each object's are capped by `CompileLimits.object_steps`)
+    steps: int = 0
 
     def settings(self, base: Settings) -> Settings:
         """`base` (the static file: log, clusters, audit, ...) with these providers and targets."""
@@ -179,25 +187,43 @@ def selector_text(selector: Any) -> str:
         return ""
     if not isinstance(selector, dict):
         raise ValueError("must be a mapping with matchLabels and/or matchExpressions")
-    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
-    for expression in selector.get("matchExpressions") or []:
+    labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(labels, dict):
+        raise ValueError("matchLabels must be a mapping")
+    if not isinstance(expressions, list) or not all(isinstance(e, dict) for e in expressions):
+        raise ValueError("matchExpressions must be a list of mappings")
+    parts = [f"{key}={value}" for key, value in sorted(labels.items(), key=lambda pair: str(pair[0]))]
+    for expression in expressions:
         key, operator = expression.get("key", ""), expression.get("operator", "")
-        values = ",".join(sorted(str(v) for v in expression.get("values") or []))
+        listed = expression.get("values") or []
+        if not isinstance(listed, list):
+            raise ValueError("matchExpressions[].values must be a list")
+        values = ",".join(sorted(str(v) for v in listed))
         spelled = {
             "In": f"{key} in ({values})",
             "NotIn": f"{key} notin ({values})",
             "Exists": key,
             "DoesNotExist": f"!{key}",
-        }.get(operator)
+        }.get(str(operator))
         if spelled is None:
             raise ValueError(f"operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
-        parts.append(spelled)
+        parts.append(str(spelled))
     text = ",".join(parts)
     try:
         parse_selector(text)
     except SelectorError as exc:
         raise ValueError(str(exc)) from None
     return text
+
+
+def _get(value: Any, *keys: str) -> Any:
+    """`value[k1][k2]...`, or None where a level is missing or not a mapping (reported unsupported)."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def _leaves(value: Any, pattern: str, shown: str) -> Iterator[tuple[str, str]]:
@@ -212,10 +238,11 @@ def _leaves(value: Any, pattern: str, shown: str) -> Iterator[tuple[str, str]]:
         yield pattern, shown
 
 
-def _unsupported(resource: CustomResource) -> list[str]:
+def _unsupported(resource: CustomResource, meter: StepMeter) -> list[str]:
     supported = _SUPPORTED[resource.ref.kind]
     found: list[str] = []
     for pattern, shown in _leaves(resource.spec, "spec", "spec"):
+        meter.spend(len(supported))
         if not any(
             pattern == s or pattern.startswith(f"{s}.") or pattern.startswith(f"{s}[") for s in supported
         ):
@@ -248,12 +275,21 @@ def _validate(
         return None, _errors_of(exc, paths, fallback)
 
 
-def _pipeline(resource: CustomResource, report: ObjectReport) -> dict[str, Any]:
+def _pipeline(
+    resource: CustomResource, mapped: Mapping[str, str], boundary: TenantBoundary, report: ObjectReport
+) -> dict[str, Any]:
+    """`spec.pipeline`; a field an upstream field sets (`mapped`: field to upstream path) is an
+    error naming that field, and the rest must pass the tenant boundary."""
     extension = resource.spec.get("pipeline") or {}
     if not isinstance(extension, dict):
         report.errors.append(FieldProblem("spec.pipeline", "must be a mapping"))
         return {}
-    return dict(extension)
+    extension = {str(key): value for key, value in extension.items()}
+    for key in sorted(mapped.keys() & extension.keys()):
+        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {mapped[key]}, not here"))
+    rest = {key: value for key, value in extension.items() if key not in mapped}
+    report.errors.extend(boundary.pipeline_problems(resource, rest))
+    return extension
 
 
 _PROVIDER_PATHS = {
@@ -265,9 +301,8 @@ _PROVIDER_PATHS = {
     "credentials_secret": "spec.secretRef",
     "known_hosts_ref": "spec.knownHostsRef",
 }
-_PROVIDER_MAPPED = frozenset(
-    {"name", "url", "default_branch", "committer", "commit_window_s", "credentials_secret", "known_hosts_ref"}
-)
+# `spec.pipeline` fields an upstream field sets: an error there, naming the upstream field.
+_PROVIDER_MAPPED = _PROVIDER_PATHS
 # `spec.pipeline` fields that give credentials too: with `spec.secretRef` they are an error.
 _ENV_CREDENTIALS = ("username_env", "password_env", "ssh.private_key_env", "ssh.private_key_file")
 
@@ -323,11 +358,10 @@ def _signing(resource: CustomResource, extension: dict[str, Any], report: Object
     Only the reference is published; the commit worker reads the key. `generateWhenMissing` is
     left to the unsupported fields: it would need `create`/`update` on Secrets (docs/secrets.md).
     """
-    signing = (resource.spec.get("commit") or {}).get("signing")
+    signing = _get(resource.spec, "commit", "signing")
     if not signing:
         return {}
-    ref = signing.get("secretRef") if isinstance(signing, dict) else None
-    name = ref.get("name") if isinstance(ref, dict) else None
+    name = _get(signing, "secretRef", "name")
     if not name:
         report.errors.append(
             FieldProblem(
@@ -347,25 +381,39 @@ def _signing(resource: CustomResource, extension: dict[str, Any], report: Object
     return {"signing": {"format": "ssh", "key_secret": secret}}
 
 
-def _provider(resource: CustomResource, name: str, report: ObjectReport) -> ProviderSettings | None:
-    spec = resource.spec
-    extension = _pipeline(resource, report)
-    for key in sorted(_PROVIDER_MAPPED & set(extension)):
-        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {_PROVIDER_PATHS[key]}, not here"))
+def _allowed_branches(spec: dict[str, Any], report: ObjectReport) -> list[str]:
+    """`spec.allowedBranches` with every pattern checked as Go's `path.Match` would parse it."""
     branches = spec.get("allowedBranches") or []
-    literal = [b for b in branches if isinstance(b, str) and not _GLOB.search(b)]
+    if not isinstance(branches, list) or not all(isinstance(b, str) for b in branches):
+        report.errors.append(FieldProblem("spec.allowedBranches", "must be a list of branch names or globs"))
+        return []
+    for index, pattern in enumerate(branches):
+        try:
+            check_glob(pattern)
+        except GlobError as exc:
+            report.errors.append(FieldProblem(f"spec.allowedBranches[{index}]", f"not a glob: {exc}"))
+    return list(branches)
+
+
+def _provider(
+    resource: CustomResource, name: str, boundary: TenantBoundary, report: ObjectReport
+) -> ProviderSettings | None:
+    spec = resource.spec
+    extension = _pipeline(resource, _PROVIDER_MAPPED, boundary, report)
+    branches = _allowed_branches(spec, report)
+    literal = [b for b in branches if not _GLOB.search(b)]
     data: dict[str, Any] = {**extension, "name": name, "url": spec.get("url")}
     data.update(_references(resource, extension, report))
     signing = _signing(resource, extension, report)
     data.update(signing)
     paths = {**_PROVIDER_PATHS, "signing": "spec.commit.signing"} if signing else _PROVIDER_PATHS
     data["default_branch"] = literal[0] if literal else "main"
-    committer = (spec.get("commit") or {}).get("committer") or {}
-    if committer:
+    committer = _get(spec, "commit", "committer") or {}
+    if isinstance(committer, dict) and committer:
         data["committer"] = {
             k: str(v).strip() for k, v in committer.items() if k in ("name", "email") and str(v).strip()
         }
-    window = (spec.get("push") or {}).get("commitWindow")
+    window = _get(spec, "push", "commitWindow")
     if window is not None:
         try:
             data["commit_window_s"] = max(0.0, go_duration_s(str(window)))
@@ -375,14 +423,27 @@ def _provider(resource: CustomResource, name: str, report: ObjectReport) -> Prov
         return None
     provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
     report.errors.extend(errors)
-    return provider  # type: ignore[no-any-return]
+    if provider is not None:
+        report.errors.extend(boundary.url_problems(resource.ref.namespace, provider.url))
+        report.errors.extend(_outside(boundary, resource, provider))
+    return None if report.errors else provider
 
 
-def _branch_allowed(branch: str, patterns: Iterable[str]) -> bool:
-    """Go's `path.Match`: `*` and `?` never cross `/`."""
+def _outside(
+    boundary: TenantBoundary, resource: CustomResource, settings: ProviderSettings | TargetSettings
+) -> list[FieldProblem]:
+    """The boundary's last check of accepted settings, as errors (none unless a check above missed)."""
+    return [
+        FieldProblem(f"spec.pipeline.{name}", "reaches outside the object's namespace")
+        for name in boundary.reaches_outside(resource.ref.namespace, settings)
+    ]
+
+
+def _branch_allowed(branch: str, patterns: Iterable[str], meter: StepMeter) -> bool:
+    """Go's `path.Match`: `*` and `?` never cross `/` (linear: no pattern backtracks)."""
     for pattern in patterns:
-        regex = "".join("[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch) for ch in pattern)
-        if re.fullmatch(regex, branch):
+        meter.spend(len(pattern) * (len(branch) + 1))
+        if glob_match(pattern, branch):
             return True
     return False
 
@@ -397,51 +458,52 @@ _TARGET_PATHS = {
     "rules": "spec.rules",
     "encryption": "spec.pipeline.encryption",
 }
-_TARGET_MAPPED = frozenset({"name", "provider", "branch", "path", "cluster", "prune", "rules"})
+_TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
 
 
 def _target(
     resource: CustomResource,
     name: str,
     providers: Mapping[str, tuple[ProviderSettings, list[str]]],
-    home_namespace: str,
+    boundary: TenantBoundary,
     report: ObjectReport,
+    meter: StepMeter,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
-    extension = _pipeline(resource, report)
-    for key in sorted(_TARGET_MAPPED & set(extension)):
-        report.errors.append(FieldProblem(f"spec.pipeline.{key}", f"set by {_TARGET_PATHS[key]}, not here"))
+    namespace = resource.ref.namespace
+    extension = _pipeline(resource, _TARGET_MAPPED, boundary, report)
+    report.errors.extend(boundary.path_problems(namespace, spec.get("path")))
     ref_field = "providerRef" if "providerRef" in spec else "gitProviderRef"
-    provider_ref = spec.get(ref_field) or {}
-    provider_name = provider_ref.get("name") if isinstance(provider_ref, dict) else None
+    provider_name = _get(spec, ref_field, "name")
     data: dict[str, Any] = {**extension, "name": name, "branch": spec.get("branch"), "path": spec.get("path")}
     if not provider_name:
         report.errors.append(FieldProblem("spec.providerRef.name", "names the GitProvider; it is required"))
     else:
-        provider = providers.get(effective_name(resource.ref.namespace, provider_name, home_namespace))
+        provider = providers.get(effective_name(namespace, str(provider_name), boundary.home_namespace))
         if provider is None:
             report.errors.append(
-                FieldProblem(
-                    f"spec.{ref_field}.name",
-                    f"no valid GitProvider {resource.ref.namespace}/{provider_name}",
-                )
+                FieldProblem(f"spec.{ref_field}.name", f"no valid GitProvider {namespace}/{provider_name}")
             )
         else:
             settings, allowed = provider
             data["provider"] = settings.name
             branch = spec.get("branch")
-            if isinstance(branch, str) and not _branch_allowed(branch, allowed):
+            if isinstance(branch, str) and len(branch) > boundary.limits.branch_chars:
+                report.errors.append(
+                    FieldProblem("spec.branch", f"is longer than {boundary.limits.branch_chars} characters")
+                )
+            elif isinstance(branch, str) and not _branch_allowed(branch, allowed, meter):
                 report.errors.append(
                     FieldProblem(
                         "spec.branch",
                         f"branch {branch!r} is not in spec.allowedBranches of GitProvider "
-                        f"{resource.ref.namespace}/{provider_name}",
+                        f"{namespace}/{provider_name}",
                     )
                 )
-    cluster = (spec.get("clusterProviderRef") or {}).get("name") or "default"
-    data["cluster"] = cluster
-    mode = (spec.get("prune") or {}).get("mode")
+    data["cluster"] = _get(spec, "clusterProviderRef", "name") or "default"
+    report.errors.extend(boundary.cluster_problems(namespace, str(data["cluster"])))
+    mode = _get(spec, "prune", "mode")
     if mode:
         data["prune"] = _PRUNE_MODES.get(str(mode).lower(), str(mode))
     encryption = _encryption(spec.get("encryption") or {}, extension.get("encryption"), report)
@@ -452,29 +514,37 @@ def _target(
     return None if report.errors else data
 
 
-def _encryption(upstream: dict[str, Any], extension: Any, report: ObjectReport) -> dict[str, Any] | None:
+def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str, Any] | None:
     """SOPS+age from `spec.encryption` (age public keys) merged with `spec.pipeline.encryption`."""
     merged: dict[str, Any] = dict(extension) if isinstance(extension, dict) else {}
-    if upstream:
-        provider = upstream.get("provider") or "sops"
-        age = upstream.get("age") or {}
-        if provider != "sops":
-            report.errors.append(
-                FieldProblem("spec.encryption.provider", f"only sops is supported, not {provider!r}")
-            )
-        elif age.get("enabled"):
-            keys = (age.get("recipients") or {}).get("publicKeys") or []
-            merged["age_recipients"] = [*keys, *merged.get("age_recipients", [])]
+    if not upstream:
+        return merged or None
+    if not isinstance(upstream, dict):
+        report.errors.append(FieldProblem("spec.encryption", "must be a mapping"))
+        return None
+    provider = upstream.get("provider") or "sops"
+    if provider != "sops":
+        report.errors.append(
+            FieldProblem("spec.encryption.provider", f"only sops is supported, not {provider!r}")
+        )
+    elif _get(upstream, "age", "enabled"):
+        keys = _get(upstream, "age", "recipients", "publicKeys") or []
+        more = merged.get("age_recipients") or []
+        if not isinstance(keys, list) or not isinstance(more, list):
+            report.errors.append(FieldProblem("spec.encryption.age.recipients.publicKeys", "must be a list"))
+            return None
+        merged["age_recipients"] = [*keys, *more]
     return merged or None
 
 
 def _rule_items(
-    resource: CustomResource, home_namespace: str, report: ObjectReport
+    resource: CustomResource, boundary: TenantBoundary, report: ObjectReport, meter: StepMeter
 ) -> tuple[list[tuple[int, WatchRule]], list[ItemProblem]]:
     """Each `spec.rules[]` item as one WatchRule of the YAML file, or an ItemProblem."""
     rules: list[tuple[int, WatchRule]] = []
     problems: list[ItemProblem] = []
     cluster_kind = resource.ref.kind is Kind.CLUSTER_WATCH_RULE
+    home_namespace = boundary.home_namespace
     items = resource.spec.get("rules")
     if not isinstance(items, list) or not items:
         report.errors.append(FieldProblem("spec.rules", "needs at least one rule"))
@@ -484,21 +554,27 @@ def _rule_items(
         if not isinstance(item, dict):
             report.errors.append(FieldProblem(where, "must be a mapping"))
             continue
-        resources = [str(r) for r in item.get("resources") or []]
-        groups = item.get("apiGroups")
+        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations")}
+        wrong = [key for key, value in listed.items() if not isinstance(value, list)]
+        if wrong:
+            report.errors.extend(FieldProblem(f"{where}.{key}", "must be a list") for key in wrong)
+            continue
+        resources = [str(r) for r in listed["resources"]]
+        groups = [str(g) for g in listed["apiGroups"]]
         label = ",".join(resources) or "?"
 
         def refuse(reason: str, message: str, index: int = index, label: str = label) -> None:
             problems.append(ItemProblem(resource.ref, index, label, reason, message))
 
-        operations = {str(op) for op in item.get("operations") or []}
+        operations = {str(op) for op in listed["operations"]}
         if cluster_kind and item.get("scope") not in (None, "", "Cluster"):
             refuse(
                 "NamespacedScope",
                 "a ClusterWatchRule selects cluster-scoped resources; use a WatchRule for namespaced ones",
             )
             continue
-        entries = [_entry(str(g), r) for g in groups for r in resources] if groups else resources
+        entries = [_entry(g, r) for g in groups for r in resources] if groups else resources
+        meter.spend(len(entries) + 1)
         data: dict[str, Any] = {"resources": entries}
         if operations and "*" not in operations and operations != ALL_OPERATIONS:
             data["operations"] = sorted(operations)
@@ -569,28 +645,142 @@ def _rule_target(resource: CustomResource, home_namespace: str, report: ObjectRe
     return effective_name(str(namespace), str(ref["name"]), home_namespace)
 
 
+def _isolated(report: ObjectReport, meter: StepMeter, work: Callable[[], _T]) -> _T | None:
+    """`work()` for one object; its budget running out, or a field of a shape no check foresaw,
+    becomes that object's error instead of ending the compile of everyone's objects."""
+    try:
+        return work()
+    except BudgetExceeded as exc:
+        report.errors.append(FieldProblem("spec", f"{exc}; make the object smaller"))
+    except Exception as exc:  # isolation: one object's surprise must not refuse every version
+        report.errors.append(FieldProblem("spec", f"cannot be compiled ({type(exc).__name__})"))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A folder an accepted target writes, and who holds it (for the overlap message)."""
+
+    folder: str
+    target: str
+    resource: CustomResource
+
+
+class _Folders:
+    """Which target writes which folder of which branch: the first to claim one keeps it.
+
+    Targets are offered in the order that decides (the home namespace, then the oldest), so a
+    newcomer never takes a folder from a running target, whatever its namespace sorts as.
+    """
+
+    def __init__(self, boundary: TenantBoundary) -> None:
+        self._boundary = boundary
+        self._claims: dict[tuple[str, str], list[_Claim]] = {}
+
+    def claim(
+        self,
+        resource: CustomResource,
+        target: str,
+        destination: tuple[str, str, str],
+        url: str,
+        meter: StepMeter,
+    ) -> FieldProblem | None:
+        """None once `resource` holds the folder; else why not, naming the target that holds it."""
+        repository, branch, folder = destination
+        held = self._claims.setdefault((repository, branch), [])
+        meter.spend(len(held))
+        for other in held:
+            if paths_overlap(folder, other.folder):
+                return FieldProblem(
+                    "spec.path",
+                    f"folder {folder or '/'} on branch {branch} of {url} overlaps folder "
+                    f"{other.folder or '/'} of target {other.target} ({other.resource.ref.describe()}), "
+                    f"which keeps it: {self._because(other.resource, resource)}",
+                )
+        held.append(_Claim(folder, target, resource))
+        return None
+
+    def _because(self, holder: CustomResource, newcomer: CustomResource) -> str:
+        home = self._boundary.is_home
+        if home(holder.ref.namespace) and not home(newcomer.ref.namespace):
+            return f"it is in the controller's namespace {self._boundary.home_namespace!r}"
+        if holder.created_at is not None and newcomer.created_at is not None:
+            return f"it is older (created {holder.created_at.isoformat()})"
+        return "it comes first by namespace and name (no creation time tells which is older)"
+
+
+def _trim(report: ObjectReport, limits: CompileLimits) -> None:
+    """Keep a report within the limits: it travels in the config record and in the status."""
+    cut = limits.message_chars
+    errors = [FieldProblem(e.path[:cut], e.message[:cut]) for e in report.errors]
+    if len(errors) > limits.reported_errors:
+        more = len(errors) - limits.reported_errors
+        errors = [*errors[: limits.reported_errors], FieldProblem("spec", f"and {more} more errors")]
+    report.errors = errors
+    if len(report.unsupported) > limits.reported_unsupported:
+        more = len(report.unsupported) - limits.reported_unsupported
+        report.unsupported = [*report.unsupported[: limits.reported_unsupported], f"and {more} more"]
+    report.unsupported = [path[:cut] for path in report.unsupported]
+
+
 def compile_resources(
-    objects: Iterable[CustomResource], *, home_namespace: str, base: Settings | None = None
+    objects: Iterable[CustomResource],
+    *,
+    home_namespace: str,
+    base: Settings | None = None,
+    limits: CompileLimits | None = None,
+    excluded: Mapping[ObjectRef, str] | None = None,
 ) -> CompiledConfig:
-    """The effective providers and targets of `objects`, checked together with `base`'s clusters."""
+    """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `base.custom_resources.tenants` is the platform's grant to other namespaces (none: they get no
+    provider or target). `excluded` objects are left out with the message given (the config record
+    would not fit with them). Never raises for any object: each problem is its object's error.
+    """
     base = base if base is not None else Settings()
+    home_cluster = base.custom_resources.cluster or (base.clusters[0].name if base.clusters else "default")
+    boundary = TenantBoundary.of(home_namespace, base.custom_resources.tenants, limits, home_cluster)
+    excluded = excluded or {}
     reports: dict[ObjectRef, ObjectReport] = {}
-    by_kind: dict[Kind, list[CustomResource]] = {kind: [] for kind in Kind}
+    unique: list[CustomResource] = []
     for resource in sorted(objects, key=lambda r: r.ref):
-        report = ObjectReport(resource.ref, resource.generation, unsupported=_unsupported(resource))
-        if resource.ref in reports:
-            report.errors.append(FieldProblem("metadata.name", "the same object appears twice"))
+        if resource.ref not in reports:
+            reports[resource.ref] = ObjectReport(resource.ref, resource.generation)
+            unique.append(resource)
+    for resource in unique:
+        report = reports[resource.ref]
+        if resource.ref in excluded:
+            report.errors.append(FieldProblem("spec", excluded[resource.ref]))
+        else:
+            report.errors.extend(boundary.size_problems(resource))
+    # a namespace's share counts the objects that are not refused anyway
+    crowded = boundary.namespace_problems(r for r in unique if reports[r.ref].accepted)
+    by_kind: dict[Kind, list[CustomResource]] = {kind: [] for kind in Kind}
+    meters: dict[ObjectRef, StepMeter] = {}
+    for resource in unique:
+        report = reports[resource.ref]
+        if resource.ref in crowded:
+            report.errors.append(crowded[resource.ref])
+        if report.errors:
             continue
-        reports[resource.ref] = report
-        by_kind[resource.ref.kind].append(resource)
+        meter = meters[resource.ref] = StepMeter(boundary.limits.object_steps)
+        unsupported = _isolated(report, meter, partial(_unsupported, resource, meter))
+        if unsupported is not None:
+            report.unsupported = unsupported
+            by_kind[resource.ref.kind].append(resource)
 
     def name_of(resource: CustomResource) -> str:
         return effective_name(resource.ref.namespace, resource.ref.name, home_namespace)
 
     providers: dict[str, tuple[ProviderSettings, list[str]]] = {}
     for resource in by_kind[Kind.GIT_PROVIDER]:
-        provider = _provider(resource, name_of(resource), reports[resource.ref])
-        if provider is not None:
+        report = reports[resource.ref]
+        provider = _isolated(
+            report,
+            meters[resource.ref],
+            partial(_provider, resource, name_of(resource), boundary, report),
+        )
+        if provider is not None and report.accepted:
             providers[provider.name] = (
                 provider,
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
@@ -606,47 +796,62 @@ def compile_resources(
                 FieldProblem("spec.sourceNamespace", "moved to spec.rules[].sourceNamespace")
             )
         target = _rule_target(resource, home_namespace, report)
-        items, problems = _rule_items(resource, home_namespace, report)
-        if report.errors or target is None:
+        compiled_items = _isolated(
+            report,
+            meters[resource.ref],
+            partial(_rule_items, resource, boundary, report, meters[resource.ref]),
+        )
+        if report.errors or target is None or compiled_items is None:
             continue
+        items, problems = compiled_items
         item_problems.extend(problems)
         rule_objects.setdefault(target, []).append(resource.ref)
         rules.setdefault(target, []).extend((RuleOrigin(resource.ref, index), rule) for index, rule in items)
 
-    targets: list[TargetSettings] = []
+    accepted: list[tuple[ObjectRef, TargetSettings]] = []
     origins: dict[str, list[RuleOrigin]] = {}
-    # Checked as a file of its own (the base may be in custom-resource mode, which lists none).
-    accepted = base.model_copy(
-        update={
-            "providers": [p for p, _ in providers.values()],
-            "targets": [],
-            "custom_resources": CustomResourceSettings(),
-        }
-    )
-    for resource in by_kind[Kind.GIT_TARGET]:
-        report = reports[resource.ref]
+    # Each target is checked in a file of its own with its provider (the base may be in
+    # custom-resource mode, which lists none); folders are checked here, where the winner is known.
+    alone = base.model_copy(
+        update={"providers": [], "targets": [], "custom_resources": CustomResourceSettings()}
+    ).model_dump()
+    folders = _Folders(boundary)
+
+    def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
-        data = _target(resource, name, providers, home_namespace, report)
+        data = _target(resource, name, providers, boundary, report, meters[resource.ref])
         if data is None:
-            continue
+            return
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
         target, errors = _validate(TargetSettings, data, _TARGET_PATHS, "spec.pipeline")
         report.errors.extend(errors)
         if target is None:
-            continue
+            return
+        report.errors.extend(_outside(boundary, resource, target))
+        provider = providers[target.provider][0]
         try:
-            accepted = Settings.model_validate(
-                {
-                    **accepted.model_dump(),
-                    "targets": [*(t.model_dump() for t in targets), target.model_dump()],
-                }
+            checked = Settings.model_validate(
+                {**alone, "providers": [provider.model_dump()], "targets": [target.model_dump()]}
             )
         except ValidationError as exc:
             report.errors.extend(FieldProblem("spec", item["msg"]) for item in exc.errors())
-            continue
-        targets.append(target)
+        if report.errors:
+            return
+        taken = folders.claim(resource, name, checked.destination(target), provider.url, meters[resource.ref])
+        if taken is not None:
+            report.errors.append(taken)
+            return
+        accepted.append((resource.ref, target))
         origins[name] = [origin for origin, _ in mine]
+
+    # the order `_Folders` relies on: the home namespace first, then the oldest
+    for resource in sorted(
+        by_kind[Kind.GIT_TARGET], key=lambda r: (not boundary.is_home(r.ref.namespace), age_order(r))
+    ):
+        report = reports[resource.ref]
+        _isolated(report, meters[resource.ref], partial(accept, resource, report))
+    targets = [target for _, target in sorted(accepted, key=lambda pair: pair[0])]
     known = {t.name for t in targets}
     for target_name, refs in rule_objects.items():
         if target_name not in known:
@@ -654,6 +859,8 @@ def compile_resources(
                 reports[ref].errors.append(
                     FieldProblem("spec.targetRef.name", f"no valid GitTarget {target_name}")
                 )
+    for report in reports.values():
+        _trim(report, boundary.limits)
     item_problems = [p for p in item_problems if reports[p.ref].accepted]
     return CompiledConfig(
         providers=[p for p, _ in providers.values()],
@@ -661,4 +868,5 @@ def compile_resources(
         reports=reports,
         origins=origins,
         item_problems=item_problems,
+        steps=sum(meter.spent for meter in meters.values()),
     )

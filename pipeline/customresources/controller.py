@@ -4,8 +4,8 @@ One replica at a time runs it, elected by a Lease on the cluster the objects liv
 `LeaseElector` as the watch stage). The leader first starts the fencing producer of the config
 topic, so a paused former leader can no longer publish, then watches the four kinds with the
 watch stage's own `WatchStream` (docs/custom-resources.md says why not kopf), compiles the objects
-(`compile_resources`) whenever they change and, when the result differs from the newest published
-state, publishes the next version. It never applies anything itself: every replica, this one
+(`publishable`, in a worker thread) whenever they change and, when the result differs from the
+newest published state, publishes the next version. It never applies anything itself: every replica, this one
 included, applies what it reads back from the log.
 """
 
@@ -20,11 +20,11 @@ from typing import Any
 
 from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
-from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
-from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef
+from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef
 from pipeline.customresources.retire import deleted_targets
-from pipeline.customresources.state import ConfigState, encode_state
+from pipeline.customresources.state import ConfigState, encode_state, publishable
 from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log, LogError
@@ -45,7 +45,9 @@ logger = logging.getLogger(__name__)
 LEASE_NAME = "reverser-config"
 #: Changes closer together than this are compiled once (a `kubectl apply -f dir/` is one change).
 SETTLE_S = 0.2
-_METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations")
+#: A compile slower than this is logged (it runs in a thread, so the loop does not wait for it).
+COMPILE_WARN_S = 5.0
+_METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations", "creationTimestamp")
 
 
 def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
@@ -259,13 +261,28 @@ class ConfigController:
                 store.changed.set()
                 await asyncio.sleep(1.0)
 
-    async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
-        compiled = compile_resources(
-            store.objects(), home_namespace=self._settings.custom_resources.namespace, base=self._settings
+    def _compile(self, objects: list[CustomResource]) -> tuple[CompiledConfig, bool]:
+        """The publishable configuration of `objects` and whether it differs from the published one.
+
+        Runs in a worker thread: however many objects the tenants create, the loop (webhook,
+        /healthz, commit worker, Lease renewal) keeps running meanwhile. Each object's share of the
+        work is capped in steps by the compiler itself, which bounds the whole.
+        """
+        compiled = publishable(
+            objects, home_namespace=self._settings.custom_resources.namespace, base=self._settings
         )
+        published = self.published
+        return compiled, published is None or not published.same_content(compiled)
+
+    async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        started = time.monotonic()
+        compiled, changed = await asyncio.to_thread(self._compile, store.objects())
+        took_s = time.monotonic() - started
+        if took_s > COMPILE_WARN_S:
+            logger.warning("compiling %d objects took %.1f s", len(compiled.reports), took_s)
         for ref, error in compiled.errors:
             logger.warning("%s: %s", ref.describe(), error.describe())
-        if self.published is None or not self.published.same_content(compiled):
+        if changed:
             version = 1 if self.published is None else self.published.version + 1
             now_ms = int(self._clock() * 1000)
             state = ConfigState(version, now_ms, compiled)
@@ -296,7 +313,7 @@ class ConfigController:
                 version,
                 "".join(f"; target {item.target} deleted" for item in deleted),
             )
-        if self.status is not None:
+        if self.status is not None and self.published is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(
                     self.published.compiled, self._settings, self._discover, self._client_of

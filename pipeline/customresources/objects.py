@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -59,13 +60,18 @@ class ObjectRef:
 
 @dataclass(frozen=True, slots=True)
 class CustomResource:
-    """One object: its identity, the generation its spec is at, and the spec as written."""
+    """One object: its identity, the generation its spec is at, and the spec as written.
+
+    `created_at` (metadata.creationTimestamp; None offline, where objects have none yet) decides
+    which of two targets writing one folder keeps it: the older.
+    """
 
     ref: ObjectRef
     spec: dict[str, Any]
     generation: int = 0
     uid: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
+    created_at: datetime | None = None
 
 
 def effective_name(namespace: str, name: str, home_namespace: str) -> str:
@@ -107,10 +113,22 @@ def parse_object(document: Any) -> CustomResource:
     if not isinstance(spec, dict):
         raise CustomResourceError(f"{kind.value} {name}: spec is required and must be a mapping")
     annotations = metadata.get("annotations") or {}
+    created = metadata.get("creationTimestamp")
+    created_at = None
+    if created is not None:
+        try:
+            created_at = datetime.fromisoformat(str(created))
+        except ValueError:
+            raise CustomResourceError(
+                f"{kind.value} {name}: metadata.creationTimestamp {created!r} is not an RFC 3339 time"
+            ) from None
+        if created_at.tzinfo is None:
+            raise CustomResourceError(f"{kind.value} {name}: metadata.creationTimestamp needs a time zone")
     return CustomResource(
         ref=ObjectRef(kind, namespace, name),
         spec=spec,
         generation=int(metadata.get("generation") or 0),
         uid=str(metadata.get("uid") or ""),
         annotations={str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {},
+        created_at=created_at,
     )

@@ -3,11 +3,15 @@
 Every replica and every stage runs the newest version on `<prefix>.config`; a restarted process
 reads it back before it starts anything. The record's wire form is owned by
 `pipeline.codec.config_state`; this module maps the compiled configuration (objects named by
-`ObjectRef`, field errors as `FieldProblem`) to and from that record.
+`ObjectRef`, field errors as `FieldProblem`) to and from that record, and makes sure the record
+fits the topic (`publishable`): one record over `max.message.bytes` would stop every version after
+it, for every team, so the objects that make it too large are left out with that reason instead.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -27,11 +31,17 @@ from pipeline.customresources.compile import (
     ItemProblem,
     ObjectReport,
     RuleOrigin,
+    compile_resources,
 )
-from pipeline.customresources.objects import Kind, ObjectRef
-from pipeline.log.api import PendingRecord, Record
+from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.customresources.tenancy import CompileLimits
+from pipeline.log.api import RECORD_OVERHEAD_BYTES, PendingRecord, Record
 
-__all__ = ["ConfigState", "decode_state", "encode_state"]
+__all__ = ["ConfigState", "decode_state", "encode_state", "publishable", "record_bytes"]
+
+# The largest version number and publication time a record can carry (Avro longs, zig-zag varints
+# of at most 10 bytes): sizes are measured with them, so a record that fits keeps fitting.
+_LARGEST_LONG = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +125,75 @@ def decode_state(record: Record) -> ConfigState:
         item_problems=problems,
     )
     return ConfigState(data.version, data.published_at_ms, compiled)
+
+
+def record_bytes(compiled: CompiledConfig) -> int:
+    """What the record of `compiled` counts against the config topic's `max.message.bytes`."""
+    record = encode_config_state(_record(_LARGEST_LONG, _LARGEST_LONG, compiled))
+    return record.size_bytes + RECORD_OVERHEAD_BYTES
+
+
+def _contributions(compiled: CompiledConfig, home_namespace: str) -> dict[ObjectRef, int]:
+    """About how many bytes of the record each object accounts for: its provider or target (rules
+    apart), the rules that came from it, and its report."""
+    named = {
+        (ref.kind, effective_name(ref.namespace, ref.name, home_namespace)): ref
+        for ref in compiled.reports
+        if ref.kind in (Kind.GIT_PROVIDER, Kind.GIT_TARGET)
+    }
+    sizes = {
+        ref: len(json.dumps([[e.path, e.message] for e in report.errors], ensure_ascii=False))
+        + len(json.dumps(report.unsupported, ensure_ascii=False))
+        for ref, report in compiled.reports.items()
+    }
+    for provider in compiled.providers:
+        ref = named[(Kind.GIT_PROVIDER, provider.name)]
+        sizes[ref] += len(provider.model_dump_json())
+    for target in compiled.targets:
+        ref = named[(Kind.GIT_TARGET, target.name)]
+        sizes[ref] += len(target.model_copy(update={"rules": []}).model_dump_json())
+        for origin, rule in zip(compiled.origins.get(target.name, []), target.rules, strict=True):
+            sizes[origin.ref] += len(rule.model_dump_json())
+    return sizes
+
+
+def publishable(
+    objects: Iterable[CustomResource],
+    *,
+    home_namespace: str,
+    base: Settings,
+    limits: CompileLimits | None = None,
+) -> CompiledConfig:
+    """`compile_resources` of `objects`, with a record that fits the config topic.
+
+    While the record is too large, the objects accounting for the most of it are left out, tenant
+    objects (outside `home_namespace`) before the platform's, each with an error saying so; the
+    rest is published. Per-object and per-namespace caps make this rare: it takes many tenants
+    near their caps at once.
+    """
+    resources = list(objects)
+    limit = base.log.topics.max_message_bytes
+    excluded: dict[ObjectRef, str] = {}
+    while True:
+        compiled = compile_resources(
+            resources, home_namespace=home_namespace, base=base, limits=limits, excluded=excluded
+        )
+        size = record_bytes(compiled)
+        if size <= limit:
+            return compiled
+        candidates = sorted(
+            ((ref, n) for ref, n in _contributions(compiled, home_namespace).items() if ref not in excluded),
+            key=lambda pair: (pair[0].namespace in (home_namespace, ""), -pair[1], pair[0]),
+        )
+        if not candidates:
+            return compiled
+        freed = 0
+        for ref, contributed in candidates:
+            excluded[ref] = (
+                f"left out: with it the configuration record would be {size} bytes, over the config "
+                f"topic's limit of {limit} bytes (log.topics.max_message_bytes); it adds about "
+                f"{contributed} bytes"
+            )
+            freed += contributed
+            if freed >= size - limit:
+                break

@@ -49,8 +49,9 @@ class EventReason(StrEnum):
     FAILED_REQUEST = "failed_request"
     DRY_RUN = "dry_run"
     UNCHANGED_RESOURCE_VERSION = "unchanged_resource_version"
-    # Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, or
-    # whose response code is not a number. Counted and skipped so the rest of the list still lands.
+    # Not in upstream (its decoder rejects the whole list): an item that is not a JSON object, whose
+    # response code is not a number, or whose objectRef group or resource is not text (a lone
+    # UTF-16 surrogate, which no record key can hold). Counted and skipped so the rest still lands.
     MALFORMED_EVENT = "malformed_event"
     # A fact the log cannot hold even alone (see pipeline.facts.records); counted, not published.
     FACT_TOO_LARGE = "fact_too_large"
@@ -136,6 +137,17 @@ class Reduction(NamedTuple):
 def _text(mapping: dict[str, Any], key: str) -> str:
     value = mapping.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _is_utf8(text: str) -> bool:
+    """False for a string holding a lone UTF-16 surrogate (JSON can escape one; UTF-8 cannot)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _metadata(body: object) -> dict[str, Any] | None:
@@ -238,7 +250,11 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
         if not isinstance(resource, str):
             resource = ""
         group = object_ref.get("apiGroup", "")
-        gr = GroupResource(group if isinstance(group, str) else "", resource)
+        if not isinstance(group, str):
+            group = ""
+        if not (_is_utf8(resource) and _is_utf8(group)):
+            return Reduction(EventReason.MALFORMED_EVENT, None, None)
+        gr = GroupResource(group, resource)
     else:
         object_ref = None
     verb = event.get("verb", "")

@@ -1,35 +1,30 @@
 """Reading a SOPS document without its keys: is it really encrypted, and what is its digest.
 
 The commit worker never holds a decryption key. It accepts a sensitive object only as a SOPS
-document whose `data`/`stringData` leaves are all ciphertext, and decides "unchanged" by the keyed
-digest the watch stage stored in a plaintext annotation (SOPS output differs on every run).
+document in which nothing but the readable fields of `pipeline.sealing.readable` is plaintext, and
+decides "unchanged" by the keyed digest the watch stage stored in a readable annotation (SOPS
+output differs on every run).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
-__all__ = ["DIGEST_ANNOTATION", "SealedDocument", "SealedDocumentError", "content_digest_of"]
+from pipeline.sealing.readable import DIGEST_ANNOTATION, READABLE_ANNOTATIONS, plaintext_fields
 
-DIGEST_ANNOTATION = "reverser.dev/content-hmac"
+__all__ = ["PlaintextFieldError", "SealedDocument", "SealedDocumentError", "content_digest_of"]
+
 _KEY_GROUPS = ("age", "pgp", "kms", "gcp_kms", "azure_kv", "hc_vault", "key_groups")
-_CIPHERTEXT = "ENC["
-_SECRET_FIELDS = ("data", "stringData")
 
 
 class SealedDocumentError(ValueError):
-    """Content that must be a SOPS document is not one (or carries plaintext data)."""
+    """Content that must be a SOPS document is not one (or carries plaintext it must not)."""
 
 
-def _leaves(node: Any) -> list[Any]:
-    if isinstance(node, dict):
-        return [leaf for value in node.values() for leaf in _leaves(value)]
-    if isinstance(node, list):
-        return [leaf for value in node for leaf in _leaves(value)]
-    return [node]
+class PlaintextFieldError(SealedDocumentError):
+    """A SOPS document with a plaintext field outside the readable ones (a leak the worker refuses)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +35,11 @@ class SealedDocument:
 
     @classmethod
     def parse(cls, content: bytes) -> SealedDocument:
-        """Check `content` is a SOPS document with encrypted data; raises SealedDocumentError.
+        """Check `content` is a SOPS document with nothing unexpected in plaintext.
 
-        The error message never quotes the content.
+        Raises PlaintextFieldError naming the first such field by its path (e.g.
+        `metadata.annotations["kapp.k14s.io/original"]`), and SealedDocumentError for content that
+        is no SOPS document at all. The error message never quotes a value.
         """
         try:
             tree = yaml.safe_load(content)
@@ -55,20 +52,24 @@ class SealedDocument:
             raise SealedDocumentError("no sops metadata (plaintext?)")
         if not any(sops.get(group) for group in _KEY_GROUPS):
             raise SealedDocumentError("sops metadata names no key")
-        for field in _SECRET_FIELDS:
-            for leaf in _leaves(tree.get(field)):
-                if leaf is not None and not (isinstance(leaf, str) and leaf.startswith(_CIPHERTEXT)):
-                    raise SealedDocumentError(f"{field} holds an unencrypted value")
+        leaks = plaintext_fields(tree)
+        if leaks:
+            more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
+            raise PlaintextFieldError(f"plaintext outside the readable fields: {leaks[0]}{more}")
         meta = tree.get("metadata")
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
         digest = annotations.get(DIGEST_ANNOTATION) if isinstance(annotations, dict) else None
-        if not (isinstance(digest, str) and digest.startswith("hmac-sha256:")):
+        if not (isinstance(digest, str) and READABLE_ANNOTATIONS[DIGEST_ANNOTATION].fullmatch(digest)):
             digest = None
         return cls(digest)
 
 
 def content_digest_of(content: bytes) -> str | None:
-    """The keyed plaintext digest a sealed document carries, or None (not sealed by us, unreadable)."""
+    """The keyed plaintext digest a sealed document carries, or None (not sealed by us, unreadable).
+
+    A document with plaintext outside the readable fields has none either, so one written before
+    that rule (a Secret with kapp's annotation in plaintext) counts as changed and is replaced.
+    """
     try:
         return SealedDocument.parse(content).digest
     except SealedDocumentError:

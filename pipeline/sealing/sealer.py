@@ -2,9 +2,9 @@
 
 Why the watch stage seals, not the worker: the log must never carry a Secret's plaintext, and
 only the watch stage has it. The sealer adds a keyed digest (HMAC-SHA256 of the object's canonical
-JSON under a key from the environment) as a plaintext annotation before encrypting, so the worker
-can tell an unchanged Secret from a changed one without any key. `data`, `stringData`,
-`binaryData` and `spec` are encrypted; the object's identity and metadata stay readable.
+JSON under a key from the environment) as a readable annotation before encrypting, so the worker
+can tell an unchanged Secret from a changed one without any key. What stays readable, what is
+encrypted and what is dropped is `pipeline.sealing.readable`'s rule; here is only the `sops` run.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 from pipeline.commandline import installed_script
 from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.models import GroupResource
-from pipeline.sealing.document import DIGEST_ANNOTATION, SealedDocument, SealedDocumentError
+from pipeline.sealing.document import SealedDocument, SealedDocumentError
 from pipeline.sealing.policy import is_sensitive, sensitive_set
+from pipeline.sealing.readable import encrypted_regex, sealable
 
-__all__ = ["DIGEST_ANNOTATION", "ENCRYPTED_REGEX", "Sealer", "SealingError", "find_sops", "sealer_for"]
+__all__ = ["Sealer", "SealingError", "find_sops", "sealer_for"]
 
-ENCRYPTED_REGEX = "^(data|stringData|binaryData|spec)$"
 MIN_DIGEST_KEY_BYTES = 32
 SOPS_TIMEOUT_S = 30.0
 _CLUSTER_DIR = "_cluster"
@@ -63,29 +63,28 @@ class Sealer:
         """The keyed digest of an object's canonical JSON (safe to publish; the key is not)."""
         return "hmac-sha256:" + hmac.new(self._digest_key, canonical_json, hashlib.sha256).hexdigest()
 
-    def _argv(self, filename: str) -> list[str]:
+    def _argv(self, filename: str, encrypted: str) -> list[str]:
         argv = [self._sops]
         if self._settings.sops_config is not None:
             argv += ["--config", str(self._settings.sops_config)]
         argv += ["encrypt", "--input-type", "json", "--output-type", "yaml"]
         if self._settings.age_recipients:
             argv += ["--age", ",".join(sorted(set(self._settings.age_recipients)))]
-        return [*argv, "--encrypted-regex", ENCRYPTED_REGEX, "--filename-override", filename, "/dev/stdin"]
+        return [*argv, "--encrypted-regex", encrypted, "--filename-override", filename, "/dev/stdin"]
 
     async def seal(self, obj: dict[str, Any], canonical_json: bytes, gr: GroupResource) -> bytes:
-        """The SOPS YAML document of a sanitized object; raises SealingError."""
-        meta = dict(obj.get("metadata") or {})
-        meta["annotations"] = {
-            **(meta.get("annotations") or {}),
-            DIGEST_ANNOTATION: self.digest(canonical_json),
-        }
-        ordered = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
-        ordered.update((k, obj[k]) for k in sorted(obj) if k not in ordered)
+        """The SOPS YAML document of a sanitized object; raises SealingError.
+
+        The digest covers `canonical_json`, the sanitized object, so it changes with any field of
+        it, dropped ones included (a dropped annotation changed is a changed Secret).
+        """
+        document = sealable(obj, self.digest(canonical_json))
+        meta = obj.get("metadata") or {}
         scope = str(meta.get("namespace") or _CLUSTER_DIR)
         filename = f"{scope}/{gr.key}/{meta.get('name', '')}.sops.yaml"
-        plaintext = json.dumps(ordered, ensure_ascii=False).encode()
+        plaintext = json.dumps(document, ensure_ascii=False).encode()
         process = await asyncio.create_subprocess_exec(
-            *self._argv(filename),
+            *self._argv(filename, encrypted_regex(document)),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

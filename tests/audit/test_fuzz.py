@@ -2,16 +2,20 @@
 
 Each answer is checked against what was published: nothing for a refused or event-less body, and
 for an accepted EventList every untouched recorded event that the corpus table says is published.
+Hostile bodies (compressed, truncated gzip, lone surrogates, invalid UTF-8, deep nesting, wrong
+types) are each a 4xx with a one-line reason, counted, or an accepted list.
 """
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 from pipeline.codec.fact_batch import FactBatch
 from tests.audit.conftest import ThreadedIngress
@@ -127,3 +131,103 @@ def test_random_bytes_are_never_5xx(threaded_ingress: ThreadedIngress, body: byt
     status, facts = post_and_read(threaded_ingress, body)
     assert status in (200, 400)
     assert facts == [], "random bytes publish nothing"
+
+
+# --- hostile bodies (issue 27): every one is a 4xx with a reason, counted, or an accepted list ---
+
+IDENTITY = [None, "identity", "IDENTITY", " identity "]
+COMPRESSED = ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "gzip, identity", "*", "identity, gzip"]
+LONE_SURROGATES = st.integers(min_value=0xD800, max_value=0xDFFF).map(chr)
+INVALID_UTF8 = st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x80"])
+STRING_FIELDS = [
+    ("objectRef", "resource"), ("objectRef", "apiGroup"), ("objectRef", "name"),
+    ("objectRef", "namespace"), ("user", "username"), ("impersonatedUser", "username"),
+]  # fmt: skip
+
+
+def as_body(document: Any) -> bytes:
+    return json.dumps(document).encode()  # ensure_ascii: a lone surrogate becomes a "\udXXX" escape
+
+
+@st.composite
+def with_surrogate(draw: st.DrawFn) -> bytes:
+    event = json.loads(json.dumps(draw(st.sampled_from(CORPUS_EVENTS))))
+    outer, inner = draw(st.sampled_from(STRING_FIELDS))
+    text = draw(st.text(max_size=8)) + draw(LONE_SURROGATES) + draw(st.text(max_size=8))
+    if not isinstance(event.get(outer), dict):
+        event[outer] = {}
+    event[outer][inner] = text
+    return as_body({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [event]})
+
+
+@st.composite
+def with_invalid_utf8(draw: st.DrawFn) -> bytes:
+    body = as_body(draw(event_lists))
+    at = draw(st.integers(min_value=0, max_value=len(body)))
+    return body[:at] + draw(INVALID_UTF8) + body[at:]
+
+
+@st.composite
+def gzipped(draw: st.DrawFn) -> bytes:
+    packed = gzip.compress(as_body(draw(event_lists)))
+    return packed[: draw(st.integers(min_value=0, max_value=len(packed)))]
+
+
+def nested(depth: int) -> bytes:
+    inner = b"[" * depth + b"]" * depth
+    return b'{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[' + inner + b"]}"
+
+
+hostile_bodies = st.one_of(
+    with_surrogate(),
+    with_invalid_utf8(),
+    gzipped(),
+    st.integers(min_value=1, max_value=100_000).map(nested),
+    st.integers(min_value=1, max_value=100_000).map(lambda depth: b"[" * depth),
+    event_lists.map(as_body),
+    json_values.map(as_body),
+)
+
+
+def rejected_total() -> float:
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "reverser_audit_rejected_requests"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def exchange(server: ThreadedIngress, body: bytes, encoding: str | None) -> tuple[int, str]:
+    headers = {"Content-Type": "application/json"}
+    if encoding is not None:
+        headers["Content-Encoding"] = encoding
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request("POST", "/audit-webhook/default", body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+@given(hostile_bodies, st.sampled_from(IDENTITY + COMPRESSED))
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE_CHECKS)
+def test_hostile_bodies_are_refused_with_a_reason_or_accepted(
+    threaded_ingress: ThreadedIngress, body: bytes, encoding: str | None
+) -> None:
+    mark = threaded_ingress.ends()
+    refused_before = rejected_total()
+    status, text = exchange(threaded_ingress, body, encoding)
+    facts = published(threaded_ingress.published_after(mark))
+    assert text.strip(), "every answer says why"
+    assert text.endswith("\n")
+    assert text.count("\n") == 1, "in one line"
+    if encoding in COMPRESSED:
+        assert (status, facts) == (415, [])
+    else:
+        assert status in (200, 400, 413), text
+    if status != 200:
+        assert facts == [], "a refused body publishes nothing"
+        assert rejected_total() - refused_before == 1, "every refusal is counted with its reason"

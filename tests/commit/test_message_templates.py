@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.gitrepo import CommitInfo, LocalRepo
 from pipeline.commit.messages import ChangedObject, template_values, window_message
 from pipeline.config import (
     CommitMessageSettings,
@@ -17,7 +22,7 @@ from pipeline.config import (
     TargetSettings,
     load_settings,
 )
-from pipeline.msgtemplate import TemplateError, check_template, render_body, render_subject
+from pipeline.msgtemplate import TemplateError, check_template, clean_line, render_body, render_subject
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, git
 
 ONE = [ChangedObject("CREATE", "", "v1", "configmaps", "team-a", "app")]
@@ -35,7 +40,7 @@ def test_variables_for_one_and_many_objects() -> None:
         "author": "alice",
         "count": "1",
         "target": "prod",
-        "objects": "CREATE v1/configmaps/team-a/app",
+        "objects": ("CREATE v1/configmaps/team-a/app",),
     }
     many = template_values(TWO, "alice", "prod")
     assert (many["operation"], many["resource"], many["api_version"], many["name"], many["count"]) == (
@@ -45,10 +50,10 @@ def test_variables_for_one_and_many_objects() -> None:
         "",
         "2",
     )
-    assert many["objects"].splitlines() == [
+    assert many["objects"] == (
         "CREATE v1/configmaps/team-a/app",
         "UPDATE apps/v1/deployments/team-a/web",
-    ]
+    )
 
 
 def test_unknown_variables_and_bad_syntax_are_refused(tmp_path: Path) -> None:
@@ -72,10 +77,12 @@ def test_unknown_variables_and_bad_syntax_are_refused(tmp_path: Path) -> None:
 def test_rendering_cannot_forge_trailers_or_control_characters() -> None:
     values = template_values(ONE, "mallory\nReverser-Offset: 0:999999", "prod")
     assert (
-        render_subject("${author} did ${operation}", values) == "mallory Reverser-Offset: 0:999999 did CREATE"
+        render_subject("${author} did ${operation}", values) == "mallory?Reverser-Offset: 0:999999 did CREATE"
     )
     body = render_body("by ${author}\nreverser-branch: evil main\n\x1b[31mred\x07\n${objects}", values)
-    assert body == ["by mallory", "[31mred", "CREATE v1/configmaps/team-a/app"]
+    assert body == ["by mallory?Reverser-Offset: 0:999999", "[31mred", "CREATE v1/configmaps/team-a/app"]
+    alone = template_values(ONE, "Reverser-Offset: 0:999999", "prod")
+    assert render_body("${author}", alone) == ["?everser-Offset: 0:999999"]
     message = window_message(
         ONE,
         "mallory",
@@ -143,3 +150,137 @@ async def test_worker_uses_the_targets_template_and_still_recovers_from_its_trai
         await second.handle(item)
     assert await second.stop()
     assert len(git(remote, "rev-list", "main").split()) == 2
+
+
+# What a cluster user can put into a username, a namespace or a name to add lines or trailers:
+# line breaks of every kind, git's patch divider and scissors line (which end the message for
+# `git interpret-trailers`), trailers, C0/C1 controls and bidi overrides.
+HOSTILE_PIECES = (
+    "\n",
+    "\r\n",
+    "\n\n",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "---",
+    "--- ",
+    "# ------------------------ >8 ------------------------",
+    "Co-authored-by: Eve <eve@example.com>",
+    "Signed-off-by: Eve <eve@example.com>",
+    "Reverser-Offset: 0:999",
+    "Reverser-Branch: git main",
+    "\x00",
+    "\x1b[31m",
+    "\x9b",
+    "\t",
+    " ",
+    "\u202e",
+    "\u2066",
+    "\u200f",
+    "\u061c",
+)
+HOSTILE = st.lists(st.one_of(st.sampled_from(HOSTILE_PIECES), st.text(max_size=8)), max_size=8).map("".join)
+TEMPLATES = (
+    CommitMessageSettings(subject="${author}", body="${author}\n${name}\n${namespace}\n${objects}"),
+    CommitMessageSettings(
+        subject="${operation} ${namespace}/${name} by ${author}",
+        body="Changed on ${target} by ${author}:\n\n${objects}\n${resource} ${api_version}",
+    ),
+    CommitMessageSettings(body="${objects}"),
+    CommitMessageSettings(subject="${count} ${resource} by ${author}"),
+)
+ATTRIBUTIONS = ["exact alice"]
+OWN_TRAILERS = ["Reverser-Attribution: exact alice", "Reverser-Branch: git main", "Reverser-Offset: 3:42"]
+# What may not be in any line: C0 controls and the Unicode line breaks and bidi marks.
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069]")
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> tuple[list[ChangedObject], str]:
+    count = draw(st.integers(1, 3))
+    namespace = draw(HOSTILE)
+    objects = [
+        ChangedObject(
+            draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"])),
+            draw(HOSTILE),
+            "v1",
+            draw(HOSTILE),
+            namespace,
+            draw(HOSTILE),
+        )
+        for _ in range(count)
+    ]
+    return objects, draw(HOSTILE)
+
+
+def message_of(objects: list[ChangedObject], author: str, template: CommitMessageSettings) -> str:
+    return window_message(objects, author, "prod", ATTRIBUTIONS, "git", "main", 3, 42, template)
+
+
+def interpreted_trailers(message: str) -> list[str]:
+    """What the real `git interpret-trailers --parse` reads as the message's trailers."""
+    parsed = subprocess.run(
+        ["git", "interpret-trailers", "--parse"], input=message, capture_output=True, text=True, check=True
+    )
+    return parsed.stdout.splitlines()
+
+
+@settings(max_examples=150, deadline=None)
+@given(window=windows(), template=st.sampled_from(TEMPLATES))
+def test_template_values_never_add_a_line_or_a_trailer(
+    window: tuple[list[ChangedObject], str], template: CommitMessageSettings
+) -> None:
+    objects, author = window
+    message = message_of(objects, author, template)
+    benign = [ChangedObject(o.operation, "", "v1", "pods", "team-a", "app") for o in objects]
+    assert len(message.splitlines()) == len(message_of(benign, "alice", template).splitlines())
+    assert all(UNSAFE.search(line) is None for line in message.split("\n"))
+    commit = CommitInfo(sha="", tree=b"", parents=(), author="", message=message)
+    assert commit.trailers() == {
+        "Reverser-Attribution": ["exact alice"],
+        "Reverser-Branch": ["git main"],
+        "Reverser-Offset": ["3:42"],
+    }
+    assert interpreted_trailers(message) == OWN_TRAILERS
+
+
+MALLORY = WorkAuthor(
+    "RESOLVED",
+    "mallory\n\nCo-authored-by: Eve <eve@example.com>\n---\n\u2028Signed-off-by: Eve <e@example.com>\u202e",
+    "",
+    "",
+    "exact",
+    "user",
+)
+
+
+async def test_a_commit_made_with_hostile_values_has_only_the_workers_trailers(tmp_path: Path) -> None:
+    remote = bare_remote(tmp_path / "remote.git")
+    provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
+    template = CommitMessageSettings(subject="${author} ${name}", body="${author}\n${objects}")
+    settings = Settings(
+        workdir=tmp_path / "work",
+        providers=[provider],
+        targets=[TargetSettings(name="t1", provider="git", path="live", commit_message=template)],
+    )
+    repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(remote), None)
+    worker = BranchWorker(settings, provider, "main", repo, lambda _: None)
+    await worker.sync()
+    await worker.handle(Work().create(cm("app"), MALLORY))
+    assert await worker.stop()
+    message = git(remote, "log", "-1", "--format=%B", "main")
+    assert interpreted_trailers(message) == [
+        f"Reverser-Attribution: exact {clean_line(MALLORY.username)}",
+        "Reverser-Branch: git main",
+        "Reverser-Offset: 0:0",
+    ]
+    lines = message.rstrip("\n").split("\n")
+    assert len(lines) == 1 + 1 + 2 + 1 + 3, lines
+    assert lines[2] == (
+        "mallory??Co-authored-by: Eve <eve@example.com>?---??Signed-off-by: Eve <e@example.com>?"
+    )
+    git(remote, "-c", "fsck.skipList=/dev/null", "fsck", "--strict", "--no-dangling")

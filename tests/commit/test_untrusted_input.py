@@ -16,7 +16,7 @@ import pytest
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.gitrepo import LocalRepo
-from pipeline.commit.messages import clean_line
+from pipeline.msgtemplate import clean_line
 from tests.commit.helpers import Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
 
@@ -108,3 +108,12 @@ async def test_control_characters_never_reach_a_commit(tmp_path: Path) -> None:
 def test_clean_line_keeps_printable_text_and_replaces_every_control_character() -> None:
     assert clean_line("team-a/Ünïcode name") == "team-a/Ünïcode name"
     assert clean_line("a\nb\rc\x00d\x1be\x7ff\x85g\u2028h") == "a?b?c?d?e?f?g?h"
+    assert clean_line("\u202eevil\u2066x\u2069\u200f\u061c\u2029") == "?evil?x????"
+    # lines git reads as the end of the message, and the worker's own trailer keys
+    assert clean_line("--- x") == "?-- x"
+    assert clean_line("---") == "?--"
+    assert clean_line("# ------------------------ >8 ------------------------") == (
+        "? ------------------------ >8 ------------------------"
+    )
+    assert clean_line(" Reverser-Offset: 0:1") == "?Reverser-Offset: 0:1"
+    assert clean_line("----- x") == "----- x"

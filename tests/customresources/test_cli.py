@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.cli import main
-from tests.customresources.test_compile import SAMPLE, UPSTREAM
+from tests.customresources.test_compile import GRANT, SAMPLE, UPSTREAM
 
 
 def test_export_then_check_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,12 +28,19 @@ def test_export_then_check_round_trips(tmp_path: Path, capsys: pytest.CaptureFix
     assert all(line.endswith(": ok") for line in lines)
 
 
+def _granting(tmp_path: Path) -> Path:
+    """A configuration whose custom_resources.tenants lets team-a use its own repository folder."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"custom_resources": {"tenants": [GRANT]}}))
+    return config
+
+
 def test_check_reads_standard_input_and_reports_errors_and_unsupported_fields(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = UPSTREAM.replace("branch: feature/x", "branch: release")
     monkeypatch.setattr("sys.stdin", io.StringIO(broken))
-    assert main(["config", "check", "-"]) == 1
+    assert main(["config", "check", "-", "--config", str(_granting(tmp_path))]) == 1
     out = capsys.readouterr().out
     assert (
         "GitTarget team-a/apps: error: spec.branch: branch 'release' is not in spec.allowedBranches "
@@ -60,7 +67,7 @@ def test_check_names_unreadable_documents_and_files(
     listed.write_text(
         yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(yaml.safe_load_all(UPSTREAM))})
     )
-    assert main(["config", "check", str(listed)]) == 0
+    assert main(["config", "check", str(listed), "--config", str(_granting(tmp_path))]) == 0
     assert (
         "GitTarget team-a/apps: unsupported (accepted, not acted on): spec.placement.default"
         in capsys.readouterr().out

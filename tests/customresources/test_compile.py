@@ -26,6 +26,13 @@ from pipeline.watch.kube import ApiResource
 from pipeline.watch.resolve import resolve_target
 
 HOME = "reverser"
+# The platform's grant the upstream objects (namespace team-a) need: their own repository folder.
+GRANT = {
+    "namespaces": ["team-*"],
+    "url_prefixes": ["https://git.example.com/{namespace}/"],
+    "path_prefixes": ["{namespace}"],
+}
+TENANTS = Settings(custom_resources={"tenants": [GRANT]})
 VERBS = frozenset({"get", "list", "watch"})
 DISCOVERY = {
     (api.group, api.resource): api
@@ -183,7 +190,7 @@ def test_yaml_to_resources_and_back_gives_the_same_configuration_and_routing(tmp
 
 
 def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() -> None:
-    compiled = compile_resources(_objects(UPSTREAM), home_namespace=HOME)
+    compiled = compile_resources(_objects(UPSTREAM), home_namespace=HOME, base=TENANTS)
     assert compiled.errors == []
     (provider,) = compiled.providers
     assert provider.name == "team-a/repo"
@@ -258,14 +265,14 @@ def _edited(path: str, value: Any) -> list[Any]:
             {"push_cooldown_s": -1},
             Kind.GIT_PROVIDER,
             "spec.pipeline.push_cooldown_s",
-            "greater",
+            "between 0 and 3600",
         ),
         (
             "GitProvider.spec.pipeline",
             {"nonsense": 1},
             Kind.GIT_PROVIDER,
             "spec.pipeline.nonsense",
-            "not permitted",
+            "may be set only in the controller's namespace 'reverser'",
         ),
         ("GitProvider.spec.pipeline", {"url": "x"}, Kind.GIT_PROVIDER, "spec.pipeline.url", "spec.url"),
         (
@@ -273,14 +280,14 @@ def _edited(path: str, value: Any) -> list[Any]:
             {"password_env": "GIT_PASSWORD"},
             Kind.GIT_PROVIDER,
             "spec.pipeline.password_env",
-            "spec.secretRef and spec.pipeline.password_env both give credentials",
+            "may be set only in the controller's namespace",
         ),
         (
             "GitProvider.spec.pipeline",
             {"ssh": {"private_key_env": "KEY", "allow_unknown_host_keys": True}},
             Kind.GIT_PROVIDER,
-            "spec.pipeline.ssh.private_key_env",
-            "spec.secretRef and spec.pipeline.ssh.private_key_env",
+            "spec.pipeline.ssh",
+            "may be set only in the controller's namespace",
         ),
         (
             "GitProvider.spec.pipeline",
@@ -339,7 +346,7 @@ def _edited(path: str, value: Any) -> list[Any]:
 def test_an_invalid_object_is_left_out_with_an_error_naming_its_field(
     path: str, value: Any, failing: Kind, field: str, words: str
 ) -> None:
-    compiled = compile_resources(_edited(path, value), home_namespace=HOME)
+    compiled = compile_resources(_edited(path, value), home_namespace=HOME, base=TENANTS)
     errors = [e for ref, e in compiled.errors if ref.kind is failing]
     assert errors, "the edit must be refused"
     error = errors[0]
@@ -350,7 +357,9 @@ def test_an_invalid_object_is_left_out_with_an_error_naming_its_field(
 
 
 def test_a_target_without_its_provider_takes_its_rules_down_with_a_reason() -> None:
-    compiled = compile_resources(_edited("GitTarget.spec.providerRef", {"name": "gone"}), home_namespace=HOME)
+    compiled = compile_resources(
+        _edited("GitTarget.spec.providerRef", {"name": "gone"}), home_namespace=HOME, base=TENANTS
+    )
     assert compiled.targets == []
     rules = [e.message for ref, e in compiled.errors if ref.kind is Kind.WATCH_RULE]
     assert rules == ["no valid GitTarget team-a/apps"]
@@ -361,18 +370,21 @@ def test_overlapping_targets_refuse_the_second_and_keep_the_first() -> None:
     twin = copy.deepcopy(next(d for d in documents if d["kind"] == "GitTarget"))
     twin["metadata"]["name"] = "zz-twin"
     twin["spec"]["path"] = "team-a/apps/nested"
-    compiled = compile_resources([parse_object(d) for d in [*documents, twin]], home_namespace=HOME)
+    compiled = compile_resources(
+        [parse_object(d) for d in [*documents, twin]], home_namespace=HOME, base=TENANTS
+    )
     assert [t.name for t in compiled.targets] == ["team-a/apps"]
     ((ref, error),) = compiled.errors
     assert ref.name == "zz-twin"
-    assert "overlapping paths" in error.message
+    assert error.path == "spec.path"
+    assert "overlaps folder team-a/apps of target team-a/apps (GitTarget team-a/apps)" in error.message
 
 
 def test_a_cluster_watch_rule_of_a_namespaced_resource_gets_no_stream() -> None:
     documents = [doc for doc in yaml.safe_load_all(UPSTREAM) if doc]
     rule = next(d for d in documents if d["kind"] == "ClusterWatchRule")
     rule["spec"]["rules"] = [{"resources": ["configmaps"]}]
-    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME)
+    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS)
     settings = compiled.settings(Settings(clusters=[{"name": "default"}]))
     _, problems = resolve_target(settings.targets[0], settings.clusters[0], DISCOVERY)
     # rule 2 is the WatchRule's `*` (its ConfigMaps stream conflicts with rule 0's selector),

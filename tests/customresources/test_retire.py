@@ -14,6 +14,9 @@ from pipeline.models import branch_key
 HOME = "reverser"
 API = "configbutler.ai/v1alpha3"
 URL = "https://git.example.com/live.git"
+# team-a may use any repository of git.example.com, anywhere in it
+GRANT = {"namespaces": ["team-a"], "url_prefixes": ["https://git.example.com/"], "path_prefixes": ["."]}
+TENANTS = Settings(custom_resources={"tenants": [GRANT]})
 
 
 def _obj(kind: str, name: str, spec: dict[str, Any], namespace: str = "team-a") -> dict[str, Any]:
@@ -32,7 +35,7 @@ def _target(name: str, path: str, prune: str | None = None, branch: str = "main"
 
 
 def _compiled(*documents: dict[str, Any]) -> CompiledConfig:
-    return compile_resources([parse_object(d) for d in documents], home_namespace=HOME)
+    return compile_resources([parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS)
 
 
 def _bodies(before: CompiledConfig, after: CompiledConfig) -> dict[str, TargetDeleted]:

@@ -25,14 +25,16 @@ from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log, Record
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.watch.records import RecordBuilder
-from tests.customresources.test_compile import UPSTREAM
+from tests.customresources.test_compile import TENANTS, UPSTREAM
 from tests.support.wait import wait_for
 
 HOME = "reverser"
 
 
 def _compiled(text: str = UPSTREAM) -> Any:
-    return compile_resources([parse_object(d) for d in yaml.safe_load_all(text) if d], home_namespace=HOME)
+    return compile_resources(
+        [parse_object(d) for d in yaml.safe_load_all(text) if d], home_namespace=HOME, base=TENANTS
+    )
 
 
 async def _config_topic(log: Log, settings: Settings) -> str:
@@ -266,7 +268,7 @@ def test_a_signing_key_read_from_its_secret_shows_as_signing_public_key() -> Non
     documents = [d for d in yaml.safe_load_all(UPSTREAM) if d]
     provider_doc = next(d for d in documents if d["kind"] == "GitProvider")
     provider_doc["spec"]["commit"] = {"signing": {"secretRef": {"name": "signer"}}}
-    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME)
+    compiled = compile_resources([parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS)
     ref = next(r for r in compiled.reports if r.kind is Kind.GIT_PROVIDER)
     (provider,) = compiled.providers
     report = CredentialsReport(

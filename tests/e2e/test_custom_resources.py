@@ -24,7 +24,7 @@ from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
 from pipeline.router.component import destinations
 from pipeline.watch.kube import ApiResource, open_client
 from pipeline.watch.resolve import resolve_target
-from tests.customresources.test_compile import SAMPLE, UPSTREAM
+from tests.customresources.test_compile import SAMPLE, TENANTS, UPSTREAM
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 from tests.support.net import free_port
@@ -59,6 +59,11 @@ async def install_crds(api: client.ApiClient) -> None:
     await wait_for(established, "the CRDs to be established", timeout_s=60)
 
 
+#: The platform's grant in these tests: any namespace may use the local test repositories, anywhere
+#: in them (docs/security.md, Tenants).
+LOCAL_TENANTS = [{"namespaces": ["*"], "url_prefixes": ["file:///"], "path_prefixes": ["."]}]
+
+
 def service_config(workdir: Path, kubeconfig: Path, **cluster: Any) -> dict[str, Any]:
     """`reverser run` on the embedded log with custom resources from the `default` cluster."""
     return {
@@ -70,7 +75,7 @@ def service_config(workdir: Path, kubeconfig: Path, **cluster: Any) -> dict[str,
         "clusters": [
             {"name": "default", "kubeconfig": str(kubeconfig), "lease_namespace": "default", **cluster}
         ],
-        "custom_resources": {"enabled": True},
+        "custom_resources": {"enabled": True, "tenants": LOCAL_TENANTS},
         "lag": {"enabled": False},
     }
 
@@ -114,7 +119,8 @@ async def test_upstream_objects_apply_unchanged_and_keep_unsupported_fields(plan
         assert provider["spec"]["commit"]["message"] == {"eventTemplate": "[{{.Operation}}] {{.Name}}"}
         target = next(s for s in stored if s["kind"] == "GitTarget")
         assert target["spec"]["placement"] == {"default": "{namespace}/{name}.yaml"}
-        compiled = compile_resources([parse_object(s) for s in stored], home_namespace="reverser")
+        objects = [parse_object(s) for s in stored]
+        compiled = compile_resources(objects, home_namespace="reverser", base=TENANTS)
         assert compiled.errors == []
         assert {ref.kind: r.generation for ref, r in compiled.reports.items()} == dict.fromkeys(Kind, 1)
         assert [t.name for t in compiled.targets] == ["team-a/apps"]

@@ -38,7 +38,10 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "team-a"
-CREDS_NAMESPACE = "team-c"  # the GitProvider with a secretRef, its target and rule
+# The GitProvider with a secretRef, its target and rule: in the controller's namespace, the only one
+# whose objects may send credentials to the test's plain-http remote (allow_plain_http_credentials).
+CREDS_NAMESPACE = "reverser"
+CREDS_PROVIDER = "http"  # its provider name: objects of the controller's namespace keep theirs
 SECRET = "git-http"
 USER, PASSWORD, ROTATED, TYPO = "git-user", "first-Pa55word", "rotated-Pa55word", "typo-Pa55word"
 WAIT_S = 90.0
@@ -273,7 +276,7 @@ async def _provider_ready(plane: ControlPlane, expected: tuple[str, str], words:
             and words in ready[0]["message"]
         )
 
-    await wait_for(shown, f"GitProvider team-c/http Ready={expected}", timeout_s=WAIT_S)
+    await wait_for(shown, f"GitProvider {CREDS_NAMESPACE}/http Ready={expected}", timeout_s=WAIT_S)
     return await _get(plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
 
 
@@ -288,7 +291,7 @@ async def test_credentials_come_from_the_providers_secret_missing_created_rotate
         live.plane, ("False", "CredentialsUnavailable"), f"Secret {CREDS_NAMESPACE}/{SECRET} does not exist"
     )
     assert provider["status"]["unsupportedFields"] == []
-    service.wait_for_metric(errors, 1, WAIT_S, provider="team-c/http", reason="not_found")
+    service.wait_for_metric(errors, 1, WAIT_S, provider=CREDS_PROVIDER, reason="not_found")
     assert http.requests == [], "no request without credentials"
 
     # a username without its password: the missing key is named, never a value
@@ -296,10 +299,11 @@ async def test_credentials_come_from_the_providers_secret_missing_created_rotate
     await _provider_ready(
         live.plane, ("False", "CredentialsUnavailable"), "has key username but no key password"
     )
-    service.wait_for_metric(errors, 1, WAIT_S, provider="team-c/http", reason="missing_key")
+    service.wait_for_metric(errors, 1, WAIT_S, provider=CREDS_PROVIDER, reason="missing_key")
 
     await _secret(live.plane, PASSWORD)
-    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-first.yaml"), WAIT_S, "cm-first pushed")
+    pushed = f"creds/{CREDS_NAMESPACE}/configmaps/cm-first.yaml"
+    remote.wait_for(lambda r: _has(r, pushed), WAIT_S, "cm-first pushed")
     await _provider_ready(live.plane, ("True", "Accepted"), "")
     assert http.pushes, "pushed through the authenticated remote"
 
@@ -313,11 +317,12 @@ async def test_credentials_come_from_the_providers_secret_missing_created_rotate
         ("False", "CredentialsRejected"),
         f"refused the credentials of Secret {CREDS_NAMESPACE}/{SECRET}",
     )
-    service.wait_for_metric(errors, 2, WAIT_S, provider="team-c/http", reason="rejected")
+    service.wait_for_metric(errors, 2, WAIT_S, provider=CREDS_PROVIDER, reason="rejected")
     assert len(http.pushes) == pushes, "nothing lands with refused credentials"
 
     await _secret(live.plane, ROTATED)
-    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-second.yaml"), WAIT_S, "cm-second pushed")
+    pushed = f"creds/{CREDS_NAMESPACE}/configmaps/cm-second.yaml"
+    remote.wait_for(lambda r: _has(r, pushed), WAIT_S, "cm-second pushed")
     await _provider_ready(live.plane, ("True", "Accepted"), "")
 
     # the values never left the Secret: not on the log (the config topic included), not in the
@@ -361,9 +366,11 @@ async def test_credentials_come_from_the_providers_secret_missing_created_rotate
         return (provider.get("status") or {}).get("signingPublicKey") == public
 
     await _configmap(live.plane, "cm-before-signing", namespace=CREDS_NAMESPACE)
-    await wait_for(signing_shown, "status.signingPublicKey of GitProvider team-c/http", timeout_s=WAIT_S)
+    shown = f"status.signingPublicKey of GitProvider {CREDS_NAMESPACE}/http"
+    await wait_for(signing_shown, shown, timeout_s=WAIT_S)
     await _configmap(live.plane, "cm-signed", namespace=CREDS_NAMESPACE)
-    remote.wait_for(lambda r: _has(r, "creds/team-c/configmaps/cm-signed.yaml"), WAIT_S, "cm-signed pushed")
+    pushed = f"creds/{CREDS_NAMESPACE}/configmaps/cm-signed.yaml"
+    remote.wait_for(lambda r: _has(r, pushed), WAIT_S, "cm-signed pushed")
     assert _tip_verifies(remote, public, key.with_name("allowed_signers"))
     private = key.read_text().splitlines()[1].encode()
     assert [p for p in workdir.rglob("*") if p.is_file() and private in p.read_bytes()] == []

@@ -128,7 +128,14 @@ def _objects() -> list[dict[str, Any]]:
 
 async def _resolve(kubeconfig: Path) -> tuple[Any, dict[ObjectRef, list[RuleStreams]]]:
     """The rules resolved with a client on the ServiceAccount's token (discovery and access reviews)."""
-    settings = Settings(clusters=[ClusterSettings(name="default", kubeconfig=kubeconfig)])
+    settings = Settings(
+        clusters=[ClusterSettings(name="default", kubeconfig=kubeconfig)],
+        custom_resources={
+            "tenants": [
+                {"namespaces": [TENANT], "url_prefixes": ["https://git.example.com/"], "path_prefixes": ["."]}
+            ]
+        },
+    )
     compiled = compile_resources([parse_object(d) for d in _objects()], home_namespace=HOME, base=settings)
     assert not compiled.errors
     account: KubeClient = await open_client(settings.clusters[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -9,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pyrage
-import yaml
 
 from pipeline.sealing.sealer import find_sops
 
@@ -39,11 +39,11 @@ def sops_decrypt(content: bytes, key: AgeKey, tmp_path: Path) -> dict[str, Any]:
     document = tmp_path / "doc.sops.yaml"
     document.write_bytes(content)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SOPS_AGE_KEY_FILE": str(key_file)}
-    result = subprocess.run(
-        [find_sops(), "decrypt", str(document)], capture_output=True, env=env, check=False, timeout=60
-    )
+    # JSON out: what sops' YAML 1.2 writes plainly (a lone `=`) PyYAML's 1.1 rules may misread
+    argv = [find_sops(), "decrypt", "--output-type", "json", str(document)]
+    result = subprocess.run(argv, capture_output=True, env=env, check=False, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
-    decrypted = yaml.safe_load(result.stdout)
+    decrypted = json.loads(result.stdout)
     assert isinstance(decrypted, dict)
     return decrypted
 

@@ -42,7 +42,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.router.component import build as build_router
 from pipeline.service.app import Service
 from pipeline.watch.component import WatchComponent
-from tests.commit.helpers import git
+from tests.commit.helpers import bare_remote, git
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt
 from tests.support.gitsign import COMMITTER, keygen, verify_all
 from tests.support.logread import read_topic
@@ -286,6 +286,73 @@ async def test_secret_lifecycle_is_encrypted_attributed_and_never_plaintext_on_t
         signed = f"G|{COMMITTER.email}|{COMMITTER.name} <{COMMITTER.email}>"
         assert verify_all(remote_path, None, *config_args) == [signed] * 3
         leaks = forbidden(PASSWORD_V1, PASSWORD_V2)
+        records = await topic_bytes(pipeline.service.log, config)
+        assert records, "the topics were read"
+        assert not [leak for leak in leaks for value in records if leak in value]
+        objects = git_object_bytes(remote_path)
+        assert b"ENC[AES256_GCM" in objects
+        assert not [leak for leak in leaks if leak in objects]
+        if config.log.effective_backend == "embedded":
+            raw = b"".join(p.read_bytes() for p in config.workdir.rglob("*") if p.is_file())
+            assert b"sops" in raw, "the segment files were read"
+            assert not [leak for leak in leaks if leak in raw]
+    finally:
+        await pipeline.service.stop()
+
+
+def annotated_secret(password: str) -> dict[str, Any]:
+    """The Secret as kapp applies it: its `original` annotation and last-applied hold the whole
+    Secret; more annotations, one with a hostile key, repeat the value."""
+    applied = secret(password)
+    return {
+        **applied,
+        "metadata": {
+            **applied["metadata"],
+            "labels": {"app": "shop"},
+            "annotations": {
+                "kapp.k14s.io/original": json.dumps(applied),
+                "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied),
+                "meta.helm.sh/release-name": "shop",
+                "example.com/debug": f"password={password}",
+                "x\n\u202ekey": base64.b64encode(password.encode()).decode(),
+            },
+        },
+    }
+
+
+async def test_kapp_and_last_applied_annotations_put_no_value_on_the_log_or_in_git(
+    settings: Settings,
+    kube: FakeKubeApiServer,
+    age_key: AgeKey,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVERSER_SECRETS_DIGEST_KEY", DIGEST_KEY)
+    remote_path = bare_remote(tmp_path / "remote.git")
+    provider = ProviderSettings(name="git", url=str(remote_path), commit_window_s=0, push_cooldown_s=0)
+    config = pipeline_settings(settings, kube.kubeconfig(tmp_path), provider, age_key.recipient, free_port())
+    kube.namespaces["shop"] = "Active"
+    pipeline = await start_pipeline(config, kube, remote_path)
+    try:
+        await wait_for(
+            lambda: (
+                len(pipeline.watch.manager.streams) == 2
+                and all(s.snapshots_completed for s in pipeline.watch.manager.streams.values())
+            ),
+            what="the initial (empty) snapshots",
+        )
+        created = kube.put(annotated_secret(PASSWORD_V1))
+        await pipeline.audit(audit_event("create", 201, created))
+        await pipeline.wait_commits(1)
+        document = git(remote_path, "show", f"main:{PATH}").encode()
+        decrypted = sops_decrypt(document, age_key, tmp_path)
+        assert decrypted["data"] == secret(PASSWORD_V1)["data"]
+        assert decrypted["metadata"]["labels"] == {"app": "shop"}
+        assert sorted(decrypted["metadata"]["annotations"]) == [
+            "meta.helm.sh/release-name",
+            "reverser.dev/content-hmac",
+        ]
+        leaks = forbidden(PASSWORD_V1)
         records = await topic_bytes(pipeline.service.log, config)
         assert records, "the topics were read"
         assert not [leak for leak in leaks for value in records if leak in value]

@@ -232,3 +232,30 @@ def test_basic_credentials_over_plain_http_need_an_explicit_opt_in(tmp_path: Pat
     load(tmp_path, f"providers: [{provider}, allow_plain_http_credentials: true}}]\n")
     load(tmp_path, "providers: [{name: git, url: 'https://git.example.com/r.git', password_env: P}]\n")
     load(tmp_path, "providers: [{name: git, url: 'http://git.example.com/r.git'}]\n")
+
+
+# --- issue 27, 8b: a password in the remote URL ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:hunter2@git.example.com/r.git",
+        "http://user:hunter2@git.example.com/r.git",
+        "ssh://git:hunter2@git.example.com/r.git",
+        "https://:hunter2@git.example.com/r.git",
+        "https://user:@git.example.com/r.git",
+    ],
+)
+def test_a_password_in_the_remote_url_is_refused_without_showing_it(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.0\.url: .*carries a password") as refused:
+        load_targets(tmp_path, [{**GIT, "url": url}], [])
+    assert "hunter2" not in str(refused.value)
+    assert url not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["ssh://git@git.example.com/r.git", "https://user@git.example.com/r.git", "git@h:r.git"]
+)
+def test_a_user_name_without_a_password_is_fine(tmp_path: Path, url: str) -> None:
+    load_targets(tmp_path, [{**GIT, "url": url}], [])
