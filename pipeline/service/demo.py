@@ -13,6 +13,7 @@ from pipeline.config import Settings, split_host_port
 from pipeline.demo.recording import load_recording
 from pipeline.demo.runner import (
     DEMO_SECRET,
+    PROVIDER,
     already_replayed,
     demo_age_key,
     demo_settings,
@@ -20,6 +21,7 @@ from pipeline.demo.runner import (
     git_history,
     replay_recording,
     wait_until_committed,
+    write_demo_config,
 )
 from pipeline.sealing.sealer import find_sops
 from pipeline.service.app import Service, run_until_signalled
@@ -61,10 +63,23 @@ async def run_demo(base: Settings, *, once: bool) -> int:
         flush=True,
     )
     print(f"git repository: {remote}", flush=True)
-    lag = f"{reverser} lag --workdir {shell_word(settings.workdir)}"
-    if once:
-        print(f"consumer lag: {lag}", flush=True)
-    else:
-        print(f"serving the audit webhook on {audit_url} until interrupted (then: {lag})", flush=True)
+    config = shell_word(write_demo_config(settings))
+    afterwards = (
+        f"consumer lag: {reverser} lag --config {config}",
+        f"rebuild the branch: {reverser} replay branch --config {config} --provider {PROVIDER} "
+        f"--branch main --into {shell_word(settings.workdir / 'demo' / 'replayed.git')}",
+    )
+    if not once:
+        metrics_host, metrics_port = split_host_port(settings.metrics.addr)
+        print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
+        print(
+            f"consumer lag now (Burrow's API): curl -s "
+            f"http://{metrics_host}:{metrics_port}/v3/kafka/{settings.lag.cluster_name}/consumer",
+            flush=True,
+        )
+        print("after Ctrl-C (the service holds the embedded log until then):", flush=True)
+    for line in afterwards:
+        print(line, flush=True)
+    if not once:
         await run_until_signalled(service, started=True)
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config import load_settings
 from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.support.net import free_port
 
@@ -182,6 +183,21 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
     lag = fresh_shell(printed(result, "consumer lag: "), cwd)
     assert lag.returncode == 0, lag.stderr
     assert lag.stdout.startswith("GROUP ")
+    rebuilt = fresh_shell(printed(result, "rebuild the branch: "), cwd)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "commit(s) on main" in rebuilt.stdout
+
+
+def test_the_demo_leaves_a_configuration_for_the_other_commands(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """Issue 33, friction 4: the demo is a real configuration that `--config` can name."""
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    settings = load_settings(workdir.resolve() / "demo" / "config.yaml", environ={})
+    assert settings.workdir == workdir.resolve()
+    assert [p.name for p in settings.providers] == ["demo"]
+    assert Path(settings.providers[0].url) == workdir.resolve() / "demo" / "remote.git"
 
 
 def test_without_the_secrets_extra_the_demo_names_it_in_one_line(tmp_path: Path) -> None:
