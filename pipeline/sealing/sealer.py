@@ -17,11 +17,11 @@ import json
 import os
 import shutil
 import stat
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.commandline import installed_script
 from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing.document import SealedDocument, SealedDocumentError
@@ -52,8 +52,8 @@ def find_sops() -> str:
     bundled = _bundled_sops()
     if bundled is not None:
         return _ensure_executable(bundled)
-    beside = Path(sys.executable).with_name("sops")
-    if beside.is_file() and os.access(beside, os.X_OK):
+    beside = installed_script("sops")
+    if beside is not None:
         return str(beside)
     found = shutil.which("sops")
     if found is None:
