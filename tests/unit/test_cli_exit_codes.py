@@ -9,7 +9,6 @@ configuration follow on indented lines).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from pathlib import Path
 
@@ -138,11 +137,3 @@ def test_doctor_reports_an_unreachable_log_as_a_failed_check(
     report = json.loads(capsys.readouterr().out)
     (log_check, *_) = [c for c in report["checks"] if c["area"] == "log"]
     assert log_check["status"] == "fail"
-
-
-def test_version_prints_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
-    """`reverser --version` is what the image test and a bug report pin; it needs no configuration."""
-    with pytest.raises(SystemExit) as stopped:
-        main(["--version"])
-    assert stopped.value.code == 0
-    assert capsys.readouterr().out.strip() == f"reverser {importlib.metadata.version('reverser-pipeline')}"
