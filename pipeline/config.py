@@ -9,6 +9,8 @@ invalid environment value is named by its variable and never echoed, since it ma
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import re
 import types
@@ -43,6 +45,12 @@ from pipeline.globs import GlobError, check_glob
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
+#: How close a single-segment `REVERSER_*` name must be to a top-level field to be taken for its typo
+#: (others, like the test harness's `REVERSER_NO_SKIPS`, belong to other tools and are left alone).
+_TYPO_CUTOFF = 0.8
+#: How close an unknown name must be to a known one to be suggested ("did you mean ...?").
+_SUGGEST_CUTOFF = 0.6
+logger = logging.getLogger(__name__)
 # A Kubernetes namespace (an RFC 1123 DNS label) and an object name (a DNS subdomain).
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -967,6 +975,11 @@ class Settings(_Section):
                 return provider
         raise KeyError(name)
 
+    @property
+    def embedded_log_dir(self) -> Path:
+        """Where the embedded log keeps its topics and offsets, under the workdir."""
+        return self.workdir / "log"
+
     def topic(self, name: str) -> str:
         """Full topic name for a pipeline topic such as `audit-facts`."""
         return f"{self.log.topic_prefix}.{name}"
@@ -1005,23 +1018,71 @@ def _is_text_field(path: list[str]) -> bool:
     return False
 
 
+def _closest(given: str, known: list[str], cutoff: float = _SUGGEST_CUTOFF) -> str | None:
+    matches = difflib.get_close_matches(given, known, n=1, cutoff=cutoff)
+    return matches[0] if matches else None
+
+
+def _model_at(path: tuple[str, ...]) -> type[BaseModel] | None:
+    """The section model at a validation error's location (list indices skipped), if any."""
+    model: type[BaseModel] = Settings
+    for part in path:
+        if part.isdigit():
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        found = _model_in(field.annotation)
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds: itself, or the member of a list or an Optional."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 class _EnvOverrides:
-    """The `REVERSER_*` variables as a settings tree, remembering which variable set which field."""
+    """The `REVERSER_*` variables as a settings tree, remembering which variable set which field.
+
+    A variable in the setting syntax (`REVERSER_<SECTION>__...`) whose section is unknown, or a
+    one-word one that is a near miss of a top-level field, is a typo that would otherwise be
+    ignored in silence: it is warned about, with the nearest setting's variable."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.tree: dict[str, Any] = {}
         self.sources: dict[tuple[str, ...], tuple[str, str]] = {}
+        self.unknown: list[str] = []
+        sections = list(Settings.model_fields)
         for name, raw in sorted(environ.items()):
             if not name.startswith(ENV_PREFIX):
                 continue
             path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
             if path[0] not in Settings.model_fields:
+                nested = len(path) > 1
+                near = _closest(path[0], sections, _SUGGEST_CUTOFF if nested else _TYPO_CUTOFF)
+                if nested or near is not None:
+                    hint = f" (did you mean {self.variable([near, *path[1:]])}?)" if near else ""
+                    self.unknown.append(f"environment variable {name} names no setting and is ignored{hint}")
                 continue
             node = self.tree
             for part in path[:-1]:
                 node = node.setdefault(part, {})
             node[path[-1]] = self._value(name, path, raw)
             self.sources[tuple(path)] = (name, raw)
+
+    @staticmethod
+    def variable(path: list[str]) -> str:
+        """The variable that sets the field at `path`."""
+        return ENV_PREFIX + "__".join(part.upper() for part in path)
 
     @staticmethod
     def _value(name: str, path: list[str], raw: str) -> Any:
@@ -1032,13 +1093,17 @@ class _EnvOverrides:
         except yaml.YAMLError:
             raise ConfigError(f"environment variable {name}: not a valid YAML value") from None
 
-    def describe(self, loc: tuple[str, ...], message: str) -> str:
-        """Name the variable behind an error at `loc` and take every override's value out of it."""
-        names = [n for path, (n, _) in self.sources.items() if loc[: len(path)] == path]
+    def source_of(self, loc: tuple[str, ...]) -> str | None:
+        """The variable that set the field at `loc` (or a section holding it), if one did."""
+        return next((n for path, (n, _) in self.sources.items() if loc[: len(path)] == path), None)
+
+    def redact(self, message: str) -> str:
+        """`message` with every override's value taken out where it stands whole (not inside a word:
+        a value `x` must not turn "Extra inputs" into a riddle)."""
         for name, raw in self.sources.values():
             if raw:
-                message = message.replace(raw, f"<value of {name}>")
-        return f"{message} (from {names[0]})" if names else message
+                message = re.sub(rf"(?<!\w){re.escape(raw)}(?!\w)", f"<value of {name}>", message)
+        return message
 
 
 def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
@@ -1051,13 +1116,44 @@ def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: pydantic's prefixes of the messages that the validators wrote themselves.
+_VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
+#: A validator's message that names the field it is about first: `targets.0.provider: unknown ...`.
+_LEADING_PATH = re.compile(r"^(?P<path>[a-z_]+(?:\.[a-z0-9_]+)+): (?P<rest>.*)$", re.DOTALL)
+
+
 def _describe(error: ValidationError, source: str, env: _EnvOverrides) -> str:
+    """Every error as `  <field path>: <plain message>`, in the words of this configuration rather
+    than pydantic's (`(top level): Value error, targets.0.provider: ...` names no field)."""
     lines = [f"invalid configuration in {source}:"]
     for item in error.errors():
         loc = tuple(str(part) for part in item["loc"])
+        message = str(item["msg"])
+        for prefix in _VALIDATOR_PREFIXES:
+            message = message.removeprefix(prefix)
+        leading = _LEADING_PATH.match(message)
+        if leading is not None:
+            loc = (*loc, *leading["path"].split("."))
+            message = leading["rest"]
+        variable = env.source_of(loc)
+        if item["type"] == "extra_forbidden":
+            message = "unknown field" + _field_hint(loc, variable)
+        message = env.redact(message)
         where = ".".join(loc) or "(top level)"
-        lines.append(f"  {where}: {env.describe(loc, item['msg'])}")
+        lines.append(f"  {where}: {message}" + (f" (from {variable})" if variable else ""))
     return "\n".join(lines)
+
+
+def _field_hint(loc: tuple[str, ...], variable: str | None) -> str:
+    """` (did you mean X?)` for an unknown field: the nearest field of its section, spelled as the
+    variable when an environment variable set it."""
+    model = _model_at(loc[:-1]) if loc else None
+    near = _closest(loc[-1], list(model.model_fields)) if model is not None and loc else None
+    if near is None:
+        return ""
+    if variable is not None:
+        return f" (did you mean {_EnvOverrides.variable([*loc[:-1], near])}?)"
+    return f" (did you mean {near}?)"
 
 
 def revalidate(settings: Settings, source: str) -> Settings:
@@ -1086,6 +1182,8 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
             raise ConfigError(f"configuration {path}: the top level must be a mapping")
         data = loaded
     env = _EnvOverrides(os.environ if environ is None else environ)
+    for warning in env.unknown:
+        logger.warning("%s", warning)
     data = _merge(data, env.tree)
     try:
         return Settings.model_validate(data)

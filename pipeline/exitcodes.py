@@ -5,8 +5,8 @@ lag` or `reverser replay branch` tells "found problems" from "could not run" the
 command stops with `CommandError`; `pipeline.cli` prints it on stderr as `reverser <command>:
 <message>` (the command path as typed, e.g. `reverser topics check: ...`; details such as the
 fields of an invalid configuration follow on indented lines) and exits with its code.
-Configuration errors and an unusable log need no wrapping: the entry point maps them to `USAGE`
-and `LOG_UNAVAILABLE` itself.
+Configuration errors, an unusable log and OS errors (`pipeline.failures`) need no wrapping: the
+entry point maps them to `USAGE` and `UNAVAILABLE` itself.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ class ExitCode(IntEnum):
     FINDINGS = 1
     #: Bad command line, configuration or input file: the message names it; nothing was done.
     USAGE = 2
-    #: The log could not be reached or used (broker unreachable, embedded log held by a service).
+    #: A service or resource the command needs is unavailable: the log (broker unreachable,
+    #: embedded log held by a service), an apiserver, a listen address already in use.
+    UNAVAILABLE = 3
+    #: The name the log's case had before apiservers and addresses shared the code.
     LOG_UNAVAILABLE = 3
 
 

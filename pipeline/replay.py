@@ -17,7 +17,7 @@ from pipeline.service.objects import ClusterObjects
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("replay", help="rebuild state (a Git branch, the fact index) from the log")
+    parser = subparsers.add_parser("replay")
     kinds = parser.add_subparsers(dest="replay_kind", required=True, metavar="KIND")
     add_replay_branch_parser(kinds, ClusterObjects)
     add_replay_facts_parser(kinds)

@@ -171,7 +171,6 @@ def read_watch_file(path: Path) -> list[dict[str, Any]]:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "resolve",
-        help="attribute recorded watch events from recorded audit events (offline)",
         description=(
             "Run audit recordings through the webhook's accept gate and reduction into a throwaway "
             "log, rebuild a fact index from it, then resolve each recorded watch event and print one "

@@ -43,7 +43,7 @@ class FactReplayReport(BaseModel):
 def add_replay_facts_parser(kinds: Any) -> None:
     """Registered under `reverser replay` by `pipeline/replay.py`, next to `replay branch`."""
     parser = kinds.add_parser("facts", help="rebuild the fact index from audit-facts and report it")
-    add_config_argument(parser)
+    add_config_argument(parser, reads_existing_log=True)
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.set_defaults(func=_run)
 

@@ -93,7 +93,7 @@ def add_replay_branch_parser(
     branch = kinds.add_parser(
         "branch", help="rebuild a Git branch from object-state (one commit per target) or from history"
     )
-    add_config_argument(branch)
+    add_config_argument(branch, reads_existing_log=True)
     branch.add_argument("--provider", required=True, help="provider name from the configuration")
     branch.add_argument("--branch", required=True, help="branch to rebuild")
     branch.add_argument(

@@ -39,9 +39,7 @@ def read_documents(text: str) -> list[Any]:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "config", help="the configuration's documented JSON schema; custom resources: check, export"
-    )
+    parser = subparsers.add_parser("config")
     commands = parser.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
     schema = commands.add_parser("schema", help="print the configuration's JSON schema, fields described")
     schema.set_defaults(func=_schema)

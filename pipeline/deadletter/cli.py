@@ -281,20 +281,18 @@ def _offset(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "dead-letter", help="list, show and replay records a stage could not decode or apply"
-    )
+    parser = subparsers.add_parser("dead-letter")
     actions = parser.add_subparsers(dest="dead_letter_command", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", help="every dead letter with its stage, error and replay status")
-    add_config_argument(listing)
+    add_config_argument(listing, reads_existing_log=True)
     listing.add_argument("--pending", action="store_true", help="only letters not replayed yet")
     listing.add_argument("--stage", help="only letters of this stage (router, commit-worker)")
     listing.add_argument("--output", choices=["table", "json"], default="table", help="output format")
     listing.set_defaults(func=_run)
 
     show = actions.add_parser("show", help="one dead letter in full: source, error, headers, value")
-    add_config_argument(show)
+    add_config_argument(show, reads_existing_log=True)
     show.add_argument("offset", type=_offset, metavar="OFFSET", help="the letter's offset (from list)")
     show.add_argument("--output", choices=["text", "json"], default="text", help="output format")
     show.set_defaults(func=_run)
@@ -303,7 +301,7 @@ def register(subparsers: Any) -> None:
         "replay",
         help="re-submit letters' records to their own topics after a fix (once each, unless --force)",
     )
-    add_config_argument(replay)
+    add_config_argument(replay, reads_existing_log=True)
     replay.add_argument("offsets", type=_offset, nargs="*", metavar="OFFSET", help="letters to replay")
     replay.add_argument("--all-pending", action="store_true", help="every letter not replayed yet")
     replay.add_argument("--stage", help="with --all-pending: only letters of this stage")

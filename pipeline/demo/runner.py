@@ -12,6 +12,7 @@ from pathlib import Path
 
 import aiohttp
 import pyrage
+import yaml
 
 from pipeline.commit.sshremote import write_private_file
 from pipeline.config import (
@@ -97,6 +98,16 @@ def demo_settings(base: Settings) -> Settings:
             ],
         }
     )
+
+
+def write_demo_config(settings: Settings) -> Path:
+    """The demo's settings as a configuration file in its workdir, so the other commands can be
+    pointed at the demo's log and remote with `--config` (only what differs from the defaults)."""
+    path = settings.workdir / "demo" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = settings.model_dump(mode="json", exclude_defaults=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def ensure_bare_remote(path: Path) -> None:

@@ -68,9 +68,7 @@ async def run_doctor(settings: Settings, *, source: str, recent_s: float, audit_
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check the configuration, the log, the clusters, the Git remotes and the audit routes"
-    )
+    parser = subparsers.add_parser("doctor")
     parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
     parser.add_argument("--workdir", type=Path, help="state directory of the embedded log")
     parser.add_argument("--output", choices=["table", "json"], default="table", help="output format")

@@ -39,10 +39,8 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "lag", help="consumer-lag table with a Burrow-style status per group and partition"
-    )
-    add_config_argument(parser)
+    parser = subparsers.add_parser("lag")
+    add_config_argument(parser, reads_existing_log=True)
     parser.add_argument("--group", help="only groups matching this regular expression (re.search)")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--watch", action="store_true", help="refresh until interrupted")
@@ -135,7 +133,6 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 def _lag(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
     if args.group is not None:
         try:
             re.compile(args.group)
@@ -148,6 +145,7 @@ def _lag(args: argparse.Namespace) -> int:
             split_host_port(args.serve)
         except ValueError as exc:
             raise usage_error(f"--serve: {exc}") from None
+    settings = settings_from_args(args)
     try:
         if args.serve is not None:
             return asyncio.run(serve_lag(settings, args.group, args.serve))

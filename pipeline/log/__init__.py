@@ -71,4 +71,4 @@ def open_log(settings: Settings) -> Log:
         return KafkaLog(settings.log)
     from pipeline.log.embedded import EmbeddedLog
 
-    return EmbeddedLog(settings.workdir / "log", fsync=settings.log.fsync)
+    return EmbeddedLog(settings.embedded_log_dir, fsync=settings.log.fsync)

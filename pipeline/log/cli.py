@@ -178,14 +178,14 @@ def render(report: CreateReport | CheckReport, output: str) -> str:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("topics", help="create or verify the pipeline's topics")
+    parser = subparsers.add_parser("topics")
     actions = parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
     for name, help_text in (
         ("create", "create missing topics with the configuration the pipeline needs"),
         ("check", f"report configuration drift; exits {ExitCode.FINDINGS:d} when any topic drifted"),
     ):
         sub = actions.add_parser(name, help=help_text)
-        add_config_argument(sub)
+        add_config_argument(sub, reads_existing_log=name == "check")
         sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
         sub.set_defaults(func=_run, topics_action=name)
 

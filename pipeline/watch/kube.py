@@ -20,9 +20,11 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings
+from pipeline.failures import plain
 from pipeline.watch import metrics
 
 __all__ = [
+    "UNREACHABLE",
     "ApiResource",
     "KubeClient",
     "KubeError",
@@ -39,11 +41,16 @@ _CONNECT_TIMEOUT_S = 10.0
 _REQUEST_TIMEOUT_S = 60.0
 
 
+#: The reason of a `KubeError` for a request that got no answer (connection refused, reset, timed out).
+UNREACHABLE = "Unreachable"
+
+
 class KubeError(Exception):
     """The API server refused a request or broke a stream; carries the Status fields."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
+        # No answer at all has no HTTP status to print.
+        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
@@ -59,6 +66,11 @@ class KubeError(Exception):
         if self.reason == "WatchListIgnored":
             return True
         return 400 <= self.status < 500 and "sendInitialEvents" in self.message
+
+    @property
+    def unreachable(self) -> bool:
+        """No answer: the connection failed or broke (`UNREACHABLE`), as opposed to a refusal."""
+        return self.status == 0 and self.reason == UNREACHABLE
 
     @property
     def not_found(self) -> bool:
@@ -189,7 +201,7 @@ class KubeClient:
         except ApiException as exc:
             raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
+            raise KubeError(0, UNREACHABLE, f"{self.name}: {plain(exc)}") from exc
         if response.status not in (200, 201):
             error_body = await response.read()
             response.release()
@@ -215,7 +227,7 @@ class KubeClient:
         try:
             raw = await response.read()
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise KubeError(0, "Unreachable", f"{self.name}: {exc!r}") from exc
+            raise KubeError(0, UNREACHABLE, f"{self.name}: {plain(exc)}") from exc
         finally:
             response.release()
         try:

@@ -85,6 +85,7 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
 
 def test_replay_unknown_provider_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _settings(tmp_path, bare_remote(tmp_path / "r.git"))
+    cfg.embedded_log_dir.mkdir(parents=True)  # a workdir a service ran in: only the provider is wrong
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     assert main(["replay", "branch", "--config", str(config), "--provider", "nope", "--branch", "main"]) == 2

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pipeline.config import load_settings
 from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.support.net import free_port
 
@@ -151,3 +153,66 @@ def test_demo_secret_is_in_git_only_encrypted_and_decrypts_with_the_demo_key(
     for where in (stored, objects, result.stdout.encode(), result.stderr.encode()):
         assert SECRET_VALUE not in where
         assert encoded not in where
+
+
+def fresh_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`command` as a person pastes it into a new terminal: no virtualenv on PATH."""
+    venv_bin = Path(sys.executable).parent
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != venv_bin)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REVERSER_", "VIRTUAL_ENV"))}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env={**env, "PATH": path},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def printed(result: subprocess.CompletedProcess[str], label: str) -> str:
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith(label)]
+    return line.removeprefix(label)
+
+
+def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """Issue 33, friction 1: `sops` and `reverser` exist only in .venv/bin, so the printed commands
+    name them by path; they run in a shell that never activated the virtualenv."""
+    _, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    cwd = Path.cwd()
+    decrypted = fresh_shell(printed(result, "encrypted Secret: "), cwd)
+    assert decrypted.returncode == 0, decrypted.stderr
+    assert base64.b64encode(SECRET_VALUE).decode() in decrypted.stdout
+    lag = fresh_shell(printed(result, "consumer lag: "), cwd)
+    assert lag.returncode == 0, lag.stderr
+    assert lag.stdout.startswith("GROUP ")
+    rebuilt = fresh_shell(printed(result, "rebuild the branch: "), cwd)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "commit(s) on main" in rebuilt.stdout
+
+
+def test_the_demo_leaves_a_configuration_for_the_other_commands(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """Issue 33, friction 4: the demo is a real configuration that `--config` can name."""
+    workdir, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    settings = load_settings(workdir.resolve() / "demo" / "config.yaml", environ={})
+    assert settings.workdir == workdir.resolve()
+    assert [p.name for p in settings.providers] == ["demo"]
+    assert Path(settings.providers[0].url) == workdir.resolve() / "demo" / "remote.git"
+
+
+def test_without_the_secrets_extra_the_demo_names_it_in_one_line(tmp_path: Path) -> None:
+    """Issue 33, friction 8: a plain `pip install` of the wheel has no pyrage; `run --demo` said
+    `No module named 'pyrage'` in a traceback. (A `None` in sys.modules stands for the missing package.)"""
+    probe = (
+        "import sys; sys.modules['pyrage'] = None\n"
+        "from pipeline.cli import main\n"
+        f"sys.exit(main(['run', '--demo', '--once', '--workdir', {str(tmp_path / 'w')!r}]))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        "reverser run: --demo needs the secrets extra (module pyrage is missing): "
+        "pip install 'reverser-pipeline[secrets]'"
+    ]
+    assert not (tmp_path / "w").exists()

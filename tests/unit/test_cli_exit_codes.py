@@ -114,6 +114,7 @@ def test_bad_arguments_and_input_exit_2_naming_them(
     command: str, args: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = write_config(tmp_path, {"workdir": str(tmp_path / "work")})
+    (tmp_path / "work" / "log").mkdir(parents=True)  # a workdir a service ran in: only the argument is bad
     missing = str(tmp_path / "missing.yaml")
     full = [*command.split(), "--config", str(config), *(arg.format(missing=missing) for arg in args)]
     assert main(full) == ExitCode.USAGE

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiokafka import errors as kafka_errors
 from prometheus_client import Counter
 
+from pipeline.failures import os_cause, plain
 from pipeline.log.api import (
     FencedError,
     LogError,
@@ -49,6 +50,18 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError | ConnectionError)
 
 
+#: What to check when the brokers cannot be reached, said once for every such error.
+UNREACHABLE_HINT = "check log.bootstrap_servers (REVERSER_LOG__BOOTSTRAP_SERVERS) and that the brokers are up"
+
+
+def describe(exc: BaseException) -> str:
+    """An aiokafka failure in words: the OS error at its root when there is one, never aiokafka's
+    reprs (`Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily.AF_INET: 2>)]`)."""
+    if isinstance(exc, kafka_errors.KafkaConnectionError) and os_cause(exc) is None:
+        return "no bootstrap server answered"
+    return plain(exc)
+
+
 def translate(exc: BaseException, what: str) -> LogError:
     """The seam's typed error for an aiokafka (or socket) failure, counted by kind."""
     if isinstance(exc, LogError):
@@ -64,7 +77,7 @@ def translate(exc: BaseException, what: str) -> LogError:
         error = RecordTooLargeError(f"{what}: record exceeds the size the broker accepts ({exc})")
         kind = "record_too_large"
     elif is_transient(exc):
-        error = LogUnavailableError(f"{what}: Kafka unavailable ({type(exc).__name__}: {exc})")
+        error = LogUnavailableError(f"{what}: Kafka unavailable ({describe(exc)}): {UNREACHABLE_HINT}")
         kind = "unavailable"
     else:
         error = LogError(f"{what}: {type(exc).__name__}: {exc}")

@@ -13,7 +13,7 @@ from pipeline.log.api import (
     LogError,
     LogUnavailableError,
 )
-from pipeline.log.kafka.errors import ERRORS, RETRIES, is_transient, translate
+from pipeline.log.kafka.errors import ERRORS, RETRIES, UNREACHABLE_HINT, describe, is_transient, translate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,7 +57,7 @@ class Retrier:
                     ERRORS.labels("unavailable").inc()
                     raise LogUnavailableError(
                         f"{what}: Kafka unavailable after {backoff.attempt + 1} attempts "
-                        f"({type(exc).__name__}: {exc})"
+                        f"({describe(exc)}): {UNREACHABLE_HINT}"
                     ) from exc
                 logger.debug("%s failed (%s), retry %d of %d", what, exc, backoff.attempt + 1, self.retries)
             RETRIES.labels(what.split(" ", 1)[0]).inc()

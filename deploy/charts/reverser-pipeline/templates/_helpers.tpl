@@ -252,6 +252,17 @@ unauthenticated route on a non-loopback listener).
 {{- end }}
 
 {{/*
+"true" when the release runs the embedded log: config.log.backend embedded, or auto (the default)
+without bootstrap_servers. It then renders a 1-replica StatefulSet with a PersistentVolumeClaim
+instead of the Deployment, and no topics Job (the service creates the topics in its own log).
+*/}}
+{{- define "reverser.embeddedLog" -}}
+{{- $log := default dict (get (default dict .Values.config) "log") }}
+{{- $backend := default "auto" (get $log "backend") }}
+{{- if or (eq $backend "embedded") (and (eq $backend "auto") (not (get $log "bootstrap_servers"))) }}true{{- end }}
+{{- end }}
+
+{{/*
 The pipeline configuration file: the user's `config` with the keys the chart owns (listen
 addresses, TLS file paths, workdir, HA defaults of the clusters) set to match the pod spec. Fails
 early on combinations the service would refuse at start.
@@ -259,8 +270,14 @@ early on combinations the service would refuse at start.
 {{- define "reverser.config" -}}
 {{- $cfg := deepCopy (default dict .Values.config) }}
 {{- $log := default dict (get $cfg "log") }}
-{{- if and (gt (int .Values.replicaCount) 1) (not (get $log "bootstrap_servers")) }}
-{{- fail "replicaCount > 1 needs config.log.bootstrap_servers: the embedded log runs in one process only" }}
+{{- if include "reverser.embeddedLog" . }}
+{{- if gt (int .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount > 1 needs config.log.bootstrap_servers (Kafka or Redpanda): the embedded log (config.log.backend %s) runs in one process, so the chart runs it as a 1-replica StatefulSet; set replicaCount: 1 (values-quickstart.yaml), or move to Kafka as the chart README says (\"From the quickstart to Kafka\")" (default "auto" (get $log "backend"))) }}
+{{- end }}
+{{- /* Whatever the default broker address says, this release has none: the log is on the claim. */}}
+{{- $_ := unset $log "bootstrap_servers" }}
+{{- $_ := set $log "backend" "embedded" }}
+{{- $_ := set $cfg "log" $log }}
 {{- end }}
 {{- $_ := set $cfg "workdir" (include "reverser.workdir" .) }}
 {{- $_ := set $cfg "clusters" (include "reverser.clusters" . | fromJsonArray) }}
