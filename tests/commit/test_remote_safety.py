@@ -96,6 +96,7 @@ def test_replay_into_another_host_gets_no_credentials(
 @pytest.mark.parametrize("into", ["--upload-pack=touch pwned", "ext::sh -c touch% pwned", "git://h/r.git"])
 def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _settings(tmp_path, str(bare_remote(tmp_path / "live.git")))
+    cfg.embedded_log_dir.mkdir(parents=True)  # a workdir a service ran in: only the flag is wrong
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     argv = [
@@ -118,6 +119,7 @@ def test_replay_refuses_a_branch_git_would_read_as_an_option(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = _settings(tmp_path, str(bare_remote(tmp_path / "live.git")))
+    cfg.embedded_log_dir.mkdir(parents=True)  # a workdir a service ran in: only the flag is wrong
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch=--delete"]

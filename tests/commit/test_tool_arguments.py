@@ -53,6 +53,7 @@ TOOL_CALLS = {
     ("commit/replay_cli.py", "_target_url"),  # git init --end-of-options PATH
     ("demo/runner.py", "ensure_bare_remote"),  # git init --end-of-options PATH
     ("demo/runner.py", "git_history"),  # git --git-dir=PATH log: the demo's own remote
+    ("buildinfo.py", "build_commit"),  # git -C PATH rev-parse HEAD: the package's own checkout
 }
 
 
