@@ -11,8 +11,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.deploy.helm import BUILD_HELM, CHART, helm_path, run_helm
 from tests.deploy.helm import render as render_chart
@@ -102,3 +104,123 @@ def test_fields_the_chart_sets_itself_stay_allowed(helm: Path) -> None:
     text = config_map["data"]["config.yaml"]
     assert "workdir: /var/lib/reverser" in text, "the chart's own value wins"
     assert "topic_prefix: team-a" in text
+
+
+# -- labels and selectors --------------------------------------------------------------------------
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (a Service's map, or matchLabels/matchExpressions) selects labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        present = key in labels
+        ok = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def selectors(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every selector of the rendered Services, PodDisruptionBudgets and workloads, by kind/name."""
+    found: dict[str, dict[str, Any]] = {}
+    for o in objects:
+        key = f"{o['kind']}/{o['metadata']['name']}"
+        if o["kind"] in ("Service", "PodDisruptionBudget", "Deployment", "StatefulSet"):
+            found[key] = o["spec"]["selector"]
+    return found
+
+
+def test_selectors_helper_follows_kubernetes_semantics() -> None:
+    labels = {"a": "1", "b": "2"}
+    assert selects({"a": "1"}, labels)
+    assert not selects({"a": "1", "c": "3"}, labels)
+    assert selects({"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "b", "operator": "NotIn", "values": ["2"]}]}, labels)
+
+
+@pytest.mark.parametrize("values", [[], ["--set", "config.log.backend=embedded", "--set", "replicaCount=1"]])
+def test_no_selector_picks_the_topics_job_pod_and_each_workload_its_own(
+    helm: Path, values: list[str]
+) -> None:
+    objects = render_chart(helm, NAMESPACE, "--set", "podLabels.team=a", *values)
+    found = selectors(objects)
+    assert any(k.startswith("Service/") for k in found)
+    assert any(k.startswith("PodDisruptionBudget/") for k in found)
+    workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
+    assert len(workloads) == 1
+    for workload in workloads:
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert selects(workload["spec"]["selector"], pod_labels), "a workload selects its own pods"
+        for name, selector in found.items():
+            if name.startswith("Service/") or name.startswith("PodDisruptionBudget/"):
+                assert selects(selector, pod_labels), f"{name} selects the pipeline's pods"
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    if "embedded" in " ".join(values):
+        assert not jobs, "no topics Job with the embedded log"
+        return
+    (job,) = jobs
+    job_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert job_labels["app.kubernetes.io/component"] == "topics"
+    selected_by = [name for name, selector in found.items() if selects(selector, job_labels)]
+    assert selected_by == [], f"the topics Job's pod is selected by {selected_by}"
+
+
+# -- probes ----------------------------------------------------------------------------------------
+
+
+def test_liveness_waits_for_a_startup_probe_generous_enough_for_a_first_sync(helm: Path) -> None:
+    for values in ([], ["--set", "config.log.backend=embedded", "--set", "replicaCount=1"]):
+        objects = render_chart(helm, NAMESPACE, *values)
+        (workload,) = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        startup = container["startupProbe"]
+        assert startup["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        # the kubelet runs liveness only once startup passed; up to 10 minutes for a first sync
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+        assert container["livenessProbe"]["httpGet"] == startup["httpGet"]
+        assert container["livenessProbe"]["initialDelaySeconds"] == 0, "startup gates it, no guess"
+
+    objects = render_chart(helm, NAMESPACE, "--set", "probes.startup.failureThreshold=180")
+    (workload,) = [o for o in objects if o["kind"] == "Deployment"]
+    assert workload["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["failureThreshold"] == 180
+    assert "/probes/startup/failureThreshold" in refusal(helm, "--set", "probes.startup.failureThreshold=0")
+    assert "/probes/startup" in refusal(helm, "--set", "probes.startup.timeout=1")
+
+
+# -- the broker the chart points at ----------------------------------------------------------------
+
+REDPANDA = ROOT / "deploy" / "redpanda"
+
+
+def client_services(path: Path) -> list[str]:
+    """`host:port` of the Services of a manifest that clients use: not headless, a `kafka` port."""
+    addresses = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc or doc["kind"] != "Service" or doc["spec"].get("clusterIP") == "None":
+            continue
+        meta = doc["metadata"]
+        for port in doc["spec"]["ports"]:
+            if port["name"] == "kafka":
+                addresses.append(f"{meta['name']}.{meta['namespace']}.svc.cluster.local:{port['port']}")
+    return addresses
+
+
+def test_default_bootstrap_servers_is_the_client_service_of_deploy_redpanda(helm: Path) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    default = values["config"]["log"]["bootstrap_servers"]
+    assert client_services(REDPANDA / "kubernetes" / "service.yaml") == [default]
+    # and that is what the rendered configuration hands the service
+    objects = render_chart(helm, NAMESPACE)
+    (config_map,) = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-pipeline")
+    ]
+    assert yaml.safe_load(config_map["data"]["config.yaml"])["log"]["bootstrap_servers"] == default
