@@ -80,7 +80,7 @@ lint: install-test
 	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image deploy/charts
 	$(BIN)/mypy
 	$(BIN)/mypy --strict deploy/image/oci.py
-	$(BIN)/mypy --strict deploy/charts/gen-schema.py
+	$(BIN)/mypy --strict deploy/charts/gen-schema.py deploy/charts/gen-readme.py
 	$(BIN)/lint-imports
 
 bench: install-test kafka-jars

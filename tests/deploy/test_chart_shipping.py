@@ -224,3 +224,62 @@ def test_default_bootstrap_servers_is_the_client_service_of_deploy_redpanda(helm
         o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-pipeline")
     ]
     assert yaml.safe_load(config_map["data"]["config.yaml"])["log"]["bootstrap_servers"] == default
+
+
+# -- the README's values table ---------------------------------------------------------------------
+
+
+def test_readme_values_table_is_up_to_date() -> None:
+    result = run_script("gen-readme.py", "--check")
+    assert result.returncode == 0, result.stderr
+    readme = (CHART / "README.md").read_text()
+    for key in ("config.log.bootstrap_servers", "probes.startup", "replicaCount"):
+        assert f"| `{key}` |" in readme
+
+
+def _chart_copy(tmp_path: Path, values: str) -> Path:
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    (chart / "values.yaml").write_text(values)
+    (chart / "README.md").write_text("# c\n\n<!-- values:start -->\n<!-- values:end -->\n")
+    return chart
+
+
+def test_readme_table_lists_documented_keys_with_their_defaults(tmp_path: Path) -> None:
+    chart = _chart_copy(
+        tmp_path,
+        "# plain comment, not listed\nplain: 1\n# -- The size, in <unit>s;\n# a | b.\nsize: 3\n"
+        "nested:\n  # -- A flag.\n  flag: true\n  undocumented: x\n",
+    )
+    assert run_script("gen-readme.py", "--chart", str(chart), "--check").returncode == 1
+    assert run_script("gen-readme.py", "--chart", str(chart)).returncode == 0
+    readme = (chart / "README.md").read_text()
+    assert "| `size` | int | `3` | The size, in &lt;unit&gt;s; a \\| b. |" in readme
+    assert "| `nested.flag` | bool | `true` | A flag. |" in readme
+    assert "plain" not in readme.split("values:start")[1]
+    assert "undocumented" not in readme
+    assert run_script("gen-readme.py", "--chart", str(chart), "--check").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ("# -- Dangling.\n\nkey: 1\n", "values.yaml:1: the `# --` comment documents no key"),
+        ("list:\n  - name: a\n    # -- In a list.\n    x: 1\n", "`list.x` is documented but is no key"),
+        ("# -- One.\n# -- Two.\nkey: 1\n", "a second `# --` before any key"),
+    ],
+)
+def test_readme_generator_refuses_comments_it_cannot_place(
+    tmp_path: Path, values: str, message: str
+) -> None:
+    result = run_script("gen-readme.py", "--chart", str(_chart_copy(tmp_path, values)))
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_readme_generator_needs_the_markers(tmp_path: Path) -> None:
+    chart = _chart_copy(tmp_path, "# -- A.\na: 1\n")
+    (chart / "README.md").write_text("# no markers\n")
+    result = run_script("gen-readme.py", "--chart", str(chart))
+    assert result.returncode == 2
+    assert "README.md needs one `<!-- values:start -->` line" in result.stderr
