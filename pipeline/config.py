@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode, effective_mode
 from pipeline.gitnames import (
     check_branch_name,
     check_remote_url,
@@ -370,6 +371,9 @@ class ClusterSettings(_Section):
     """Use the pod's service account (when running inside the cluster)."""
     audit_route: str | None = None
     """The audit route this cluster's facts arrive on; none: the cluster's name."""
+    attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
+    """Who authors its targets' commits: `audit` (the audit facts name the author) or `configured-author`
+    (the provider's committer, no wait: a cluster without audit delivery, such as EKS, GKE or AKS)."""
     watch_backoff_initial_s: float = Field(default=1.0, gt=0)
     """First pause before a failed watch is retried, in seconds (doubles up to the max)."""
     watch_backoff_max_s: float = Field(default=60.0, gt=0)
@@ -717,6 +721,8 @@ class TargetSettings(_Section):
     """SOPS encryption of Secrets and other sensitive resources; none: they are not written."""
     commit_message: CommitMessageSettings | None = None
     """Commit message templates; none: the built-in messages."""
+    attribution: AttributionMode | None = None
+    """Overrides its cluster's attribution mode for this target; none: the cluster's."""
 
     @field_validator("branch")
     @classmethod
@@ -956,6 +962,12 @@ class Settings(_Section):
             target.branch or provider.default_branch,
             normalize_target_path(target.path),
         )
+
+    def attribution_mode(self, target: TargetSettings) -> AttributionMode:
+        """The target's own attribution mode, else its cluster's (a cluster not listed: the default)."""
+        cluster = next((c for c in self.clusters if c.name == target.cluster), None)
+        default = DEFAULT_ATTRIBUTION_MODE if cluster is None else cluster.attribution
+        return effective_mode(target.attribution, default)
 
     def provider(self, name: str) -> ProviderSettings:
         for provider in self.providers:

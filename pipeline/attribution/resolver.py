@@ -189,7 +189,8 @@ class Resolver:
             logger.warning(
                 "attribution: %d events on audit route %r resolved to no author and no fact has ever "
                 "matched on this route; check that the apiserver posts to /audit-webhook/%s or set the "
-                "cluster's audit_route (spec.attribution.auditRoute) to the route it posts to",
+                "cluster's audit_route (spec.attribution.auditRoute) to the route it posts to; a cluster "
+                "that cannot deliver audit events (EKS, GKE, AKS) wants attribution: configured-author",
                 health.streak,
                 query.route,
                 query.route,

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pipeline.attribution.selector import SelectorError, parse_selector
+from pipeline.authormode import AttributionMode, mode_of_enabled
 from pipeline.config import (
     CustomResourceSettings,
     ProviderSettings,
@@ -79,6 +80,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.provider",
         "spec.encryption.age.enabled",
         "spec.encryption.age.recipients.publicKeys",
+        "spec.attribution.enabled",
         "spec.pipeline",
     ),
     Kind.WATCH_RULE: (
@@ -506,12 +508,37 @@ def _target(
     mode = _get(spec, "prune", "mode")
     if mode:
         data["prune"] = _PRUNE_MODES.get(str(mode).lower(), str(mode))
+    enabled = _get(spec, "attribution", "enabled")
+    if enabled is not None:
+        author_mode = _attribution(enabled, "attribution" in extension, report)
+        if author_mode is not None:
+            data["attribution"] = author_mode
     encryption = _encryption(spec.get("encryption") or {}, extension.get("encryption"), report)
     if encryption is None:
         data.pop("encryption", None)
     else:
         data["encryption"] = encryption
     return None if report.errors else data
+
+
+def _attribution(enabled: Any, extension_sets_it: bool, report: ObjectReport) -> AttributionMode | None:
+    """gitops-reverser's switch (`attribution.enabled`, here per target) as this project's mode.
+
+    `spec.pipeline.attribution` says the same in this project's spelling; both at once is an error
+    naming both, so the two can never disagree silently.
+    """
+    if not isinstance(enabled, bool):
+        report.errors.append(FieldProblem("spec.attribution.enabled", "must be true or false"))
+        return None
+    if extension_sets_it:
+        report.errors.append(
+            FieldProblem(
+                "spec.pipeline.attribution",
+                "spec.attribution.enabled and spec.pipeline.attribution both set the mode; keep one",
+            )
+        )
+        return None
+    return mode_of_enabled(enabled)
 
 
 def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str, Any] | None:

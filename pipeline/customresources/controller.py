@@ -326,6 +326,7 @@ class ConfigController:
                 self._settings.custom_resources.namespace,
                 follower.running_streams(),
                 follower.credentials,
+                {t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)

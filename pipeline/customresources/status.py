@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.authormode import AttributionMode
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.codec.target_result import TargetResult
 from pipeline.config import Settings, TargetSettings
@@ -150,6 +151,7 @@ def object_status(
     result: TargetResult | None = None,
     running: frozenset[str] | None = None,
     credentials: CredentialsReport | None = None,
+    attribution: AttributionMode | None = None,
 ) -> dict[str, Any]:
     """The status of one object (without transition times): pure, for tests and the writer.
 
@@ -157,9 +159,13 @@ def object_status(
     `Reconciling` condition then only says the object is published). `credentials` is what the
     commit worker last said of a GitProvider's Secrets or access: unusable, refused or parked makes
     it not Ready; the public half of a signing key read from its signing Secret is `signingPublicKey`.
+    `attribution` is a GitTarget's effective mode (its own, else its cluster's): `attributionMode`,
+    so `kubectl get` shows whether its commits name the person or the configured identity.
     """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
+    if attribution is not None:
+        status["attributionMode"] = attribution.value
     if credentials is not None and credentials.signing_public_key:
         status["signingPublicKey"] = credentials.signing_public_key
     if result is not None:
@@ -231,8 +237,12 @@ class StatusWriter:
         home_namespace: str,
         running: frozenset[str] | None = None,
         credentials: Mapping[str, CredentialsReport] | None = None,
+        modes: Mapping[str, AttributionMode] | None = None,
     ) -> int:
-        """Write what changed; returns how many objects were patched."""
+        """Write what changed; returns how many objects were patched.
+
+        `modes` is each compiled target's effective attribution mode, by target name.
+        """
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
             result = None
@@ -247,6 +257,7 @@ class StatusWriter:
                 _current_credentials(compiled, name, credentials or {})
                 if ref.kind is Kind.GIT_PROVIDER
                 else None,
+                (modes or {}).get(name) if ref.kind is Kind.GIT_TARGET else None,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:

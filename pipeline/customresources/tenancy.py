@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.authormode import AttributionMode
 from pipeline.config import (
     NAMESPACE_PLACEHOLDER,
     EncryptionSettings,
@@ -42,6 +43,7 @@ from pipeline.globs import glob_match
 __all__ = [
     "TENANT_PIPELINE",
     "BudgetExceeded",
+    "Choice",
     "CompileLimits",
     "Measure",
     "Number",
@@ -193,7 +195,19 @@ class TextList:
         return None
 
 
-Tunable = Number | Text | TextList
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A tenant tuning field that takes one of `values` (the spellings of a StrEnum)."""
+
+    values: tuple[str, ...]
+
+    def problem(self, value: Any) -> str | None:
+        if value not in self.values:
+            return f"must be one of {', '.join(self.values)}"
+        return None
+
+
+Tunable = Number | Text | TextList | Choice
 
 #: Every `spec.pipeline` field an object outside the home namespace may set (dotted paths), and
 #: what it takes. Tuning only: nothing here names a variable, a file, a Secret or switches a check off.
@@ -211,6 +225,8 @@ TENANT_PIPELINE: Mapping[Kind, Mapping[str, Tunable]] = {
         "commit_message.body": Text(2000),
         "encryption.age_recipients": TextList(32),
         "encryption.sensitive_resources": TextList(64),
+        # who authors the target's commits: it names no identity, the provider's committer is used
+        "attribution": Choice(tuple(AttributionMode)),
     },
 }
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError, Settings, load_settings, split_host_port
+from pipeline.doctor.attribution_checks import check_attribution
 from pipeline.doctor.audit_checks import check_routes
 from pipeline.doctor.audit_setup import DEFAULT_CA_FILE, audit_setup, render_setup
 from pipeline.doctor.cluster_checks import check_clusters
@@ -47,7 +48,8 @@ def _config_checks(settings: Settings, source: str) -> list[Check]:
 
 
 async def run_doctor(settings: Settings, *, source: str, recent_s: float, audit_url: str) -> DoctorReport:
-    """Every check, in the order an operator fixes things: config, log, clusters, Git, audit."""
+    """Every check, in the order an operator fixes things: config, log, clusters, Git, audit,
+    then who authors the commits (the attribution mode)."""
     report = DoctorReport()
     report.extend(_config_checks(settings, source))
     log = open_log(settings)
@@ -59,6 +61,7 @@ async def run_doctor(settings: Settings, *, source: str, recent_s: float, audit_
         report.extend(await check_providers(settings))
         if settings.audit.enabled and log_reachable:
             report.extend(await check_routes(settings, log, recent_s=recent_s, base_url=audit_url))
+        report.extend(check_attribution(settings))
     finally:
         await log.close()
     return report

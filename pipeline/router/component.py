@@ -27,6 +27,7 @@ def destinations(settings: Settings) -> dict[str, Destination]:
             target.provider,
             target.branch or settings.provider(target.provider).default_branch,
             target_path(target.path),
+            settings.attribution_mode(target),
         )
         for target in settings.targets
     }

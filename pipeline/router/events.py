@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
+from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
     Body,
     Operation,
+    Outcome,
     Removal,
     ResyncBegin,
     ResyncChunk,
@@ -20,6 +23,7 @@ from pipeline.codec.watch_event import LiveEvent, SnapshotBegin, SnapshotChunk, 
 from pipeline.models import compare_versions
 
 __all__ = [
+    "CONFIGURED_AUTHOR",
     "CaughtUp",
     "Destination",
     "Removal",
@@ -28,6 +32,11 @@ __all__ = [
     "work_item",
     "work_items",
 ]
+
+
+CONFIGURED_AUTHOR: Final = WorkAuthor(Outcome.NOT_ATTEMPTED, tier=AttributionMode.CONFIGURED_AUTHOR.value)
+"""The author of a configured-author target's live change: the committer, and the commit's
+`Reverser-Attribution` trailer says why (not `none`, which is any change attribution was not tried for)."""
 
 
 def changed_objects(watch: WatchRecord) -> list[SnapshotObject]:
@@ -55,11 +64,16 @@ class CaughtUp:
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch."""
+    """Where one target's work goes: the (provider, branch) FIFO and the folder on that branch.
+
+    `attribution` is the target's mode: in `configured-author` its records are routed without asking
+    the fact index (no grace, no hold), so the committer authors them.
+    """
 
     provider: str
     branch: str
     path: str
+    attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
 
 
 def caught_up_item(watch: WatchRecord, destination: Destination, change: CaughtUp) -> WorkItem:
@@ -79,12 +93,17 @@ def _write(
     return Write(operation.value, obj.namespace, obj.name, obj.uid, obj.resource_version, object_json, author)
 
 
-def _work_body(watch: WatchRecord, author: WorkAuthor | None, removals: list[Removal] | None) -> Body:
+def _work_body(
+    watch: WatchRecord, destination: Destination, author: WorkAuthor | None, removals: list[Removal] | None
+) -> Body:
     body = watch.body
     if isinstance(body, LiveEvent):
         operation = Operation.of(body.type, body.deleting)
         object_json = None if operation is Operation.DELETE else body.object_json
-        return _write(body, operation, object_json, author or NOT_ATTEMPTED)
+        if author is None:
+            configured = destination.attribution is AttributionMode.CONFIGURED_AUTHOR
+            author = CONFIGURED_AUTHOR if configured else NOT_ATTEMPTED
+        return _write(body, operation, object_json, author)
     if isinstance(body, SnapshotBegin):
         return ResyncBegin(body.epoch, body.resource_version)
     if isinstance(body, SnapshotChunk):
@@ -103,7 +122,7 @@ def work_item(
 
     `removals` is a snapshot end's deletion evidence (None: attribution not attempted).
     """
-    return _item(watch, destination, _work_body(watch, author, removals))
+    return _item(watch, destination, _work_body(watch, destination, author, removals))
 
 
 def work_items(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
+from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
 from pipeline.router import metrics
@@ -19,18 +20,21 @@ class Needs(StrEnum):
     AUTHOR = "author"  # a live event: who made the change
     CATCH_UP = "catch_up"  # a snapshot chunk with objects changed while the watch was down
     REMOVALS = "removals"  # a snapshot end: who deleted what it no longer lists
+    CONFIGURED = "configured"  # any of those, for a configured-author target: the committer, no wait
     NOTHING = "nothing"
 
 
-def needs(watch: WatchRecord) -> Needs:
-    """What the router (and a watch-events replay) resolves for `watch`."""
+def needs(watch: WatchRecord, mode: AttributionMode = DEFAULT_ATTRIBUTION_MODE) -> Needs:
+    """What the router (and a watch-events replay) resolves for `watch` of a target in `mode`."""
     if watch.is_live:
-        return Needs.AUTHOR
-    if changed_objects(watch):
-        return Needs.CATCH_UP
-    if isinstance(watch.body, SnapshotEnd):
-        return Needs.REMOVALS
-    return Needs.NOTHING
+        need = Needs.AUTHOR
+    elif changed_objects(watch):
+        need = Needs.CATCH_UP
+    elif isinstance(watch.body, SnapshotEnd):
+        need = Needs.REMOVALS
+    else:
+        return Needs.NOTHING
+    return Needs.CONFIGURED if mode is AttributionMode.CONFIGURED_AUTHOR else need
 
 
 def query_for(watch: WatchRecord) -> FactQuery:

@@ -52,3 +52,15 @@ EMIT_DELAY = Histogram(
     "the watch-events hop, attribution and the router's ordering and transaction.",
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+ATTRIBUTION_MODE = Gauge(
+    "reverser_router_attribution_mode",
+    "1 for each routed target and the attribution mode of its commits (audit: the audit facts name the "
+    "author; configured-author: the provider's committer, without waiting).",
+    ["target", "mode"],
+)
+NOT_ATTEMPTED = Counter(
+    "reverser_router_attribution_not_attempted_total",
+    "Watch-event records routed without asking the fact index because their target is in "
+    "configured-author mode, by target.",
+    ["target"],
+)

@@ -106,7 +106,7 @@ async def _work(lookup: IndexLookup, watch: WatchRecord, where: Destination) -> 
     author: WorkAuthor | None = None
     caught_up: list[CaughtUp] = []
     removals: list[Removal] | None = None
-    need = needs(watch)
+    need = needs(watch, where.attribution)
     if need is Needs.AUTHOR:
         author = await lookup.author_for(watch)
     elif need is Needs.CATCH_UP:

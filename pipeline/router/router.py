@@ -144,7 +144,7 @@ class Router:
     ) -> None:
         self._log = log_
         self._topics = topics
-        self._destinations = dict(destinations)
+        self._destinations: dict[str, Destination] = {}
         self._lookup = lookup
         self._group_id = group_id
         self._fetch_max = fetch_max_records
@@ -167,10 +167,15 @@ class Router:
         #: a newer configuration started, and dropping it would lose the change.
         self.refresh_config: Callable[[], Awaitable[None]] | None = None
         self._refreshed_for: set[str] = set()
+        self.set_destinations(destinations)
 
     def set_destinations(self, destinations: Mapping[str, Destination]) -> None:
         """Route with a changed configuration from the next event on (no restart, no replay)."""
+        for name, old in self._destinations.items():
+            metrics.ATTRIBUTION_MODE.remove(name, old.attribution)
         self._destinations = dict(destinations)
+        for name, destination in self._destinations.items():
+            metrics.ATTRIBUTION_MODE.labels(name, destination.attribution).set(1)
         self._refreshed_for.clear()
 
     # lifecycle -------------------------------------------------------------------------------
@@ -305,10 +310,14 @@ class Router:
             return _Pending(None, None, record, error=exc)
         metrics.RECORDS.labels(watch.kind.rsplit(".", 1)[-1]).inc()
         pending = _Pending(watch, None, record)
-        if self._lookup is None or watch.target not in self._destinations:
+        destination = self._destinations.get(watch.target)
+        if self._lookup is None or destination is None:
             return pending
-        need = needs(watch)
-        if need is Needs.AUTHOR:
+        need = needs(watch, destination.attribution)
+        if need is Needs.CONFIGURED:
+            # Nothing to wait for: without a future the work names the committer (NOT_ATTEMPTED).
+            metrics.NOT_ATTEMPTED.labels(watch.target).inc()
+        elif need is Needs.AUTHOR:
             pending.author = asyncio.ensure_future(self._lookup.author_for(watch))
             pending.author.add_done_callback(lambda _f: self._progress.set())
         elif need is Needs.CATCH_UP:

@@ -78,6 +78,7 @@ targets:
   cluster: prod-eu-1
   commit_window_s: 0
   commit_message: {subject: "${operation} ${name}"}
+  attribution: configured-author
   rules:
   - resources: [secrets]
     namespaces: [shop]
