@@ -77,9 +77,10 @@ unit: install-test
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
 
 lint: install-test
-	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image
+	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image deploy/charts
 	$(BIN)/mypy
 	$(BIN)/mypy --strict deploy/image/oci.py
+	$(BIN)/mypy --strict deploy/charts/gen-schema.py deploy/charts/gen-readme.py
 	$(BIN)/lint-imports
 
 bench: install-test kafka-jars

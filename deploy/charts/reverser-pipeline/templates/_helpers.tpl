@@ -26,6 +26,13 @@ app.kubernetes.io/name: {{ include "reverser.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The topics Job's pod: the release, but none of the selectors' app.kubernetes.io/name. */}}
+{{- define "reverser.topicsPodLabels" -}}
+app.kubernetes.io/part-of: {{ include "reverser.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: topics
+{{- end }}
+
 {{- define "reverser.labels" -}}
 helm.sh/chart: {{ include "reverser.chart" . }}
 {{ include "reverser.selectorLabels" . }}

@@ -60,6 +60,13 @@ embedded log under the workdir outlives the pod.
               containerPort: {{ .Values.auditWebhook.port }}
               protocol: TCP
             {{- end }}
+          # Liveness and readiness wait for this probe to pass (the kubelet starts them after it).
+          startupProbe:
+            httpGet:
+              path: /healthz
+              port: metrics
+            periodSeconds: {{ .Values.probes.startup.periodSeconds }}
+            failureThreshold: {{ .Values.probes.startup.failureThreshold }}
           livenessProbe:
             httpGet:
               path: /healthz
