@@ -37,7 +37,7 @@ die() { echo "image: $*" >&2; exit 1; }
 
 PYTHON="${PYTHON:-python3}"
 # What goes into the image, and what decides how it is built.
-inputs=(pyproject.toml README.md pipeline schemas)
+inputs=(pyproject.toml README.md pipeline schemas requirements/runtime.lock)
 recipe=(deploy/image)
 suite=bookworm
 mirrors=(
@@ -100,8 +100,9 @@ build_layer() {
   local wheel
   wheel="$(echo "$work"/wheels/reverser_pipeline-"$version"-*.whl)"
   [[ -f "$wheel" ]] || die "pip wheel made no reverser_pipeline-$version wheel"
-  "$PYTHON" -m pip wheel --quiet --disable-pip-version-check -w "$work/wheels" "$wheel[secrets]" \
-    || die "pip wheel of the dependencies failed"
+  # The dependencies exactly as pinned (with their hashes) by the lockfile `make install` uses.
+  "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --require-hashes -w "$work/wheels" \
+    -r requirements/runtime.lock || die "pip wheel of requirements/runtime.lock failed"
 
   step "2/3 root filesystem (mmdebstrap $suite: $packages)"
   IMAGE_WHEELS="$work/wheels" IMAGE_VERSION="$version" mmdebstrap --quiet --mode=root --variant=minbase \

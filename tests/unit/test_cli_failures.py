@@ -231,3 +231,16 @@ def test_errors_inside_exception_groups_and_from_aiokafka_are_translated() -> No
         assert str(error).startswith(text), str(error)
         assert "AddressFamily" not in str(error)
     assert translate(ValueError("a bug")) is None
+
+
+@pytest.mark.parametrize("command", ["lag", "dead-letter list", "replay facts"])
+def test_a_mistyped_workdir_is_refused_and_leaves_nothing_behind(command: str, tmp_path: Path) -> None:
+    """A read-only command pointed at a workdir that holds no log says so instead of making one."""
+    typo = tmp_path / "state-typo"
+    result = run_reverser([*command.split(), "--workdir", str(typo), "--log-level", "ERROR"], tmp_path)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"reverser {command}: ")
+    assert str(typo) in lines[0]
+    assert result.returncode == ExitCode.USAGE
+    assert not typo.exists()
