@@ -31,6 +31,7 @@ from pipeline.failures import from_os_error
 
 __all__ = [
     "SUBCOMMANDS",
+    "LibraryNoise",
     "Subcommand",
     "build_parser",
     "command_name",
@@ -242,12 +243,27 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     return args
 
 
+class LibraryNoise(logging.Filter):
+    """Keeps the client libraries' records below CRITICAL off the output (unless `--debug`).
+
+    A filter on the output handlers, not a level on the libraries' loggers: the Kafka backend
+    reads aiokafka's ERROR records to tell rejected credentials from a broker that is down
+    (`pipeline.log.kafka.clients.BootstrapFailures`), so those records must still be emitted.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.CRITICAL:
+            return True
+        return not any(record.name == name or record.name.startswith(f"{name}.") for name in LIBRARY_LOGGERS)
+
+
 def _configure_logging(level: str, debug: bool) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     if not debug:
-        for name in LIBRARY_LOGGERS:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, LibraryNoise) for f in handler.filters):
+                handler.addFilter(LibraryNoise())
 
 
 def translate(exc: BaseException) -> CommandError | None:

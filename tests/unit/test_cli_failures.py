@@ -204,7 +204,7 @@ def test_doctor_reports_a_dead_apiserver_in_words(tmp_path: Path, held_port: int
     result = run_reverser(["doctor", "--config", str(scene.dead_apiserver), "--log-level", "ERROR"], tmp_path)
     assert result.returncode == ExitCode.FINDINGS
     assert result.stderr == ""
-    (cluster,) = [line for line in result.stdout.splitlines() if line.startswith("cluster  east")]
+    (cluster,) = [line for line in result.stdout.splitlines() if line.split()[:2] == ["cluster", "east"]]
     assert "cannot connect to 127.0.0.1:" in cluster
     assert "connection refused" in cluster
     assert "ConnectionKey(" not in result.stdout

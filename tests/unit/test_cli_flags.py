@@ -117,3 +117,34 @@ def test_a_wheel_records_the_commit_it_was_built_from(tmp_path: Path) -> None:
         assert archive.read(f"pipeline/{BUILD_COMMIT_FILE}").decode().strip() == head_commit()
         metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
         assert "License-Expression: Apache-2.0" in archive.read(metadata).decode()
+
+
+def test_quiet_library_logs_still_reach_the_kafka_credentials_check() -> None:
+    """Library noise is kept off the output, not silenced at its logger: the Kafka backend reads
+    aiokafka's ERROR records to tell rejected credentials from a broker that is down."""
+    import logging
+
+    from aiokafka.errors import SaslAuthenticationFailed
+
+    from pipeline.cli import LibraryNoise, _configure_logging
+    from pipeline.log.kafka.clients import AIOKAFKA_LOGGER, BootstrapFailures
+
+    _configure_logging("INFO", debug=False)
+    failures = BootstrapFailures()
+    AIOKAFKA_LOGGER.addHandler(failures)
+    try:
+        logging.getLogger("aiokafka.conn").error("Unable to connect: %s", SaslAuthenticationFailed("bad"))
+    finally:
+        AIOKAFKA_LOGGER.removeHandler(failures)
+    assert isinstance(failures.fatal, SaslAuthenticationFailed)
+
+    noise = LibraryNoise()
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "m", None, None)
+
+    assert not noise.filter(record("aiokafka.consumer", logging.ERROR))
+    assert not noise.filter(record("kubernetes_asyncio", logging.WARNING))
+    assert noise.filter(record("aiokafka", logging.CRITICAL))
+    assert noise.filter(record("pipeline.watch", logging.WARNING))
+    assert noise.filter(record("aiokafkaesque", logging.WARNING))
