@@ -38,7 +38,13 @@ from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.gitcredentials import ObjectReader
-from pipeline.gitnames import GitNameError, check_branch_name, check_remote_url, origin_of
+from pipeline.gitnames import (
+    GitNameError,
+    check_branch_name,
+    check_remote_url,
+    check_url_without_password,
+    origin_of,
+)
 from pipeline.log import Log, open_log
 from pipeline.log.api import PendingRecord, TopicPartition
 from pipeline.log.scan import extent_of, read_to_end
@@ -122,7 +128,7 @@ def _target_url(into: str | None, provider: ProviderSettings) -> str:
     if into is None:
         return provider.url
     try:
-        check_remote_url(into)
+        check_url_without_password(check_remote_url(into))
     except GitNameError as exc:
         raise ReplayError(f"--into: {exc}", ExitCode.USAGE) from None
     if "://" in into or into.startswith("git@"):

@@ -93,7 +93,15 @@ def test_replay_into_another_host_gets_no_credentials(
     assert log_lines(provider_server.root / "rebuilt.git", fmt="%s") == ["[CREATE] v1/configmaps/a"]
 
 
-@pytest.mark.parametrize("into", ["--upload-pack=touch pwned", "ext::sh -c touch% pwned", "git://h/r.git"])
+@pytest.mark.parametrize(
+    "into",
+    [
+        "--upload-pack=touch pwned",
+        "ext::sh -c touch% pwned",
+        "git://h/r.git",
+        "https://bot:hunter2-secret@git.example.com/r.git",
+    ],
+)
 def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _settings(tmp_path, str(bare_remote(tmp_path / "live.git")))
     cfg.embedded_log_dir.mkdir(parents=True)  # a workdir a service ran in: only the flag is wrong
@@ -111,7 +119,9 @@ def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest
         f"--into={into}",
     ]
     assert main(argv) == ExitCode.USAGE
-    assert "--into: " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--into: " in err
+    assert "hunter2" not in err
     assert not (tmp_path / "pwned").exists()
 
 
