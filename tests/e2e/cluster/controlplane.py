@@ -354,9 +354,13 @@ class ControlPlane:
     def _start_apiserver(self, etcd_url: str, port: int | None = None) -> subprocess.Popen[bytes]:
         port = port or free_port()
         self.server = f"https://127.0.0.1:{port}"
-        self.kubeconfig.write_text(
+        # Replaced whole, never truncated in place: a restarted apiserver (a chaos fault) rewrites
+        # it while clients of the workload open it, and a half-written file reads as empty YAML.
+        staged = self.kubeconfig.with_name(f".{self.kubeconfig.name}.tmp")
+        staged.write_text(
             _kubeconfig(self.server, self.pki.ca, self.pki.admin_cert, self.pki.admin_key, "admin")
         )
+        os.replace(staged, self.kubeconfig)
         proc = self._spawn(
             "kube-apiserver",
             [
