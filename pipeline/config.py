@@ -80,6 +80,21 @@ def _check_host_port(addr: str) -> str:
 HostPort = Annotated[str, AfterValidator(_check_host_port)]
 
 
+def check_bootstrap_servers(servers: str) -> str:
+    """`HOST:PORT[,HOST:PORT...]`, or empty for the embedded log: the one rule for Kafka's brokers,
+    shared by `log.bootstrap_servers` and `--bootstrap-server` so the two cannot disagree.
+
+    Raises ValueError naming the address that is not HOST:PORT (pydantic then names the field)."""
+    if servers:
+        for server in servers.split(","):
+            split_host_port(server.strip())
+    return servers
+
+
+#: Kafka's brokers, comma-separated `HOST:PORT`; empty selects the embedded log.
+BootstrapServers = Annotated[str, AfterValidator(check_bootstrap_servers)]
+
+
 class _Section(BaseModel):
     # A field's docstring is its description: `reverser config schema` prints them.
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -182,7 +197,7 @@ class LogSettings(_Section):
 
     backend: Literal["auto", "kafka", "embedded"] = "auto"
     """`kafka`, `embedded`, or `auto`: Kafka when bootstrap_servers is set, else the embedded file log."""
-    bootstrap_servers: str = ""
+    bootstrap_servers: BootstrapServers = ""
     """Comma-separated Kafka brokers HOST:PORT; empty: the embedded log under workdir."""
     topic_prefix: str = Field(default="reverser", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     """Every topic is named `<prefix>.<topic>`; consumer groups and transactional ids use it too."""

@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings, split_host_port
 from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.lag.burrow import burrow_routes
@@ -41,6 +41,7 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("lag")
     add_config_argument(parser, reads_existing_log=True)
+    add_bootstrap_argument(parser)
     parser.add_argument("--group", help="only groups matching this regular expression (re.search)")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--watch", action="store_true", help="refresh until interrupted")

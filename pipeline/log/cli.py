@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import Log, TopicDescription, TopicSpec, open_log
@@ -186,6 +186,7 @@ def register(subparsers: Any) -> None:
     ):
         sub = actions.add_parser(name, help=help_text)
         add_config_argument(sub, reads_existing_log=name == "check")
+        add_bootstrap_argument(sub)
         sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
         sub.set_defaults(func=_run, topics_action=name)
 
