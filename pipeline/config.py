@@ -42,9 +42,12 @@ from pipeline.gitnames import (
     repository_key,
 )
 from pipeline.globs import GlobError, check_glob
+from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
+#: `REVERSER_*` variables that are the command line's, not settings: neither read nor warned about.
+_COMMAND_LINE_VARIABLES = frozenset({LOG_LEVEL_VARIABLE, LOG_FORMAT_VARIABLE})
 #: How close a single-segment `REVERSER_*` name must be to a top-level field to be taken for its typo
 #: (others, like the test harness's `REVERSER_NO_SKIPS`, belong to other tools and are left alone).
 _TYPO_CUTOFF = 0.8
@@ -1081,6 +1084,8 @@ class _EnvOverrides:
             if not name.startswith(ENV_PREFIX):
                 continue
             path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+            if name in _COMMAND_LINE_VARIABLES:
+                continue
             if path[0] not in Settings.model_fields:
                 nested = len(path) > 1
                 near = _closest(path[0], sections, _SUGGEST_CUTOFF if nested else _TYPO_CUTOFF)
