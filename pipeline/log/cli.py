@@ -1,4 +1,5 @@
-"""`reverser topics create|check`: create the pipeline's topics, or report how they drifted.
+"""`reverser topics create|check|list|describe`: create the pipeline's topics, report how they
+drifted, or show what the log holds for them (`pipeline.log.inventory`).
 
 Operators run `check` before an upgrade or from CI; it exits non-zero when a topic is missing or a
 partition count, replication factor, `min.insync.replicas` or other topic configuration differs
@@ -18,8 +19,9 @@ from pydantic import BaseModel
 
 from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings
-from pipeline.exitcodes import ExitCode
+from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import Log, TopicDescription, TopicSpec, open_log
+from pipeline.log.inventory import TopicInventory, describe_lines, gather, list_table, render_json
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
 from pipeline.tables import aligned
 
@@ -189,6 +191,18 @@ def register(subparsers: Any) -> None:
         add_bootstrap_argument(sub)
         sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
         sub.set_defaults(func=_run, topics_action=name)
+    for name, help_text in (
+        ("list", "each topic's partitions, replicas, cleanup, retention and offsets written (read-only)"),
+        ("describe", "each topic's (or TOPIC's) configuration and per-partition end offsets (read-only)"),
+    ):
+        sub = actions.add_parser(name, help=help_text)
+        add_config_argument(sub, reads_existing_log=True)
+        add_bootstrap_argument(sub)
+        if name == "describe":
+            sub.add_argument("topic", nargs="?", metavar="TOPIC",
+                             help="one topic, with or without the prefix (default: every topic)")
+        sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+        sub.set_defaults(func=_run_inventory, topics_action=name)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -198,3 +212,31 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(report, CheckReport) and not report.ok:
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _run_inventory(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    names = _chosen_topics(settings, getattr(args, "topic", None))
+    inventory = asyncio.run(_inventory(settings, names))
+    if args.output == "json":
+        print(render_json(inventory))
+    else:
+        print(list_table(inventory) if args.topics_action == "list" else describe_lines(inventory))
+    return ExitCode.OK
+
+
+def _chosen_topics(settings: Settings, topic: str | None) -> list[str]:
+    """The pipeline's topics, or the one `topic` names (`branch-work` or `reverser.branch-work`);
+    raises CommandError (USAGE) for a topic that is not the pipeline's."""
+    names = [spec.name for spec in topic_specs(settings)]
+    if topic is None:
+        return names
+    for name in (topic, settings.topic(topic)):
+        if name in names:
+            return [name]
+    raise usage_error(f"{topic}: not one of the pipeline's topics ({', '.join(names)})")
+
+
+async def _inventory(settings: Settings, names: Sequence[str]) -> TopicInventory:
+    async with open_log(settings) as log:
+        return await gather(log, names)
