@@ -28,7 +28,7 @@ from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, 
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
-from pipeline.tables import aligned
+from pipeline.tables import OutputFormat, add_output_argument, aligned, document
 
 __all__ = ["LetterView", "register"]
 
@@ -118,17 +118,16 @@ def _short(message: str) -> str:
     return line[: MESSAGE_COLUMN_CHARS - 3] + "..."
 
 
-def render_list(book: Book, views: Sequence[LetterView], output: str) -> str:
-    if output == "json":
-        return json.dumps(
+def render_list(book: Book, views: Sequence[LetterView], output: OutputFormat) -> str:
+    if output is not OutputFormat.TABLE:
+        return document(
             {
                 "topic": book.topic,
                 "letters": [v.model_dump() for v in views],
                 "unreadable": [{"offset": u.offset, "error": u.error} for u in book.unreadable],
                 "lost_to_retention": book.lost,
             },
-            indent=2,
-            sort_keys=True,
+            output,
         )
     lines = []
     if views:
@@ -289,7 +288,7 @@ def register(subparsers: Any) -> None:
     add_bootstrap_argument(listing)
     listing.add_argument("--pending", action="store_true", help="only letters not replayed yet")
     listing.add_argument("--stage", help="only letters of this stage (router, commit-worker)")
-    listing.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+    add_output_argument(listing)
     listing.set_defaults(func=_run)
 
     show = actions.add_parser("show", help="one dead letter in full: source, error, headers, value")

@@ -32,6 +32,7 @@ from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
 from pipeline.log import Log, open_log
+from pipeline.tables import OutputFormat, add_output_argument, document
 
 __all__ = ["register"]
 
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(parser, reads_existing_log=True)
     add_bootstrap_argument(parser)
     parser.add_argument("--group", help="only groups matching this regular expression (re.search)")
-    parser.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_argument(parser)
     parser.add_argument("--watch", action="store_true", help="refresh until interrupted")
     parser.add_argument(
         "--interval", type=float, default=5.0, help="seconds between refreshes with --watch (default 5)"
@@ -56,16 +57,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_lag)
 
 
-def _print(snapshot: LagSnapshot, output: str, clear: bool) -> None:
-    if output == "json":
-        text = to_report(snapshot).model_dump_json(indent=2) + "\n"
+def _print(snapshot: LagSnapshot, output: OutputFormat, clear: bool) -> None:
+    if output is not OutputFormat.TABLE:
+        text = document(to_report(snapshot).model_dump(mode="json"), output) + "\n"
     else:
         text = render_table(snapshot)
     sys.stdout.write((CLEAR_SCREEN if clear else "") + text)
     sys.stdout.flush()
 
 
-async def run_lag(settings: Settings, group: str | None, output: str, watch: bool, interval_s: float) -> int:
+async def run_lag(
+    settings: Settings, group: str | None, output: OutputFormat, watch: bool, interval_s: float
+) -> int:
     """Poll once and return the exit code (docs/cli.md): OK; FINDINGS when a group is ERR or over its
     lag-seconds limit; a failed poll raises `CommandError` with LOG_UNAVAILABLE.
 
@@ -81,7 +84,7 @@ async def run_lag(settings: Settings, group: str | None, output: str, watch: boo
                 snapshot = await monitor.poll()
                 if snapshot.stale and not watch:
                     raise CommandError(f"lag poll failed: {snapshot.error}", ExitCode.LOG_UNAVAILABLE)
-                _print(snapshot, output, clear=watch and output == "table")
+                _print(snapshot, output, clear=watch and output is OutputFormat.TABLE)
                 if not watch:
                     failed = snapshot.any_error or snapshot.any_over_threshold
                     return ExitCode.FINDINGS if failed else ExitCode.OK

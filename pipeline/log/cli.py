@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -21,9 +20,9 @@ from pipeline.commandline import add_bootstrap_argument, add_config_argument, se
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import Log, TopicDescription, TopicSpec, open_log
-from pipeline.log.inventory import TopicInventory, describe_lines, gather, list_table, render_json
+from pipeline.log.inventory import TopicInventory, describe_lines, gather, list_table
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
-from pipeline.tables import aligned
+from pipeline.tables import OutputFormat, add_output_argument, aligned, document
 
 __all__ = [
     "CheckReport",
@@ -152,13 +151,13 @@ async def _with_log(settings: Settings, action: str) -> CreateReport | CheckRepo
         return await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
 
 
-def render(report: CreateReport | CheckReport, output: str) -> str:
-    """The report as an aligned table (one line per topic or per drifted setting) or as JSON."""
-    if output == "json":
+def render(report: CreateReport | CheckReport, output: OutputFormat) -> str:
+    """The report as an aligned table (one line per topic or per drifted setting) or a document."""
+    if output is not OutputFormat.TABLE:
         data = report.model_dump()
         if isinstance(report, CheckReport):
             data["ok"] = report.ok
-        return json.dumps(data, indent=2, sort_keys=True)
+        return document(data, output)
     if isinstance(report, CreateReport):
         rows = [("TOPIC", "ACTION", "PARTITIONS", "REPLICAS", "CONFIGS")]
         rows += [
@@ -189,7 +188,7 @@ def register(subparsers: Any) -> None:
         sub = actions.add_parser(name, help=help_text)
         add_config_argument(sub, reads_existing_log=name == "check")
         add_bootstrap_argument(sub)
-        sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+        add_output_argument(sub)
         sub.set_defaults(func=_run, topics_action=name)
     for name, help_text in (
         ("list", "each topic's partitions, replicas, cleanup, retention and offsets written (read-only)"),
@@ -201,7 +200,7 @@ def register(subparsers: Any) -> None:
         if name == "describe":
             sub.add_argument("topic", nargs="?", metavar="TOPIC",
                              help="one topic, with or without the prefix (default: every topic)")
-        sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+        add_output_argument(sub)
         sub.set_defaults(func=_run_inventory, topics_action=name)
 
 
@@ -218,8 +217,8 @@ def _run_inventory(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     names = _chosen_topics(settings, getattr(args, "topic", None))
     inventory = asyncio.run(_inventory(settings, names))
-    if args.output == "json":
-        print(render_json(inventory))
+    if args.output is not OutputFormat.TABLE:
+        print(document(inventory.model_dump(), args.output))
     else:
         print(list_table(inventory) if args.topics_action == "list" else describe_lines(inventory))
     return ExitCode.OK

@@ -8,7 +8,6 @@ so the embedded log and Kafka answer alike, and they write nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 from pipeline.log import Log, TopicPartition
 from pipeline.tables import aligned
 
-__all__ = ["TopicInventory", "TopicState", "describe_lines", "gather", "list_table", "render_json"]
+__all__ = ["TopicInventory", "TopicState", "describe_lines", "gather", "list_table"]
 
 #: What a cell shows for a topic the log does not have, or a configuration entry it does not set.
 ABSENT = "-"
@@ -98,6 +97,3 @@ def describe_lines(inventory: TopicInventory) -> str:
         blocks.append("\n".join((head, configs, offsets)))
     return "\n\n".join(blocks)
 
-
-def render_json(inventory: TopicInventory) -> str:
-    return json.dumps(inventory.model_dump(), indent=2, sort_keys=True)
