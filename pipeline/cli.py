@@ -73,6 +73,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("config", "the configuration's documented JSON schema; custom resources: check, export",
                "pipeline.customresources.cli"),
     Subcommand("version", "print the version and the Git commit it was built from", "pipeline.buildinfo"),
+    Subcommand("completion", "print a bash or zsh completion script for reverser", "pipeline.completion"),
 )
 
 #: Options before the subcommand that take a value: the pre-scan for the subcommand skips it.
