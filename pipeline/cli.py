@@ -3,10 +3,10 @@
 Only the chosen subcommand's package is imported (`reverser --help` lists the others from
 `SUBCOMMANDS` without importing them: the stages pull in aiokafka, aiohttp and the Kubernetes
 client, seconds of start-up that a help screen or a typo should not pay). The global options
-(`--log-level`, `--debug`, `--config`) are accepted before or after the subcommand. Every failure
-is translated here, at the edge, into one line `reverser <command>: <what failed>: <what to
-check>` and the exit code of docs/cli.md; `--debug` adds the traceback and the client libraries'
-own logging.
+(`--log-level`, `--log-format`, `--debug`, `--config`) are accepted before or after the
+subcommand. Every failure is translated here, at the edge, into one line `reverser <command>:
+<what failed>: <what to check>` and the exit code of docs/cli.md; `--debug` adds the traceback and
+the client libraries' own logging.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 import difflib
 import importlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -28,6 +29,7 @@ from typing import Any, NoReturn
 from pipeline.buildinfo import describe_version
 from pipeline.exitcodes import CommandError, ExitCode
 from pipeline.failures import from_os_error
+from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE, LogFormat, formatter_for
 
 __all__ = [
     "SUBCOMMANDS",
@@ -71,10 +73,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("config", "the configuration's documented JSON schema; custom resources: check, export",
                "pipeline.customresources.cli"),
     Subcommand("version", "print the version and the Git commit it was built from", "pipeline.buildinfo"),
+    Subcommand("completion", "print a bash or zsh completion script for reverser", "pipeline.completion"),
 )
 
 #: Options before the subcommand that take a value: the pre-scan for the subcommand skips it.
-_VALUED_GLOBALS = frozenset({"--log-level", "--config"})
+_VALUED_GLOBALS = frozenset({"--log-level", "--log-format", "--config"})
 #: Client libraries whose logging only `--debug` shows: their errors repeat, in their own words,
 #: what the command's one error line says.
 LIBRARY_LOGGERS = ("aiokafka", "kafka", "kubernetes_asyncio", "aiohttp", "git", "urllib3")
@@ -183,7 +186,12 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     if "log_level" not in existing:
         parser.add_argument("--log-level", choices=[level.value for level in LogLevel],
                             default=LogLevel.INFO.value if top else argparse.SUPPRESS,
-                            help="logging verbosity (default INFO)")
+                            help=f"logging verbosity (default ${LOG_LEVEL_VARIABLE}, else INFO)")
+    if "log_format" not in existing:
+        parser.add_argument("--log-format", choices=[f.value for f in LogFormat],
+                            default=LogFormat.TEXT.value if top else argparse.SUPPRESS,
+                            help="log lines as text or one JSON object each "
+                            f"(default ${LOG_FORMAT_VARIABLE}, else text)")
     if "debug" not in existing:
         parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
                             help="on failure, print the traceback; show the client libraries' logging")
@@ -228,6 +236,12 @@ def command_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    parser.set_defaults(
+        log_level=_from_environment(parser, LOG_LEVEL_VARIABLE, [level.value for level in LogLevel],
+                                    LogLevel.INFO.value),
+        log_format=_from_environment(parser, LOG_FORMAT_VARIABLE, [f.value for f in LogFormat],
+                                     LogFormat.TEXT.value),
+    )
     args, extras = parser.parse_known_args(argv)
     chosen = _chosen_path(parser, args)
     leaf = chosen[-1][1] if chosen else parser
@@ -241,6 +255,19 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     if getattr(args, "config_required", False) and args.config is None:
         leaf.error("the following arguments are required: --config")
     return args
+
+
+def _from_environment(
+    parser: argparse.ArgumentParser, variable: str, choices: list[str], default: str
+) -> str:
+    """A global option's default from `variable` (the flag still wins), checked like the flag."""
+    value = os.environ.get(variable, "")
+    if not value:
+        return default
+    if value not in choices:
+        parser.error(f"{variable}: invalid choice: {value!r} (choose from {', '.join(choices)})"
+                     f"{did_you_mean(value, choices)}")
+    return value
 
 
 class LibraryNoise(logging.Filter):
@@ -257,9 +284,10 @@ class LibraryNoise(logging.Filter):
         return not any(record.name == name or record.name.startswith(f"{name}.") for name in LIBRARY_LOGGERS)
 
 
-def _configure_logging(level: str, debug: bool) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+def _configure_logging(level: str, log_format: LogFormat, debug: bool) -> None:
+    output = logging.StreamHandler(sys.stderr)
+    output.setFormatter(formatter_for(log_format))
+    logging.basicConfig(level=level, handlers=[output])
     if not debug:
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, LibraryNoise) for f in handler.filters):
@@ -313,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(arguments)
     args = _parse(parser, arguments)
-    _configure_logging(args.log_level, args.debug)
+    _configure_logging(args.log_level, LogFormat(args.log_format), args.debug)
     name = command_name(parser, args)
     return run_command(name, lambda: int(args.func(args)), debug=args.debug)
 

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import Settings, load_settings
+from pipeline.config import Settings, check_bootstrap_servers, load_settings
 from pipeline.exitcodes import usage_error
 
 __all__ = [
+    "add_bootstrap_argument",
     "add_config_argument",
     "installed_script",
     "load_with_overrides",
@@ -41,6 +42,30 @@ def add_config_argument(parser: argparse.ArgumentParser, *, reads_existing_log: 
     parser.set_defaults(**{_READS_EXISTING_LOG: reads_existing_log})
 
 
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """`-b/--bootstrap-server HOST:PORT[,HOST:PORT]` for a command that reads or repairs a Kafka log
+    (`lag`, `topics`, `dead-letter`): pointing it at a cluster should not need a configuration file.
+
+    It replaces `log.bootstrap_servers` and selects the Kafka backend (`load_with_overrides`)."""
+    parser.add_argument(
+        "-b",
+        "--bootstrap-server",
+        type=_bootstrap_servers,
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="Kafka brokers; overrides log.bootstrap_servers and selects the Kafka backend",
+    )
+
+
+def _bootstrap_servers(text: str) -> str:
+    """The flag's value checked by the setting's own rule, so argparse's error names the flag."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs at least one HOST:PORT")
+    try:
+        return check_bootstrap_servers(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Load configuration and apply command-line overrides; raises ConfigError naming the field
     (the entry point turns it into exit code `ExitCode.USAGE`, see `pipeline.exitcodes`), or
@@ -62,6 +87,10 @@ def load_with_overrides(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
     if getattr(args, "workdir", None) is not None:
         overrides["workdir"] = args.workdir
+    if getattr(args, "bootstrap_server", None):
+        overrides["log"] = settings.log.model_copy(
+            update={"bootstrap_servers": args.bootstrap_server, "backend": "kafka"}
+        )
     if getattr(args, "audit_addr", None):
         overrides["audit"] = settings.audit.model_copy(update={"addr": args.audit_addr})
     if getattr(args, "metrics_addr", None):

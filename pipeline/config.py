@@ -42,9 +42,12 @@ from pipeline.gitnames import (
     repository_key,
 )
 from pipeline.globs import GlobError, check_glob
+from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE
 from pipeline.msgtemplate import check_template
 
 ENV_PREFIX = "REVERSER_"
+#: `REVERSER_*` variables that are the command line's, not settings: neither read nor warned about.
+_COMMAND_LINE_VARIABLES = frozenset({LOG_LEVEL_VARIABLE, LOG_FORMAT_VARIABLE})
 #: How close a single-segment `REVERSER_*` name must be to a top-level field to be taken for its typo
 #: (others, like the test harness's `REVERSER_NO_SKIPS`, belong to other tools and are left alone).
 _TYPO_CUTOFF = 0.8
@@ -78,6 +81,21 @@ def _check_host_port(addr: str) -> str:
 
 #: A listen address `HOST:PORT`, checked when the configuration is read.
 HostPort = Annotated[str, AfterValidator(_check_host_port)]
+
+
+def check_bootstrap_servers(servers: str) -> str:
+    """`HOST:PORT[,HOST:PORT...]`, or empty for the embedded log: the one rule for Kafka's brokers,
+    shared by `log.bootstrap_servers` and `--bootstrap-server` so the two cannot disagree.
+
+    Raises ValueError naming the address that is not HOST:PORT (pydantic then names the field)."""
+    if servers:
+        for server in servers.split(","):
+            split_host_port(server.strip())
+    return servers
+
+
+#: Kafka's brokers, comma-separated `HOST:PORT`; empty selects the embedded log.
+BootstrapServers = Annotated[str, AfterValidator(check_bootstrap_servers)]
 
 
 class _Section(BaseModel):
@@ -182,7 +200,7 @@ class LogSettings(_Section):
 
     backend: Literal["auto", "kafka", "embedded"] = "auto"
     """`kafka`, `embedded`, or `auto`: Kafka when bootstrap_servers is set, else the embedded file log."""
-    bootstrap_servers: str = ""
+    bootstrap_servers: BootstrapServers = ""
     """Comma-separated Kafka brokers HOST:PORT; empty: the embedded log under workdir."""
     topic_prefix: str = Field(default="reverser", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     """Every topic is named `<prefix>.<topic>`; consumer groups and transactional ids use it too."""
@@ -1066,6 +1084,8 @@ class _EnvOverrides:
             if not name.startswith(ENV_PREFIX):
                 continue
             path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+            if name in _COMMAND_LINE_VARIABLES:
+                continue
             if path[0] not in Settings.model_fields:
                 nested = len(path) > 1
                 near = _closest(path[0], sections, _SUGGEST_CUTOFF if nested else _TYPO_CUTOFF)

@@ -31,7 +31,7 @@ from pipeline.codec.branch_work import (
 from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.codec.target_result import TargetResult
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line, redact_url
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
 from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
@@ -45,6 +45,7 @@ from pipeline.commit.yamlrender import RenderError, parse_object_json, render_ob
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
+from pipeline.redaction import redact_url
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth, redact_url
+from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth
 from pipeline.commit.keyfiles import CLUSTER_KINDS, KeyFile, key_path, remove_files
 from pipeline.commit.signing import SecretSigner
 from pipeline.commit.sshremote import (
@@ -55,6 +55,7 @@ from pipeline.gitcredentials import (
     signing_key_from_secret,
 )
 from pipeline.log.api import LogError
+from pipeline.redaction import redact_url
 
 __all__ = ["SecretAccess"]
 

@@ -21,7 +21,6 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import git
 
@@ -31,6 +30,7 @@ from pipeline.commit.objstore import ObjectStore
 from pipeline.commit.signing import CommitSigner, signed_commit
 from pipeline.commit.sshremote import SshTransport
 from pipeline.gitnames import ALLOWED_SCHEMES, origin_of
+from pipeline.redaction import redact_url
 
 __all__ = [
     "CommitInfo",
@@ -40,7 +40,6 @@ __all__ = [
     "RemoteAccess",
     "RemoteAuth",
     "identity_line",
-    "redact_url",
 ]
 
 logger = logging.getLogger(__name__)
@@ -148,17 +147,6 @@ class CommitInfo:
             if match:
                 found.setdefault(match.group(1), []).append(match.group(2))
         return found
-
-
-def redact_url(url: str) -> str:
-    """The URL without any user or password, fit for logs and error messages."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

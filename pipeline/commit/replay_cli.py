@@ -31,7 +31,7 @@ from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker, Offset
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, redact_url
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo
 from pipeline.commit.identity import committer_identity
 from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
@@ -52,6 +52,7 @@ from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.progress import ProgressReport
+from pipeline.redaction import redact_url
 
 __all__ = ["ReplayError", "Source", "add_replay_branch_parser", "replay_branch"]
 

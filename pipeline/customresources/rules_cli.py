@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from typing import Any
 
 from pipeline.config import Settings
@@ -18,6 +17,7 @@ from pipeline.customresources.state import ConfigState
 from pipeline.customresources.status import RuleStreams, resolve_rules
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
+from pipeline.tables import OutputFormat, document
 from pipeline.watch.kube import ApiResource, KubeClient, open_client
 
 __all__ = ["run"]
@@ -61,9 +61,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     problems = [
         (ref, entry, p) for ref, entries in sorted(rules.items()) for entry in entries for p in entry.problems
     ]
-    if args.json:
+    if args.output is not OutputFormat.TABLE:
         print(
-            json.dumps(
+            document(
                 {
                     "version": state.version,
                     "rules": [
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                         {"object": ref.describe(), "field": e.path, "message": e.message} for ref, e in errors
                     ],
                 },
-                indent=2,
+                args.output,
             )
         )
     else:

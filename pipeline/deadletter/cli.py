@@ -21,14 +21,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from pipeline.codec import SCHEMA_HEADER, DecodeError, codec
-from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.deadletter.book import Book, Entry, read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, replay_letters
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
-from pipeline.tables import aligned
+from pipeline.tables import OutputFormat, add_output_argument, aligned, document
 
 __all__ = ["LetterView", "register"]
 
@@ -118,17 +118,16 @@ def _short(message: str) -> str:
     return line[: MESSAGE_COLUMN_CHARS - 3] + "..."
 
 
-def render_list(book: Book, views: Sequence[LetterView], output: str) -> str:
-    if output == "json":
-        return json.dumps(
+def render_list(book: Book, views: Sequence[LetterView], output: OutputFormat) -> str:
+    if output is not OutputFormat.TABLE:
+        return document(
             {
                 "topic": book.topic,
                 "letters": [v.model_dump() for v in views],
                 "unreadable": [{"offset": u.offset, "error": u.error} for u in book.unreadable],
                 "lost_to_retention": book.lost,
             },
-            indent=2,
-            sort_keys=True,
+            output,
         )
     lines = []
     if views:
@@ -286,13 +285,15 @@ def register(subparsers: Any) -> None:
 
     listing = actions.add_parser("list", help="every dead letter with its stage, error and replay status")
     add_config_argument(listing, reads_existing_log=True)
+    add_bootstrap_argument(listing)
     listing.add_argument("--pending", action="store_true", help="only letters not replayed yet")
     listing.add_argument("--stage", help="only letters of this stage (router, commit-worker)")
-    listing.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+    add_output_argument(listing)
     listing.set_defaults(func=_run)
 
     show = actions.add_parser("show", help="one dead letter in full: source, error, headers, value")
     add_config_argument(show, reads_existing_log=True)
+    add_bootstrap_argument(show)
     show.add_argument("offset", type=_offset, metavar="OFFSET", help="the letter's offset (from list)")
     show.add_argument("--output", choices=["text", "json"], default="text", help="output format")
     show.set_defaults(func=_run)
@@ -302,6 +303,7 @@ def register(subparsers: Any) -> None:
         help="re-submit letters' records to their own topics after a fix (once each, unless --force)",
     )
     add_config_argument(replay, reads_existing_log=True)
+    add_bootstrap_argument(replay)
     replay.add_argument("offsets", type=_offset, nargs="*", metavar="OFFSET", help="letters to replay")
     replay.add_argument("--all-pending", action="store_true", help="every letter not replayed yet")
     replay.add_argument("--stage", help="with --all-pending: only letters of this stage")

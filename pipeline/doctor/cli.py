@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from pipeline.doctor.log_checks import check_log
 from pipeline.doctor.report import Check, DoctorReport, Status, render
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
+from pipeline.tables import OutputFormat, add_output_argument, document
 
 __all__ = ["default_audit_url", "register", "run_doctor"]
 
@@ -71,7 +71,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("doctor")
     parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
     parser.add_argument("--workdir", type=Path, help="state directory of the embedded log")
-    parser.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+    add_output_argument(parser)
     parser.add_argument(
         "--facts-within-s", type=float, default=DEFAULT_RECENT_S,
         help=f"a route whose newest fact is older than this warns (default {DEFAULT_RECENT_S:g})",
@@ -106,8 +106,8 @@ def _run(args: argparse.Namespace) -> int:
     audit_url = args.audit_url or default_audit_url(settings)
     if args.audit_setup:
         setup = audit_setup(settings, audit_url, args.audit_ca_file)
-        if args.output == "json":
-            print(json.dumps(setup.model_dump(), indent=2, sort_keys=True))
+        if args.output is not OutputFormat.TABLE:
+            print(document(setup.model_dump(mode="json"), args.output))
         else:
             print(render_setup(setup, settings))
         return 0

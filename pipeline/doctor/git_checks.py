@@ -14,11 +14,12 @@ from pathlib import Path
 
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, redact_url
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings, Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.gitcredentials import ObjectReader
+from pipeline.redaction import redact_url
 from pipeline.service.objects import ClusterObjects
 
 __all__ = ["check_providers"]

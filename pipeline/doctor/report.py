@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import BaseModel
 
-from pipeline.tables import aligned
+from pipeline.tables import OutputFormat, aligned, document
 
 __all__ = ["Check", "DoctorReport", "Status", "render"]
 
@@ -44,12 +43,12 @@ class DoctorReport(BaseModel):
         self.checks.extend(checks)
 
 
-def render(report: DoctorReport, output: str) -> str:
-    """An aligned table followed by one `fix:` paragraph per failure and warning, or JSON."""
-    if output == "json":
+def render(report: DoctorReport, output: OutputFormat) -> str:
+    """An aligned table followed by one `fix:` paragraph per failure and warning, or a document."""
+    if output is not OutputFormat.TABLE:
         data = report.model_dump(mode="json")
         data["ok"] = report.ok
-        return json.dumps(data, indent=2, sort_keys=True)
+        return document(data, output)
     rows = [("AREA", "SUBJECT", "CHECK", "STATUS", "DETAIL")]
     rows += [(c.area, c.subject, c.check, c.status.upper(), c.detail) for c in report.checks]
     lines = [aligned(rows)]

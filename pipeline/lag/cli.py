@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings, split_host_port
 from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.lag.burrow import burrow_routes
@@ -32,6 +32,7 @@ from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
 from pipeline.log import Log, open_log
+from pipeline.tables import OutputFormat, add_output_argument, document
 
 __all__ = ["register"]
 
@@ -41,8 +42,9 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("lag")
     add_config_argument(parser, reads_existing_log=True)
+    add_bootstrap_argument(parser)
     parser.add_argument("--group", help="only groups matching this regular expression (re.search)")
-    parser.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_argument(parser)
     parser.add_argument("--watch", action="store_true", help="refresh until interrupted")
     parser.add_argument(
         "--interval", type=float, default=5.0, help="seconds between refreshes with --watch (default 5)"
@@ -55,16 +57,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_lag)
 
 
-def _print(snapshot: LagSnapshot, output: str, clear: bool) -> None:
-    if output == "json":
-        text = to_report(snapshot).model_dump_json(indent=2) + "\n"
+def _print(snapshot: LagSnapshot, output: OutputFormat, clear: bool) -> None:
+    if output is not OutputFormat.TABLE:
+        text = document(to_report(snapshot).model_dump(mode="json"), output) + "\n"
     else:
         text = render_table(snapshot)
     sys.stdout.write((CLEAR_SCREEN if clear else "") + text)
     sys.stdout.flush()
 
 
-async def run_lag(settings: Settings, group: str | None, output: str, watch: bool, interval_s: float) -> int:
+async def run_lag(
+    settings: Settings, group: str | None, output: OutputFormat, watch: bool, interval_s: float
+) -> int:
     """Poll once and return the exit code (docs/cli.md): OK; FINDINGS when a group is ERR or over its
     lag-seconds limit; a failed poll raises `CommandError` with LOG_UNAVAILABLE.
 
@@ -80,7 +84,7 @@ async def run_lag(settings: Settings, group: str | None, output: str, watch: boo
                 snapshot = await monitor.poll()
                 if snapshot.stale and not watch:
                     raise CommandError(f"lag poll failed: {snapshot.error}", ExitCode.LOG_UNAVAILABLE)
-                _print(snapshot, output, clear=watch and output == "table")
+                _print(snapshot, output, clear=watch and output is OutputFormat.TABLE)
                 if not watch:
                     failed = snapshot.any_error or snapshot.any_over_threshold
                     return ExitCode.FINDINGS if failed else ExitCode.OK

@@ -1,4 +1,5 @@
-"""`reverser topics create|check`: create the pipeline's topics, or report how they drifted.
+"""`reverser topics create|check|list|describe`: create the pipeline's topics, report how they
+drifted, or show what the log holds for them (`pipeline.log.inventory`).
 
 Operators run `check` before an upgrade or from CI; it exits non-zero when a topic is missing or a
 partition count, replication factor, `min.insync.replicas` or other topic configuration differs
@@ -10,18 +11,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from pipeline.commandline import add_config_argument, settings_from_args
+from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings
-from pipeline.exitcodes import ExitCode
+from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import Log, TopicDescription, TopicSpec, open_log
+from pipeline.log.inventory import TopicInventory, describe_lines, gather, list_table
 from pipeline.log.topics import TopicNames, state_risks, topic_specs
-from pipeline.tables import aligned
+from pipeline.tables import OutputFormat, add_output_argument, aligned, document
 
 __all__ = [
     "CheckReport",
@@ -150,13 +151,13 @@ async def _with_log(settings: Settings, action: str) -> CreateReport | CheckRepo
         return await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
 
 
-def render(report: CreateReport | CheckReport, output: str) -> str:
-    """The report as an aligned table (one line per topic or per drifted setting) or as JSON."""
-    if output == "json":
+def render(report: CreateReport | CheckReport, output: OutputFormat) -> str:
+    """The report as an aligned table (one line per topic or per drifted setting) or a document."""
+    if output is not OutputFormat.TABLE:
         data = report.model_dump()
         if isinstance(report, CheckReport):
             data["ok"] = report.ok
-        return json.dumps(data, indent=2, sort_keys=True)
+        return document(data, output)
     if isinstance(report, CreateReport):
         rows = [("TOPIC", "ACTION", "PARTITIONS", "REPLICAS", "CONFIGS")]
         rows += [
@@ -186,8 +187,21 @@ def register(subparsers: Any) -> None:
     ):
         sub = actions.add_parser(name, help=help_text)
         add_config_argument(sub, reads_existing_log=name == "check")
-        sub.add_argument("--output", choices=["table", "json"], default="table", help="output format")
+        add_bootstrap_argument(sub)
+        add_output_argument(sub)
         sub.set_defaults(func=_run, topics_action=name)
+    for name, help_text in (
+        ("list", "each topic's partitions, replicas, cleanup, retention and offsets written (read-only)"),
+        ("describe", "each topic's (or TOPIC's) configuration and per-partition end offsets (read-only)"),
+    ):
+        sub = actions.add_parser(name, help=help_text)
+        add_config_argument(sub, reads_existing_log=True)
+        add_bootstrap_argument(sub)
+        if name == "describe":
+            sub.add_argument("topic", nargs="?", metavar="TOPIC",
+                             help="one topic, with or without the prefix (default: every topic)")
+        add_output_argument(sub)
+        sub.set_defaults(func=_run_inventory, topics_action=name)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -197,3 +211,31 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(report, CheckReport) and not report.ok:
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _run_inventory(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    names = _chosen_topics(settings, getattr(args, "topic", None))
+    inventory = asyncio.run(_inventory(settings, names))
+    if args.output is not OutputFormat.TABLE:
+        print(document(inventory.model_dump(), args.output))
+    else:
+        print(list_table(inventory) if args.topics_action == "list" else describe_lines(inventory))
+    return ExitCode.OK
+
+
+def _chosen_topics(settings: Settings, topic: str | None) -> list[str]:
+    """The pipeline's topics, or the one `topic` names (`branch-work` or `reverser.branch-work`);
+    raises CommandError (USAGE) for a topic that is not the pipeline's."""
+    names = [spec.name for spec in topic_specs(settings)]
+    if topic is None:
+        return names
+    for name in (topic, settings.topic(topic)):
+        if name in names:
+            return [name]
+    raise usage_error(f"{topic}: not one of the pipeline's topics ({', '.join(names)})")
+
+
+async def _inventory(settings: Settings, names: Sequence[str]) -> TopicInventory:
+    async with open_log(settings) as log:
+        return await gather(log, names)

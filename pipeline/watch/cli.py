@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import sys
 from typing import Any
 
 from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.tables import OutputFormat, add_output_argument, document
 from pipeline.watch.kube import UNREACHABLE, KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 
@@ -59,7 +59,7 @@ async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RulePr
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("watch-rules")
     add_config_argument(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    add_output_argument(parser)
     parser.set_defaults(func=_run)
 
 
@@ -84,9 +84,9 @@ def _run(args: argparse.Namespace) -> int:
             "check the server address in its kubeconfig and that the apiserver is up",
             ExitCode.UNAVAILABLE,
         )
-    if args.json:
+    if args.output is not OutputFormat.TABLE:
         print(
-            json.dumps(
+            document(
                 {
                     "streams": [
                         {
@@ -111,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
                         for p in problems
                     ],
                 },
-                indent=2,
+                args.output,
             )
         )
     else:

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from gitdb.pack import PackIndexFile
 
-from pipeline.commit.gitrepo import CommitInfo, LocalRepo, redact_url
+from pipeline.commit.gitrepo import CommitInfo, LocalRepo
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.objstore import pack_index
 from pipeline.commit.offsets import OffsetBook
 from pipeline.log.api import TopicPartition
+from pipeline.redaction import redact_url
 from tests.commit.helpers import bare_remote, git
 
 OPERATOR = Identity("Op", "op@example.com")

@@ -128,8 +128,9 @@ def test_quiet_library_logs_still_reach_the_kafka_credentials_check() -> None:
 
     from pipeline.cli import LibraryNoise, _configure_logging
     from pipeline.log.kafka.clients import AIOKAFKA_LOGGER, BootstrapFailures
+    from pipeline.logoutput import LogFormat
 
-    _configure_logging("INFO", debug=False)
+    _configure_logging("INFO", LogFormat.TEXT, debug=False)
     failures = BootstrapFailures()
     AIOKAFKA_LOGGER.addHandler(failures)
     try:

@@ -51,9 +51,12 @@ async def test_watch_rules_lists_streams_and_problems(kube: FakeKubeApiServer, t
     config = write_config(
         tmp_path / "c.yaml", kube.kubeconfig(tmp_path), ["configmaps", "secrets", "widgets"]
     )
-    code, out, _ = await run_cli("watch-rules", "--config", str(config), "--json")
+    code, out, _ = await run_cli("watch-rules", "--config", str(config), "-o", "json")
     assert code == 1
     report = json.loads(out)
+    code, out, _ = await run_cli("watch-rules", "--config", str(config), "-o", "yaml")
+    assert code == 1
+    assert yaml.safe_load(out) == report
     assert [(s["resource"], s["scope"]) for s in report["streams"]] == [("configmaps", "team-a")]
     assert {p["resource"]: p["reason"] for p in report["problems"]} == {
         "secrets": "SecretExcluded",
