@@ -96,6 +96,17 @@ def audit_event(verb: str, code: int, obj: dict[str, Any], request_rv: str = "")
     }
 
 
+async def initial_snapshots(pipeline: Pipeline) -> None:
+    """Until both streams (Secrets and ConfigMaps of `shop`) have completed their empty snapshots."""
+    await wait_for(
+        lambda: (
+            len(pipeline.watch.manager.streams) == 2
+            and all(s.snapshots_completed for s in pipeline.watch.manager.streams.values())
+        ),
+        what="the initial (empty) snapshots",
+    )
+
+
 @pytest.fixture
 async def kube() -> AsyncIterator[FakeKubeApiServer]:
     async with running_server() as server:
@@ -237,13 +248,7 @@ async def test_secret_lifecycle_is_encrypted_attributed_and_never_plaintext_on_t
     kube.namespaces["shop"] = "Active"
     pipeline = await start_pipeline(config, kube, remote_path)
     try:
-        await wait_for(
-            lambda: (
-                len(pipeline.watch.manager.streams) == 2
-                and all(s.snapshots_completed for s in pipeline.watch.manager.streams.values())
-            ),
-            what="the initial (empty) snapshots",
-        )
+        await initial_snapshots(pipeline)
         created = kube.put(secret(PASSWORD_V1))
         await pipeline.audit(audit_event("create", 201, created))
         history = await pipeline.wait_commits(1)
@@ -334,13 +339,7 @@ async def test_kapp_and_last_applied_annotations_put_no_value_on_the_log_or_in_g
     kube.namespaces["shop"] = "Active"
     pipeline = await start_pipeline(config, kube, remote_path)
     try:
-        await wait_for(
-            lambda: (
-                len(pipeline.watch.manager.streams) == 2
-                and all(s.snapshots_completed for s in pipeline.watch.manager.streams.values())
-            ),
-            what="the initial (empty) snapshots",
-        )
+        await initial_snapshots(pipeline)
         created = kube.put(annotated_secret(PASSWORD_V1))
         await pipeline.audit(audit_event("create", 201, created))
         await pipeline.wait_commits(1)
