@@ -22,12 +22,14 @@ import git
 
 from pipeline.codec.branch_work import WorkAuthor, WorkItem, Write
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.identity import Identity
 from pipeline.commit.messages import ChangedObject
-from pipeline.commit.plan import Plan
+from pipeline.commit.plan import Byline, Plan, PlanKind
+from pipeline.commit.position import LogPosition
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.operation import Operation
 
 NAMESPACES = 50
 PER_NAMESPACE = 100
@@ -35,6 +37,7 @@ CHANGES = 600
 ROUNDS = 3
 INDEX_COMMITS = 15
 WHO = Identity("Alice Example", "alice@example.com")
+BYLINE = Byline(WHO, "user", "alice@example.com", 1_700_000_000, ("exact alice@example.com",))
 
 
 def configmap(ns: int, i: int, revision: int) -> dict[str, object]:
@@ -102,22 +105,14 @@ def commit_path_rate(base: Path, root: Path) -> float:
     for n, content in enumerate(contents):
         ns, i = change(n)
         plan = Plan(
-            kind="window",
-            provider="git",
-            branch="main",
+            kind=PlanKind.WINDOW,
             target="t1",
-            author=WHO,
-            author_kind="user",
-            author_label="alice@example.com",
-            attributions=["exact alice@example.com"],
-            author_time_s=1_700_000_000,
-            partition=0,
-            offset=n,
-            observed_at_ms=0,
+            at=LogPosition("git", "main", 0, n),
+            byline=BYLINE,
             writes={
                 path_of(ns, i): (
                     content,
-                    ChangedObject("UPDATE", "", "v1", "configmaps", f"ns-{ns:02d}", f"cm-{i:03d}"),
+                    ChangedObject(Operation.UPDATE, "", "v1", "configmaps", f"ns-{ns:02d}", f"cm-{i:03d}"),
                 )
             },
         )

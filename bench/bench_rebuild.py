@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.bench_log import kafka_bootstrap
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record, tombstone_record
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.identity import Identity
 from pipeline.commit.replay_cli import Source, replay_branch
 from pipeline.commit.yamlrender import render_object

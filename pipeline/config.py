@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -44,6 +45,8 @@ from pipeline.gitnames import (
 from pipeline.globs import GlobError, check_glob
 from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE
 from pipeline.msgtemplate import check_template
+from pipeline.operation import Operation
+from pipeline.prune import Prune
 
 ENV_PREFIX = "REVERSER_"
 #: `REVERSER_*` variables that are the command line's, not settings: neither read nor warned about.
@@ -98,6 +101,15 @@ def check_bootstrap_servers(servers: str) -> str:
 BootstrapServers = Annotated[str, AfterValidator(check_bootstrap_servers)]
 
 
+def _closed_set(values: type[StrEnum]) -> WithJsonSchema:
+    """The schema of a field typed by a StrEnum: its values inline, as a Literal's would be.
+
+    The enum owns the set; helm reads the schema without `$defs`, so the values are written in
+    place (no title, no description taken from the enum's docstring).
+    """
+    return WithJsonSchema({"enum": [member.value for member in values], "type": "string"})
+
+
 class _Section(BaseModel):
     # A field's docstring is its description: `reverser config schema` prints them.
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -106,7 +118,7 @@ class _Section(BaseModel):
 def _check_openpgp_key_id(key_id: str | None) -> str | None:
     """A key id gpg can only read as a key: hex, or an email address (never an option).
 
-    The value reaches gpg's command line (`pipeline/commit/signing.py`, as `--local-user=ID` and
+    The value reaches gpg's command line (`pipeline/commit/git/signing.py`, as `--local-user=ID` and
     after `--`), where anything starting with `-` would be an option such as `--logger-file`.
     """
     if key_id is None or _OPENPGP_KEY_ID.fullmatch(key_id) or _OPENPGP_EMAIL.fullmatch(key_id):
@@ -661,7 +673,7 @@ class WatchRule(_Section):
     """Mirror cluster-scoped resources, or namespaced ones in every namespace."""
     label_selector: str = ""
     """Kubernetes label selector the objects must match; empty: all."""
-    operations: list[Literal["CREATE", "UPDATE", "DELETE"]] = []
+    operations: list[Annotated[Operation, _closed_set(Operation)]] = []
     """Which changes of these resources reach Git (CREATE adds a file, UPDATE changes one, DELETE
     removes one, whether seen as a watch event or inferred from a snapshot); empty: all."""
 
@@ -728,7 +740,7 @@ class TargetSettings(_Section):
     """Folder on the branch the cluster's objects are written under."""
     cluster: str = "default"
     """The source cluster this target mirrors."""
-    prune: Literal["Never", "OnEvent", "Always"] = "OnEvent"
+    prune: Annotated[Prune, _closed_set(Prune)] = Prune.ON_EVENT
     """When objects that no longer exist are removed from the branch: Never, OnEvent (deletions only) or
     Always (also after a snapshot)."""
     commit_window_s: float | None = Field(default=None, ge=0)

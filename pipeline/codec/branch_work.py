@@ -17,6 +17,8 @@ from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.watch_event import EventType, SnapshotBegin, SnapshotObject
 from pipeline.log.api import PendingRecord, Record
 from pipeline.models import branch_key
+from pipeline.operation import Operation
+from pipeline.prune import Prune
 
 __all__ = [
     "NOT_ATTEMPTED",
@@ -26,6 +28,7 @@ __all__ = [
     "Kind",
     "Operation",
     "Outcome",
+    "Prune",
     "Removal",
     "ResyncBegin",
     "ResyncChunk",
@@ -37,6 +40,7 @@ __all__ = [
     "Write",
     "decode_work",
     "encode_work",
+    "operation_of",
     "work_record",
 ]
 
@@ -51,24 +55,11 @@ class Kind(StrEnum):
     TARGET_DELETED = "reverser.router.TargetDeleted"
 
 
-class Operation(StrEnum):
-    """The Git-side operation of a live event; a deletion is recorded at intent time."""
-
-    CREATE = "CREATE"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-
-    @classmethod
-    def of(cls, event_type: str, deleting: bool) -> Operation:
-        """ADDED→CREATE, MODIFIED→UPDATE, DELETED→DELETE; anything carrying deletionTimestamp is DELETE."""
-        if deleting or event_type == EventType.DELETED:
-            return cls.DELETE
-        return cls.CREATE if event_type == EventType.ADDED else cls.UPDATE
-
-    @classmethod
-    def of_verb(cls, verb: str) -> Operation:
-        """The operation of a snapshot object from the verb of the fact that names it (no event type)."""
-        return cls.CREATE if verb.lower() == "create" else cls.UPDATE
+def operation_of(event_type: str, deleting: bool) -> Operation:
+    """ADDED→CREATE, MODIFIED→UPDATE, DELETED→DELETE; anything carrying deletionTimestamp is DELETE."""
+    if deleting or event_type == EventType.DELETED:
+        return Operation.DELETE
+    return Operation.CREATE if event_type == EventType.ADDED else Operation.UPDATE
 
 
 class Outcome(StrEnum):
@@ -105,7 +96,7 @@ class WorkAuthor:
     time), 0 when no fact names it; commit windows measure silence in it (docs/commit-worker.md).
     """
 
-    outcome: str
+    outcome: Outcome
     username: str = ""
     display_name: str = ""
     email: str = ""
@@ -127,7 +118,7 @@ class WorkAuthor:
     @classmethod
     def from_avro(cls, data: Mapping[str, Any]) -> WorkAuthor:
         return cls(
-            data["outcome"],
+            Outcome(data["outcome"]),
             data["username"],
             data["displayName"],
             data["email"],
@@ -144,7 +135,7 @@ NOT_ATTEMPTED: Final = WorkAuthor(Outcome.NOT_ATTEMPTED, tier="none")
 class Write:
     """Write (or delete, `object_json` None) one object under `author`."""
 
-    operation: str
+    operation: Operation
     namespace: str
     name: str
     uid: str
@@ -168,7 +159,7 @@ class Write:
     @classmethod
     def from_avro(cls, data: Mapping[str, Any]) -> Write:
         return cls(
-            operation=data["operation"],
+            operation=Operation(data["operation"]),
             namespace=data["namespace"],
             name=data["name"],
             uid=data["uid"],
@@ -254,6 +245,14 @@ class ResyncEnd:
         return cls(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"], removals)
 
 
+def _prune(value: str) -> Prune:
+    """The prune mode a `TargetDeleted` names (a plain string on the wire, so checked here)."""
+    try:
+        return Prune(value)
+    except ValueError:
+        raise DecodeError(f"{BRANCH_WORK}: unknown prune mode {value!r}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class TargetDeleted:
     """A target left the configuration (version `config_version`): the last record of it on its branch.
@@ -264,7 +263,7 @@ class TargetDeleted:
     (`pipeline.customresources.retire`), so every replay of the record does the same.
     """
 
-    prune: str
+    prune: Prune
     remove_files: bool
     config_version: int
     reason: str
@@ -281,7 +280,7 @@ class TargetDeleted:
 
     @classmethod
     def from_avro(cls, data: Mapping[str, Any]) -> TargetDeleted:
-        return cls(data["prune"], data["removeFiles"], data["configVersion"], data["reason"])
+        return cls(_prune(data["prune"]), data["removeFiles"], data["configVersion"], data["reason"])
 
 
 Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted

@@ -242,7 +242,7 @@ def _read_state_v2(data: bytes) -> tuple[ObjectState, int]:
     state = ObjectState(
         target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv,
         object_json, sealed, document,
-        WorkAuthor(_OUTCOMES[outcome].value, username, display_name, email, tier, actor_kind, event_time_ms),
+        WorkAuthor(_OUTCOMES[outcome], username, display_name, email, tier, actor_kind, event_time_ms),
         partition, offset, committed_at_ms,
     )
     return state, pos

@@ -9,13 +9,21 @@ compacted: the newest per target) and the controller, which follows it, patches 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, codec
+from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, DecodeError, codec
 from pipeline.log.api import PendingRecord, Record
 
-__all__ = ["RESULT_KEY_PREFIX", "TargetResult", "decode_result", "encode_result"]
+__all__ = ["RESULT_KEY_PREFIX", "PushOutcome", "TargetResult", "decode_result", "encode_result"]
 
 RESULT_KEY_PREFIX = b"result/"
+
+
+class PushOutcome(StrEnum):
+    """What the push of a target's newest commit did (the GitTarget status shows it)."""
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +32,7 @@ class TargetResult:
     provider: str
     branch: str
     commit: str
-    push: str  # Succeeded | Failed
+    push: PushOutcome
     at_ms: int
     message: str = ""
 
@@ -47,12 +55,16 @@ def encode_result(result: TargetResult) -> PendingRecord:
 def decode_result(record: Record) -> TargetResult:
     """Raises DecodeError for a record that is not a target result."""
     data = codec(TARGET_RESULT).decode(record.value, record.header(SCHEMA_HEADER))
+    try:
+        push = PushOutcome(data["push"])
+    except ValueError:
+        raise DecodeError(f"{TARGET_RESULT}: unknown push outcome {data['push']!r}") from None
     return TargetResult(
         data["target"],
         data["provider"],
         data["branch"],
         data["commit"],
-        data["push"],
+        push,
         data["atMs"],
         data["message"],
     )

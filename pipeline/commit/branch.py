@@ -1,78 +1,49 @@
-"""One (provider, branch) FIFO: commit windows, snapshots, commits and compare-and-swap pushes.
+"""One (provider, branch) FIFO: the shell that syncs, commits, pushes and replays.
 
-The worker applies branch work strictly in log order. Offsets are reported as settled only when
-their effect is on the remote (or proved to change nothing), so the consumer never commits an
-offset for work a crash could still lose. Work the branch tip already carries (by its
-`Reverser-Offset` trailer) is skipped, so a redelivery never makes a second commit.
+The worker applies branch work strictly in log order. What each record means for the branch (a
+plan, a skip, object-state records) is decided by `pipeline.commit.decide`; this module does the
+I/O around those decisions: it fetches the remote, turns plans into commits, pushes them with a
+compare-and-swap on the remote tip, replays them after a conflict, and reports. Offsets are
+reported as settled only when their effect is on the remote (or proved to change nothing), so
+the consumer never commits an offset for work a crash could still lose. Work the branch tip
+already carries (by its `Reverser-Offset` trailer) is skipped, so a redelivery never makes a
+second commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from pipeline.attribution.selector import SelectorError
 from pipeline.backoff import Backoff
-from pipeline.codec.branch_work import (
-    NOT_ATTEMPTED,
-    Outcome,
-    ResyncBegin,
-    ResyncChunk,
-    ResyncEnd,
-    TargetDeleted,
-    WorkAuthor,
-    WorkItem,
-    Write,
-)
-from pipeline.codec.object_state import ObjectKey, ObjectState
-from pipeline.codec.target_result import TargetResult
+from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, WorkItem, Write
+from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line
-from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
-from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
-from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
-from pipeline.commit.plan import Plan, Retired, Sweep, apply_plan, message_for, orphans
-from pipeline.commit.rebuild import documents
-from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due_at
+from pipeline.commit.decide import Decider, Reject, Skip
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, identity_line
+from pipeline.commit.messages import parse_offset, trusted_offset
+from pipeline.commit.plan import Plan, apply_plan, message_for
+from pipeline.commit.ports import BranchPorts
+from pipeline.commit.position import Offset
+from pipeline.commit.snapshots import Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
-from pipeline.commit.versions import VersionLedger
-from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
-from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
+from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
-from pipeline.models import GroupResource
+from pipeline.prune import Prune
 from pipeline.redaction import redact_url
-from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
-from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
-__all__ = ["BranchWorker", "DeletionAhead", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
+__all__ = ["BranchWorker"]
 
 logger = logging.getLogger(__name__)
 
-Offset = tuple[int, int]
-Hook = Callable[[str], Awaitable[None]]
-# (partition, offset) -> the branch-work records shortly before and up to that offset, in log order
-History = Callable[[int, int], Awaitable[list[WorkItem]]]
-# The log-end offset of every branch-work partition: bounds the offsets a trailer may claim.
-LogEnds = Callable[[], Awaitable[Mapping[int, int]]]
-# The object-state records of these targets (the first read of `<prefix>.object-state`).
-LoadState = Callable[[frozenset[str]], Awaitable[list[ObjectState]]]
-# Takes object-state records of settled work; they must be on the log before its offsets commit.
-StateSink = Callable[[list[PendingRecord]], None]
-# Parks a work record the branch cannot apply (on the dead-letter topic) before it is settled.
-Reject = Callable[[WorkItem, Exception], Awaitable[None]]
-# Whether a `TargetDeleted` of the item's target follows the item on its partition (read from the log).
-DeletionAhead = Callable[[WorkItem], Awaitable[bool]]
 PUSH_ATTEMPTS = 3
 # First wait after a push or sync against the Git remote failed (then doubling, jittered).
 REMOTE_RETRY_INITIAL_S = 1.0
-# The author object-state records for an object a snapshot listed: the change itself was not seen.
-SNAPSHOT_AUTHOR = WorkAuthor("NOT_ATTEMPTED", tier="snapshot")
 MAX_PENDING_COMMITS = 10_000
+NO_PORTS = BranchPorts()
 TRAILER_SCAN_COMMITS = 10_000
 
 
@@ -94,55 +65,30 @@ class BranchWorker:
         branch: str,
         repo: LocalRepo,
         on_settled: Callable[[list[Offset]], None],
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-        hook: Hook | None = None,
-        history: History | None = None,
-        log_ends: LogEnds | None = None,
-        load_state: LoadState | None = None,
-        on_state: StateSink | None = None,
-        on_result: Callable[[TargetResult], Awaitable[None]] | None = None,
-        reject: Reject | None = None,
-        deletion_ahead: DeletionAhead | None = None,
+        ports: BranchPorts = NO_PORTS,
     ) -> None:
-        """`on_result` hears each target's last commit and push outcome (custom-resource status);
-        `deletion_ahead` lets records of a target the configuration lacks be skipped (`_gone`)."""
-        self._on_result = on_result
-        self._deletion_ahead = deletion_ahead
+        """`on_settled` hears offsets whose effect is on the remote (or that change nothing)."""
         self.provider = provider
-        self._load_state = load_state
-        self._on_state = on_state
-        self._reject = reject
-        # None until sync when object-state is not written (no sink): then nothing is tracked.
-        self._book: StateBook | None = None
-        self._window_states: list[PendingRecord] = []
-        self._finalized_states: list[PendingRecord] = []
-        self._history = history
-        self._log_ends = log_ends
         self.branch = branch
         self.repo = repo
-        self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
-        self._rules: dict[str, TargetRules] = {}
+        self._on_settled = on_settled
+        self._ports = ports
+        self._clock = ports.clock
+        self._wall = ports.wall
+        self._decide = Decider(settings, provider, branch, ports.wall)
+        self.committer = self._decide.committer
+        self.versions = self._decide.versions
+        self._finalized_states: list[PendingRecord] = []
         # targets the configuration lacks whose deletion is behind this FIFO's position (applied
         # here, or found missing ahead on the log): their records are skipped (`_gone`)
         self._deleted: set[str] = set()
         # targets the configuration lacks whose `TargetDeleted` is still ahead on the log
         self._retiring: set[str] = set()
-        self._on_settled = on_settled
-        self._clock = clock
-        self._wall = wall
-        self._hook = hook
-        self._size_cap = provider.window_max_bytes
-        self.committer = committer_identity(provider.committer.name, provider.committer.email)
         self.synced = False
         self._remote_tip: str | None = None
         self._tip: str | None = None
         self._tree = repo.tree(None)
         self._skip: dict[int, int] = {}
-        self._window: CommitWindow | None = None
-        self.versions = VersionLedger()
-        self._snapshots = SnapshotBook()
         self._pending: list[_Pending] = []
         self._finalized: list[Offset] = []
         self._push_due: float | None = None
@@ -166,24 +112,27 @@ class BranchWorker:
 
     @property
     def window(self) -> CommitWindow | None:
-        return self._window
+        return self._decide.window
 
     @property
     def unsettled(self) -> int:
         """Work records received but not yet settled (the pending-work gauge)."""
-        in_window = len(self._window.offsets) if self._window else 0
-        in_snapshots = self._snapshots.offsets
-        return in_window + in_snapshots + len(self._finalized)
+        window = self._decide.window
+        in_window = len(window.offsets) if window else 0
+        return in_window + self._decide.snapshots.offsets + len(self._finalized)
 
     @property
     def backlogged(self) -> bool:
         """Too much unpushed work to take more: the FIFO stops reading until a push succeeds."""
         pending_bytes = sum(p.plan.size for p in self._pending)
-        return len(self._pending) >= MAX_PENDING_COMMITS or pending_bytes >= 4 * self._size_cap
+        return (
+            len(self._pending) >= MAX_PENDING_COMMITS or pending_bytes >= 4 * self.provider.window_max_bytes
+        )
 
     def next_deadline(self) -> float | None:
         """When `tick` next has something to do (window silence or a due push)."""
-        window_deadline = self._window.deadline if self._window is not None else None
+        window = self._decide.window
+        window_deadline = window.deadline if window is not None else None
         deadlines = [d for d in (window_deadline, self._push_due) if d is not None]
         return min(deadlines) if deadlines else None
 
@@ -200,12 +149,13 @@ class BranchWorker:
 
     def _emit(self, states: list[PendingRecord]) -> None:
         """Hand object-state records to the sink, always before the offsets that produced them settle."""
-        if states and self._on_state is not None:
-            self._on_state(states)
+        if states and self._ports.on_state is not None:
+            self._ports.on_state(states)
 
     # sync ----------------------------------------------------------------------------------
     async def sync(self) -> None:
         """Fetch the remote and base the branch on its tip (or the default branch, or nothing)."""
+        ports = self._ports
         await self.repo.fetch()
         remote = self.repo.remote_ref(self.branch)
         base = remote
@@ -213,11 +163,11 @@ class BranchWorker:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._remote_tip = remote
         self._reset(base)
-        ends = await self._log_ends() if self._log_ends is not None else None
+        ends = await ports.log_ends() if ports.log_ends is not None else None
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
-        if self._on_state is not None and self._load_state is not None:
-            self._book = StateBook(await self._load_state(self._own_targets()))
+        if ports.on_state is not None and ports.load_state is not None:
+            self._decide.book = StateBook(await ports.load_state(self._decide.own_targets()))
         self.synced = True
         logger.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -227,46 +177,16 @@ class BranchWorker:
             self._skip or "nothing",
         )
 
-    def _tracked(self, item: WorkItem) -> StateBook | None:
-        """The state book when `item`'s target is configured on this branch (work routed here under
-        an older configuration must not describe the target's current branch)."""
-        if self._book is None or item.target not in self._own_targets():
-            return None
-        return self._book
-
     async def _recall_versions(self) -> None:
         """Seed the version ledger from the work the branch tip already carries.
 
         A new owner (after a failover) must not write an older version that the previous owner
         already replaced; the records just before the tip's offset say which versions it wrote.
         """
-        if self._history is None:
+        if self._ports.history is None:
             return
         for partition, offset in self._skip.items():
-            for item in await self._history(partition, offset):
-                if (item.provider, item.branch) != (self.provider.name, self.branch):
-                    continue
-                body = item.body
-                if isinstance(body, Write):
-                    self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
-                elif isinstance(body, ResyncChunk):
-                    for obj in body.objects:
-                        self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
-
-    def _recall(self, item: WorkItem, namespace: str, name: str, version: str, uid: str) -> None:
-        try:
-            folder = normalize_target_path(item.path)
-            path = canonical_path(folder, item.group, item.resource, namespace, name)
-        except LayoutError:
-            return
-        self.versions.applied(path, version, uid)
-
-    def _own_targets(self) -> frozenset[str]:
-        return frozenset(
-            t.name
-            for t in self._targets.values()
-            if t.provider == self.provider.name and (t.branch or self.provider.default_branch) == self.branch
-        )
+            self._decide.recall(await self._ports.history(partition, offset))
 
     def _reset(self, base: str | None) -> None:
         self._tip = base
@@ -310,7 +230,7 @@ class BranchWorker:
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.target)
                 self._deleted.add(item.target)
-            self._emit(self._redelivered_state(item))
+            self._emit(self._decide.redelivered(item))
             self._settle([here])
             return
         body = item.body
@@ -326,9 +246,9 @@ class BranchWorker:
                 metrics.RECEIVE_DELAY_SECONDS.labels(*self._labels).observe(max(delay_s, 0.0))
             await self._write(item, body)
         elif isinstance(body, ResyncBegin):
-            self._begin(item, body)
+            self._skip_snapshot(self._decide.snapshots.begin(item, body))
         elif isinstance(body, ResyncChunk):
-            self._chunk(item, body)
+            self._skip_snapshot(self._decide.snapshots.chunk(item, body))
         else:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
@@ -342,13 +262,14 @@ class BranchWorker:
         not remembered: after a restart the `TargetDeleted` may be behind the committed offset,
         so the FIFO asks once per target whether one still follows this record on the partition.
         """
-        if item.target in self._targets:
+        if self._decide.target(item.target) is not None:
             return False
         if item.target in self._deleted:
             return True
-        if self._deletion_ahead is None or item.target in self._retiring:
+        deletion_ahead = self._ports.deletion_ahead
+        if deletion_ahead is None or item.target in self._retiring:
             return False
-        if await self._deletion_ahead(item):
+        if await deletion_ahead(item):
             self._retiring.add(item.target)
             return False
         logger.warning(
@@ -363,279 +284,20 @@ class BranchWorker:
         self._deleted.add(item.target)
         return True
 
-    # object state ----------------------------------------------------------------------------
-    def _state_of(
-        self,
-        item: WorkItem,
-        namespace: str,
-        name: str,
-        uid: str,
-        version: str,
-        content: bytes,
-        sealed: bool,
-        author: WorkAuthor,
-        document: bytes | None = None,
-    ) -> ObjectState:
-        """The state record; `document` is the rendered file as committed (rendered here when None)."""
-        if sealed:
-            document = b""
-        elif document is None:
-            try:
-                document = render_object(parse_object_json(content))
-            except RenderError:
-                document = b""
-        return ObjectState(
-            target=item.target,
-            provider=self.provider.name,
-            branch=self.branch,
-            path=item.path,
-            cluster=item.cluster,
-            group=item.group,
-            version=item.version,
-            resource=item.resource,
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            resource_version=version,
-            object_json=content,
-            sealed=sealed,
-            document=document,
-            author=author,
-            partition=item.partition,
-            offset=item.offset,
-            committed_at_ms=int(self._wall() * 1000),
-        )
-
-    def _write_state(
-        self, item: WorkItem, write: Write, sealed: bool, document: bytes | None = None
-    ) -> PendingRecord | None:
-        """The object-state record a committed `Write` implies (None: the topic has it already)."""
-        book = self._tracked(item)
-        if book is None:
-            return None
-        if write.operation == "DELETE":
-            key = ObjectKey(item.target, item.group, item.resource, write.namespace, write.name)
-            return book.remove(key, (item.partition, item.offset))
-        state = self._state_of(
-            item,
-            write.namespace,
-            write.name,
-            write.uid,
-            write.resource_version,
-            write.object_json or b"null",
-            sealed,
-            write.author,
-            document,
-        )
-        return book.upsert(state)
-
-    def _redelivered_state(self, item: WorkItem) -> list[PendingRecord]:
-        """Object state of work the branch already carries: written again unless the topic has it.
-
-        Covers a crash after the push and before the object-state append; snapshot sweeps of such
-        work are not re-derived (the next snapshot removes those objects; docs/commit-worker.md).
-        """
-        book = self._tracked(item)
-        if book is None:
-            return []
-        target = self._target(item.target)
-        sealed = is_sensitive(item.group, item.resource, self._sensitive(target))
-        body = item.body
-        found: list[PendingRecord | None] = []
-        if isinstance(body, Write):
-            if body.operation == "DELETE" and (target is None or target.prune == "Never"):
-                return []
-            found.append(self._write_state(item, body, sealed))
-        elif isinstance(body, ResyncChunk):
-            found += [
-                book.upsert(
-                    self._state_of(
-                        item,
-                        o.namespace,
-                        o.name,
-                        o.uid,
-                        o.resource_version,
-                        o.object_json,
-                        sealed,
-                        SNAPSHOT_AUTHOR,
-                    )
-                )
-                for o in body.objects
-            ]
-        return [r for r in found if r is not None]
-
     def update_targets(self, settings: Settings) -> None:
         """A changed configuration's targets apply from the next record on (a removed target's
         records before its `TargetDeleted` are then written with prune `Never`, those after it
         are skipped: see `_gone`)."""
-        self._targets = {t.name: t for t in settings.targets}
-        self._rules = {}
+        self._decide.update_targets(settings)
         # a target configured again is written again; if it goes, the log decides anew
-        self._deleted -= set(self._targets)
-        self._retiring -= set(self._targets)
+        self._deleted -= self._decide.target_names
+        self._retiring -= self._decide.target_names
 
-    def _target(self, name: str) -> TargetSettings | None:
-        return self._targets.get(name)
-
-    def _operations(self, item: WorkItem, scope: str) -> frozenset[str]:
-        """The changes (CREATE, UPDATE, DELETE) the target's rules let reach Git for the item's type
-        in `scope` (`pipeline.targetrules`); all for a target this configuration does not have."""
-        target = self._target(item.target)
-        if target is None:
-            return ALL_OPERATIONS
-        rules = self._rules.get(target.name)
-        if rules is None:
-            try:
-                rules = self._rules[target.name] = TargetRules.of(target)
-            except SelectorError:
-                return ALL_OPERATIONS
-        return rules.operations(GroupResource(item.group, item.resource), scope)
-
-    def _filtered(self, item: WorkItem, operation: str, scope: str) -> bool:
-        """Whether the rules keep `operation` of this item's type in `scope` from Git."""
-        return operation not in self._operations(item, scope)
-
-    def _bad(self, item: WorkItem, reason: metrics.SkipReason, problem: Exception) -> None:
-        logger.warning(
-            "branch work %d:%d for %s/%s skipped: %s",
-            item.partition,
-            item.offset,
-            self.provider.name,
-            self.branch,
-            problem,
-        )
-        metrics.SKIPPED.labels(reason).inc()
-
-    def _sensitive(self, target: TargetSettings | None) -> frozenset[GroupResource]:
-        """The target's extra sensitive types (Secrets always are)."""
-        if target is None or target.encryption is None:
-            return frozenset()
-        return sensitive_set(target.encryption.sensitive_resources)
-
-    def _sealed_content(self, item: WorkItem, namespace: str, name: str, content: bytes) -> bytes | None:
-        """A sensitive object's content if it is a SOPS document plaintext only where it may be, else None.
-
-        The watch stage seals sensitive objects of targets with encryption; anything else (no
-        encryption configured, a plaintext record, a document with a plaintext field outside the
-        readable ones of `pipeline.sealing.readable`) is refused here so it never reaches Git.
-        """
-        try:
-            SealedDocument.parse(content)
-        except PlaintextFieldError as exc:
-            logger.warning(
-                "branch work %d:%d: %s %s/%s not written: the sealed document is refused (%s); "
-                "see docs/secrets.md",
-                item.partition,
-                item.offset,
-                item.resource,
-                namespace,
-                name,
-                exc,
-            )
-            metrics.SKIPPED.labels(metrics.SkipReason.SEALED_PLAINTEXT).inc()
-            return None
-        except SealedDocumentError as exc:
-            logger.warning(
-                "branch work %d:%d: %s %s/%s not written: sensitive content must be SOPS-encrypted (%s); "
-                "configure targets[].encryption",
-                item.partition,
-                item.offset,
-                item.resource,
-                namespace,
-                name,
-                exc,
-            )
-            metrics.SKIPPED.labels(metrics.SkipReason.SENSITIVE_UNENCRYPTED).inc()
-            return None
-        return content
-
-    async def _write(self, item: WorkItem, write: Write) -> None:
-        here = (item.partition, item.offset)
-        target = self._target(item.target)
-        prune = target.prune if target is not None else "Never"
-        deleting = write.operation == "DELETE"
-        sensitive = self._sensitive(target)
-        sealed = is_sensitive(item.group, item.resource, sensitive)
-        content: bytes | None = None
-        try:
-            path = canonical_path(
-                normalize_target_path(item.path),
-                item.group,
-                item.resource,
-                write.namespace,
-                write.name,
-                sensitive,
-            )
-            if not deleting and not sealed:
-                content = render_object(parse_object_json(write.object_json or b"null"))
-        except (LayoutError, RenderError) as exc:
-            self._bad(item, metrics.SkipReason.BAD_RECORD, exc)
-            if self._reject is not None:
-                await self._reject(item, exc)
-            self._settle([here])
-            return
-        if deleting and prune == "Never":
-            metrics.SKIPPED.labels(metrics.SkipReason.PRUNE_NEVER).inc()
-            self._settle([here])
-            return
-        if self._filtered(item, write.operation, write.namespace):
-            metrics.SKIPPED.labels(metrics.SkipReason.OPERATION_FILTERED).inc()
-            self._settle([here])
-            return
-        if not deleting and sealed:
-            content = self._sealed_content(item, write.namespace, write.name, write.object_json or b"")
-            if content is None:
-                self._settle([here])
-                return
-        if self.versions.is_older(path, write.resource_version):
-            self._skip_older(item, path, write.resource_version)
-            self._settle([here])
-            return
-        self.versions.applied(path, write.resource_version, write.uid)
-        window_s, max_age_s = window_limits_s(self.provider, target)
-        open_window = self._window
-        made_ms = event_time_ms(write.author, item.observed_at_ms)
-        if open_window is not None and open_window.apart_from(made_ms):
-            await self._finalize(CloseReason.SILENCE)
-        elif open_window is not None and open_window.aged_before(made_ms):
-            await self._finalize(CloseReason.MAX_AGE)
-        key = CommitWindow.key_of(write.author, item.target)
-        if self._window is not None and self._window.key != key:
-            await self._finalize(CloseReason.AUTHOR_CHANGE)
-        if self._window is None:
-            self._window = CommitWindow(
-                key,
-                write.author,
-                item.target,
-                deadline=0.0,
-                silence_s=window_s,
-                max_age_s=max_age_s,
-                opened_at=self._clock(),
-            )
-        obj = ChangedObject(
-            write.operation, item.group, item.version, item.resource, write.namespace, write.name
-        )
-        window = self._window
-        window.add(path, content, obj, write.author, item.partition, item.offset, item.observed_at_ms)
-        state = self._write_state(item, write, sealed, content)
-        if state is not None:
-            self._window_states.append(state)
-        if window.size >= self._size_cap:
-            await self._finalize(CloseReason.SIZE_CAP)
-        elif window_s <= 0:
-            await self._finalize(CloseReason.WINDOW_ZERO)
-        else:
-            window.touch(self._clock())
-
-    def _skip_older(self, item: WorkItem, path: str, version: str) -> None:
-        logger.info(
-            "branch work %d:%d: %s at resourceVersion %s is older than the version already applied; skipped",
-            item.partition,
-            item.offset,
-            path,
-            version,
-        )
-        metrics.SKIPPED.labels(metrics.SkipReason.OLDER_VERSION).inc()
+    def _report_skip(self, skip: Skip) -> None:
+        """Count a skipped record (or snapshot object) and log why, as the decider worded it."""
+        if skip.detail:
+            logger.log(logging.WARNING if skip.warn else logging.INFO, "%s", skip.detail)
+        metrics.SKIPPED.labels(skip.reason).inc()
 
     def _skip_snapshot(self, skipped: Skipped | None) -> None:
         """Settle snapshot records that end without a commit, counted by why (`SnapshotBook`)."""
@@ -648,19 +310,35 @@ class BranchWorker:
         metrics.SKIPPED.labels(skipped.reason).inc(len(skipped.offsets))
         self._settle(skipped.offsets)
 
-    def _begin(self, item: WorkItem, body: ResyncBegin) -> None:
-        self._skip_snapshot(self._snapshots.begin(item, body))
-
-    def _chunk(self, item: WorkItem, body: ResyncChunk) -> None:
-        self._skip_snapshot(self._snapshots.chunk(item, body))
+    async def _write(self, item: WorkItem, write: Write) -> None:
+        here = (item.partition, item.offset)
+        decided = self._decide.write(item, write)
+        if isinstance(decided, Reject):
+            self._report_skip(Skip(metrics.SkipReason.BAD_RECORD, decided.detail, warn=True))
+            if self._ports.reject is not None:
+                await self._ports.reject(item, decided.error)
+            self._settle([here])
+            return
+        if isinstance(decided, Skip):
+            self._report_skip(decided)
+            self._settle([here])
+            return
+        before = self._decide.closing(decided)
+        if before is not None:
+            await self._finalize(before)
+        after = self._decide.stage(decided, self._clock())
+        if after is not None:
+            await self._finalize(after)
 
     async def _end(self, item: WorkItem, body: ResyncEnd) -> None:
-        outcome = self._snapshots.end(item, body)
+        outcome = self._decide.snapshots.end(item, body)
         if isinstance(outcome, Skipped):
             self._skip_snapshot(outcome)
             return
         await self._finalize(CloseReason.SNAPSHOT)
-        plan = self._snapshot_plan(outcome.snapshot, item, body)
+        plan, skips = self._decide.snapshot_plan(outcome, item, body, self._tree)
+        for skip in skips:
+            self._report_skip(skip)
         await self._delete_absent(plan, item, body)
         await self._commit(plan, outcome.offsets)
 
@@ -668,49 +346,16 @@ class BranchWorker:
         """Under `OnEvent`, delete what this pipeline wrote and the snapshot no longer lists.
 
         Such an object was deleted between the stream's cursor and the snapshot, so no watch event
-        carried its delete. Each deletion is committed like a watch DELETE, before the snapshot's
-        own commit and in the same push: under the author the router's deletion evidence names for
-        the file's object (matched by uid, or by name for a name-keyed delete), else unknown. Files
-        this pipeline did not write (foreign files) are kept, as the prune matrix says
-        (docs/commit-worker.md). They carry no offsets: the snapshot's commit settles the records.
+        carried its delete. The decider names the candidates and plans the deletions; which
+        candidates this pipeline wrote may need the file's history. Files it did not write
+        (foreign files) are kept, as the prune matrix says (docs/commit-worker.md). The deletions
+        carry no offsets: the snapshot's commit settles the records.
         """
-        target = self._target(end.target)
-        sweep = snapshot.sweep
-        if sweep is None or target is None or target.prune != "OnEvent":
-            return
-        if self._filtered(end, "DELETE", end.scope):
-            return
-        evidence = body.removals or ()
-        by_uid = {r.uid: r.author for r in evidence if r.uid}
-        by_name = {(r.namespace, r.name): r.author for r in evidence if not r.uid}
-        fallback = NOT_ATTEMPTED if body.removals is None else WorkAuthor(Outcome.UNRESOLVED)
-        windows: dict[WorkAuthor, CommitWindow] = {}
-        states: dict[WorkAuthor, list[PendingRecord]] = {}
-        book = self._tracked(end)
-        for path in orphans(self._tree, sweep):
-            if not await self._written_here(path):
-                continue
-            namespace, name = object_of(path, sweep.target_path)
-            author = by_uid.get(self.versions.uid_of(path)) or by_name.get((namespace, name)) or fallback
-            window = windows.get(author)
-            if window is None:
-                window = windows[author] = CommitWindow(
-                    CommitWindow.key_of(author, end.target),
-                    author,
-                    end.target,
-                    deadline=0.0,
-                    silence_s=0.0,
-                    max_age_s=0.0,
-                )
-            obj = ChangedObject("DELETE", end.group, end.version, end.resource, namespace, name)
-            window.add(path, None, obj, author, end.partition, end.offset, end.observed_at_ms)
-            self.versions.applied(path, snapshot.revision)
-            state_key = ObjectKey(end.target, end.group, end.resource, namespace, name)
-            if book is not None and (tombstone := book.remove(state_key, (end.partition, end.offset))):
-                states.setdefault(author, []).append(tombstone)
-            metrics.SNAPSHOT_DELETES.labels(end.target, author_kind(author.outcome, author.username)).inc()
-        for author, window in windows.items():
-            await self._commit(self._window_plan(window, states.get(author, [])), [])
+        candidates = self._decide.absent_candidates(snapshot, end, self._tree)
+        written = [path for path in candidates if await self._written_here(path)]
+        for plan in self._decide.absent_plans(snapshot, end, body, written):
+            metrics.SNAPSHOT_DELETES.labels(end.target, plan.byline.kind).inc(len(plan.writes))
+            await self._commit(plan, [])
 
     async def _written_here(self, path: str) -> bool:
         """Whether this pipeline wrote the file: its own work at `path`, or its commit changed it last.
@@ -730,122 +375,6 @@ class BranchWorker:
         own = info.committer == identity_line(self.committer)
         return own and parse_offset(info.trailers(), self.provider.name, self.branch) is not None
 
-    def _snapshot_plan(self, snapshot: Collected, end: WorkItem, body: ResyncEnd) -> Plan:
-        target = self._target(end.target)
-        target_path = normalize_target_path(end.path)
-        sensitive = self._sensitive(target)
-        sealed = is_sensitive(end.group, end.resource, sensitive)
-        writes: dict[str, tuple[bytes | None, ChangedObject]] = {}
-        states: list[PendingRecord] = []
-        book = self._tracked(end)
-        keep: set[str] = set()
-        for obj in snapshot.objects:
-            try:
-                path = canonical_path(
-                    target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
-                )
-            except LayoutError as exc:
-                self._bad(end, metrics.SkipReason.BAD_RECORD, exc)
-                continue
-            keep.add(path)
-            # a listed object adds a file (CREATE) or changes one (UPDATE), as its event would
-            operation = "CREATE" if self._tree.get(path) is None else "UPDATE"
-            if self._filtered(end, operation, obj.namespace):
-                continue
-            if self.versions.is_older(path, obj.resource_version):
-                self._skip_older(end, path, obj.resource_version)
-                continue
-            if sealed:
-                content = self._sealed_content(end, obj.namespace, obj.name, obj.object_json)
-                if content is None:
-                    continue
-            else:
-                try:
-                    content = render_object(parse_object_json(obj.object_json))
-                except RenderError as exc:
-                    self._bad(end, metrics.SkipReason.BAD_RECORD, exc)
-                    continue
-            self.versions.applied(path, obj.resource_version, obj.uid)
-            if book is not None:
-                state = book.upsert(
-                    self._state_of(
-                        end,
-                        obj.namespace,
-                        obj.name,
-                        obj.uid,
-                        obj.resource_version,
-                        obj.object_json,
-                        sealed,
-                        SNAPSHOT_AUTHOR,
-                        content,
-                    )
-                )
-                if state is not None:
-                    states.append(state)
-            writes[path] = (
-                content,
-                ChangedObject("UPDATE", end.group, end.version, end.resource, obj.namespace, obj.name),
-            )
-        opened = snapshot.begin.body
-        revision = body.resource_version or (
-            opened.resource_version if isinstance(opened, ResyncBegin) else ""
-        )
-        # objects written after the list's revision are not in it, and must not be swept
-        keep |= self.versions.newer_than(revision)
-        prune = target is not None and target.prune == "Always"
-        prune = prune and not self._filtered(end, "DELETE", end.scope)
-        if prune and book is not None:
-            states += self._swept_states(book, end, target_path, sensitive, frozenset(keep))
-        return Plan(
-            kind="snapshot",
-            provider=self.provider.name,
-            branch=self.branch,
-            target=end.target,
-            author=self.committer,
-            author_kind="committer",
-            author_label=self.committer.name,
-            attributions=[],
-            author_time_s=(end.observed_at_ms // 1000) or int(self._wall()),
-            partition=end.partition,
-            offset=end.offset,
-            observed_at_ms=snapshot.begin.observed_at_ms,
-            writes=writes,
-            sweep=Sweep(
-                target_path,
-                end.group,
-                end.resource,
-                end.scope,
-                frozenset(keep),
-                prune=prune,
-            ),
-            states=states,
-            resource=end.resource,
-            revision=revision,
-            size=sum(len(c) for c, _ in writes.values() if c is not None),
-        )
-
-    def _swept_states(
-        self,
-        book: StateBook,
-        end: WorkItem,
-        target_path: str,
-        sensitive: frozenset[GroupResource],
-        keep: frozenset[str],
-    ) -> list[PendingRecord]:
-        """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
-        scope = end.scope or None
-        found: list[PendingRecord] = []
-        for key in list(book.live_keys(end.target, end.group, end.resource, scope)):
-            try:
-                path = canonical_path(
-                    target_path, key.group, key.resource, key.namespace, key.name, sensitive
-                )
-            except LayoutError:
-                continue
-            if path not in keep and (tombstone := book.remove(key, (end.partition, end.offset))):
-                found.append(tombstone)
-        return found
-
     async def _retire(self, item: WorkItem, body: TargetDeleted) -> None:
         """A deleted target: its unfinished snapshots end, and under `remove_files` its documents go.
 
@@ -853,13 +382,12 @@ class BranchWorker:
         redelivery finds it done); the open window is committed first, because that trailer
         claims every earlier offset of the partition.
         """
-        here = (item.partition, item.offset)
         self._retiring.discard(item.target)
         self._deleted.add(item.target)
-        self._skip_snapshot(self._snapshots.drop_target(item.target))
+        self._skip_snapshot(self._decide.snapshots.drop_target(item.target))
         await self._finalize(CloseReason.TARGET_DELETED)
-        folder = normalize_target_path(item.path)
-        gone = documents(self._tree, folder) if body.remove_files else []
+        plan = self._decide.retire(item, body, self._tree)
+        folder = plan.retired.folder if plan.retired is not None else ""
         logger.info(
             "%s %s: target %s deleted (%s, prune %s): %s",
             self.provider.name,
@@ -867,109 +395,30 @@ class BranchWorker:
             item.target,
             body.reason,
             body.prune,
-            f"removing {len(gone)} document(s) under {folder or '.'}/" if body.remove_files else "files kept",
+            f"removing {len(plan.writes)} document(s) under {folder or '.'}/"
+            if body.remove_files
+            else "files kept",
         )
-        states: list[PendingRecord] = []
-        if body.remove_files and self._book is not None:
-            for key in list(self._book.target_keys(item.target)):
-                if tombstone := self._book.remove(key, here):
-                    states.append(tombstone)
-        plan = Plan(
-            kind="retire",
-            provider=self.provider.name,
-            branch=self.branch,
-            target=item.target,
-            author=self.committer,
-            author_kind="committer",
-            author_label=self.committer.name,
-            attributions=[],
-            author_time_s=(item.observed_at_ms // 1000) or int(self._wall()),
-            partition=item.partition,
-            offset=item.offset,
-            observed_at_ms=item.observed_at_ms,
-            writes={p: (None, ChangedObject("DELETE", "", "", "", "", p)) for p in gone},
-            states=states,
-            retired=Retired(folder, body.prune, body.reason),
-        )
-        await self._commit(plan, [here])
+        await self._commit(plan, [(item.partition, item.offset)])
 
     async def remove_unlisted(self, target: TargetSettings) -> None:
         """Delete the documents under `target`'s folder that the state book does not hold.
 
-        For a history replay into a branch that had content: what the replayed work leaves is in
-        the book, anything else in the folder is gone from the cluster (or never was in it).
+        For a history replay into a branch that had content (`Decider.unlisted`).
         """
-        if self._book is None:
-            return
-        folder = normalize_target_path(target.path)
-        sensitive = self._sensitive(target)
-        keep: set[str] = set()
-        for key in self._book.target_keys(target.name):
-            with contextlib.suppress(LayoutError):
-                keep.add(canonical_path(folder, key.group, key.resource, key.namespace, key.name, sensitive))
-        gone = [p for p in documents(self._tree, folder) if p not in keep]
-        if not gone:
+        plan = self._decide.unlisted(target, self._tree)
+        if plan is None:
             return
         await self._finalize(CloseReason.SHUTDOWN)
-        plan = Plan(
-            kind="rebuild",
-            provider=self.provider.name,
-            branch=self.branch,
-            target=target.name,
-            author=self.committer,
-            author_kind="committer",
-            author_label=self.committer.name,
-            attributions=[],
-            author_time_s=int(self._wall()),
-            partition=0,
-            offset=0,
-            observed_at_ms=0,
-            writes={p: (None, ChangedObject("DELETE", "", "", "", "", p)) for p in gone},
-            resource="history",
-        )
         await self._commit(plan, [])
 
     # windows and commits -------------------------------------------------------------------
-    async def _finalize(self, reason: str) -> None:
-        window, self._window = self._window, None
-        if window is None:
+    async def _finalize(self, reason: CloseReason) -> None:
+        closed = self._decide.close()
+        if closed is None:
             return
         metrics.WINDOW_CLOSES.labels(*self._labels, reason).inc()
-        plan = self._window_plan(window, self._window_states)
-        self._window_states = []
-        await self._commit(plan, window.offsets)
-
-    def _window_plan(self, window: CommitWindow, states: list[PendingRecord]) -> Plan:
-        """The commit of a closed window: its author (or unknown, or the committer), writes and states."""
-        author = window.author
-        identity = author_identity(
-            author.outcome, author.username, author.display_name, author.email, self.committer
-        )
-        kind = author_kind(author.outcome, author.username)
-        if kind == "committer":
-            label = self.committer.name
-        elif kind == "unresolved":
-            label = UNRESOLVED.name
-        else:
-            label = author.username
-        return Plan(
-            kind="window",
-            provider=self.provider.name,
-            branch=self.branch,
-            target=window.target,
-            author=identity,
-            author_kind=kind,
-            author_label=label,
-            attributions=window.tiers,
-            author_time_s=(window.last_observed_ms // 1000) or int(self._wall()),
-            partition=window.offsets[-1][0],
-            offset=window.offsets[-1][1],
-            observed_at_ms=window.first_observed_ms,
-            writes=window.writes,
-            size=window.size,
-            template=target.commit_message if (target := self._target(window.target)) else None,
-            states=states,
-        )
+        await self._commit(closed.plan, closed.offsets)
 
     def _make_commit(self, plan: Plan) -> str | None:
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
@@ -980,9 +429,9 @@ class BranchWorker:
             metrics.SKIPPED.labels(metrics.SkipReason.PATH_CONFLICT).inc()
         if plan.sweep is not None:
             if applied.retained:
-                metrics.RETAINED.labels(plan.target, "Always" if plan.sweep.prune else "OnEvent").inc(
-                    applied.retained
-                )
+                metrics.RETAINED.labels(
+                    plan.target, Prune.ALWAYS if plan.sweep.prune else Prune.ON_EVENT
+                ).inc(applied.retained)
             if applied.swept:
                 metrics.SWEEP_DELETES.labels(plan.target, plan.sweep.group, plan.sweep.resource).inc(
                     applied.swept
@@ -993,8 +442,8 @@ class BranchWorker:
         sha = self.repo.commit(
             tree,
             self._tip,
-            plan.author,
-            plan.author_time_s,
+            plan.byline.identity,
+            plan.byline.time_s,
             self.committer,
             int(self._wall()),
             message_for(plan, applied),
@@ -1011,9 +460,9 @@ class BranchWorker:
                 self._settle_finalized()
             return
         self._pending.append(_Pending(plan, sha))
-        metrics.COMMITS.labels(*self._labels, plan.author_kind).inc()
-        if self._hook is not None:
-            await self._hook("committed")
+        metrics.COMMITS.labels(*self._labels, plan.byline.kind).inc()
+        if self._ports.hook is not None:
+            await self._ports.hook("committed")
         self._schedule_push()
 
     # push ----------------------------------------------------------------------------------
@@ -1029,8 +478,9 @@ class BranchWorker:
         records' own observation times decide, so a replay groups windows exactly as live did.
         """
         now = self._clock()
-        if idle and self._window is not None and now >= self._window.deadline:
-            await self._finalize(self._window.clock_close_reason(now))
+        window = self._decide.window
+        if idle and window is not None and now >= window.deadline:
+            await self._finalize(window.clock_close_reason(now))
         if self._push_due is not None and now >= self._push_due and self._push_now(now, idle):
             await self.push()
 
@@ -1075,15 +525,16 @@ class BranchWorker:
                 return False
             metrics.PUSH_SECONDS.labels(*self._labels).observe(max(self._clock() - started, 0.0))
             metrics.PUSHES.labels(*self._labels, metrics.PushResult.OK).inc()
-            await self._report("Succeeded", "")
+            await self._report(PushOutcome.SUCCEEDED, "")
             await self._pushed()
             return True
         await self._push_failed(GitRemoteError(f"push still rejected after {PUSH_ATTEMPTS} attempts"))
         return False
 
-    async def _report(self, outcome: str, message: str) -> None:
+    async def _report(self, outcome: PushOutcome, message: str) -> None:
         """Each target's newest unpushed commit and what the push did with it (best effort)."""
-        if self._on_result is None:
+        on_result = self._ports.on_result
+        if on_result is None:
             return
         newest = {pending.plan.target: pending.sha for pending in self._pending}
         for target, sha in newest.items():
@@ -1091,7 +542,7 @@ class BranchWorker:
                 target, self.provider.name, self.branch, sha, outcome, int(self._wall() * 1000), message
             )
             try:
-                await self._on_result(result)
+                await on_result(result)
             except LogError as exc:
                 logger.warning("reporting the push result of target %s failed: %s", target, exc)
 
@@ -1106,8 +557,8 @@ class BranchWorker:
                     max(now_ms - pending.plan.observed_at_ms, 0.0) / 1000
                 )
         self._pending.clear()
-        if self._hook is not None:
-            await self._hook("pushed")
+        if self._ports.hook is not None:
+            await self._ports.hook("pushed")
         self._settle_finalized()
 
     def _remote_backoff(self) -> Backoff:
@@ -1116,7 +567,7 @@ class BranchWorker:
         return Backoff(min(REMOTE_RETRY_INITIAL_S, max_s), max_s)
 
     async def _push_failed(self, exc: GitRemoteError) -> None:
-        await self._report("Failed", str(exc))
+        await self._report(PushOutcome.FAILED, str(exc))
         delay_s = self._push_backoff.next_delay_s()
         logger.error(
             "push of %s %s failed (%d commit(s) kept, retry in %.0f s): %s",
@@ -1146,7 +597,7 @@ class BranchWorker:
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))
 
-    async def stop(self, reason: str = CloseReason.SHUTDOWN) -> bool:
+    async def stop(self, reason: CloseReason = CloseReason.SHUTDOWN) -> bool:
         """Close the open window and push now, ignoring the cooldown; unfinished snapshots are dropped.
 
         Returns whether everything applied is on the remote. Offsets of dropped snapshots stay
@@ -1155,7 +606,7 @@ class BranchWorker:
         if not self.synced:
             return False
         await self._finalize(reason)
-        self._snapshots.clear()
+        self._decide.snapshots.clear()
         if not self._pending:
             self._settle_finalized()
             return True

@@ -31,13 +31,15 @@ from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.codec.target_result import TargetResult, encode_result
 from pipeline.commit import metrics
-from pipeline.commit.access import AccessError, ProviderAccess, provider_access
-from pipeline.commit.branch import BranchWorker, Hook, Offset
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import RemoteAuth
-from pipeline.commit.keyfiles import KeyFile, kinds_in_use, remove_files, remove_unconfigured
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.git.access import AccessError, ProviderAccess, provider_access
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.keyfiles import KeyFile, kinds_in_use, remove_files, remove_unconfigured
+from pipeline.commit.git.repo import RemoteAuth
 from pipeline.commit.offsets import OffsetBook
 from pipeline.commit.parking import ParkedWork
+from pipeline.commit.ports import BranchPorts, Hook
+from pipeline.commit.position import Offset
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason, ObjectReader
@@ -443,14 +445,16 @@ class CommitWorker(RebalanceListener):
             item.branch,
             repo,
             functools.partial(self._settle_many, tp.topic),
-            hook=self._hook,
-            history=functools.partial(self._history, tp.topic),
-            log_ends=self._log_ends,
-            load_state=functools.partial(load_object_state, self.log, self.state_topic),
-            on_state=self._state_out.extend,
-            on_result=self._report_result if self.settings.custom_resources.enabled else None,
-            reject=functools.partial(self._reject, tp.topic),
-            deletion_ahead=functools.partial(self._deletion_ahead, tp.topic),
+            BranchPorts(
+                hook=self._hook,
+                history=functools.partial(self._history, tp.topic),
+                log_ends=self._log_ends,
+                load_state=functools.partial(load_object_state, self.log, self.state_topic),
+                on_state=self._state_out.extend,
+                on_result=self._report_result if self.settings.custom_resources.enabled else None,
+                reject=functools.partial(self._reject, tp.topic),
+                deletion_ahead=functools.partial(self._deletion_ahead, tp.topic),
+            ),
         )
         queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
         lock = asyncio.Lock()
@@ -581,7 +585,7 @@ class CommitWorker(RebalanceListener):
     ) -> None:
         await worker.run(queue, lock)
 
-    async def _stop_branch(self, key: tuple[str, str], reason: str) -> None:
+    async def _stop_branch(self, key: tuple[str, str], reason: CloseReason) -> None:
         """Stop one branch FIFO; a no-op when a revocation and `stop()` race and the other got there first."""
         branch = self._branches.pop(key, None)
         if branch is None:

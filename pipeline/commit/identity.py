@@ -13,7 +13,9 @@ from typing import NamedTuple
 from pipeline.codec.branch_work import ActorKind, Outcome
 
 __all__ = [
+    "COMMITTER_KIND",
     "UNRESOLVED",
+    "UNRESOLVED_KIND",
     "Identity",
     "author_identity",
     "author_kind",
@@ -34,6 +36,11 @@ class Identity(NamedTuple):
     def __str__(self) -> str:
         return f"{self.name} <{self.email}>"
 
+
+#: The `author_kind` of commits the committer authors (snapshots, retired targets, no attribution).
+COMMITTER_KIND = "committer"
+#: The `author_kind` of commits authored by `UNRESOLVED`.
+UNRESOLVED_KIND = "unresolved"
 
 UNRESOLVED = Identity("unknown (attribution unresolved)", "attribution-unresolved@gitops-reverser.invalid")
 
@@ -74,8 +81,8 @@ def author_kind(outcome: str, username: str) -> str:
     if outcome == Outcome.RESOLVED and username:
         return ActorKind.of(username)
     if outcome == Outcome.NOT_ATTEMPTED:
-        return "committer"
-    return "unresolved"
+        return COMMITTER_KIND
+    return UNRESOLVED_KIND
 
 
 def committer_identity(name: str, email: str) -> Identity:

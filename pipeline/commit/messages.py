@@ -18,8 +18,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pipeline.commit.position import LogPosition
 from pipeline.config import CommitMessageSettings
 from pipeline.msgtemplate import TemplateValue, clean_line, render_body, render_subject
+from pipeline.operation import Operation
+from pipeline.prune import Prune
 
 __all__ = [
     "BRANCH_TRAILER",
@@ -38,11 +41,12 @@ BRANCH_TRAILER = "Reverser-Branch"
 ATTRIBUTION_TRAILER = "Reverser-Attribution"
 _OFFSET = re.compile(r"^(\d+):(\d+)$")
 
+
 @dataclass(frozen=True, slots=True)
 class ChangedObject:
     """One object a window changed, as named in the message."""
 
-    operation: str
+    operation: Operation
     group: str
     version: str
     resource: str
@@ -64,12 +68,10 @@ def api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-def _trailers(
-    provider: str, branch: str, attributions: Iterable[str], partition: int, offset: int
-) -> list[str]:
+def _trailers(at: LogPosition, attributions: Iterable[str]) -> list[str]:
     lines = [f"{ATTRIBUTION_TRAILER}: {clean_line(a)}" for a in attributions]
-    lines.append(f"{BRANCH_TRAILER}: {clean_line(provider)} {clean_line(branch)}")
-    lines.append(f"{OFFSET_TRAILER}: {partition}:{offset}")
+    lines.append(f"{BRANCH_TRAILER}: {clean_line(at.provider)} {clean_line(at.branch)}")
+    lines.append(f"{OFFSET_TRAILER}: {at.partition}:{at.offset}")
     return lines
 
 
@@ -104,10 +106,7 @@ def window_message(
     author_label: str,
     target: str,
     attributions: Iterable[str],
-    provider: str,
-    branch: str,
-    partition: int,
-    offset: int,
+    at: LogPosition,
     template: CommitMessageSettings | None = None,
 ) -> str:
     """`[OP] apiVersion/resource/name` for one object, `<author> on <target>: N resource(s)` for more.
@@ -126,7 +125,7 @@ def window_message(
             subject = render_subject(template.subject, values) or subject
         if template.body is not None:
             body = render_body(template.body, values)
-    trailers = _trailers(provider, branch, attributions, partition, offset)
+    trailers = _trailers(at, attributions)
     return "\n".join([subject, "", *body, "", *trailers]) + "\n"
 
 
@@ -135,17 +134,14 @@ def reconcile_message(
     resource: str,
     revision: str,
     target: str,
-    provider: str,
-    branch: str,
-    partition: int,
-    offset: int,
+    at: LogPosition,
     changed: Sequence[str],
 ) -> str:
     """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed."""
     subject = f"reconciled {count} {resource or 'resources'}"
     if revision:
         subject += f" (last resourceVersion: {revision})"
-    trailers = _trailers(provider, branch, [f"snapshot {target}"], partition, offset)
+    trailers = _trailers(at, [f"snapshot {target}"])
     paths = [clean_line(path) for path in changed]
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 
@@ -153,18 +149,15 @@ def reconcile_message(
 def retire_message(
     target: str,
     folder: str,
-    prune: str,
+    prune: Prune,
     reason: str,
-    provider: str,
-    branch: str,
-    partition: int,
-    offset: int,
+    at: LogPosition,
     changed: Sequence[str],
 ) -> str:
     """`removed <folder>/ of deleted target <target> (prune <mode>)`: why, every path, the trailers."""
     subject = f"removed {folder or '.'}/ of deleted target {target} (prune {prune})"
     why = f"{reason}; its prune mode {prune} removes what it wrote."
-    trailers = _trailers(provider, branch, [f"deleted {target}"], partition, offset)
+    trailers = _trailers(at, [f"deleted {target}"])
     paths = [clean_line(path) for path in changed]
     return "\n".join([clean_line(subject), "", clean_line(why), "", *paths, "", *trailers]) + "\n"
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, TypedDict
 
-from pipeline.commit.gittree import GitTree
-from pipeline.commit.identity import Identity
+from pipeline.commit.git.tree import GitTree
+from pipeline.commit.identity import COMMITTER_KIND, Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
     ChangedObject,
@@ -21,11 +23,44 @@ from pipeline.commit.messages import (
     retire_message,
     window_message,
 )
+from pipeline.commit.position import LogPosition
 from pipeline.config import CommitMessageSettings
 from pipeline.log.api import PendingRecord
+from pipeline.prune import Prune
 from pipeline.sealing import content_digest_of
 
-__all__ = ["Applied", "Plan", "Retired", "Sweep", "apply_plan", "blob_sha", "message_for", "orphans"]
+__all__ = [
+    "Applied",
+    "Byline",
+    "Files",
+    "Plan",
+    "PlanKind",
+    "PlanParts",
+    "Retired",
+    "Sweep",
+    "Writes",
+    "apply_plan",
+    "blob_sha",
+    "documents",
+    "message_for",
+    "orphans",
+]
+
+#: The suffix of every object document (`.sops.yaml` documents end in it too).
+DOCUMENT_SUFFIX = ".yaml"
+
+
+class Files(Protocol):
+    """What deciding needs of a branch's tree: a file's blob id and a folder's listing.
+
+    `GitTree` is one; the decider's tests use a dictionary-backed one, without Git.
+    """
+
+    def get(self, path: str) -> bytes | None: ...
+
+    def files(self, folder: str) -> list[str]: ...
+
+    def folders(self, folder: str) -> list[str]: ...
 
 
 def blob_sha(data: bytes) -> bytes:
@@ -50,35 +85,77 @@ class Retired:
     """A deleted target whose documents a `retire` plan removes: its folder, prune mode and why."""
 
     folder: str
-    prune: str
+    prune: Prune
     reason: str
+
+
+class PlanKind(StrEnum):
+    """What a plan commits, which decides its message (`message_for`)."""
+
+    WINDOW = "window"
+    SNAPSHOT = "snapshot"
+    REBUILD = "rebuild"
+    RETIRE = "retire"
+
+
+#: path -> (rendered content, None for a delete; the object as the message names it)
+Writes = dict[str, tuple[bytes | None, ChangedObject]]
+
+
+@dataclass(frozen=True, slots=True)
+class Byline:
+    """Who a commit names and how: identity, the commits metric's `author_kind`, the name in its
+    message, the `Reverser-Attribution` trailer values and the author time (seconds)."""
+
+    identity: Identity
+    kind: str
+    label: str
+    time_s: int
+    attributions: tuple[str, ...] = ()
+
+    @classmethod
+    def committer(cls, identity: Identity, time_s: int) -> Byline:
+        """The committer as the author: snapshots, retired targets and rebuilds."""
+        return cls(identity, COMMITTER_KIND, identity.name, time_s)
+
+
+class PlanParts(TypedDict, total=False):
+    """The optional parts of a plan (see `Plan`), for the one function that builds plans."""
+
+    observed_at_ms: int
+    sweep: Sweep | None
+    resource: str
+    revision: str
+    template: CommitMessageSettings | None
+    states: list[PendingRecord]
+    retired: Retired | None
 
 
 @dataclass(slots=True)
 class Plan:
-    """One closed window or one finished snapshot, ready to become a commit."""
+    """One closed window, finished snapshot, retired target or rebuild, ready to become a commit.
 
-    kind: str
-    provider: str
-    branch: str
+    `at` is the branch-work record its trailers claim (a rebuild claims none); `size` is the bytes
+    of its rendered writes, kept so the unpushed backlog is bounded without summing them again.
+    """
+
+    kind: PlanKind
     target: str
-    author: Identity
-    author_kind: str
-    author_label: str
-    attributions: list[str]
-    author_time_s: int
-    partition: int
-    offset: int
-    observed_at_ms: int
-    writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
+    at: LogPosition
+    byline: Byline
+    writes: Writes = field(default_factory=dict)
+    observed_at_ms: int = 0
     sweep: Sweep | None = None
     resource: str = ""
     revision: str = ""
-    size: int = 0
     template: CommitMessageSettings | None = None
     # object-state records to write once this plan is on the remote (statebook.py)
     states: list[PendingRecord] = field(default_factory=list)
     retired: Retired | None = None
+    size: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.size = sum(len(content) for content, _ in self.writes.values() if content is not None)
 
 
 @dataclass(slots=True)
@@ -146,7 +223,7 @@ def apply_plan(
     return applied
 
 
-def orphans(tree: GitTree, sweep: Sweep) -> list[str]:
+def orphans(tree: Files, sweep: Sweep) -> list[str]:
     """In-scope documents of `tree` the snapshot does not keep (the candidates of its sweep)."""
     base = sweep.target_path
     type_dir = f"{sweep.group}/{sweep.resource}" if sweep.group else sweep.resource
@@ -164,43 +241,37 @@ def orphans(tree: GitTree, sweep: Sweep) -> list[str]:
 def message_for(plan: Plan, applied: Applied) -> str:
     """The commit message for what the plan actually changed on this base.
 
-    `kind` is `window`, `snapshot`, `rebuild` (a replay's reconcile; `resource` names its source)
-    or `retire` (a deleted target's folder; `retired` says which and why).
+    A rebuild's `resource` names its source; a retire plan's `retired` says which folder and why.
     """
-    if plan.kind == "rebuild":
+    if plan.kind is PlanKind.REBUILD:
         return rebuild_message(plan.target, plan.resource, applied.paths)
-    if plan.kind == "retire" and plan.retired is not None:
+    if plan.kind is PlanKind.RETIRE and plan.retired is not None:
+        retired = plan.retired
         return retire_message(
-            plan.target,
-            plan.retired.folder,
-            plan.retired.prune,
-            plan.retired.reason,
-            plan.provider,
-            plan.branch,
-            plan.partition,
-            plan.offset,
-            applied.paths,
+            plan.target, retired.folder, retired.prune, retired.reason, plan.at, applied.paths
         )
-    if plan.kind == "snapshot":
+    if plan.kind is PlanKind.SNAPSHOT:
         return reconcile_message(
-            len(applied.paths),
-            plan.resource,
-            plan.revision,
-            plan.target,
-            plan.provider,
-            plan.branch,
-            plan.partition,
-            plan.offset,
-            applied.paths,
+            len(applied.paths), plan.resource, plan.revision, plan.target, plan.at, applied.paths
         )
     return window_message(
-        applied.objects,
-        plan.author_label,
-        plan.target,
-        plan.attributions,
-        plan.provider,
-        plan.branch,
-        plan.partition,
-        plan.offset,
-        plan.template,
+        applied.objects, plan.byline.label, plan.target, plan.byline.attributions, plan.at, plan.template
     )
+
+
+def documents(tree: Files, target_path: str) -> list[str]:
+    """Every object document under a target's folder: `<scope>/[group/]<resource>/<name>.yaml`."""
+
+    def join(*parts: str) -> str:
+        return "/".join(p for p in parts if p)
+
+    found: list[str] = []
+    for scope in tree.folders(target_path):
+        scope_dir = join(target_path, scope)
+        for first in tree.folders(scope_dir):
+            type_dir = join(scope_dir, first)
+            found += [f"{type_dir}/{n}" for n in tree.files(type_dir) if n.endswith(DOCUMENT_SUFFIX)]
+            for second in tree.folders(type_dir):
+                group_dir = join(type_dir, second)
+                found += [f"{group_dir}/{n}" for n in tree.files(group_dir) if n.endswith(DOCUMENT_SUFFIX)]
+    return found

@@ -8,21 +8,20 @@ branch and repairs a branch that drifted (adds, updates and removes).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.gittree import GitTree
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject
-from pipeline.commit.plan import Plan
+from pipeline.commit.plan import Files, Plan, Writes, documents
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import TargetSettings
+from pipeline.operation import Operation
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
-__all__ = ["Desired", "desired_files", "documents", "reconcile_plan"]
-
-DOCUMENT_SUFFIX = ".yaml"
+__all__ = ["Desired", "desired_files", "reconcile_plan"]
 
 
 @dataclass(slots=True)
@@ -45,8 +44,10 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
         if sealed is None:
             sealed = sealed_types[kind] = is_sensitive(state.group, state.resource, sensitive)
         if sealed != state.sealed:
-            desired.refused.append(f"{_where(state)}: stored {'sealed' if state.sealed else 'in plaintext'}, "
-                                   f"but the target {'seals' if sealed else 'does not seal'} this type")
+            desired.refused.append(
+                f"{_where(state)}: stored {'sealed' if state.sealed else 'in plaintext'}, "
+                f"but the target {'seals' if sealed else 'does not seal'} this type"
+            )
             continue
         try:
             path = canonical_path(folder, state.group, state.resource, state.namespace, state.name, sensitive)
@@ -61,7 +62,9 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
         except (LayoutError, RenderError, SealedDocumentError) as exc:
             desired.refused.append(f"{_where(state)}: {exc}")
             continue
-        obj = ChangedObject("UPDATE", state.group, state.version, state.resource, state.namespace, state.name)
+        obj = ChangedObject(
+            Operation.UPDATE, state.group, state.version, state.resource, state.namespace, state.name
+        )
         desired.files[path] = (content, obj)
     return desired
 
@@ -70,31 +73,11 @@ def _where(state: ObjectState) -> str:
     return f"{state.target}/{state.group}/{state.resource}/{state.namespace}/{state.name}"
 
 
-def documents(tree: GitTree, target_path: str) -> list[str]:
-    """Every object document under a target's folder: `<scope>/[group/]<resource>/<name>.yaml`."""
-    def join(*parts: str) -> str:
-        return "/".join(p for p in parts if p)
-
-    found: list[str] = []
-    for scope in tree.folders(target_path):
-        scope_dir = join(target_path, scope)
-        for first in tree.folders(scope_dir):
-            type_dir = join(scope_dir, first)
-            found += [f"{type_dir}/{n}" for n in tree.files(type_dir) if n.endswith(DOCUMENT_SUFFIX)]
-            for second in tree.folders(type_dir):
-                group_dir = join(type_dir, second)
-                found += [f"{group_dir}/{n}" for n in tree.files(group_dir) if n.endswith(DOCUMENT_SUFFIX)]
-    return found
-
-
-def reconcile_plan(tree: GitTree, target: TargetSettings, desired: Desired, base: Plan) -> Plan:
+def reconcile_plan(tree: Files, target: TargetSettings, desired: Desired, base: Plan) -> Plan:
     """`base` (identity, names) with the writes that make the target's folder exactly `desired`."""
     folder = normalize_target_path(target.path)
-    writes: dict[str, tuple[bytes | None, ChangedObject]] = dict(desired.files)
+    writes: Writes = dict(desired.files)
     for path in documents(tree, folder):
         if path not in writes:
-            writes[path] = (None, ChangedObject("DELETE", "", "", "", "", path))
-    base.writes = writes
-    base.size = sum(len(c) for c, _ in desired.files.values())
-    return base
-
+            writes[path] = (None, ChangedObject(Operation.DELETE, "", "", "", "", path))
+    return dataclasses.replace(base, writes=writes)

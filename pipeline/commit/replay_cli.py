@@ -27,13 +27,16 @@ from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import decode_work
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
 from pipeline.commandline import add_config_argument, settings_from_args
-from pipeline.commit.access import provider_access
-from pipeline.commit.branch import BranchWorker, Offset
+from pipeline.commit.branch import BranchWorker
 from pipeline.commit.consumer import remote_auth
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo
+from pipeline.commit.decide import rebuild_plan
+from pipeline.commit.git.access import provider_access
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo
 from pipeline.commit.identity import committer_identity
-from pipeline.commit.plan import Plan, apply_plan, message_for
+from pipeline.commit.plan import apply_plan, message_for
+from pipeline.commit.ports import BranchPorts
+from pipeline.commit.position import LogPosition, Offset
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import CommandError, ExitCode
@@ -263,11 +266,8 @@ async def _from_object_state(job: _Job) -> int:
             tree,
             target,
             desired,
-            Plan(
-                kind="rebuild", provider=provider.name, branch=branch, target=target.name,
-                author=committer, author_kind="committer", author_label=committer.name,
-                attributions=[], author_time_s=int(time.time()), partition=0, offset=0, observed_at_ms=0,
-                resource=topic,
+            rebuild_plan(
+                LogPosition(provider.name, branch, 0, 0), target.name, committer, topic, int(time.time())
             ),
         )
         applied = apply_plan(tree, plan, repo.store_blob, repo.objects.read)
@@ -307,8 +307,8 @@ async def _from_history(job: _Job) -> int:
 
     # The state book of this replay (fresh, fed only by the replayed work) says which objects the
     # history leaves on the branch: the reconcile step removes the rest.
-    worker = BranchWorker(settings, provider, branch, repo, settled.extend, load_state=nothing_yet,
-                          on_state=states.extend)
+    ports = BranchPorts(load_state=nothing_yet, on_state=states.extend)
+    worker = BranchWorker(settings, provider, branch, repo, settled.extend, ports)
     await worker.sync()
     existing = worker.remote_tip
     used = 0
@@ -316,8 +316,10 @@ async def _from_history(job: _Job) -> int:
         async for chunk in read_to_end(log, extent):
             for gap in chunk.gaps:
                 aged_out += gap.lost
-                report.note(f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
-                            "were deleted by retention before the replay")
+                report.note(
+                    f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
+                    "were deleted by retention before the replay"
+                )
             for record in chunk.records:
                 tp = TopicPartition(record.topic, record.partition)
                 report.advance()
@@ -354,8 +356,10 @@ async def _remove_unreplayed(
     object whose creation aged out, so it is kept (rebuild from object-state instead).
     """
     if aged_out:
-        note(f"warning: {aged_out} branch-work record(s) aged out; documents the retained history "
-             "does not mention are kept (use --from object-state for an exact rebuild)")
+        note(
+            f"warning: {aged_out} branch-work record(s) aged out; documents the retained history "
+            "does not mention are kept (use --from object-state for an exact rebuild)"
+        )
         return
     for target in targets:
         await worker.remove_unlisted(target)

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.messages import ChangedObject
+from pipeline.commit.position import Offset
 from pipeline.config import ProviderSettings, TargetSettings
 
 __all__ = ["CloseReason", "CommitWindow", "WindowKey", "event_time_ms", "window_limits_s"]
@@ -66,7 +67,7 @@ class CommitWindow:
     touched_at: float = 0.0
     writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
     tiers: list[str] = field(default_factory=list)
-    offsets: list[tuple[int, int]] = field(default_factory=list)
+    offsets: list[Offset] = field(default_factory=list)
     size: int = 0
     first_observed_ms: int = 0
     last_observed_ms: int = 0
@@ -83,8 +84,7 @@ class CommitWindow:
         content: bytes | None,
         obj: ChangedObject,
         author: WorkAuthor,
-        partition: int,
-        offset: int,
+        at: Offset,
         observed_ms: int,
     ) -> None:
         """Record one write; a repeated path keeps its first position but takes the newest content."""
@@ -96,7 +96,7 @@ class CommitWindow:
         label = f"{author.tier} {author.username}".strip()
         if label not in self.tiers:
             self.tiers.append(label)
-        self.offsets.append((partition, offset))
+        self.offsets.append(at)
         if not self.first_observed_ms:
             self.first_observed_ms = observed_ms
         self.last_observed_ms = max(self.last_observed_ms, observed_ms)
@@ -128,6 +128,6 @@ class CommitWindow:
         self.touched_at = now
         self.deadline = min(now + self.silence_s, self.opened_at + self.max_age_s)
 
-    def clock_close_reason(self, now: float) -> str:
+    def clock_close_reason(self, now: float) -> CloseReason:
         """Why the window closes once its clock deadline passed: silence if that ran out, else age."""
         return CloseReason.SILENCE if now >= self.touched_at + self.silence_s else CloseReason.MAX_AGE

@@ -14,7 +14,7 @@ import aiohttp
 import pyrage
 import yaml
 
-from pipeline.commit.sshremote import write_private_file
+from pipeline.commit.git.sshremote import write_private_file
 from pipeline.config import (
     AuditSettings,
     EncryptionSettings,

@@ -1,7 +1,7 @@
 """Doctor checks of each Git provider: credentials present, remote reachable with them, and every
 branch a target writes pushable (a dry-run push of a throw-away commit onto the current tip).
 
-The remote is driven through `pipeline.commit.gitrepo.LocalRepo`, the same Git plumbing and
+The remote is driven through `pipeline.commit.git.repo.LocalRepo`, the same Git plumbing and
 credential handling the commit worker uses, so a pass here means the worker's pushes authenticate.
 """
 
@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from pipeline.commit.consumer import remote_auth
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings, Settings
 from pipeline.doctor.report import Check, Status

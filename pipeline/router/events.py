@@ -18,6 +18,7 @@ from pipeline.codec.branch_work import (
     WorkAuthor,
     WorkItem,
     Write,
+    operation_of,
 )
 from pipeline.codec.watch_event import LiveEvent, SnapshotBegin, SnapshotChunk, SnapshotObject, WatchRecord
 from pipeline.models import compare_versions
@@ -90,7 +91,7 @@ def caught_up_item(watch: WatchRecord, destination: Destination, change: CaughtU
 def _write(
     obj: LiveEvent | SnapshotObject, operation: Operation, object_json: bytes | None, author: WorkAuthor
 ) -> Write:
-    return Write(operation.value, obj.namespace, obj.name, obj.uid, obj.resource_version, object_json, author)
+    return Write(operation, obj.namespace, obj.name, obj.uid, obj.resource_version, object_json, author)
 
 
 def _work_body(
@@ -98,7 +99,7 @@ def _work_body(
 ) -> Body:
     body = watch.body
     if isinstance(body, LiveEvent):
-        operation = Operation.of(body.type, body.deleting)
+        operation = operation_of(body.type, body.deleting)
         object_json = None if operation is Operation.DELETE else body.object_json
         if author is None:
             configured = destination.attribution is AttributionMode.CONFIGURED_AUTHOR

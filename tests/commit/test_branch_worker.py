@@ -9,7 +9,8 @@ import pytest
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.ports import BranchPorts
 from pipeline.commit.window import CloseReason
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from tests.commit.helpers import (
@@ -82,8 +83,7 @@ class Harness:
             "main",
             repo,
             self.settled.extend,
-            clock=self.clock,
-            wall=lambda: 1_767_000_000.0,
+            BranchPorts(clock=self.clock, wall=lambda: 1_767_000_000.0),
         )
 
     async def feed(self, *items: Any) -> None:
@@ -492,7 +492,8 @@ async def test_new_branch_is_based_on_default_branch(tmp_path: Path) -> None:
     h = Harness(tmp_path, targets=targets)
     foreign_push(h.remote, tmp_path, "README.md", "base\n")
     repo = LocalRepo.for_branch(tmp_path / "clones", "git", "feature", str(h.remote), None)
-    worker = BranchWorker(h.settings, h.provider, "feature", repo, h.settled.extend, clock=h.clock)
+    ports = BranchPorts(clock=h.clock)
+    worker = BranchWorker(h.settings, h.provider, "feature", repo, h.settled.extend, ports)
     await worker.sync()
     await worker.handle(Work(branch="feature").create(cm("a")))
     h.clock.advance(5)

@@ -15,9 +15,9 @@ import pytest
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
-from pipeline.commit.access import provider_access
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth
+from pipeline.commit.git.access import provider_access
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import GitRemoteError, RemoteAuth
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import CredentialsReason

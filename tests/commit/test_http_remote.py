@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, RemoteAuth
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, RemoteAuth
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, cm, files, log_lines

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError
-from pipeline.commit.keyfiles import KeyFile, key_path, kinds_in_use, remove_files, remove_unconfigured
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.keyfiles import KeyFile, key_path, kinds_in_use, remove_files, remove_unconfigured
+from pipeline.commit.git.repo import GitRemoteError
 from pipeline.config import (
     ClusterSettings,
     LogSettings,

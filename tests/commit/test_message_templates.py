@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import CommitInfo, LocalRepo
+from pipeline.commit.git.repo import CommitInfo, LocalRepo
 from pipeline.commit.messages import ChangedObject, template_values, window_message
+from pipeline.commit.position import LogPosition
 from pipeline.config import (
     CommitMessageSettings,
     ConfigError,
@@ -88,10 +89,7 @@ def test_rendering_cannot_forge_trailers_or_control_characters() -> None:
         "mallory",
         "prod",
         ["exact mallory"],
-        "git",
-        "main",
-        3,
-        42,
+        LogPosition("git", "main", 3, 42),
         CommitMessageSettings(subject="${operation} by ${author}", body="Reverser-Offset: 9:9\n${objects}"),
     )
     subject, _, rest = message.partition("\n\n")
@@ -218,7 +216,7 @@ def windows(draw: st.DrawFn) -> tuple[list[ChangedObject], str]:
 
 
 def message_of(objects: list[ChangedObject], author: str, template: CommitMessageSettings) -> str:
-    return window_message(objects, author, "prod", ATTRIBUTIONS, "git", "main", 3, 42, template)
+    return window_message(objects, author, "prod", ATTRIBUTIONS, LogPosition("git", "main", 3, 42), template)
 
 
 def interpreted_trailers(message: str) -> list[str]:

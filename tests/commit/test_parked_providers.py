@@ -19,8 +19,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.commit import component as commit_component
-from pipeline.commit.access import AccessError, provider_access
 from pipeline.commit.consumer import CommitWorker
+from pipeline.commit.git.access import AccessError, provider_access
 from pipeline.config import (
     ClusterSettings,
     MetricsSettings,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pipeline.cli import main
-from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected
 from pipeline.commit.replay_cli import replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import ExitCode

@@ -12,7 +12,7 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.gitrepo import GitRemoteError
+from pipeline.commit.git.repo import GitRemoteError
 from pipeline.commit.replay_cli import Source, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, SecretReference, Settings, TargetSettings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason

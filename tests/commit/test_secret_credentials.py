@@ -17,10 +17,10 @@ import pytest
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
-from pipeline.commit.access import provider_access
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError
+from pipeline.commit.git.access import provider_access
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import GitRemoteError
 from pipeline.config import (
     ClusterSettings,
     LogSettings,

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.codec.credentials_report import CredentialsReport
-from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.consumer import CommitWorker
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import GitRemoteError
-from pipeline.commit.signing import SecretSigner, SigningError
+from pipeline.commit.git.access import provider_access
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import GitRemoteError
+from pipeline.commit.git.signing import SecretSigner, SigningError
 from pipeline.config import (
     ClusterSettings,
     LogSettings,

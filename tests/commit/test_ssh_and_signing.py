@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commit.access import provider_access
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import GitRemoteError
+from pipeline.commit.git.access import provider_access
+from pipeline.commit.git.repo import GitRemoteError
 from pipeline.config import (
     ConfigError,
     ProviderSettings,

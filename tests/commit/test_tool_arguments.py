@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.commit import gitrepo
-from pipeline.commit.gitrepo import LocalRepo
-from pipeline.commit.signing import GpgSigner, SigningError, SshSigner
-from pipeline.commit.sshremote import SshTransport
+from pipeline.commit.git import repo as gitrepo
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.git.signing import GpgSigner, SigningError, SshSigner
+from pipeline.commit.git.sshremote import SshTransport
 from pipeline.config import ConfigError, EncryptionSettings, SigningSettings, load_settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import parse_object
@@ -46,9 +46,9 @@ HOSTILE = "--logger-file=/tmp/reverser-injected"
 # Every place the service starts an external tool (module, function): each builds its argv as the
 # tests below check. A new one fails here until it is added, and audited, too.
 TOOL_CALLS = {
-    ("commit/gitrepo.py", "set_branch"),  # git gc: the clone's own path only
-    ("commit/gitrepo.py", "_git"),  # git fetch/push/ls-remote/log: test_git_puts_urls_and_revisions...
-    ("commit/signing.py", "_run"),  # gpg, ssh-keygen: test_signers_take_values_in_option_form
+    ("commit/git/repo.py", "set_branch"),  # git gc: the clone's own path only
+    ("commit/git/repo.py", "_git"),  # git fetch/push/ls-remote/log: test_git_puts_urls_and_revisions...
+    ("commit/git/signing.py", "_run"),  # gpg, ssh-keygen: test_signers_take_values_in_option_form
     ("sealing/sealer.py", "seal"),  # sops: test_sops_takes_values_in_option_form
     ("commit/replay_cli.py", "_target_url"),  # git init --end-of-options PATH
     ("demo/runner.py", "ensure_bare_remote"),  # git init --end-of-options PATH

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from gitdb.pack import PackIndexFile
 
-from pipeline.commit.gitrepo import CommitInfo, LocalRepo
+from pipeline.commit.git.objstore import pack_index
+from pipeline.commit.git.repo import CommitInfo, LocalRepo
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
-from pipeline.commit.objstore import pack_index
 from pipeline.commit.offsets import OffsetBook
 from pipeline.log.api import TopicPartition
 from pipeline.redaction import redact_url
@@ -197,7 +197,7 @@ def test_pack_index_offsets_past_2_gib_use_the_64_bit_table(tmp_path: Path) -> N
 
 def test_packs_are_consolidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One pack per push would grow without bound; `git gc --auto` folds them together."""
-    from pipeline.commit import gitrepo
+    from pipeline.commit.git import repo as gitrepo
 
     monkeypatch.setattr(gitrepo, "GC_EVERY_PACKS", 5)
     repo = LocalRepo(tmp_path / "r", str(tmp_path / "none"))
@@ -270,7 +270,7 @@ async def test_a_ref_write_cut_short_by_a_kill_leaves_a_fetchable_repository(
 
     second = repo.commit(tree.write(), first, OPERATOR, 1, OPERATOR, 1, "two\n")
     with monkeypatch.context() as patched:
-        patched.setattr("pipeline.commit.gitrepo.os.replace", killed_at_the_ref)
+        patched.setattr("pipeline.commit.git.repo.os.replace", killed_at_the_ref)
         with pytest.raises(Killed):
             repo.set_branch("main", second)
     assert (path / "refs" / "heads" / "main.lock").exists()

@@ -15,7 +15,8 @@ import pytest
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.ports import BranchPorts
 from pipeline.msgtemplate import clean_line
 from tests.commit.helpers import Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
@@ -62,7 +63,7 @@ async def test_offset_trailers_count_only_from_the_worker_itself(
 
     repo = LocalRepo.for_branch(tmp_path / "clones2", "git", "main", str(h.remote), None)
     h.worker = BranchWorker(
-        h.settings, h.provider, "main", repo, h.settled.extend, clock=h.clock, log_ends=log_ends
+        h.settings, h.provider, "main", repo, h.settled.extend, BranchPorts(clock=h.clock, log_ends=log_ends)
     )
     with caplog.at_level(logging.WARNING, logger="pipeline.commit"):
         await h.feed(w.create(cm("b")), w.create(cm("c")))

@@ -79,15 +79,15 @@ def test_a_fresh_window_is_empty() -> None:
 
 def test_a_repeated_path_keeps_its_place_takes_the_newest_content_and_counts_its_size_once() -> None:
     window = new_window()
-    window.add("a.yaml", b"12345", CM, ALICE, 0, 7, 90_000)
-    window.add("b.yaml", b"xy", CM, BOB, 1, 8, 91_000)
-    window.add("a.yaml", b"123", CM, ALICE, 0, 9, 92_000)
+    window.add("a.yaml", b"12345", CM, ALICE, (0, 7), 90_000)
+    window.add("b.yaml", b"xy", CM, BOB, (1, 8), 91_000)
+    window.add("a.yaml", b"123", CM, ALICE, (0, 9), 92_000)
     assert list(window.writes) == ["a.yaml", "b.yaml"]
     assert window.writes["a.yaml"][0] == b"123"
     assert window.size == 5
-    window.add("a.yaml", None, CM, ALICE, 0, 10, 93_000)  # deleted: no content
+    window.add("a.yaml", None, CM, ALICE, (0, 10), 93_000)  # deleted: no content
     assert window.size == 2
-    window.add("a.yaml", b"1", CM, ALICE, 0, 11, 94_000)
+    window.add("a.yaml", b"1", CM, ALICE, (0, 11), 94_000)
     assert window.size == 3
     assert window.offsets == [(0, 7), (1, 8), (0, 9), (0, 10), (0, 11)]
     assert window.tiers == ["exact alice", "collection bob"]
@@ -95,24 +95,24 @@ def test_a_repeated_path_keeps_its_place_takes_the_newest_content_and_counts_its
 
 def test_the_tier_label_of_an_unnamed_author_is_the_tier_alone() -> None:
     window = new_window()
-    window.add("a.yaml", b"x", CM, NOBODY, 0, 1, 90_000)
-    window.add("b.yaml", b"x", CM, NOBODY, 0, 2, 90_000)
+    window.add("a.yaml", b"x", CM, NOBODY, (0, 1), 90_000)
+    window.add("b.yaml", b"x", CM, NOBODY, (0, 2), 90_000)
     assert window.tiers == ["absent"]
 
 
 def test_observed_and_event_times_keep_the_first_and_the_newest() -> None:
     window = new_window()
-    window.add("a.yaml", b"x", CM, BOB, 0, 1, 90_000)
-    window.add("b.yaml", b"x", CM, ALICE, 0, 2, 80_000)  # observed earlier, made earlier
-    window.add("c.yaml", b"x", CM, ALICE_UNTIMED, 0, 3, 95_000)  # no fact: observed time
+    window.add("a.yaml", b"x", CM, BOB, (0, 1), 90_000)
+    window.add("b.yaml", b"x", CM, ALICE, (0, 2), 80_000)  # observed earlier, made earlier
+    window.add("c.yaml", b"x", CM, ALICE_UNTIMED, (0, 3), 95_000)  # no fact: observed time
     assert (window.first_observed_ms, window.last_observed_ms) == (90_000, 95_000)
     assert (window.first_event_ms, window.last_event_ms) == (51_000, 95_000)
 
 
 def test_apart_from_at_exactly_the_silence_after_the_last_or_before_the_first_write() -> None:
     window = new_window(silence_s=10.0)
-    window.add("a.yaml", b"x", CM, ALICE, 0, 1, 90_000)  # made at 50 s
-    window.add("b.yaml", b"x", CM, BOB, 0, 2, 90_000)  # made at 51 s
+    window.add("a.yaml", b"x", CM, ALICE, (0, 1), 90_000)  # made at 50 s
+    window.add("b.yaml", b"x", CM, BOB, (0, 2), 90_000)  # made at 51 s
     assert not window.apart_from(60_999)
     assert window.apart_from(61_000)
     assert not window.apart_from(40_001)
@@ -122,7 +122,7 @@ def test_apart_from_at_exactly_the_silence_after_the_last_or_before_the_first_wr
 
 def test_aged_before_at_exactly_the_maximum_age_after_the_first_write() -> None:
     window = new_window(max_age_s=60.0)
-    window.add("a.yaml", b"x", CM, ALICE, 0, 1, 90_000)  # made at 50 s
+    window.add("a.yaml", b"x", CM, ALICE, (0, 1), 90_000)  # made at 50 s
     assert not window.aged_before(109_999)
     assert window.aged_before(110_000)
     assert not window.aged_before(50_000)

@@ -358,9 +358,9 @@ async def test_a_restarted_router_resumes_after_its_committed_offsets(
 def test_operation_mapping_records_deletion_at_intent_time(
     event_type: str, deleting: bool, operation: str
 ) -> None:
-    from pipeline.codec.branch_work import Operation
+    from pipeline.codec.branch_work import operation_of
 
-    assert Operation.of(event_type, deleting).value == operation
+    assert operation_of(event_type, deleting).value == operation
 
 
 @pytest.mark.kafka

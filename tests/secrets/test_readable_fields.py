@@ -29,7 +29,7 @@ from prometheus_client import REGISTRY
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.gitrepo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.rebuild import desired_files
 from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.models import GroupResource

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from cryptography.exceptions import UnsupportedAlgorithm
 
-from pipeline.commit.keyfiles import KeyFile, key_path
-from pipeline.commit.sshremote import load_private_key, write_private_file
+from pipeline.commit.git.keyfiles import KeyFile, key_path
+from pipeline.commit.git.sshremote import load_private_key, write_private_file
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import CredentialsReason
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from git.objects.fun import tree_entries_from_data
 
-from pipeline.commit.objstore import ObjectStore
+from pipeline.commit.git.objstore import ObjectStore
 
 __all__ = ["BLOB_MODE", "TREE_MODE", "GitTree"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from pipeline.commit.keyfiles import KeyFile, key_path
+from pipeline.commit.git.keyfiles import KeyFile, key_path
 from pipeline.config import ProviderSettings
 
 __all__ = [

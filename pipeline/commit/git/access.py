@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.commit.credentials import SecretAccess
-from pipeline.commit.gitrepo import LocalRepo, RemoteAccess, RemoteAuth
-from pipeline.commit.signing import CommitSigner, SigningError, commit_signer
-from pipeline.commit.sshremote import SshTransport, ssh_transport
+from pipeline.commit.git.credentials import SecretAccess
+from pipeline.commit.git.repo import LocalRepo, RemoteAccess, RemoteAuth
+from pipeline.commit.git.signing import CommitSigner, SigningError, commit_signer
+from pipeline.commit.git.sshremote import SshTransport, ssh_transport
 from pipeline.config import ConfigError, ProviderSettings
 from pipeline.gitcredentials import CredentialsReason
 

@@ -24,11 +24,11 @@ from typing import Protocol
 
 import git
 
-from pipeline.commit.gittree import GitTree
+from pipeline.commit.git.objstore import ObjectStore
+from pipeline.commit.git.signing import CommitSigner, signed_commit
+from pipeline.commit.git.sshremote import SshTransport
+from pipeline.commit.git.tree import GitTree
 from pipeline.commit.identity import Identity
-from pipeline.commit.objstore import ObjectStore
-from pipeline.commit.signing import CommitSigner, signed_commit
-from pipeline.commit.sshremote import SshTransport
 from pipeline.gitnames import ALLOWED_SCHEMES, origin_of
 from pipeline.redaction import redact_url
 

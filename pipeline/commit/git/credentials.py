@@ -8,7 +8,7 @@ directory (ssh reads keys only from files). The values are read again when the r
 them (a rotated Secret), every `credentials_refresh_s` (so a rotation is picked up before the old
 credentials are revoked) and when a new configuration changes the provider; key files go when
 the Secret no longer yields them or the provider leaves the configuration
-(`pipeline.commit.keyfiles`).
+(`pipeline.commit.git.keyfiles`).
 
 Unusable credentials (no Secret, no access to it, a key missing) never stop the worker: the
 remote operation fails like an unreachable remote, so the branch keeps its work and retries
@@ -30,10 +30,10 @@ from cryptography.hazmat.primitives import serialization
 
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import GitRemoteError, RemoteAuth
-from pipeline.commit.keyfiles import CLUSTER_KINDS, KeyFile, key_path, remove_files
-from pipeline.commit.signing import SecretSigner
-from pipeline.commit.sshremote import (
+from pipeline.commit.git.keyfiles import CLUSTER_KINDS, KeyFile, key_path, remove_files
+from pipeline.commit.git.repo import GitRemoteError, RemoteAuth
+from pipeline.commit.git.signing import SecretSigner
+from pipeline.commit.git.sshremote import (
     SshTransport,
     is_ssh_url,
     load_private_key,
