@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.bench_log import kafka_bootstrap
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record, tombstone_record
-from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.git.repo import LocalRepo, Signature
 from pipeline.commit.identity import Identity
 from pipeline.commit.replay_cli import Source, replay_branch
 from pipeline.commit.yamlrender import render_object
@@ -137,7 +137,7 @@ async def floor(records: list[Record], workdir: Path) -> Floor:
             for state in states:
                 path = f"live/{state.namespace}/{state.resource}/{state.name}.yaml"
                 tree.put(path, repo.store_blob(state.document))
-            tip = repo.commit(tree.write(), None, COMMITTER, 0, COMMITTER, 0, "floor\n")
+            tip = repo.commit(tree.write(), None, Signature(COMMITTER, 0), Signature(COMMITTER, 0), "floor\n")
             repo.set_branch("main", tip)
             write = min(write, time.perf_counter() - started)
             started = time.perf_counter()

@@ -1,4 +1,9 @@
-"""Git credentials read from a Kubernetes Secret: which keys mean what, decided without I/O.
+"""A provider's credentials as git needs them, from a Kubernetes Secret, decided without I/O.
+
+This module is their one owner: which keys of a Secret mean what, and what an SSH key must look
+like for git's ssh (unlocked, OpenSSH form) and for signing (its public half). The commit
+worker's `SecretAccess` (`pipeline.commit.git.credentials`) only reads the Secrets, writes the
+key files and reports; `doctor` and `replay` decide through the same functions.
 
 A GitProvider's `spec.secretRef` (a provider's `credentials_secret` in the file) names a Secret
 whose keys are spelled in one of three dialects, as gitops-reverser accepts them: Kubernetes'
@@ -19,6 +24,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+
 __all__ = [
     "KNOWN_HOSTS_KEYS",
     "SIGNING_KEY_KEYS",
@@ -31,7 +40,10 @@ __all__ = [
     "SigningKey",
     "credentials_from_secret",
     "known_hosts_from",
+    "load_private_key",
+    "public_key_of",
     "signing_key_from_secret",
+    "unlocked_key",
 ]
 
 #: Keys of an SSH private key, first non-empty wins: Kubernetes, Flux, Argo CD.
@@ -176,3 +188,47 @@ def signing_key_from_secret(secret: str, data: Mapping[str, bytes]) -> SigningKe
         f"Secret {secret} has none of the signing key keys {', '.join(SIGNING_KEY_KEYS)}",
     )
     return SigningKey(key, _first(data, SIGNING_PASSPHRASE_KEYS))
+
+
+def load_private_key(data: bytes, passphrase: bytes | None) -> PrivateKeyTypes:
+    """An SSH private key in OpenSSH or PEM form, as ssh and ssh-keygen read it. Raises ValueError
+    (not a key), TypeError (encrypted, and no passphrase given) or UnsupportedAlgorithm."""
+    try:
+        return serialization.load_ssh_private_key(data, passphrase)
+    except ValueError:
+        return serialization.load_pem_private_key(data, passphrase)
+
+
+def unlocked_key(secret: str, key: str, passphrase: str | None, keys: str) -> str:
+    """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form;
+    `keys` names where the passphrase came from, for the error."""
+    if passphrase is None:
+        return key
+    try:
+        loaded = load_private_key(key.encode(), passphrase.encode())
+    except TypeError:
+        return key  # not encrypted: the passphrase key was for something else
+    except ValueError:
+        raise CredentialsError(
+            CredentialsReason.INVALID_KEY,
+            f"Secret {secret}: the SSH key cannot be opened with the passphrase of key {keys}",
+        ) from None
+    return loaded.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode("ascii")
+
+
+def public_key_of(secret: str, key: str) -> str:
+    """The public half in authorized_keys form (`ssh-ed25519 AAAA...`), from an unlocked key."""
+    try:
+        loaded = load_private_key(key.encode(), None)
+        public = loaded.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise CredentialsError(
+            CredentialsReason.INVALID_KEY,
+            f"Secret {secret}: the signing key is not an SSH private key this service can read "
+            f"(keys {', '.join(SIGNING_KEY_KEYS)})",
+        ) from None
+    return public.decode("ascii")

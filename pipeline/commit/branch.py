@@ -22,7 +22,7 @@ from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, Targ
 from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.commit import metrics
 from pipeline.commit.decide import Decider, Reject, Skip
-from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, identity_line
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature, identity_line
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.plan import Plan, apply_plan, message_for
 from pipeline.commit.ports import BranchPorts
@@ -439,15 +439,9 @@ class BranchWorker:
         if not applied.changed:
             return None
         tree = self._tree.write()
-        sha = self.repo.commit(
-            tree,
-            self._tip,
-            plan.byline.identity,
-            plan.byline.time_s,
-            self.committer,
-            int(self._wall()),
-            message_for(plan, applied),
-        )
+        author = Signature(plan.byline.identity, plan.byline.time_s)
+        committer = Signature(self.committer, int(self._wall()))
+        sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))
         self._tip = sha
         return sha
 

@@ -32,7 +32,7 @@ from pipeline.commit.consumer import remote_auth
 from pipeline.commit.decide import rebuild_plan
 from pipeline.commit.git.access import provider_access
 from pipeline.commit.git.credentials import SecretAccess
-from pipeline.commit.git.repo import GitRemoteError, LocalRepo
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, Signature
 from pipeline.commit.identity import committer_identity
 from pipeline.commit.plan import apply_plan, message_for
 from pipeline.commit.ports import BranchPorts
@@ -57,7 +57,7 @@ from pipeline.models import branch_key
 from pipeline.progress import ProgressReport
 from pipeline.redaction import redact_url
 
-__all__ = ["ReplayError", "Source", "add_replay_branch_parser", "replay_branch"]
+__all__ = ["ReplayError", "ReplayRequest", "Source", "add_replay_branch_parser", "replay_branch"]
 
 PUSH_EVERY_RECORDS = 2000
 
@@ -164,24 +164,36 @@ def _branch_targets(
     return [by_name[n] for n in names]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayRequest:
+    """Which branch to rebuild, from what, and into which remote (None: the provider's own).
+
+    `targets` limits the rebuild to those targets of the branch (None: all of them); `tty` forces
+    the progress bar on or off (None: when stderr is a terminal).
+    """
+
+    provider: str
+    branch: str
+    into: str | None = None
+    source: Source = Source.HISTORY
+    targets: list[str] | None = None
+    tty: bool | None = None
+
+
 async def replay_branch(
     settings: Settings,
-    provider_name: str,
-    branch: str,
-    into: str | None,
+    request: ReplayRequest,
     note: Callable[[str], object] = print,
-    *,
-    source: Source = Source.HISTORY,
-    targets: list[str] | None = None,
-    tty: bool | None = None,
     reader: ObjectReader | None = None,
 ) -> int:
-    """Rebuild the branch into `into` (default: the provider's remote); returns the commits made.
+    """Rebuild the branch into `request.into` (default: the provider's remote); returns the commits made.
 
     `reader` reads a provider's credentials Secret (`credentials_secret`), as the commit worker does.
 
     `note` receives the summary and warnings; the progress bar (or lines) goes to stderr.
     """
+    provider_name, branch, into = request.provider, request.branch, request.into
+    source, targets, tty = request.source, request.targets, request.tty
     try:
         provider = settings.provider(provider_name)
     except KeyError:
@@ -276,8 +288,8 @@ async def _from_object_state(job: _Job) -> int:
         if not applied.changed:
             note(f"{target.name}: {len(desired.files)} object(s), already up to date")
             continue
-        now_s = int(time.time())
-        tip = repo.commit(tree.write(), tip, committer, now_s, committer, now_s, message_for(plan, applied))
+        stamp = Signature(committer, int(time.time()))
+        tip = repo.commit(tree.write(), tip, stamp, stamp, message_for(plan, applied))
         commits += 1
         note(f"{target.name}: {len(desired.files)} object(s), {len(applied.paths)} change(s)")
     if commits and tip is not None:
@@ -387,15 +399,14 @@ def _run(args: argparse.Namespace) -> int:
     async def replay() -> None:
         objects = args.cluster_reader(settings) if args.cluster_reader is not None else None
         try:
-            await replay_branch(
-                settings,
-                args.provider,
-                args.branch,
-                args.into,
+            request = ReplayRequest(
+                provider=args.provider,
+                branch=args.branch,
+                into=args.into,
                 source=Source(args.source),
                 targets=args.targets,
-                reader=objects.read if objects is not None else None,
             )
+            await replay_branch(settings, request, reader=objects.read if objects is not None else None)
         finally:
             if objects is not None:
                 await objects.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.commit.consumer import remote_auth
 from pipeline.commit.git.credentials import SecretAccess
-from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings, Settings
 from pipeline.doctor.report import Check, Status
@@ -75,7 +75,8 @@ async def _push_check(repo: LocalRepo, provider: ProviderSettings, branch: str, 
     committer = Identity(provider.committer.name, provider.committer.email)
     now_s = int(time.time())
     tree = repo.objects.write(b"tree", _EMPTY_TREE)
-    sha = repo.commit(tree, tip, committer, now_s, committer, now_s, "reverser doctor: dry-run push\n")
+    stamp = Signature(committer, now_s)
+    sha = repo.commit(tree, tip, stamp, stamp, "reverser doctor: dry-run push\n")
     repo.set_branch("reverser-doctor", sha)
     check = f"branch {branch} pushable"
     try:

@@ -17,7 +17,7 @@ from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
 from pipeline.commit.git.access import provider_access
 from pipeline.commit.git.credentials import SecretAccess
-from pipeline.commit.git.repo import GitRemoteError, RemoteAuth
+from pipeline.commit.git.repo import GitRemoteError, RemoteAuth, Signature
 from pipeline.commit.identity import Identity
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import CredentialsReason
@@ -163,7 +163,8 @@ async def test_a_rotation_reaches_the_real_remote_before_the_old_password_is_rev
         async def push(n: int, parent: str | None) -> str:
             tree = repo.tree(parent)
             tree.put(f"f{n}.yaml", repo.store_blob(f"n: {n}\n".encode()))
-            sha = repo.commit(tree.write(), parent, committer, n, committer, n, f"change {n}\n")
+            stamp = Signature(committer, n)
+            sha = repo.commit(tree.write(), parent, stamp, stamp, f"change {n}\n")
             repo.set_branch("main", sha)
             await repo.push("main", sha, parent)
             return sha

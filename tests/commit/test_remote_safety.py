@@ -15,7 +15,7 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected
-from pipeline.commit.replay_cli import replay_branch
+from pipeline.commit.replay_cli import ReplayRequest, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
@@ -78,17 +78,15 @@ def test_replay_into_another_host_gets_no_credentials(
     cfg = _settings(tmp_path, f"{provider_server.base_url}/live.git")
     asyncio.run(_with_work(cfg))
 
+    elsewhere = ReplayRequest(provider="git", branch="main", into=f"{stranger_server.base_url}/empty.git")
     with pytest.raises(GitRemoteError, match="credentials rejected"):
-        asyncio.run(
-            replay_branch(cfg, "git", "main", f"{stranger_server.base_url}/empty.git", lambda _: None)
-        )
+        asyncio.run(replay_branch(cfg, elsewhere, lambda _: None))
     assert stranger_server.requests, "the replay never reached the other host"
     assert provider_server.expected not in stranger_server.authorizations
 
     # The provider's own origin (another repository on the same host and port) gets them.
-    commits = asyncio.run(
-        replay_branch(cfg, "git", "main", f"{provider_server.base_url}/rebuilt.git", lambda _: None)
-    )
+    own = ReplayRequest(provider="git", branch="main", into=f"{provider_server.base_url}/rebuilt.git")
+    commits = asyncio.run(replay_branch(cfg, own, lambda _: None))
     assert commits == 1
     assert log_lines(provider_server.root / "rebuilt.git", fmt="%s") == ["[CREATE] v1/configmaps/a"]
 

@@ -13,7 +13,7 @@ import yaml
 from pipeline.cli import main
 from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.git.repo import GitRemoteError
-from pipeline.commit.replay_cli import Source, replay_branch
+from pipeline.commit.replay_cli import ReplayRequest, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, SecretReference, Settings, TargetSettings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason
 from pipeline.log import open_log
@@ -208,8 +208,8 @@ def test_replay_pushes_with_the_providers_secret(tmp_path: Path) -> None:
         )
         remote_cfg = cfg.model_copy(update={"providers": [provider]})
         with pytest.raises(GitRemoteError, match="Secret team-a/git-creds does not exist"):
-            asyncio.run(replay_branch(remote_cfg, "git", "main", None, source=Source.HISTORY, reader=read))
+            asyncio.run(replay_branch(remote_cfg, ReplayRequest(provider="git", branch="main"), reader=read))
         secret.update({"username": b"git-user", "password": b"replay-Pa55"})
-        asyncio.run(replay_branch(remote_cfg, "git", "main", None, source=Source.HISTORY, reader=read))
+        asyncio.run(replay_branch(remote_cfg, ReplayRequest(provider="git", branch="main"), reader=read))
     fmt = "%T|%an <%ae>|%s"
     assert log_lines(server.root / "repo.git", fmt=fmt) == log_lines(live, fmt=fmt)

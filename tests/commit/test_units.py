@@ -11,7 +11,7 @@ import pytest
 from gitdb.pack import PackIndexFile
 
 from pipeline.commit.git.objstore import pack_index
-from pipeline.commit.git.repo import CommitInfo, LocalRepo
+from pipeline.commit.git.repo import CommitInfo, LocalRepo, Signature
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
@@ -21,6 +21,7 @@ from pipeline.redaction import redact_url
 from tests.commit.helpers import bare_remote, git
 
 OPERATOR = Identity("Op", "op@example.com")
+AT_ZERO = Signature(OPERATOR, 0)
 
 
 def test_resolved_author_rendering() -> None:
@@ -129,7 +130,7 @@ def test_tree_editor_matches_git(tmp_path: Path) -> None:
     assert tree.get("a/c.yaml") is not None
     with pytest.raises(IsADirectoryError):
         tree.put("a/b", repo.store_blob(b"x"))
-    sha = repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "m\n")
+    sha = repo.commit(tree.write(), None, AT_ZERO, AT_ZERO, "m\n")
     repo.set_branch("main", sha)
     listing = subprocess.run(
         ["git", "-C", str(tmp_path / "r"), "ls-tree", "-r", "--name-only", "main"],
@@ -141,7 +142,7 @@ def test_tree_editor_matches_git(tmp_path: Path) -> None:
     subprocess.run(["git", "-C", str(tmp_path / "r"), "fsck", "--strict"], check=True, capture_output=True)
     again = repo.tree(sha)
     assert again.delete("a/b/two.yaml")
-    emptied = repo.commit(again.write(), sha, OPERATOR, 0, OPERATOR, 0, "m\n")
+    emptied = repo.commit(again.write(), sha, AT_ZERO, AT_ZERO, "m\n")
     repo.set_branch("main", emptied)
     listing = subprocess.run(
         ["git", "-C", str(tmp_path / "r"), "ls-tree", "-r", "-t", "--name-only", "main"],
@@ -160,7 +161,7 @@ def test_packs_and_their_index_are_what_git_writes(tmp_path: Path) -> None:
     contents["big.bin"] = bytes(range(256)) * 400
     for path, content in contents.items():
         tree.put(path, repo.store_blob(content))
-    repo.set_branch("main", repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "m\n"))
+    repo.set_branch("main", repo.commit(tree.write(), None, AT_ZERO, AT_ZERO, "m\n"))
     git_dir = tmp_path / "r"
     (idx,) = (git_dir / "objects" / "pack").glob("*.idx")
     verified = subprocess.run(
@@ -206,7 +207,7 @@ def test_packs_are_consolidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     for n in range(10):
         tree = repo.tree(parent)
         tree.put(f"f{n}.yaml", repo.store_blob(str(n).encode()))
-        parent = repo.commit(tree.write(), parent, OPERATOR, 0, OPERATOR, 0, f"{n}\n")
+        parent = repo.commit(tree.write(), parent, AT_ZERO, AT_ZERO, f"{n}\n")
         repo.set_branch("main", parent)
     packs = list((tmp_path / "r" / "objects" / "pack").glob("*.pack"))
     assert len(packs) < 10
@@ -256,7 +257,7 @@ async def test_a_ref_write_cut_short_by_a_kill_leaves_a_fetchable_repository(
     repo = LocalRepo(path, str(remote))
     tree = repo.tree(None)
     tree.put("a.yaml", repo.store_blob(b"a: 1\n"))
-    first = repo.commit(tree.write(), None, OPERATOR, 0, OPERATOR, 0, "one\n")
+    first = repo.commit(tree.write(), None, AT_ZERO, AT_ZERO, "one\n")
     repo.set_branch("main", first)
     repo.set_branch("release.tmp", first)
     await repo.push("main", first, None)
@@ -268,7 +269,7 @@ async def test_a_ref_write_cut_short_by_a_kill_leaves_a_fetchable_repository(
             raise Killed
         real_replace(src, dst)
 
-    second = repo.commit(tree.write(), first, OPERATOR, 1, OPERATOR, 1, "two\n")
+    second = repo.commit(tree.write(), first, Signature(OPERATOR, 1), Signature(OPERATOR, 1), "two\n")
     with monkeypatch.context() as patched:
         patched.setattr("pipeline.commit.git.repo.os.replace", killed_at_the_ref)
         with pytest.raises(Killed):

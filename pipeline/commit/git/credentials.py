@@ -2,7 +2,8 @@
 
 The configuration holds only the reference (`credentials_secret`, `known_hosts_ref`); this module
 turns it into what git needs, on the replica that pushes: the Secret is read with `get` through
-the injected reader, its keys decided by `pipeline.gitcredentials`, HTTP credentials kept in
+the injected reader, its keys (and the SSH keys as git's ssh takes them) decided by
+`pipeline.gitcredentials`, HTTP credentials kept in
 memory and SSH keys and known hosts written to 0600 files in the worker's private keys
 directory (ssh reads keys only from files). The values are read again when the remote refuses
 them (a rotated Secret), every `credentials_refresh_s` (so a rotation is picked up before the old
@@ -25,9 +26,6 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-
 from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.commit import metrics
 from pipeline.commit.git.keyfiles import CLUSTER_KINDS, KeyFile, key_path, remove_files
@@ -36,14 +34,12 @@ from pipeline.commit.git.signing import SecretSigner
 from pipeline.commit.git.sshremote import (
     SshTransport,
     is_ssh_url,
-    load_private_key,
     pinned_known_hosts,
     ssh_transport,
     write_private_file,
 )
 from pipeline.config import ProviderSettings
 from pipeline.gitcredentials import (
-    SIGNING_KEY_KEYS,
     SIGNING_PASSPHRASE_KEYS,
     SSH_KEY_KEYS,
     CredentialsError,
@@ -52,7 +48,9 @@ from pipeline.gitcredentials import (
     ObjectReader,
     credentials_from_secret,
     known_hosts_from,
+    public_key_of,
     signing_key_from_secret,
+    unlocked_key,
 )
 from pipeline.log.api import LogError
 from pipeline.redaction import redact_url
@@ -62,41 +60,6 @@ __all__ = ["SecretAccess"]
 logger = logging.getLogger(__name__)
 
 Loaded = tuple[RemoteAuth | None, SshTransport | None]
-
-
-def _unlocked_key(secret: str, key: str, passphrase: str | None, keys: str) -> str:
-    """The SSH key without its passphrase (ssh run by git can be given none), in OpenSSH form;
-    `keys` names where the passphrase came from, for the error."""
-    if passphrase is None:
-        return key
-    try:
-        loaded = load_private_key(key.encode(), passphrase.encode())
-    except TypeError:
-        return key  # not encrypted: the passphrase key was for something else
-    except ValueError:
-        raise CredentialsError(
-            CredentialsReason.INVALID_KEY,
-            f"Secret {secret}: the SSH key cannot be opened with the passphrase of key {keys}",
-        ) from None
-    return loaded.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    ).decode("ascii")
-
-
-def _public_key(secret: str, key: str) -> str:
-    """The public half in authorized_keys form (`ssh-ed25519 AAAA...`), from an unlocked key."""
-    try:
-        loaded = load_private_key(key.encode(), None)
-        public = loaded.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-        )
-    except (ValueError, TypeError, UnsupportedAlgorithm):
-        raise CredentialsError(
-            CredentialsReason.INVALID_KEY,
-            f"Secret {secret}: the signing key is not an SSH private key this service can read "
-            f"(keys {', '.join(SIGNING_KEY_KEYS)})",
-        ) from None
-    return public.decode("ascii")
 
 
 class SecretAccess:
@@ -260,8 +223,8 @@ class SecretAccess:
             return None
         described = ref.describe()
         found = signing_key_from_secret(described, await self._reader("Secret", ref.namespace, ref.name))
-        key = _unlocked_key(described, found.key, found.passphrase, " or ".join(SIGNING_PASSPHRASE_KEYS))
-        public = _public_key(described, key)
+        key = unlocked_key(described, found.key, found.passphrase, " or ".join(SIGNING_PASSPHRASE_KEYS))
+        public = public_key_of(described, key)
         logger.info(
             "provider %s: signing key (%s) read from Secret %s",
             self._provider.name,
@@ -306,7 +269,7 @@ class SecretAccess:
         key: str | None = None
         key_file: Path | None = None
         if credentials.ssh_key is not None:
-            key = _unlocked_key(
+            key = unlocked_key(
                 self._secret, credentials.ssh_key, credentials.ssh_passphrase, "ssh-password (or password)"
             )
         elif provider.credentials_secret is not None:

@@ -20,7 +20,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import git
 
@@ -39,6 +39,7 @@ __all__ = [
     "PushRejected",
     "RemoteAccess",
     "RemoteAuth",
+    "Signature",
     "identity_line",
 ]
 
@@ -176,8 +177,14 @@ def _drop_interrupted_writes(path: Path) -> None:
             legacy.unlink(missing_ok=True)
 
 
-def _signature(identity: Identity, when_s: int) -> bytes:
-    return f"{identity_line(identity)} {when_s} +0000".encode()
+class Signature(NamedTuple):
+    """Who made a commit and when (epoch seconds, UTC): its author or committer line."""
+
+    identity: Identity
+    time_s: int
+
+    def header(self) -> bytes:
+        return f"{identity_line(self.identity)} {self.time_s} +0000".encode()
 
 
 class LocalRepo:
@@ -241,21 +248,14 @@ class LocalRepo:
         return self.objects.write(b"blob", data)
 
     def commit(
-        self,
-        tree: bytes,
-        parent: str | None,
-        author: Identity,
-        author_time_s: int,
-        committer: Identity,
-        commit_time_s: int,
-        message: str,
+        self, tree: bytes, parent: str | None, author: Signature, committer: Signature, message: str
     ) -> str:
         """Store a commit object and return its hex SHA (no ref moves)."""
         lines = [b"tree " + tree.hex().encode()]
         if parent:
             lines.append(b"parent " + parent.encode())
-        lines.append(b"author " + _signature(author, author_time_s))
-        lines.append(b"committer " + _signature(committer, commit_time_s))
+        lines.append(b"author " + author.header())
+        lines.append(b"committer " + committer.header())
         body = signed_commit(b"\n".join(lines), message.encode("utf-8"), self.signer)
         return self.objects.write(b"commit", body).hex()
 

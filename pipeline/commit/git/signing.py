@@ -16,9 +16,9 @@ from typing import Protocol
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from pipeline.commit.git.keyfiles import KeyFile, key_path
-from pipeline.commit.git.sshremote import load_private_key, write_private_file
+from pipeline.commit.git.sshremote import write_private_file
 from pipeline.config import ProviderSettings
-from pipeline.gitcredentials import CredentialsReason
+from pipeline.gitcredentials import CredentialsReason, load_private_key
 
 __all__ = [
     "CommitSigner",

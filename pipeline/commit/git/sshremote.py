@@ -14,16 +14,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-
 from pipeline.commit.git.keyfiles import KeyFile, key_path
 from pipeline.config import ProviderSettings
 
 __all__ = [
     "SshTransport",
     "is_ssh_url",
-    "load_private_key",
     "pinned_known_hosts",
     "ssh_transport",
     "write_private_file",
@@ -36,15 +32,6 @@ CONNECT_TIMEOUT_S = 15
 def is_ssh_url(url: str) -> bool:
     """`ssh://…` or the scp-like `user@host:path` form git accepts."""
     return url.startswith("ssh://") or bool(_SCP_LIKE.match(url))
-
-
-def load_private_key(data: bytes, passphrase: bytes | None) -> PrivateKeyTypes:
-    """An SSH private key in OpenSSH or PEM form, as ssh and ssh-keygen read it. Raises ValueError
-    (not a key), TypeError (encrypted, and no passphrase given) or UnsupportedAlgorithm."""
-    try:
-        return serialization.load_ssh_private_key(data, passphrase)
-    except ValueError:
-        return serialization.load_pem_private_key(data, passphrase)
 
 
 def write_private_file(path: Path, content: str) -> Path:
