@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pipeline.attribution.selector import LabelSelector, parse_selector
 from pipeline.config import TargetSettings, WatchRule
 from pipeline.models import GroupResource
+from pipeline.operation import Operation
 from pipeline.sealing import is_sensitive
 
 __all__ = [
@@ -82,7 +83,7 @@ def entry_names(entry: str) -> tuple[str | None, str]:
 
 
 #: Every change a rule may let reach Git; a rule without `operations` lets all of them.
-ALL_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
+ALL_OPERATIONS: frozenset[str] = frozenset(Operation)
 
 
 @dataclass(frozen=True, slots=True)

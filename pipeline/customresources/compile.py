@@ -42,6 +42,7 @@ from pipeline.customresources.tenancy import (
 )
 from pipeline.gitnames import paths_overlap
 from pipeline.globs import GlobError, check_glob, glob_match
+from pipeline.prune import Prune
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
@@ -100,7 +101,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].scope",
     ),
 }
-_PRUNE_MODES = {"never": "Never", "onevent": "OnEvent", "always": "Always"}
+# a GitTarget's prune mode in any letter case, as the CRD's users write it
+_PRUNE_MODES = {mode.value.lower(): mode.value for mode in Prune}
 _GLOB = re.compile(r"[*?\[\\]")
 _T = TypeVar("_T")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|μs|ms|s|m|h)")

@@ -26,11 +26,12 @@ from pipeline.codec.branch_work import TargetDeleted, WorkItem
 from pipeline.config import Settings, TargetSettings, shares_folder
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.objects import Kind, effective_name
+from pipeline.prune import Prune
 
 __all__ = ["REMOVING_PRUNE", "deleted_targets", "retired_work"]
 
 #: The prune mode under which a deleted target's documents are removed from its branch.
-REMOVING_PRUNE = "Always"
+REMOVING_PRUNE = Prune.ALWAYS
 
 
 def _deleted_names(before: CompiledConfig, after: CompiledConfig, home_namespace: str) -> set[str]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.config import TargetSettings
+from pipeline.prune import Prune
 from pipeline.watch.resolve import StreamSpec
 
 __all__ = ["StreamPlan", "desired_streams", "plan_streams"]
@@ -89,7 +90,7 @@ def plan_streams(
     widened = {
         name
         for name, before in previous_targets.items()
-        if before.prune != "Always" and any(t.name == name and t.prune == "Always" for t in targets)
+        if before.prune != Prune.ALWAYS and any(t.name == name and t.prune == Prune.ALWAYS for t in targets)
     }
     return StreamPlan(
         stop=stop,
