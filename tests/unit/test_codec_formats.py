@@ -47,13 +47,14 @@ from pipeline.codec.fact_batch import (
 from pipeline.codec.object_state import HAND_WRITTEN as STATE_HAND_WRITTEN
 from pipeline.codec.object_state import ObjectState, decode_state, decode_state_v2
 from pipeline.codec.stream_report import decode_report, encode_report
-from pipeline.codec.target_result import decode_result, encode_result
+from pipeline.codec.target_result import PushOutcome, decode_result, encode_result
 from pipeline.codec.watch_claim import decode_claim, encode_claim
 from pipeline.codec.watch_cursor import decode_cursor, encode_cursor
 from pipeline.codec.watch_event import Kind as EventKind
 from pipeline.codec.watch_event import WatchEventWriter, decode_watch_event
 from pipeline.config import ProviderSettings, TargetSettings
 from pipeline.log.api import Record
+from pipeline.prune import Prune
 from tests.support.avro_values import damaged, field_names, strategy
 
 SLOW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,11 +109,30 @@ def test_watch_event_round_trips_every_field(record: dict[str, Any]) -> None:
     assert WatchEventWriter(decoded.head).record(decoded.body, decoded.observed_at_ms).value == written.value
 
 
+def _with_prune(record: dict[str, Any], prune: str) -> dict[str, Any]:
+    """`record` with its TargetDeleted's prune mode (a plain string on the wire) set to `prune`."""
+    kind, body = record["body"]
+    if kind != WorkKind.TARGET_DELETED:
+        return record
+    return {**record, "body": (kind, {**body, "prune": prune})}
+
+
 @SLOW
-@given(records(BRANCH_WORK))
-def test_branch_work_round_trips_every_field(record: dict[str, Any]) -> None:
-    written = read_back(BRANCH_WORK, record)
+@given(records(BRANCH_WORK), st.sampled_from(list(Prune)))
+def test_branch_work_round_trips_every_field(record: dict[str, Any], prune: Prune) -> None:
+    written = read_back(BRANCH_WORK, _with_prune(record, prune.value))
     assert encode_work(decode_work(written)) == written.value
+
+
+@given(records(BRANCH_WORK), st.text(max_size=8).filter(lambda t: t not in set(Prune)))
+def test_a_target_deleted_with_an_unknown_prune_mode_does_not_decode(
+    record: dict[str, Any], mode: str
+) -> None:
+    """The prune mode is a string on the wire but a closed set: anything else is no record of ours."""
+    body = {"prune": mode, "removeFiles": True, "configVersion": 1, "reason": "r"}
+    record = {**record, "body": (WorkKind.TARGET_DELETED.value, body)}
+    with pytest.raises(DecodeError, match="unknown prune mode"):
+        decode_work(read_back(BRANCH_WORK, record))
 
 
 @given(records(WATCH_CURSOR), st.binary(min_size=1, max_size=20))
@@ -185,10 +205,18 @@ def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payl
     assert got == ObjectState.from_avro(codec(OBJECT_STATE).decode(payload, STATE_HAND_WRITTEN))
 
 
-@given(records(TARGET_RESULT))
-def test_target_result_round_trips_every_field(record: dict[str, Any]) -> None:
-    written = read_back(TARGET_RESULT, record)
+@given(records(TARGET_RESULT), st.sampled_from(list(PushOutcome)))
+def test_target_result_round_trips_every_field(record: dict[str, Any], push: PushOutcome) -> None:
+    written = read_back(TARGET_RESULT, {**record, "push": push.value})
     assert encode_result(decode_result(written)).value == written.value
+
+
+@given(records(TARGET_RESULT), st.text(max_size=8).filter(lambda t: t not in set(PushOutcome)))
+def test_a_target_result_with_an_unknown_push_outcome_does_not_decode(
+    record: dict[str, Any], push: str
+) -> None:
+    with pytest.raises(DecodeError, match="unknown push outcome"):
+        decode_result(read_back(TARGET_RESULT, {**record, "push": push}))
 
 
 @given(records(CREDENTIALS_REPORT))
