@@ -404,10 +404,12 @@ def test_the_size_cap_and_a_zero_window_close_at_once() -> None:
     assert d.stage(staged(d, Work().create(cm("a"))), 0.0) is CloseReason.WINDOW_ZERO
 
 
-def test_a_window_fills_up_to_just_below_its_size_cap() -> None:
+def test_a_window_closes_when_it_reaches_its_size_cap_not_before() -> None:
     size = len(staged(decider(), Work().create(cm("a"))).content or b"")
     d = decider(max_bytes=size + 1)
     assert d.stage(staged(d, Work().create(cm("a"))), 0.0) is None
+    d = decider(max_bytes=size)
+    assert d.stage(staged(d, Work().create(cm("a"))), 0.0) is CloseReason.SIZE_CAP
 
 
 def test_closing_a_window_plans_its_commit() -> None:
@@ -659,24 +661,27 @@ def test_absent_candidates_are_the_orphans_under_on_event_only() -> None:
 
 
 def test_absent_files_are_deleted_under_the_author_the_evidence_names() -> None:
+    """uid-keyed evidence matches by the uid last written at the path (never by its name),
+    name-keyed evidence by namespace and name; anything else is unknown."""
     d, plan, end = absent_setup()
     assert d.book is not None
     d.versions.applied("live/team-a/configmaps/byuid.yaml", "5", "uid-1")
     d.book.upsert(state("byuid"))
     evidence = (
-        Removal("uid-1", "team-a", "ignored", BOB),
-        Removal("", "team-a", "byname", NOBODY),
+        Removal("uid-1", "team-a", "plain", BOB),
+        Removal("", "team-a", "byname", ALICE),
     )
     body = replace(end.body, removals=evidence)  # type: ignore[type-var]
     written = [f"live/team-a/configmaps/{n}.yaml" for n in ("byuid", "byname", "plain")]
     plans = d.absent_plans(plan, end, body, written)
     by_label = {p.byline.label: p for p in plans}
-    assert set(by_label) == {"bob", UNRESOLVED.name}
+    assert list(by_label) == ["bob", ALICE.username, UNRESOLVED.name]
     bob = by_label["bob"]
     assert list(bob.writes) == ["live/team-a/configmaps/byuid.yaml"]
     assert [s.key for s in bob.states] == [b"t1//configmaps/team-a/byuid"]
+    assert list(by_label[ALICE.username].writes) == ["live/team-a/configmaps/byname.yaml"]
     unknown = by_label[UNRESOLVED.name]
-    assert list(unknown.writes) == ["live/team-a/configmaps/byname.yaml", "live/team-a/configmaps/plain.yaml"]
+    assert list(unknown.writes) == ["live/team-a/configmaps/plain.yaml"]
     assert unknown.states == []
     assert all(p.kind is PlanKind.WINDOW and p.at == plan.at for p in plans)
     assert all(c is None and o.operation is Operation.DELETE for p in plans for c, o in p.writes.values())
@@ -720,10 +725,19 @@ def test_a_deleted_target_without_remove_files_keeps_them() -> None:
     d = decider(book=True)
     assert d.book is not None
     d.book.upsert(state("a"))
-    item = Work().write("CREATE", cm("x"))
+    item = Work(start=5).write("CREATE", cm("x"))
     body = TargetDeleted(Prune.ON_EVENT, False, 4, "removed")
     plan = d.retire(replace(item, body=body), body, DictTree("live/team-a/configmaps/a.yaml"))
     assert plan.writes == {}
+    assert plan.states == []
+
+
+def test_a_deleted_target_of_an_untracked_branch_removes_files_only() -> None:
+    d = decider()
+    item = Work(start=5).write("CREATE", cm("x"))
+    body = TargetDeleted(Prune.ALWAYS, True, 4, "removed")
+    plan = d.retire(replace(item, body=body), body, DictTree("live/team-a/configmaps/a.yaml"))
+    assert list(plan.writes) == ["live/team-a/configmaps/a.yaml"]
     assert plan.states == []
 
 
