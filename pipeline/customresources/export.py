@@ -95,7 +95,7 @@ def _target(target: TargetSettings, default_branch: str, namespace: str) -> dict
         "branch": target.branch or default_branch,
         "path": target.path,
         "clusterProviderRef": {"name": target.cluster},
-        "prune": {"mode": target.prune},
+        "prune": {"mode": target.prune.value},
     }
     extension = target.model_dump(
         mode="json",
@@ -168,7 +168,7 @@ def _items(target: str, rule: WatchRule, source: str | None) -> list[dict[str, A
         if rule.label_selector:
             item["objectSelector"] = _object_selector(target, rule.label_selector)
         if rule.operations:
-            item["operations"] = list(rule.operations)
+            item["operations"] = [operation.value for operation in rule.operations]
         items.append(item)
     return items
 
