@@ -294,10 +294,30 @@ def _configure_logging(level: str, log_format: LogFormat, debug: bool) -> None:
                 handler.addFilter(LibraryNoise())
 
 
-def translate(exc: BaseException) -> CommandError | None:
-    """The command-line error for how a command stopped, or None for a bug (its traceback shows)."""
+#: What to check when the brokers named by `-b/--bootstrap-server` cannot be reached: the flag, not
+#: the setting it overrode, is what the person typed.
+FLAG_UNREACHABLE_HINT = "check -b/--bootstrap-server and that the brokers are up"
+
+
+def translate(exc: BaseException, *, bootstrap_flag: bool = False) -> CommandError | None:
+    """The command-line error for how a command stopped, or None for a bug (its traceback shows).
+
+    `bootstrap_flag`: the brokers came from `-b/--bootstrap-server`, so an unreachable broker's
+    hint names the flag instead of `log.bootstrap_servers`."""
+    error = _translate(exc)
+    kafka_errors = sys.modules.get("pipeline.log.kafka.errors")
+    if error is None or not bootstrap_flag or kafka_errors is None:
+        return error
+    setting_hint: str = kafka_errors.UNREACHABLE_HINT
+    message = str(error)
+    if setting_hint not in message:
+        return error
+    return CommandError(message.replace(setting_hint, FLAG_UNREACHABLE_HINT), error.code)
+
+
+def _translate(exc: BaseException) -> CommandError | None:
     if isinstance(exc, BaseExceptionGroup):
-        return next((e for e in map(translate, exc.exceptions) if e is not None), None)
+        return next((e for e in map(_translate, exc.exceptions) if e is not None), None)
     if isinstance(exc, CommandError):
         return exc
     if _is_instance(exc, "pipeline.config", "ConfigError"):
@@ -321,14 +341,16 @@ def _is_instance(exc: BaseException, module: str, name: str) -> bool:
     return isinstance(kind, type) and isinstance(exc, kind)
 
 
-def run_command(name: str, command: Callable[[], int], *, debug: bool = False) -> int:
+def run_command(
+    name: str, command: Callable[[], int], *, debug: bool = False, bootstrap_flag: bool = False
+) -> int:
     """Run a command and turn how it stopped into the exit code and error line of docs/cli.md."""
     try:
         return int(command())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:
-        error = translate(exc)
+        error = translate(exc, bootstrap_flag=bootstrap_flag)
         if error is None:
             raise
         if debug:
@@ -343,7 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, arguments)
     _configure_logging(args.log_level, LogFormat(args.log_format), args.debug)
     name = command_name(parser, args)
-    return run_command(name, lambda: int(args.func(args)), debug=args.debug)
+    return run_command(name, lambda: int(args.func(args)), debug=args.debug,
+                       bootstrap_flag=getattr(args, "bootstrap_server", None) is not None)
 
 
 if __name__ == "__main__":
