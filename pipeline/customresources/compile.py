@@ -40,6 +40,7 @@ from pipeline.customresources.tenancy import (
     TenantBoundary,
     age_order,
 )
+from pipeline.customresources.typos import meant_field
 from pipeline.gitnames import paths_overlap
 from pipeline.globs import GlobError, check_glob, glob_match
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
@@ -793,6 +794,12 @@ def compile_resources(
         meter = meters[resource.ref] = StepMeter(boundary.limits.object_steps)
         unsupported = _isolated(report, meter, partial(_unsupported, resource, meter))
         if unsupported is not None:
+            typos = [(path, meant_field(path, _SUPPORTED[resource.ref.kind])) for path in unsupported]
+            report.errors.extend(
+                FieldProblem(path, f"unknown field (did you mean {meant}?)") for path, meant in typos if meant
+            )
+            if report.errors:
+                continue
             report.unsupported = unsupported
             by_kind[resource.ref.kind].append(resource)
 

@@ -304,7 +304,9 @@ def _edited(path: str, value: Any) -> list[Any]:
             "spec.knownHostsRef.kind",
             "ConfigMap",
         ),
-        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.name", "required"),
+        # a misspelt field this project reads is named as such (customresources/typos.py)
+        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.nme",
+         "did you mean spec.secretRef.name?"),
         (
             "GitTarget.spec.providerRef",
             {"name": "missing"},
