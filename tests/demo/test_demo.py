@@ -274,6 +274,8 @@ def test_while_serving_the_demo_prints_next_commands_that_work_as_printed(tmp_pa
         assert_watch_rules_resolve(rules)
         refused = fresh_shell(label_line(lines, "consumer lag: "), tmp_path)
         assert refused.returncode == 3, "the embedded log is the running service's"
+        [line] = refused.stderr.splitlines()
+        assert line.endswith(f"while it runs, ask its lag monitor: {burrow}"), line
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
     finally:
