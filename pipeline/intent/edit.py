@@ -223,7 +223,10 @@ def _delete(root: CommentedMap, path: Path) -> None:
             return
         node = node[key]
     last = path[-1]
-    present = (isinstance(node, Mapping) and last in node) if isinstance(last, str) else _container(node, last)
+    if isinstance(last, str):
+        present = isinstance(node, Mapping) and last in node
+    else:
+        present = _container(node, last)
     if not present or not isinstance(node, MutableMapping | CommentedSeq):
         return
     if isinstance(node, CommentedMap) and isinstance(last, str):
