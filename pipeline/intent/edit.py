@@ -223,11 +223,9 @@ def _delete(root: CommentedMap, path: Path) -> None:
             return
         node = node[key]
     last = path[-1]
-    if isinstance(last, str):
-        present = isinstance(node, Mapping) and last in node
-    else:
-        present = _container(node, last)
-    if not present or not isinstance(node, MutableMapping | CommentedSeq):
+    if not _container(node, last) or (isinstance(last, str) and last not in node):
+        return
+    if not isinstance(node, MutableMapping | CommentedSeq):
         return
     if isinstance(node, CommentedMap) and isinstance(last, str):
         _keep_following_comments(node, last)
