@@ -48,6 +48,10 @@ class RefusalReason(StrEnum):
     TAGS = "CustomTags"
     NOT_A_MAPPING = "NotAMapping"
     NOT_ROUND_TRIP = "NotRoundTripSafe"
+    UNSUPPORTED_KUSTOMIZE = "UnsupportedKustomization"
+    OWNED_ELSEWHERE = "OwnedByAnotherTool"
+    AMBIGUOUS_HOME = "AmbiguousHome"
+    SHARED_BASE = "SharedBase"
 
 
 class IntentRefusal(Exception):
