@@ -175,7 +175,7 @@ def _patch_files(data: Mapping[str, Any], directory: str, path: str) -> tuple[st
     files = []
     for item in data.get("patches") or []:
         if not isinstance(item, Mapping) or "patch" in item or not isinstance(item.get("path"), str):
-            raise _refuse(path, "patches: only patches kept in a file (`path:`) are modelled, not inline ones")
+            raise _refuse(path, "patches: only patches in a file (`path:`) are modelled, not inline ones")
         files.append(_local(directory, item["path"], path, "patches"))
     for item in data.get("patchesStrategicMerge") or []:
         if not isinstance(item, str) or "\n" in item:
@@ -199,7 +199,8 @@ def parse_kustomization(path: str, data: bytes) -> Kustomization:
     if unknown:
         raise _refuse(path, f"{', '.join(unknown)} not modelled")
     directory = posixpath.dirname(path)
-    entries = _strings(loaded.get("resources"), path, "resources") + _strings(loaded.get("bases"), path, "bases")
+    entries = _strings(loaded.get("resources"), path, "resources")
+    entries += _strings(loaded.get("bases"), path, "bases")
     namespace = loaded.get("namespace") or ""
     if not isinstance(namespace, str):
         raise _refuse(path, "namespace must be a string")
