@@ -52,6 +52,7 @@ class RefusalReason(StrEnum):
     OWNED_ELSEWHERE = "OwnedByAnotherTool"
     AMBIGUOUS_HOME = "AmbiguousHome"
     SHARED_BASE = "SharedBase"
+    RENDER_MISMATCH = "RenderMismatch"
 
 
 class IntentRefusal(Exception):
