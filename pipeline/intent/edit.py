@@ -37,7 +37,17 @@ from ruamel.yaml.tokens import CommentToken
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason
 
-__all__ = ["Change", "ChangeKind", "LoadedDocument", "apply_changes", "changes", "load_document", "plain"]
+__all__ = [
+    "SERVER_FIELDS",
+    "Change",
+    "ChangeKind",
+    "LoadedDocument",
+    "apply_changes",
+    "changes",
+    "load_document",
+    "plain",
+    "user_changes",
+]
 
 Path = tuple[str | int, ...]
 
@@ -96,6 +106,17 @@ def changes(before: Any, after: Any, path: Path = ()) -> Iterator[Change]:
         return
     if before != after or type(before) is not type(after):
         yield Change(ChangeKind.SET, path, after)
+
+
+SERVER_FIELDS = frozenset(
+    {("metadata", "resourceVersion"), ("metadata", "generation"), ("metadata", "managedFields")}
+)
+"""Fields the apiserver moves on every write: never part of what a person changed."""
+
+
+def user_changes(before: Any, after: Any) -> list[Change]:
+    """`changes(before, after)` without the fields the apiserver moves on its own."""
+    return [c for c in changes(before, after) if c.path[:2] not in SERVER_FIELDS]
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason
-from pipeline.intent.edit import Change, ChangeKind, changes
+from pipeline.intent.edit import Change, ChangeKind, changes, user_changes
 from pipeline.intent.homes import ObjectKey
 
 __all__ = ["render_verdict", "rendered_objects"]
@@ -75,8 +75,8 @@ def render_verdict(
         if conflicts:
             return _mismatch(f"{_describe(key)} renders {_path(conflicts[0])} other than the cluster has it")
         return None
-    rendered = _comparable(list(changes(before[key], after[key])))
-    if rendered != _comparable(list(changes(live_before, live_after))):
+    rendered = _comparable(user_changes(before[key], after[key]))
+    if rendered != _comparable(user_changes(live_before, live_after)):
         return _mismatch(f"{_describe(key)} renders a different change than the cluster made")
     return None
 
