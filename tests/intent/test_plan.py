@@ -59,7 +59,8 @@ def kustomize() -> Path:
 
 
 def configmap(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+    metadata = {"name": name, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
 def apply(files: dict[str, bytes], plan: IntentPlan) -> dict[str, bytes]:
