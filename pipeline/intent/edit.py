@@ -23,10 +23,9 @@ from enum import StrEnum
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import CommentMark, YAMLError
-from ruamel.yaml.events import AliasEvent, CollectionStartEvent, NodeEvent, ScalarEvent
 from ruamel.yaml.scalarstring import (
     DoubleQuotedScalarString,
     FoldedScalarString,
@@ -141,17 +140,25 @@ def _round_trip_yaml(style: tuple[int, int, int]) -> YAML:
     return yaml
 
 
-def _check_events(text: str, where: str) -> None:
-    try:
-        events = list(YAML(typ="rt", pure=True).parse(io.StringIO(text)))
-    except YAMLError as exc:
-        raise IntentRefusal(RefusalReason.INVALID_YAML, f"{where}: {_first_line(exc)}") from None
-    for event in events:
-        if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor):
+def _check_tree(data: Any, where: str) -> None:
+    """Refuses anchors, aliases and explicit tags, read off the loaded tree (ruamel keeps them on
+    the nodes) so the document is parsed once."""
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        anchor = getattr(node, "anchor", None)
+        if getattr(anchor, "value", None):
             raise IntentRefusal(RefusalReason.ANCHORS, f"{where}: anchors and aliases are not edited")
-        tag = getattr(event, "tag", None)
-        if isinstance(event, ScalarEvent | CollectionStartEvent) and tag:
-            raise IntentRefusal(RefusalReason.TAGS, f"{where}: the explicit tag {tag} is not edited")
+        if isinstance(node, TaggedScalar) or getattr(getattr(node, "tag", None), "value", None):
+            raise IntentRefusal(RefusalReason.TAGS, f"{where}: explicit tags are not edited")
+        if isinstance(node, CommentedMap | CommentedSeq):
+            if id(node) in seen:
+                raise IntentRefusal(RefusalReason.ANCHORS, f"{where}: anchors and aliases are not edited")
+            seen.add(id(node))
+            stack.extend(node.values() if isinstance(node, CommentedMap) else node)
+            if isinstance(node, CommentedMap):
+                stack.extend(node.keys())
 
 
 def _first_line(exc: Exception) -> str:
@@ -159,19 +166,20 @@ def _first_line(exc: Exception) -> str:
 
 
 def load_document(text: str, where: str = "<document>") -> LoadedDocument:
-    """`text` loaded for a lossless edit; raises IntentRefusal when it cannot be edited without loss."""
-    _check_events(text, where)
+    """`text` loaded for a lossless edit; raises IntentRefusal when it cannot be edited without loss.
+
+    The document is parsed once; each indentation style is tried by dumping it."""
+    try:
+        data = _round_trip_yaml(_INDENT_STYLES[0]).load(io.StringIO(text))
+    except DuplicateKeyError as exc:
+        raise IntentRefusal(RefusalReason.DUPLICATE_KEY, f"{where}: {_first_line(exc)}") from None
+    except YAMLError as exc:
+        raise IntentRefusal(RefusalReason.INVALID_YAML, f"{where}: {_first_line(exc)}") from None
+    if not isinstance(data, CommentedMap):
+        raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{where}: the document is not a mapping")
+    _check_tree(data, where)
     for style in _INDENT_STYLES:
-        yaml = _round_trip_yaml(style)
-        try:
-            data = yaml.load(io.StringIO(text))
-        except DuplicateKeyError as exc:
-            raise IntentRefusal(RefusalReason.DUPLICATE_KEY, f"{where}: {_first_line(exc)}") from None
-        except YAMLError as exc:
-            raise IntentRefusal(RefusalReason.INVALID_YAML, f"{where}: {_first_line(exc)}") from None
-        if not isinstance(data, CommentedMap):
-            raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{where}: the document is not a mapping")
-        loaded = LoadedDocument(data, yaml)
+        loaded = LoadedDocument(data, _round_trip_yaml(style))
         if loaded.dump() == text:
             return loaded
     raise IntentRefusal(

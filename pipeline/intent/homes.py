@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import yaml
 
@@ -40,6 +41,7 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 _FOREIGN_FILES = frozenset({"gotk-components.yaml", "gotk-sync.yaml"})
 _FOREIGN_HEADER = re.compile(r"^#\s*(Source: |.*\bgenerated\b|.*do not edit)", re.IGNORECASE)
 _HEADER_LINES = 5
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class NamespaceSource(StrEnum):
@@ -195,7 +197,7 @@ def _index_file(
 ) -> None:
     try:
         documents = split_file(data, path).documents
-        loaded = [yaml.safe_load(d.text) for d in documents]
+        loaded = [yaml.load(d.text, Loader=_LOADER) for d in documents]
     except IntentRefusal as unreadable:
         index.unreadable.append(Unreadable(path, unreadable))
         return
