@@ -23,6 +23,7 @@ from pipeline.codec.config_state import (
     RuleSource,
     decode_config_state,
     encode_config_state,
+    settings_json,
 )
 from pipeline.config import Settings
 from pipeline.customresources.compile import (
@@ -148,12 +149,12 @@ def _contributions(compiled: CompiledConfig, home_namespace: str) -> dict[Object
     }
     for provider in compiled.providers:
         ref = named[(Kind.GIT_PROVIDER, provider.name)]
-        sizes[ref] += len(provider.model_dump_json())
+        sizes[ref] += len(settings_json(provider))
     for target in compiled.targets:
         ref = named[(Kind.GIT_TARGET, target.name)]
-        sizes[ref] += len(target.model_copy(update={"rules": []}).model_dump_json())
+        sizes[ref] += len(settings_json(target.model_copy(update={"rules": []})))
         for origin, rule in zip(compiled.origins.get(target.name, []), target.rules, strict=True):
-            sizes[origin.ref] += len(rule.model_dump_json())
+            sizes[origin.ref] += len(settings_json(rule))
     return sizes
 
 
