@@ -49,7 +49,7 @@ def kustomize() -> Path:
 
 def live(rendered: dict[str, Any], replicas: int) -> dict[str, Any]:
     """The cluster's object: what Flux applied, plus fields the apiserver adds."""
-    applied = yaml.safe_load(yaml.safe_dump(rendered))
+    applied: dict[str, Any] = yaml.safe_load(yaml.safe_dump(rendered))
     applied["metadata"]["uid"] = "0b1c"
     applied["spec"]["replicas"] = replicas
     return applied
