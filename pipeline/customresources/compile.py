@@ -31,6 +31,7 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
+from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
@@ -80,6 +81,10 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.provider",
         "spec.encryption.age.enabled",
         "spec.encryption.age.recipients.publicKeys",
+        "spec.encryption.age.recipients.extractFromSecret",
+        "spec.encryption.age.recipients.generateWhenMissing",
+        "spec.encryption.secretRef.name",
+        "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
         "spec.pipeline",
     ),
@@ -463,6 +468,14 @@ _TARGET_PATHS = {
 _TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
 
 
+def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
+    """Where a TargetSettings error is reported: encryption at the field the user wrote it in."""
+    pipeline = spec.get("pipeline")
+    if isinstance(pipeline, dict) and "encryption" in pipeline:
+        return _TARGET_PATHS
+    return {**_TARGET_PATHS, "encryption": "spec.encryption"}
+
+
 def _target(
     resource: CustomResource,
     name: str,
@@ -470,6 +483,7 @@ def _target(
     boundary: TenantBoundary,
     report: ObjectReport,
     meter: StepMeter,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
@@ -513,7 +527,9 @@ def _target(
         author_mode = _attribution(enabled, "attribution" in extension, report)
         if author_mode is not None:
             data["attribution"] = author_mode
-    encryption = _encryption(spec.get("encryption") or {}, extension.get("encryption"), report)
+    encryption = _encryption(
+        spec.get("encryption") or {}, extension.get("encryption"), namespace, age_keys, report
+    )
     if encryption is None:
         data.pop("encryption", None)
     else:
@@ -541,8 +557,21 @@ def _attribution(enabled: Any, extension_sets_it: bool, report: ObjectReport) ->
     return mode_of_enabled(enabled)
 
 
-def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str, Any] | None:
-    """SOPS+age from `spec.encryption` (age public keys) merged with `spec.pipeline.encryption`."""
+def _encryption(
+    upstream: Any,
+    extension: Any,
+    namespace: str,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
+    report: ObjectReport,
+) -> dict[str, Any] | None:
+    """SOPS+age from `spec.encryption` merged with `spec.pipeline.encryption`.
+
+    The recipients are `age.recipients.publicKeys` plus, with `extractFromSecret`, the public keys
+    of the `secretRef` Secret's `*.agekey` entries as the controller read them (`age_keys`; None
+    offline, where the Secret is only named). A key Secret that yields none is this target's error
+    at `spec.encryption.secretRef`, naming the Secret and the entry: the target stalls, the rest of
+    the configuration does not.
+    """
     merged: dict[str, Any] = dict(extension) if isinstance(extension, dict) else {}
     if not upstream:
         return merged or None
@@ -560,7 +589,21 @@ def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str
         if not isinstance(keys, list) or not isinstance(more, list):
             report.errors.append(FieldProblem("spec.encryption.age.recipients.publicKeys", "must be a list"))
             return None
-        merged["age_recipients"] = [*keys, *more]
+        recipients = [*keys, *more]
+        source, problems = key_source(namespace, upstream)
+        report.errors.extend(problems)
+        if source is not None:
+            merged["age_key_secret"] = {"namespace": source.namespace, "name": source.name}
+            merged["generate_age_key"] = source.generate
+            if age_keys is not None:
+                found = age_keys.get(source) or KeyResolution(
+                    error=f"Secret {source.describe()} was not read yet"
+                )
+                if found.recipients:
+                    recipients += found.recipients
+                else:
+                    report.errors.append(FieldProblem(SECRET_REF_FIELD, found.error))
+        merged["age_recipients"] = recipients
     return merged or None
 
 
@@ -757,8 +800,12 @@ def compile_resources(
     base: Settings | None = None,
     limits: CompileLimits | None = None,
     excluded: Mapping[ObjectRef, str] | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
 ) -> CompiledConfig:
     """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `age_keys` are the key Secrets the controller read (`pipeline.customresources.agekeys`); None
+    (offline) checks everything else about a GitTarget that names one.
 
     `base.custom_resources.tenants` is the platform's grant to other namespaces (none: they get no
     provider or target). `excluded` objects are left out with the message given (the config record
@@ -846,12 +893,12 @@ def compile_resources(
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
-        data = _target(resource, name, providers, boundary, report, meters[resource.ref])
+        data = _target(resource, name, providers, boundary, report, meters[resource.ref], age_keys)
         if data is None:
             return
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
-        target, errors = _validate(TargetSettings, data, _TARGET_PATHS, "spec.pipeline")
+        target, errors = _validate(TargetSettings, data, _target_paths(resource.spec), "spec.pipeline")
         report.errors.extend(errors)
         if target is None:
             return

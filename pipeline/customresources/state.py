@@ -11,7 +11,7 @@ it, for every team, so the objects that make it too large are left out with that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -25,6 +25,7 @@ from pipeline.codec.config_state import (
     encode_config_state,
 )
 from pipeline.config import Settings
+from pipeline.customresources.agekeys import KeyResolution, KeySource
 from pipeline.customresources.compile import (
     CompiledConfig,
     FieldProblem,
@@ -163,6 +164,7 @@ def publishable(
     home_namespace: str,
     base: Settings,
     limits: CompileLimits | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -176,7 +178,12 @@ def publishable(
     excluded: dict[ObjectRef, str] = {}
     while True:
         compiled = compile_resources(
-            resources, home_namespace=home_namespace, base=base, limits=limits, excluded=excluded
+            resources,
+            home_namespace=home_namespace,
+            base=base,
+            limits=limits,
+            excluded=excluded,
+            age_keys=age_keys,
         )
         size = record_bytes(compiled)
         if size <= limit:

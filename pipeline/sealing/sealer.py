@@ -163,6 +163,14 @@ def sealer_for(target: TargetSettings, environ: Mapping[str, str] | None = None)
     settings = target.encryption
     if settings is None:
         return None
+    if not settings.age_recipients and settings.sops_config is None and settings.age_key_secret is not None:
+        # only the configuration controller reads a key Secret (custom resources); without its
+        # recipients there is nobody to encrypt to
+        raise SealingError(
+            f"targets[{target.name}].encryption: no recipients: the age keys of Secret "
+            f"{settings.age_key_secret.describe()} are read by the configuration controller "
+            "(custom_resources.enabled); list age_recipients in a file"
+        )
     env = os.environ if environ is None else environ
     key = env.get(settings.digest_key_env, "")
     if len(key.encode()) < MIN_DIGEST_KEY_BYTES:
