@@ -43,6 +43,7 @@ from pipeline.customresources.tenancy import (
 )
 from pipeline.gitnames import paths_overlap
 from pipeline.globs import GlobError, check_glob, glob_match
+from pipeline.sealing.sealer import digest_key_problem
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
@@ -801,8 +802,12 @@ def compile_resources(
     limits: CompileLimits | None = None,
     excluded: Mapping[ObjectRef, str] | None = None,
     age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `environ` is the controller's environment, which every replica's pods share: a target with
+    encryption whose digest key variable it lacks is that target's error (offline, None: not asked).
 
     `age_keys` are the key Secrets the controller read (`pipeline.customresources.agekeys`); None
     (offline) checks everything else about a GitTarget that names one.
@@ -903,6 +908,16 @@ def compile_resources(
         if target is None:
             return
         report.errors.extend(_outside(boundary, resource, target))
+        if environ is not None and target.encryption is not None:
+            missing = digest_key_problem(target.encryption, environ)
+            if missing is not None:
+                report.errors.append(
+                    FieldProblem(
+                        "spec.encryption",
+                        f"the pods have no digest key for encrypted Secrets: {missing} (the chart's "
+                        "secretsDigestKey provides REVERSER_SECRETS_DIGEST_KEY)",
+                    )
+                )
         provider = providers[target.provider][0]
         try:
             checked = Settings.model_validate(

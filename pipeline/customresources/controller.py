@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from typing import Any
 
@@ -284,6 +285,7 @@ class ConfigController:
             home_namespace=self._settings.custom_resources.namespace,
             base=self._settings,
             age_keys=age_keys,
+            environ=os.environ,
         )
         published = self.published
         return compiled, published is None or not published.same_content(compiled)

@@ -165,6 +165,7 @@ def publishable(
     base: Settings,
     limits: CompileLimits | None = None,
     age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -184,6 +185,7 @@ def publishable(
             limits=limits,
             excluded=excluded,
             age_keys=age_keys,
+            environ=environ,
         )
         size = record_bytes(compiled)
         if size <= limit:

@@ -270,3 +270,23 @@ def test_the_rules_file_encrypts_data_to_the_recipients_and_lives_in_the_target_
     }
     assert sops_rules_path("live-cluster/") == "live-cluster/.sops.yaml"
     assert sops_rules_path(".") == ".sops.yaml"
+
+
+def test_a_missing_digest_key_stalls_only_the_encrypted_target_naming_the_variable() -> None:
+    """The controller compiles with its own environment, which the chart gives every pod alike."""
+    keys = {SOURCE: KeyResolution(recipients=(KEY,))}
+    without = compile_resources(_objects(), home_namespace="default", age_keys=keys, environ={})
+    ((ref, error),) = without.errors
+    assert (ref, error.path) == (TARGET, "spec.encryption")
+    assert "environment variable REVERSER_SECRETS_DIGEST_KEY must hold a digest key of at least 32 bytes" in (
+        error.message
+    )
+    assert [t.name for t in without.targets] == ["plain"]
+    short = compile_resources(
+        _objects(), home_namespace="default", age_keys=keys, environ={"REVERSER_SECRETS_DIGEST_KEY": "s3cret"}
+    )
+    assert "s3cret" not in short.errors[0][1].message
+    given = {"REVERSER_SECRETS_DIGEST_KEY": "k" * 32}
+    ok = compile_resources(_objects(), home_namespace="default", age_keys=keys, environ=given)
+    assert ok.errors == []
+    assert sorted(t.name for t in ok.targets) == ["example-target", "plain"]
