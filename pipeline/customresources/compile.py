@@ -259,19 +259,29 @@ def _unsupported(resource: CustomResource, meter: StepMeter) -> list[str]:
 
 
 def _errors_of(exc: ValidationError, paths: Mapping[str, str], fallback: str) -> list[FieldProblem]:
-    """Pydantic errors with each location translated to the custom resource's field."""
+    """Pydantic errors with each location translated to the custom resource's field.
+
+    `paths` maps a field (or a dotted path into one, `signing.key_secret`) to the field the user
+    wrote; the longest mapped prefix of a location wins.
+    """
     problems: list[FieldProblem] = []
     for item in exc.errors():
         loc = [str(part) for part in item["loc"]]
-        head = loc[0] if loc else ""
-        if head in paths:
-            where = ".".join([paths[head], *loc[1:]])
+        mapped = next((i for i in range(len(loc), 0, -1) if ".".join(loc[:i]) in paths), 0)
+        if mapped:
+            where = _field_path(paths[".".join(loc[:mapped])], loc[mapped:])
         elif loc:
-            where = ".".join([fallback, *loc])
+            where = _field_path(fallback, loc)
         else:
             where = "spec"
         problems.append(FieldProblem(where, item["msg"]))
     return problems
+
+
+def _field_path(base: str, parts: list[str]) -> str:
+    """`base` and the rest of a location the way the rest of this module spells fields:
+    `publicKeys[0]`, as `spec.rules[1]`, not `publicKeys.0`."""
+    return base + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts)
 
 
 def _validate(
@@ -414,7 +424,15 @@ def _provider(
     data.update(_references(resource, extension, report))
     signing = _signing(resource, extension, report)
     data.update(signing)
-    paths = {**_PROVIDER_PATHS, "signing": "spec.commit.signing"} if signing else _PROVIDER_PATHS
+    paths = (
+        {
+            **_PROVIDER_PATHS,
+            "signing": "spec.commit.signing",
+            "signing.key_secret": "spec.commit.signing.secretRef",
+        }
+        if signing
+        else _PROVIDER_PATHS
+    )
     data["default_branch"] = literal[0] if literal else "main"
     committer = _get(spec, "commit", "committer") or {}
     if isinstance(committer, dict) and committer:
@@ -424,9 +442,13 @@ def _provider(
     window = _get(spec, "push", "commitWindow")
     if window is not None:
         try:
-            data["commit_window_s"] = max(0.0, go_duration_s(str(window)))
+            seconds = go_duration_s(str(window))
         except ValueError as exc:
             report.errors.append(FieldProblem("spec.push.commitWindow", str(exc)))
+        else:
+            if seconds < 0:
+                report.errors.append(FieldProblem("spec.push.commitWindow", f"{window!r} is negative"))
+            data["commit_window_s"] = seconds
     if report.errors:
         return None
     provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
@@ -474,7 +496,12 @@ def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
     pipeline = spec.get("pipeline")
     if isinstance(pipeline, dict) and "encryption" in pipeline:
         return _TARGET_PATHS
-    return {**_TARGET_PATHS, "encryption": "spec.encryption"}
+    return {
+        **_TARGET_PATHS,
+        "encryption": "spec.encryption",
+        "encryption.age_recipients": "spec.encryption.age.recipients.publicKeys",
+        "encryption.age_key_secret": "spec.encryption.secretRef",
+    }
 
 
 def _target(
