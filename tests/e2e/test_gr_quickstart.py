@@ -27,7 +27,7 @@ from pipeline.customresources.agekeyreader import AgeKeyReader
 from pipeline.customresources.agekeys import AGE_KEY_SUFFIX, BACKUP_WARNING_ANNOTATION, KeySource
 from pipeline.customresources.objects import GROUP, VERSION, Kind
 from pipeline.watch.kube import open_client
-from tests.deploy.helm import helm_path
+from tests.deploy.helm import CHART, helm_path, run_helm
 from tests.deploy.helm import render as render_chart
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
@@ -280,3 +280,38 @@ async def test_two_readers_racing_to_generate_make_one_key(plane: ControlPlane, 
     async with kube_client(plane.kubeconfig) as api:
         kept = await client.CoreV1Api(api).read_namespaced_secret("empty-keys", NAMESPACE)
     assert base64.b64decode(kept.data["note"]) == b"x"
+
+
+async def test_the_charts_digest_key_survives_upgrades_and_reinstalls(plane: ControlPlane) -> None:
+    """Real `helm upgrade --install` against the apiserver: `lookup` finds the generated Secret and
+    keeps its key, and `helm.sh/resource-policy: keep` leaves it through an uninstall."""
+    helm = helm_path()
+    assert helm is not None, "helm is not built: tests/deploy/build-helm.sh (make e2e runs it first)"
+    release, namespace = "keys", "digest-release"
+    install = [
+        "upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+        "--kubeconfig", str(plane.kubeconfig), "--no-hooks", "--set", "topicsJob.enabled=false",
+    ]  # fmt: skip
+
+    async def key() -> bytes:
+        async with kube_client(plane.kubeconfig) as api:
+            secret = await client.CoreV1Api(api).read_namespaced_secret(
+                f"{release}-reverser-pipeline-digest-key", namespace
+            )
+        return base64.b64decode(secret.data["digest-key"])
+
+    def helm_run(*args: str) -> None:
+        result = run_helm(helm, *args)
+        assert result.returncode == 0, result.stderr
+
+    await asyncio.to_thread(helm_run, *install)
+    first = await key()
+    assert len(first) == 64
+    await asyncio.to_thread(helm_run, *install, "--set", "podAnnotations.rolled=yes")
+    assert await key() == first, "an upgrade keeps the key"
+    await asyncio.to_thread(
+        helm_run, "uninstall", release, "--namespace", namespace, "--kubeconfig", str(plane.kubeconfig)
+    )
+    assert await key() == first, "an uninstall keeps the Secret"
+    await asyncio.to_thread(helm_run, *install)
+    assert await key() == first, "a reinstall finds it again"
