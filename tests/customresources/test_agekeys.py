@@ -26,6 +26,7 @@ from pipeline.customresources.agekeys import (
     recipients_of,
 )
 from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 from pipeline.sealing import SealingError, sealer_for
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
@@ -290,3 +291,39 @@ def test_a_missing_digest_key_stalls_only_the_encrypted_target_naming_the_variab
     ok = compile_resources(_objects(), home_namespace="default", age_keys=keys, environ=given)
     assert ok.errors == []
     assert sorted(t.name for t in ok.targets) == ["example-target", "plain"]
+
+
+def test_a_key_secret_exports_as_grs_secret_ref_and_compiles_back() -> None:
+    settings = Settings.model_validate(
+        {
+            "providers": [{"name": "repo", "url": "https://git.example.com/x.git"}],
+            "targets": [
+                {
+                    "name": "apps",
+                    "provider": "repo",
+                    "path": "apps",
+                    "encryption": {
+                        "age_recipients": [KEY],
+                        "age_key_secret": {"namespace": "platform", "name": "sops-age-key"},
+                        "generate_age_key": True,
+                    },
+                }
+            ],
+        }
+    )
+    documents = export_resources(settings, "platform")
+    (target,) = [d for d in documents if d["kind"] == "GitTarget"]
+    assert target["spec"]["encryption"] == {
+        "provider": "sops",
+        "age": {
+            "enabled": True,
+            "recipients": {"publicKeys": [KEY], "extractFromSecret": True, "generateWhenMissing": True},
+        },
+        "secretRef": {"name": "sops-age-key"},
+    }
+    assert "pipeline" not in target["spec"]
+    back = compile_resources([parse_object(d) for d in documents], home_namespace="platform")
+    assert back.errors == []
+    assert back.targets[0].encryption == settings.targets[0].encryption
+    with pytest.raises(ExportError, match="age_key_secret is in namespace 'platform'"):
+        export_resources(settings, "elsewhere")
