@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from pipeline.customresources.agekeyreader import AgeKeyReader
 from pipeline.customresources.agekeys import AGE_KEY_SUFFIX, BACKUP_WARNING_ANNOTATION, KeySource
 from pipeline.customresources.objects import GROUP, VERSION, Kind
 from pipeline.watch.kube import open_client
-from tests.deploy.helm import CHART, helm_path, run_helm
+from tests.deploy.helm import CHART, helm_path
 from tests.deploy.helm import render as render_chart
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
@@ -282,7 +284,9 @@ async def test_two_readers_racing_to_generate_make_one_key(plane: ControlPlane, 
     assert base64.b64decode(kept.data["note"]) == b"x"
 
 
-async def test_the_charts_digest_key_survives_upgrades_and_reinstalls(plane: ControlPlane) -> None:
+async def test_the_charts_digest_key_survives_upgrades_and_reinstalls(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
     """Real `helm upgrade --install` against the apiserver: `lookup` finds the generated Secret and
     keeps its key, and `helm.sh/resource-policy: keep` leaves it through an uninstall."""
     helm = helm_path()
@@ -300,8 +304,14 @@ async def test_the_charts_digest_key_survives_upgrades_and_reinstalls(plane: Con
             )
         return base64.b64decode(secret.data["digest-key"])
 
+    # helm's own state in the test's directory, not the runner's home
+    env = {
+        **os.environ,
+        **{f"HELM_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")},
+    }
+
     def helm_run(*args: str) -> None:
-        result = run_helm(helm, *args)
+        result = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, check=False)
         assert result.returncode == 0, result.stderr
 
     await asyncio.to_thread(helm_run, *install)
