@@ -688,11 +688,20 @@ class EncryptionSettings(_Section):
     """Environment variable holding the key of the content digests of sealed objects."""
     sensitive_resources: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(/[A-Za-z0-9.-]+)?$")]] = []
     """Resources encrypted besides Secrets, as `resource` or `group/resource`."""
+    age_key_secret: SecretReference | None = None
+    """A Secret of `*.agekey` entries (age private keys, as Flux keeps them) whose public keys are
+    added to age_recipients by the configuration controller (custom resources only); the private
+    keys are never on the log."""
+    generate_age_key: bool = False
+    """Let the configuration controller create age_key_secret (one dated `*.agekey` entry) when it
+    does not exist or holds no `*.agekey` entry."""
 
     @model_validator(mode="after")
     def _some_recipient(self) -> EncryptionSettings:
-        if not self.age_recipients and self.sops_config is None:
-            raise ValueError("encryption needs age_recipients or sops_config")
+        if not self.age_recipients and self.sops_config is None and self.age_key_secret is None:
+            raise ValueError("encryption needs age_recipients, sops_config or age_key_secret")
+        if self.generate_age_key and self.age_key_secret is None:
+            raise ValueError("generate_age_key needs age_key_secret")
         return self
 
 

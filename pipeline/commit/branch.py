@@ -33,9 +33,16 @@ from pipeline.codec.target_result import TargetResult
 from pipeline.commit import metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
-from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
+from pipeline.commit.layout import (
+    LayoutError,
+    canonical_path,
+    is_sealed_path,
+    is_sensitive,
+    normalize_target_path,
+    object_of,
+)
 from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
-from pipeline.commit.plan import Plan, Retired, Sweep, apply_plan, message_for, orphans
+from pipeline.commit.plan import Applied, Plan, Retired, Sweep, apply_plan, blob_sha, message_for, orphans
 from pipeline.commit.rebuild import documents
 from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due_at
 from pipeline.commit.statebook import StateBook
@@ -47,6 +54,7 @@ from pipeline.log.api import LogError, PendingRecord
 from pipeline.models import GroupResource
 from pipeline.redaction import redact_url
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
 __all__ = ["BranchWorker", "DeletionAhead", "History", "Hook", "LoadState", "Offset", "Reject", "StateSink"]
@@ -971,8 +979,31 @@ class BranchWorker:
             states=states,
         )
 
+    def _add_sops_rules(self, plan: Plan, applied: Applied) -> None:
+        """The target folder's `.sops.yaml` with its age recipients, in the commit that first
+        writes an encrypted file there (`pipeline.sealing.sopsrules`); never over an existing one."""
+        target = self._target(plan.target)
+        encryption = target.encryption if target is not None else None
+        if target is None or encryption is None or encryption.sops_config is not None or not applied.changed:
+            return
+        if not encryption.age_recipients or not any(
+            content is not None and is_sealed_path(path) for path, (content, _) in plan.writes.items()
+        ):
+            return
+        path = sops_rules_path(normalize_target_path(target.path))
+        if self._tree.get(path) is not None:
+            return
+        content = sops_rules(encryption.age_recipients)
+        try:
+            self._tree.put(path, blob_sha(content))
+        except IsADirectoryError:
+            return
+        self.repo.store_blob(content)
+        applied.paths.append(f"create {path}")
+
     def _make_commit(self, plan: Plan) -> str | None:
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
+        self._add_sops_rules(plan, applied)
         for path in applied.refused:
             logger.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path

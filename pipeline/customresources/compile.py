@@ -31,6 +31,7 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
+from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
@@ -43,6 +44,7 @@ from pipeline.customresources.tenancy import (
 from pipeline.customresources.typos import meant_field
 from pipeline.gitnames import paths_overlap
 from pipeline.globs import GlobError, check_glob, glob_match
+from pipeline.sealing.sealer import digest_key_problem
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
@@ -81,6 +83,10 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.provider",
         "spec.encryption.age.enabled",
         "spec.encryption.age.recipients.publicKeys",
+        "spec.encryption.age.recipients.extractFromSecret",
+        "spec.encryption.age.recipients.generateWhenMissing",
+        "spec.encryption.secretRef.name",
+        "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
         "spec.pipeline",
     ),
@@ -254,19 +260,29 @@ def _unsupported(resource: CustomResource, meter: StepMeter) -> list[str]:
 
 
 def _errors_of(exc: ValidationError, paths: Mapping[str, str], fallback: str) -> list[FieldProblem]:
-    """Pydantic errors with each location translated to the custom resource's field."""
+    """Pydantic errors with each location translated to the custom resource's field.
+
+    `paths` maps a field (or a dotted path into one, `signing.key_secret`) to the field the user
+    wrote; the longest mapped prefix of a location wins.
+    """
     problems: list[FieldProblem] = []
     for item in exc.errors():
         loc = [str(part) for part in item["loc"]]
-        head = loc[0] if loc else ""
-        if head in paths:
-            where = ".".join([paths[head], *loc[1:]])
+        mapped = next((i for i in range(len(loc), 0, -1) if ".".join(loc[:i]) in paths), 0)
+        if mapped:
+            where = _field_path(paths[".".join(loc[:mapped])], loc[mapped:])
         elif loc:
-            where = ".".join([fallback, *loc])
+            where = _field_path(fallback, loc)
         else:
             where = "spec"
         problems.append(FieldProblem(where, item["msg"]))
     return problems
+
+
+def _field_path(base: str, parts: list[str]) -> str:
+    """`base` and the rest of a location the way the rest of this module spells fields:
+    `publicKeys[0]`, as `spec.rules[1]`, not `publicKeys.0`."""
+    return base + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts)
 
 
 def _validate(
@@ -409,7 +425,15 @@ def _provider(
     data.update(_references(resource, extension, report))
     signing = _signing(resource, extension, report)
     data.update(signing)
-    paths = {**_PROVIDER_PATHS, "signing": "spec.commit.signing"} if signing else _PROVIDER_PATHS
+    paths = (
+        {
+            **_PROVIDER_PATHS,
+            "signing": "spec.commit.signing",
+            "signing.key_secret": "spec.commit.signing.secretRef",
+        }
+        if signing
+        else _PROVIDER_PATHS
+    )
     data["default_branch"] = literal[0] if literal else "main"
     committer = _get(spec, "commit", "committer") or {}
     if isinstance(committer, dict) and committer:
@@ -419,9 +443,13 @@ def _provider(
     window = _get(spec, "push", "commitWindow")
     if window is not None:
         try:
-            data["commit_window_s"] = max(0.0, go_duration_s(str(window)))
+            seconds = go_duration_s(str(window))
         except ValueError as exc:
             report.errors.append(FieldProblem("spec.push.commitWindow", str(exc)))
+        else:
+            if seconds < 0:
+                report.errors.append(FieldProblem("spec.push.commitWindow", f"{window!r} is negative"))
+            data["commit_window_s"] = seconds
     if report.errors:
         return None
     provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
@@ -464,6 +492,19 @@ _TARGET_PATHS = {
 _TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
 
 
+def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
+    """Where a TargetSettings error is reported: encryption at the field the user wrote it in."""
+    pipeline = spec.get("pipeline")
+    if isinstance(pipeline, dict) and "encryption" in pipeline:
+        return _TARGET_PATHS
+    return {
+        **_TARGET_PATHS,
+        "encryption": "spec.encryption",
+        "encryption.age_recipients": "spec.encryption.age.recipients.publicKeys",
+        "encryption.age_key_secret": "spec.encryption.secretRef",
+    }
+
+
 def _target(
     resource: CustomResource,
     name: str,
@@ -471,6 +512,7 @@ def _target(
     boundary: TenantBoundary,
     report: ObjectReport,
     meter: StepMeter,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
@@ -514,7 +556,9 @@ def _target(
         author_mode = _attribution(enabled, "attribution" in extension, report)
         if author_mode is not None:
             data["attribution"] = author_mode
-    encryption = _encryption(spec.get("encryption") or {}, extension.get("encryption"), report)
+    encryption = _encryption(
+        spec.get("encryption") or {}, extension.get("encryption"), namespace, age_keys, report
+    )
     if encryption is None:
         data.pop("encryption", None)
     else:
@@ -542,8 +586,21 @@ def _attribution(enabled: Any, extension_sets_it: bool, report: ObjectReport) ->
     return mode_of_enabled(enabled)
 
 
-def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str, Any] | None:
-    """SOPS+age from `spec.encryption` (age public keys) merged with `spec.pipeline.encryption`."""
+def _encryption(
+    upstream: Any,
+    extension: Any,
+    namespace: str,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
+    report: ObjectReport,
+) -> dict[str, Any] | None:
+    """SOPS+age from `spec.encryption` merged with `spec.pipeline.encryption`.
+
+    The recipients are `age.recipients.publicKeys` plus, with `extractFromSecret`, the public keys
+    of the `secretRef` Secret's `*.agekey` entries as the controller read them (`age_keys`; None
+    offline, where the Secret is only named). A key Secret that yields none is this target's error
+    at `spec.encryption.secretRef`, naming the Secret and the entry: the target stalls, the rest of
+    the configuration does not.
+    """
     merged: dict[str, Any] = dict(extension) if isinstance(extension, dict) else {}
     if not upstream:
         return merged or None
@@ -561,7 +618,21 @@ def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str
         if not isinstance(keys, list) or not isinstance(more, list):
             report.errors.append(FieldProblem("spec.encryption.age.recipients.publicKeys", "must be a list"))
             return None
-        merged["age_recipients"] = [*keys, *more]
+        recipients = [*keys, *more]
+        source, problems = key_source(namespace, upstream)
+        report.errors.extend(problems)
+        if source is not None:
+            merged["age_key_secret"] = {"namespace": source.namespace, "name": source.name}
+            merged["generate_age_key"] = source.generate
+            if age_keys is not None:
+                found = age_keys.get(source) or KeyResolution(
+                    error=f"Secret {source.describe()} was not read yet"
+                )
+                if found.recipients:
+                    recipients += found.recipients
+                else:
+                    report.errors.append(FieldProblem(SECRET_REF_FIELD, found.error))
+        merged["age_recipients"] = recipients
     return merged or None
 
 
@@ -758,8 +829,16 @@ def compile_resources(
     base: Settings | None = None,
     limits: CompileLimits | None = None,
     excluded: Mapping[ObjectRef, str] | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `environ` is the controller's environment, which every replica's pods share: a target with
+    encryption whose digest key variable it lacks is that target's error (offline, None: not asked).
+
+    `age_keys` are the key Secrets the controller read (`pipeline.customresources.agekeys`); None
+    (offline) checks everything else about a GitTarget that names one.
 
     `base.custom_resources.tenants` is the platform's grant to other namespaces (none: they get no
     provider or target). `excluded` objects are left out with the message given (the config record
@@ -853,16 +932,26 @@ def compile_resources(
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
-        data = _target(resource, name, providers, boundary, report, meters[resource.ref])
+        data = _target(resource, name, providers, boundary, report, meters[resource.ref], age_keys)
         if data is None:
             return
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
-        target, errors = _validate(TargetSettings, data, _TARGET_PATHS, "spec.pipeline")
+        target, errors = _validate(TargetSettings, data, _target_paths(resource.spec), "spec.pipeline")
         report.errors.extend(errors)
         if target is None:
             return
         report.errors.extend(_outside(boundary, resource, target))
+        if environ is not None and target.encryption is not None:
+            missing = digest_key_problem(target.encryption, environ)
+            if missing is not None:
+                report.errors.append(
+                    FieldProblem(
+                        "spec.encryption",
+                        f"the pods have no digest key for encrypted Secrets: {missing} (the chart's "
+                        "secretsDigestKey provides REVERSER_SECRETS_DIGEST_KEY)",
+                    )
+                )
         provider = providers[target.provider][0]
         try:
             checked = Settings.model_validate(

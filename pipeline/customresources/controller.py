@@ -15,11 +15,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from typing import Any
 
 from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
+from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
+from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef
@@ -115,6 +118,8 @@ class ConfigController:
         self._follower: ConfigFollower | None = None
         # (published version, streams per rule): resolved again only when the version changes
         self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
+        self._age_keys: AgeKeyReader | None = None
+        self._key_sources: set[KeySource] = set()
 
     @property
     def leading(self) -> bool:
@@ -200,6 +205,7 @@ class ConfigController:
         for stream in self._streams:
             stream.start()
         self.status = StatusWriter(self._client)
+        self._age_keys = AgeKeyReader(self._client)
         self._follower = follower
         self._work = [
             asyncio.create_task(self._publish_loop(store, follower), name="config controller publish"),
@@ -220,6 +226,7 @@ class ConfigController:
             await self._follower.close()
             self._follower = None
         self._rules = None
+        self._age_keys = None
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
         writer, self._writer = self._writer, None
@@ -235,10 +242,13 @@ class ConfigController:
     async def _publish_loop(self, store: ObjectStore, follower: ConfigFollower) -> None:
         """Compile and publish on object changes; rewrite status on those and on commit results."""
         while True:
-            waits = [
+            waits: list[asyncio.Future[Any]] = [
                 asyncio.ensure_future(store.changed.wait()),
                 asyncio.ensure_future(follower.results_changed.wait()),
             ]
+            if self._key_sources:
+                # key Secrets are not watched: read them again now and then (agekeyreader.py)
+                waits.append(asyncio.ensure_future(asyncio.sleep(REFRESH_S)))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -261,7 +271,9 @@ class ConfigController:
                 store.changed.set()
                 await asyncio.sleep(1.0)
 
-    def _compile(self, objects: list[CustomResource]) -> tuple[CompiledConfig, bool]:
+    def _compile(
+        self, objects: list[CustomResource], age_keys: dict[KeySource, KeyResolution]
+    ) -> tuple[CompiledConfig, bool]:
         """The publishable configuration of `objects` and whether it differs from the published one.
 
         Runs in a worker thread: however many objects the tenants create, the loop (webhook,
@@ -269,14 +281,20 @@ class ConfigController:
         work is capped in steps by the compiler itself, which bounds the whole.
         """
         compiled = publishable(
-            objects, home_namespace=self._settings.custom_resources.namespace, base=self._settings
+            objects,
+            home_namespace=self._settings.custom_resources.namespace,
+            base=self._settings,
+            age_keys=age_keys,
+            environ=os.environ,
         )
         published = self.published
         return compiled, published is None or not published.same_content(compiled)
 
     async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        objects = store.objects()
+        age_keys = await self._read_age_keys(objects)
         started = time.monotonic()
-        compiled, changed = await asyncio.to_thread(self._compile, store.objects())
+        compiled, changed = await asyncio.to_thread(self._compile, objects, age_keys)
         took_s = time.monotonic() - started
         if took_s > COMPILE_WARN_S:
             logger.warning("compiling %d objects took %.1f s", len(compiled.reports), took_s)
@@ -330,6 +348,20 @@ class ConfigController:
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)
+
+    async def _read_age_keys(self, objects: list[CustomResource]) -> dict[KeySource, KeyResolution]:
+        """The recipients of every age key Secret a GitTarget names (generated where it may be)."""
+        sources: set[KeySource] = set()
+        for resource in objects:
+            encryption = resource.spec.get("encryption")
+            if resource.ref.kind is Kind.GIT_TARGET and isinstance(encryption, dict):
+                source, _problems = key_source(resource.ref.namespace, encryption)  # compile reports them
+                if source is not None:
+                    sources.add(source)
+        self._key_sources = sources
+        if not sources or self._age_keys is None:
+            return {}
+        return await self._age_keys.resolve(sources)
 
     def _client_of(self, cluster: str) -> KubeClient:
         return self._source_clients[cluster]

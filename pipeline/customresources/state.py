@@ -11,7 +11,7 @@ it, for every team, so the objects that make it too large are left out with that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -26,6 +26,7 @@ from pipeline.codec.config_state import (
     settings_json,
 )
 from pipeline.config import Settings
+from pipeline.customresources.agekeys import KeyResolution, KeySource
 from pipeline.customresources.compile import (
     CompiledConfig,
     FieldProblem,
@@ -164,6 +165,8 @@ def publishable(
     home_namespace: str,
     base: Settings,
     limits: CompileLimits | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -177,7 +180,13 @@ def publishable(
     excluded: dict[ObjectRef, str] = {}
     while True:
         compiled = compile_resources(
-            resources, home_namespace=home_namespace, base=base, limits=limits, excluded=excluded
+            resources,
+            home_namespace=home_namespace,
+            base=base,
+            limits=limits,
+            excluded=excluded,
+            age_keys=age_keys,
+            environ=environ,
         )
         size = record_bytes(compiled)
         if size <= limit:

@@ -98,6 +98,7 @@ def test_defaults_render_every_part_of_the_deployment(helm: Path) -> None:
             "RoleBinding",
             "Secret",
             "Secret",
+            "Secret",
             "Service",
             "Service",
             "ServiceAccount",
@@ -297,7 +298,10 @@ def test_rendered_configuration_is_accepted_by_the_service(helm: Path, tmp_path:
     assert initial_backoff_s(settings) == 1.0
     assert named(objects, "ConfigMap", "-topics")["data"] == named(objects, "ConfigMap", "pipeline")["data"]
     # the operator's own CA: the chart generates neither a client certificate nor the CA
-    assert [s["metadata"]["name"] for s in by_kind(objects, "Secret")] == ["rp-reverser-pipeline-audit-tls"]
+    assert sorted(s["metadata"]["name"] for s in by_kind(objects, "Secret")) == [
+        "rp-reverser-pipeline-audit-tls",
+        "rp-reverser-pipeline-digest-key",
+    ]
     pod = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["audit-client-ca"]["secret"] == {
