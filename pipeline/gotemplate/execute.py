@@ -339,7 +339,7 @@ def _verb(verb: str, value: GoValue, left: bool, width: int) -> str:
             return _pad(value.stringer(), left, width)
         return "{" + " ".join(_verb(verb, v, left, width) for v in value.fields.values()) + "}"
     text = _pad(format_value(value), left, width)
-    fits = verb == "v" or (verb == "s") == isinstance(value, str) and not isinstance(value, bool)
+    fits = verb == "v" or ((verb == "s") == isinstance(value, str) and not isinstance(value, bool))
     return text if fits else f"%!{verb}({type_name(value)}={text})"
 
 

@@ -47,7 +47,8 @@ class Golden:
         )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
