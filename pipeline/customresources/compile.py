@@ -31,6 +31,8 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
+from pipeline.customresources.commitmessages import SUPPORTED_PATHS as MESSAGE_PATHS
+from pipeline.customresources.commitmessages import message_templates
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
@@ -68,6 +70,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.knownHostsRef.kind",
         "spec.knownHostsRef.name",
         "spec.commit.signing.secretRef.name",
+        *MESSAGE_PATHS,
         "spec.pipeline",
     ),
     Kind.GIT_TARGET: (
@@ -81,6 +84,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.age.enabled",
         "spec.encryption.age.recipients.publicKeys",
         "spec.attribution.enabled",
+        *MESSAGE_PATHS,
         "spec.pipeline",
     ),
     Kind.WATCH_RULE: (
@@ -800,6 +804,7 @@ def compile_resources(
         return effective_name(resource.ref.namespace, resource.ref.name, home_namespace)
 
     providers: dict[str, tuple[ProviderSettings, list[str]]] = {}
+    provider_messages: dict[str, dict[str, str]] = {}
     for resource in by_kind[Kind.GIT_PROVIDER]:
         report = reports[resource.ref]
         provider = _isolated(
@@ -807,7 +812,9 @@ def compile_resources(
             meters[resource.ref],
             partial(_provider, resource, name_of(resource), boundary, report),
         )
+        messages = message_templates(resource.spec, report.errors)
         if provider is not None and report.accepted:
+            provider_messages[provider.name] = messages
             providers[provider.name] = (
                 provider,
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
@@ -847,8 +854,12 @@ def compile_resources(
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
         data = _target(resource, name, providers, boundary, report, meters[resource.ref])
-        if data is None:
+        own_messages = message_templates(resource.spec, report.errors)
+        if data is None or report.errors:
             return
+        templates = {**provider_messages.get(str(data.get("provider")), {}), **own_messages}
+        if templates:
+            data["commit_message"] = {**(data.get("commit_message") or {}), **templates}
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
         target, errors = _validate(TargetSettings, data, _TARGET_PATHS, "spec.pipeline")

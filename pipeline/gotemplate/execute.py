@@ -57,20 +57,27 @@ class _Scope:
         raise RenderError(f"undefined variable {name}")
 
 
+class _Output(list[str]):
+    """The output so far, capped: a `range` in a `range` over a large window cannot run away."""
+
+    size = 0
+
+
 def execute(nodes: Sequence[Node], data: GoValue) -> str:
     """The template's output for `data` (RenderError where Go would fail to execute)."""
-    out: list[str] = []
+    out = _Output()
     _run(nodes, data, _Scope(data), out)
     return "".join(out)
 
 
-def _emit(out: list[str], text: str) -> None:
+def _emit(out: _Output, text: str) -> None:
     out.append(text)
-    if sum(map(len, out)) > _MAX_OUTPUT:
+    out.size += len(text)
+    if out.size > _MAX_OUTPUT:
         raise RenderError(f"the message is longer than {_MAX_OUTPUT} characters")
 
 
-def _run(nodes: Sequence[Node], dot: GoValue, scope: _Scope, out: list[str]) -> None:
+def _run(nodes: Sequence[Node], dot: GoValue, scope: _Scope, out: _Output) -> None:
     for node in nodes:
         if isinstance(node, Text):
             _emit(out, node.text)
@@ -96,7 +103,7 @@ def _run(nodes: Sequence[Node], dot: GoValue, scope: _Scope, out: list[str]) -> 
             _range(node, dot, scope, out)
 
 
-def _range(node: Range, dot: GoValue, scope: _Scope, out: list[str]) -> None:
+def _range(node: Range, dot: GoValue, scope: _Scope, out: _Output) -> None:
     scope.frames.append({})
     try:
         value = _pipeline(node.pipeline, dot, scope)
