@@ -327,6 +327,7 @@ class ConfigController:
                 follower.running_streams(),
                 follower.credentials,
                 {t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
+                follower.stream_states(),
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)

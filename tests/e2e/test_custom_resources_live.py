@@ -53,6 +53,39 @@ class Live:
     remote: GitRemote
     service: ServiceProcess
     http: GitHttpServer
+    flaky: GitRemote
+
+
+FLAKY = {"flaky": "yes"}  # the label of the ConfigMaps only the `flaky` target mirrors
+
+
+def _flaky_objects(remote: GitRemote) -> list[dict[str, Any]]:
+    """A GitProvider of its own remote (the test makes it unreachable and back), target and rule."""
+
+    def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return custom_object(kind, name, NAMESPACE, spec)
+
+    return [
+        obj(
+            "GitProvider",
+            "flaky",
+            {
+                "url": remote.url,
+                "allowedBranches": ["main"],
+                "push": {"commitWindow": "0s"},
+                "pipeline": {"push_cooldown_s": 0.2, "push_max_backoff_s": 1},
+            },
+        ),
+        obj("GitTarget", "flaky", {"providerRef": {"name": "flaky"}, "branch": "main", "path": "flaky"}),
+        obj(
+            "WatchRule",
+            "flaky",
+            {
+                "targetRef": {"name": "flaky"},
+                "rules": [{"resources": ["configmaps"], "objectSelector": {"matchLabels": FLAKY}}],
+            },
+        ),
+    ]
 
 
 def _objects(remote: GitRemote) -> list[dict[str, Any]]:
@@ -144,19 +177,20 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     workdir = tmp_path_factory.mktemp("crlive")
     plane = ControlPlane(workdir / "plane", controlplane_bin_dir)
     remote = GitRemote(workdir / "remote.git")
+    flaky = GitRemote(workdir / "flaky.git")
     plane.start()
     try:
         with serving(workdir / "http", ["creds.git"], USER, PASSWORD) as http:
-            asyncio.run(_prepare(plane, remote, http))
+            asyncio.run(_prepare(plane, remote, http, flaky))
             config = service_config(
                 workdir / "service", plane.kubeconfig, lease_duration_s=3, lease_renew_s=0.5
             )
             service = ServiceProcess(workdir, config)
             service.start()
             try:
-                # configmaps + deployments of apps, configmaps of other, kept and creds
-                service.wait_for_metric("reverser_watch_snapshots_total", 5, WAIT_S, outcome="completed")
-                yield Live(plane, remote, service, http)
+                # configmaps + deployments of apps, configmaps of other, kept, creds and flaky
+                service.wait_for_metric("reverser_watch_snapshots_total", 6, WAIT_S, outcome="completed")
+                yield Live(plane, remote, service, http, flaky)
             finally:
                 code = service.stop()  # None: a test stopped it already (and checked its exit code)
                 assert code in (0, None), f"reverser run exited with {code}:\n{service.log_tail()}"
@@ -164,14 +198,14 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         plane.stop()
 
 
-async def _prepare(plane: ControlPlane, remote: GitRemote, http: GitHttpServer) -> None:
+async def _prepare(plane: ControlPlane, remote: GitRemote, http: GitHttpServer, flaky: GitRemote) -> None:
     async with kube_client(plane.kubeconfig) as api:
         await install_crds(api)
         for namespace in (NAMESPACE, CREDS_NAMESPACE):
             await client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
             )
-        for document in [*_objects(remote), *_credential_objects(http)]:
+        for document in [*_objects(remote), *_credential_objects(http), *_flaky_objects(flaky)]:
             await create(api, document)
 
 
@@ -246,7 +280,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
     target = await _get(live.plane, Kind.GIT_TARGET, "apps")
     assert target["status"]["lastCommit"]["commit"] in {c.sha for c in live.remote.commits()}
     assert target["status"]["lastCommit"]["branch"] == "main"
-    assert _conditions(target)["Ready"] == ("True", "Accepted")
+    assert _conditions(target)["Ready"] == ("True", "Succeeded")
     provider = await _get(live.plane, Kind.GIT_PROVIDER, "repo")
     assert provider["status"]["unsupportedFields"] == []
     assert _conditions(provider)["Ready"] == ("True", "Accepted")
@@ -469,6 +503,79 @@ async def test_deleted_git_targets_stop_their_streams_and_prune_per_their_mode(l
     assert "clusters/kept/team-a/configmaps/cm-after.yaml" not in files
     assert not [c for c in live.remote.commits() if c.touched("clusters/kept/") and "deleted" in c.subject]
     assert "clusters/other/team-a/configmaps/cm-after.yaml" not in files
+
+
+async def _target_ready(plane: ControlPlane, name: str, expected: tuple[str, str]) -> dict[str, Any]:
+    """Until the GitTarget's Ready condition has this status and reason; returns the object."""
+    found: dict[str, Any] = {}
+
+    async def reached() -> bool:
+        found.update(await _get(plane, Kind.GIT_TARGET, name))
+        return _conditions(found).get("Ready") == expected
+
+    await wait_for(reached, f"GitTarget {name} Ready={expected}", timeout_s=WAIT_S)
+    return found
+
+
+async def _table(plane: ControlPlane, plural: str) -> tuple[list[str], list[list[Any]]]:
+    """What `kubectl get` shows: the apiserver's Table of the kind (its printer columns)."""
+    async with kube_client(plane.kubeconfig) as api:
+        data = await api.call_api(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{plural}",
+            "GET",
+            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+            response_types_map={"200": "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+    assert isinstance(data, dict)
+    columns = [c["name"] for c in data["columnDefinitions"]]
+    return columns, [row["cells"] for row in data["rows"]]
+
+
+async def test_a_failing_push_keeps_the_target_not_ready_until_the_remote_is_back(live: Live) -> None:
+    """GR's conditions on the real apiserver: the remote goes away, the push fails, Ready is False
+    with GR's reason and GitProviderReady says why; the remote is back, the retried push lands,
+    Ready is True and lastPushTime is set. `kubectl get gittargets` has GR's columns."""
+    flaky = live.flaky
+    await _configmap(live.plane, "cm-flaky-one", FLAKY)
+    flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-one.yaml"), WAIT_S, "cm-flaky-one")
+    first = await _target_ready(live.plane, "flaky", ("True", "Succeeded"))
+    conditions = _conditions(first)
+    assert conditions["StreamsRunning"] == ("True", "Succeeded")
+    assert conditions["GitPathAccepted"] == ("True", "GitPathAccepted")
+    assert conditions["Validated"] == ("True", "Succeeded")
+    pushed_at = first["status"]["lastPushTime"]
+
+    away = flaky.path.with_name("flaky-away.git")
+    flaky.path.rename(away)  # unreachable: the next push has no repository to go to
+    await _configmap(live.plane, "cm-flaky-two", FLAKY)
+    failing = await _target_ready(live.plane, "flaky", ("False", "GitProviderNotReady"))
+    assert _conditions(failing)["GitProviderReady"] == ("False", "PushFailed")
+    assert failing["status"]["lastPush"]["result"] == "Failed"
+    assert failing["status"]["lastPushTime"] == pushed_at, "the last successful push's time stays"
+    columns, rows = await _table(live.plane, Kind.GIT_TARGET.plural)
+    assert columns[:11] == [
+        "Name",
+        "Provider",
+        "Branch",
+        "Ready",
+        "Reconciling",
+        "Stalled",
+        "GitPathAccepted",
+        "StreamsRunning",
+        "Streams",
+        "Reason",
+        "Status",
+    ]
+    row = next(r for r in rows if r[0] == "flaky")
+    assert row[1:4] == ["flaky", "main", "False"]
+
+    away.rename(flaky.path)
+    flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-two.yaml"), WAIT_S, "cm-flaky-two")
+    back = await _target_ready(live.plane, "flaky", ("True", "Succeeded"))
+    assert _conditions(back)["GitProviderReady"] == ("True", "Succeeded")
+    assert back["status"]["lastPushTime"] >= pushed_at
 
 
 def test_watch_rules_shows_the_same_from_the_log(live: Live) -> None:
