@@ -667,6 +667,9 @@ class WatchRule(_Section):
     operations: list[Literal["CREATE", "UPDATE", "DELETE"]] = []
     """Which changes of these resources reach Git (CREATE adds a file, UPDATE changes one, DELETE
     removes one, whether seen as a watch event or inferred from a snapshot); empty: all."""
+    versions: list[Annotated[str, Field(pattern=r"^v[0-9]+((alpha|beta)[0-9]+)?$")]] = []
+    """API versions to watch these resources at, in order of preference: the first one their
+    group serves is watched (files carry that apiVersion); empty: the group's preferred version."""
 
     @model_validator(mode="after")
     def _one_scope(self) -> WatchRule:

@@ -94,6 +94,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].sourceNamespace",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
     ),
     Kind.CLUSTER_WATCH_RULE: (
         "spec.targetRef",
@@ -101,6 +102,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].apiGroups",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
         "spec.rules[].scope",
     ),
 }
@@ -585,7 +587,7 @@ def _rule_items(
         if not isinstance(item, dict):
             report.errors.append(FieldProblem(where, "must be a mapping"))
             continue
-        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations")}
+        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations", "apiVersions")}
         wrong = [key for key, value in listed.items() if not isinstance(value, list)]
         if wrong:
             report.errors.extend(FieldProblem(f"{where}.{key}", "must be a list") for key in wrong)
@@ -609,6 +611,9 @@ def _rule_items(
         data: dict[str, Any] = {"resources": entries}
         if operations and "*" not in operations and operations != ALL_OPERATIONS:
             data["operations"] = sorted(operations)
+        versions = [str(v) for v in listed["apiVersions"]]
+        if versions and "*" not in versions:
+            data["versions"] = list(dict.fromkeys(versions))
         if not cluster_kind:
             source = item.get("sourceNamespace") or resource.ref.namespace
             if source != resource.ref.namespace and resource.ref.namespace != home_namespace:
@@ -636,6 +641,7 @@ def _rule_items(
                 "cluster_wide": f"{where}.sourceNamespace",
                 "label_selector": f"{where}.objectSelector",
                 "operations": f"{where}.operations",
+                "versions": f"{where}.apiVersions",
             },
             where,
         )

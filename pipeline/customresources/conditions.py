@@ -62,10 +62,15 @@ class Reason(StrEnum):
 @dataclass(frozen=True, slots=True)
 class TargetStream:
     """One stream of the target: how it is shown, and its state as its cluster's leader reported
-    it (`Streaming`, `Replaying`, `Backoff`, `Stopped`; empty: not reported yet)."""
+    it (`Streaming`, `Replaying`, `Backoff`, `Stopped`, each with `: why`; empty: not reported)."""
 
     described: str
     state: str
+
+    @property
+    def phase(self) -> str:
+        """The state's name, without the reason."""
+        return self.state.partition(":")[0].strip()
 
 
 _BLOCKED = frozenset({"Backoff", "Stopped"})
@@ -157,8 +162,8 @@ def target_conditions(
         generation,
     )
     known = list(streams or ())
-    blocked_streams = [s.described for s in known if s.state in _BLOCKED]
-    starting = [s.described for s in known if s.state not in _BLOCKED and s.state != "Streaming"]
+    blocked_streams = [f"{s.described} ({s.state})" for s in known if s.phase in _BLOCKED]
+    starting = [s.described for s in known if s.phase not in _BLOCKED and s.phase != "Streaming"]
     if streams is None or not known:
         running = _condition(
             ConditionType.STREAMS_RUNNING,

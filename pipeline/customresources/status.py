@@ -209,7 +209,7 @@ def object_status(
     if target is not None:
         if not report.errors:
             total = len(target.streams or ())
-            streaming = sum(1 for s in target.streams or () if s.state == "Streaming")
+            streaming = sum(1 for s in target.streams or () if s.phase == "Streaming")
             status["streams"] = {"summary": f"{streaming}/{total}", "total": total, "ready": streaming}
         status["conditions"] = target_conditions(report, target.encrypted, target.streams, result)
         return status

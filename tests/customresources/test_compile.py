@@ -94,7 +94,7 @@ targets:
 """
 
 # gitops-reverser v0.41 objects as an existing install has them, with fields this project does
-# not act on (placement, apiVersions).
+# not act on (placement).
 UPSTREAM = """
 apiVersion: configbutler.ai/v1alpha3
 kind: GitProvider
@@ -229,7 +229,9 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
     assert provider.credentials_secret.describe() == "team-a/git-creds"
     assert provider.known_hosts_ref is None
     assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
-    assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions"]
+    assert unsupported[Kind.WATCH_RULE] == []
+    # a rule's apiVersions is the version its streams watch (docs/custom-resources.md)
+    assert [r.versions for r in target.rules] == [[], ["v1"], [], []]
     assert unsupported[Kind.CLUSTER_WATCH_RULE] == []
     assert [(p.item, p.reason) for p in compiled.item_problems] == [(3, "SourceNamespaceForbidden")]
 

@@ -57,7 +57,7 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def test_a_healthy_target_has_grs_conditions_all_true() -> None:
-    status = _status({"cm": "Streaming", "deploy": "Streaming"}, OK)
+    status = _status({"cm": "Streaming: listed", "deploy": "Streaming: listed"}, OK)
     assert _conditions(status) == {
         "Ready": ("True", "Succeeded"),
         "Reconciling": ("False", "StreamsRunning"),
@@ -73,7 +73,7 @@ def test_a_healthy_target_has_grs_conditions_all_true() -> None:
 
 
 def test_a_failing_push_keeps_ready_false_with_grs_reason_and_no_new_push_time() -> None:
-    status = _status({"cm": "Streaming", "deploy": "Streaming"}, FAILED)
+    status = _status({"cm": "Streaming: listed", "deploy": "Streaming: listed"}, FAILED)
     conditions = _conditions(status)
     assert conditions["Ready"] == ("False", "GitProviderNotReady")
     assert conditions["GitProviderReady"] == ("False", "PushFailed")
@@ -84,10 +84,12 @@ def test_a_failing_push_keeps_ready_false_with_grs_reason_and_no_new_push_time()
 
 
 def test_a_blocked_stream_keeps_ready_false_and_a_starting_one_is_reconciling() -> None:
-    blocked = _conditions(_status({"cm": "Streaming", "deploy": "Backoff"}, OK))
+    blocked = _conditions(_status({"cm": "Streaming: listed", "deploy": "Backoff: 403 Forbidden"}, OK))
     assert blocked["Ready"] == ("False", "StreamsNotRunning")
     assert blocked["StreamsRunning"] == ("False", "Blocked")
-    starting = _conditions(_status({"cm": "Streaming"}, None))
+    message = next(c["message"] for c in _status({"deploy": "Backoff: 403 Forbidden"}, OK)["conditions"])
+    assert "apps/v1/deployments in reverser (Backoff: 403 Forbidden)" in message
+    starting = _conditions(_status({"cm": "Streaming: listed", "deploy": "Replaying: listing"}, None))
     assert starting["Ready"] == ("True", "Succeeded")
     assert starting["StreamsRunning"] == ("False", "NotReady")
     assert starting["Reconciling"] == ("True", "StreamsStarting")

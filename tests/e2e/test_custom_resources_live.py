@@ -82,7 +82,15 @@ def _flaky_objects(remote: GitRemote) -> list[dict[str, Any]]:
             "flaky",
             {
                 "targetRef": {"name": "flaky"},
-                "rules": [{"resources": ["configmaps"], "objectSelector": {"matchLabels": FLAKY}}],
+                "rules": [
+                    {"resources": ["configmaps"], "objectSelector": {"matchLabels": FLAKY}},
+                    # watched at autoscaling/v1, not the preferred v2 (GR's apiVersions, honoured)
+                    {
+                        "apiGroups": ["autoscaling"],
+                        "apiVersions": ["v1"],
+                        "resources": ["horizontalpodautoscalers"],
+                    },
+                ],
             },
         ),
     ]
@@ -188,8 +196,9 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
             service = ServiceProcess(workdir, config)
             service.start()
             try:
-                # configmaps + deployments of apps, configmaps of other, kept, creds and flaky
-                service.wait_for_metric("reverser_watch_snapshots_total", 6, WAIT_S, outcome="completed")
+                # configmaps + deployments of apps, configmaps of other, kept, creds, and
+                # configmaps + horizontalpodautoscalers of flaky
+                service.wait_for_metric("reverser_watch_snapshots_total", 7, WAIT_S, outcome="completed")
                 yield Live(plane, remote, service, http, flaky)
             finally:
                 code = service.stop()  # None: a test stopped it already (and checked its exit code)
@@ -505,13 +514,18 @@ async def test_deleted_git_targets_stop_their_streams_and_prune_per_their_mode(l
     assert "clusters/other/team-a/configmaps/cm-after.yaml" not in files
 
 
-async def _target_ready(plane: ControlPlane, name: str, expected: tuple[str, str]) -> dict[str, Any]:
-    """Until the GitTarget's Ready condition has this status and reason; returns the object."""
+async def _target_ready(
+    plane: ControlPlane, name: str, expected: tuple[str, str], push: str
+) -> dict[str, Any]:
+    """Until the GitTarget's Ready condition has this status and reason, and its last push this
+    result; returns the object."""
     found: dict[str, Any] = {}
 
     async def reached() -> bool:
+        found.clear()
         found.update(await _get(plane, Kind.GIT_TARGET, name))
-        return _conditions(found).get("Ready") == expected
+        last = ((found.get("status") or {}).get("lastPush") or {}).get("result")
+        return _conditions(found).get("Ready") == expected and last == push
 
     await wait_for(reached, f"GitTarget {name} Ready={expected}", timeout_s=WAIT_S)
     return found
@@ -524,7 +538,7 @@ async def _table(plane: ControlPlane, plural: str) -> tuple[list[str], list[list
             f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{plural}",
             "GET",
             header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-            response_types_map={"200": "object"},
+            response_types_map={200: "object"},
             auth_settings=["BearerToken"],
             _return_http_data_only=True,
         )
@@ -540,7 +554,7 @@ async def test_a_failing_push_keeps_the_target_not_ready_until_the_remote_is_bac
     flaky = live.flaky
     await _configmap(live.plane, "cm-flaky-one", FLAKY)
     flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-one.yaml"), WAIT_S, "cm-flaky-one")
-    first = await _target_ready(live.plane, "flaky", ("True", "Succeeded"))
+    first = await _target_ready(live.plane, "flaky", ("True", "Succeeded"), "Succeeded")
     conditions = _conditions(first)
     assert conditions["StreamsRunning"] == ("True", "Succeeded")
     assert conditions["GitPathAccepted"] == ("True", "GitPathAccepted")
@@ -550,9 +564,8 @@ async def test_a_failing_push_keeps_the_target_not_ready_until_the_remote_is_bac
     away = flaky.path.with_name("flaky-away.git")
     flaky.path.rename(away)  # unreachable: the next push has no repository to go to
     await _configmap(live.plane, "cm-flaky-two", FLAKY)
-    failing = await _target_ready(live.plane, "flaky", ("False", "GitProviderNotReady"))
+    failing = await _target_ready(live.plane, "flaky", ("False", "GitProviderNotReady"), "Failed")
     assert _conditions(failing)["GitProviderReady"] == ("False", "PushFailed")
-    assert failing["status"]["lastPush"]["result"] == "Failed"
     assert failing["status"]["lastPushTime"] == pushed_at, "the last successful push's time stays"
     columns, rows = await _table(live.plane, Kind.GIT_TARGET.plural)
     assert columns[:11] == [
@@ -573,9 +586,37 @@ async def test_a_failing_push_keeps_the_target_not_ready_until_the_remote_is_bac
 
     away.rename(flaky.path)
     flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-two.yaml"), WAIT_S, "cm-flaky-two")
-    back = await _target_ready(live.plane, "flaky", ("True", "Succeeded"))
+    back = await _target_ready(live.plane, "flaky", ("True", "Succeeded"), "Succeeded")
     assert _conditions(back)["GitProviderReady"] == ("True", "Succeeded")
     assert back["status"]["lastPushTime"] >= pushed_at
+
+
+async def test_a_rules_api_versions_is_the_version_watched_and_written(live: Live) -> None:
+    """`apiVersions: [v1]` of HorizontalPodAutoscalers (preferred: v2) on the real apiserver: the
+    stream watches autoscaling/v1 and the file is the v1 object (its v1-only field included)."""
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.AutoscalingV1Api(api).create_namespaced_horizontal_pod_autoscaler(
+            NAMESPACE,
+            client.V1HorizontalPodAutoscaler(
+                metadata=client.V1ObjectMeta(name="web"),
+                spec=client.V1HorizontalPodAutoscalerSpec(
+                    max_replicas=3,
+                    scale_target_ref=client.V1CrossVersionObjectReference(
+                        api_version="apps/v1", kind="Deployment", name="web"
+                    ),
+                    target_cpu_utilization_percentage=50,
+                ),
+            ),
+        )
+    path = f"flaky/{NAMESPACE}/autoscaling/horizontalpodautoscalers/web.yaml"
+    live.flaky.wait_for(lambda r: _has(r, path), WAIT_S, "the HorizontalPodAutoscaler")
+    document = live.flaky.files()[path]
+    assert document.startswith("apiVersion: autoscaling/v1\n"), document
+    assert "targetCPUUtilizationPercentage: 50" in document
+    rule = await _get(live.plane, Kind.WATCH_RULE, "flaky")
+    streams = {entry["item"]: entry["streams"] for entry in rule["status"]["rules"]}
+    assert streams[1] == [f"autoscaling/v1/horizontalpodautoscalers in {NAMESPACE}"]
+    assert rule["status"]["unsupportedFields"] == []
 
 
 def test_watch_rules_shows_the_same_from_the_log(live: Live) -> None:
