@@ -70,6 +70,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.knownHostsRef.kind",
         "spec.knownHostsRef.name",
         "spec.commit.signing.secretRef.name",
+        "spec.commit.signing.generateWhenMissing",
         *MESSAGE_PATHS,
         "spec.pipeline",
     ),
@@ -364,7 +365,7 @@ def _signing(resource: CustomResource, extension: dict[str, Any], report: Object
     """`spec.commit.signing.secretRef` as SSH signing with the key of that Secret (its namespace).
 
     Only the reference is published; the commit worker reads the key. `generateWhenMissing` is
-    left to the unsupported fields: it would need `create`/`update` on Secrets (docs/secrets.md).
+    the configuration controller's (signingkeys.py): it makes the key once, in that Secret.
     """
     signing = _get(resource.spec, "commit", "signing")
     if not signing:

@@ -576,7 +576,7 @@ def test_a_signing_secret_ref_compiles_to_ssh_signing_with_that_secret_and_expor
     assert provider.signing_secret is not None
     assert provider.reads_cluster
     (report,) = [r for r in compiled.reports.values() if r.ref.kind is Kind.GIT_PROVIDER]
-    assert report.unsupported == ["spec.commit.signing.generateWhenMissing"]
+    assert report.unsupported == []  # generateWhenMissing: the controller makes the key
     # exported and read back: the same provider, the reference as spec.commit.signing.secretRef
     settings = compiled.settings(Settings(clusters=[{"name": "default"}]))
     exported = export_resources(settings, namespace)

@@ -25,7 +25,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from pipeline.config import ClusterSettings
 from pipeline.customresources.objects import GROUP, VERSION, Kind
+from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret
+from pipeline.watch.kube import open_client
 from tests.commit.httpgit import GitHttpServer, serving
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
@@ -617,6 +620,91 @@ async def test_a_rules_api_versions_is_the_version_watched_and_written(live: Liv
     streams = {entry["item"]: entry["streams"] for entry in rule["status"]["rules"]}
     assert streams[1] == [f"autoscaling/v1/horizontalpodautoscalers in {NAMESPACE}"]
     assert rule["status"]["unsupportedFields"] == []
+
+
+async def _secret_data(plane: ControlPlane, name: str, namespace: str = NAMESPACE) -> dict[str, str]:
+    async with kube_client(plane.kubeconfig) as api:
+        found = await client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+async def test_generate_when_missing_makes_one_signing_key_however_many_replicas_try(live: Live) -> None:
+    """Five replicas at once on the real apiserver: one creates the Secret, one completes a Secret
+    without a key (its other keys kept), a Secret with a key is left alone; then a GitProvider that
+    names a missing signing Secret with generateWhenMissing gets its key from the controller, and
+    its commits verify with it."""
+    kube = await open_client(ClusterSettings(name="e2e", kubeconfig=live.plane.kubeconfig))
+    try:
+        raced = SigningSecret(NAMESPACE, "raced-signing")
+        outcomes = await asyncio.gather(*(ensure_signing_secret(kube, raced) for _ in range(5)))
+        assert sorted(outcomes) == sorted([KeyOutcome.CREATED, *[KeyOutcome.EXISTS] * 4])
+        made = await _secret_data(live.plane, raced.name)
+        assert made["signing.key"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+        assert made["signing.pub"].startswith("ssh-ed25519 ")
+
+        async with kube_client(live.plane.kubeconfig) as api:
+            await client.CoreV1Api(api).create_namespaced_secret(
+                NAMESPACE,
+                client.V1Secret(
+                    metadata=client.V1ObjectMeta(name="partial-signing"), string_data={"note": "kept"}
+                ),
+            )
+        partial = SigningSecret(NAMESPACE, "partial-signing")
+        outcomes = await asyncio.gather(*(ensure_signing_secret(kube, partial) for _ in range(5)))
+        assert outcomes.count(KeyOutcome.ADDED) == 1
+        assert outcomes.count(KeyOutcome.EXISTS) == 4
+        completed = await _secret_data(live.plane, partial.name)
+        assert completed["note"] == "kept"
+        assert "signing.key" in completed
+        assert await ensure_signing_secret(kube, raced) == KeyOutcome.EXISTS
+        assert await _secret_data(live.plane, raced.name) == made, "a key is never replaced"
+    finally:
+        await kube.close()
+
+    # the credentials GitProvider (signing since the credentials test) moves to a Secret that
+    # does not exist yet and asks for its key to be made
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            CREDS_NAMESPACE,
+            Kind.GIT_PROVIDER.plural,
+            "http",
+            [
+                {
+                    "op": "replace",
+                    "path": "/spec/commit/signing",
+                    "value": {"secretRef": {"name": "http-generated"}, "generateWhenMissing": True},
+                }
+            ],
+        )
+
+    async def generated() -> bool:
+        try:
+            return "signing.key" in await _secret_data(live.plane, "http-generated", CREDS_NAMESPACE)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    await wait_for(generated, "the controller's generated signing key", timeout_s=WAIT_S)
+    made = await _secret_data(live.plane, "http-generated", CREDS_NAMESPACE)
+    public = " ".join(made["signing.pub"].split()[:2])
+
+    async def shown() -> bool:
+        provider = await _get(live.plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
+        return (provider.get("status") or {}).get("signingPublicKey") == public
+
+    await _configmap(live.plane, "cm-generated-key", namespace=CREDS_NAMESPACE)
+    await wait_for(shown, "status.signingPublicKey of GitProvider http", timeout_s=WAIT_S)
+    await _configmap(live.plane, "cm-generated-key-two", namespace=CREDS_NAMESPACE)
+    remote = GitRemote(live.http.root / "creds.git")
+    path = f"creds/{CREDS_NAMESPACE}/configmaps/cm-generated-key-two.yaml"
+    remote.wait_for(lambda r: _has(r, path), WAIT_S, "cm-generated-key-two")
+    allowed = Path(live.service.config_path).parent / "generated-allowed-signers"
+    assert _tip_verifies(remote, public, allowed)
+    assert live.service.metric_sum("reverser_config_signing_keys_total", outcome="created") >= 1
+    assert made["signing.key"].splitlines()[1] not in live.service.log_path.read_text(), "never logged"
 
 
 def test_watch_rules_shows_the_same_from_the_log(live: Live) -> None:
