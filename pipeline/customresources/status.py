@@ -252,7 +252,20 @@ def object_status(
         stalled = _condition("Stalled", False, "Accepted", "", generation)
     reconciling = _reconciling(None if report.errors else rules, running, generation)
     status["conditions"] = [ready, reconciling, stalled]
+    if rules is not None and not report.errors:
+        status["conditions"].append(_streams_running(reconciling, generation))
     return status
+
+
+def _streams_running(reconciling: dict[str, Any], generation: int) -> dict[str, Any]:
+    """A rule's `StreamsRunning` (gitops-reverser's condition and printer column): True once every
+    stream it resolved to streams, False while one does not yet or it resolved to none."""
+    reason = reconciling["reason"]
+    if reason == "StreamsRunning":
+        return _condition("StreamsRunning", True, "Succeeded", reconciling["message"], generation)
+    if reason == "StreamsStarting":
+        return _condition("StreamsRunning", False, "NotReady", reconciling["message"], generation)
+    return _condition("StreamsRunning", False, "NotStarted", "no stream is known to run yet", generation)
 
 
 def _now() -> str:

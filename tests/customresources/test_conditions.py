@@ -103,3 +103,19 @@ def test_an_invalid_target_is_not_validated_with_grs_reason() -> None:
     assert conditions["Validated"] == ("False", "BranchNotAllowed")
     assert conditions["GitPathAccepted"] == ("False", "NotChecked")
     assert conditions["StreamsRunning"] == ("False", "NotReady")
+
+
+def test_a_rule_has_grs_streams_running_condition() -> None:
+    compiled = compile_resources(
+        [parse_object(d) for d in yaml.safe_load_all(OBJECTS) if d], home_namespace="reverser"
+    )
+    report = compiled.reports[RULE]
+
+    def streams_running(running: frozenset[str] | None) -> tuple[str, str]:
+        status = object_status(report, RULES[RULE], running=running)
+        found = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+        return found["StreamsRunning"]
+
+    assert streams_running(frozenset({"cm", "deploy"})) == ("True", "Succeeded")
+    assert streams_running(frozenset({"cm"})) == ("False", "NotReady")
+    assert streams_running(None) == ("False", "NotStarted")

@@ -277,6 +277,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
         "Ready": ("True", "PartiallyResolved"),
         "Reconciling": ("False", "StreamsRunning"),
         "Stalled": ("False", "Accepted"),
+        "StreamsRunning": ("True", "Succeeded"),
     }
     rules = {entry["item"]: entry for entry in rule["status"]["rules"]}
     assert rules[0]["streams"] == ["v1/configmaps in team-a"]
