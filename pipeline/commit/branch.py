@@ -830,6 +830,7 @@ class BranchWorker:
             resource=end.resource,
             revision=revision,
             size=sum(len(c) for c, _ in writes.values() if c is not None),
+            template=target.commit_message if target is not None else None,
         )
 
     def _swept_states(

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pipeline.commit.gomessages import reconcile_lines, window_lines
 from pipeline.config import CommitMessageSettings
 from pipeline.msgtemplate import TemplateValue, clean_line, render_body, render_subject
 
@@ -37,6 +38,7 @@ OFFSET_TRAILER = "Reverser-Offset"
 BRANCH_TRAILER = "Reverser-Branch"
 ATTRIBUTION_TRAILER = "Reverser-Attribution"
 _OFFSET = re.compile(r"^(\d+):(\d+)$")
+
 
 @dataclass(frozen=True, slots=True)
 class ChangedObject:
@@ -109,12 +111,18 @@ def window_message(
     partition: int,
     offset: int,
     template: CommitMessageSettings | None = None,
+    username: str = "",
 ) -> str:
     """`[OP] apiVersion/resource/name` for one object, `<author> on <target>: N resource(s)` for more.
 
     The body lists every object; the trailers carry attribution tiers and the work offset. A
-    target's template replaces the subject and/or body; the trailers are appended regardless.
+    target's template replaces the subject and/or body, a Go template (gitops-reverser's, with
+    the raw `username`) the whole text; the trailers are appended regardless.
     """
+    trailers = _trailers(provider, branch, attributions, partition, offset)
+    written = window_lines(template, objects, username, target)
+    if written is not None:
+        return "\n".join([*written, "", *trailers]) + "\n"
     if len(objects) == 1:
         subject = objects[0].subject()
     else:
@@ -126,7 +134,6 @@ def window_message(
             subject = render_subject(template.subject, values) or subject
         if template.body is not None:
             body = render_body(template.body, values)
-    trailers = _trailers(provider, branch, attributions, partition, offset)
     return "\n".join([subject, "", *body, "", *trailers]) + "\n"
 
 
@@ -140,12 +147,19 @@ def reconcile_message(
     partition: int,
     offset: int,
     changed: Sequence[str],
+    template: CommitMessageSettings | None = None,
+    group: str = "",
+    version: str = "",
 ) -> str:
-    """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed."""
+    """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed;
+    a target's Go `reconcile_template` writes the text instead (the trailers follow either way)."""
+    trailers = _trailers(provider, branch, [f"snapshot {target}"], partition, offset)
+    written = reconcile_lines(template, count, target, group, version, resource, revision)
+    if written is not None:
+        return "\n".join([*written, "", *trailers]) + "\n"
     subject = f"reconciled {count} {resource or 'resources'}"
     if revision:
         subject += f" (last resourceVersion: {revision})"
-    trailers = _trailers(provider, branch, [f"snapshot {target}"], partition, offset)
     paths = [clean_line(path) for path in changed]
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 

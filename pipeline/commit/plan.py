@@ -192,6 +192,9 @@ def message_for(plan: Plan, applied: Applied) -> str:
             plan.partition,
             plan.offset,
             applied.paths,
+            plan.template,
+            plan.sweep.group if plan.sweep is not None else "",
+            next((obj.version for _, obj in plan.writes.values()), ""),
         )
     return window_message(
         applied.objects,
@@ -203,4 +206,5 @@ def message_for(plan: Plan, applied: Applied) -> str:
         plan.partition,
         plan.offset,
         plan.template,
+        "" if plan.author_kind in ("committer", "unresolved") else plan.author_label,
     )

@@ -32,6 +32,8 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
+from pipeline.customresources.commitmessages import SUPPORTED_PATHS as MESSAGE_PATHS
+from pipeline.customresources.commitmessages import message_templates
 from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
@@ -71,6 +73,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.knownHostsRef.kind",
         "spec.knownHostsRef.name",
         "spec.commit.signing.secretRef.name",
+        "spec.commit.signing.generateWhenMissing",
+        *MESSAGE_PATHS,
         "spec.pipeline",
     ),
     Kind.GIT_TARGET: (
@@ -88,6 +92,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.secretRef.name",
         "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
+        *MESSAGE_PATHS,
         "spec.pipeline",
     ),
     Kind.WATCH_RULE: (
@@ -97,6 +102,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].sourceNamespace",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
     ),
     Kind.CLUSTER_WATCH_RULE: (
         "spec.targetRef",
@@ -104,6 +110,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].apiGroups",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
         "spec.rules[].scope",
     ),
 }
@@ -375,7 +382,7 @@ def _signing(resource: CustomResource, extension: dict[str, Any], report: Object
     """`spec.commit.signing.secretRef` as SSH signing with the key of that Secret (its namespace).
 
     Only the reference is published; the commit worker reads the key. `generateWhenMissing` is
-    left to the unsupported fields: it would need `create`/`update` on Secrets (docs/secrets.md).
+    the configuration controller's (signingkeys.py): it makes the key once, in that Secret.
     """
     signing = _get(resource.spec, "commit", "signing")
     if not signing:
@@ -653,7 +660,7 @@ def _rule_items(
         if not isinstance(item, dict):
             report.errors.append(FieldProblem(where, "must be a mapping"))
             continue
-        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations")}
+        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations", "apiVersions")}
         wrong = [key for key, value in listed.items() if not isinstance(value, list)]
         if wrong:
             report.errors.extend(FieldProblem(f"{where}.{key}", "must be a list") for key in wrong)
@@ -677,6 +684,9 @@ def _rule_items(
         data: dict[str, Any] = {"resources": entries}
         if operations and "*" not in operations and operations != ALL_OPERATIONS:
             data["operations"] = sorted(operations)
+        versions = [str(v) for v in listed["apiVersions"]]
+        if versions and "*" not in versions:
+            data["versions"] = list(dict.fromkeys(versions))
         if not cluster_kind:
             source = item.get("sourceNamespace") or resource.ref.namespace
             if source != resource.ref.namespace and resource.ref.namespace != home_namespace:
@@ -704,6 +714,7 @@ def _rule_items(
                 "cluster_wide": f"{where}.sourceNamespace",
                 "label_selector": f"{where}.objectSelector",
                 "operations": f"{where}.operations",
+                "versions": f"{where}.apiVersions",
             },
             where,
         )
@@ -886,6 +897,7 @@ def compile_resources(
         return effective_name(resource.ref.namespace, resource.ref.name, home_namespace)
 
     providers: dict[str, tuple[ProviderSettings, list[str]]] = {}
+    provider_messages: dict[str, dict[str, str]] = {}
     for resource in by_kind[Kind.GIT_PROVIDER]:
         report = reports[resource.ref]
         provider = _isolated(
@@ -893,7 +905,9 @@ def compile_resources(
             meters[resource.ref],
             partial(_provider, resource, name_of(resource), boundary, report),
         )
+        messages = message_templates(resource.spec, report.errors)
         if provider is not None and report.accepted:
+            provider_messages[provider.name] = messages
             providers[provider.name] = (
                 provider,
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
@@ -933,8 +947,12 @@ def compile_resources(
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
         data = _target(resource, name, providers, boundary, report, meters[resource.ref], age_keys)
-        if data is None:
+        own_messages = message_templates(resource.spec, report.errors)
+        if data is None or report.errors:
             return
+        templates = {**provider_messages.get(str(data.get("provider")), {}), **own_messages}
+        if templates:
+            data["commit_message"] = {**(data.get("commit_message") or {}), **templates}
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
         target, errors = _validate(TargetSettings, data, _target_paths(resource.spec), "spec.pipeline")

@@ -27,6 +27,7 @@ from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef
 from pipeline.customresources.retire import deleted_targets
+from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret, requested
 from pipeline.customresources.state import ConfigState, encode_state, publishable
 from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
@@ -120,6 +121,8 @@ class ConfigController:
         self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
         self._age_keys: AgeKeyReader | None = None
         self._key_sources: set[KeySource] = set()
+        # signing Secrets (generateWhenMissing) this leadership found or made with a key
+        self._signing_ready: set[SigningSecret] = set()
 
     @property
     def leading(self) -> bool:
@@ -227,6 +230,7 @@ class ConfigController:
             self._follower = None
         self._rules = None
         self._age_keys = None
+        self._signing_ready = set()
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
         writer, self._writer = self._writer, None
@@ -331,6 +335,7 @@ class ConfigController:
                 version,
                 "".join(f"; target {item.target} deleted" for item in deleted),
             )
+        await self._ensure_signing_keys(store, compiled)
         if self.status is not None and self.published is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(
@@ -345,6 +350,7 @@ class ConfigController:
                 follower.running_streams(),
                 follower.credentials,
                 {t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
+                follower.stream_states(),
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)
@@ -362,6 +368,18 @@ class ConfigController:
         if not sources or self._age_keys is None:
             return {}
         return await self._age_keys.resolve(sources)
+    async def _ensure_signing_keys(self, store: ObjectStore, compiled: CompiledConfig) -> None:
+        """Accepted GitProviders' `generateWhenMissing` signing Secrets hold a key (signingkeys.py)."""
+        if self._client is None:
+            return
+        accepted = [
+            o for o in store.objects() if (r := compiled.reports.get(o.ref)) is not None and r.accepted
+        ]
+        for secret in requested(accepted):
+            if secret not in self._signing_ready:
+                outcome = await ensure_signing_secret(self._client, secret)
+                if outcome in (KeyOutcome.EXISTS, KeyOutcome.CREATED, KeyOutcome.ADDED):
+                    self._signing_ready.add(secret)
 
     def _client_of(self, cluster: str) -> KubeClient:
         return self._source_clients[cluster]

@@ -185,6 +185,8 @@ def _items(target: str, rule: WatchRule, source: str | None) -> list[dict[str, A
             item["objectSelector"] = _object_selector(target, rule.label_selector)
         if rule.operations:
             item["operations"] = list(rule.operations)
+        if rule.versions:
+            item["apiVersions"] = list(rule.versions)
         items.append(item)
     return items
 

@@ -105,6 +105,10 @@ class ConfigFollower:
                 newer = True
         return newer
 
+    def stream_states(self) -> dict[str, str]:
+        """Each reported stream's state (`Streaming`, `Replaying`, `Backoff`, ...) by identity."""
+        return {s.stream: s.state for report in self.reports.values() for s in report.streams}
+
     def running_streams(self) -> frozenset[str]:
         """The identities of every stream some cluster's leader reports as streaming."""
         return frozenset().union(*(report.running() for report in self.reports.values()))

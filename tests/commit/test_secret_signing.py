@@ -109,7 +109,7 @@ async def test_commits_are_signed_with_the_secrets_key_and_verify(tmp_path: Path
         await worker.sync()
     objects.data[SIGNER] = {"signing.key": key.read_bytes(), "signing.passphrase": b"wrong-pass"}
     with pytest.raises(
-        GitRemoteError, match=r"cannot be opened with the passphrase of key signing\.passphrase"
+        GitRemoteError, match=r"cannot be opened with the passphrase of key passphrase or signing\.passphrase"
     ):
         await worker.sync()
     assert reports[-1].reason == "invalid_key"

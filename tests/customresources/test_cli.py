@@ -46,8 +46,7 @@ def test_check_reads_standard_input_and_reports_errors_and_unsupported_fields(
         "GitTarget team-a/apps: error: spec.branch: branch 'release' is not in spec.allowedBranches "
         "of GitProvider team-a/repo"
     ) in out
-    unsupported = "GitProvider team-a/repo: unsupported (accepted, not acted on): spec.commit.message"
-    assert f"{unsupported}.eventTemplate" in out
+    assert "GitProvider team-a/repo: ok" in out
     assert "WatchRule team-a/apps: error: spec.targetRef.name: no valid GitTarget team-a/apps" in out
 
 

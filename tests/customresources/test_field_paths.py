@@ -12,7 +12,7 @@ import yaml
 
 from pipeline.cli import main
 
-OBJECTS = [
+OBJECTS: list[dict[str, Any]] = [
     {
         "apiVersion": "configbutler.ai/v1alpha3",
         "kind": "GitProvider",
