@@ -31,7 +31,7 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
-from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.customresources.objects import CONFIG_KINDS, CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
     BudgetExceeded,
@@ -771,6 +771,8 @@ def compile_resources(
     reports: dict[ObjectRef, ObjectReport] = {}
     unique: list[CustomResource] = []
     for resource in sorted(objects, key=lambda r: r.ref):
+        if resource.ref.kind not in CONFIG_KINDS:
+            continue  # an action on a target, not configuration (commitrequest.py)
         if resource.ref not in reports:
             reports[resource.ref] = ObjectReport(resource.ref, resource.generation)
             unique.append(resource)

@@ -20,9 +20,22 @@ from typing import Any
 
 from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
+from pipeline.customresources.commitrequest import (
+    RequestStatusWriter,
+    read_request,
+    request_status,
+    request_work,
+)
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
-from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef
+from pipeline.customresources.objects import (
+    CONFIG_KINDS,
+    GROUP,
+    VERSION,
+    CustomResource,
+    Kind,
+    ObjectRef,
+)
 from pipeline.customresources.retire import deleted_targets
 from pipeline.customresources.state import ConfigState, encode_state, publishable
 from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
@@ -67,17 +80,19 @@ def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
 
 
 def _payload(obj: dict[str, Any]) -> bytes:
-    """The object as the store needs it: identity, generation and spec, never status."""
+    """The object as the store needs it: identity, generation and spec; status only for a
+    CommitRequest, whose status says whether it was already sent (commitrequest.py)."""
     meta = obj.get("metadata") or {}
     kept = {key: meta[key] for key in _METADATA_KEPT if key in meta}
-    return json.dumps(
-        {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "metadata": kept,
-            "spec": obj.get("spec"),
-        }
-    ).encode()
+    payload = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": kept,
+        "spec": obj.get("spec"),
+    }
+    if obj.get("kind") == Kind.COMMIT_REQUEST and isinstance(obj.get("status"), dict):
+        payload["status"] = obj["status"]
+    return json.dumps(payload).encode()
 
 
 class ConfigController:
@@ -111,6 +126,9 @@ class ConfigController:
         self.store: ObjectStore | None = None
         self.published: ConfigState | None = None
         self.status: StatusWriter | None = None
+        self.request_status: RequestStatusWriter | None = None
+        # uids of CommitRequests whose record this process appended (until their status shows it)
+        self._sent: set[str] = set()
         self._source_clients: dict[str, KubeClient] = {}
         self._follower: ConfigFollower | None = None
         # (published version, streams per rule): resolved again only when the version changes
@@ -200,6 +218,7 @@ class ConfigController:
         for stream in self._streams:
             stream.start()
         self.status = StatusWriter(self._client)
+        self.request_status = RequestStatusWriter(self._client)
         self._follower = follower
         self._work = [
             asyncio.create_task(self._publish_loop(store, follower), name="config controller publish"),
@@ -276,7 +295,8 @@ class ConfigController:
 
     async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
         started = time.monotonic()
-        compiled, changed = await asyncio.to_thread(self._compile, store.objects())
+        configuration = [o for o in store.objects() if o.ref.kind in CONFIG_KINDS]
+        compiled, changed = await asyncio.to_thread(self._compile, configuration)
         took_s = time.monotonic() - started
         if took_s > COMPILE_WARN_S:
             logger.warning("compiling %d objects took %.1f s", len(compiled.reports), took_s)
@@ -330,6 +350,46 @@ class ConfigController:
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)
+        await self._serve_requests(store, follower)
+
+    async def _serve_requests(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        """Send each new CommitRequest to its target's branch (once), and show what became of it."""
+        if self.published is None or self.request_status is None or self._writer is None:
+            return
+        home = self._settings.custom_resources.namespace
+        settings = self.published.compiled.settings(self._settings)
+        requests = [o for o in store.objects() if o.ref.kind is Kind.COMMIT_REQUEST]
+        statuses: list[tuple[ObjectRef, dict[str, Any]]] = []
+        work = []
+        for resource in requests:
+            ref = resource.ref
+            request = read_request(resource)
+            result = follower.requests.get((ref.namespace, ref.name))
+            if result is not None and result.uid != resource.uid:
+                result = None  # a result of an earlier object of the same name
+            if isinstance(request, list):
+                statuses.append((ref, request_status(resource.generation, problems=request)))
+            elif self.request_status.final(ref, resource.status):
+                continue
+            elif result is not None:
+                statuses.append((ref, request_status(resource.generation, result=result)))
+            elif request.sent(resource.status) or resource.uid in self._sent:
+                continue
+            elif (item := request_work(request, settings, home, int(self._clock() * 1000))) is None:
+                why = (
+                    f"no valid GitTarget {ref.namespace}/{request.git_target} in the effective configuration"
+                )
+                statuses.append((ref, request_status(resource.generation, waiting_for=why)))
+            else:
+                work.append(item)
+                self._sent.add(resource.uid)
+                statuses.append((ref, request_status(resource.generation, branch=item.branch)))
+        if work:
+            await self._writer.append_topics({self._topics.branch_work: [work_record(item) for item in work]})
+            logger.info("sent %d CommitRequest(s) to their branches", len(work))
+        for ref, wanted in statuses:
+            await self.request_status.write(ref, wanted)
+        self.request_status.forget(r.ref for r in requests)
 
     def _client_of(self, cluster: str) -> KubeClient:
         return self._source_clients[cluster]

@@ -1,4 +1,4 @@
-"""The four custom resource kinds: names, identity, and reading one object from YAML or the API."""
+"""The custom resource kinds: names, identity, and reading one object from YAML or the API."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "API_VERSION",
+    "CONFIG_KINDS",
     "GROUP",
     "VERSION",
     "CustomResource",
@@ -25,12 +26,13 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 
 class Kind(StrEnum):
-    """The kinds this project reads; ClusterProvider is not one (clusters stay in the YAML file)."""
+    """The kinds this project reads."""
 
     GIT_PROVIDER = "GitProvider"
     GIT_TARGET = "GitTarget"
     WATCH_RULE = "WatchRule"
     CLUSTER_WATCH_RULE = "ClusterWatchRule"
+    COMMIT_REQUEST = "CommitRequest"
 
     @property
     def plural(self) -> str:
@@ -39,6 +41,11 @@ class Kind(StrEnum):
     @property
     def namespaced(self) -> bool:
         return self is not Kind.CLUSTER_WATCH_RULE
+
+
+#: The kinds compiled into the effective configuration. A CommitRequest is not configuration but
+#: a one-shot action on a target (pipeline/customresources/commitrequest.py).
+CONFIG_KINDS = frozenset(Kind) - {Kind.COMMIT_REQUEST}
 
 
 class CustomResourceError(ValueError):
@@ -63,7 +70,8 @@ class CustomResource:
     """One object: its identity, the generation its spec is at, and the spec as written.
 
     `created_at` (metadata.creationTimestamp; None offline, where objects have none yet) decides
-    which of two targets writing one folder keeps it: the older.
+    which of two targets writing one folder keeps it: the older. `status` is kept for the kinds
+    whose status says what was already done (a CommitRequest already sent), else empty.
     """
 
     ref: ObjectRef
@@ -72,6 +80,7 @@ class CustomResource:
     uid: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     created_at: datetime | None = None
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 def effective_name(namespace: str, name: str, home_namespace: str) -> str:
@@ -131,4 +140,5 @@ def parse_object(document: Any) -> CustomResource:
         uid=str(metadata.get("uid") or ""),
         annotations={str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {},
         created_at=created_at,
+        status=status if isinstance(status := document.get("status"), dict) else {},
     )

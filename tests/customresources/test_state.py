@@ -123,6 +123,8 @@ async def test_the_store_becomes_complete_only_when_every_kind_is_listed() -> No
     await snapshot(Kind.WATCH_RULE, [])
     assert not store.complete
     await snapshot(Kind.CLUSTER_WATCH_RULE, [])
+    assert not store.complete
+    await snapshot(Kind.COMMIT_REQUEST, [])
     assert store.complete
     assert [o.ref for o in store.objects()] == [ObjectRef(Kind.GIT_PROVIDER, "ns", "repo")]
 
@@ -146,7 +148,7 @@ async def test_the_store_becomes_complete_only_when_every_kind_is_listed() -> No
     assert [o.ref.kind for o in store.objects()] == [Kind.GIT_PROVIDER]
     # cursor records of the streams are not objects
     await store.append_many("reverser.watch-cursors", [])
-    assert store.revision == 7
+    assert store.revision == 8
 
 
 def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
