@@ -33,6 +33,7 @@ class Kind(StrEnum):
     WATCH_RULE = "WatchRule"
     CLUSTER_WATCH_RULE = "ClusterWatchRule"
     COMMIT_REQUEST = "CommitRequest"
+    CLUSTER_PROVIDER = "ClusterProvider"
 
     @property
     def plural(self) -> str:
@@ -40,7 +41,7 @@ class Kind(StrEnum):
 
     @property
     def namespaced(self) -> bool:
-        return self is not Kind.CLUSTER_WATCH_RULE
+        return self not in (Kind.CLUSTER_WATCH_RULE, Kind.CLUSTER_PROVIDER)
 
 
 #: The kinds compiled into the effective configuration. A CommitRequest is not configuration but

@@ -155,6 +155,7 @@ def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path
         "watchrules",
         "clusterwatchrules",
         "commitrequests",
+        "clusterproviders",
     ]
     assert role["rules"][1]["verbs"] == ["patch"]
     assert named(objects, "ClusterRoleBinding", "-config")["roleRef"]["name"] == role["metadata"]["name"]
