@@ -28,7 +28,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
+
+from prometheus_client import Counter
 
 from pipeline.codec.branch_work import CommitRequested, WorkItem
 from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
@@ -38,10 +41,13 @@ from pipeline.customresources.problems import FieldProblem
 from pipeline.watch.kube import KubeClient, KubeError
 
 __all__ = [
+    "HANDLED",
     "MAX_CLOSE_DELAY_S",
     "MAX_MESSAGE_CHARS",
+    "Handled",
     "Request",
     "RequestStatusWriter",
+    "check_lines",
     "read_request",
     "request_status",
     "request_work",
@@ -54,6 +60,20 @@ MAX_CLOSE_DELAY_S = 300
 #: The `Reconciling` reason that marks a request as sent (its record is on the log).
 REQUESTED = "Requested"
 _MERGE_PATCH = "application/merge-patch+json"
+
+
+class Handled(StrEnum):
+    """What the controller did with a CommitRequest (the `outcome` label), once per object."""
+
+    SENT = "sent"
+    INVALID = "invalid"
+
+
+HANDLED = Counter(
+    "reverser_config_commit_requests_total",
+    "CommitRequests the controller sent to their branch, or refused for a field (once per object)",
+    ["outcome"],
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,20 @@ def read_request(resource: CustomResource) -> Request | list[FieldProblem]:
     assert isinstance(name, str)
     assert isinstance(delay, int)
     return Request(resource.ref, resource.uid, resource.generation, name, str(message), delay)
+
+
+def check_lines(resources: Iterable[CustomResource]) -> tuple[list[str], bool]:
+    """`reverser config check`'s lines for CommitRequests (`ok` or each error) and whether any failed."""
+    lines: list[str] = []
+    failed = False
+    for resource in sorted(resources, key=lambda r: r.ref):
+        found = read_request(resource)
+        if isinstance(found, Request):
+            lines.append(f"{resource.ref.describe()}: ok")
+            continue
+        failed = True
+        lines.extend(f"{resource.ref.describe()}: error: {problem.describe()}" for problem in found)
+    return lines, failed
 
 
 def request_work(request: Request, settings: Settings, home_namespace: str, now_ms: int) -> WorkItem | None:

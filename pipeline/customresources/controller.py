@@ -21,6 +21,8 @@ from typing import Any
 from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
 from pipeline.customresources.commitrequest import (
+    HANDLED,
+    Handled,
     RequestStatusWriter,
     read_request,
     request_status,
@@ -129,6 +131,8 @@ class ConfigController:
         self.request_status: RequestStatusWriter | None = None
         # uids of CommitRequests whose record this process appended (until their status shows it)
         self._sent: set[str] = set()
+        # uids of CommitRequests refused for a field (counted and logged once)
+        self._refused: set[str] = set()
         self._source_clients: dict[str, KubeClient] = {}
         self._follower: ConfigFollower | None = None
         # (published version, streams per rule): resolved again only when the version changes
@@ -361,6 +365,7 @@ class ConfigController:
         requests = [o for o in store.objects() if o.ref.kind is Kind.COMMIT_REQUEST]
         statuses: list[tuple[ObjectRef, dict[str, Any]]] = []
         work = []
+        sent: list[str] = []
         for resource in requests:
             ref = resource.ref
             request = read_request(resource)
@@ -368,6 +373,11 @@ class ConfigController:
             if result is not None and result.uid != resource.uid:
                 result = None  # a result of an earlier object of the same name
             if isinstance(request, list):
+                if resource.uid not in self._refused:
+                    self._refused.add(resource.uid)
+                    HANDLED.labels(Handled.INVALID).inc()
+                    for problem in request:
+                        logger.warning("%s: %s", ref.describe(), problem.describe())
                 statuses.append((ref, request_status(resource.generation, problems=request)))
             elif self.request_status.final(ref, resource.status):
                 continue
@@ -382,10 +392,12 @@ class ConfigController:
                 statuses.append((ref, request_status(resource.generation, waiting_for=why)))
             else:
                 work.append(item)
-                self._sent.add(resource.uid)
+                sent.append(resource.uid)
                 statuses.append((ref, request_status(resource.generation, branch=item.branch)))
         if work:
             await self._writer.append_topics({self._topics.branch_work: [work_record(item) for item in work]})
+            self._sent.update(sent)  # only once on the log: a failed append is tried again
+            HANDLED.labels(Handled.SENT).inc(len(sent))
             logger.info("sent %d CommitRequest(s) to their branches", len(work))
         for ref, wanted in statuses:
             await self.request_status.write(ref, wanted)

@@ -109,6 +109,14 @@ def parse_object(document: Any) -> CustomResource:
         known = ", ".join(k.value for k in Kind)
         raise CustomResourceError(f"kind: expected one of {known}, got {raw_kind!r}") from None
     metadata = document.get("metadata")
+    if (
+        isinstance(metadata, dict)
+        and not metadata.get("name")
+        and isinstance(metadata.get("generateName"), str)
+    ):
+        # a file for `kubectl create` (gitops-reverser's CommitRequest sample): the apiserver names
+        # it; offline it is checked under its prefix
+        metadata = {**metadata, "name": metadata["generateName"]}
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         raise CustomResourceError(f"{kind.value}: metadata.name is required")
     name = metadata["name"]

@@ -176,3 +176,13 @@ def test_a_request_for_a_missing_target_waits_and_names_it(setup: Setup) -> None
     status = _wait_ready_reason(setup, "save-3", {"GitTargetUnavailable"})
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert "team-a/nope" in ready["message"]
+
+
+def test_a_request_the_schema_lets_through_but_gitops_reverser_refuses_is_invalid(setup: Setup) -> None:
+    """A whitespace-only message passes the CRD's pattern; the controller refuses it by name, counts it."""
+    asyncio.run(_request(setup.plane, "save-4", {"gitTargetRef": {"name": "apps"}, "message": "   "}))
+    status = _wait_ready_reason(setup, "save-4", {"Invalid"})
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "spec.message: must contain a non-whitespace character"
+    assert setup.service.metric_sum("reverser_config_commit_requests_total", outcome="invalid") == 1
+    assert setup.service.metric_sum("reverser_config_commit_requests_total", outcome="sent") >= 2
