@@ -78,8 +78,9 @@ def setup(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         service = ServiceProcess(workdir, service_config(workdir / "service", plane.kubeconfig))
         service.start()
         try:
-            # the controller's five streams (one per kind) and the WatchRule's ConfigMaps stream
-            service.wait_for_metric("reverser_watch_snapshots_total", 6, WAIT_S, outcome="completed")
+            # the controller's streams (one per kind) and the WatchRule's ConfigMaps stream
+            streams = len(Kind) + 1
+            service.wait_for_metric("reverser_watch_snapshots_total", streams, WAIT_S, outcome="completed")
             yield Setup(plane, remote, service)
         finally:
             code = service.stop()

@@ -154,8 +154,11 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
             service = ServiceProcess(workdir, config)
             service.start()
             try:
-                # configmaps + deployments of apps, configmaps of other, kept and creds
-                service.wait_for_metric("reverser_watch_snapshots_total", 5, WAIT_S, outcome="completed")
+                # configmaps + deployments of apps, configmaps of other, kept and creds, after the
+                # controller's own stream of each kind
+                service.wait_for_metric(
+                    "reverser_watch_snapshots_total", len(Kind) + 5, WAIT_S, outcome="completed"
+                )
                 yield Live(plane, remote, service, http)
             finally:
                 code = service.stop()  # None: a test stopped it already (and checked its exit code)
