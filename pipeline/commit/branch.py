@@ -19,6 +19,7 @@ from pipeline.attribution.selector import SelectorError
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
+    CommitRequested,
     Outcome,
     ResyncBegin,
     ResyncChunk,
@@ -28,9 +29,10 @@ from pipeline.codec.branch_work import (
     WorkItem,
     Write,
 )
+from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.codec.target_result import TargetResult
-from pipeline.commit import metrics
+from pipeline.commit import flush, metrics
 from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line
 from pipeline.commit.identity import UNRESOLVED, author_identity, author_kind, committer_identity
 from pipeline.commit.layout import (
@@ -110,11 +112,12 @@ class BranchWorker:
         log_ends: LogEnds | None = None,
         load_state: LoadState | None = None,
         on_state: StateSink | None = None,
-        on_result: Callable[[TargetResult], Awaitable[None]] | None = None,
+        on_result: Callable[[TargetResult | RequestResult], Awaitable[None]] | None = None,
         reject: Reject | None = None,
         deletion_ahead: DeletionAhead | None = None,
     ) -> None:
-        """`on_result` hears each target's last commit and push outcome (custom-resource status);
+        """`on_result` hears each target's last commit and push outcome, and what became of each
+        CommitRequest (custom-resource status);
         `deletion_ahead` lets records of a target the configuration lacks be skipped (`_gone`)."""
         self._on_result = on_result
         self._deletion_ahead = deletion_ahead
@@ -157,6 +160,7 @@ class BranchWorker:
         self._last_push: float | None = None
         self._push_backoff = self._remote_backoff()
         self._labels = (provider.name, branch)
+        self._requests = flush.RequestDesk(provider.name, branch, self._tell, clock, wall)
 
     # state ---------------------------------------------------------------------------------
     @property
@@ -318,6 +322,9 @@ class BranchWorker:
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.target)
                 self._deleted.add(item.target)
+            if isinstance(item.body, CommitRequested) and self._remote_tip is not None:
+                commits = flush.first_parents(self.repo.read_commit, self._remote_tip)
+                await self._requests.redelivered(commits, item, item.body)
             self._emit(self._redelivered_state(item))
             self._settle([here])
             return
@@ -328,6 +335,12 @@ class BranchWorker:
             return
         if isinstance(body, TargetDeleted):
             await self._retire(item, body)
+        elif isinstance(body, CommitRequested):
+            action = await self._requests.take(self._window, item, body)
+            if action is flush.FlushAction.CLOSE_NOW:
+                await self._finalize(CloseReason.COMMIT_REQUEST)
+            elif action is flush.FlushAction.NOTHING:
+                self._settle([here])
         elif isinstance(body, Write):
             if item.observed_at_ms:
                 delay_s = self._wall() - item.observed_at_ms / 1000
@@ -607,6 +620,8 @@ class BranchWorker:
             await self._finalize(CloseReason.SILENCE)
         elif open_window is not None and open_window.aged_before(made_ms):
             await self._finalize(CloseReason.MAX_AGE)
+        elif open_window is not None and open_window.request_due(made_ms):
+            await self._finalize(CloseReason.COMMIT_REQUEST)
         key = CommitWindow.key_of(write.author, item.target)
         if self._window is not None and self._window.key != key:
             await self._finalize(CloseReason.AUTHOR_CHANGE)
@@ -976,8 +991,10 @@ class BranchWorker:
             observed_at_ms=window.first_observed_ms,
             writes=window.writes,
             size=window.size,
-            template=target.commit_message if (target := self._target(window.target)) else None,
+            template=flush.request_template(window)
+            or (target.commit_message if (target := self._target(window.target)) else None),
             states=states,
+            requests=tuple(window.requests),
         )
 
     def _add_sops_rules(self, plan: Plan, applied: Applied) -> None:
@@ -1039,6 +1056,7 @@ class BranchWorker:
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
         if sha is None:
+            await self._requests.unchanged(plan.target, plan.requests)
             if not self._pending:
                 self._settle_finalized()
             return
@@ -1122,10 +1140,18 @@ class BranchWorker:
             result = TargetResult(
                 target, self.provider.name, self.branch, sha, outcome, int(self._wall() * 1000), message
             )
-            try:
-                await self._on_result(result)
-            except LogError as exc:
-                logger.warning("reporting the push result of target %s failed: %s", target, exc)
+            await self._tell(result)
+        carried = [(p.plan.target, p.sha, p.plan.requests) for p in self._pending if p.plan.requests]
+        await self._requests.pushed(carried, outcome == "Succeeded", message)
+
+    async def _tell(self, result: TargetResult | RequestResult) -> None:
+        """Report one result on the log (best effort: a lost report leaves only a status behind)."""
+        if self._on_result is None:
+            return
+        try:
+            await self._on_result(result)
+        except LogError as exc:
+            logger.warning("reporting a result of target %s failed: %s", result.target, exc)
 
     async def _pushed(self) -> None:
         self._remote_tip = self._tip

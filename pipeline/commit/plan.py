@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.codec.branch_work import CommitRequested
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
@@ -78,6 +79,8 @@ class Plan:
     template: CommitMessageSettings | None = None
     # object-state records to write once this plan is on the remote (statebook.py)
     states: list[PendingRecord] = field(default_factory=list)
+    # CommitRequests this commit answers (flush.py): reported with its sha once pushed
+    requests: tuple[CommitRequested, ...] = ()
     retired: Retired | None = None
 
 

@@ -32,9 +32,10 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
+from pipeline.customresources.clusterprovider import OVERRIDE_FIELDS, ClusterProviders, SourceRefusal
 from pipeline.customresources.commitmessages import SUPPORTED_PATHS as MESSAGE_PATHS
 from pipeline.customresources.commitmessages import message_templates
-from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.customresources.objects import CONFIG_KINDS, CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
     BudgetExceeded,
@@ -93,6 +94,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
         *MESSAGE_PATHS,
+        "spec.allowedSourceNamespaces.names",
+        "spec.allowedSourceNamespaces.selector",
         "spec.pipeline",
     ),
     Kind.WATCH_RULE: (
@@ -103,6 +106,13 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
         "spec.rules[].apiVersions",
+    ),
+    Kind.CLUSTER_PROVIDER: (
+        "spec.allowedNamespaces.names",
+        "spec.allowedNamespaces.selector",
+        "spec.accessFrom.names",
+        "spec.accessFrom.selector",
+        *(f"spec.{flag}" for flag in OVERRIDE_FIELDS),
     ),
     Kind.CLUSTER_WATCH_RULE: (
         "spec.targetRef",
@@ -520,6 +530,7 @@ def _target(
     report: ObjectReport,
     meter: StepMeter,
     age_keys: Mapping[KeySource, KeyResolution] | None,
+    clusters: ClusterProviders,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
@@ -555,6 +566,7 @@ def _target(
                 )
     data["cluster"] = _get(spec, "clusterProviderRef", "name") or "default"
     report.errors.extend(boundary.cluster_problems(namespace, str(data["cluster"])))
+    report.errors.extend(clusters.target_problems(namespace, str(data["cluster"])))
     mode = _get(spec, "prune", "mode")
     if mode:
         data["prune"] = _PRUNE_MODES.get(str(mode).lower(), str(mode))
@@ -644,13 +656,18 @@ def _encryption(
 
 
 def _rule_items(
-    resource: CustomResource, boundary: TenantBoundary, report: ObjectReport, meter: StepMeter
+    resource: CustomResource,
+    boundary: TenantBoundary,
+    report: ObjectReport,
+    meter: StepMeter,
+    source_gate: Callable[[str], SourceRefusal | None],
 ) -> tuple[list[tuple[int, WatchRule]], list[ItemProblem]]:
-    """Each `spec.rules[]` item as one WatchRule of the YAML file, or an ItemProblem."""
+    """Each `spec.rules[]` item as one WatchRule of the YAML file, or an ItemProblem.
+
+    `source_gate` says whether an item may watch the namespace it names (clusterprovider.py)."""
     rules: list[tuple[int, WatchRule]] = []
     problems: list[ItemProblem] = []
     cluster_kind = resource.ref.kind is Kind.CLUSTER_WATCH_RULE
-    home_namespace = boundary.home_namespace
     items = resource.spec.get("rules")
     if not isinstance(items, list) or not items:
         report.errors.append(FieldProblem("spec.rules", "needs at least one rule"))
@@ -688,13 +705,10 @@ def _rule_items(
         if versions and "*" not in versions:
             data["versions"] = list(dict.fromkeys(versions))
         if not cluster_kind:
-            source = item.get("sourceNamespace") or resource.ref.namespace
-            if source != resource.ref.namespace and resource.ref.namespace != home_namespace:
-                refuse(
-                    "SourceNamespaceForbidden",
-                    f"only a WatchRule in the controller's namespace {home_namespace!r} may watch "
-                    f"another namespace ({source!r})",
-                )
+            source = str(item.get("sourceNamespace") or resource.ref.namespace)
+            refusal = source_gate(source)
+            if refusal is not None:
+                refuse(refusal.reason, refusal.message)
                 continue
             if source == "*":
                 data["cluster_wide"] = True
@@ -862,6 +876,8 @@ def compile_resources(
     reports: dict[ObjectRef, ObjectReport] = {}
     unique: list[CustomResource] = []
     for resource in sorted(objects, key=lambda r: r.ref):
+        if resource.ref.kind not in CONFIG_KINDS:
+            continue  # an action on a target, not configuration (commitrequest.py)
         if resource.ref not in reports:
             reports[resource.ref] = ObjectReport(resource.ref, resource.generation)
             unique.append(resource)
@@ -913,6 +929,10 @@ def compile_resources(
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
             )
 
+    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace)
+    for resource in by_kind[Kind.CLUSTER_PROVIDER]:
+        reports[resource.ref].errors.extend(clusters.problems.get(resource.ref.name, []))
+    targets_named = {name_of(t): t for t in by_kind[Kind.GIT_TARGET]}
     rules: dict[str, list[tuple[RuleOrigin, WatchRule]]] = {}
     item_problems: list[ItemProblem] = []
     rule_objects: dict[str, list[ObjectRef]] = {}
@@ -923,10 +943,12 @@ def compile_resources(
                 FieldProblem("spec.sourceNamespace", "moved to spec.rules[].sourceNamespace")
             )
         target = _rule_target(resource, home_namespace, report)
+        owner = targets_named.get(target or "")
+        gate = partial(clusters.source_refusal, resource.ref.namespace, target=owner)
         compiled_items = _isolated(
             report,
             meters[resource.ref],
-            partial(_rule_items, resource, boundary, report, meters[resource.ref]),
+            partial(_rule_items, resource, boundary, report, meters[resource.ref], gate),
         )
         if report.errors or target is None or compiled_items is None:
             continue
@@ -946,7 +968,8 @@ def compile_resources(
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
-        data = _target(resource, name, providers, boundary, report, meters[resource.ref], age_keys)
+        meter = meters[resource.ref]
+        data = _target(resource, name, providers, boundary, report, meter, age_keys, clusters)
         own_messages = message_templates(resource.spec, report.errors)
         if data is None or report.errors:
             return

@@ -30,6 +30,7 @@ from pipeline.gotemplate.parse import (
     With,
 )
 from pipeline.gotemplate.values import (
+    GoByte,
     GoMap,
     GoSlice,
     GoStruct,
@@ -244,7 +245,7 @@ def _index(value: GoValue, keys: list[GoValue]) -> GoValue:
             size = len(value.items) if isinstance(value, GoSlice) else len(value.encode())
             if not 0 <= key < size:
                 raise RenderError(f"index out of range: {key}")
-            value = value.items[key] if isinstance(value, GoSlice) else value.encode()[key]
+            value = value.items[key] if isinstance(value, GoSlice) else GoByte(value.encode()[key])
         elif isinstance(value, GoMap) and isinstance(key, str):
             value = value.items.get(key, 0)
         else:

@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["GoMap", "GoSlice", "GoStruct", "GoValue", "RenderError", "format_value", "truth", "type_name"]
+__all__ = [
+    "GoByte",
+    "GoMap",
+    "GoSlice",
+    "GoStruct",
+    "GoValue",
+    "RenderError",
+    "format_value",
+    "truth",
+    "type_name",
+]
 
 
 class RenderError(ValueError):
@@ -43,6 +53,10 @@ class GoSlice:
     items: Sequence[GoValue]
 
 
+class GoByte(int):
+    """A byte of a string (`index "abc" 0`): Go's uint8, which fmt names as such."""
+
+
 GoValue = str | int | bool | GoStruct | GoMap | GoSlice
 
 
@@ -50,6 +64,8 @@ def type_name(value: GoValue) -> str:
     """The Go type name fmt writes in `%!d(string=x)`."""
     if isinstance(value, bool):
         return "bool"
+    if isinstance(value, GoByte):
+        return "uint8"
     if isinstance(value, int):
         return "int"
     if isinstance(value, str):

@@ -419,7 +419,7 @@ def test_home_namespace_rules_may_watch_other_namespaces_and_every_namespace() -
     ("document", "words"),
     [
         ({"apiVersion": "configbutler.ai/v1alpha2", "kind": "GitTarget"}, "apiVersion"),
-        ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "CommitRequest"}, "kind"),
+        ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitRepoConfig"}, "kind"),
         ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitTarget", "metadata": {}}, "metadata.name"),
         (
             {

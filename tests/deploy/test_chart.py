@@ -150,7 +150,14 @@ def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path
         'config.custom_resources={"enabled":true}',
     )
     role = named(objects, "ClusterRole", "-config")
-    assert role["rules"][0]["resources"] == ["gitproviders", "gittargets", "watchrules", "clusterwatchrules"]
+    assert role["rules"][0]["resources"] == [
+        "gitproviders",
+        "gittargets",
+        "watchrules",
+        "clusterwatchrules",
+        "commitrequests",
+        "clusterproviders",
+    ]
     assert role["rules"][1]["verbs"] == ["patch"]
     assert named(objects, "ClusterRoleBinding", "-config")["roleRef"]["name"] == role["metadata"]["name"]
     lease_role = named(objects, "Role", "-leases")

@@ -200,8 +200,11 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
             service.start()
             try:
                 # configmaps + deployments of apps, configmaps of other, kept, creds, and
-                # configmaps + horizontalpodautoscalers of flaky
-                service.wait_for_metric("reverser_watch_snapshots_total", 7, WAIT_S, outcome="completed")
+                # configmaps + horizontalpodautoscalers of flaky, after the controller's own stream
+                # of each kind
+                service.wait_for_metric(
+                    "reverser_watch_snapshots_total", len(Kind) + 7, WAIT_S, outcome="completed"
+                )
                 yield Live(plane, remote, service, http, flaky)
             finally:
                 code = service.stop()  # None: a test stopped it already (and checked its exit code)
