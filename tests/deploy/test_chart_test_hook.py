@@ -37,13 +37,10 @@ def helm() -> Path:
     return path
 
 
-def test_pod(helm: Path, *args: str) -> dict[str, Any]:
+def hook_pod(helm: Path, *args: str) -> dict[str, Any]:
     objects = render_chart(helm, NAMESPACE, *PROVIDERS, *args)
     (pod,) = [o for o in objects if o["kind"] == "Pod"]
     return pod
-
-
-test_pod.__test__ = False  # type: ignore[attr-defined]
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:
@@ -52,7 +49,7 @@ def env_of(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_hook_is_a_helm_test_pod_outside_every_selector(helm: Path) -> None:
-    pod = test_pod(helm)
+    pod = hook_pod(helm)
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -75,7 +72,7 @@ def test_the_hook_is_a_helm_test_pod_outside_every_selector(helm: Path) -> None:
 
 
 def test_with_the_operators_own_certificates_only_readyz_is_checked(helm: Path) -> None:
-    pod = test_pod(helm, "--set", "auditWebhook.tls.secretName=mine")
+    pod = hook_pod(helm, "--set", "auditWebhook.tls.secretName=mine")
     assert set(env_of(pod)) == {"METRICS_SERVICE", "METRICS_PORT"}
     assert "volumes" not in pod["spec"]
 
