@@ -21,11 +21,14 @@ release with no pods. `kubectl` is not built here: the same API calls go through
 from __future__ import annotations
 
 import base64
+import http.client
 import itertools
 import json
 import os
 import secrets
 import signal
+import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -62,6 +65,7 @@ WAIT_S = 240.0
 # Changes made while a pod goes away come this often, so several land in every phase of it.
 CHANGE_EVERY_S = 0.4
 CHANGE_PREFIX = "change-"
+EMPTY_EVENTS = json.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": []})
 
 
 @dataclass
@@ -365,6 +369,49 @@ def test_helm_test_passes_through_the_services(node: Node, helm: Path, release: 
     result = helm_run(helm, node, "test", RELEASE, "--logs", "--timeout", "3m")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "the release answers through its Services" in result.stdout
+
+
+def test_the_audit_service_takes_only_the_apiservers_certificate_for_its_dns_name(
+    node: Node, release: Release
+) -> None:
+    """From the host through the ClusterIP, as the apiserver connects: the generated client
+    certificate is accepted, no certificate is refused, and the serving certificate holds the
+    Service's DNS name and no other."""
+    secret = node.api("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{FULLNAME}-audit-client")
+    directory = node.workdir / "audit-client"
+    directory.mkdir(exist_ok=True)
+    for key in ("ca.crt", "tls.crt", "tls.key"):
+        (directory / key).write_bytes(base64.b64decode(secret["data"][key]))
+    address = node.api("GET", f"/api/v1/namespaces/{NAMESPACE}/services/{FULLNAME}-audit")["spec"][
+        "clusterIP"
+    ]
+    dns_name = f"{FULLNAME}-audit.{NAMESPACE}.svc"
+
+    def post(*, client_certificate: bool, name: str = dns_name) -> int | str:
+        """The status of an empty EventList posted to the route, or the TLS/connection error."""
+        context = ssl.create_default_context(cafile=str(directory / "ca.crt"))
+        if client_certificate:
+            context.load_cert_chain(str(directory / "tls.crt"), str(directory / "tls.key"))
+        connection = http.client.HTTPConnection(name, 443, timeout=15)
+        try:
+            connection.sock = context.wrap_socket(
+                socket.create_connection((address, 443), timeout=15), server_hostname=name
+            )
+            connection.request(
+                "POST", "/audit-webhook/default", EMPTY_EVENTS, {"Content-Type": "application/json"}
+            )
+            return connection.getresponse().status
+        except (ssl.SSLError, ConnectionError) as exc:
+            return type(exc).__name__
+        finally:
+            connection.close()
+
+    assert post(client_certificate=True) == 200
+    refused = post(client_certificate=False)
+    # Refused in the TLS handshake (the ingress requires the certificate), whatever error the
+    # client library names for the closed connection; never an HTTP answer.
+    assert isinstance(refused, str), refused
+    assert post(client_certificate=True, name=f"{FULLNAME}-audit.elsewhere.svc") == "SSLCertVerificationError"
 
 
 def test_the_pdb_selects_only_the_service_pods_and_refuses_a_second_eviction(
