@@ -93,6 +93,8 @@ def test_defaults_render_every_part_of_the_deployment(helm: Path) -> None:
             "Deployment",
             "Job",
             "NetworkPolicy",
+            # the `helm test` hook (templates/tests/service-test.yaml)
+            "Pod",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
