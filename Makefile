@@ -76,6 +76,8 @@ soak: install-test kafka-jars system-tools
 unit: install-test
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
 
+## ruff; mypy --strict over pipeline/ and tests/ (the packages of pyproject's [tool.mypy], with
+## the tests' override there); the import contract
 lint: install-test
 	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image deploy/charts
 	$(BIN)/mypy

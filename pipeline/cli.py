@@ -20,8 +20,8 @@ import re
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +33,7 @@ from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE, LogForma
 
 __all__ = [
     "SUBCOMMANDS",
+    "Given",
     "LibraryNoise",
     "Subcommand",
     "build_parser",
@@ -83,6 +84,8 @@ _VALUED_GLOBALS = frozenset({"--log-level", "--log-format", "--config"})
 LIBRARY_LOGGERS = ("aiokafka", "kafka", "kubernetes_asyncio", "aiohttp", "git", "urllib3")
 #: A command stopped by Ctrl-C exits as a shell reports a process ended by SIGINT.
 EXIT_INTERRUPTED = 128 + signal.SIGINT
+#: A command whose output's reader went away exits as a process ended by SIGPIPE.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 #: How close a typo must be to a real name for "did you mean" (difflib's ratio).
 SUGGEST_CUTOFF = 0.6
 
@@ -294,10 +297,55 @@ def _configure_logging(level: str, log_format: LogFormat, debug: bool) -> None:
                 handler.addFilter(LibraryNoise())
 
 
-def translate(exc: BaseException) -> CommandError | None:
-    """The command-line error for how a command stopped, or None for a bug (its traceback shows)."""
+#: What to check when the brokers named by `-b/--bootstrap-server` cannot be reached: the flag, not
+#: the setting it overrode, is what the person typed.
+FLAG_UNREACHABLE_HINT = "check -b/--bootstrap-server and that the brokers are up"
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the command line itself gave, so an error's hint can name the flag at fault rather
+    than the setting it overrode: `bootstrap_flag` (the brokers came from `-b`), and `paths`, each
+    path given to its option (`{"/srv/x": "--into"}`)."""
+
+    bootstrap_flag: bool = False
+    paths: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, parser: argparse.ArgumentParser, args: argparse.Namespace) -> Given:
+        chosen = _chosen_path(parser, args)
+        leaf = chosen[-1][1] if chosen else parser
+        paths: dict[str, str] = {}
+        for action in leaf._actions:
+            value = getattr(args, action.dest, None) if action.option_strings else None
+            for item in value if isinstance(value, list) else [value]:
+                # A Path, or a string that reads as one (`--into` takes a URL or a directory).
+                if isinstance(item, Path) or (isinstance(item, str) and os.sep in item):
+                    paths[str(item)] = max(action.option_strings, key=len)
+        return cls(getattr(args, "bootstrap_server", None) is not None, paths)
+
+
+def translate(exc: BaseException, given: Given | None = None) -> CommandError | None:
+    """The command-line error for how a command stopped, or None for a bug (its traceback shows).
+
+    With `given`, a hint names the flag the person typed: `-b/--bootstrap-server` instead of
+    `log.bootstrap_servers` when the brokers came from it, the option whose path failed."""
+    given = given or Given()
+    error = _translate(exc, given)
+    kafka_errors = sys.modules.get("pipeline.log.kafka.errors")
+    if error is None or not given.bootstrap_flag or kafka_errors is None:
+        return error
+    setting_hint: str = kafka_errors.UNREACHABLE_HINT
+    message = str(error)
+    if setting_hint not in message:
+        return error
+    return CommandError(message.replace(setting_hint, FLAG_UNREACHABLE_HINT), error.code)
+
+
+def _translate(exc: BaseException, given: Given) -> CommandError | None:
     if isinstance(exc, BaseExceptionGroup):
-        return next((e for e in map(translate, exc.exceptions) if e is not None), None)
+        return next((e for e in (_translate(inner, given) for inner in exc.exceptions) if e is not None),
+                    None)
     if isinstance(exc, CommandError):
         return exc
     if _is_instance(exc, "pipeline.config", "ConfigError"):
@@ -305,7 +353,7 @@ def translate(exc: BaseException) -> CommandError | None:
     if _is_instance(exc, "pipeline.log.api", "LogError"):
         return CommandError(f"log unavailable: {exc}", ExitCode.UNAVAILABLE)
     if isinstance(exc, OSError):
-        return from_os_error(exc)
+        return from_os_error(exc, given.paths)
     if type(exc).__module__.startswith("aiokafka"):
         from pipeline.log.kafka.errors import UNREACHABLE_HINT, describe  # aiokafka is loaded by now
 
@@ -321,14 +369,21 @@ def _is_instance(exc: BaseException, module: str, name: str) -> bool:
     return isinstance(kind, type) and isinstance(exc, kind)
 
 
-def run_command(name: str, command: Callable[[], int], *, debug: bool = False) -> int:
+def run_command(
+    name: str, command: Callable[[], int], *, debug: bool = False, given: Given | None = None
+) -> int:
     """Run a command and turn how it stopped into the exit code and error line of docs/cli.md."""
     try:
         return int(command())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of the output went away (`reverser doctor | head`): as for any Unix tool,
+        # not an error to report. Later writes go nowhere, so the exit does not fail flushing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
-        error = translate(exc)
+        error = translate(exc, given)
         if error is None:
             raise
         if debug:
@@ -343,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, arguments)
     _configure_logging(args.log_level, LogFormat(args.log_format), args.debug)
     name = command_name(parser, args)
-    return run_command(name, lambda: int(args.func(args)), debug=args.debug)
+    return run_command(name, lambda: int(args.func(args)), debug=args.debug, given=Given.of(parser, args))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -43,6 +44,8 @@ from pipeline.gitnames import (
     repository_key,
 )
 from pipeline.globs import GlobError, check_glob
+from pipeline.gotemplate.commitdata import GoTemplateError, MessageKind
+from pipeline.gotemplate.commitdata import check as check_go_template
 from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE
 from pipeline.msgtemplate import check_template
 from pipeline.operation import Operation
@@ -676,6 +679,9 @@ class WatchRule(_Section):
     operations: list[Annotated[Operation, _closed_set(Operation)]] = []
     """Which changes of these resources reach Git (CREATE adds a file, UPDATE changes one, DELETE
     removes one, whether seen as a watch event or inferred from a snapshot); empty: all."""
+    versions: list[Annotated[str, Field(pattern=r"^v[0-9]+((alpha|beta)[0-9]+)?$")]] = []
+    """API versions to watch these resources at, in order of preference: the first one their
+    group serves is watched (files carry that apiVersion); empty: the group's preferred version."""
 
     @model_validator(mode="after")
     def _one_scope(self) -> WatchRule:
@@ -700,31 +706,69 @@ class EncryptionSettings(_Section):
     """Environment variable holding the key of the content digests of sealed objects."""
     sensitive_resources: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(/[A-Za-z0-9.-]+)?$")]] = []
     """Resources encrypted besides Secrets, as `resource` or `group/resource`."""
+    age_key_secret: SecretReference | None = None
+    """A Secret of `*.agekey` entries (age private keys, as Flux keeps them) whose public keys are
+    added to age_recipients by the configuration controller (custom resources only); the private
+    keys are never on the log."""
+    generate_age_key: bool = False
+    """Let the configuration controller create age_key_secret (one dated `*.agekey` entry) when it
+    does not exist or holds no `*.agekey` entry."""
 
     @model_validator(mode="after")
     def _some_recipient(self) -> EncryptionSettings:
-        if not self.age_recipients and self.sops_config is None:
-            raise ValueError("encryption needs age_recipients or sops_config")
+        if not self.age_recipients and self.sops_config is None and self.age_key_secret is None:
+            raise ValueError("encryption needs age_recipients, sops_config or age_key_secret")
+        if self.generate_age_key and self.age_key_secret is None:
+            raise ValueError("generate_age_key needs age_key_secret")
         return self
 
 
 class CommitMessageSettings(_Section):
-    """A target's commit message template (docs/commit-worker.md, Messages).
+    """A target's commit message templates (docs/commit-worker.md, Messages).
 
-    `${operation}`, `${resource}`, `${api_version}`, `${namespace}`, `${name}`, `${author}`,
-    `${count}`, `${target}` and `${objects}` (one line per object). The `Reverser-*` trailers are
-    always appended by the worker and cannot be written by a template.
+    `subject`/`body` in `${variable}` syntax: `${operation}`, `${resource}`, `${api_version}`,
+    `${namespace}`, `${name}`, `${author}`, `${count}`, `${target}` and `${objects}` (one line per
+    object). Or gitops-reverser's Go templates, which write the whole message: `event_template`
+    (a window of one object), `group_template` (several) and `reconcile_template` (a snapshot),
+    with GR's variables. The `Reverser-*` trailers are always appended by the worker and cannot
+    be written by a template.
     """
 
     subject: str | None = None
     """Subject line template; none: the built-in subject."""
     body: str | None = None
     """Body template; none: the built-in body."""
+    event_template: str | None = None
+    """Go text/template for a window of one object (GR's `eventTemplate`); none: the built-in message."""
+    group_template: str | None = None
+    """Go text/template for a window of several objects (GR's `groupTemplate`); none: built-in."""
+    reconcile_template: str | None = None
+    """Go text/template for a snapshot's commit (GR's `reconcileTemplate`); none: built-in."""
 
     @field_validator("subject", "body")
     @classmethod
     def _known_variables(cls, text: str | None) -> str | None:
         return None if text is None else check_template(text)
+
+    @field_validator("event_template", "group_template", "reconcile_template")
+    @classmethod
+    def _go_template(cls, text: str | None, info: ValidationInfo) -> str | None:
+        if text is None:
+            return None
+        try:
+            return check_go_template(MessageKind(str(info.field_name).removesuffix("_template")), text)
+        except GoTemplateError as exc:
+            raise ValueError(f"Go template: {exc}") from None
+
+    @model_validator(mode="after")
+    def _one_style(self) -> CommitMessageSettings:
+        if (self.subject is not None or self.body is not None) and (
+            self.event_template is not None or self.group_template is not None
+        ):
+            raise ValueError(
+                "subject/body and event_template/group_template both write a window's message; keep one"
+            )
+        return self
 
 
 class TargetSettings(_Section):

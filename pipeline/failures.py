@@ -13,31 +13,33 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Mapping
 
 from pipeline.exitcodes import CommandError, ExitCode
 
-__all__ = ["from_os_error", "os_cause", "plain"]
+__all__ = ["from_os_error", "option_for", "os_cause", "plain"]
 
 #: An address as asyncio and aiohttp print it inside a message: `('127.0.0.1', 9444)`.
 _ADDRESS = re.compile(r"\('([^']*)', (\d+)")
 
 #: errno values that mean the path given is wrong, with what to check; anything else is unavailable.
+#: `{option}` is the command-line option that gave the path (`--workdir`, `--into`), else "path".
 _INPUT_ERRNOS: dict[int, str] = {
-    errno.ENOENT: "check the path",
-    errno.ENOTDIR: "a part of the path is a file, not a directory: check the path (--workdir is a directory)",
+    errno.ENOENT: "check the {option}",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: check the {option}",
     errno.EISDIR: "a directory is where a file is expected: pass the file's path",
-    errno.EACCES: "check that this user may read or write there, or choose another --workdir",
-    errno.EPERM: "check that this user may read or write there, or choose another --workdir",
-    errno.EROFS: "the file system is read-only: choose another --workdir",
-    errno.ENAMETOOLONG: "shorten the path",
-    errno.EEXIST: "remove it or choose another path",
+    errno.EACCES: "check that this user may read or write there, or choose another {option}",
+    errno.EPERM: "check that this user may read or write there, or choose another {option}",
+    errno.EROFS: "the file system is read-only: choose another {option}",
+    errno.ENAMETOOLONG: "shorten the {option}",
+    errno.EEXIST: "remove it or choose another {option}",
 }
 _UNAVAILABLE_HINTS: dict[int, str] = {
     errno.EADDRINUSE: "another process listens there (a running `reverser run`?): stop it or choose "
     "another address (--audit-addr, --metrics-addr, --serve)",
     errno.EADDRNOTAVAIL: "the host is not an address of this machine: check the listen address",
     errno.ECONNREFUSED: "nothing listens there: check the address and that the service is up",
-    errno.ENOSPC: "the disk is full: free space under the workdir",
+    errno.ENOSPC: "the disk is full: free space on the file system written to",
 }
 
 
@@ -51,13 +53,36 @@ def plain(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def from_os_error(exc: OSError) -> CommandError:
-    """The command-line error for an OS error: `<what failed>: <what to check>`, with its exit code."""
+def from_os_error(exc: OSError, given_paths: Mapping[str, str] | None = None) -> CommandError:
+    """The command-line error for an OS error: `<what failed>: <what to check>`, with its exit code.
+
+    `given_paths` maps each path the command line gave to its option (`{"/srv/x": "--into"}`): the
+    hint names the option whose path failed, since one command may take several (`replay branch
+    --workdir ... --into ...`)."""
     code = exc.errno or 0
     if code in _INPUT_ERRNOS:
-        return CommandError(f"{_os_text(exc)}: {_INPUT_ERRNOS[code]}", ExitCode.USAGE)
+        option = option_for(exc.filename, given_paths or {}) or "path"
+        return CommandError(f"{_os_text(exc)}: {_INPUT_ERRNOS[code].format(option=option)}", ExitCode.USAGE)
     hint = _UNAVAILABLE_HINTS.get(code, "check the address or path and try again")
     return CommandError(f"{_os_text(exc)}: {hint}", ExitCode.UNAVAILABLE)
+
+
+def option_for(filename: object, given_paths: Mapping[str, str]) -> str | None:
+    """The option whose path is `filename` or lies below or above it (creating `--workdir
+    /srv/a/b` fails at `/srv/a`), the closest one when several do."""
+    if not isinstance(filename, str | bytes | os.PathLike) or not given_paths:
+        return None
+    failed = os.path.abspath(os.fsdecode(filename))
+    related = [
+        (abs(len(given) - len(failed)), option)
+        for path, option in given_paths.items()
+        if _related(failed, given := os.path.abspath(path))
+    ]
+    return min(related)[1] if related else None
+
+
+def _related(one: str, other: str) -> bool:
+    return one == other or one.startswith(other + os.sep) or other.startswith(one + os.sep)
 
 
 def os_cause(exc: BaseException) -> OSError | None:

@@ -55,8 +55,10 @@ _SECRET_KNOWN_HOSTS = "known_hosts"
 #: wins: this project's own name, then the SSH key names of a credentials Secret, so one Secret
 #: may serve both.
 SIGNING_KEY_KEYS = ("signing.key", *SSH_KEY_KEYS)
-#: Keys of the signing key's passphrase, first non-empty wins.
-SIGNING_PASSPHRASE_KEYS = ("signing.passphrase", "ssh-password")
+#: Keys of the signing key's passphrase, first non-empty wins: gitops-reverser's `passphrase`
+#: (its signing Secret holds `signing.key`, `signing.pub` and `passphrase`), this project's own
+#: name, then a credentials Secret's.
+SIGNING_PASSPHRASE_KEYS = ("passphrase", "signing.passphrase", "ssh-password")
 
 
 #: `get` of one object's data on the cluster: (kind `Secret` or `ConfigMap`, namespace, name) to its

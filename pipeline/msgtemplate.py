@@ -28,6 +28,7 @@ __all__ = [
     "TemplateValue",
     "check_template",
     "clean_line",
+    "clean_rendered",
     "render_body",
     "render_subject",
 ]
@@ -99,4 +100,15 @@ def render_body(text: str, values: Mapping[str, TemplateValue]) -> list[str]:
             continue
         rendered = _substitute(_TEMPLATE_CONTROL.sub("", line), values, "\n")
         lines.extend(_as_text(part.rstrip()) for part in rendered.split("\n"))
+    return lines
+
+
+def clean_rendered(text: str) -> list[str]:
+    """The lines of a message a Go template wrote whole (gitops-reverser's templates): the
+    template's controls but tab are dropped, a line git would read as the message's end or as a
+    `Reverser-*` trailer gets `?` first, and trailing blank lines go (the worker's trailers follow).
+    Values were cleaned with `clean_line` before rendering, so they add no line."""
+    lines = [_as_text(_TEMPLATE_CONTROL.sub("", line)) for line in text.replace("\r", "").split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
     return lines

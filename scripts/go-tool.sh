@@ -1,6 +1,6 @@
 # Sourced by the scripts that build a Go tool from the Go module proxy into the e2e cache
-# (tests/deploy/build-helm.sh, tests/monitoring/build-promtool.sh): one place for the cache layout,
-# the `--print-path` contract and the build environment.
+# (tests/deploy/build-helm.sh, tests/monitoring/build-promtool.sh, scripts/build-kustomize.sh): one
+# place for the cache layout, the `--print-path` contract and the build environment.
 #
 #   REVERSER_E2E_CACHE   cache root (default ~/.cache/reverser-e2e)
 

@@ -6,7 +6,8 @@
 #   scripts/install-system-tools.sh          what `make test` needs: openssh-server (an sshd on
 #                                            127.0.0.1 behind the SSH remote tests), openssh-client
 #                                            and gnupg (commit signing), haproxy (the load balancer in
-#                                            front of the replicas in `make chaos`)
+#                                            front of the replicas in `make chaos`), zsh (the
+#                                            completion script run in a real zsh)
 #   scripts/install-system-tools.sh image    what `make image` and the image test need: mmdebstrap
 #                                            (the Debian root filesystem), podman with runc (loading
 #                                            and running the image), skopeo
@@ -26,6 +27,7 @@ case "$group" in
     want gpg gnupg
     want gpg-agent gpg-agent
     want haproxy haproxy
+    want zsh zsh
     ;;
   image | node)
     want mmdebstrap mmdebstrap

@@ -21,6 +21,7 @@ from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
+from pipeline.tables import OutputFormat, add_output_argument, document
 
 __all__ = ["FactReplayReport", "replay_facts"]
 
@@ -44,7 +45,7 @@ def add_replay_facts_parser(kinds: Any) -> None:
     """Registered under `reverser replay` by `pipeline/replay.py`, next to `replay branch`."""
     parser = kinds.add_parser("facts", help="rebuild the fact index from audit-facts and report it")
     add_config_argument(parser, reads_existing_log=True)
-    parser.add_argument("--output", choices=("table", "json"), default="table")
+    add_output_argument(parser)
     parser.set_defaults(func=_run)
 
 
@@ -83,8 +84,8 @@ async def replay_facts(
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     report = asyncio.run(replay_facts(settings))
-    if args.output == "json":
-        print(report.model_dump_json(indent=2))
+    if args.output is not OutputFormat.TABLE:
+        print(document(report.model_dump(mode="json"), args.output))
         return ExitCode.OK
     print(
         f"{report.topic}: {report.records_applied} records applied in {report.seconds:.1f}s, "

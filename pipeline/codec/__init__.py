@@ -32,6 +32,7 @@ CONFIG_STATE = "config_state"
 TARGET_RESULT = "target_result"
 STREAM_REPORT = "stream_report"
 CREDENTIALS_REPORT = "credentials_report"
+COMMIT_REQUEST_RESULT = "commit_request_result"
 DEAD_LETTER_REPLAY = "dead_letter_replay"
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "SERVICE_ACCOUNT_PREFIX",
     "ActorKind",
     "Body",
+    "CommitRequested",
     "Kind",
     "Operation",
     "Outcome",
@@ -53,6 +54,7 @@ class Kind(StrEnum):
     RESYNC_CHUNK = "reverser.router.ResyncChunk"
     RESYNC_END = "reverser.router.ResyncEnd"
     TARGET_DELETED = "reverser.router.TargetDeleted"
+    COMMIT_REQUESTED = "reverser.router.CommitRequested"
 
 
 def operation_of(event_type: str, deleting: bool) -> Operation:
@@ -283,9 +285,40 @@ class TargetDeleted:
         return cls(_prune(data["prune"]), data["removeFiles"], data["configVersion"], data["reason"])
 
 
-Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted
+@dataclass(frozen=True, slots=True)
+class CommitRequested:
+    """A CommitRequest (gitops-reverser's "save now") for the item's target.
+
+    Written by the configuration controller, keyed by the target's (provider, branch) like the rest
+    of its work, so the branch's FIFO meets it in log order, after every change routed before it:
+    what "now" means is the log's order, not the clock of whichever replica owns the branch.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    message: str
+    close_delay_s: int
+
+    kind: ClassVar[StrEnum] = Kind.COMMIT_REQUESTED
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "message": self.message,
+            "closeDelaySeconds": self.close_delay_s,
+        }
+
+    @classmethod
+    def from_avro(cls, data: Mapping[str, Any]) -> CommitRequested:
+        return cls(data["namespace"], data["name"], data["uid"], data["message"], data["closeDelaySeconds"])
+
+
+Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted | CommitRequested
 _BODIES: Final[dict[str, type[Body]]] = {
-    body.kind: body for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted)
+    body.kind: body for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, CommitRequested)
 }
 
 

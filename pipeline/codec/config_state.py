@@ -7,6 +7,11 @@ the same models when read back), and that a field error travels as the JSON pair
 `[path, message]`. The configuration controller maps its compiled configuration to and from
 `ConfigStateRecord` (pipeline/customresources/state.py); adding a field touches the `.avsc` and
 this module.
+
+A provider's or target's JSON leaves out every field at its default (`settings_json`). The models
+forbid unknown fields, so during a rolling upgrade a replica of the older release reads a newer
+replica's record as long as the configuration uses nothing the older release lacks; a field it
+does not know makes it refuse that version (keeping the previous one) instead of misreading it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.codec import CONFIG_STATE, SCHEMA_HEADER, DecodeError, codec
-from pipeline.config import ProviderSettings, TargetSettings
+from pipeline.config import ProviderSettings, TargetSettings, WatchRule
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -28,9 +33,15 @@ __all__ = [
     "RuleSource",
     "decode_config_state",
     "encode_config_state",
+    "settings_json",
 ]
 
 CONFIG_KEY = b"effective"
+
+
+def settings_json(settings: ProviderSettings | TargetSettings | WatchRule) -> str:
+    """`settings` as the record carries it: the JSON of the fields that differ from their defaults."""
+    return settings.model_dump_json(exclude_defaults=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +147,8 @@ class ConfigStateRecord:
         return {
             "version": self.version,
             "publishedAtMs": self.published_at_ms,
-            "providers": [p.model_dump_json() for p in self.providers],
-            "targets": [t.model_dump_json() for t in self.targets],
+            "providers": [settings_json(p) for p in self.providers],
+            "targets": [settings_json(t) for t in self.targets],
             "objects": [o.to_avro() for o in self.objects],
             "rules": [r.to_avro() for r in self.rules],
             "itemProblems": [p.to_avro() for p in self.item_problems],

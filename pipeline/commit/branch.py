@@ -18,13 +18,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.backoff import Backoff
-from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, WorkItem, Write
+from pipeline.codec.branch_work import (
+    CommitRequested,
+    ResyncBegin,
+    ResyncChunk,
+    ResyncEnd,
+    TargetDeleted,
+    WorkItem,
+    Write,
+)
+from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.target_result import PushOutcome, TargetResult
-from pipeline.commit import metrics
+from pipeline.commit import flush, metrics
 from pipeline.commit.decide import Decider, Reject, Skip
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature, identity_line
+from pipeline.commit.layout import is_sealed_path, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
-from pipeline.commit.plan import Plan, apply_plan, message_for
+from pipeline.commit.plan import Applied, Plan, apply_plan, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.snapshots import Skipped, push_due_at
@@ -34,6 +44,7 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
+from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
 
 __all__ = ["BranchWorker"]
 
@@ -95,6 +106,7 @@ class BranchWorker:
         self._last_push: float | None = None
         self._push_backoff = self._remote_backoff()
         self._labels = (provider.name, branch)
+        self._requests = flush.RequestDesk(provider.name, branch, self._tell, ports.clock, ports.wall)
 
     # state ---------------------------------------------------------------------------------
     @property
@@ -230,6 +242,9 @@ class BranchWorker:
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.target)
                 self._deleted.add(item.target)
+            if isinstance(item.body, CommitRequested) and self._remote_tip is not None:
+                commits = flush.first_parents(self.repo.read_commit, self._remote_tip)
+                await self._requests.redelivered(commits, item, item.body)
             self._emit(self._decide.redelivered(item))
             self._settle([here])
             return
@@ -240,6 +255,12 @@ class BranchWorker:
             return
         if isinstance(body, TargetDeleted):
             await self._retire(item, body)
+        elif isinstance(body, CommitRequested):
+            action = await self._requests.take(self._decide.window, item, body)
+            if action is flush.FlushAction.CLOSE_NOW:
+                await self._finalize(CloseReason.COMMIT_REQUEST)
+            elif action is flush.FlushAction.NOTHING:
+                self._settle([here])
         elif isinstance(body, Write):
             if item.observed_at_ms:
                 delay_s = self._wall() - item.observed_at_ms / 1000
@@ -420,8 +441,31 @@ class BranchWorker:
         metrics.WINDOW_CLOSES.labels(*self._labels, reason).inc()
         await self._commit(closed.plan, closed.offsets)
 
+    def _add_sops_rules(self, plan: Plan, applied: Applied) -> None:
+        """The target folder's `.sops.yaml` with its age recipients, in the commit that first
+        writes an encrypted file there (`pipeline.sealing.sopsrules`); never over an existing one."""
+        target = self._decide.target(plan.target)
+        encryption = target.encryption if target is not None else None
+        if target is None or encryption is None or encryption.sops_config is not None or not applied.changed:
+            return
+        if not encryption.age_recipients or not any(
+            content is not None and is_sealed_path(path) for path, (content, _) in plan.writes.items()
+        ):
+            return
+        path = sops_rules_path(normalize_target_path(target.path))
+        if self._tree.get(path) is not None:
+            return
+        content = sops_rules(encryption.age_recipients)
+        try:
+            self._tree.put(path, blob_sha(content))
+        except IsADirectoryError:
+            return
+        self.repo.store_blob(content)
+        applied.paths.append(f"create {path}")
+
     def _make_commit(self, plan: Plan) -> str | None:
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
+        self._add_sops_rules(plan, applied)
         for path in applied.refused:
             logger.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
@@ -450,6 +494,7 @@ class BranchWorker:
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
         if sha is None:
+            await self._requests.unchanged(plan.target, plan.requests)
             if not self._pending:
                 self._settle_finalized()
             return
@@ -527,18 +572,26 @@ class BranchWorker:
 
     async def _report(self, outcome: PushOutcome, message: str) -> None:
         """Each target's newest unpushed commit and what the push did with it (best effort)."""
-        on_result = self._ports.on_result
-        if on_result is None:
+        if self._ports.on_result is None:
             return
         newest = {pending.plan.target: pending.sha for pending in self._pending}
         for target, sha in newest.items():
             result = TargetResult(
                 target, self.provider.name, self.branch, sha, outcome, int(self._wall() * 1000), message
             )
-            try:
-                await on_result(result)
-            except LogError as exc:
-                logger.warning("reporting the push result of target %s failed: %s", target, exc)
+            await self._tell(result)
+        carried = [(p.plan.target, p.sha, p.plan.requests) for p in self._pending if p.plan.requests]
+        await self._requests.pushed(carried, outcome is PushOutcome.SUCCEEDED, message)
+
+    async def _tell(self, result: TargetResult | RequestResult) -> None:
+        """Report one result on the log (best effort: a lost report leaves only a status behind)."""
+        on_result = self._ports.on_result
+        if on_result is None:
+            return
+        try:
+            await on_result(result)
+        except LogError as exc:
+            logger.warning("reporting a result of target %s failed: %s", result.target, exc)
 
     async def _pushed(self) -> None:
         self._remote_tip = self._tip

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import TargetDeleted, WorkItem, decode_work
+from pipeline.codec.commit_request_result import RequestResult, encode_request_result
 from pipeline.codec.credentials_report import CredentialsReport, encode_credentials
 from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.object_state import ObjectState, decode_state, target_prefix
@@ -513,9 +514,10 @@ class CommitWorker(RebalanceListener):
         what = f"looking for target {item.target}'s deletion on {tp}"
         return await until_done(scan, log_retry(), logger, what)
 
-    async def _report_result(self, result: TargetResult) -> None:
-        """Custom-resource mode: the controller shows it in the GitTarget's status."""
-        await self.log.append_many(self._config_topic, [encode_result(result)])
+    async def _report_result(self, result: TargetResult | RequestResult) -> None:
+        """Custom-resource mode: the controller shows it in the GitTarget's (or CommitRequest's) status."""
+        record = encode_request_result(result) if isinstance(result, RequestResult) else encode_result(result)
+        await self.log.append_many(self._config_topic, [record])
 
     async def _report_credentials(self, report: CredentialsReport) -> None:
         """Custom-resource mode: the controller shows it in the GitProvider's status."""

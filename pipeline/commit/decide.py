@@ -36,6 +36,7 @@ from pipeline.codec.branch_work import (
     Write,
 )
 from pipeline.codec.object_state import ObjectKey, ObjectState
+from pipeline.commit import flush
 from pipeline.commit.identity import (
     COMMITTER_KIND,
     UNRESOLVED,
@@ -408,6 +409,8 @@ class Decider:
             return CloseReason.SILENCE
         if window.aged_before(made_ms):
             return CloseReason.MAX_AGE
+        if window.request_due(made_ms):
+            return CloseReason.COMMIT_REQUEST
         if window.key != CommitWindow.key_of(write.author, staged.item.target):
             return CloseReason.AUTHOR_CHANGE
         return None
@@ -464,6 +467,8 @@ class Decider:
             label = author.username
         byline = Byline(identity, kind, label, self._time_s(window.last_observed_ms), tuple(window.tiers))
         target = self.target(window.target)
+        # a CommitRequest's own message wins over the target's template
+        template = flush.request_template(window) or (target.commit_message if target is not None else None)
         return _plan(
             PlanKind.WINDOW,
             window.target,
@@ -471,8 +476,9 @@ class Decider:
             byline,
             window.writes,
             observed_at_ms=window.first_observed_ms,
-            template=target.commit_message if target is not None else None,
+            template=template,
             states=states,
+            requests=tuple(window.requests),
         )
 
     # snapshots ---------------------------------------------------------------------------------
@@ -551,6 +557,7 @@ class Decider:
             states=states,
             resource=end.resource,
             revision=revision,
+            template=target.commit_message if target is not None else None,
         )
         return plan, skips
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pipeline.commit.gomessages import reconcile_lines, window_lines
 from pipeline.commit.position import LogPosition
 from pipeline.config import CommitMessageSettings
 from pipeline.msgtemplate import TemplateValue, clean_line, render_body, render_subject
@@ -108,12 +109,18 @@ def window_message(
     attributions: Iterable[str],
     at: LogPosition,
     template: CommitMessageSettings | None = None,
+    username: str = "",
 ) -> str:
     """`[OP] apiVersion/resource/name` for one object, `<author> on <target>: N resource(s)` for more.
 
     The body lists every object; the trailers carry attribution tiers and the work offset. A
-    target's template replaces the subject and/or body; the trailers are appended regardless.
+    target's template replaces the subject and/or body, a Go template (gitops-reverser's, with
+    the raw `username`) the whole text; the trailers are appended regardless.
     """
+    trailers = _trailers(at, attributions)
+    written = window_lines(template, objects, username, target)
+    if written is not None:
+        return "\n".join([*written, "", *trailers]) + "\n"
     if len(objects) == 1:
         subject = objects[0].subject()
     else:
@@ -125,7 +132,6 @@ def window_message(
             subject = render_subject(template.subject, values) or subject
         if template.body is not None:
             body = render_body(template.body, values)
-    trailers = _trailers(at, attributions)
     return "\n".join([subject, "", *body, "", *trailers]) + "\n"
 
 
@@ -136,12 +142,19 @@ def reconcile_message(
     target: str,
     at: LogPosition,
     changed: Sequence[str],
+    template: CommitMessageSettings | None = None,
+    group: str = "",
+    version: str = "",
 ) -> str:
-    """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed."""
+    """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed;
+    a target's Go `reconcile_template` writes the text instead (the trailers follow either way)."""
+    trailers = _trailers(at, [f"snapshot {target}"])
+    written = reconcile_lines(template, count, target, group, version, resource, revision)
+    if written is not None:
+        return "\n".join([*written, "", *trailers]) + "\n"
     subject = f"reconciled {count} {resource or 'resources'}"
     if revision:
         subject += f" (last resourceVersion: {revision})"
-    trailers = _trailers(at, [f"snapshot {target}"])
     paths = [clean_line(path) for path in changed]
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 

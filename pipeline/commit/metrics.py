@@ -50,6 +50,12 @@ class SkipReason(StrEnum):
     OPERATION_FILTERED = "operation_filtered"
 
 
+MESSAGE_FALLBACKS = Counter(
+    "reverser_commit_message_template_fallbacks_total",
+    "Commits whose Go message template (eventTemplate, groupTemplate, reconcileTemplate) failed on "
+    "their data or rendered nothing, so gitops-reverser's default template wrote the message.",
+    ["target", "kind"],
+)
 CREDENTIALS_ERRORS = Counter(
     "reverser_commit_credentials_errors_total",
     "Times a provider's credentials from its Secret were unusable, by reason (not_found, forbidden, "

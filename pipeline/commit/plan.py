@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypedDict
 
+from pipeline.codec.branch_work import CommitRequested
 from pipeline.commit.git.tree import GitTree
-from pipeline.commit.identity import COMMITTER_KIND, Identity
+from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, Identity
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
     ChangedObject,
@@ -128,6 +129,7 @@ class PlanParts(TypedDict, total=False):
     revision: str
     template: CommitMessageSettings | None
     states: list[PendingRecord]
+    requests: tuple[CommitRequested, ...]
     retired: Retired | None
 
 
@@ -151,6 +153,8 @@ class Plan:
     template: CommitMessageSettings | None = None
     # object-state records to write once this plan is on the remote (statebook.py)
     states: list[PendingRecord] = field(default_factory=list)
+    # CommitRequests this commit answers (flush.py): reported with its sha once pushed
+    requests: tuple[CommitRequested, ...] = ()
     retired: Retired | None = None
     size: int = field(init=False, default=0)
 
@@ -252,10 +256,20 @@ def message_for(plan: Plan, applied: Applied) -> str:
         )
     if plan.kind is PlanKind.SNAPSHOT:
         return reconcile_message(
-            len(applied.paths), plan.resource, plan.revision, plan.target, plan.at, applied.paths
+            len(applied.paths),
+            plan.resource,
+            plan.revision,
+            plan.target,
+            plan.at,
+            applied.paths,
+            plan.template,
+            plan.sweep.group if plan.sweep is not None else "",
+            next((obj.version for _, obj in plan.writes.values()), ""),
         )
+    byline = plan.byline
+    username = "" if byline.kind in (COMMITTER_KIND, UNRESOLVED_KIND) else byline.label
     return window_message(
-        applied.objects, plan.byline.label, plan.target, plan.byline.attributions, plan.at, plan.template
+        applied.objects, byline.label, plan.target, byline.attributions, plan.at, plan.template, username
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec.branch_work import WorkItem
+from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.object_state import ObjectState
 from pipeline.codec.target_result import TargetResult
 from pipeline.log.api import PendingRecord
@@ -42,8 +43,9 @@ StateSink = Callable[[list[PendingRecord]], None]
 Park = Callable[[WorkItem, Exception], Awaitable[None]]
 #: Whether a `TargetDeleted` of the item's target follows the item on its partition (read from the log).
 DeletionAhead = Callable[[WorkItem], Awaitable[bool]]
-#: Hears each target's last commit and push outcome (custom-resource status).
-ResultSink = Callable[[TargetResult], Awaitable[None]]
+#: Hears each target's last commit and push outcome, and what became of each CommitRequest
+#: (custom-resource status).
+ResultSink = Callable[[TargetResult | RequestResult], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

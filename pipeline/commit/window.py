@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pipeline.codec.branch_work import WorkAuthor
+from pipeline.codec.branch_work import CommitRequested, WorkAuthor
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.position import Offset
 from pipeline.config import ProviderSettings, TargetSettings
@@ -50,6 +50,7 @@ class CloseReason(StrEnum):
     SHUTDOWN = "shutdown"
     REVOKED = "revoked"
     TARGET_DELETED = "target_deleted"
+    COMMIT_REQUEST = "commit_request"
 
 
 @dataclass(slots=True)
@@ -73,6 +74,12 @@ class CommitWindow:
     last_observed_ms: int = 0
     first_event_ms: int = 0
     last_event_ms: int = 0
+    # CommitRequests attached to this window (pipeline/commit/flush.py): the first one's message
+    # names the commit, and the window closes at `close_at` on the clock (`close_at_ms` in event
+    # time) if nothing closes it before.
+    requests: list[CommitRequested] = field(default_factory=list)
+    close_at: float | None = None
+    close_at_ms: int = 0
 
     @staticmethod
     def key_of(author: WorkAuthor, target: str) -> WindowKey:
@@ -127,7 +134,16 @@ class CommitWindow:
         """Move the clock deadline after a write: the silence from now, never past the maximum age."""
         self.touched_at = now
         self.deadline = min(now + self.silence_s, self.opened_at + self.max_age_s)
+        if self.close_at is not None:
+            self.deadline = min(self.deadline, self.close_at)
+
+    def request_due(self, event_ms: int) -> bool:
+        """Whether a write made at `event_ms` comes after an attached request's close time: the
+        request's window is committed first (so a replay closes it where the live run did)."""
+        return bool(self.close_at_ms) and event_ms >= self.close_at_ms
 
     def clock_close_reason(self, now: float) -> CloseReason:
-        """Why the window closes once its clock deadline passed: silence if that ran out, else age."""
+        """Why the window closes once its clock deadline passed: a request's delay, silence, or age."""
+        if self.close_at is not None and now >= self.close_at:
+            return CloseReason.COMMIT_REQUEST
         return CloseReason.SILENCE if now >= self.touched_at + self.silence_s else CloseReason.MAX_AGE

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 
 from pipeline.config import Settings, load_settings
+from pipeline.customresources.commitrequest import check_lines
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.export import ExportError, export_resources
-from pipeline.customresources.objects import CustomResource, CustomResourceError, parse_object
+from pipeline.customresources.objects import CustomResource, CustomResourceError, Kind, parse_object
 from pipeline.customresources.state import publishable
 from pipeline.exitcodes import ExitCode, usage_error
 
@@ -79,7 +80,10 @@ def _check(args: argparse.Namespace) -> int:
             failed = True
     compiled = publishable(objects, home_namespace=namespace, base=base)
     print_report(compiled)
-    return ExitCode.FINDINGS if failed or compiled.errors else ExitCode.OK
+    lines, bad_requests = check_lines(o for o in objects if o.ref.kind is Kind.COMMIT_REQUEST)
+    for line in lines:
+        print(line)
+    return ExitCode.FINDINGS if failed or bad_requests or compiled.errors else ExitCode.OK
 
 
 def print_report(compiled: CompiledConfig) -> None:

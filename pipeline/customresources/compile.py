@@ -31,7 +31,11 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
-from pipeline.customresources.objects import CustomResource, Kind, ObjectRef, effective_name
+from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
+from pipeline.customresources.clusterprovider import OVERRIDE_FIELDS, ClusterProviders, SourceRefusal
+from pipeline.customresources.commitmessages import SUPPORTED_PATHS as MESSAGE_PATHS
+from pipeline.customresources.commitmessages import message_templates
+from pipeline.customresources.objects import CONFIG_KINDS, CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.tenancy import (
     BudgetExceeded,
@@ -40,9 +44,11 @@ from pipeline.customresources.tenancy import (
     TenantBoundary,
     age_order,
 )
+from pipeline.customresources.typos import meant_field
 from pipeline.gitnames import paths_overlap
 from pipeline.globs import GlobError, check_glob, glob_match
 from pipeline.prune import Prune
+from pipeline.sealing.sealer import digest_key_problem
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
@@ -69,6 +75,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.knownHostsRef.kind",
         "spec.knownHostsRef.name",
         "spec.commit.signing.secretRef.name",
+        "spec.commit.signing.generateWhenMissing",
+        *MESSAGE_PATHS,
         "spec.pipeline",
     ),
     Kind.GIT_TARGET: (
@@ -81,7 +89,14 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.provider",
         "spec.encryption.age.enabled",
         "spec.encryption.age.recipients.publicKeys",
+        "spec.encryption.age.recipients.extractFromSecret",
+        "spec.encryption.age.recipients.generateWhenMissing",
+        "spec.encryption.secretRef.name",
+        "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
+        *MESSAGE_PATHS,
+        "spec.allowedSourceNamespaces.names",
+        "spec.allowedSourceNamespaces.selector",
         "spec.pipeline",
     ),
     Kind.WATCH_RULE: (
@@ -91,6 +106,14 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].sourceNamespace",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
+    ),
+    Kind.CLUSTER_PROVIDER: (
+        "spec.allowedNamespaces.names",
+        "spec.allowedNamespaces.selector",
+        "spec.accessFrom.names",
+        "spec.accessFrom.selector",
+        *(f"spec.{flag}" for flag in OVERRIDE_FIELDS),
     ),
     Kind.CLUSTER_WATCH_RULE: (
         "spec.targetRef",
@@ -98,6 +121,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.rules[].apiGroups",
         "spec.rules[].objectSelector",
         "spec.rules[].operations",
+        "spec.rules[].apiVersions",
         "spec.rules[].scope",
     ),
 }
@@ -255,19 +279,29 @@ def _unsupported(resource: CustomResource, meter: StepMeter) -> list[str]:
 
 
 def _errors_of(exc: ValidationError, paths: Mapping[str, str], fallback: str) -> list[FieldProblem]:
-    """Pydantic errors with each location translated to the custom resource's field."""
+    """Pydantic errors with each location translated to the custom resource's field.
+
+    `paths` maps a field (or a dotted path into one, `signing.key_secret`) to the field the user
+    wrote; the longest mapped prefix of a location wins.
+    """
     problems: list[FieldProblem] = []
     for item in exc.errors():
         loc = [str(part) for part in item["loc"]]
-        head = loc[0] if loc else ""
-        if head in paths:
-            where = ".".join([paths[head], *loc[1:]])
+        mapped = next((i for i in range(len(loc), 0, -1) if ".".join(loc[:i]) in paths), 0)
+        if mapped:
+            where = _field_path(paths[".".join(loc[:mapped])], loc[mapped:])
         elif loc:
-            where = ".".join([fallback, *loc])
+            where = _field_path(fallback, loc)
         else:
             where = "spec"
         problems.append(FieldProblem(where, item["msg"]))
     return problems
+
+
+def _field_path(base: str, parts: list[str]) -> str:
+    """`base` and the rest of a location the way the rest of this module spells fields:
+    `publicKeys[0]`, as `spec.rules[1]`, not `publicKeys.0`."""
+    return base + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts)
 
 
 def _validate(
@@ -360,7 +394,7 @@ def _signing(resource: CustomResource, extension: dict[str, Any], report: Object
     """`spec.commit.signing.secretRef` as SSH signing with the key of that Secret (its namespace).
 
     Only the reference is published; the commit worker reads the key. `generateWhenMissing` is
-    left to the unsupported fields: it would need `create`/`update` on Secrets (docs/secrets.md).
+    the configuration controller's (signingkeys.py): it makes the key once, in that Secret.
     """
     signing = _get(resource.spec, "commit", "signing")
     if not signing:
@@ -410,7 +444,15 @@ def _provider(
     data.update(_references(resource, extension, report))
     signing = _signing(resource, extension, report)
     data.update(signing)
-    paths = {**_PROVIDER_PATHS, "signing": "spec.commit.signing"} if signing else _PROVIDER_PATHS
+    paths = (
+        {
+            **_PROVIDER_PATHS,
+            "signing": "spec.commit.signing",
+            "signing.key_secret": "spec.commit.signing.secretRef",
+        }
+        if signing
+        else _PROVIDER_PATHS
+    )
     data["default_branch"] = literal[0] if literal else "main"
     committer = _get(spec, "commit", "committer") or {}
     if isinstance(committer, dict) and committer:
@@ -420,9 +462,13 @@ def _provider(
     window = _get(spec, "push", "commitWindow")
     if window is not None:
         try:
-            data["commit_window_s"] = max(0.0, go_duration_s(str(window)))
+            seconds = go_duration_s(str(window))
         except ValueError as exc:
             report.errors.append(FieldProblem("spec.push.commitWindow", str(exc)))
+        else:
+            if seconds < 0:
+                report.errors.append(FieldProblem("spec.push.commitWindow", f"{window!r} is negative"))
+            data["commit_window_s"] = seconds
     if report.errors:
         return None
     provider, errors = _validate(ProviderSettings, data, paths, "spec.pipeline")
@@ -465,6 +511,19 @@ _TARGET_PATHS = {
 _TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
 
 
+def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
+    """Where a TargetSettings error is reported: encryption at the field the user wrote it in."""
+    pipeline = spec.get("pipeline")
+    if isinstance(pipeline, dict) and "encryption" in pipeline:
+        return _TARGET_PATHS
+    return {
+        **_TARGET_PATHS,
+        "encryption": "spec.encryption",
+        "encryption.age_recipients": "spec.encryption.age.recipients.publicKeys",
+        "encryption.age_key_secret": "spec.encryption.secretRef",
+    }
+
+
 def _target(
     resource: CustomResource,
     name: str,
@@ -472,6 +531,8 @@ def _target(
     boundary: TenantBoundary,
     report: ObjectReport,
     meter: StepMeter,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
+    clusters: ClusterProviders,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
     spec = resource.spec
@@ -507,6 +568,7 @@ def _target(
                 )
     data["cluster"] = _get(spec, "clusterProviderRef", "name") or "default"
     report.errors.extend(boundary.cluster_problems(namespace, str(data["cluster"])))
+    report.errors.extend(clusters.target_problems(namespace, str(data["cluster"])))
     mode = _get(spec, "prune", "mode")
     if mode:
         data["prune"] = _PRUNE_MODES.get(str(mode).lower(), str(mode))
@@ -515,7 +577,9 @@ def _target(
         author_mode = _attribution(enabled, "attribution" in extension, report)
         if author_mode is not None:
             data["attribution"] = author_mode
-    encryption = _encryption(spec.get("encryption") or {}, extension.get("encryption"), report)
+    encryption = _encryption(
+        spec.get("encryption") or {}, extension.get("encryption"), namespace, age_keys, report
+    )
     if encryption is None:
         data.pop("encryption", None)
     else:
@@ -543,8 +607,21 @@ def _attribution(enabled: Any, extension_sets_it: bool, report: ObjectReport) ->
     return mode_of_enabled(enabled)
 
 
-def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str, Any] | None:
-    """SOPS+age from `spec.encryption` (age public keys) merged with `spec.pipeline.encryption`."""
+def _encryption(
+    upstream: Any,
+    extension: Any,
+    namespace: str,
+    age_keys: Mapping[KeySource, KeyResolution] | None,
+    report: ObjectReport,
+) -> dict[str, Any] | None:
+    """SOPS+age from `spec.encryption` merged with `spec.pipeline.encryption`.
+
+    The recipients are `age.recipients.publicKeys` plus, with `extractFromSecret`, the public keys
+    of the `secretRef` Secret's `*.agekey` entries as the controller read them (`age_keys`; None
+    offline, where the Secret is only named). A key Secret that yields none is this target's error
+    at `spec.encryption.secretRef`, naming the Secret and the entry: the target stalls, the rest of
+    the configuration does not.
+    """
     merged: dict[str, Any] = dict(extension) if isinstance(extension, dict) else {}
     if not upstream:
         return merged or None
@@ -562,18 +639,37 @@ def _encryption(upstream: Any, extension: Any, report: ObjectReport) -> dict[str
         if not isinstance(keys, list) or not isinstance(more, list):
             report.errors.append(FieldProblem("spec.encryption.age.recipients.publicKeys", "must be a list"))
             return None
-        merged["age_recipients"] = [*keys, *more]
+        recipients = [*keys, *more]
+        source, problems = key_source(namespace, upstream)
+        report.errors.extend(problems)
+        if source is not None:
+            merged["age_key_secret"] = {"namespace": source.namespace, "name": source.name}
+            merged["generate_age_key"] = source.generate
+            if age_keys is not None:
+                found = age_keys.get(source) or KeyResolution(
+                    error=f"Secret {source.describe()} was not read yet"
+                )
+                if found.recipients:
+                    recipients += found.recipients
+                else:
+                    report.errors.append(FieldProblem(SECRET_REF_FIELD, found.error))
+        merged["age_recipients"] = recipients
     return merged or None
 
 
 def _rule_items(
-    resource: CustomResource, boundary: TenantBoundary, report: ObjectReport, meter: StepMeter
+    resource: CustomResource,
+    boundary: TenantBoundary,
+    report: ObjectReport,
+    meter: StepMeter,
+    source_gate: Callable[[str], SourceRefusal | None],
 ) -> tuple[list[tuple[int, WatchRule]], list[ItemProblem]]:
-    """Each `spec.rules[]` item as one WatchRule of the YAML file, or an ItemProblem."""
+    """Each `spec.rules[]` item as one WatchRule of the YAML file, or an ItemProblem.
+
+    `source_gate` says whether an item may watch the namespace it names (clusterprovider.py)."""
     rules: list[tuple[int, WatchRule]] = []
     problems: list[ItemProblem] = []
     cluster_kind = resource.ref.kind is Kind.CLUSTER_WATCH_RULE
-    home_namespace = boundary.home_namespace
     items = resource.spec.get("rules")
     if not isinstance(items, list) or not items:
         report.errors.append(FieldProblem("spec.rules", "needs at least one rule"))
@@ -583,7 +679,7 @@ def _rule_items(
         if not isinstance(item, dict):
             report.errors.append(FieldProblem(where, "must be a mapping"))
             continue
-        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations")}
+        listed = {key: item.get(key) or [] for key in ("resources", "apiGroups", "operations", "apiVersions")}
         wrong = [key for key, value in listed.items() if not isinstance(value, list)]
         if wrong:
             report.errors.extend(FieldProblem(f"{where}.{key}", "must be a list") for key in wrong)
@@ -607,14 +703,14 @@ def _rule_items(
         data: dict[str, Any] = {"resources": entries}
         if operations and "*" not in operations and operations != ALL_OPERATIONS:
             data["operations"] = sorted(operations)
+        versions = [str(v) for v in listed["apiVersions"]]
+        if versions and "*" not in versions:
+            data["versions"] = list(dict.fromkeys(versions))
         if not cluster_kind:
-            source = item.get("sourceNamespace") or resource.ref.namespace
-            if source != resource.ref.namespace and resource.ref.namespace != home_namespace:
-                refuse(
-                    "SourceNamespaceForbidden",
-                    f"only a WatchRule in the controller's namespace {home_namespace!r} may watch "
-                    f"another namespace ({source!r})",
-                )
+            source = str(item.get("sourceNamespace") or resource.ref.namespace)
+            refusal = source_gate(source)
+            if refusal is not None:
+                refuse(refusal.reason, refusal.message)
                 continue
             if source == "*":
                 data["cluster_wide"] = True
@@ -634,6 +730,7 @@ def _rule_items(
                 "cluster_wide": f"{where}.sourceNamespace",
                 "label_selector": f"{where}.objectSelector",
                 "operations": f"{where}.operations",
+                "versions": f"{where}.apiVersions",
             },
             where,
         )
@@ -759,8 +856,16 @@ def compile_resources(
     base: Settings | None = None,
     limits: CompileLimits | None = None,
     excluded: Mapping[ObjectRef, str] | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `environ` is the controller's environment, which every replica's pods share: a target with
+    encryption whose digest key variable it lacks is that target's error (offline, None: not asked).
+
+    `age_keys` are the key Secrets the controller read (`pipeline.customresources.agekeys`); None
+    (offline) checks everything else about a GitTarget that names one.
 
     `base.custom_resources.tenants` is the platform's grant to other namespaces (none: they get no
     provider or target). `excluded` objects are left out with the message given (the config record
@@ -773,6 +878,8 @@ def compile_resources(
     reports: dict[ObjectRef, ObjectReport] = {}
     unique: list[CustomResource] = []
     for resource in sorted(objects, key=lambda r: r.ref):
+        if resource.ref.kind not in CONFIG_KINDS:
+            continue  # an action on a target, not configuration (commitrequest.py)
         if resource.ref not in reports:
             reports[resource.ref] = ObjectReport(resource.ref, resource.generation)
             unique.append(resource)
@@ -795,6 +902,12 @@ def compile_resources(
         meter = meters[resource.ref] = StepMeter(boundary.limits.object_steps)
         unsupported = _isolated(report, meter, partial(_unsupported, resource, meter))
         if unsupported is not None:
+            typos = [(path, meant_field(path, _SUPPORTED[resource.ref.kind])) for path in unsupported]
+            report.errors.extend(
+                FieldProblem(path, f"unknown field (did you mean {meant}?)") for path, meant in typos if meant
+            )
+            if report.errors:
+                continue
             report.unsupported = unsupported
             by_kind[resource.ref.kind].append(resource)
 
@@ -802,6 +915,7 @@ def compile_resources(
         return effective_name(resource.ref.namespace, resource.ref.name, home_namespace)
 
     providers: dict[str, tuple[ProviderSettings, list[str]]] = {}
+    provider_messages: dict[str, dict[str, str]] = {}
     for resource in by_kind[Kind.GIT_PROVIDER]:
         report = reports[resource.ref]
         provider = _isolated(
@@ -809,12 +923,18 @@ def compile_resources(
             meters[resource.ref],
             partial(_provider, resource, name_of(resource), boundary, report),
         )
+        messages = message_templates(resource.spec, report.errors)
         if provider is not None and report.accepted:
+            provider_messages[provider.name] = messages
             providers[provider.name] = (
                 provider,
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
             )
 
+    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace)
+    for resource in by_kind[Kind.CLUSTER_PROVIDER]:
+        reports[resource.ref].errors.extend(clusters.problems.get(resource.ref.name, []))
+    targets_named = {name_of(t): t for t in by_kind[Kind.GIT_TARGET]}
     rules: dict[str, list[tuple[RuleOrigin, WatchRule]]] = {}
     item_problems: list[ItemProblem] = []
     rule_objects: dict[str, list[ObjectRef]] = {}
@@ -825,10 +945,12 @@ def compile_resources(
                 FieldProblem("spec.sourceNamespace", "moved to spec.rules[].sourceNamespace")
             )
         target = _rule_target(resource, home_namespace, report)
+        owner = targets_named.get(target or "")
+        gate = partial(clusters.source_refusal, resource.ref.namespace, target=owner)
         compiled_items = _isolated(
             report,
             meters[resource.ref],
-            partial(_rule_items, resource, boundary, report, meters[resource.ref]),
+            partial(_rule_items, resource, boundary, report, meters[resource.ref], gate),
         )
         if report.errors or target is None or compiled_items is None:
             continue
@@ -848,16 +970,31 @@ def compile_resources(
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
-        data = _target(resource, name, providers, boundary, report, meters[resource.ref])
-        if data is None:
+        meter = meters[resource.ref]
+        data = _target(resource, name, providers, boundary, report, meter, age_keys, clusters)
+        own_messages = message_templates(resource.spec, report.errors)
+        if data is None or report.errors:
             return
+        templates = {**provider_messages.get(str(data.get("provider")), {}), **own_messages}
+        if templates:
+            data["commit_message"] = {**(data.get("commit_message") or {}), **templates}
         mine = rules.get(name, [])
         data["rules"] = [rule.model_dump() for _, rule in mine]
-        target, errors = _validate(TargetSettings, data, _TARGET_PATHS, "spec.pipeline")
+        target, errors = _validate(TargetSettings, data, _target_paths(resource.spec), "spec.pipeline")
         report.errors.extend(errors)
         if target is None:
             return
         report.errors.extend(_outside(boundary, resource, target))
+        if environ is not None and target.encryption is not None:
+            missing = digest_key_problem(target.encryption, environ)
+            if missing is not None:
+                report.errors.append(
+                    FieldProblem(
+                        "spec.encryption",
+                        f"the pods have no digest key for encrypted Secrets: {missing} (the chart's "
+                        "secretsDigestKey provides REVERSER_SECRETS_DIGEST_KEY)",
+                    )
+                )
         provider = providers[target.provider][0]
         try:
             checked = Settings.model_validate(

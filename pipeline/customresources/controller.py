@@ -15,15 +15,34 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from typing import Any
 
 from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
+from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
+from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
+from pipeline.customresources.commitrequest import (
+    HANDLED,
+    Handled,
+    RequestStatusWriter,
+    read_request,
+    request_status,
+    request_work,
+)
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
-from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef
+from pipeline.customresources.objects import (
+    CONFIG_KINDS,
+    GROUP,
+    VERSION,
+    CustomResource,
+    Kind,
+    ObjectRef,
+)
 from pipeline.customresources.retire import deleted_targets
+from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret, requested
 from pipeline.customresources.state import ConfigState, encode_state, publishable
 from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
@@ -67,17 +86,19 @@ def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
 
 
 def _payload(obj: dict[str, Any]) -> bytes:
-    """The object as the store needs it: identity, generation and spec, never status."""
+    """The object as the store needs it: identity, generation and spec; status only for a
+    CommitRequest, whose status says whether it was already sent (commitrequest.py)."""
     meta = obj.get("metadata") or {}
     kept = {key: meta[key] for key in _METADATA_KEPT if key in meta}
-    return json.dumps(
-        {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "metadata": kept,
-            "spec": obj.get("spec"),
-        }
-    ).encode()
+    payload = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": kept,
+        "spec": obj.get("spec"),
+    }
+    if obj.get("kind") == Kind.COMMIT_REQUEST and isinstance(obj.get("status"), dict):
+        payload["status"] = obj["status"]
+    return json.dumps(payload).encode()
 
 
 class ConfigController:
@@ -111,10 +132,19 @@ class ConfigController:
         self.store: ObjectStore | None = None
         self.published: ConfigState | None = None
         self.status: StatusWriter | None = None
+        self.request_status: RequestStatusWriter | None = None
+        # uids of CommitRequests whose record this process appended (until their status shows it)
+        self._sent: set[str] = set()
+        # uids of CommitRequests refused for a field (counted and logged once)
+        self._refused: set[str] = set()
         self._source_clients: dict[str, KubeClient] = {}
         self._follower: ConfigFollower | None = None
         # (published version, streams per rule): resolved again only when the version changes
         self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
+        self._age_keys: AgeKeyReader | None = None
+        self._key_sources: set[KeySource] = set()
+        # signing Secrets (generateWhenMissing) this leadership found or made with a key
+        self._signing_ready: set[SigningSecret] = set()
 
     @property
     def leading(self) -> bool:
@@ -200,6 +230,8 @@ class ConfigController:
         for stream in self._streams:
             stream.start()
         self.status = StatusWriter(self._client)
+        self._age_keys = AgeKeyReader(self._client)
+        self.request_status = RequestStatusWriter(self._client)
         self._follower = follower
         self._work = [
             asyncio.create_task(self._publish_loop(store, follower), name="config controller publish"),
@@ -220,6 +252,8 @@ class ConfigController:
             await self._follower.close()
             self._follower = None
         self._rules = None
+        self._age_keys = None
+        self._signing_ready = set()
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
         writer, self._writer = self._writer, None
@@ -235,10 +269,13 @@ class ConfigController:
     async def _publish_loop(self, store: ObjectStore, follower: ConfigFollower) -> None:
         """Compile and publish on object changes; rewrite status on those and on commit results."""
         while True:
-            waits = [
+            waits: list[asyncio.Future[Any]] = [
                 asyncio.ensure_future(store.changed.wait()),
                 asyncio.ensure_future(follower.results_changed.wait()),
             ]
+            if self._key_sources:
+                # key Secrets are not watched: read them again now and then (agekeyreader.py)
+                waits.append(asyncio.ensure_future(asyncio.sleep(REFRESH_S)))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -261,7 +298,9 @@ class ConfigController:
                 store.changed.set()
                 await asyncio.sleep(1.0)
 
-    def _compile(self, objects: list[CustomResource]) -> tuple[CompiledConfig, bool]:
+    def _compile(
+        self, objects: list[CustomResource], age_keys: dict[KeySource, KeyResolution]
+    ) -> tuple[CompiledConfig, bool]:
         """The publishable configuration of `objects` and whether it differs from the published one.
 
         Runs in a worker thread: however many objects the tenants create, the loop (webhook,
@@ -269,14 +308,21 @@ class ConfigController:
         work is capped in steps by the compiler itself, which bounds the whole.
         """
         compiled = publishable(
-            objects, home_namespace=self._settings.custom_resources.namespace, base=self._settings
+            objects,
+            home_namespace=self._settings.custom_resources.namespace,
+            base=self._settings,
+            age_keys=age_keys,
+            environ=os.environ,
         )
         published = self.published
         return compiled, published is None or not published.same_content(compiled)
 
     async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        objects = store.objects()
+        age_keys = await self._read_age_keys(objects)
         started = time.monotonic()
-        compiled, changed = await asyncio.to_thread(self._compile, store.objects())
+        configuration = [o for o in objects if o.ref.kind in CONFIG_KINDS]
+        compiled, changed = await asyncio.to_thread(self._compile, configuration, age_keys)
         took_s = time.monotonic() - started
         if took_s > COMPILE_WARN_S:
             logger.warning("compiling %d objects took %.1f s", len(compiled.reports), took_s)
@@ -313,6 +359,7 @@ class ConfigController:
                 version,
                 "".join(f"; target {item.target} deleted" for item in deleted),
             )
+        await self._ensure_signing_keys(store, compiled)
         if self.status is not None and self.published is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(
@@ -327,9 +374,85 @@ class ConfigController:
                 follower.running_streams(),
                 follower.credentials,
                 {t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
+                follower.stream_states(),
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)
+        await self._serve_requests(store, follower)
+
+    async def _serve_requests(self, store: ObjectStore, follower: ConfigFollower) -> None:
+        """Send each new CommitRequest to its target's branch (once), and show what became of it."""
+        if self.published is None or self.request_status is None or self._writer is None:
+            return
+        home = self._settings.custom_resources.namespace
+        settings = self.published.compiled.settings(self._settings)
+        requests = [o for o in store.objects() if o.ref.kind is Kind.COMMIT_REQUEST]
+        statuses: list[tuple[ObjectRef, dict[str, Any]]] = []
+        work = []
+        sent: list[str] = []
+        for resource in requests:
+            ref = resource.ref
+            request = read_request(resource)
+            result = follower.requests.get((ref.namespace, ref.name))
+            if result is not None and result.uid != resource.uid:
+                result = None  # a result of an earlier object of the same name
+            if isinstance(request, list):
+                if resource.uid not in self._refused:
+                    self._refused.add(resource.uid)
+                    HANDLED.labels(Handled.INVALID).inc()
+                    for problem in request:
+                        logger.warning("%s: %s", ref.describe(), problem.describe())
+                statuses.append((ref, request_status(resource.generation, problems=request)))
+            elif self.request_status.final(ref, resource.status):
+                continue
+            elif result is not None:
+                statuses.append((ref, request_status(resource.generation, result=result)))
+            elif request.sent(resource.status) or resource.uid in self._sent:
+                continue
+            elif (item := request_work(request, settings, home, int(self._clock() * 1000))) is None:
+                why = (
+                    f"no valid GitTarget {ref.namespace}/{request.git_target} in the effective configuration"
+                )
+                statuses.append((ref, request_status(resource.generation, waiting_for=why)))
+            else:
+                work.append(item)
+                sent.append(resource.uid)
+                statuses.append((ref, request_status(resource.generation, branch=item.branch)))
+        if work:
+            await self._writer.append_topics({self._topics.branch_work: [work_record(item) for item in work]})
+            self._sent.update(sent)  # only once on the log: a failed append is tried again
+            HANDLED.labels(Handled.SENT).inc(len(sent))
+            logger.info("sent %d CommitRequest(s) to their branches", len(work))
+        for ref, wanted in statuses:
+            await self.request_status.write(ref, wanted)
+        self.request_status.forget(r.ref for r in requests)
+
+    async def _read_age_keys(self, objects: list[CustomResource]) -> dict[KeySource, KeyResolution]:
+        """The recipients of every age key Secret a GitTarget names (generated where it may be)."""
+        sources: set[KeySource] = set()
+        for resource in objects:
+            encryption = resource.spec.get("encryption")
+            if resource.ref.kind is Kind.GIT_TARGET and isinstance(encryption, dict):
+                source, _problems = key_source(resource.ref.namespace, encryption)  # compile reports them
+                if source is not None:
+                    sources.add(source)
+        self._key_sources = sources
+        if not sources or self._age_keys is None:
+            return {}
+        return await self._age_keys.resolve(sources)
+
+    async def _ensure_signing_keys(self, store: ObjectStore, compiled: CompiledConfig) -> None:
+        """Accepted GitProviders' `generateWhenMissing` signing Secrets hold a key (signingkeys.py)."""
+        if self._client is None:
+            return
+        accepted = [
+            o for o in store.objects() if (r := compiled.reports.get(o.ref)) is not None and r.accepted
+        ]
+        for secret in requested(accepted):
+            if secret not in self._signing_ready:
+                outcome = await ensure_signing_secret(self._client, secret)
+                if outcome in (KeyOutcome.EXISTS, KeyOutcome.CREATED, KeyOutcome.ADDED):
+                    self._signing_ready.add(secret)
 
     def _client_of(self, cluster: str) -> KubeClient:
         return self._source_clients[cluster]

@@ -103,16 +103,32 @@ def _target(target: TargetSettings, default_branch: str, namespace: str) -> dict
         exclude={"name", "provider", "branch", "path", "cluster", "prune", "rules", "encryption"},
     )
     if target.encryption is not None:
+        key_secret = target.encryption.age_key_secret
+        recipients: dict[str, Any] = {}
         if target.encryption.age_recipients:
-            spec["encryption"] = {
-                "provider": "sops",
-                "age": {
-                    "enabled": True,
-                    "recipients": {"publicKeys": list(target.encryption.age_recipients)},
-                },
-            }
-        rest = target.encryption.model_dump(mode="json", exclude_defaults=True, exclude={"age_recipients"})
-        if rest or not target.encryption.age_recipients:
+            recipients["publicKeys"] = list(target.encryption.age_recipients)
+        if key_secret is not None:
+            if key_secret.namespace != namespace:
+                raise ExportError(
+                    f"target {target.name!r}: encryption.age_key_secret is in namespace "
+                    f"{key_secret.namespace!r}, but the resources are exported to {namespace!r}; a "
+                    "GitTarget names only a Secret of its own namespace (export with --namespace "
+                    + key_secret.namespace
+                    + ")"
+                )
+            recipients["extractFromSecret"] = True
+            if target.encryption.generate_age_key:
+                recipients["generateWhenMissing"] = True
+        if recipients:
+            spec["encryption"] = {"provider": "sops", "age": {"enabled": True, "recipients": recipients}}
+            if key_secret is not None:
+                spec["encryption"]["secretRef"] = {"name": key_secret.name}
+        rest = target.encryption.model_dump(
+            mode="json",
+            exclude_defaults=True,
+            exclude={"age_recipients", "age_key_secret", "generate_age_key"},
+        )
+        if rest or not recipients:
             extension["encryption"] = rest
     if extension:
         spec["pipeline"] = extension
@@ -169,6 +185,8 @@ def _items(target: str, rule: WatchRule, source: str | None) -> list[dict[str, A
             item["objectSelector"] = _object_selector(target, rule.label_selector)
         if rule.operations:
             item["operations"] = [operation.value for operation in rule.operations]
+        if rule.versions:
+            item["apiVersions"] = list(rule.versions)
         items.append(item)
     return items
 

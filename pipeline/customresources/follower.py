@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pipeline.codec import DecodeError
+from pipeline.codec.commit_request_result import REQUEST_KEY_PREFIX, RequestResult, decode_request_result
 from pipeline.codec.credentials_report import CREDENTIALS_KEY_PREFIX, CredentialsReport, decode_credentials
 from pipeline.codec.stream_report import REPORT_KEY_PREFIX, StreamReport, decode_report
 from pipeline.codec.target_result import RESULT_KEY_PREFIX, TargetResult, decode_result
@@ -53,6 +54,9 @@ class ConfigFollower:
         #: Whether each provider's credentials from its Secret work (`credentials/<provider>` records
         #: of the commit worker).
         self.credentials: dict[str, CredentialsReport] = {}
+        #: What became of each CommitRequest, by (namespace, name) (`commitrequest/...` records of
+        #: the commit worker).
+        self.requests: dict[tuple[str, str], RequestResult] = {}
         self.results_changed = asyncio.Event()
         # `catch_up` (a stage asking) and `follow` share one reader.
         self._reading = asyncio.Lock()
@@ -85,6 +89,12 @@ class ConfigFollower:
                     self.results[result.target] = result
                     self.results_changed.set()
                 continue
+            if record.key is not None and record.key.startswith(REQUEST_KEY_PREFIX):
+                request = _decoded(record, decode_request_result, "commit-request result")
+                if request is not None:
+                    self.requests[(request.namespace, request.name)] = request
+                    self.results_changed.set()
+                continue
             if record.key is not None and record.key.startswith(CREDENTIALS_KEY_PREFIX):
                 credentials = _decoded(record, decode_credentials, "credentials report")
                 if credentials is not None:
@@ -104,6 +114,10 @@ class ConfigFollower:
                 self.latest = state
                 newer = True
         return newer
+
+    def stream_states(self) -> dict[str, str]:
+        """Each reported stream's state (`Streaming`, `Replaying`, `Backoff`, ...) by identity."""
+        return {s.stream: s.state for report in self.reports.values() for s in report.streams}
 
     def running_streams(self) -> frozenset[str]:
         """The identities of every stream some cluster's leader reports as streaming."""

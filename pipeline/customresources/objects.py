@@ -1,4 +1,4 @@
-"""The four custom resource kinds: names, identity, and reading one object from YAML or the API."""
+"""The custom resource kinds: names, identity, and reading one object from YAML or the API."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "API_VERSION",
+    "CONFIG_KINDS",
     "GROUP",
     "VERSION",
     "CustomResource",
@@ -25,12 +26,14 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 
 class Kind(StrEnum):
-    """The kinds this project reads; ClusterProvider is not one (clusters stay in the YAML file)."""
+    """The kinds this project reads."""
 
     GIT_PROVIDER = "GitProvider"
     GIT_TARGET = "GitTarget"
     WATCH_RULE = "WatchRule"
     CLUSTER_WATCH_RULE = "ClusterWatchRule"
+    COMMIT_REQUEST = "CommitRequest"
+    CLUSTER_PROVIDER = "ClusterProvider"
 
     @property
     def plural(self) -> str:
@@ -38,7 +41,12 @@ class Kind(StrEnum):
 
     @property
     def namespaced(self) -> bool:
-        return self is not Kind.CLUSTER_WATCH_RULE
+        return self not in (Kind.CLUSTER_WATCH_RULE, Kind.CLUSTER_PROVIDER)
+
+
+#: The kinds compiled into the effective configuration. A CommitRequest is not configuration but
+#: a one-shot action on a target (pipeline/customresources/commitrequest.py).
+CONFIG_KINDS = frozenset(Kind) - {Kind.COMMIT_REQUEST}
 
 
 class CustomResourceError(ValueError):
@@ -63,7 +71,8 @@ class CustomResource:
     """One object: its identity, the generation its spec is at, and the spec as written.
 
     `created_at` (metadata.creationTimestamp; None offline, where objects have none yet) decides
-    which of two targets writing one folder keeps it: the older.
+    which of two targets writing one folder keeps it: the older. `status` is kept for the kinds
+    whose status says what was already done (a CommitRequest already sent), else empty.
     """
 
     ref: ObjectRef
@@ -72,6 +81,7 @@ class CustomResource:
     uid: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     created_at: datetime | None = None
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 def effective_name(namespace: str, name: str, home_namespace: str) -> str:
@@ -99,6 +109,14 @@ def parse_object(document: Any) -> CustomResource:
         known = ", ".join(k.value for k in Kind)
         raise CustomResourceError(f"kind: expected one of {known}, got {raw_kind!r}") from None
     metadata = document.get("metadata")
+    if (
+        isinstance(metadata, dict)
+        and not metadata.get("name")
+        and isinstance(metadata.get("generateName"), str)
+    ):
+        # a file for `kubectl create` (gitops-reverser's CommitRequest sample): the apiserver names
+        # it; offline it is checked under its prefix
+        metadata = {**metadata, "name": metadata["generateName"]}
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         raise CustomResourceError(f"{kind.value}: metadata.name is required")
     name = metadata["name"]
@@ -131,4 +149,5 @@ def parse_object(document: Any) -> CustomResource:
         uid=str(metadata.get("uid") or ""),
         annotations={str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {},
         created_at=created_at,
+        status=status if isinstance(status := document.get("status"), dict) else {},
     )

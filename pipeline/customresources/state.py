@@ -11,7 +11,7 @@ it, for every team, so the objects that make it too large are left out with that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -23,8 +23,10 @@ from pipeline.codec.config_state import (
     RuleSource,
     decode_config_state,
     encode_config_state,
+    settings_json,
 )
 from pipeline.config import Settings
+from pipeline.customresources.agekeys import KeyResolution, KeySource
 from pipeline.customresources.compile import (
     CompiledConfig,
     FieldProblem,
@@ -148,12 +150,12 @@ def _contributions(compiled: CompiledConfig, home_namespace: str) -> dict[Object
     }
     for provider in compiled.providers:
         ref = named[(Kind.GIT_PROVIDER, provider.name)]
-        sizes[ref] += len(provider.model_dump_json())
+        sizes[ref] += len(settings_json(provider))
     for target in compiled.targets:
         ref = named[(Kind.GIT_TARGET, target.name)]
-        sizes[ref] += len(target.model_copy(update={"rules": []}).model_dump_json())
+        sizes[ref] += len(settings_json(target.model_copy(update={"rules": []})))
         for origin, rule in zip(compiled.origins.get(target.name, []), target.rules, strict=True):
-            sizes[origin.ref] += len(rule.model_dump_json())
+            sizes[origin.ref] += len(settings_json(rule))
     return sizes
 
 
@@ -163,6 +165,8 @@ def publishable(
     home_namespace: str,
     base: Settings,
     limits: CompileLimits | None = None,
+    age_keys: Mapping[KeySource, KeyResolution] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -176,7 +180,13 @@ def publishable(
     excluded: dict[ObjectRef, str] = {}
     while True:
         compiled = compile_resources(
-            resources, home_namespace=home_namespace, base=base, limits=limits, excluded=excluded
+            resources,
+            home_namespace=home_namespace,
+            base=base,
+            limits=limits,
+            excluded=excluded,
+            age_keys=age_keys,
+            environ=environ,
         )
         size = record_bytes(compiled)
         if size <= limit:

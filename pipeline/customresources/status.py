@@ -20,12 +20,13 @@ from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.codec.target_result import TargetResult
 from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
+from pipeline.customresources.conditions import TargetStream, target_conditions
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
 from pipeline.gitcredentials import CredentialsReason
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
-__all__ = ["RuleStreams", "StatusWriter", "object_status", "resolve_rules"]
+__all__ = ["RuleStreams", "StatusWriter", "TargetView", "object_status", "resolve_rules", "target_view"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,34 @@ async def resolve_rules(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class TargetView:
+    """What a GitTarget's status needs beyond its report: whether it encrypts, and its streams
+    (None: not resolved yet) with the state their cluster's leader reported."""
+
+    encrypted: bool
+    streams: tuple[TargetStream, ...] | None
+
+
+def target_view(
+    compiled: CompiledConfig,
+    name: str,
+    rules: Mapping[ObjectRef, Sequence[RuleStreams]],
+    states: Mapping[str, str],
+) -> TargetView:
+    """The target's streams: those of the rule items whose origin is this target, by identity."""
+    target = next((t for t in compiled.targets if t.name == name), None)
+    if target is None:
+        return TargetView(False, None)
+    found: dict[str, TargetStream] = {}
+    for origin in compiled.origins.get(name, []):
+        for entry in rules.get(origin.ref, ()):
+            if entry.item == origin.item:
+                for described, identity in zip(entry.streams, entry.identities, strict=True):
+                    found.setdefault(identity, TargetStream(described, states.get(identity, "")))
+    return TargetView(target.encryption is not None, tuple(found.values()) if rules else None)
+
+
 def _condition(kind: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
     return {
         "type": kind,
@@ -152,6 +181,7 @@ def object_status(
     running: frozenset[str] | None = None,
     credentials: CredentialsReport | None = None,
     attribution: AttributionMode | None = None,
+    target: TargetView | None = None,
 ) -> dict[str, Any]:
     """The status of one object (without transition times): pure, for tests and the writer.
 
@@ -161,6 +191,9 @@ def object_status(
     it not Ready; the public half of a signing key read from its signing Secret is `signingPublicKey`.
     `attribution` is a GitTarget's effective mode (its own, else its cluster's): `attributionMode`,
     so `kubectl get` shows whether its commits name the person or the configured identity.
+    `target` (GitTargets) gives GR's conditions (`conditions.py`) and `lastPushTime`, the time of
+    the last push that succeeded (left as it is on the object while pushes fail: a merge patch
+    without it keeps the stored value).
     """
     generation = report.generation
     status: dict[str, Any] = {"observedGeneration": generation, "unsupportedFields": list(report.unsupported)}
@@ -171,6 +204,15 @@ def object_status(
     if result is not None:
         status["lastCommit"] = {"commit": result.commit, "branch": result.branch}
         status["lastPush"] = {"result": result.push, "time": _time(result.at_ms), "message": result.message}
+        if result.push == "Succeeded":
+            status["lastPushTime"] = _time(result.at_ms)
+    if target is not None:
+        if not report.errors:
+            total = len(target.streams or ())
+            streaming = sum(1 for s in target.streams or () if s.phase == "Streaming")
+            status["streams"] = {"summary": f"{streaming}/{total}", "total": total, "ready": streaming}
+        status["conditions"] = target_conditions(report, target.encrypted, target.streams, result)
+        return status
     if report.errors:
         message = "; ".join(e.describe() for e in report.errors)
         ready = _condition("Ready", False, "Invalid", message, generation)
@@ -210,7 +252,20 @@ def object_status(
         stalled = _condition("Stalled", False, "Accepted", "", generation)
     reconciling = _reconciling(None if report.errors else rules, running, generation)
     status["conditions"] = [ready, reconciling, stalled]
+    if rules is not None and not report.errors:
+        status["conditions"].append(_streams_running(reconciling, generation))
     return status
+
+
+def _streams_running(reconciling: dict[str, Any], generation: int) -> dict[str, Any]:
+    """A rule's `StreamsRunning` (gitops-reverser's condition and printer column): True once every
+    stream it resolved to streams, False while one does not yet or it resolved to none."""
+    reason = reconciling["reason"]
+    if reason == "StreamsRunning":
+        return _condition("StreamsRunning", True, "Succeeded", reconciling["message"], generation)
+    if reason == "StreamsStarting":
+        return _condition("StreamsRunning", False, "NotReady", reconciling["message"], generation)
+    return _condition("StreamsRunning", False, "NotStarted", "no stream is known to run yet", generation)
 
 
 def _now() -> str:
@@ -238,10 +293,12 @@ class StatusWriter:
         running: frozenset[str] | None = None,
         credentials: Mapping[str, CredentialsReport] | None = None,
         modes: Mapping[str, AttributionMode] | None = None,
+        states: Mapping[str, str] | None = None,
     ) -> int:
         """Write what changed; returns how many objects were patched.
 
-        `modes` is each compiled target's effective attribution mode, by target name.
+        `modes` is each compiled target's effective attribution mode, by target name; `states`
+        each reported stream's state by identity (GitTargets' `StreamsRunning`).
         """
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
@@ -258,6 +315,7 @@ class StatusWriter:
                 if ref.kind is Kind.GIT_PROVIDER
                 else None,
                 (modes or {}).get(name) if ref.kind is Kind.GIT_TARGET else None,
+                target_view(compiled, name, rules, states or {}) if ref.kind is Kind.GIT_TARGET else None,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:

@@ -490,6 +490,11 @@ class TenantBoundary:
                 for name, reaches in (
                     ("encryption.sops_config", encryption.sops_config is not None),
                     ("encryption.digest_key_env", encryption.digest_key_env != _DEFAULT_DIGEST_KEY_ENV),
+                    (
+                        "encryption.age_key_secret.namespace",
+                        encryption.age_key_secret is not None
+                        and encryption.age_key_secret.namespace != namespace,
+                    ),
                 )
                 if reaches
             ]

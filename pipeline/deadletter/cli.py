@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import getpass
 import hashlib
-import json
 import socket
 import time
 from collections.abc import Sequence
@@ -155,9 +154,10 @@ def render_list(book: Book, views: Sequence[LetterView], output: OutputFormat) -
     return "\n".join(lines)
 
 
-def render_show(v: LetterView, output: str) -> str:
-    if output == "json":
-        return json.dumps(v.model_dump(), indent=2, sort_keys=True)
+def render_show(v: LetterView, output: OutputFormat) -> str:
+    """One letter as labelled lines (`table`, the default), or as the document `list` prints per letter."""
+    if output is not OutputFormat.TABLE:
+        return document(v.model_dump(mode="json"), output)
     if v.decodes_now is None:
         decodes = f"unknown ({v.decode_error})"
     elif v.decodes_now:
@@ -295,7 +295,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(show, reads_existing_log=True)
     add_bootstrap_argument(show)
     show.add_argument("offset", type=_offset, metavar="OFFSET", help="the letter's offset (from list)")
-    show.add_argument("--output", choices=["text", "json"], default="text", help="output format")
+    add_output_argument(show)
     show.set_defaults(func=_run)
 
     replay = actions.add_parser(

@@ -43,9 +43,14 @@ PROVIDER = "demo"
 TARGET = "shop"
 STEP_PAUSE_S = 0.15
 CATCH_UP_TIMEOUT_S = 120.0
+#: The running demo's lag monitor refreshes this often, so the Burrow API it prints answers with
+#: the demo's groups seconds after the replay, not half a minute later.
+LAG_POLL_INTERVAL_S = 2.0
 
 
 DEMO_RESOURCES = ("configmaps", "apps/deployments")
+#: The API discovery of the recorded cluster (`write_demo_discovery`).
+DISCOVERY = Path(__file__).with_name("discovery.yaml")
 DEMO_SECRET = "clusters/default/shop/secrets/payment-gateway.sops.yaml"
 
 
@@ -77,6 +82,7 @@ def demo_settings(base: Settings) -> Settings:
             "workdir": workdir,
             "log": LogSettings(backend="embedded", topic_prefix=base.log.topic_prefix, fsync=False),
             "audit": AuditSettings(addr=base.audit.addr, allow_plain_http=True),
+            "lag": base.lag.model_copy(update={"poll_interval_s": LAG_POLL_INTERVAL_S}),
             "providers": [
                 ProviderSettings(
                     name=PROVIDER,
@@ -107,6 +113,15 @@ def write_demo_config(settings: Settings) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     document = settings.model_dump(mode="json", exclude_defaults=True)
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_demo_discovery(settings: Settings) -> Path:
+    """The recorded cluster's API discovery beside the configuration, for `reverser watch-rules
+    --discovery`: the demo has no apiserver to ask which resources its rules name."""
+    path = settings.workdir / "demo" / "discovery.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(DISCOVERY.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 

@@ -31,7 +31,7 @@ from pipeline.lag.offsets_topic import commit_feed_for
 from pipeline.lag.report import render_table, to_report
 from pipeline.lag.selection import GroupSelector
 from pipeline.lag.snapshot import LagSnapshot
-from pipeline.log import Log, open_log
+from pipeline.log import Log, LogInUseError, open_log
 from pipeline.tables import OutputFormat, add_output_argument, document
 
 __all__ = ["register"]
@@ -156,3 +156,11 @@ def _lag(args: argparse.Namespace) -> int:
         return asyncio.run(run_lag(settings, args.group, args.output, args.watch, args.interval))
     except KeyboardInterrupt:
         return ExitCode.OK
+    except LogInUseError as exc:
+        # The service holding the embedded log runs the lag monitor itself: point at its API.
+        host, port = split_host_port(settings.metrics.addr)
+        raise CommandError(
+            f"log unavailable: {exc}: while it runs, ask its lag monitor: curl -s "
+            f"http://{host}:{port}/v3/kafka/{settings.lag.cluster_name}/consumer",
+            ExitCode.UNAVAILABLE,
+        ) from None

@@ -264,6 +264,12 @@ class LogUnavailableError(LogError):
     """The log could not be reached or did not acknowledge in time, after bounded retries."""
 
 
+class LogInUseError(LogError):
+    """The embedded log is held by another process (a running `reverser run`): one process at a
+    time may open it. Not a `LogUnavailableError`, since retrying would wait for that process to
+    stop; a command that only reads can ask the running service instead."""
+
+
 class TopicNotFoundError(LogError):
     """The topic does not exist."""
 

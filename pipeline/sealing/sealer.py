@@ -28,7 +28,7 @@ from pipeline.sealing.document import SealedDocument, SealedDocumentError
 from pipeline.sealing.policy import is_sensitive, sensitive_set
 from pipeline.sealing.readable import encrypted_regex, sealable
 
-__all__ = ["Sealer", "SealingError", "find_sops", "sealer_for"]
+__all__ = ["Sealer", "SealingError", "digest_key_problem", "find_sops", "sealer_for"]
 
 MIN_DIGEST_KEY_BYTES = 32
 SOPS_TIMEOUT_S = 30.0
@@ -163,11 +163,28 @@ def sealer_for(target: TargetSettings, environ: Mapping[str, str] | None = None)
     settings = target.encryption
     if settings is None:
         return None
-    env = os.environ if environ is None else environ
-    key = env.get(settings.digest_key_env, "")
-    if len(key.encode()) < MIN_DIGEST_KEY_BYTES:
+    if not settings.age_recipients and settings.sops_config is None and settings.age_key_secret is not None:
+        # only the configuration controller reads a key Secret (custom resources); without its
+        # recipients there is nobody to encrypt to
         raise SealingError(
-            f"targets[{target.name}].encryption: environment variable {settings.digest_key_env} must hold "
-            f"a digest key of at least {MIN_DIGEST_KEY_BYTES} bytes"
+            f"targets[{target.name}].encryption: no recipients: the age keys of Secret "
+            f"{settings.age_key_secret.describe()} are read by the configuration controller "
+            "(custom_resources.enabled); list age_recipients in a file"
         )
-    return Sealer(settings, key.encode(), find_sops())
+    env = os.environ if environ is None else environ
+    missing = digest_key_problem(settings, env)
+    if missing is not None:
+        raise SealingError(f"targets[{target.name}].encryption: {missing}")
+    return Sealer(settings, env[settings.digest_key_env].encode(), find_sops())
+
+
+def digest_key_problem(settings: EncryptionSettings, environ: Mapping[str, str]) -> str | None:
+    """Why `environ` holds no usable digest key for these settings (naming the variable, never a
+    value), or None. The watch stage and the configuration controller ask the same question."""
+    key = environ.get(settings.digest_key_env, "")
+    if len(key.encode()) >= MIN_DIGEST_KEY_BYTES:
+        return None
+    return (
+        f"environment variable {settings.digest_key_env} must hold a digest key of at least "
+        f"{MIN_DIGEST_KEY_BYTES} bytes"
+    )

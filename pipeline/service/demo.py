@@ -22,6 +22,7 @@ from pipeline.demo.runner import (
     replay_recording,
     wait_until_committed,
     write_demo_config,
+    write_demo_discovery,
 )
 from pipeline.sealing.sealer import find_sops
 from pipeline.service.app import Service, run_until_signalled
@@ -64,22 +65,31 @@ async def run_demo(base: Settings, *, once: bool) -> int:
     )
     print(f"git repository: {remote}", flush=True)
     config = shell_word(write_demo_config(settings))
+    discovery = shell_word(write_demo_discovery(settings))
+    anytime = (
+        f"the watch streams of its rules: {reverser} watch-rules --config {config} --discovery {discovery}",
+    )
     afterwards = (
         f"consumer lag: {reverser} lag --config {config}",
         f"rebuild the branch: {reverser} replay branch --config {config} --provider {PROVIDER} "
         f"--branch main --into {shell_word(settings.workdir / 'demo' / 'replayed.git')}",
+        f"check the setup: {reverser} doctor --config {config}",
     )
-    if not once:
-        metrics_host, metrics_port = split_host_port(settings.metrics.addr)
-        print(f"serving the audit webhook on {audit_url} until interrupted", flush=True)
-        print(
-            f"consumer lag now (Burrow's API): curl -s "
-            f"http://{metrics_host}:{metrics_port}/v3/kafka/{settings.lag.cluster_name}/consumer",
-            flush=True,
-        )
-        print("after Ctrl-C (the service holds the embedded log until then):", flush=True)
+    if once:
+        for line in (*anytime, *afterwards):
+            print(line, flush=True)
+        return 0
+    metrics_host, metrics_port = split_host_port(settings.metrics.addr)
+    print(f"serving the audit webhook on {audit_url} until interrupted; meanwhile:", flush=True)
+    print(
+        f"consumer lag now (Burrow's API of the running service): curl -s "
+        f"http://{metrics_host}:{metrics_port}/v3/kafka/{settings.lag.cluster_name}/consumer",
+        flush=True,
+    )
+    for line in anytime:
+        print(line, flush=True)
+    print("after Ctrl-C (the service holds the embedded log until then):", flush=True)
     for line in afterwards:
         print(line, flush=True)
-    if not once:
-        await run_until_signalled(service, started=True)
+    await run_until_signalled(service, started=True)
     return 0

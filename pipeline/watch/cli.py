@@ -2,6 +2,8 @@
 
 It asks each source cluster's discovery, exactly as the service does, so an operator can see an
 unknown, ambiguous or excluded resource (and Secrets being left out) before starting the service.
+`--discovery FILE` resolves against recorded discovery instead (`pipeline.watch.discovery_file`),
+for every target, so rules can be checked where no cluster answers: in CI, or in the demo.
 """
 
 from __future__ import annotations
@@ -10,23 +12,37 @@ import argparse
 import asyncio
 import importlib
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pipeline.commandline import add_config_argument, settings_from_args
-from pipeline.config import Settings
-from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.config import ClusterSettings, Settings
+from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.tables import OutputFormat, add_output_argument, document
-from pipeline.watch.kube import UNREACHABLE, KubeError, open_client
+from pipeline.watch.discovery_file import read_discovery
+from pipeline.watch.kube import UNREACHABLE, ApiResource, KubeError, open_client
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 
 __all__ = ["register", "resolve_all"]
 
 
-async def resolve_all(settings: Settings) -> tuple[list[StreamSpec], list[RuleProblem]]:
-    """Streams and rule problems for every target, one discovery per source cluster."""
+async def resolve_all(
+    settings: Settings, recorded: Mapping[tuple[str, str], ApiResource] | None = None
+) -> tuple[list[StreamSpec], list[RuleProblem]]:
+    """Streams and rule problems for every target, one discovery per source cluster; with `recorded`,
+    every target is resolved against it and no cluster is asked (nor needs configuring)."""
     clusters = {c.name: c for c in settings.clusters}
     specs: list[StreamSpec] = []
     problems: list[RuleProblem] = []
+    if recorded is not None:
+        for target in settings.targets:
+            if target.rules:
+                cluster = clusters.get(target.cluster) or ClusterSettings(name=target.cluster)
+                target_specs, target_problems = resolve_target(target, cluster, recorded)
+                specs.extend(target_specs)
+                problems.extend(target_problems)
+        return specs, problems
     discovered: dict[str, Any] = {}
     for name in sorted({t.cluster for t in settings.targets if t.rules and t.cluster in clusters}):
         client = await open_client(clusters[name])
@@ -60,6 +76,13 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("watch-rules")
     add_config_argument(parser)
     add_output_argument(parser)
+    parser.add_argument(
+        "--discovery",
+        type=Path,
+        metavar="FILE",
+        help="resolve against recorded API discovery (APIResourceList documents, as `kubectl get "
+        "--raw /api/v1` prints them) instead of asking the clusters",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -70,11 +93,15 @@ _CUSTOM_RESOURCES_VIEW = "pipeline.customresources.rules_cli:run"
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if settings.custom_resources.enabled:
+        if args.discovery is not None:
+            raise usage_error("--discovery does not apply with custom_resources.enabled: the rules "
+                              "come from the clusters' custom resources")
         module_name, _, attr = _CUSTOM_RESOURCES_VIEW.partition(":")
         view: Any = getattr(importlib.import_module(module_name), attr)
         code: int = view(args, settings)
         return code
-    specs, problems = asyncio.run(resolve_all(settings))
+    recorded = read_discovery(args.discovery) if args.discovery is not None else None
+    specs, problems = asyncio.run(resolve_all(settings, recorded))
     unreachable = next((p for p in problems if p.reason == UNREACHABLE), None)
     if unreachable is not None:
         cluster = next(t.cluster for t in settings.targets if t.name == unreachable.target)

@@ -103,6 +103,8 @@ class ApiResource:
     kind: str
     namespaced: bool
     verbs: frozenset[str]
+    served: tuple[str, ...] = ()
+    """Every version the resource's group serves, preferred first (a rule's `versions` picks one)."""
 
     @property
     def api_prefix(self) -> str:
@@ -282,20 +284,21 @@ class KubeClient:
         core = await self.get_json("/api")
         core_versions = [str(v) for v in core.get("versions") or []]
         if core_versions:
-            await self._discover_version(found, "", core_versions[0])
+            await self._discover_version(found, "", core_versions[0], tuple(core_versions))
         groups = await self.get_json("/apis")
         for group in groups.get("groups") or []:
             name = str(group.get("name") or "")
+            versions = [str(v.get("version")) for v in group.get("versions") or [] if v.get("version")]
             preferred = (group.get("preferredVersion") or {}).get("version")
             if not preferred:
-                versions = group.get("versions") or []
-                preferred = versions[0].get("version") if versions else None
+                preferred = versions[0] if versions else None
             if name and preferred:
-                await self._discover_version(found, name, str(preferred))
+                served = (str(preferred), *(v for v in versions if v != preferred))
+                await self._discover_version(found, name, str(preferred), served)
         return found
 
     async def _discover_version(
-        self, found: dict[tuple[str, str], ApiResource], group: str, version: str
+        self, found: dict[tuple[str, str], ApiResource], group: str, version: str, served: tuple[str, ...]
     ) -> None:
         prefix = f"/api/{version}" if not group else f"/apis/{group}/{version}"
         try:
@@ -315,6 +318,7 @@ class KubeClient:
                 kind=str(entry.get("kind") or ""),
                 namespaced=bool(entry.get("namespaced")),
                 verbs=frozenset(str(v) for v in entry.get("verbs") or []),
+                served=served,
             )
 
 

@@ -192,14 +192,31 @@ def _add_streams(
     found: ApiResource,
     scopes: list[str],
 ) -> None:
-    """One stream per scope of `found`; a scope already watched with another selector is a problem."""
+    """One stream per scope of `found`, at the first of the rule's `versions` its group serves
+    (none: the preferred one); a scope already watched with another selector is a problem."""
+    version = found.version
+    if rule.versions:
+        served = found.served or (found.version,)
+        chosen = next((v for v in rule.versions if v in served), None)
+        if chosen is None:
+            problems.append(
+                RuleProblem(
+                    target.name,
+                    index,
+                    text,
+                    "VersionNotServed",
+                    f"{found.group or 'core'} serves {', '.join(served)}, none of {', '.join(rule.versions)}",
+                )
+            )
+            return
+        version = chosen
     for scope in scopes:
         spec = StreamSpec(
             target=target.name,
             cluster=cluster.name,
             route=cluster.route,
             group=found.group,
-            version=found.version,
+            version=version,
             resource=found.resource,
             kind=found.kind,
             namespaced=found.namespaced,

@@ -105,6 +105,7 @@ class Oracle:
             self._caps(key)
 
     def _evict(self, scope: Scope) -> None:
+        entry: Entry | None
         while scope.order:
             kind, key, seq = scope.order.pop(0)
             if kind == "collection":

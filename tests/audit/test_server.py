@@ -220,7 +220,7 @@ async def test_method_path_route_table(
 ) -> None:
     url = f"http://127.0.0.1:{running.ingress.port}{path}"
     body = json.dumps(event_list([write("t")])).encode()
-    async with http.request(method, aiohttp.client.URL(url, encoded=True), data=body) as resp:
+    async with http.request(method, aiohttp.client.URL(url, encoded=True), data=body) as resp:  # type: ignore[attr-defined]
         text = await resp.text()
         assert resp.status == status, text
         if status == 405:

@@ -25,7 +25,7 @@ def basic_authorization(username: str, password: str) -> str:
 
 
 class GitHttpServer:
-    """Serves every bare repository under `root` at `http://127.0.0.1:<port>/<name>.git`.
+    """Serves every bare repository under `root` at `http://<host>:<port>/<name>.git`.
 
     `refuse_for(s)` makes it answer every request 503 for `s` seconds (a Git host outage);
     `also_accepted` holds more Authorization values it takes (a rotation: old and new password);
@@ -33,8 +33,10 @@ class GitHttpServer:
     time), so a test can tell when each commit became visible on the remote.
     """
 
-    def __init__(self, root: Path, username: str, password: str) -> None:
+    def __init__(self, root: Path, username: str, password: str, host: str = "127.0.0.1") -> None:
         self.root = root
+        # Another address than loopback lets pods on a bridge reach it (tests/e2e/node).
+        self.host = host
         self.expected = basic_authorization(username, password)
         self.also_accepted: set[str] = set()
         self.requests: list[tuple[str, int]] = []
@@ -54,12 +56,12 @@ class GitHttpServer:
             def log_message(self, format: str, *args: object) -> None:
                 return
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://{self.host}:{self.httpd.server_address[1]}"
 
     def __enter__(self) -> GitHttpServer:
         self.thread.start()

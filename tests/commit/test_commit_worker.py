@@ -214,7 +214,7 @@ async def test_concurrent_foreign_pushes_lose_no_write(
             # Each chunk overlaps a foreign push (on a loaded machine the human may lose every
             # race while the worker pushes, and the work could otherwise end before one lands).
             await wait_for(
-                lambda landed=landed: len(pushed) > landed or not thread.is_alive(),
+                lambda landed=landed: len(pushed) > landed or not thread.is_alive(),  # type: ignore[misc]
                 what="a foreign push landing while the worker commits",
                 timeout_s=120,
             )

@@ -97,7 +97,7 @@ async def test_graceful_pod_delete_removes_at_intent_and_final_delete_is_a_no_op
     h = Harness(tmp_path)
     w = Work(step_ms=10_000)
     modified = recorded("pod/graceful-delete", "watch.modified.yaml")
-    live = {"type": "ADDED", "object": {k: v for k, v in modified["object"].items()}}
+    live: dict[str, Any] = {"type": "ADDED", "object": {k: v for k, v in modified["object"].items()}}
     live["object"]["metadata"] = {
         k: v for k, v in modified["object"]["metadata"].items() if k != "deletionTimestamp"
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.codec.branch_work import TargetDeleted, WorkItem
+from pipeline.codec.branch_work import CommitRequested, TargetDeleted, WorkItem
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
@@ -138,3 +138,36 @@ async def test_sigkill_after_a_target_deletion_then_a_late_record_is_not_written
     subjects = log_lines(remote, fmt="%s")
     assert subjects.count("removed gone/ of deleted target gone (prune Always)") == 1
     assert subjects[-1] == "[CREATE] v1/configmaps/b"
+
+
+@pytest.mark.parametrize("crash_at", ["committed", "pushed"])
+async def test_sigkill_around_a_commit_request_then_restart_commits_it_once(
+    settings: Settings, tmp_path: Path, crash_at: str
+) -> None:
+    """A CommitRequest closes a five-minute window; the worker process is killed after the commit
+    (before the push) or after the push (before the offsets): the restarted one, given the same
+    records again, leaves exactly one commit under the request's message."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = settings.model_copy(
+        update={
+            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
+            "providers": [
+                ProviderSettings(name="git", url=str(remote), commit_window_s=300, push_cooldown_s=0)
+            ],
+            "targets": [TargetSettings(name="t1", provider="git", path="live")],
+        }
+    )
+    w = Work(step_ms=10)
+    request = CommitRequested("team-a", "save-1", "uid-1", "save both", 0)
+    items = [
+        w.create(cm("a")),
+        w.create(cm("b")),
+        w._item(request, group="", version="", resource="", scope=""),
+    ]
+    await _append(cfg, items)
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(cfg.model_dump_json())
+    assert run_worker(settings_file, crash_at) == -9
+    assert run_worker(settings_file, None) == 0
+    assert log_lines(remote, fmt="%s") == ["save both"]
+    assert sorted(files(remote)) == ["live/team-a/configmaps/a.yaml", "live/team-a/configmaps/b.yaml"]

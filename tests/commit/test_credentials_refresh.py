@@ -66,10 +66,11 @@ async def password(access: SecretAccess) -> str:
 
 
 def errors(reason: CredentialsReason) -> float:
-    return metrics.CREDENTIALS_ERRORS.labels("rotating", reason)._value.get()
+    return float(metrics.CREDENTIALS_ERRORS.labels("rotating", reason)._value.get())
 
 
 async def test_the_secret_is_read_again_once_the_refresh_interval_has_passed(tmp_path: Path) -> None:
+    reports: list[CredentialsReport]
     objects, reports, clock = Objects(), [], Clock()
     objects.data[SECRET] = secret(OLD)
     access = access_for(tmp_path, 300, objects, reports, clock)
@@ -86,6 +87,7 @@ async def test_the_secret_is_read_again_once_the_refresh_interval_has_passed(tmp
 
 
 async def test_refresh_zero_reads_again_only_after_a_refusal(tmp_path: Path) -> None:
+    reports: list[CredentialsReport]
     objects, reports, clock = Objects(), [], Clock()
     objects.data[SECRET] = secret(OLD)
     access = access_for(tmp_path, 0, objects, reports, clock)
@@ -101,6 +103,7 @@ async def test_refresh_zero_reads_again_only_after_a_refusal(tmp_path: Path) -> 
 async def test_a_failed_refresh_keeps_the_credentials_in_use_and_reports_until_a_read_succeeds(
     tmp_path: Path,
 ) -> None:
+    reports: list[CredentialsReport]
     objects, reports, clock = Objects(), [], Clock()
     objects.data[SECRET] = secret(OLD)
     access = access_for(tmp_path, 60, objects, reports, clock)
@@ -134,6 +137,7 @@ async def test_a_failed_refresh_keeps_the_credentials_in_use_and_reports_until_a
 
 
 async def test_a_failed_refresh_then_a_refusal_leaves_no_credentials(tmp_path: Path) -> None:
+    reports: list[CredentialsReport]
     objects, reports, clock = Objects(), [], Clock()
     objects.data[SECRET] = secret(OLD)
     access = access_for(tmp_path, 60, objects, reports, clock)
@@ -153,6 +157,7 @@ async def test_a_rotation_reaches_the_real_remote_before_the_old_password_is_rev
     push after the refresh already sent the new one, so the revocation costs no refused push."""
     committer = Identity("Reverser", "reverser@example.com")
     with serving(tmp_path / "srv", ["repo.git"], "git-user", OLD) as server:
+        _reports: list[CredentialsReport]
         objects, _reports, clock = Objects(), [], Clock()
         objects.data[SECRET] = secret(OLD)
         settings = provider(300, f"{server.base_url}/repo.git")

@@ -92,7 +92,7 @@ def test_custom_resource_operations_map_to_the_rule_and_export_back() -> None:
     bad = [*documents[:2], {**documents[2], "spec": {"targetRef": {"name": "t"}, "rules": [rule(["PATCH"])]}}]
     report = compile_resources([parse_object(d) for d in bad], home_namespace="reverser").reports
     errors = [e for r in report.values() for e in r.errors]
-    assert [e.path for e in errors] == ["spec.rules[0].operations.0"]
+    assert [e.path for e in errors] == ["spec.rules[0].operations[0]"]
 
 
 async def test_the_commit_worker_applies_only_the_allowed_changes(

@@ -128,7 +128,8 @@ def test_rebuild_from_object_state_into_an_empty_remote_has_the_live_tree(
 
 
 def _state_topic(config: Path) -> str:
-    return yaml.safe_load(config.read_text())["log"]["topic_prefix"] + ".object-state"
+    prefix: str = yaml.safe_load(config.read_text())["log"]["topic_prefix"]
+    return prefix + ".object-state"
 
 
 def test_rebuild_into_a_drifted_remote_adds_updates_and_removes(

@@ -20,7 +20,7 @@ from pipeline.commit import metrics
 from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.git.access import provider_access
 from pipeline.commit.git.credentials import SecretAccess
-from pipeline.commit.git.repo import GitRemoteError
+from pipeline.commit.git.repo import GitRemoteError, LocalRepo
 from pipeline.config import (
     ClusterSettings,
     LogSettings,
@@ -54,7 +54,7 @@ def written_with(root: Path, value: bytes) -> list[Path]:
 
 
 def errors(provider: str, reason: CredentialsReason) -> float:
-    return metrics.CREDENTIALS_ERRORS.labels(provider, reason)._value.get()
+    return float(metrics.CREDENTIALS_ERRORS.labels(provider, reason)._value.get())
 
 
 def http_provider(name: str, server: GitHttpServer) -> ProviderSettings:
@@ -67,7 +67,9 @@ def http_provider(name: str, server: GitHttpServer) -> ProviderSettings:
     )
 
 
-def clone(tmp_path: Path, provider: ProviderSettings, objects: Objects, reports: list[CredentialsReport]):
+def clone(
+    tmp_path: Path, provider: ProviderSettings, objects: Objects, reports: list[CredentialsReport]
+) -> tuple[LocalRepo, SecretAccess]:
     async def report(found: CredentialsReport) -> None:
         reports.append(found)
 
@@ -81,6 +83,7 @@ async def test_basic_credentials_from_a_secret_missing_created_rotated_and_fixed
     tmp_path: Path, server: GitHttpServer
 ) -> None:
     provider = http_provider("http-secret", server)
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     repo, _ = clone(tmp_path, provider, objects, reports)
 
@@ -136,6 +139,7 @@ async def test_a_bearer_token_travels_as_an_authorization_header(
 ) -> None:
     server.expected = "Bearer tok-123"
     provider = http_provider("bearer", server)
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     objects.data[SECRET] = {"bearerToken": b"tok-123"}
     repo, _ = clone(tmp_path, provider, objects, reports)
@@ -148,6 +152,7 @@ async def test_an_ssh_key_for_an_http_remote_is_refused_by_name(
     tmp_path: Path, server: GitHttpServer
 ) -> None:
     provider = http_provider("wrong-kind", server)
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     objects.data[SECRET] = {"identity": b"KEY", "username": b"u", "password": b"p"}
     repo, _ = clone(tmp_path, provider, objects, reports)
@@ -177,6 +182,7 @@ async def test_ssh_key_and_host_trust_from_the_secret_or_a_configmap(tmp_path: P
     provider = ProviderSettings(
         name="ssh-secret", url=url, credentials_secret={"namespace": "team-a", "name": "git-creds"}
     )
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     key = sshd.client_key.read_bytes()
     repo, _ = clone(tmp_path, provider, objects, reports)
@@ -224,6 +230,7 @@ async def test_a_host_key_not_in_the_secret_is_refused(tmp_path: Path, sshd: Ssh
         credentials_secret={"namespace": "team-a", "name": "git-creds"},
         ssh=SshSettings(),
     )
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     host = sshd.known_hosts_line().split(" ")[0]
     other = f"{host} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -281,6 +288,7 @@ async def test_a_changed_provider_reads_its_secret_again_an_unchanged_one_does_n
     tmp_path: Path, server: GitHttpServer
 ) -> None:
     provider = http_provider("reconfigured", server)
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     objects.data[SECRET] = {"username": b"git-user", "password": PASSWORD.encode()}
     other = ("Secret", "team-a", "other-creds")

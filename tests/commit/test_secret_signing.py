@@ -73,7 +73,7 @@ def fingerprint(key: Path) -> str:
 
 def worker_for(
     tmp_path: Path, provider: ProviderSettings, objects: Objects, reports: list[CredentialsReport]
-):
+) -> tuple[BranchWorker, SecretAccess]:
     async def report(found: CredentialsReport) -> None:
         reports.append(found)
 
@@ -92,6 +92,7 @@ def worker_for(
 async def test_commits_are_signed_with_the_secrets_key_and_verify(tmp_path: Path) -> None:
     remote = init_bare(tmp_path / "remote.git")
     key = locked_key(tmp_path / "signing")
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     provider = signing_provider(remote)
     worker, access = worker_for(tmp_path, provider, objects, reports)
@@ -108,7 +109,7 @@ async def test_commits_are_signed_with_the_secrets_key_and_verify(tmp_path: Path
         await worker.sync()
     objects.data[SIGNER] = {"signing.key": key.read_bytes(), "signing.passphrase": b"wrong-pass"}
     with pytest.raises(
-        GitRemoteError, match=r"cannot be opened with the passphrase of key signing\.passphrase"
+        GitRemoteError, match=r"cannot be opened with the passphrase of key passphrase or signing\.passphrase"
     ):
         await worker.sync()
     assert reports[-1].reason == "invalid_key"
@@ -136,6 +137,7 @@ async def test_commits_are_signed_with_the_secrets_key_and_verify(tmp_path: Path
 async def test_a_rotated_signing_key_signs_from_the_next_read_on(tmp_path: Path) -> None:
     remote = init_bare(tmp_path / "remote.git")
     first, second = keygen(tmp_path / "first"), keygen(tmp_path / "second")
+    reports: list[CredentialsReport]
     objects, reports = Objects(), []
     provider = signing_provider(remote).model_copy(update={"credentials_refresh_s": 0.0})
     worker, access = worker_for(tmp_path, provider, objects, reports)

@@ -204,7 +204,7 @@ async def test_git_puts_urls_and_revisions_after_end_of_options(
         seen.append(argv)
         return await real(*argv, **kwargs)
 
-    monkeypatch.setattr(gitrepo.asyncio, "create_subprocess_exec", recording)
+    monkeypatch.setattr(gitrepo.asyncio, "create_subprocess_exec", recording)  # type: ignore[attr-defined]
     await commit_and_push(tmp_path, provider(str(remote)), "a")
     repo = LocalRepo(tmp_path / "probe.git", str(remote))
     try:

@@ -94,7 +94,7 @@ targets:
 """
 
 # gitops-reverser v0.41 objects as an existing install has them, with fields this project does
-# not act on (Go message templates, placement, apiVersions).
+# not act on (placement).
 UPSTREAM = """
 apiVersion: configbutler.ai/v1alpha3
 kind: GitProvider
@@ -221,12 +221,17 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
         (ObjectRef(Kind.CLUSTER_WATCH_RULE, "", "team-a-rbac"), 0),
     ]
     unsupported = {ref.kind: r.unsupported for ref, r in compiled.reports.items()}
-    assert unsupported[Kind.GIT_PROVIDER] == ["spec.commit.message.eventTemplate"]
+    assert unsupported[Kind.GIT_PROVIDER] == []
+    # the provider's Go template is its targets' (docs/custom-resources.md, Commit messages)
+    assert target.commit_message is not None
+    assert target.commit_message.event_template == "[{{.Operation}}] {{.Name}}"
     assert provider.credentials_secret is not None
     assert provider.credentials_secret.describe() == "team-a/git-creds"
     assert provider.known_hosts_ref is None
     assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
-    assert unsupported[Kind.WATCH_RULE] == ["spec.rules[1].apiVersions"]
+    assert unsupported[Kind.WATCH_RULE] == []
+    # a rule's apiVersions is the version its streams watch (docs/custom-resources.md)
+    assert [r.versions for r in target.rules] == [[], ["v1"], [], []]
     assert unsupported[Kind.CLUSTER_WATCH_RULE] == []
     assert [(p.item, p.reason) for p in compiled.item_problems] == [(3, "SourceNamespaceForbidden")]
 
@@ -304,7 +309,9 @@ def _edited(path: str, value: Any) -> list[Any]:
             "spec.knownHostsRef.kind",
             "ConfigMap",
         ),
-        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.name", "required"),
+        # a misspelt field this project reads is named as such (customresources/typos.py)
+        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.nme",
+         "did you mean spec.secretRef.name?"),
         (
             "GitTarget.spec.providerRef",
             {"name": "missing"},
@@ -412,7 +419,7 @@ def test_home_namespace_rules_may_watch_other_namespaces_and_every_namespace() -
     ("document", "words"),
     [
         ({"apiVersion": "configbutler.ai/v1alpha2", "kind": "GitTarget"}, "apiVersion"),
-        ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "CommitRequest"}, "kind"),
+        ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitRepoConfig"}, "kind"),
         ({"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitTarget", "metadata": {}}, "metadata.name"),
         (
             {
@@ -571,7 +578,7 @@ def test_a_signing_secret_ref_compiles_to_ssh_signing_with_that_secret_and_expor
     assert provider.signing_secret is not None
     assert provider.reads_cluster
     (report,) = [r for r in compiled.reports.values() if r.ref.kind is Kind.GIT_PROVIDER]
-    assert report.unsupported == ["spec.commit.signing.generateWhenMissing"]
+    assert report.unsupported == []  # generateWhenMissing: the controller makes the key
     # exported and read back: the same provider, the reference as spec.commit.signing.secretRef
     settings = compiled.settings(Settings(clusters=[{"name": "default"}]))
     exported = export_resources(settings, namespace)
@@ -591,3 +598,64 @@ def test_a_signing_secret_ref_compiles_to_ssh_signing_with_that_secret_and_expor
     provider_doc["spec"]["pipeline"] = {"signing": {"format": "ssh", "key_env": "SIGNING_KEY"}}
     both = compile_resources([parse_object(d) for d in documents], home_namespace=namespace)
     assert [e.path for ref, e in both.errors if ref.kind is Kind.GIT_PROVIDER] == ["spec.pipeline.signing"]
+
+
+def _with_messages(provider: dict[str, Any] | None, target: dict[str, Any] | None) -> list[Any]:
+    documents = [doc for doc in yaml.safe_load_all(UPSTREAM) if doc]
+    for doc in documents:
+        if doc["kind"] == "GitProvider":
+            doc["spec"]["commit"] = {"message": provider} if provider is not None else {}
+        if doc["kind"] == "GitTarget" and target is not None:
+            doc["spec"]["commit"] = {"message": target}
+    return [parse_object(d) for d in documents]
+
+
+def test_grs_message_templates_reach_every_target_and_a_targets_own_win() -> None:
+    provider = {
+        "eventTemplate": "[{{.Operation}}] {{.Name}}",
+        "groupTemplate": "{{.Author}}: {{.Count}}",
+        "reconcileTemplate": "reconciled {{.Count}}",
+    }
+    compiled = compile_resources(
+        _with_messages(provider, {"groupTemplate": "{{len .Resources}} objects"}), home_namespace="team-a"
+    )
+    assert compiled.errors == []
+    (target,) = compiled.targets
+    assert target.commit_message is not None
+    assert (
+        target.commit_message.event_template,
+        target.commit_message.group_template,
+        target.commit_message.reconcile_template,
+    ) == ("[{{.Operation}}] {{.Name}}", "{{len .Resources}} objects", "reconciled {{.Count}}")
+    assert [p for r in compiled.reports.values() for p in r.unsupported if p.startswith("spec.commit")] == []
+
+
+def test_a_template_the_worker_cannot_render_is_an_error_naming_the_field_and_the_construct() -> None:
+    cases = {
+        "eventTemplate": ('{{define "x"}}{{end}}', "{{define}} is not supported"),
+        "groupTemplate": (
+            "{{.Username}}",
+            "can't evaluate field Username in type git.GroupedCommitMessageData",
+        ),
+        "reconcileTemplate": ("{{html .Revision}}", "function 'html' is not supported"),
+    }
+    for field_name, (text, why) in cases.items():
+        compiled = compile_resources(_with_messages({field_name: text}, None), home_namespace="team-a")
+        (problem,) = [e for ref, e in compiled.errors if ref.kind is Kind.GIT_PROVIDER]
+        assert problem.path == f"spec.commit.message.{field_name}"
+        assert why in problem.message
+        assert compiled.providers == []
+    compiled = compile_resources(_with_messages(None, {"eventTemplate": "{{.Nope"}), home_namespace="team-a")
+    (problem,) = [e for ref, e in compiled.errors if ref.kind is Kind.GIT_TARGET]
+    assert problem.path == "spec.commit.message.eventTemplate"
+
+
+def test_go_templates_and_this_projects_subject_are_one_or_the_other() -> None:
+    objects = _with_messages({"eventTemplate": "{{.Name}}"}, None)
+    for resource in objects:
+        if resource.ref.kind is Kind.GIT_TARGET:
+            resource.spec["pipeline"] = {"commit_message": {"subject": "${name}"}}
+    compiled = compile_resources(objects, home_namespace="team-a")
+    (problem,) = [e for ref, e in compiled.errors if ref.kind is Kind.GIT_TARGET]
+    assert problem.path.startswith("spec.pipeline.commit_message")
+    assert "keep one" in problem.message

@@ -66,7 +66,7 @@ PLATFORM = [_provider(HOME, PLATFORM_URL), _target(HOME, "prod", "clusters/prod"
 async def test_the_compile_runs_while_the_loop_keeps_running(monkeypatch: pytest.MonkeyPatch) -> None:
     loop_ran = threading.Event()
     seen: dict[str, Any] = {}
-    compile_for_real = controller_module.publishable
+    compile_for_real = controller_module.publishable  # type: ignore[attr-defined]
 
     def compile_after_the_loop_ran(objects: list[CustomResource], **kwargs: Any) -> CompiledConfig:
         seen["thread"] = threading.current_thread()

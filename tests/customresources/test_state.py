@@ -87,9 +87,9 @@ def test_a_state_naming_a_kind_this_version_does_not_know_is_a_decode_error() ->
     pending = encode_state(ConfigState(1, 1000, _compiled()))
     record = decode_config_state(Record("c", 0, 5, 0, pending.key, pending.value, pending.headers))
     assert decode_state(Record("c", 0, 5, 0, pending.key, pending.value, pending.headers)).version == 1
-    unknown = ConfigObject(ObjectName("ClusterProvider", "", "x"), 1, (), ())
+    unknown = ConfigObject(ObjectName("GitRepoConfig", "", "x"), 1, (), ())
     changed = encode_config_state(replace(record, objects=(*record.objects, unknown)))
-    with pytest.raises(DecodeError, match="offset 5: 'ClusterProvider' is not a valid Kind"):
+    with pytest.raises(DecodeError, match="offset 5: 'GitRepoConfig' is not a valid Kind"):
         decode_state(Record("c", 0, 5, 0, changed.key, changed.value, changed.headers))
 
 
@@ -123,6 +123,10 @@ async def test_the_store_becomes_complete_only_when_every_kind_is_listed() -> No
     await snapshot(Kind.WATCH_RULE, [])
     assert not store.complete
     await snapshot(Kind.CLUSTER_WATCH_RULE, [])
+    assert not store.complete
+    await snapshot(Kind.COMMIT_REQUEST, [])
+    assert not store.complete
+    await snapshot(Kind.CLUSTER_PROVIDER, [])
     assert store.complete
     assert [o.ref for o in store.objects()] == [ObjectRef(Kind.GIT_PROVIDER, "ns", "repo")]
 
@@ -146,7 +150,7 @@ async def test_the_store_becomes_complete_only_when_every_kind_is_listed() -> No
     assert [o.ref.kind for o in store.objects()] == [Kind.GIT_PROVIDER]
     # cursor records of the streams are not objects
     await store.append_many("reverser.watch-cursors", [])
-    assert store.revision == 7
+    assert store.revision == 9
 
 
 def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +19,7 @@ import pytest
 from pipeline.config import load_settings
 from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.support.net import free_port
+from tests.support.wait import wait_for
 
 EXPECTED_AUTHORS = [
     ("Reverser Pipeline <noreply@reverser.invalid>", "snapshot"),
@@ -186,6 +193,103 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(
     rebuilt = fresh_shell(printed(result, "rebuild the branch: "), cwd)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "commit(s) on main" in rebuilt.stdout
+    doctor = fresh_shell(printed(result, "check the setup: "), cwd)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "all passed" in doctor.stdout
+    assert_watch_rules_resolve(fresh_shell(printed(result, "the watch streams of its rules: "), cwd))
+
+
+def assert_watch_rules_resolve(done: subprocess.CompletedProcess[str]) -> None:
+    """Issue 33, friction 4: `watch-rules` on the demo printed a header only; the recorded
+    discovery resolves every resource of its rule to a stream, and there are no problems."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    streams = {tuple(line.split()[:4]) for line in done.stdout.splitlines()[1:] if line.strip()}
+    assert streams == {
+        ("shop", "default", resource, "shop")
+        for resource in ("v1/configmaps", "v1/secrets", "apps/v1/deployments")
+    }
+
+
+def read_until(process: subprocess.Popen[str], label: str, deadline_s: float) -> list[str]:
+    """The lines `process` prints up to and including the one starting with `label` (a safety
+    limit, not an assertion on time: the demo replays its recording first). A thread reads, since
+    select() on a buffered pipe misses the lines already in the buffer."""
+    assert process.stdout is not None
+    stream = process.stdout
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    stop_at = time.monotonic() + deadline_s
+    while (left := stop_at - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if line.startswith(label):
+            return seen
+    raise AssertionError(f"no line {label!r} from the demo; it printed {seen[-10:]}")
+
+
+def label_line(lines: list[str], label: str) -> str:
+    (line,) = [line for line in lines if line.startswith(label)]
+    return line.removeprefix(label)
+
+
+def test_while_serving_the_demo_prints_next_commands_that_work_as_printed(tmp_path: Path) -> None:
+    """Issue 33, friction 4: while `make run` serves, `reverser lag` is refused (the service holds
+    the embedded log); the demo says to ask the running service's Burrow API instead, and which
+    commands work after Ctrl-C. Each runs as printed, in a fresh shell, at the moment it says."""
+    workdir = tmp_path / "served"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("reverser")), "run", "--demo", "--workdir", str(workdir),
+         "--audit-addr", f"127.0.0.1:{free_port()}", "--metrics-addr", f"127.0.0.1:{free_port()}",
+         "--log-level", "WARNING"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        lines = read_until(process, "check the setup: ", deadline_s=240)
+        assert "after Ctrl-C (the service holds the embedded log until then):" in lines
+        burrow = label_line(lines, "consumer lag now (Burrow's API of the running service): ")
+
+        def lists_the_demo_groups() -> bool:
+            done = fresh_shell(burrow, tmp_path)
+            assert done.returncode == 0, done.stderr
+            answer = json.loads(done.stdout)
+            assert answer["error"] is False
+            return {"reverser.router", "reverser.commit-worker"} <= set(answer["consumers"])
+
+        # The service's lag monitor lists the groups from its first poll after they committed.
+        asyncio.run(wait_for(lists_the_demo_groups, "the demo's groups in Burrow's API", timeout_s=60,
+                             interval_s=0.5))
+        rules = fresh_shell(label_line(lines, "the watch streams of its rules: "), tmp_path)
+        assert_watch_rules_resolve(rules)
+        refused = fresh_shell(label_line(lines, "consumer lag: "), tmp_path)
+        assert refused.returncode == 3, "the embedded log is the running service's"
+        [line] = refused.stderr.splitlines()
+        assert line.endswith(f"while it runs, ask its lag monitor: {burrow}"), line
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lag = fresh_shell(label_line(lines, "consumer lag: "), tmp_path)
+    assert lag.returncode == 0, lag.stderr
+    assert lag.stdout.startswith("GROUP ")
+    rebuilt = fresh_shell(label_line(lines, "rebuild the branch: "), tmp_path)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (workdir / "demo" / "replayed.git").is_dir()
+    doctor = fresh_shell(label_line(lines, "check the setup: "), tmp_path)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
 
 def test_the_demo_leaves_a_configuration_for_the_other_commands(

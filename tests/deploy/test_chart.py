@@ -93,9 +93,12 @@ def test_defaults_render_every_part_of_the_deployment(helm: Path) -> None:
             "Deployment",
             "Job",
             "NetworkPolicy",
+            # the `helm test` hook (templates/tests/service-test.yaml)
+            "Pod",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
+            "Secret",
             "Secret",
             "Secret",
             "Service",
@@ -149,7 +152,14 @@ def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path
         'config.custom_resources={"enabled":true}',
     )
     role = named(objects, "ClusterRole", "-config")
-    assert role["rules"][0]["resources"] == ["gitproviders", "gittargets", "watchrules", "clusterwatchrules"]
+    assert role["rules"][0]["resources"] == [
+        "gitproviders",
+        "gittargets",
+        "watchrules",
+        "clusterwatchrules",
+        "commitrequests",
+        "clusterproviders",
+    ]
     assert role["rules"][1]["verbs"] == ["patch"]
     assert named(objects, "ClusterRoleBinding", "-config")["roleRef"]["name"] == role["metadata"]["name"]
     lease_role = named(objects, "Role", "-leases")
@@ -297,7 +307,10 @@ def test_rendered_configuration_is_accepted_by_the_service(helm: Path, tmp_path:
     assert initial_backoff_s(settings) == 1.0
     assert named(objects, "ConfigMap", "-topics")["data"] == named(objects, "ConfigMap", "pipeline")["data"]
     # the operator's own CA: the chart generates neither a client certificate nor the CA
-    assert [s["metadata"]["name"] for s in by_kind(objects, "Secret")] == ["rp-reverser-pipeline-audit-tls"]
+    assert sorted(s["metadata"]["name"] for s in by_kind(objects, "Secret")) == [
+        "rp-reverser-pipeline-audit-tls",
+        "rp-reverser-pipeline-digest-key",
+    ]
     pod = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["audit-client-ca"]["secret"] == {

@@ -122,7 +122,8 @@ async def test_upstream_objects_apply_unchanged_and_keep_unsupported_fields(plan
         objects = [parse_object(s) for s in stored]
         compiled = compile_resources(objects, home_namespace="reverser", base=TENANTS)
         assert compiled.errors == []
-        assert {ref.kind: r.generation for ref, r in compiled.reports.items()} == dict.fromkeys(Kind, 1)
+        four = (Kind.GIT_PROVIDER, Kind.GIT_TARGET, Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE)
+        assert {ref.kind: r.generation for ref, r in compiled.reports.items()} == dict.fromkeys(four, 1)
         assert [t.name for t in compiled.targets] == ["team-a/apps"]
 
         refused = {

@@ -25,7 +25,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from pipeline.config import ClusterSettings
 from pipeline.customresources.objects import GROUP, VERSION, Kind
+from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret
+from pipeline.watch.kube import open_client
 from tests.commit.httpgit import GitHttpServer, serving
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote
@@ -53,6 +56,47 @@ class Live:
     remote: GitRemote
     service: ServiceProcess
     http: GitHttpServer
+    flaky: GitRemote
+
+
+FLAKY = {"flaky": "yes"}  # the label of the ConfigMaps only the `flaky` target mirrors
+
+
+def _flaky_objects(remote: GitRemote) -> list[dict[str, Any]]:
+    """A GitProvider of its own remote (the test makes it unreachable and back), target and rule."""
+
+    def obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return custom_object(kind, name, NAMESPACE, spec)
+
+    return [
+        obj(
+            "GitProvider",
+            "flaky",
+            {
+                "url": remote.url,
+                "allowedBranches": ["main"],
+                "push": {"commitWindow": "0s"},
+                "pipeline": {"push_cooldown_s": 0.2, "push_max_backoff_s": 1},
+            },
+        ),
+        obj("GitTarget", "flaky", {"providerRef": {"name": "flaky"}, "branch": "main", "path": "flaky"}),
+        obj(
+            "WatchRule",
+            "flaky",
+            {
+                "targetRef": {"name": "flaky"},
+                "rules": [
+                    {"resources": ["configmaps"], "objectSelector": {"matchLabels": FLAKY}},
+                    # watched at autoscaling/v1, not the preferred v2 (GR's apiVersions, honoured)
+                    {
+                        "apiGroups": ["autoscaling"],
+                        "apiVersions": ["v1"],
+                        "resources": ["horizontalpodautoscalers"],
+                    },
+                ],
+            },
+        ),
+    ]
 
 
 def _objects(remote: GitRemote) -> list[dict[str, Any]]:
@@ -144,19 +188,24 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     workdir = tmp_path_factory.mktemp("crlive")
     plane = ControlPlane(workdir / "plane", controlplane_bin_dir)
     remote = GitRemote(workdir / "remote.git")
+    flaky = GitRemote(workdir / "flaky.git")
     plane.start()
     try:
         with serving(workdir / "http", ["creds.git"], USER, PASSWORD) as http:
-            asyncio.run(_prepare(plane, remote, http))
+            asyncio.run(_prepare(plane, remote, http, flaky))
             config = service_config(
                 workdir / "service", plane.kubeconfig, lease_duration_s=3, lease_renew_s=0.5
             )
             service = ServiceProcess(workdir, config)
             service.start()
             try:
-                # configmaps + deployments of apps, configmaps of other, kept and creds
-                service.wait_for_metric("reverser_watch_snapshots_total", 5, WAIT_S, outcome="completed")
-                yield Live(plane, remote, service, http)
+                # configmaps + deployments of apps, configmaps of other, kept, creds, and
+                # configmaps + horizontalpodautoscalers of flaky, after the controller's own stream
+                # of each kind
+                service.wait_for_metric(
+                    "reverser_watch_snapshots_total", len(Kind) + 7, WAIT_S, outcome="completed"
+                )
+                yield Live(plane, remote, service, http, flaky)
             finally:
                 code = service.stop()  # None: a test stopped it already (and checked its exit code)
                 assert code in (0, None), f"reverser run exited with {code}:\n{service.log_tail()}"
@@ -164,14 +213,14 @@ def live(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         plane.stop()
 
 
-async def _prepare(plane: ControlPlane, remote: GitRemote, http: GitHttpServer) -> None:
+async def _prepare(plane: ControlPlane, remote: GitRemote, http: GitHttpServer, flaky: GitRemote) -> None:
     async with kube_client(plane.kubeconfig) as api:
         await install_crds(api)
         for namespace in (NAMESPACE, CREDS_NAMESPACE):
             await client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
             )
-        for document in [*_objects(remote), *_credential_objects(http)]:
+        for document in [*_objects(remote), *_credential_objects(http), *_flaky_objects(flaky)]:
             await create(api, document)
 
 
@@ -231,6 +280,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
         "Ready": ("True", "PartiallyResolved"),
         "Reconciling": ("False", "StreamsRunning"),
         "Stalled": ("False", "Accepted"),
+        "StreamsRunning": ("True", "Succeeded"),
     }
     rules = {entry["item"]: entry for entry in rule["status"]["rules"]}
     assert rules[0]["streams"] == ["v1/configmaps in team-a"]
@@ -246,7 +296,7 @@ async def test_objects_mirror_and_report_status(live: Live) -> None:
     target = await _get(live.plane, Kind.GIT_TARGET, "apps")
     assert target["status"]["lastCommit"]["commit"] in {c.sha for c in live.remote.commits()}
     assert target["status"]["lastCommit"]["branch"] == "main"
-    assert _conditions(target)["Ready"] == ("True", "Accepted")
+    assert _conditions(target)["Ready"] == ("True", "Succeeded")
     provider = await _get(live.plane, Kind.GIT_PROVIDER, "repo")
     assert provider["status"]["unsupportedFields"] == []
     assert _conditions(provider)["Ready"] == ("True", "Accepted")
@@ -469,6 +519,196 @@ async def test_deleted_git_targets_stop_their_streams_and_prune_per_their_mode(l
     assert "clusters/kept/team-a/configmaps/cm-after.yaml" not in files
     assert not [c for c in live.remote.commits() if c.touched("clusters/kept/") and "deleted" in c.subject]
     assert "clusters/other/team-a/configmaps/cm-after.yaml" not in files
+
+
+async def _target_ready(
+    plane: ControlPlane, name: str, expected: tuple[str, str], push: str
+) -> dict[str, Any]:
+    """Until the GitTarget's Ready condition has this status and reason, and its last push this
+    result; returns the object."""
+    found: dict[str, Any] = {}
+
+    async def reached() -> bool:
+        found.clear()
+        found.update(await _get(plane, Kind.GIT_TARGET, name))
+        last = ((found.get("status") or {}).get("lastPush") or {}).get("result")
+        return _conditions(found).get("Ready") == expected and last == push
+
+    await wait_for(reached, f"GitTarget {name} Ready={expected}", timeout_s=WAIT_S)
+    return found
+
+
+async def _table(plane: ControlPlane, plural: str) -> tuple[list[str], list[list[Any]]]:
+    """What `kubectl get` shows: the apiserver's Table of the kind (its printer columns)."""
+    async with kube_client(plane.kubeconfig) as api:
+        data = await api.call_api(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{plural}",
+            "GET",
+            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+    assert isinstance(data, dict)
+    columns = [c["name"] for c in data["columnDefinitions"]]
+    return columns, [row["cells"] for row in data["rows"]]
+
+
+async def test_a_failing_push_keeps_the_target_not_ready_until_the_remote_is_back(live: Live) -> None:
+    """GR's conditions on the real apiserver: the remote goes away, the push fails, Ready is False
+    with GR's reason and GitProviderReady says why; the remote is back, the retried push lands,
+    Ready is True and lastPushTime is set. `kubectl get gittargets` has GR's columns."""
+    flaky = live.flaky
+    await _configmap(live.plane, "cm-flaky-one", FLAKY)
+    flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-one.yaml"), WAIT_S, "cm-flaky-one")
+    first = await _target_ready(live.plane, "flaky", ("True", "Succeeded"), "Succeeded")
+    conditions = _conditions(first)
+    assert conditions["StreamsRunning"] == ("True", "Succeeded")
+    assert conditions["GitPathAccepted"] == ("True", "GitPathAccepted")
+    assert conditions["Validated"] == ("True", "Succeeded")
+    pushed_at = first["status"]["lastPushTime"]
+
+    away = flaky.path.with_name("flaky-away.git")
+    flaky.path.rename(away)  # unreachable: the next push has no repository to go to
+    await _configmap(live.plane, "cm-flaky-two", FLAKY)
+    failing = await _target_ready(live.plane, "flaky", ("False", "GitProviderNotReady"), "Failed")
+    assert _conditions(failing)["GitProviderReady"] == ("False", "PushFailed")
+    assert failing["status"]["lastPushTime"] == pushed_at, "the last successful push's time stays"
+    columns, rows = await _table(live.plane, Kind.GIT_TARGET.plural)
+    assert columns[:11] == [
+        "Name",
+        "Provider",
+        "Branch",
+        "Ready",
+        "Reconciling",
+        "Stalled",
+        "GitPathAccepted",
+        "StreamsRunning",
+        "Streams",
+        "Reason",
+        "Status",
+    ]
+    row = next(r for r in rows if r[0] == "flaky")
+    assert row[1:4] == ["flaky", "main", "False"]
+
+    away.rename(flaky.path)
+    flaky.wait_for(lambda r: _has(r, "flaky/team-a/configmaps/cm-flaky-two.yaml"), WAIT_S, "cm-flaky-two")
+    back = await _target_ready(live.plane, "flaky", ("True", "Succeeded"), "Succeeded")
+    assert _conditions(back)["GitProviderReady"] == ("True", "Succeeded")
+    assert back["status"]["lastPushTime"] >= pushed_at
+
+
+async def test_a_rules_api_versions_is_the_version_watched_and_written(live: Live) -> None:
+    """`apiVersions: [v1]` of HorizontalPodAutoscalers (preferred: v2) on the real apiserver: the
+    stream watches autoscaling/v1 and the file is the v1 object (its v1-only field included)."""
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.AutoscalingV1Api(api).create_namespaced_horizontal_pod_autoscaler(
+            NAMESPACE,
+            client.V1HorizontalPodAutoscaler(
+                metadata=client.V1ObjectMeta(name="web"),
+                spec=client.V1HorizontalPodAutoscalerSpec(
+                    max_replicas=3,
+                    scale_target_ref=client.V1CrossVersionObjectReference(
+                        api_version="apps/v1", kind="Deployment", name="web"
+                    ),
+                    target_cpu_utilization_percentage=50,
+                ),
+            ),
+        )
+    path = f"flaky/{NAMESPACE}/autoscaling/horizontalpodautoscalers/web.yaml"
+    live.flaky.wait_for(lambda r: _has(r, path), WAIT_S, "the HorizontalPodAutoscaler")
+    document = live.flaky.files()[path]
+    assert document.startswith("apiVersion: autoscaling/v1\n"), document
+    assert "targetCPUUtilizationPercentage: 50" in document
+    rule = await _get(live.plane, Kind.WATCH_RULE, "flaky")
+    streams = {entry["item"]: entry["streams"] for entry in rule["status"]["rules"]}
+    assert streams[1] == [f"autoscaling/v1/horizontalpodautoscalers in {NAMESPACE}"]
+    assert rule["status"]["unsupportedFields"] == []
+
+
+async def _secret_data(plane: ControlPlane, name: str, namespace: str = NAMESPACE) -> dict[str, str]:
+    async with kube_client(plane.kubeconfig) as api:
+        found = await client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+async def test_generate_when_missing_makes_one_signing_key_however_many_replicas_try(live: Live) -> None:
+    """Five replicas at once on the real apiserver: one creates the Secret, one completes a Secret
+    without a key (its other keys kept), a Secret with a key is left alone; then a GitProvider that
+    names a missing signing Secret with generateWhenMissing gets its key from the controller, and
+    its commits verify with it."""
+    kube = await open_client(ClusterSettings(name="e2e", kubeconfig=live.plane.kubeconfig))
+    try:
+        raced = SigningSecret(NAMESPACE, "raced-signing")
+        outcomes = await asyncio.gather(*(ensure_signing_secret(kube, raced) for _ in range(5)))
+        assert sorted(outcomes) == sorted([KeyOutcome.CREATED, *[KeyOutcome.EXISTS] * 4])
+        made = await _secret_data(live.plane, raced.name)
+        assert made["signing.key"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+        assert made["signing.pub"].startswith("ssh-ed25519 ")
+
+        async with kube_client(live.plane.kubeconfig) as api:
+            await client.CoreV1Api(api).create_namespaced_secret(
+                NAMESPACE,
+                client.V1Secret(
+                    metadata=client.V1ObjectMeta(name="partial-signing"), string_data={"note": "kept"}
+                ),
+            )
+        partial = SigningSecret(NAMESPACE, "partial-signing")
+        outcomes = await asyncio.gather(*(ensure_signing_secret(kube, partial) for _ in range(5)))
+        assert outcomes.count(KeyOutcome.ADDED) == 1
+        assert outcomes.count(KeyOutcome.EXISTS) == 4
+        completed = await _secret_data(live.plane, partial.name)
+        assert completed["note"] == "kept"
+        assert "signing.key" in completed
+        assert await ensure_signing_secret(kube, raced) == KeyOutcome.EXISTS
+        assert await _secret_data(live.plane, raced.name) == made, "a key is never replaced"
+    finally:
+        await kube.close()
+
+    # the credentials GitProvider (signing since the credentials test) moves to a Secret that
+    # does not exist yet and asks for its key to be made
+    async with kube_client(live.plane.kubeconfig) as api:
+        await client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            CREDS_NAMESPACE,
+            Kind.GIT_PROVIDER.plural,
+            "http",
+            [
+                {
+                    "op": "replace",
+                    "path": "/spec/commit/signing",
+                    "value": {"secretRef": {"name": "http-generated"}, "generateWhenMissing": True},
+                }
+            ],
+        )
+
+    async def generated() -> bool:
+        try:
+            return "signing.key" in await _secret_data(live.plane, "http-generated", CREDS_NAMESPACE)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    await wait_for(generated, "the controller's generated signing key", timeout_s=WAIT_S)
+    made = await _secret_data(live.plane, "http-generated", CREDS_NAMESPACE)
+    public = " ".join(made["signing.pub"].split()[:2])
+
+    async def shown() -> bool:
+        provider = await _get(live.plane, Kind.GIT_PROVIDER, "http", CREDS_NAMESPACE)
+        return (provider.get("status") or {}).get("signingPublicKey") == public
+
+    await _configmap(live.plane, "cm-generated-key", namespace=CREDS_NAMESPACE)
+    await wait_for(shown, "status.signingPublicKey of GitProvider http", timeout_s=WAIT_S)
+    await _configmap(live.plane, "cm-generated-key-two", namespace=CREDS_NAMESPACE)
+    remote = GitRemote(live.http.root / "creds.git")
+    path = f"creds/{CREDS_NAMESPACE}/configmaps/cm-generated-key-two.yaml"
+    remote.wait_for(lambda r: _has(r, path), WAIT_S, "cm-generated-key-two")
+    allowed = Path(live.service.config_path).parent / "generated-allowed-signers"
+    assert _tip_verifies(remote, public, allowed)
+    assert live.service.metric_sum("reverser_config_signing_keys_total", outcome="created") >= 1
+    assert made["signing.key"].splitlines()[1] not in live.service.log_path.read_text(), "never logged"
 
 
 def test_watch_rules_shows_the_same_from_the_log(live: Live) -> None:

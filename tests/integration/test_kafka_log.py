@@ -34,6 +34,7 @@ from pipeline.log import (
     TopicPartition,
     TopicSpec,
 )
+from pipeline.log.api import Gap
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.partitioner import murmur2_partition
 from tests.conftest import unique_prefix
@@ -238,6 +239,8 @@ async def test_reader_reports_a_gap_only_where_retention_deleted_unread_records(
     reader = kafka_log.reader()
     try:
         await reader.assign({short_tp: 0, kept_tp: 0})
+        gaps: list[Gap]
+        kept_values: list[bytes | None]
         gaps, kept_values = [], []
         deadline = time.monotonic() + WAIT_S
         while (not gaps or len(kept_values) < 5) and time.monotonic() < deadline:

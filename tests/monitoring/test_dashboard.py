@@ -42,7 +42,7 @@ def test_grafana_model_reads_every_panel_back() -> None:
     for panel in graphs:
         targets = panel.targets or []
         assert targets, f"panel {panel.title!r} has no query"
-        ref_ids = [json.loads(json.dumps(t.to_json()))["refId"] for t in targets]
+        ref_ids = [json.loads(json.dumps(t.to_json()))["refId"] for t in targets]  # type: ignore[attr-defined]
         assert len(set(ref_ids)) == len(ref_ids), f"panel {panel.title!r} repeats a refId"
         assert panel.datasource is not None
         assert panel.datasource.uid == "${datasource}"

@@ -200,7 +200,11 @@ async def test_worker_refuses_a_sealed_document_with_a_plaintext_field_and_write
         await worker.handle(item)
     assert await worker.stop()
 
-    assert sorted(files(remote)) == ["live/shop/configmaps/plain.yaml", "live/shop/secrets/good.sops.yaml"]
+    assert sorted(files(remote)) == [
+        "live/.sops.yaml",
+        "live/shop/configmaps/plain.yaml",
+        "live/shop/secrets/good.sops.yaml",
+    ]
     assert skipped("sealed_plaintext") - before == 2
     objects = git(remote, "cat-file", "--batch-all-objects", "--batch-check")
     contents = "".join(git(remote, "cat-file", "-p", line.split()[0]) for line in objects.splitlines())

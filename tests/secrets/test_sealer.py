@@ -96,7 +96,7 @@ def test_missing_digest_key_names_the_variable_not_a_value() -> None:
 
 
 def test_encryption_needs_a_recipient() -> None:
-    with pytest.raises(ValueError, match="age_recipients or sops_config"):
+    with pytest.raises(ValueError, match="age_recipients, sops_config or age_key_secret"):
         EncryptionSettings()
     with pytest.raises(ValueError, match="age_recipients"):
         EncryptionSettings(age_recipients=["not-a-recipient"])

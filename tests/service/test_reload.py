@@ -51,7 +51,7 @@ class Taker:
 
 
 def _count(outcome: str) -> float:
-    return CONFIG_CHANGES.labels("file", outcome)._value.get()
+    return float(CONFIG_CHANGES.labels("file", outcome)._value.get())
 
 
 async def test_reload_applies_a_valid_file_and_keeps_running_on_a_bad_one(tmp_path: Path) -> None:

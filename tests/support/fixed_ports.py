@@ -50,7 +50,7 @@ def forbid_fixed_ports() -> Iterator[None]:
             raise FixedPortError(port)
         original(sock, address)
 
-    socket.socket.bind = guarded_bind  # type: ignore[method-assign]
+    socket.socket.bind = guarded_bind  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

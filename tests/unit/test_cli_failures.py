@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +41,8 @@ class Case:
     code: ExitCode
     #: Text the error line must contain (the path, address or cluster at fault).
     names: str
+    #: Text the error line must end with: the hint, where it names the option at fault.
+    hint: str = ""
 
 
 class Scene:
@@ -79,6 +82,12 @@ class Scene:
             "targets": [{"name": "t", "provider": "git", "branch": "main", "path": "x", "cluster": "east",
                          "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}]}],
         })
+        self.dead_broker_targets = self._config("dead-broker-targets", {
+            "log": {"bootstrap_servers": dead, "connect_retries": 0, "request_timeout_ms": 2000},
+            "targets": [{"name": name, "provider": "git", "branch": "main", "path": name,
+                         "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}]}
+                        for name in ("t", "u")],
+        })
         self.plain = self._config("plain", {})
         self.with_audit = self._config("with-audit", {"audit": {}})
 
@@ -110,11 +119,24 @@ CASES: dict[str, Case] = {
     "topics-create-unwritable": Case("topics create", ("--workdir", "{unwritable}/w"), ExitCode.USAGE,
                                      "{unwritable}"),
     "lag-unwritable": Case("lag", ("--workdir", "{unwritable}/w"), ExitCode.USAGE, "{unwritable}"),
+    "run-demo-unwritable": Case("run", ("--demo", "--once", "--workdir", "{unwritable}/w", *RUN_ADDRS),
+                                ExitCode.USAGE, "{unwritable}", hint="or choose another --workdir"),
+    # the hint names the option whose path failed, not always --workdir
+    "replay-branch-into-unwritable": Case(
+        "replay branch", ("--config", "{plain}", "--provider", "git", "--branch", "main",
+                          "--into", "{unwritable}/r.git"),
+        ExitCode.USAGE, "{unwritable}", hint="or choose another --into"),
     # a file where a directory is expected
     "run-workdir-file": Case("run", ("--workdir", "{file}/x", *RUN_ADDRS), ExitCode.USAGE, "{file}/x"),
     "topics-create-workdir-file": Case("topics create", ("--workdir", "{file}/x"), ExitCode.USAGE,
                                        "{file}/x"),
     "lag-workdir-file": Case("lag", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
+    "topics-list-workdir-file": Case("topics list", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
+    "dead-letter-list-workdir-file": Case("dead-letter list", ("--workdir", "{file}/x"), ExitCode.USAGE,
+                                          "{file}/x"),
+    "replay-facts-workdir-file": Case("replay facts", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
+    "run-demo-workdir-file": Case("run", ("--demo", "--once", "--workdir", "{file}/x", *RUN_ADDRS),
+                                  ExitCode.USAGE, "{file}/x"),
     # a directory where a file is expected
     "run-config-directory": Case("run", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"),
     "lag-config-directory": Case("lag", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"),
@@ -124,6 +146,17 @@ CASES: dict[str, Case] = {
     "config-check-directory": Case("config check", ("{directory}",), ExitCode.USAGE, "{directory}"),
     "config-export-directory": Case("config export", ("--config", "{directory}"), ExitCode.USAGE,
                                     "{directory}"),
+    "topics-list-config-directory": Case("topics list", ("--config", "{directory}"), ExitCode.USAGE,
+                                         "{directory}"),
+    "dead-letter-show-config-directory": Case("dead-letter show", ("0", "--config", "{directory}"),
+                                              ExitCode.USAGE, "{directory}"),
+    "replay-branch-config-directory": Case(
+        "replay branch", ("--config", "{directory}", "--provider", "git", "--branch", "main"),
+        ExitCode.USAGE, "{directory}"),
+    "watch-rules-discovery-directory": Case(
+        "watch-rules", ("--config", "{plain}", "--discovery", "{directory}"), ExitCode.USAGE, "{directory}"),
+    "resolve-watch-directory": Case(
+        "resolve", ("--audit", "{audit}", "--watch", "{directory}"), ExitCode.USAGE, "{directory}"),
     # a missing file
     "run-config-missing": Case("run", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
     "lag-config-missing": Case("lag", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
@@ -131,6 +164,18 @@ CASES: dict[str, Case] = {
     "config-check-missing": Case("config check", ("{missing}",), ExitCode.USAGE, "{missing}"),
     "replay-facts-config-missing": Case("replay facts", ("--config", "{missing}"), ExitCode.USAGE,
                                         "{missing}"),
+    "topics-describe-config-missing": Case("topics describe", ("--config", "{missing}"), ExitCode.USAGE,
+                                           "{missing}"),
+    "dead-letter-replay-config-missing": Case("dead-letter replay", ("0", "--config", "{missing}"),
+                                              ExitCode.USAGE, "{missing}"),
+    "watch-rules-config-missing": Case("watch-rules", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
+    "watch-rules-discovery-missing": Case("watch-rules", ("--config", "{plain}", "--discovery", "{missing}"),
+                                          ExitCode.USAGE, "{missing}"),
+    "resolve-watch-missing": Case("resolve", ("--audit", "{audit}", "--watch", "{missing}"), ExitCode.USAGE,
+                                  "{missing}"),
+    "replay-watch-events-config-missing": Case("replay watch-events", ("--config", "{missing}",
+                                               "--from-target", "t", "--target", "u"), ExitCode.USAGE,
+                                               "{missing}"),
     # a port another process holds
     "run-audit-port-in-use": Case("run", ("--config", "{with_audit}", "--audit-addr", "{held}"),
                                   ExitCode.UNAVAILABLE, "{held}"),
@@ -138,6 +183,13 @@ CASES: dict[str, Case] = {
                                     ExitCode.UNAVAILABLE, "{held}"),
     "lag-serve-port-in-use": Case("lag", ("--config", "{plain}", "--serve", "{held}"),
                                   ExitCode.UNAVAILABLE, "{held}"),
+    # issue 33, friction 2: a second `reverser run` while the demo holds its ports
+    "run-demo-audit-port-in-use": Case("run", ("--demo", "--once", "--workdir", "{tmp}/demo",
+                                               "--audit-addr", "{held}", "--metrics-addr", "127.0.0.1:0"),
+                                       ExitCode.UNAVAILABLE, "{held}"),
+    "run-demo-metrics-port-in-use": Case("run", ("--demo", "--once", "--workdir", "{tmp}/demo",
+                                                 "--metrics-addr", "{held}", "--audit-addr", "127.0.0.1:0"),
+                                         ExitCode.UNAVAILABLE, "{held}"),
     # a dead broker
     **{
         f"{command.replace(' ', '-')}-dead-broker": Case(command, ("--config", "{dead_broker}", *extra),
@@ -151,8 +203,15 @@ CASES: dict[str, Case] = {
             "replay branch": ("--provider", "git", "--branch", "main"),
             "dead-letter list": (),
             "resolve": ("--audit", "{audit}"),
+            "topics list": (),
+            "topics describe": ("branch-work",),
+            "dead-letter show": ("0",),
+            "dead-letter replay": ("0",),
         }.items()
     },
+    "replay-watch-events-dead-broker": Case("replay watch-events", ("--config", "{dead_broker_targets}",
+                                            "--from-target", "t", "--target", "u"), ExitCode.UNAVAILABLE,
+                                            "log.bootstrap_servers"),
     # a dead apiserver
     "watch-rules-dead-apiserver": Case("watch-rules", ("--config", "{dead_apiserver}"), ExitCode.UNAVAILABLE,
                                        "cluster east"),
@@ -185,6 +244,7 @@ def test_a_failure_is_one_line_and_exit_2_or_3(case: Case, tmp_path: Path, held_
     (line,) = lines
     assert line.startswith(f"reverser {case.command}: "), line
     assert scene.names(case) in line
+    assert line.endswith(case.hint), line
     assert result.returncode == case.code, line
     assert not (scene.tmp / "work" / "w").exists()
 
@@ -244,3 +304,21 @@ def test_a_mistyped_workdir_is_refused_and_leaves_nothing_behind(command: str, t
     assert str(typo) in lines[0]
     assert result.returncode == ExitCode.USAGE
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("command", [("config", "schema"), ("version",)], ids=" ".join)
+def test_a_reader_that_went_away_is_not_an_error(command: tuple[str, ...], tmp_path: Path) -> None:
+    """`reverser config schema | head -1`: the output's reader closed the pipe. That said
+    `broken pipe: check the address or path` and exit 3; like any Unix tool it is quiet now and
+    exits as SIGPIPE would end it. The read end is closed before the command starts, so its first
+    write fails, every time."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
+    try:
+        result = subprocess.run([str(REVERSER), *command], stdout=write_end, stderr=subprocess.PIPE,
+                                cwd=tmp_path, env=env, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 128 + signal.SIGPIPE

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.authormode import AttributionMode
 from pipeline.codec import (
     BRANCH_WORK,
     CONFIG_STATE,
@@ -33,7 +34,13 @@ from pipeline.codec import (
 )
 from pipeline.codec.branch_work import Kind as WorkKind
 from pipeline.codec.branch_work import decode_work, encode_work
-from pipeline.codec.config_state import CONFIG_KEY, decode_config_state, encode_config_state
+from pipeline.codec.config_state import (
+    CONFIG_KEY,
+    ConfigStateRecord,
+    decode_config_state,
+    encode_config_state,
+    settings_json,
+)
 from pipeline.codec.credentials_report import decode_credentials, encode_credentials
 from pipeline.codec.dead_letter import decode_letter, decode_receipt, receipt_record
 from pipeline.codec.fact_batch import (
@@ -231,8 +238,8 @@ def test_stream_report_round_trips_every_field(record: dict[str, Any]) -> None:
     assert encode_report(decode_report(written)).value == written.value
 
 
-PROVIDER_JSON = ProviderSettings(name="git", url="file:///srv/git").model_dump_json()
-TARGET_JSON = TargetSettings(name="t", provider="git", branch="main", path="p").model_dump_json()
+PROVIDER_JSON = settings_json(ProviderSettings(name="git", url="file:///srv/git"))
+TARGET_JSON = settings_json(TargetSettings(name="t", provider="git", branch="main", path="p"))
 
 
 @st.composite
@@ -282,3 +289,23 @@ def test_config_state_entries_that_do_not_validate_raise_decode_error(
     record[field] = value
     with pytest.raises(DecodeError, match=re.escape(names)):
         decode_config_state(read_back(CONFIG_STATE, record, CONFIG_KEY))
+
+
+def test_a_config_record_carries_only_what_differs_from_the_defaults() -> None:
+    """An older replica forbids fields it does not know: a record that uses no new field must not
+    name one, or a rolling upgrade would stop every older replica at its first config version."""
+    target = TargetSettings(name="t", provider="git", branch="main", path="p")
+    state = ConfigStateRecord(
+        version=3,
+        published_at_ms=0,
+        providers=(ProviderSettings(name="git", url="file:///srv/git"),),
+        targets=(target, target.model_copy(update={"attribution": AttributionMode.CONFIGURED_AUTHOR})),
+        objects=(),
+        rules=(),
+        item_problems=(),
+    )
+    written = read_back(CONFIG_STATE, state.to_avro(), CONFIG_KEY)
+    plain, configured = (json.loads(t) for t in state.to_avro()["targets"])
+    assert set(plain) == {"name", "provider", "branch", "path"}
+    assert configured["attribution"] == "configured-author"
+    assert decode_config_state(written) == state

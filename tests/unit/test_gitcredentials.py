@@ -142,6 +142,11 @@ def test_a_signing_key_comes_from_its_own_key_or_an_ssh_key_of_the_secret() -> N
         ).passphrase
         == "q"
     )
+    # gitops-reverser's signing Secret: signing.key, signing.pub and passphrase
+    gr = signing_key_from_secret(
+        SECRET, {"signing.key": KEY.encode(), "signing.pub": b"ssh-ed25519 A", "passphrase": b"g"}
+    )
+    assert gr == SigningKey(KEY, "g")
     assert "key-material" not in repr(own)
     with pytest.raises(
         CredentialsError,

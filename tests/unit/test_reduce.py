@@ -344,6 +344,7 @@ def test_scale_patch_is_accepted_and_filed_under_the_parent_type() -> None:
 
 def test_nil_and_malformed_items() -> None:
     assert reduce_event(None) == Reduction(Reason.NIL_EVENT, None, None)
+    item: object
     for item in (3, "event", [], True, 1.5):
         assert reduce_event(item) == Reduction(Reason.MALFORMED_EVENT, None, None)
 
@@ -654,6 +655,7 @@ def test_default_uid_cap_is_ten_thousand() -> None:
 
 
 def test_malformed_bodies_never_fail_the_event() -> None:
+    body: object
     for body in (
         None,
         1,

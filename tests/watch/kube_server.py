@@ -345,7 +345,7 @@ class FakeKubeApiServer:
         }
 
     def _resource_list(self, group: str, version: str) -> web.Response:
-        entries = [
+        entries: list[dict[str, Any]] = [
             {
                 "name": d.resource,
                 "singularName": d.kind.lower(),

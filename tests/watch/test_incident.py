@@ -62,7 +62,8 @@ async def test_deleted_namespace_backs_off_then_stops_while_others_flow(
         kube.compact()
         for round_ in range(8):
             kube.put(configmap("steady-0", "steady", value=f"v{round_}"))
-            await wait_for(lambda n=round_: len(sleep.delays_s) > n, what=f"backoff step {round_}")
+            await wait_for(lambda n=round_: len(sleep.delays_s) > n,  # type: ignore[misc]
+                           what=f"backoff step {round_}")
         await wait_for_events(
             topics_log,
             config,

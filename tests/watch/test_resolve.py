@@ -91,3 +91,41 @@ def test_rule_validation_names_the_problem() -> None:
         WatchRule(resources=["apps/v1/deployments"])
     with pytest.raises(ValidationError, match="resources"):
         WatchRule(resources=[])
+
+
+def test_a_rules_versions_pick_the_served_version_it_names_first() -> None:
+    from pipeline.watch.kube import ApiResource
+
+    verbs = frozenset({"get", "list", "watch"})
+    hpa = ApiResource(
+        "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, verbs, ("v2", "v1")
+    )
+    discovered = {("autoscaling", "horizontalpodautoscalers"): hpa}
+
+    def resolved(*versions: str) -> tuple[list[str], list[tuple[str, str]]]:
+        watch = WatchRule(
+            resources=["autoscaling/horizontalpodautoscalers"], namespaces=["a"], versions=list(versions)
+        )
+        specs, problems = resolve_target(target("t1", watch), ClusterSettings(name="src"), discovered)
+        return [s.version for s in specs], [(p.reason, p.message) for p in problems]
+
+    assert resolved() == (["v2"], [])
+    assert resolved("v1") == (["v1"], [])
+    assert resolved("v3beta1", "v1", "v2") == (["v1"], [])
+    versions, problems = resolved("v3")
+    assert versions == []
+    assert problems == [("VersionNotServed", "autoscaling serves v2, v1, none of v3")]
+    with pytest.raises(ValidationError, match="versions"):
+        WatchRule(resources=["configmaps"], versions=["1"])
+
+
+async def test_discovery_records_every_served_version_preferred_first(
+    kube: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    try:
+        discovered = await client.discover()
+    finally:
+        await client.close()
+    assert discovered[("", "configmaps")].served == ("v1",)
+    assert discovered[("apps", "deployments")].served[0] == "v1"

@@ -32,6 +32,7 @@ from pipeline.log.api import (
     GroupConsumer,
     Log,
     LogError,
+    LogInUseError,
     Membership,
     PendingRecord,
     Placement,
@@ -192,7 +193,7 @@ class EmbeddedLog(Log):
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise LogError(
+            raise LogInUseError(
                 f"embedded log at {self.directory} is in use by pid {holder}; "
                 "the embedded log supports one replica"
             ) from None

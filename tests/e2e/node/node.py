@@ -193,6 +193,7 @@ class Node:
         self._host: HostChanges | None = None
         self._ctx: ssl.SSLContext | None = None
         self.containerd_sock = self.workdir / "containerd" / "containerd.sock"
+        self._apiserver_argv: list[str] = []
 
     # -- lifecycle --
 
@@ -245,12 +246,17 @@ class Node:
 
     # -- API helpers --
 
-    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One request to the apiserver as admin; raises urllib.error.HTTPError on 4xx/5xx."""
+    def api(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, as_user: str | None = None
+    ) -> dict[str, Any]:
+        """One request to the apiserver as admin, or as `as_user` through impersonation (the audit
+        event then names that user, as it would for a person's own credentials); raises
+        urllib.error.HTTPError on 4xx/5xx."""
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.server + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        if as_user is not None:
+            headers["Impersonate-User"] = as_user
+        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=15, context=self._ctx) as response:
             answer: dict[str, Any] = json.loads(response.read() or b"{}")
             return answer
@@ -284,6 +290,28 @@ class Node:
         conditions = pod.get("status", {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         return str(pod["metadata"]["uid"]), ready
+
+    def restart_apiserver(self, extra_args: list[str]) -> None:
+        """Restart kube-apiserver on the same address and etcd with `extra_args` added (the audit
+        webhook, whose kubeconfig exists only once the chart has generated its certificates)."""
+        for index, (name, proc) in enumerate(self._procs):
+            if name == "kube-apiserver":
+                if not _terminate(proc):
+                    raise NodeError(f"kube-apiserver (pid {proc.pid}) did not stop")
+                del self._procs[index]
+                break
+        self._spawn("kube-apiserver", [*self._apiserver_argv, *extra_args])
+        self.wait_for("kube-apiserver /readyz", lambda: _get(f"{self.server}/readyz", self._ctx) == 200)
+
+    def container_pid(self, container_id: str) -> int:
+        """The host pid of a container's main process (`containerd://<id>` from a pod's status)."""
+        wanted = container_id.removeprefix("containerd://")
+        listed = self._ctr("tasks", "ls")
+        for line in listed.stdout.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] == wanted:
+                return int(fields[1])
+        raise NodeError(f"no containerd task {wanted}: {listed.stdout.strip()}{listed.stderr.strip()}")
 
     # -- steps --
 
@@ -380,9 +408,7 @@ class Node:
         self.server = f"https://{BRIDGE_IP}:{port}"
         cert, key = self.certs["apiserver"]
         kcert, kkey = self.certs["apiserver-kubelet"]
-        self._spawn(
-            "kube-apiserver",
-            [
+        self._apiserver_argv = [
                 str(self.bin_dir / "kube-apiserver"), f"--etcd-servers={self.etcd_url}",
                 f"--bind-address={BRIDGE_IP}", f"--advertise-address={BRIDGE_IP}", f"--secure-port={port}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
@@ -393,8 +419,8 @@ class Node:
                 f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC",
                 f"--kubelet-client-certificate={kcert}", f"--kubelet-client-key={kkey}",
                 "--kubelet-preferred-address-types=Hostname,InternalIP", "--profiling=false",
-            ],
-        )  # fmt: skip
+        ]  # fmt: skip
+        self._spawn("kube-apiserver", self._apiserver_argv)
         cert_a, key_a = self.certs["admin"]
         self._ctx = ssl.create_default_context(cafile=str(self.ca))
         self._ctx.load_cert_chain(str(cert_a), str(key_a))

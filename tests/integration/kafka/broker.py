@@ -232,8 +232,11 @@ class KafkaBroker:
         node_id: int = NODE_ID,
         quorum: Quorum | None = None,
         port: int = 0,
+        host: str = "127.0.0.1",
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        # The client listener's address; another one than loopback lets pods on a bridge reach it.
+        self.host = host
         self.version = version
         self.heap = heap
         self.security = security
@@ -267,10 +270,10 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        """The client address, `127.0.0.1:PORT`."""
+        """The client address, `HOST:PORT` (`127.0.0.1` unless `host` was given)."""
         if not self.port:
             raise BrokerError("the broker has not been started")
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -399,8 +402,8 @@ class KafkaBroker:
                 if self.quorum is not None
                 else f"{self.node_id}@127.0.0.1:{self.controller_port}"
             ),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -493,7 +496,7 @@ class KafkaBroker:
                 raise BrokerError(
                     f"the Kafka broker exited during start-up (exit {code}):\n{self.log_tail()}"
                 )
-            if answers_metadata("127.0.0.1", self.port):
+            if answers_metadata(self.host, self.port):
                 return
             time.sleep(0.25)
         self.kill()

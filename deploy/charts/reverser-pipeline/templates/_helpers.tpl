@@ -116,7 +116,7 @@ one replica, so turning election off is refused when several replicas are asked 
 {{- $_ := set $leases $c.lease_namespace (append (default list (get $leases $c.lease_namespace)) $name | uniq) }}
 {{- end }}
 {{- end }}
-{{- if and (get $resources "enabled") $clusters }}
+{{- if and (include "reverser.customResources" .) $clusters }}
 {{- $home := first $clusters }}
 {{- range $c := $clusters }}
 {{- if eq $c.name (default $home.name (get $resources "cluster")) }}
@@ -223,8 +223,14 @@ names from secretNames / configMapNames when given. Only `get`: the worker never
 {{- $_ := set $out $signing.namespace $kinds }}
 {{- end }}
 {{- end }}
+{{- if .Values.quickstart.enabled }}
+{{- $q := .Values.quickstart }}
+{{- $kinds := default dict (get $out $q.namespace) }}
+{{- $_ := set $kinds "secrets" (append (default list (get $kinds "secrets")) $q.gitProvider.secretRef.name | uniq | sortAlpha) }}
+{{- $_ := set $out $q.namespace $kinds }}
+{{- end }}
 {{- $resources := default dict (get $cfg "custom_resources") }}
-{{- if get $resources "enabled" }}
+{{- if and (get $resources "enabled") (or (get $wanted "namespaces") (not .Values.quickstart.enabled)) }}
 {{- $home := default $.Release.Namespace (get $resources "namespace") }}
 {{- range $ns := (default (list $home) (get $wanted "namespaces")) }}
 {{- $kinds := default dict (get $out $ns) }}
@@ -276,6 +282,13 @@ early on combinations the service would refuse at start.
 */}}
 {{- define "reverser.config" -}}
 {{- $cfg := deepCopy (default dict .Values.config) }}
+{{- if .Values.quickstart.enabled }}
+{{- /* The quickstart's objects live in its namespace, which is the controller's. */}}
+{{- $resources := default dict (get $cfg "custom_resources") }}
+{{- $_ := set $resources "enabled" true }}
+{{- $_ := set $resources "namespace" (default .Values.quickstart.namespace (get $resources "namespace")) }}
+{{- $_ := set $cfg "custom_resources" $resources }}
+{{- end }}
 {{- $log := default dict (get $cfg "log") }}
 {{- if include "reverser.embeddedLog" . }}
 {{- if gt (int .Values.replicaCount) 1 }}
@@ -306,4 +319,31 @@ early on combinations the service would refuse at start.
 {{- end }}
 {{- $_ := set $cfg "audit" $audit }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+The age key Secrets GitTargets name, per namespace (rbac.ageKeys and the quickstart's):
+{"<namespace>": ["<name>", ...]}.
+*/}}
+{{- define "reverser.ageKeySecrets" -}}
+{{- $out := dict }}
+{{- $keys := .Values.rbac.ageKeys }}
+{{- range $ns := (default list $keys.namespaces) }}
+{{- $_ := set $out $ns (concat (default list (get $out $ns)) $keys.secretNames | uniq | sortAlpha) }}
+{{- end }}
+{{- $q := .Values.quickstart }}
+{{- if and $q.enabled $q.gitTarget.encryption.enabled }}
+{{- $_ := set $out $q.namespace (append (default list (get $out $q.namespace)) $q.gitTarget.encryption.secretRef.name | uniq | sortAlpha) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* The Secret holding the digest key of encrypted Secrets. */}}
+{{- define "reverser.digestKeySecret" -}}
+{{- default (printf "%s-digest-key" (include "reverser.fullname" .)) .Values.secretsDigestKey.existingSecret }}
+{{- end }}
+
+{{/* "true" when the custom resources configure the pipeline (config.custom_resources.enabled, or the quickstart). */}}
+{{- define "reverser.customResources" -}}
+{{- if or .Values.quickstart.enabled (get (get (default dict .Values.config) "custom_resources" | default dict) "enabled") }}true{{- end }}
 {{- end }}

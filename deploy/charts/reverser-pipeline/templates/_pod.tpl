@@ -44,6 +44,11 @@ embedded log under the workdir outlives the pod.
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
+            - name: REVERSER_SECRETS_DIGEST_KEY
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "reverser.digestKeySecret" . }}
+                  key: {{ .Values.secretsDigestKey.key }}
             {{- with .Values.env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
