@@ -49,6 +49,7 @@ class CloseReason(StrEnum):
     SHUTDOWN = "shutdown"
     REVOKED = "revoked"
     TARGET_DELETED = "target_deleted"
+    LATE_AUTHOR = "late_author"  # a late fact named an author of a write in the window: commit it to note it
 
 
 @dataclass(slots=True)
