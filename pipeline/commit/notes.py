@@ -32,7 +32,7 @@ import yaml
 from pipeline.codec.branch_work import LateAuthor, WorkItem
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit import metrics
-from pipeline.commit.gitrepo import LocalRepo, PushRejected, identity_line
+from pipeline.commit.gitrepo import GitRemoteError, LocalRepo, PushRejected, identity_line
 from pipeline.commit.gittree import GitTree
 from pipeline.commit.identity import Identity, author_identity
 from pipeline.commit.layout import LayoutError, canonical_path, normalize_target_path
@@ -213,7 +213,7 @@ class LateAuthors:
             except PushRejected as exc:
                 logger.info("%s; fetching the notes again", exc)
         else:
-            raise PushRejected(f"{self._ref} still rejected after {PUSH_ATTEMPTS} attempts")
+            raise GitRemoteError(f"{self._ref} still rejected after {PUSH_ATTEMPTS} attempts")
         done, self._waiting = self._waiting, []
         states = [r for w in done if (r := self._state(w, tree, book, sealed(w.item), wall_ms)) is not None]
         return [(w.item.partition, w.item.offset) for w in done], states

@@ -221,3 +221,19 @@ def test_a_note_line_reads_back_and_is_added_once(name: str, rv: str) -> None:
         f"live/{name}.yaml", LateAuthor("UPDATE", "ns", "n", "uid", rv + "1", BOB, 0, 4, 0), IDENTITY, 1
     )
     assert parse_late_lines(noted(once, other) or "")[1].resource_version == rv + "1"
+
+
+async def test_a_remote_outage_keeps_the_late_author_until_the_notes_are_pushed(h: Harness) -> None:
+    w = Work()
+    unresolved = w.create(cm("u"), NOBODY)
+    await h.feed(unresolved)
+    await h.settle_time(5)
+    away = h.remote.with_name("remote-away.git")
+    h.remote.rename(away)
+    late = late_for(w, unresolved)
+    await h.feed(late)
+    assert (late.partition, late.offset) not in h.settled, "not settled while the note is not on the remote"
+    away.rename(h.remote)
+    await h.settle_time(60)  # past the push backoff: the next push notes it
+    assert (late.partition, late.offset) in h.settled
+    assert [n.name for n in parse_late_lines(note_of(h.remote))] == ["Alice Example"]
