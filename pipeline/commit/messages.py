@@ -38,7 +38,6 @@ BRANCH_TRAILER = "Reverser-Branch"
 ATTRIBUTION_TRAILER = "Reverser-Attribution"
 _OFFSET = re.compile(r"^(\d+):(\d+)$")
 
-
 @dataclass(frozen=True, slots=True)
 class ChangedObject:
     """One object a window changed, as named in the message."""

@@ -45,10 +45,8 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
         if sealed is None:
             sealed = sealed_types[kind] = is_sensitive(state.group, state.resource, sensitive)
         if sealed != state.sealed:
-            desired.refused.append(
-                f"{_where(state)}: stored {'sealed' if state.sealed else 'in plaintext'}, "
-                f"but the target {'seals' if sealed else 'does not seal'} this type"
-            )
+            desired.refused.append(f"{_where(state)}: stored {'sealed' if state.sealed else 'in plaintext'}, "
+                                   f"but the target {'seals' if sealed else 'does not seal'} this type")
             continue
         try:
             path = canonical_path(folder, state.group, state.resource, state.namespace, state.name, sensitive)
@@ -74,7 +72,6 @@ def _where(state: ObjectState) -> str:
 
 def documents(tree: GitTree, target_path: str) -> list[str]:
     """Every object document under a target's folder: `<scope>/[group/]<resource>/<name>.yaml`."""
-
     def join(*parts: str) -> str:
         return "/".join(p for p in parts if p)
 
@@ -100,3 +97,4 @@ def reconcile_plan(tree: GitTree, target: TargetSettings, desired: Desired, base
     base.writes = writes
     base.size = sum(len(c) for c, _ in desired.files.values())
     return base
+

@@ -264,18 +264,9 @@ async def _from_object_state(job: _Job) -> int:
             target,
             desired,
             Plan(
-                kind="rebuild",
-                provider=provider.name,
-                branch=branch,
-                target=target.name,
-                author=committer,
-                author_kind="committer",
-                author_label=committer.name,
-                attributions=[],
-                author_time_s=int(time.time()),
-                partition=0,
-                offset=0,
-                observed_at_ms=0,
+                kind="rebuild", provider=provider.name, branch=branch, target=target.name,
+                author=committer, author_kind="committer", author_label=committer.name,
+                attributions=[], author_time_s=int(time.time()), partition=0, offset=0, observed_at_ms=0,
                 resource=topic,
             ),
         )
@@ -316,9 +307,8 @@ async def _from_history(job: _Job) -> int:
 
     # The state book of this replay (fresh, fed only by the replayed work) says which objects the
     # history leaves on the branch: the reconcile step removes the rest.
-    worker = BranchWorker(
-        settings, provider, branch, repo, settled.extend, load_state=nothing_yet, on_state=states.extend
-    )
+    worker = BranchWorker(settings, provider, branch, repo, settled.extend, load_state=nothing_yet,
+                          on_state=states.extend)
     await worker.sync()
     existing = worker.remote_tip
     used = 0
@@ -326,10 +316,8 @@ async def _from_history(job: _Job) -> int:
         async for chunk in read_to_end(log, extent):
             for gap in chunk.gaps:
                 aged_out += gap.lost
-                report.note(
-                    f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
-                    "were deleted by retention before the replay"
-                )
+                report.note(f"warning: {gap.lost} record(s) of {gap.topic}[{gap.partition}] "
+                            "were deleted by retention before the replay")
             for record in chunk.records:
                 tp = TopicPartition(record.topic, record.partition)
                 report.advance()
@@ -366,10 +354,8 @@ async def _remove_unreplayed(
     object whose creation aged out, so it is kept (rebuild from object-state instead).
     """
     if aged_out:
-        note(
-            f"warning: {aged_out} branch-work record(s) aged out; documents the retained history "
-            "does not mention are kept (use --from object-state for an exact rebuild)"
-        )
+        note(f"warning: {aged_out} branch-work record(s) aged out; documents the retained history "
+             "does not mention are kept (use --from object-state for an exact rebuild)")
         return
     for target in targets:
         await worker.remove_unlisted(target)

@@ -146,10 +146,8 @@ async def replay_watch_events(
             with ProgressReport(f"replaying {names.watch_events}", extent.total, tty=tty) as report:
                 async for chunk in read_to_end(log, extent):
                     for gap in chunk.gaps:
-                        report.note(
-                            f"warning: {gap.lost} watch event(s) of {gap.topic}[{gap.partition}] "
-                            "were deleted by retention before the replay"
-                        )
+                        report.note(f"warning: {gap.lost} watch event(s) of {gap.topic}[{gap.partition}] "
+                                    "were deleted by retention before the replay")
                     watches: list[WatchRecord] = []
                     for record in chunk.records:
                         report.advance()
@@ -167,11 +165,8 @@ async def replay_watch_events(
                         if narrowed is not None:
                             watches.append(narrowed)
                     # resolved concurrently, like the router; appended in log order
-                    out = [
-                        r
-                        for records in await asyncio.gather(*(_work(lookup, w, where) for w in watches))
-                        for r in records
-                    ]
+                    out = [r for records in await asyncio.gather(*(_work(lookup, w, where) for w in watches))
+                           for r in records]
                     for start in range(0, len(out), APPEND_BATCH):
                         await log.append_many(names.branch_work, out[start : start + APPEND_BATCH])
                     written += len(out)
@@ -180,19 +175,13 @@ async def replay_watch_events(
     if skipped:
         note(f"warning: {skipped} undecodable watch event(s) skipped")
     if other_cluster:
-        note(
-            f"warning: {other_cluster} watch event(s) of {source} come from another cluster than "
-            f"{target}'s ({configured.cluster}); skipped"
-        )
+        note(f"warning: {other_cluster} watch event(s) of {source} come from another cluster than "
+             f"{target}'s ({configured.cluster}); skipped")
     if narrowing.dropped:
-        note(
-            f"{narrowing.dropped} object(s) or event(s) of {source} are outside {target}'s rules; "
-            "not replayed"
-        )
-    note(
-        f"appended {written} branch-work record(s) for {target} ({where.provider} {where.branch}) "
-        f"from the watch events of {source}"
-    )
+        note(f"{narrowing.dropped} object(s) or event(s) of {source} are outside {target}'s rules; "
+             "not replayed")
+    note(f"appended {written} branch-work record(s) for {target} ({where.provider} {where.branch}) "
+         f"from the watch events of {source}")
     return written
 
 
