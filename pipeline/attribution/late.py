@@ -9,7 +9,10 @@ commit (docs/attribution.md, "Late facts").
 Only tiers that pin the one change count after the fact: a write fact of the object's exact
 (uid, resourceVersion), or the object's own deletion evidence. A name- or resourceVersion-keyed
 fact that arrives late may describe a later change of the same name, and a wrong author is worse
-than none.
+than none; the one exception is a delete answered by name (the apiserver's audit event of a plain
+delete often has no uid), which counts only when the delete was made no later than the removal was
+observed (its stage time, within `LATE_NAME_MARGIN_MS`): a later incarnation's delete is stamped
+after it.
 """
 
 from __future__ import annotations
@@ -20,19 +23,35 @@ from typing import Final
 from pipeline.attribution.index import FactIndex
 from pipeline.attribution.model import Attribution, FactQuery, Tier
 
-__all__ = ["LATE_TIERS", "await_late", "names_late"]
+__all__ = ["LATE_NAME_MARGIN_MS", "LATE_TIERS", "await_late", "names_late"]
 
 #: Tiers a late answer may come from: each names the change itself, not a neighbour of it.
 LATE_TIERS: Final = frozenset({Tier.EXACT, Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.LATEST})
 
 
-def names_late(found: Attribution) -> bool:
+#: How much later than a removal's observation its name-keyed delete may be stamped: the watch can
+#: see the deletion a moment before the request's response completes (its audit stage time).
+LATE_NAME_MARGIN_MS: Final = 2000
+
+
+def names_late(found: Attribution, query: FactQuery) -> bool:
     """Whether a lookup made after the hold may name the author of a change committed as unresolved.
 
     A conflict names no one (as it would have during the hold); a removal answered by a `latest`
-    slot is answered only by a delete there (the index's own rule), so it pins the deletion too.
+    slot is answered only by a delete there (the index's own rule), so it pins the deletion too. A
+    removal answered by name needs a delete stamped no later than the removal was observed.
     """
-    return found.fact is not None and found.tier in LATE_TIERS
+    fact = found.fact
+    if fact is None:
+        return False
+    if found.tier in LATE_TIERS:
+        return True
+    return (
+        found.tier == Tier.NAME
+        and not query.exact_capable
+        and query.event_ms > 0
+        and 0 < fact.stage_ms <= query.event_ms + LATE_NAME_MARGIN_MS
+    )
 
 
 async def await_late(index: FactIndex, query: FactQuery, window_s: float) -> Attribution | None:
@@ -48,7 +67,7 @@ async def await_late(index: FactIndex, query: FactQuery, window_s: float) -> Att
         while True:
             waiter.event.clear()
             found = index.lookup(query)
-            if names_late(found):
+            if names_late(found, query):
                 return found
             remaining = deadline - loop.time()
             if remaining <= 0:

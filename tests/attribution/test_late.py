@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.attribution import FactQuery, Tier
-from pipeline.attribution.late import LATE_TIERS, await_late, names_late
+from pipeline.attribution.late import LATE_NAME_MARGIN_MS, LATE_TIERS, await_late, names_late
 from pipeline.models import GroupResource
 from tests.attribution.helpers import Clock, fact, make_index
 from tests.attribution.test_properties import expected, operations, queries, run
@@ -32,7 +32,7 @@ def test_a_late_answer_is_the_models_answer_when_it_pins_the_change(
         tier, author = expected(oracle, q, clock.ms)
         got = index.lookup(q)
         pins = bool(author) and tier in LATE_TIERS
-        assert names_late(got) == pins, (q, tier)
+        assert names_late(got, q) == pins, (q, tier)
         if pins:
             assert got.author == author
 
@@ -67,3 +67,26 @@ async def test_no_pinning_fact_within_the_window_is_none() -> None:
     index.apply("r", CM, [fact("mallory", "update", ns="ns-1", name="a")], Clock().ms)
     assert await await_late(index, query(), window_s=0) is None
     assert index.waiter_count() == 0
+
+
+def test_a_delete_answered_by_name_counts_late_only_if_made_before_the_removal_was_seen() -> None:
+    """A plain delete's audit event often has no uid; a later incarnation's delete is stamped later."""
+    clock = Clock()
+    index = make_index(clock)
+    seen_ms = clock.ms - 10_000
+    removal = FactQuery("r", CM, "u1", "8", "ns-1", "a", {}, False, event_ms=seen_ms)
+    index.apply(
+        "r", CM, [fact("bob", "delete", ns="ns-1", name="a", stage_us=(seen_ms - 100) * 1000)], clock.ms
+    )
+    found = index.lookup(removal)
+    assert (found.tier, found.author) == (Tier.NAME, "bob")
+    assert names_late(found, removal)
+    later = make_index(clock)
+    stamp_us = (seen_ms + LATE_NAME_MARGIN_MS + 1) * 1000
+    later.apply("r", CM, [fact("mallory", "delete", ns="ns-1", name="a", stage_us=stamp_us)], clock.ms)
+    assert not names_late(later.lookup(removal), removal), "a delete made after the removal is another one"
+    write = FactQuery("r", CM, "u1", "8", "ns-1", "a", {}, True, event_ms=seen_ms)
+    index.apply(
+        "r", CM, [fact("bob", "update", ns="ns-1", name="a", stage_us=(seen_ms - 100) * 1000)], clock.ms
+    )
+    assert not names_late(index.lookup(write), write), "a write is named late only by its exact slot"
