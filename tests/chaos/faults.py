@@ -171,10 +171,22 @@ class Faults:
         names are committed unresolved and must be named by their late facts (git notes).
         """
         paths = self.env.relays.paths
-        holding = await _poll(lambda: any(p.holding_request for p in paths), HOLDING_REQUEST_TIMEOUT_S)
-        candidates = [i for i, p in enumerate(paths) if p.holding_request] or list(range(len(paths)))
-        if not holding:
-            self.log.notes.append("pause_audit_holder: no replica was seen holding an audit request")
+        for path in paths:
+            path.request_sent.clear()
+
+        def first_request() -> int | None:
+            # a batch is in flight for milliseconds: wait for the next one rather than poll for it
+            deadline = time.monotonic() + HOLDING_REQUEST_TIMEOUT_S
+            while time.monotonic() < deadline:
+                for index, path in enumerate(paths):
+                    if path.request_sent.wait(timeout=0.001):
+                        return index
+            return None
+
+        holder = await asyncio.to_thread(first_request)
+        if holder is None:
+            self.log.notes.append("pause_audit_holder: no audit request reached a replica")
+        candidates = [holder] if holder is not None else list(range(len(paths)))
         replica = self.env.replicas[self.rng.choice(candidates)]
         replica.pause()
         await asyncio.sleep(self.rng.uniform(*HOLD_FAULT_S))

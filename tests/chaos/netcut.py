@@ -39,6 +39,8 @@ class NetPath:
         # audit connections that carried request bytes and no answer since
         self._awaiting: set[int] = set()
         self._servers: list[asyncio.Server] = []
+        #: set whenever request bytes go towards the replica (a fault clears it, then waits on it)
+        self.request_sent = threading.Event()
         self._connections: set[asyncio.Task[Any]] = set()
 
     @property
@@ -78,6 +80,7 @@ class NetPath:
             while data := await reader.read(CHUNK_BYTES):
                 if conn is not None and request:
                     self._awaiting.add(conn)  # sent towards the replica: held from now on
+                    self.request_sent.set()
                 await self._open.wait()
                 if conn is not None and not request:
                     self._awaiting.discard(conn)

@@ -38,8 +38,10 @@ async def test_a_cut_path_holds_the_request_until_it_is_restored(echo: int) -> N
             assert conn.recv(1024) == b"before"
             await wait_for(lambda: not path.holding_request, what="the answer to clear the hold")
             path.cut()
+            path.request_sent.clear()
             conn.sendall(b"during")
             await wait_for(lambda: path.holding_request, what="the request to be held")
+            assert path.request_sent.is_set(), "a fault waiting for the next request sees it"
             # cut: nothing comes back (a bounded look, which can only pass wrongly, never fail wrongly)
             conn.settimeout(0.5)
             with pytest.raises(TimeoutError):
