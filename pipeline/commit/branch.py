@@ -20,6 +20,7 @@ from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
     CommitRequested,
+    LateAuthor,
     Outcome,
     ResyncBegin,
     ResyncChunk,
@@ -44,6 +45,7 @@ from pipeline.commit.layout import (
     object_of,
 )
 from pipeline.commit.messages import ChangedObject, parse_offset, trusted_offset
+from pipeline.commit.notes import LateAuthors
 from pipeline.commit.plan import Applied, Plan, Retired, Sweep, apply_plan, blob_sha, message_for, orphans
 from pipeline.commit.rebuild import documents
 from pipeline.commit.snapshots import Collected, Skipped, SnapshotBook, push_due_at
@@ -146,6 +148,7 @@ class BranchWorker:
         self._hook = hook
         self._size_cap = provider.window_max_bytes
         self.committer = committer_identity(provider.committer.name, provider.committer.email)
+        self._late = LateAuthors(repo, provider.name, branch, self.committer)
         self.synced = False
         self._remote_tip: str | None = None
         self._tip: str | None = None
@@ -317,7 +320,9 @@ class BranchWorker:
     async def handle(self, item: WorkItem) -> None:
         """Apply one work record (the caller keeps log order and calls `sync` first)."""
         here = (item.partition, item.offset)
-        if item.offset <= self._skip.get(item.partition, -1):
+        # a late author makes no commit, so no trailer covers it; noting it again changes nothing
+        redelivered = item.offset <= self._skip.get(item.partition, -1)
+        if redelivered and not isinstance(item.body, LateAuthor):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.target)
@@ -350,6 +355,8 @@ class BranchWorker:
             self._begin(item, body)
         elif isinstance(body, ResyncChunk):
             self._chunk(item, body)
+        elif isinstance(body, LateAuthor):
+            await self._late_author(item, body)
         else:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
@@ -383,6 +390,32 @@ class BranchWorker:
         )
         self._deleted.add(item.target)
         return True
+
+    # late authors (pipeline.commit.notes) ----------------------------------------------------
+    async def _late_author(self, item: WorkItem, body: LateAuthor) -> None:
+        """A late fact named an unresolved change's author: note it once its commit is pushed."""
+        if self._window is not None and (body.work_partition, body.work_offset) in self._window.offsets:
+            await self._finalize(CloseReason.LATE_AUTHOR)
+        self._late.add(item, body)
+        if self._pending:
+            self._schedule_push()
+        else:
+            await self._flush_late()
+
+    async def _flush_late(self) -> None:
+        """Note the waiting late authors on the pushed history; a failure retries at the next push."""
+        try:
+            done, states = await self._late.flush(
+                self._remote_tip, self._tree, self._book, self._sealed, int(self._wall() * 1000)
+            )
+        except GitRemoteError as exc:
+            await self._push_failed(exc)
+            return
+        self._emit(states)
+        self._settle(done)
+
+    def _sealed(self, item: WorkItem) -> bool:
+        return is_sensitive(item.group, item.resource, self._sensitive(self._target(item.target)))
 
     # object state ----------------------------------------------------------------------------
     def _state_of(
@@ -1098,6 +1131,8 @@ class BranchWorker:
         """Push unpushed commits with a lease on the remote tip, replaying them after a conflict."""
         self._push_due = None
         if not self._pending:
+            if self._late.waiting:
+                await self._flush_late()
             return True
         for _ in range(PUSH_ATTEMPTS):
             assert self._tip is not None
@@ -1167,6 +1202,8 @@ class BranchWorker:
         if self._hook is not None:
             await self._hook("pushed")
         self._settle_finalized()
+        if self._late.waiting:
+            await self._flush_late()
 
     def _remote_backoff(self) -> Backoff:
         """Pacing of retries against the Git remote: 1 s, doubling to `push_max_backoff_s`."""
