@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings
 from pipeline.failures import plain
-from pipeline.watch import metrics
+from pipeline.watch import fastjson, metrics
 
 __all__ = [
     "UNREACHABLE",
@@ -153,7 +153,7 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        event = json.loads(line)
+        event = fastjson.loads(line)
     except ValueError as exc:
         metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
         logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
@@ -231,7 +231,7 @@ class KubeClient:
         finally:
             response.release()
         try:
-            parsed = json.loads(raw)
+            parsed = fastjson.loads(raw)
         except ValueError as exc:
             raise KubeError(200, "BadResponse", f"{path}: not JSON") from exc
         if not isinstance(parsed, dict):

@@ -391,7 +391,7 @@ class WatchStream:
         obj: dict[str, Any] = event["object"]
         meta = _meta(obj)
         rv = str(meta.get("resourceVersion") or "")
-        metrics.EVENTS.labels(event_type or "unknown").inc()
+        metrics.event_counter(event_type or "unknown").inc()
         if event_type == "ERROR":
             raise KubeError(
                 int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or "")
@@ -425,25 +425,25 @@ class WatchStream:
         server ignored `sendInitialEvents` (it predates WatchList), so fall back to LIST."""
         raise KubeError(0, "WatchListIgnored", "the server ignored sendInitialEvents")
 
-    async def _payload(self, obj: dict[str, Any]) -> tuple[bytes, bytes]:
-        """(canonical JSON, what goes on the log): the SOPS document instead for a sensitive stream.
+    async def _payload(self, obj: dict[str, Any], clean: dict[str, Any], canonical: bytes) -> bytes:
+        """What goes on the log for `obj` (sanitized as `clean`, serialised as `canonical`): the
+        canonical JSON, or the SOPS document for a sensitive stream.
 
         The canonical JSON of a sensitive object stays in this process (only its digest is kept).
         """
-        clean = sanitize(obj)
-        canonical = sanitized_json(clean)
         if self._payload_of is not None:
-            return canonical, self._payload_of(obj)
+            return self._payload_of(obj)
         if self._sealer is None:
-            return canonical, canonical
-        return canonical, await self._sealer.seal(clean, canonical, self.spec.group_resource)
+            return canonical
+        return await self._sealer.seal(clean, canonical, self.spec.group_resource)
 
     async def _live(
         self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
     ) -> None:
         uid = str(meta.get("uid") or "")
         deleting = is_terminating(obj)
-        canonical = sanitized_json(sanitize(obj))
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean)
         if event_type == "DELETED":
             self._hashes.pop(uid, None)
         else:
@@ -452,7 +452,7 @@ class WatchStream:
                 metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
                 return
             self._hashes[uid] = digest
-        _, payload = await self._payload(obj)
+        payload = await self._payload(obj, clean, canonical)
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
             metrics.DROPPED.labels(DropReason.TOO_LARGE).inc()
@@ -484,7 +484,9 @@ class WatchStream:
             metrics.DROPPED.labels(DropReason.TERMINATING_IN_SNAPSHOT).inc()
             return []
         meta = _meta(obj)
-        canonical, payload = await self._payload(obj)
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean)
+        payload = await self._payload(obj, clean, canonical)
         uid = str(meta.get("uid") or "")
         item = snapshot_object(meta, payload)
         if not snapshot.fits(item):
