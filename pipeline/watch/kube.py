@@ -246,11 +246,11 @@ class KubeClient:
         response = await self._request(path, [*query, ("watch", "true")], timeout)
         return WatchConnection(response)
 
-    async def list_all(
-        self, path: str, query: Sequence[tuple[str, str]], page_size: int = 500
-    ) -> tuple[list[dict[str, Any]], str]:
-        """LIST every item of a collection (following `continue`); returns items and the list RV."""
-        items: list[dict[str, Any]] = []
+    async def list_pages(
+        self, path: str, query: Sequence[tuple[str, str]], page_size: int
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """LIST a collection page by page (following `continue`): each page's items with the RV of
+        the list (the first page's), so a caller holds one page at a time, never the collection."""
         resource_version = ""
         token = ""
         while True:
@@ -261,10 +261,11 @@ class KubeClient:
             meta = page.get("metadata") or {}
             if not resource_version:
                 resource_version = str(meta.get("resourceVersion") or "")
-            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            items = [item for item in page.get("items") or [] if isinstance(item, dict)]
             token = str(meta.get("continue") or "")
+            yield items, resource_version
             if not token:
-                return items, resource_version
+                return
 
     async def namespace_phase(self, namespace: str) -> str | None:
         """`Active` or `Terminating`, or None when the namespace does not exist."""

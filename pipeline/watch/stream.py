@@ -31,6 +31,7 @@ from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.watch.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch.writer import Appender
 
 __all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]
@@ -59,6 +60,8 @@ class StreamOptions:
     watch_timeout_s: int = 300
     queue_size: int = 1024
     batch_max: int = 500
+    list_page_size: int = 500
+    slice_ms: float = DEFAULT_SLICE_MS
     clock: Callable[[], float] = time.time
     sleep: Sleep = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
@@ -136,6 +139,7 @@ class WatchStream:
         self._options = options
         self._capabilities = capabilities
         self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
+        self._slicer = Slicer(options.slice_ms)
         self._path = collection_path(spec.api(), spec.scope)
         self._hashes: dict[str, bytes] = {}
         self._task: asyncio.Task[None] | None = None
@@ -312,16 +316,28 @@ class WatchStream:
         await self._pump_and_consume(connection, [self._builder.begin(snapshot.epoch)])
 
     async def _list_session(self) -> None:
-        """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events."""
+        """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events.
+
+        The LIST is read a page at a time and each page's chunks are appended before the next page
+        is asked for, so memory holds one page and one chunk whatever the collection's size.
+        """
         connection = await self._open(self._query())
         async with self._pumped(connection) as queue:
             query = [("labelSelector", self.spec.label_selector)] if self.spec.label_selector else []
-            items, list_rv = await self._client.list_all(self._path, query)
-            snapshot = self._begin_snapshot("list")
-            records = [self._builder.begin(snapshot.epoch, list_rv)]
-            for item in items:
-                records.extend(await self._add_to_snapshot(item))
-            records.extend(self._end_snapshot(list_rv))
+            snapshot: SnapshotAssembly | None = None
+            list_rv = ""
+            pages = self._client.list_pages(self._path, query, self._options.list_page_size)
+            async for items, list_rv in pages:
+                records: list[PendingRecord] = []
+                if snapshot is None:
+                    snapshot = self._begin_snapshot("list")
+                    records.append(self._builder.begin(snapshot.epoch, list_rv))
+                for item in items:
+                    records.extend(await self._add_to_snapshot(item))
+                    if self._slicer.due():
+                        await self._slicer.pause()
+                await self._write(records, "")
+            records = self._end_snapshot(list_rv)
             self._floor = _rv_floor(list_rv)
             await self._write(records, list_rv)
             self._set_state(StreamState.STREAMING, "AllStreamsReady")
@@ -383,6 +399,8 @@ class WatchStream:
                     raise
                 if rv:
                     new_rv = rv
+                if self._slicer.due():
+                    await self._slicer.pause()
             await self._write(records, new_rv)
 
     async def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
