@@ -168,7 +168,9 @@ def loop_lag_max_ms(service: ReverserProcess) -> float:
     return max((value for _, value in samples), default=float("nan")) * 1000
 
 
-def run_sync(workdir: Path, kubeconfig: Path, total: int) -> tuple[float, float, float, OpsProbe, float]:
+def run_sync(
+    workdir: Path, kubeconfig: Path, total: int, extra_env: dict[str, str] | None = None
+) -> tuple[float, float, float, OpsProbe, float]:
     remote = bare_remote(workdir / "remote.git")
     port = free_port()
     config = {
@@ -188,13 +190,9 @@ def run_sync(workdir: Path, kubeconfig: Path, total: int) -> tuple[float, float,
         ],
     }
     child_path = os.environ.get("REVERSER_BENCH_SCALE_PYTHONPATH")
-    service = ReverserProcess(
-        workdir,
-        "reverser",
-        config,
-        env={"PYTHONPATH": child_path} if child_path else None,
-        log_level="WARNING",
-    )
+    # PYTHONSAFEPATH: `python -m` would otherwise put the working directory (this tree) first
+    env = {"PYTHONPATH": child_path, "PYTHONSAFEPATH": "1"} if child_path else {}
+    service = ReverserProcess(workdir, "reverser", config, env=env | (extra_env or {}), log_level="WARNING")
     probe = OpsProbe(f"127.0.0.1:{port}")
     probe.start()
     started = time.perf_counter()
