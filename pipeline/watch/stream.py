@@ -349,6 +349,9 @@ class WatchStream:
         try:
             async for event in connection.events():
                 await queue.put(event)
+                # a network read can hold hundreds of lines: parsing them is CPU too
+                if self._slicer.due():
+                    await self._slicer.pause()
         except asyncio.CancelledError:
             raise
         except Exception as exc:

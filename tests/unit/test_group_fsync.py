@@ -259,3 +259,33 @@ async def _read_back(directory: Path) -> dict[tuple[int, int], bytes | None]:
     finally:
         await log.close()
     return found
+
+
+async def test_a_cancelled_append_is_visible_once_its_cancellation_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream stopped while its cursor append waits for the fsync: the next reader sees it."""
+    release = threading.Event()
+    real = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        release.wait(5)
+        real(fd)
+
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("t", 1)])
+        monkeypatch.setattr(os, "fsync", slow_fsync)
+        append = asyncio.create_task(log.append_many("t", [PendingRecord(b"v", key=b"k")]))
+        await asyncio.sleep(0.05)
+        append.cancel()
+        await asyncio.sleep(0.05)
+        assert not append.done(), "the cancellation returned before the fsync"
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await append
+        assert (await log.end_offsets([TopicPartition("t", 0)]))[TopicPartition("t", 0)] == 1
+    finally:
+        release.set()
+        await log.close()

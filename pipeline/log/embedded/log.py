@@ -313,8 +313,16 @@ class EmbeddedLog(Log):
         ticket = 0
         for number in placed.by_partition:
             ticket = self._group_sync.written((placed.topic, placed.topic.partitions[number]))
+        durable = asyncio.ensure_future(self._group_sync.durable(ticket))
         try:
-            await self._group_sync.durable(ticket)
+            await asyncio.shield(durable)
+        except asyncio.CancelledError:
+            # The records are written: a caller cancelled meanwhile still waits for them to be
+            # visible, as a synchronous append was, so whoever starts after it (a restarted
+            # stream reading its cursor) sees them.
+            with contextlib.suppress(OSError):
+                await durable
+            raise
         except OSError as exc:
             raise LogError(f"cannot fsync {placed.topic.spec.name}: {exc.strerror or exc}") from exc
         return results
