@@ -305,7 +305,7 @@ class WatchEventWriter:
     are computed once; a record is that prefix, the timestamp and the body.
     """
 
-    __slots__ = ("_base", "_codec", "_prefix", "headers", "key")
+    __slots__ = ("_base", "_codec", "_last_ms", "_prefix", "headers", "key")
 
     def __init__(self, head: StreamHead) -> None:
         self._codec = codec(WATCH_EVENT)
@@ -329,12 +329,18 @@ class WatchEventWriter:
             if self._codec.header[1] == HAND_WRITTEN
             else None
         )
+        # the records of one batch are mostly stamped in the same millisecond
+        self._last_ms: tuple[int, bytes] = (0, write_long(0))
 
     def encode(self, body: Body, observed_at_ms: int) -> bytes:
         """The record value: hand-written for the version above, else through fastavro."""
         if self._prefix is None:
             return self.encode_generic(body, observed_at_ms)
-        return b"".join((self._prefix, write_long(observed_at_ms), encode_body(body)))
+        last_ms, stamp = self._last_ms
+        if observed_at_ms != last_ms:
+            stamp = write_long(observed_at_ms)
+            self._last_ms = (observed_at_ms, stamp)
+        return b"".join((self._prefix, stamp, encode_body(body)))
 
     def encode_generic(self, body: Body, observed_at_ms: int) -> bytes:
         """The record value through fastavro and the schema file (the reference `encode` matches)."""

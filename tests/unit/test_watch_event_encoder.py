@@ -91,3 +91,13 @@ def test_an_unknown_event_type_is_refused_like_fastavro() -> None:
         writer.encode(event, 0)
     with pytest.raises(ValueError, match="BOOKMARK"):
         writer.encode_generic(event, 0)
+
+
+@given(heads, st.lists(st.tuples(bodies, st.sampled_from([0, 1, 1_764_000_000_000, -5])), max_size=8))
+def test_one_writer_over_many_records_stays_identical(
+    head: StreamHead, items: list[tuple[Body, int]]
+) -> None:
+    """The writer remembers the last timestamp's bytes: a repeated or changed one must not leak."""
+    writer = WatchEventWriter(head)
+    for body, at_ms in items:
+        assert writer.encode(body, at_ms) == writer.encode_generic(body, at_ms)
