@@ -63,7 +63,6 @@ def baseline_events_per_s(lines: list[bytes]) -> float:
 
 
 async def pipeline_events_per_s(workdir: Path, fsync: bool = True) -> tuple[float, list[bytes]]:
-    workdir.mkdir(parents=True, exist_ok=True)
     kube = FakeKubeApiServer()
     await kube.start()
     try:
@@ -135,8 +134,11 @@ async def _until(predicate: Callable[[], bool], timeout_s: float = 300.0) -> Non
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        measured, lines = asyncio.run(pipeline_events_per_s(Path(tmp) / "fsync"))
-        unsynced, _ = asyncio.run(pipeline_events_per_s(Path(tmp) / "nofsync", fsync=False))
+        synced_dir, unsynced_dir = Path(tmp) / "fsync", Path(tmp) / "nofsync"
+        synced_dir.mkdir()
+        unsynced_dir.mkdir()
+        measured, lines = asyncio.run(pipeline_events_per_s(synced_dir))
+        unsynced, _ = asyncio.run(pipeline_events_per_s(unsynced_dir, fsync=False))
     baseline = baseline_events_per_s(lines)
     size = sum(map(len, lines)) // len(lines)
     print(f"events: {EVENTS} ConfigMap updates, {size} bytes per watch line, best of {ROUNDS}")
