@@ -239,8 +239,8 @@ def test_every_acknowledged_append_survives_a_sigkill(tmp_path: Path) -> None:
         child.wait()
     assert len(acknowledged) == 300
     found = asyncio.run(_read_back(directory))
-    for partition, offset, value in acknowledged:
-        assert found.get((partition, offset)) == value.encode()
+    for at_partition, at_offset, written in acknowledged:
+        assert found.get((at_partition, at_offset)) == written.encode()
 
 
 async def _read_back(directory: Path) -> dict[tuple[int, int], bytes | None]:
