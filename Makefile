@@ -85,8 +85,15 @@ lint: install-test
 	$(BIN)/mypy --strict deploy/charts/gen-schema.py deploy/charts/gen-readme.py
 	$(BIN)/lint-imports
 
+## `make bench` runs every benchmark; `make bench scale` (or any names after `bench`) only those
+BENCH_NAMES := $(filter-out bench,$(MAKECMDGOALS))
 bench: install-test kafka-jars
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_NAMES)
+
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+$(BENCH_NAMES):
+	@:
+endif
 
 ## mutation testing of the modules where a silent bug costs most (tests/mutation/modules.toml);
 ## slow (tens of minutes), not part of `make test`: run it before a release

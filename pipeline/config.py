@@ -415,6 +415,12 @@ class ClusterSettings(_Section):
     """Server-side timeout of one watch request, in seconds."""
     watch_rediscover_s: float = Field(default=300.0, gt=0)
     """How often API discovery is repeated to pick up new resource types, in seconds."""
+    watch_list_page_size: int = Field(default=500, gt=0, le=10_000)
+    """Objects per LIST page when a snapshot falls back to LIST (a server without WatchList); one
+    page at a time is held in memory, so this bounds a snapshot's memory, in objects."""
+    watch_slice_ms: float = Field(default=20.0, gt=0, le=1000)
+    """Longest run of snapshot or event processing before a stream gives the event loop back (so
+    `/healthz` answers during a large sync), in milliseconds."""
     leader_election: bool = False
     """Watch this cluster only while holding its Lease (needed with more than one replica)."""
     lease_namespace: str | None = Field(default=None, pattern=_DNS_LABEL)

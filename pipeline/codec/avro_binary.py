@@ -1,9 +1,10 @@
-"""Avro binary primitives for the hand-written decoders (`fact_batch`, `object_state`).
+"""Avro binary primitives for the hand-written codecs (`fact_batch`, `object_state`, `watch_event`).
 
 fastavro builds a dict per record and the owner module then builds its dataclass from it; on the
 two hot read paths (the fact follower's replay, a rebuild's first read of object-state) reading
 the bytes straight into the dataclass is about twice as fast. These are the pieces both share;
-`schema` only names the record in the `DecodeError` messages.
+`schema` only names the record in the `DecodeError` messages. The writers serve the hand-written
+encoders (the audit ingress's fact batches, the watch stage's events), for the same reason.
 """
 
 from __future__ import annotations
@@ -13,11 +14,48 @@ from typing import Final, TypeVar
 
 from pipeline.codec import DecodeError
 
-__all__ = ["MAX_VARINT_BYTES", "read_bytes", "read_long", "read_string", "read_whole"]
+__all__ = [
+    "MAX_VARINT_BYTES",
+    "read_bytes",
+    "read_long",
+    "read_string",
+    "read_whole",
+    "write_bytes",
+    "write_long",
+    "write_string",
+]
 
 T = TypeVar("T")
 
 MAX_VARINT_BYTES: Final = 10
+
+# zigzag varints of -64..63 are one byte: most lengths, counts and flags
+_ONE_BYTE: Final = {n: bytes([(n << 1) ^ (n >> 63)]) for n in range(-64, 64)}
+
+
+def write_long(value: int) -> bytes:
+    """Avro `long` (and `int`): zigzag, then base-128 varint."""
+    small = _ONE_BYTE.get(value)
+    if small is not None:
+        return small
+    n = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def write_bytes(data: bytes) -> bytes:
+    """Avro `bytes`: the length, then the bytes."""
+    return write_long(len(data)) + data
+
+
+def write_string(text: str, errors: str = "strict") -> bytes:
+    """Avro `string` (UTF-8; `errors` as for `str.encode`)."""
+    data = text.encode("utf-8", errors)
+    return write_long(len(data)) + data
 
 
 def read_long(data: bytes, pos: int, schema: str) -> tuple[int, int]:

@@ -27,6 +27,7 @@ __all__ = [
     "Body",
     "CommitRequested",
     "Kind",
+    "LateAuthor",
     "Operation",
     "Outcome",
     "Prune",
@@ -55,6 +56,7 @@ class Kind(StrEnum):
     RESYNC_END = "reverser.router.ResyncEnd"
     TARGET_DELETED = "reverser.router.TargetDeleted"
     COMMIT_REQUESTED = "reverser.router.CommitRequested"
+    LATE_AUTHOR = "reverser.router.LateAuthor"
 
 
 def operation_of(event_type: str, deleting: bool) -> Operation:
@@ -316,9 +318,61 @@ class CommitRequested:
         return cls(data["namespace"], data["name"], data["uid"], data["message"], data["closeDelaySeconds"])
 
 
-Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted | CommitRequested
+@dataclass(frozen=True, slots=True)
+class LateAuthor:
+    """The author of an earlier `Write` that was committed as unresolved, named by a fact that came late.
+
+    The router appends it to the same branch partition once the fact is filed; the commit worker
+    records the author beside the commit (a git note, the object-state record) and never rewrites
+    the pushed history. `work_partition`/`work_offset` are where that `Write` sits on branch-work,
+    which the commit's `Reverser-Offset` trailers locate; `resolved_at_ms` minus the item's
+    observation time is how late the fact was.
+    """
+
+    operation: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    author: WorkAuthor
+    work_partition: int
+    work_offset: int
+    resolved_at_ms: int
+
+    kind: ClassVar[StrEnum] = Kind.LATE_AUTHOR
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+            "author": self.author.to_avro(),
+            "workPartition": self.work_partition,
+            "workOffset": self.work_offset,
+            "resolvedAtMs": self.resolved_at_ms,
+        }
+
+    @classmethod
+    def from_avro(cls, data: Mapping[str, Any]) -> LateAuthor:
+        return cls(
+            data["operation"],
+            data["namespace"],
+            data["name"],
+            data["uid"],
+            data["resourceVersion"],
+            WorkAuthor.from_avro(data["author"]),
+            data["workPartition"],
+            data["workOffset"],
+            data["resolvedAtMs"],
+        )
+
+
+Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted | CommitRequested | LateAuthor
 _BODIES: Final[dict[str, type[Body]]] = {
-    body.kind: body for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, CommitRequested)
+    body.kind: body
+    for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, CommitRequested, LateAuthor)
 }
 
 

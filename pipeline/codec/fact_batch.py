@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, Codec, DecodeError, codec
-from pipeline.codec.avro_binary import read_long, read_string, read_whole
+from pipeline.codec.avro_binary import read_long, read_string, read_whole, write_long
 from pipeline.log.api import Record
 from pipeline.models import GroupResource
 
@@ -177,21 +177,6 @@ def decode_fact_batch(record: Record, fact_codec: Codec | None = None) -> Decode
 
 
 # -- the hand-written encoder --------------------------------------------------------------------
-# zigzag varints of 0..63 are one byte: most lengths on this path
-_SMALL_LENGTHS = [bytes([n << 1]) for n in range(64)]
-
-
-def _write_long(value: int) -> bytes:
-    """Avro `long`: zigzag, then base-128 varint."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _fact_batch_v1(batch: FactBatch, errors: str) -> bytes:
     """`fact_batch` v1 in Avro binary, written directly (about 2x faster than fastavro here).
 
@@ -201,11 +186,11 @@ def _fact_batch_v1(batch: FactBatch, errors: str) -> bytes:
     put = parts.append
     for text in (batch.route, batch.group_resource.group, batch.group_resource.resource):
         data = text.encode("utf-8", errors)
-        put(_SMALL_LENGTHS[len(data)] if len(data) < 64 else _write_long(len(data)))
+        put(write_long(len(data)))
         put(data)
     facts = batch.facts
     if facts:
-        put(_write_long(len(facts)))
+        put(write_long(len(facts)))
         for fact in facts:
             for text in (
                 fact.author,
@@ -220,27 +205,27 @@ def _fact_batch_v1(batch: FactBatch, errors: str) -> bytes:
             ):
                 if text:
                     data = text.encode("utf-8", errors)
-                    put(_SMALL_LENGTHS[len(data)] if len(data) < 64 else _write_long(len(data)))
+                    put(write_long(len(data)))
                     put(data)
                 else:
                     put(b"\x00")
-            put(_write_long(fact.stage_timestamp_us))
+            put(write_long(fact.stage_timestamp_us))
             if fact.label_selector is None:
                 put(b"\x00")
             else:
                 data = fact.label_selector.encode("utf-8", errors)
                 put(b"\x02")
-                put(_write_long(len(data)))
+                put(write_long(len(data)))
                 put(data)
             if fact.uids is None:
                 put(b"\x00")
             else:
                 put(b"\x02")
                 if fact.uids:
-                    put(_write_long(len(fact.uids)))
+                    put(write_long(len(fact.uids)))
                     for uid in fact.uids:
                         data = uid.encode("utf-8", errors)
-                        put(_write_long(len(data)))
+                        put(write_long(len(data)))
                         put(data)
                 put(b"\x00")
     put(b"\x00")

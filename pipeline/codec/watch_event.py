@@ -14,10 +14,12 @@ from enum import StrEnum
 from typing import Any, ClassVar, Final, Self
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
+from pipeline.codec.avro_binary import write_bytes, write_long, write_string
 from pipeline.log.api import PendingRecord, Record
 from pipeline.models import GroupResource, stream_key
 
 __all__ = [
+    "HAND_WRITTEN",
     "Body",
     "EventType",
     "Kind",
@@ -30,6 +32,7 @@ __all__ = [
     "WatchEventWriter",
     "WatchRecord",
     "decode_watch_event",
+    "encode_body",
 ]
 
 # Room the Avro framing of one snapshot object takes around its strings and payload.
@@ -222,11 +225,87 @@ _BODIES: Final[dict[str, type[Body]]] = {
 }
 
 
+# The schema version `encode_body` writes by hand; another current version falls back to fastavro.
+HAND_WRITTEN: Final = b"watch_event/3"
+_EVENT_TYPES: Final[dict[str, bytes]] = {name: write_long(index) for index, name in enumerate(EventType)}
+_NO_OBJECT: Final = b"\x00"
+_TRUE, _FALSE = b"\x01", b"\x00"
+_END_OF_BLOCKS: Final = b"\x00"
+
+
+def _snapshot_object(item: SnapshotObject) -> bytes:
+    return b"".join(
+        (
+            write_string(item.namespace),
+            write_string(item.name),
+            write_string(item.uid),
+            write_string(item.resource_version),
+            write_bytes(item.object_json),
+        )
+    )
+
+
+def encode_body(body: Body) -> bytes:
+    """The `body` union of `watch_event` v3 in Avro binary: branch index, then the record.
+
+    Written directly because fastavro's dict-per-record path was the largest single cost of the
+    watch stage after JSON; byte-identical to fastavro (a property test pins it).
+    """
+    if isinstance(body, LiveEvent):
+        labels = body.labels
+        pairs = (
+            write_long(len(labels))
+            + b"".join(write_string(k) + write_string(v) for k, v in labels.items())
+            + _END_OF_BLOCKS
+            if labels
+            else _END_OF_BLOCKS
+        )
+        return b"".join(
+            (
+                b"\x00",
+                _EVENT_TYPES[body.type],
+                write_string(body.namespace),
+                write_string(body.name),
+                write_string(body.uid),
+                write_string(body.resource_version),
+                pairs,
+                _TRUE if body.deleting else _FALSE,
+                _NO_OBJECT if body.object_json is None else b"\x02" + write_bytes(body.object_json),
+            )
+        )
+    if isinstance(body, SnapshotChunk):
+        objects = body.objects
+        items = (
+            write_long(len(objects)) + b"".join(map(_snapshot_object, objects)) + _END_OF_BLOCKS
+            if objects
+            else _END_OF_BLOCKS
+        )
+        return b"".join(
+            (b"\x04", write_long(body.epoch), write_long(body.seq), items, write_string(body.since))
+        )
+    if isinstance(body, SnapshotBegin):
+        return b"\x02" + write_long(body.epoch) + write_string(body.resource_version)
+    return b"".join(
+        (
+            b"\x06",
+            write_long(body.epoch),
+            write_long(body.chunks),
+            write_long(body.objects),
+            write_string(body.resource_version),
+            write_string(body.since),
+        )
+    )
+
+
 class WatchEventWriter:
     """Encodes the records of one stream: same key (so one partition keeps its order), headers
-    naming the target and scope (so consumers can filter without decoding)."""
+    naming the target and scope (so consumers can filter without decoding).
 
-    __slots__ = ("_base", "_codec", "headers", "key")
+    The envelope's seven strings are the same on every record of a stream, so their Avro bytes
+    are computed once; a record is that prefix, the timestamp and the body.
+    """
+
+    __slots__ = ("_base", "_codec", "_last_ms", "_prefix", "headers", "key")
 
     def __init__(self, head: StreamHead) -> None:
         self._codec = codec(WATCH_EVENT)
@@ -245,12 +324,32 @@ class WatchEventWriter:
             "resource": head.resource,
             "scope": head.scope,
         }
+        self._prefix = (
+            b"".join(write_string(text) for text in self._base.values())
+            if self._codec.header[1] == HAND_WRITTEN
+            else None
+        )
+        # the records of one batch are mostly stamped in the same millisecond
+        self._last_ms: tuple[int, bytes] = (0, write_long(0))
 
-    def record(self, body: Body, observed_at_ms: int) -> PendingRecord:
-        value = self._codec.encode(
+    def encode(self, body: Body, observed_at_ms: int) -> bytes:
+        """The record value: hand-written for the version above, else through fastavro."""
+        if self._prefix is None:
+            return self.encode_generic(body, observed_at_ms)
+        last_ms, stamp = self._last_ms
+        if observed_at_ms != last_ms:
+            stamp = write_long(observed_at_ms)
+            self._last_ms = (observed_at_ms, stamp)
+        return b"".join((self._prefix, stamp, encode_body(body)))
+
+    def encode_generic(self, body: Body, observed_at_ms: int) -> bytes:
+        """The record value through fastavro and the schema file (the reference `encode` matches)."""
+        return self._codec.encode(
             {**self._base, "observedAtMs": observed_at_ms, "body": (body.kind.value, body.to_avro())}
         )
-        return PendingRecord(value, key=self.key, headers=self.headers)
+
+    def record(self, body: Body, observed_at_ms: int) -> PendingRecord:
+        return PendingRecord(self.encode(body, observed_at_ms), key=self.key, headers=self.headers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
     CommitRequested,
+    LateAuthor,
     ResyncBegin,
     ResyncChunk,
     ResyncEnd,
@@ -32,8 +33,9 @@ from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.commit import flush, metrics
 from pipeline.commit.decide import Decider, Reject, Skip
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature, identity_line
-from pipeline.commit.layout import is_sealed_path, normalize_target_path
+from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
+from pipeline.commit.notes import LateAuthors
 from pipeline.commit.plan import Applied, Plan, apply_plan, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
@@ -89,6 +91,7 @@ class BranchWorker:
         self._decide = Decider(settings, provider, branch, ports.wall)
         self.committer = self._decide.committer
         self.versions = self._decide.versions
+        self._late = LateAuthors(repo, provider.name, branch, self.committer)
         self._finalized_states: list[PendingRecord] = []
         # targets the configuration lacks whose deletion is behind this FIFO's position (applied
         # here, or found missing ahead on the log): their records are skipped (`_gone`)
@@ -237,7 +240,9 @@ class BranchWorker:
     async def handle(self, item: WorkItem) -> None:
         """Apply one work record (the caller keeps log order and calls `sync` first)."""
         here = (item.partition, item.offset)
-        if item.offset <= self._skip.get(item.partition, -1):
+        # a late author makes no commit, so no trailer covers it; noting it again changes nothing
+        redelivered = item.offset <= self._skip.get(item.partition, -1)
+        if redelivered and not isinstance(item.body, LateAuthor):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.target)
@@ -270,6 +275,8 @@ class BranchWorker:
             self._skip_snapshot(self._decide.snapshots.begin(item, body))
         elif isinstance(body, ResyncChunk):
             self._skip_snapshot(self._decide.snapshots.chunk(item, body))
+        elif isinstance(body, LateAuthor):
+            await self._late_author(item, body)
         else:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
@@ -304,6 +311,34 @@ class BranchWorker:
         )
         self._deleted.add(item.target)
         return True
+
+    # late authors (pipeline.commit.notes) ----------------------------------------------------
+    async def _late_author(self, item: WorkItem, body: LateAuthor) -> None:
+        """A late fact named an unresolved change's author: note it once its commit is pushed."""
+        window = self._decide.window
+        if window is not None and (body.work_partition, body.work_offset) in window.offsets:
+            await self._finalize(CloseReason.LATE_AUTHOR)
+        self._late.add(item, body)
+        if self._pending:
+            self._schedule_push()
+        else:
+            await self._flush_late()
+
+    async def _flush_late(self) -> None:
+        """Note the waiting late authors on the pushed history; a failure retries at the next push."""
+        try:
+            done, states = await self._late.flush(
+                self._remote_tip, self._tree, self._decide.book, self._sealed, int(self._wall() * 1000)
+            )
+        except GitRemoteError as exc:
+            await self._push_failed(exc)
+            return
+        self._emit(states)
+        self._settle(done)
+
+    def _sealed(self, item: WorkItem) -> bool:
+        sensitive = self._decide.sensitive(self._decide.target(item.target))
+        return is_sensitive(item.group, item.resource, sensitive)
 
     def update_targets(self, settings: Settings) -> None:
         """A changed configuration's targets apply from the next record on (a removed target's
@@ -537,6 +572,8 @@ class BranchWorker:
         """Push unpushed commits with a lease on the remote tip, replaying them after a conflict."""
         self._push_due = None
         if not self._pending:
+            if self._late.waiting:
+                await self._flush_late()
             return True
         for _ in range(PUSH_ATTEMPTS):
             assert self._tip is not None
@@ -607,6 +644,8 @@ class BranchWorker:
         if self._ports.hook is not None:
             await self._ports.hook("pushed")
         self._settle_finalized()
+        if self._late.waiting:
+            await self._flush_late()
 
     def _remote_backoff(self) -> Backoff:
         """Pacing of retries against the Git remote: 1 s, doubling to `push_max_backoff_s`."""

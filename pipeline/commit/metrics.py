@@ -62,6 +62,28 @@ CREDENTIALS_ERRORS = Counter(
     "unreachable, missing_key, no_known_hosts, invalid_key; rejected: the remote refused them).",
     ["provider", "reason"],
 )
+
+
+class LateNoteResult(StrEnum):
+    """What a `LateAuthor` record did (the `result` label of `reverser_commit_late_notes_total`)."""
+
+    NOTED = "noted"  # a note line naming the author was written and pushed
+    ALREADY = "already_noted"  # a redelivery or replay: the note already names an author for it
+    NO_COMMIT = "no_commit"  # no pushed commit carries the change (it changed nothing)
+
+
+LATE_NOTES = Counter(
+    "reverser_commit_late_notes_total",
+    "Late authors of changes committed as unresolved, recorded as git notes, by result.",
+    ["provider", "branch", "result"],
+)
+LATE_DELAY_SECONDS = Histogram(
+    "reverser_commit_late_resolution_delay_seconds",
+    "From the watch event of a change committed as unresolved to the late fact that named its author "
+    "(as the router measured it), for each note written.",
+    ["provider", "branch"],
+    buckets=(5, 10, 15, 20, 30, 45, 60, 120, 300, 600),
+)
 PUSHES = Counter(
     "reverser_commit_pushes_total",
     "Push attempts by result (ok, rejected, auth_error, error).",

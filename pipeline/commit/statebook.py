@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from pipeline.codec.branch_work import Outcome
 from pipeline.codec.object_state import ObjectKey, ObjectState, state_record, tombstone_record
 from pipeline.log.api import PendingRecord
 
@@ -26,6 +27,12 @@ class _Entry:
     mark: Mark
     resource_version: str
     removed: bool
+    # whether the current record names an author (a late author never replaces one)
+    named: bool = False
+
+
+def _named(state: ObjectState) -> bool:
+    return state.author.outcome == Outcome.RESOLVED
 
 
 class StateBook:
@@ -35,7 +42,7 @@ class StateBook:
 
     def __init__(self, known: Iterable[ObjectState] = ()) -> None:
         self._entries: dict[ObjectKey, _Entry] = {
-            s.key: _Entry((s.partition, s.offset), s.resource_version, False) for s in known
+            s.key: _Entry((s.partition, s.offset), s.resource_version, False, _named(s)) for s in known
         }
 
     def __len__(self) -> int:
@@ -49,7 +56,23 @@ class StateBook:
             entry.mark >= mark or (not entry.removed and entry.resource_version == state.resource_version)
         ):
             return None
-        self._entries[state.key] = _Entry(mark, state.resource_version, False)
+        self._entries[state.key] = _Entry(mark, state.resource_version, False, _named(state))
+        return state_record(state)
+
+    def reauthor(self, state: ObjectState) -> PendingRecord | None:
+        """The record naming a late author of the current version, or None when that version is not
+        current any more (changed or removed since) or its record already names an author."""
+        mark = (state.partition, state.offset)
+        entry = self._entries.get(state.key)
+        if (
+            entry is None
+            or entry.removed
+            or entry.mark >= mark
+            or entry.resource_version != state.resource_version
+            or entry.named
+        ):
+            return None
+        self._entries[state.key] = _Entry(mark, state.resource_version, False, True)
         return state_record(state)
 
     def remove(self, key: ObjectKey, mark: Mark) -> PendingRecord | None:

@@ -51,6 +51,7 @@ class CloseReason(StrEnum):
     REVOKED = "revoked"
     TARGET_DELETED = "target_deleted"
     COMMIT_REQUEST = "commit_request"
+    LATE_AUTHOR = "late_author"  # a late fact named an author of a write in the window: commit it to note it
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from pipeline.log.api import Log
 from pipeline.log.topics import TopicNames
 from pipeline.models import Readiness
 from pipeline.router.events import Destination
+from pipeline.router.late import LateWatch
 from pipeline.router.lookup import IndexLookup
 from pipeline.router.router import Router
 
@@ -59,8 +60,15 @@ class RouterComponent:
     def __init__(self, settings: Settings, log: Log) -> None:
         topics = TopicNames.for_prefix(settings.log.topic_prefix)
         self.follower, lookup = index_lookup(settings, log)
+        # A late fact is looked for as long as facts live in the index: its TTL.
+        late = LateWatch(log, topics.branch_work, lookup.late_author, float(settings.attribution.ttl_s))
         self.router = Router(
-            log, topics, destinations(settings), lookup, group_id=f"{settings.log.topic_prefix}.router"
+            log,
+            topics,
+            destinations(settings),
+            lookup,
+            group_id=f"{settings.log.topic_prefix}.router",
+            late=late,
         )
 
     async def start(self) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
+from pipeline.attribution.late import await_late
 from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
@@ -104,6 +105,11 @@ class IndexLookup:
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
         return work_author(await self._resolver.resolve(query_for(watch)))
+
+    async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
+        """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""
+        found = await await_late(self._resolver.index, query, window_s)
+        return None if found is None else work_author(found)
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         """Attribute the chunk's objects that changed while the watch was down, like live events.

@@ -64,3 +64,28 @@ NOT_ATTEMPTED = Counter(
     "configured-author mode, by target.",
     ["target"],
 )
+
+
+class LateOutcome(StrEnum):
+    """What became of a change emitted as unresolved (the `outcome` label of the late counter)."""
+
+    RESOLVED = "resolved"  # a fact pinned it later: a LateAuthor record was appended
+    EXPIRED = "expired"  # no fact within the late window
+    DROPPED = "dropped"  # not watched: the late watches were at their cap
+
+
+LATE = Counter(
+    "reverser_router_late_resolutions_total",
+    "Changes emitted as unresolved, by what became of them: a fact that arrived after the hold named "
+    "the author (resolved), none did within the late window (expired), or the watch cap was reached.",
+    ["outcome"],
+)
+LATE_DELAY = Histogram(
+    "reverser_router_late_resolution_delay_seconds",
+    "From the watch event (observedAtMs) to the late fact that named its author: how far behind the "
+    "hold audit delivery was.",
+    buckets=(5, 10, 15, 20, 30, 45, 60, 120, 300, 600),
+)
+LATE_WATCHES = Gauge(
+    "reverser_router_late_watches", "Changes emitted as unresolved whose late fact is still awaited."
+)

@@ -16,12 +16,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.attribution import FactQuery
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
-from pipeline.codec.branch_work import Removal, WorkAuthor, work_record
+from pipeline.codec.branch_work import Removal, WorkAuthor, WorkItem, work_record
 from pipeline.codec.dead_letter import letter_record
 from pipeline.codec.watch_event import WatchRecord, decode_watch_event
 from pipeline.log.api import (
+    AppendResult,
     FencedError,
     GroupConsumer,
     GroupOffsets,
@@ -37,6 +39,7 @@ from pipeline.log.retrying import until_done
 from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
+from pipeline.router.late import LateWatch, late_candidates
 from pipeline.router.lookup import Needs, needs
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
@@ -141,8 +144,11 @@ class Router:
         group_id: str,
         max_in_flight: int = 2000,
         fetch_max_records: int = 500,
+        late: LateWatch | None = None,
     ) -> None:
+        """`late` watches each change emitted as unresolved for a fact that names it after all."""
         self._log = log_
+        self._late = late
         self._topics = topics
         self._destinations: dict[str, Destination] = {}
         self._lookup = lookup
@@ -197,6 +203,8 @@ class Router:
             for pending in queue:
                 pending.cancel()
         self._pending.clear()
+        if self._late is not None:
+            await self._late.stop()
         if self._consumer is not None:
             await self._consumer.close()
             self._consumer = None
@@ -427,17 +435,25 @@ class Router:
             return
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
+        # (index in records, the unresolved item, its query): watched for a late fact once committed
+        unresolved: list[tuple[int, WorkItem, FactQuery]] = []
         for pending in items:
             if pending.error is not None:
                 dead.append(letter_record(pending.source, self.name, pending.error, _now_ms()))
                 continue
-            records.extend(self._work_for(pending))
+            work, late = self._work_for(pending)
+            unresolved.extend((len(records) + i, work[i], query) for i, query in late)
+            records.extend(work_record(item) for item in work)
         assert self._consumer is not None
         offsets = self._consumer.committable({tp: items[-1].source.offset + 1})
         committed = await self._commit_until_done(
             tp, {self._topics.dead_letter: dead, self._topics.branch_work: records}, offsets
         )
-        if committed:
+        if committed is not None:
+            if self._late is not None:
+                # results follow the order of the appends: the dead letters first, then the work
+                for index, item, query in unresolved:
+                    self._late.watch(item, query, committed[len(dead) + index])
             now_ms = time.time() * 1000
             for pending in items:
                 if pending.watch is not None and pending.watch.is_live and pending.watch.observed_at_ms:
@@ -450,54 +466,55 @@ class Router:
             self._slots.release()
         metrics.IN_FLIGHT.dec(len(items))
 
-    def _work_for(self, pending: _Pending) -> list[PendingRecord]:
+    def _work_for(self, pending: _Pending) -> tuple[list[WorkItem], list[tuple[int, FactQuery]]]:
+        """The record's work items, and which of them (by index) are unresolved and await a late fact."""
         watch = pending.watch
         assert watch is not None
         destination = self._destinations.get(watch.target)
         if destination is None:
             metrics.DROPPED.labels(metrics.DropReason.UNKNOWN_TARGET).inc()
             self.stats.dropped += 1
-            return []
+            return [], []
         author: WorkAuthor | None = None
         if pending.author is not None:
             if pending.author.cancelled():
-                return []
+                return [], []
             author = pending.author.result()
         caught_up: list[CaughtUp] = []
         if pending.caught_up is not None:
             if pending.caught_up.cancelled():
-                return []
+                return [], []
             caught_up = pending.caught_up.result()
         removals: list[Removal] | None = None
         if pending.removals is not None:
             if pending.removals.cancelled():
-                return []
+                return [], []
             removals = pending.removals.result()
         items = work_items(watch, destination, author, caught_up, removals)
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
-        return [work_record(item) for item in items]
+        return items, late_candidates(watch, author, caught_up)
 
     async def _commit_until_done(
         self,
         tp: TopicPartition,
         appends: dict[str, list[PendingRecord]],
         offsets: dict[TopicPartition, int],
-    ) -> bool:
+    ) -> list[AppendResult] | None:
         """Retry with backoff until committed: dropping work would lose a commit.
 
-        Returns False when the partition's producer was fenced or is gone (the partition moved to
-        another router, or the outcome of a transaction is unknown): the work is dropped here, and
-        whoever owns the partition re-reads it from the committed offset.
+        Returns where each record landed (in the order of `appends`), or None when the partition's
+        producer was fenced or is gone (the partition moved to another router, or the outcome of a
+        transaction is unknown): the work is dropped here, and whoever owns the partition re-reads
+        it from the committed offset.
         """
         backoff = log_retry()
         while True:
             producer = self._producers.get(tp)
             if producer is None:
                 await self._restart_if_assigned(tp)
-                return False
+                return None
             try:
-                await producer.commit(appends, GroupOffsets(self._group_id, offsets))
-                return True
+                return await producer.commit(appends, GroupOffsets(self._group_id, offsets))
             except FencedError as exc:
                 metrics.FENCED.inc()
                 logger.warning(
@@ -505,7 +522,7 @@ class Router:
                 )
                 await self._close_producers({tp})
                 await self._restart_if_assigned(tp)
-                return False
+                return None
             except LogError as exc:
                 metrics.APPEND_ERRORS.inc()
                 delay = backoff.next_delay_s()

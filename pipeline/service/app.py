@@ -36,6 +36,7 @@ from pipeline.log import Log, open_log
 from pipeline.log.retrying import until_done
 from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.router import component as router_component
+from pipeline.service.looplag import watch_loop_lag
 from pipeline.service.objects import ClusterObjects
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 from pipeline.service.reload import LIVE_SETTINGS, restart_only_changes, take_live
@@ -118,6 +119,7 @@ class Service:
             timeout_s=settings.metrics.log_probe_timeout_s,
         )
         self._probing: asyncio.Task[None] | None = None
+        self._lag: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self._objects = ClusterObjects(settings)
 
@@ -154,6 +156,7 @@ class Service:
                 self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
             )
             await self._start_ops_server()
+            self._lag = asyncio.create_task(watch_loop_lag(), name="event loop lag")
             while self._starting:
                 component = self._starting[0]
                 await component.start()
@@ -315,11 +318,12 @@ class Service:
         if self._config is not None:
             await self._config.close()
             self._config = None
-        if self._probing is not None:
-            self._probing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probing
-            self._probing = None
+        for task in (self._probing, self._lag):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._probing = self._lag = None
         for component in reversed(self.components):
             try:
                 await component.stop()

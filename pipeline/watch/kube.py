@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings
 from pipeline.failures import plain
-from pipeline.watch import metrics
+from pipeline.watch import fastjson, metrics
 
 __all__ = [
     "UNREACHABLE",
@@ -155,7 +155,7 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        event = json.loads(line)
+        event = fastjson.loads(line)
     except ValueError as exc:
         metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
         logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
@@ -233,7 +233,7 @@ class KubeClient:
         finally:
             response.release()
         try:
-            parsed = json.loads(raw)
+            parsed = fastjson.loads(raw)
         except ValueError as exc:
             raise KubeError(200, "BadResponse", f"{path}: not JSON") from exc
         if not isinstance(parsed, dict):
@@ -248,11 +248,11 @@ class KubeClient:
         response = await self._request(path, [*query, ("watch", "true")], timeout)
         return WatchConnection(response)
 
-    async def list_all(
-        self, path: str, query: Sequence[tuple[str, str]], page_size: int = 500
-    ) -> tuple[list[dict[str, Any]], str]:
-        """LIST every item of a collection (following `continue`); returns items and the list RV."""
-        items: list[dict[str, Any]] = []
+    async def list_pages(
+        self, path: str, query: Sequence[tuple[str, str]], page_size: int
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """LIST a collection page by page (following `continue`): each page's items with the RV of
+        the list (the first page's), so a caller holds one page at a time, never the collection."""
         resource_version = ""
         token = ""
         while True:
@@ -263,10 +263,11 @@ class KubeClient:
             meta = page.get("metadata") or {}
             if not resource_version:
                 resource_version = str(meta.get("resourceVersion") or "")
-            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            items = [item for item in page.get("items") or [] if isinstance(item, dict)]
             token = str(meta.get("continue") or "")
+            yield items, resource_version
             if not token:
-                return items, resource_version
+                return
 
     async def namespace_phase(self, namespace: str) -> str | None:
         """`Active` or `Terminating`, or None when the namespace does not exist."""

@@ -379,6 +379,8 @@ class WatchManager:
             backoff_max_s=cluster.watch_backoff_max_s,
             healthy_after_s=cluster.watch_backoff_max_s,
             watch_timeout_s=cluster.watch_timeout_s,
+            list_page_size=cluster.watch_list_page_size,
+            slice_ms=cluster.watch_slice_ms,
         )
 
     async def _desired(

@@ -64,18 +64,22 @@ def stream_head(spec: StreamSpec) -> StreamHead:
 class RecordBuilder:
     """Builds the records of one stream; `max_record_bytes` is the topic's message size limit."""
 
-    __slots__ = ("_clock_ms", "_writer", "max_record_bytes")
+    __slots__ = ("_clock_ms", "_max_value_bytes", "_writer", "max_record_bytes")
 
     def __init__(self, spec: StreamSpec, max_record_bytes: int, clock_ms: Callable[[], int]) -> None:
         self._writer = WatchEventWriter(stream_head(spec))
         self._clock_ms = clock_ms
         self.max_record_bytes = max_record_bytes
+        # Every record of the stream has the same key and headers, so the same value limit.
+        self._max_value_bytes = max_value_bytes(max_record_bytes, self._writer.key, self._writer.headers)
 
     def _record(self, body: Body) -> PendingRecord:
         return self._writer.record(body, self._clock_ms())
 
     def fits(self, record: PendingRecord) -> bool:
         """Whether the log takes `record` (`pipeline.log.api.RECORD_OVERHEAD_BYTES` included)."""
+        if record.key is self._writer.key and record.headers is self._writer.headers:
+            return len(record.value or b"") <= self._max_value_bytes
         return len(record.value or b"") <= max_value_bytes(self.max_record_bytes, record.key, record.headers)
 
     def live(

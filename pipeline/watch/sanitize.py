@@ -9,8 +9,9 @@ with repositories the upstream operator wrote.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
+
+from pipeline.watch.fastjson import canonical_json
 
 __all__ = ["content_hash", "is_terminating", "sanitize", "sanitized_json"]
 
@@ -105,7 +106,7 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
 
 def sanitized_json(sanitized: dict[str, Any]) -> bytes:
     """Canonical JSON (sorted keys, compact) so equal content always has equal bytes."""
-    return json.dumps(sanitized, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return canonical_json(sanitized)
 
 
 def content_hash(payload: bytes, deleting: bool) -> bytes:

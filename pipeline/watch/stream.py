@@ -31,6 +31,7 @@ from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.watch.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch.writer import Appender
 
 __all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]
@@ -59,6 +60,8 @@ class StreamOptions:
     watch_timeout_s: int = 300
     queue_size: int = 1024
     batch_max: int = 500
+    list_page_size: int = 500
+    slice_ms: float = DEFAULT_SLICE_MS
     clock: Callable[[], float] = time.time
     sleep: Sleep = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
@@ -136,6 +139,7 @@ class WatchStream:
         self._options = options
         self._capabilities = capabilities
         self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
+        self._slicer = Slicer(options.slice_ms)
         self._path = collection_path(spec.api(), spec.scope)
         self._hashes: dict[str, bytes] = {}
         self._task: asyncio.Task[None] | None = None
@@ -312,16 +316,28 @@ class WatchStream:
         await self._pump_and_consume(connection, [self._builder.begin(snapshot.epoch)])
 
     async def _list_session(self) -> None:
-        """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events."""
+        """Watch first (buffered), then LIST, write the snapshot, then release newer buffered events.
+
+        The LIST is read a page at a time and each page's chunks are appended before the next page
+        is asked for, so memory holds one page and one chunk whatever the collection's size.
+        """
         connection = await self._open(self._query())
         async with self._pumped(connection) as queue:
             query = [("labelSelector", self.spec.label_selector)] if self.spec.label_selector else []
-            items, list_rv = await self._client.list_all(self._path, query)
-            snapshot = self._begin_snapshot("list")
-            records = [self._builder.begin(snapshot.epoch, list_rv)]
-            for item in items:
-                records.extend(await self._add_to_snapshot(item))
-            records.extend(self._end_snapshot(list_rv))
+            snapshot: SnapshotAssembly | None = None
+            list_rv = ""
+            pages = self._client.list_pages(self._path, query, self._options.list_page_size)
+            async for items, list_rv in pages:
+                records: list[PendingRecord] = []
+                if snapshot is None:
+                    snapshot = self._begin_snapshot("list")
+                    records.append(self._builder.begin(snapshot.epoch, list_rv))
+                for item in items:
+                    records.extend(await self._add_to_snapshot(item))
+                    if self._slicer.due():
+                        await self._slicer.pause()
+                await self._write(records, "")
+            records = self._end_snapshot(list_rv)
             self._floor = _rv_floor(list_rv)
             await self._write(records, list_rv)
             self._set_state(StreamState.STREAMING, "AllStreamsReady")
@@ -333,6 +349,9 @@ class WatchStream:
         try:
             async for event in connection.events():
                 await queue.put(event)
+                # a network read can hold hundreds of lines: parsing them is CPU too
+                if self._slicer.due():
+                    await self._slicer.pause()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -383,6 +402,8 @@ class WatchStream:
                     raise
                 if rv:
                     new_rv = rv
+                if self._slicer.due():
+                    await self._slicer.pause()
             await self._write(records, new_rv)
 
     async def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
@@ -391,7 +412,7 @@ class WatchStream:
         obj: dict[str, Any] = event["object"]
         meta = _meta(obj)
         rv = str(meta.get("resourceVersion") or "")
-        metrics.EVENTS.labels(event_type or "unknown").inc()
+        metrics.event_counter(event_type or "unknown").inc()
         if event_type == "ERROR":
             raise KubeError(
                 int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message") or "")
@@ -425,25 +446,25 @@ class WatchStream:
         server ignored `sendInitialEvents` (it predates WatchList), so fall back to LIST."""
         raise KubeError(0, "WatchListIgnored", "the server ignored sendInitialEvents")
 
-    async def _payload(self, obj: dict[str, Any]) -> tuple[bytes, bytes]:
-        """(canonical JSON, what goes on the log): the SOPS document instead for a sensitive stream.
+    async def _payload(self, obj: dict[str, Any], clean: dict[str, Any], canonical: bytes) -> bytes:
+        """What goes on the log for `obj` (sanitized as `clean`, serialised as `canonical`): the
+        canonical JSON, or the SOPS document for a sensitive stream.
 
         The canonical JSON of a sensitive object stays in this process (only its digest is kept).
         """
-        clean = sanitize(obj)
-        canonical = sanitized_json(clean)
         if self._payload_of is not None:
-            return canonical, self._payload_of(obj)
+            return self._payload_of(obj)
         if self._sealer is None:
-            return canonical, canonical
-        return canonical, await self._sealer.seal(clean, canonical, self.spec.group_resource)
+            return canonical
+        return await self._sealer.seal(clean, canonical, self.spec.group_resource)
 
     async def _live(
         self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
     ) -> None:
         uid = str(meta.get("uid") or "")
         deleting = is_terminating(obj)
-        canonical = sanitized_json(sanitize(obj))
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean)
         if event_type == "DELETED":
             self._hashes.pop(uid, None)
         else:
@@ -452,7 +473,7 @@ class WatchStream:
                 metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
                 return
             self._hashes[uid] = digest
-        _, payload = await self._payload(obj)
+        payload = await self._payload(obj, clean, canonical)
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
             metrics.DROPPED.labels(DropReason.TOO_LARGE).inc()
@@ -484,7 +505,9 @@ class WatchStream:
             metrics.DROPPED.labels(DropReason.TERMINATING_IN_SNAPSHOT).inc()
             return []
         meta = _meta(obj)
-        canonical, payload = await self._payload(obj)
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean)
+        payload = await self._payload(obj, clean, canonical)
         uid = str(meta.get("uid") or "")
         item = snapshot_object(meta, payload)
         if not snapshot.fits(item):

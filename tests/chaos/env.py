@@ -19,6 +19,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from tests.chaos.haproxy import HAProxy
+from tests.chaos.netcut import Relays
 from tests.chaos.workload import FINALIZER_REMOVER, ROBOT, USERS, Target
 from tests.commit.httpgit import GitHttpServer
 from tests.conftest import unique_prefix
@@ -59,6 +60,8 @@ class ChaosEnv:
     kafka: KafkaCluster
     git: GitHttpServer
     haproxy: HAProxy
+    # the network path from HAProxy to each replica (audit and health checks), which a fault can cut
+    relays: Relays
     replicas: list[ServiceProcess]
     targets: list[Target]
     topic_prefix: str
@@ -249,11 +252,14 @@ def chaos_env(workdir: Path, bin_dir: Path) -> Iterator[ChaosEnv]:
             )
             # INFO: three replicas' DEBUG logs (every Kafka request) cost a core on their own.
             replicas.append(ServiceProcess(replica_dir, config, log_level="INFO"))
+        relays = Relays(ports)
+        stack.callback(relays.stop)
+        relays.start()
         (workdir / "haproxy").mkdir()
-        haproxy = HAProxy(workdir / "haproxy", audit_port, ports)
+        haproxy = HAProxy(workdir / "haproxy", audit_port, [path.ports for path in relays.paths])
         stack.callback(haproxy.stop)
         haproxy.start()
         for replica in replicas:
             stack.callback(replica.stop)
             replica.start()
-        yield ChaosEnv(workdir, plane, kafka, git, haproxy, replicas, targets, prefix)
+        yield ChaosEnv(workdir, plane, kafka, git, haproxy, relays, replicas, targets, prefix)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.log.topics import TopicNames
-from tests.chaos.env import ChaosEnv
+from tests.chaos.env import MAX_WAIT_MS, ChaosEnv
 from tests.support.kafka_leaders import partition_leaders
 
 __all__ = ["Fault", "FaultLog", "Faults"]
@@ -23,6 +23,11 @@ OWNERSHIP_MOVE_TIMEOUT_S = 90.0
 LEADER_TAKEOVER_TIMEOUT_S = 60.0
 STEP_DOWN_TIMEOUT_S = 60.0
 GIT_OUTAGE_S = 30.0
+# A replica stopped or cut off while it holds an audit batch: longer than the attribution hold
+# (env.MAX_WAIT_MS), so the change is committed unresolved and named by its late fact, and shorter
+# than the apiserver's 30 s webhook request timeout, after which it drops the batch unretried.
+HOLD_FAULT_S = (float(MAX_WAIT_MS) / 1000 + 2.0, 27.0)
+HOLDING_REQUEST_TIMEOUT_S = 30.0
 FOREIGN_PUSH_ATTEMPTS = 60
 POLL_S = 0.5
 
@@ -35,6 +40,8 @@ class Fault(StrEnum):
     GIT_OUTAGE = "git_503"
     FOREIGN_PUSH = "foreign_push"
     APISERVER_RESTART = "apiserver_restart"
+    PAUSE_AUDIT_HOLDER = "pause_audit_holder"
+    CUT_AUDIT_NETWORK = "cut_audit_network"
 
 
 @dataclass
@@ -88,6 +95,8 @@ class Faults:
             Fault.GIT_OUTAGE: self.git_outage,
             Fault.FOREIGN_PUSH: self.foreign_push,
             Fault.APISERVER_RESTART: self.apiserver_restart,
+            Fault.PAUSE_AUDIT_HOLDER: self.pause_audit_holder,
+            Fault.CUT_AUDIT_NETWORK: self.cut_audit_network,
         }
         for fault in self.schedule():
             await asyncio.sleep(self.rng.uniform(*gap_s))
@@ -154,6 +163,45 @@ class Faults:
         after = self.env.metric(zombie, "reverser_watch_records_total") or before
         if took_over:
             self.log.zombie_writes += int(after - before)
+
+    async def pause_audit_holder(self) -> None:
+        """SIGSTOP a replica the moment it holds an audit batch (sent to it, not answered), SIGCONT later.
+
+        The batch's facts reach the log only after the pause, later than the hold: the changes it
+        names are committed unresolved and must be named by their late facts (git notes).
+        """
+        paths = self.env.relays.paths
+        for path in paths:
+            path.request_sent.clear()
+
+        def first_request() -> int | None:
+            # a batch is in flight for milliseconds: wait for the next one rather than poll for it
+            deadline = time.monotonic() + HOLDING_REQUEST_TIMEOUT_S
+            while time.monotonic() < deadline:
+                for index, path in enumerate(paths):
+                    if path.request_sent.wait(timeout=0.001):
+                        return index
+            return None
+
+        holder = await asyncio.to_thread(first_request)
+        if holder is None:
+            self.log.notes.append("pause_audit_holder: no audit request reached a replica")
+        candidates = [holder] if holder is not None else list(range(len(paths)))
+        replica = self.env.replicas[self.rng.choice(candidates)]
+        replica.pause()
+        await asyncio.sleep(self.rng.uniform(*HOLD_FAULT_S))
+        replica.resume()
+
+    async def cut_audit_network(self) -> None:
+        """Drop the network between the apiserver (through HAProxy) and one replica, then restore it.
+
+        The batch in flight on the cut path waits, as TCP retransmissions would; HAProxy's checks
+        through the same path fail, so new batches go to the other replicas meanwhile.
+        """
+        path = self.env.relays.paths[self.rng.randrange(len(self.env.relays.paths))]
+        path.cut()
+        await asyncio.sleep(self.rng.uniform(*HOLD_FAULT_S))
+        path.restore()
 
     # Kafka ---------------------------------------------------------------------------------------
     async def kill_broker(self) -> None:

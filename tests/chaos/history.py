@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.commit.notes import notes_ref, parse_late_lines
 from tests.chaos.oracle import Transition
 from tests.chaos.workload import fingerprint
 
@@ -61,6 +62,7 @@ def read_transitions(
         "--",
         path_prefix,
     )
+    late = late_authors(repo, branch)
     transitions = []
     for record in out.split(_RECORD)[1:]:
         sha, author, status = record.split(_FIELD)
@@ -70,8 +72,23 @@ def read_transitions(
                 continue
             change, path = parts
             version = None if change == "D" else fingerprint(_load(_git(repo, "show", f"{sha}:{path}")))
-            transitions.append(Transition(branch, path, version, sha, author, published.get(sha)))
+            transitions.append(
+                Transition(branch, path, version, sha, author, published.get(sha), late.get((sha, path)))
+            )
     return transitions
+
+
+def late_authors(repo: Path, branch: str) -> dict[tuple[str, str], str]:
+    """(commit, path) to the author a late fact named in the branch's notes ref (its git note)."""
+    ref = notes_ref(branch)
+    if not _git(repo, "for-each-ref", ref).strip():
+        return {}
+    found: dict[tuple[str, str], str] = {}
+    for line in _git(repo, "notes", f"--ref={ref}", "list").splitlines():
+        _note, sha = line.split()
+        for named in parse_late_lines(_git(repo, "notes", f"--ref={ref}", "show", sha)):
+            found[(sha, named.path)] = named.name
+    return found
 
 
 def read_files(repo: Path, branch: str, path_prefix: str) -> dict[str, dict[str, Any]]:

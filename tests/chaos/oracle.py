@@ -6,7 +6,9 @@ transition, unless a later version replaced it within the same commit window (a 
 collects one person's writes until `window_s` of silence or another person's write, and commits
 only the latest of each file; see `_mergeable` for what the oracle can know of that order), or it
 removed a file no commit had shown; that no version appears twice; that each transition's author is
-the person whose mutation produced it (misattributed and unknown counted apart); and measures the
+the person whose mutation produced it (misattributed and unknown counted apart; an unknown commit
+whose git note names the right person later is `late`, named: the note is where users and tools
+find the author, and one naming somebody else is misattributed); and measures the
 time from the mutation's response to the push that put its commit on the remote.
 """
 
@@ -37,6 +39,8 @@ class Transition:
     sha: str
     author: str
     pushed_at: float | None  # monotonic time of the first push that carried the commit
+    # who a late fact named for this file in this commit (its git note), when the author is unknown
+    late_author: str | None = None
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Verdict:
     unknown: list[tuple[Mutation, Transition]] = field(default_factory=list)
     phantom: list[Transition] = field(default_factory=list)  # a version no recorded mutation made
     merged: int = 0  # versions replaced by the same person inside one commit window
+    # committed as unknown, then named right by a late fact (the commit's git note): named, not unknown
+    late: list[tuple[Mutation, Transition]] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
 
 
@@ -123,7 +129,9 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
             first = committed[0]
             if first.author == mutation.user:
                 pass
-            elif first.author == UNKNOWN_AUTHOR:
+            elif first.author == UNKNOWN_AUTHOR and first.late_author == mutation.user:
+                verdict.late.append((mutation, first))
+            elif first.author == UNKNOWN_AUTHOR and first.late_author is None:
                 verdict.unknown.append((mutation, first))
             else:
                 verdict.misattributed.append((mutation, first))

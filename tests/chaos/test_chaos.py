@@ -128,7 +128,7 @@ def _summary(seed: int, workload: Workload, faults: Faults, verdict: Verdict, co
     return (
         f"chaos seed={seed} mutations={len(workload.mutations)} faults={kinds} "
         f"lost={len(verdict.lost)} duplicated={len(verdict.duplicated)} "
-        f"misattributed={len(verdict.misattributed)} unknown={len(verdict.unknown)} "
+        f"misattributed={len(verdict.misattributed)} unknown={len(verdict.unknown)} late={len(verdict.late)} "
         f"phantom={len(verdict.phantom)} merged={verdict.merged} zombie_writes={faults.log.zombie_writes} "
         f"convergence_s={convergence_s:.1f} latency_p50_s={p50:.2f} latency_p99_s={p99:.2f} "
         f"window_plus_grace_s={COMMIT_WINDOW_S + GRACE_MS / 1000:.1f}"
@@ -190,6 +190,7 @@ async def _run(env: ChaosEnv, seed: int) -> None:
         "duplicated": [repr(t) for t in verdict.duplicated[:20]],
         "misattributed": [f"{_wall(m.at)} {m!r} {t!r}" for m, t in verdict.misattributed[:20]],
         "unknown": [f"{_wall(m.at)} {m!r} {t!r}" for m, t in verdict.unknown[:20]],
+        "late": [f"{_wall(m.at)} {m!r} {t!r}" for m, t in verdict.late[:20]],
         "phantom": [repr(t) for t in verdict.phantom[:20]],
         "not_converged": diffs[:20] if not converged else [],
         "lag": lag,

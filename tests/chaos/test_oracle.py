@@ -121,3 +121,17 @@ def test_fingerprints_identify_versions_of_both_kinds() -> None:
 def test_percentiles() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
     assert percentile([2.0], 0.99) == 2.0
+
+
+def test_an_unknown_commit_whose_note_names_the_right_person_later_is_late_not_unknown() -> None:
+    late = Transition("b0", PATH, "1", "c1", UNKNOWN_AUTHOR, 14.0, late_author="alice")
+    verdict = judge([m(1, "alice", "1", 10.0)], [late], WINDOW_S)
+    assert (verdict.unknown, verdict.misattributed) == ([], [])
+    assert [mutation.user for mutation, _ in verdict.late] == ["alice"]
+
+
+def test_a_note_naming_somebody_else_is_misattributed() -> None:
+    wrong = Transition("b0", PATH, "1", "c1", UNKNOWN_AUTHOR, 14.0, late_author="bob")
+    verdict = judge([m(1, "alice", "1", 10.0)], [wrong], WINDOW_S)
+    assert (verdict.unknown, verdict.late) == ([], [])
+    assert len(verdict.misattributed) == 1

@@ -62,6 +62,7 @@ def test_close_reasons_are_the_metric_labels() -> None:
         CloseReason.REVOKED: "revoked",
         CloseReason.TARGET_DELETED: "target_deleted",
         CloseReason.COMMIT_REQUEST: "commit_request",
+        CloseReason.LATE_AUTHOR: "late_author",
     }
     assert set(labels) == set(CloseReason), "every close reason has its label here"
     assert all(reason == label for reason, label in labels.items())

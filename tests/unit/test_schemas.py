@@ -35,7 +35,9 @@ Json = Any
 
 def sample(schema: Json, variant: int, namespace: str = "", named: dict[str, Json] | None = None) -> Json:
     """A deterministic valid record; `variant` picks the union branch, enum symbol and sizes."""
-    named = {} if named is None else named
+    if named is None:
+        named = {}
+        _collect_named(schema, namespace, named)
     if isinstance(schema, str):
         values: dict[str, Json] = {
             "null": None,
@@ -72,6 +74,28 @@ def sample(schema: Json, variant: int, namespace: str = "", named: dict[str, Jso
     if kind == "map":
         return {f"k{i}": sample(schema["values"], variant + i, namespace, named) for i in range(variant % 3)}
     return sample(kind, variant, namespace, named)
+
+
+def _collect_named(schema: Json, namespace: str, named: dict[str, Json]) -> None:
+    """Every named type of `schema`, so a branch may refer to a type another branch defines."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _collect_named(branch, namespace, named)
+        return
+    if not isinstance(schema, dict):
+        return
+    kind = schema["type"]
+    if kind in {"record", "enum", "fixed"}:
+        full, space = full_name(schema, namespace)
+        named[full] = schema
+        for field in schema.get("fields", []):
+            _collect_named(field["type"], space, named)
+    elif kind == "array":
+        _collect_named(schema["items"], namespace, named)
+    elif kind == "map":
+        _collect_named(schema["values"], namespace, named)
+    else:
+        _collect_named(kind, namespace, named)
 
 
 def _widest_choice(schema: Json) -> int:

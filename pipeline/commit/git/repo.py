@@ -390,6 +390,64 @@ class LocalRepo:
         sha = output.strip()
         return sha if code == 0 and len(sha) == 40 else None
 
+    # notes ---------------------------------------------------------------------------------
+    async def fetch_notes(self, ref: str) -> str | None:
+        """Make the local notes `ref` what the remote has (None, and no local ref, when it has none)."""
+        code, output = await self._remote("ls-remote", "--end-of-options", self.url, ref)
+        if code != 0:
+            raise self._failure("ls-remote", output)
+        remote = next(
+            (line.split("\t")[0] for line in output.splitlines() if line.endswith(f"\t{ref}")), None
+        )
+        if remote is None:
+            await self._git("update-ref", "-d", ref)
+            return None
+        code, output = await self._remote(
+            "fetch", "--no-tags", "--quiet", "--end-of-options", self.url, f"+{ref}:{ref}"
+        )
+        if code != 0:
+            raise self._failure("fetch", output)
+        return remote
+
+    async def read_note(self, ref: str, sha: str) -> str:
+        """The note `ref` holds for commit `sha` ("" when none)."""
+        code, output = await self._git("notes", f"--ref={ref}", "show", sha)
+        return output if code == 0 else ""
+
+    async def write_note(self, ref: str, sha: str, text: str, identity: Identity) -> None:
+        """Set the note of commit `sha` in `ref` (a commit on the notes ref by `identity`)."""
+        code, output = await self._git(
+            "-c",
+            f"user.name={identity.name}",
+            "-c",
+            f"user.email={identity.email}",
+            "notes",
+            f"--ref={ref}",
+            "add",
+            "-f",
+            "-m",
+            text,
+            sha,
+        )
+        if code != 0:
+            raise GitRemoteError(f"git notes add {sha} failed: {output.strip()}")
+
+    async def push_notes(self, ref: str, expected: str | None) -> None:
+        """Push the local notes `ref` only if the remote's still points at `expected` (None: absent)."""
+        code, output = await self._remote(
+            "push",
+            "--porcelain",
+            f"--force-with-lease={ref}:{expected or ''}",
+            "--end-of-options",
+            self.url,
+            f"{ref}:{ref}",
+        )
+        if code == 0:
+            return
+        if _branch_moved(output):
+            raise PushRejected(f"{redact_url(self.url)} {ref} moved: {output.strip().splitlines()[-1]}")
+        raise self._failure("push", output)
+
     async def remote_heads(self) -> dict[str, str]:
         """Branch name -> tip SHA as the remote advertises them (`git ls-remote`, nothing fetched)."""
         code, output = await self._remote("ls-remote", "--heads", "--end-of-options", self.url)

@@ -63,7 +63,7 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
                 committed = group.offsets.get(tp)
                 if committed is None:
                     partition = self._log._partition(tp)
-                    committed = partition.log_start if self.reset == "earliest" else partition.next_offset
+                    committed = partition.log_start if self.reset == "earliest" else partition.visible_offset
                 self.position_map[tp] = committed
         return self.position_map
 

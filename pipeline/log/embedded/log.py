@@ -6,7 +6,9 @@ gap reports, consumer groups with committed offsets and rebalance callbacks, tra
 fencing per transactional id. Durability: every append is written to the OS before it is
 acknowledged (it survives a process crash); with `fsync=True` (the service's default) records,
 group offsets and the directories that name them are fsynced before the acknowledgement too, so
-they also survive a power loss. A lock file keeps a second process (a second replica) out.
+they also survive a power loss. Plain appends share a group fsync run in a thread
+(`syncing.GroupSync`), so the loop never waits on the disk; readers see a record only once it is
+durable. A lock file keeps a second process (a second replica) out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,6 +50,7 @@ from pipeline.log.embedded.files import previous_version, spec_to_json, write_js
 from pipeline.log.embedded.groups import EmbeddedGroupMember, GroupState, load_group_offsets, rebalance
 from pipeline.log.embedded.reading import EmbeddedReader
 from pipeline.log.embedded.segments import PartitionLog, RetentionOutcome, fsync_directory
+from pipeline.log.embedded.syncing import GroupSync
 from pipeline.log.embedded.transactions import (
     EmbeddedTransactionalProducer,
     recover_transactions,
@@ -154,6 +157,9 @@ class EmbeddedLog(Log):
         self._epochs: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
+        self._group_sync: GroupSync[tuple[OpenTopic, PartitionLog], list[_SyncJob]] = GroupSync(
+            _begin_sync, _run_sync, _end_sync
+        )
 
     # lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -176,6 +182,7 @@ class EmbeddedLog(Log):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
             self._retention_task = None
+        await self._group_sync.drain()
         await self._close_owners()
         for topic in self._topics.values():
             topic.wake()
@@ -299,7 +306,27 @@ class EmbeddedLog(Log):
 
     # writing --------------------------------------------------------------------------------
     async def _append(self, placement: Placement) -> list[AppendResult]:
-        return self._write(self._grouped(placement))
+        """Write now, acknowledge once durable: the group fsync that began after the write returned."""
+        placed = self._grouped(placement)
+        if not self.fsync:
+            return self._write(placed)
+        results = self._write(placed, sync=False)
+        ticket = 0
+        for number in placed.by_partition:
+            ticket = self._group_sync.written((placed.topic, placed.topic.partitions[number]))
+        durable = asyncio.ensure_future(self._group_sync.durable(ticket))
+        try:
+            await asyncio.shield(durable)
+        except asyncio.CancelledError:
+            # The records are written: a caller cancelled meanwhile still waits for them to be
+            # visible, as a synchronous append was, so whoever starts after it (a restarted
+            # stream reading its cursor) sees them.
+            with contextlib.suppress(OSError):
+                await durable
+            raise
+        except OSError as exc:
+            raise LogError(f"cannot fsync {placed.topic.spec.name}: {exc.strerror or exc}") from exc
+        return results
 
     def _grouped(self, placement: Placement) -> Placed:
         """Checked records grouped by partition; keyless records without one go round-robin."""
@@ -312,8 +339,12 @@ class EmbeddedLog(Log):
             by_partition.setdefault(partition, []).append(index)
         return Placed(topic, placement.records, by_partition)
 
-    def _write(self, placed: Placed) -> list[AppendResult]:
-        """Write validated records to their partitions (synchronously: nothing interleaves)."""
+    def _write(self, placed: Placed, *, sync: bool = True) -> list[AppendResult]:
+        """Write validated records to their partitions (synchronously: nothing interleaves).
+
+        With `sync` (transactions) the records are fsynced here and visible on return; without,
+        the caller waits for the group fsync, which makes them visible.
+        """
         topic, records, by_partition = placed.topic, placed.records, placed.by_partition
         name, spec = topic.spec.name, topic.spec
         now = _now_ms()
@@ -326,6 +357,7 @@ class EmbeddedLog(Log):
                 now,
                 self.segment_bytes,
                 segment_ms,
+                sync=sync,
             )
             for i, (offset, timestamp) in zip(indexes, written, strict=True):
                 results[i] = AppendResult(name, number, offset, timestamp)
@@ -350,7 +382,7 @@ class EmbeddedLog(Log):
         return {tp: self._partition(tp).log_start for tp in tps}
 
     async def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._partition(tp).next_offset for tp in tps}
+        return {tp: self._partition(tp).visible_offset for tp in tps}
 
     async def _offsets_for_times(
         self, timestamps_ms: dict[TopicPartition, int]
@@ -446,3 +478,40 @@ class EmbeddedLog(Log):
         path = self.directory / "groups" / f"{urllib.parse.quote(group_id, safe='')}.json"
         path.unlink(missing_ok=True)
         previous_version(path).unlink(missing_ok=True)
+
+
+class _SyncJob(NamedTuple):
+    """One partition in a group fsync: a duplicate of its segment's descriptor (the loop may
+    roll and close the segment while the thread syncs) and the offset the sync makes durable."""
+
+    topic: OpenTopic
+    partition: PartitionLog
+    fd: int
+    end: int
+
+
+def _begin_sync(written: Collection[tuple[OpenTopic, PartitionLog]]) -> list[_SyncJob]:
+    jobs: list[_SyncJob] = []
+    try:
+        for topic, partition in written:
+            jobs.append(_SyncJob(topic, partition, os.dup(partition.active.fd()), partition.next_offset))
+    except OSError:
+        for job in jobs:
+            os.close(job.fd)
+        raise
+    return jobs
+
+
+def _run_sync(jobs: list[_SyncJob]) -> None:
+    for job in jobs:
+        os.fsync(job.fd)
+
+
+def _end_sync(jobs: list[_SyncJob], ok: bool) -> None:
+    """Close the duplicates; after a good sync the records are visible: wake their readers."""
+    for job in jobs:
+        os.close(job.fd)
+        if ok:
+            job.partition.synced(job.end)
+            job.topic.wake()
+

@@ -125,12 +125,15 @@ def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
             gaps.append(gap)
             GAP_RECORDS.inc(gap.lost)
             position = partition.log_start
-        if position < partition.next_offset:
-            batch = partition.read(position, max_records - len(records))
+        visible = partition.visible_offset
+        if position < visible:
+            batch = partition.read(position, min(max_records - len(records), visible - position))
+            if batch and batch[-1].offset >= visible:  # compaction left gaps below `visible`
+                batch = [record for record in batch if record.offset < visible]
             if batch:
                 records.extend(batch)
                 position = batch[-1].offset + 1
             else:
-                position = partition.next_offset
+                position = visible
         positions[tp] = position
     return Fetched(records, gaps)

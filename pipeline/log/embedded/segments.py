@@ -294,6 +294,7 @@ class PartitionLog:
     __slots__ = (
         "_bases",
         "directory",
+        "durable_offset",
         "fsync",
         "last_timestamp",
         "next_offset",
@@ -310,6 +311,9 @@ class PartitionLog:
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.next_offset = 0
+        # With fsync, records below this offset are on disk, and only they are visible to readers:
+        # an append waiting for its group fsync is not acknowledged yet, so nobody may act on it.
+        self.durable_offset = 0
         self.last_timestamp = 0
 
     @classmethod
@@ -337,7 +341,7 @@ class PartitionLog:
             log.segments.append(Segment.create(directory, 0, fsync))
         log._bases = [s.base for s in log.segments]
         active = log.segments[-1]
-        log.next_offset = active.offsets[-1] + 1 if active.offsets else active.base
+        log.next_offset = log.durable_offset = active.offsets[-1] + 1 if active.offsets else active.base
         log.last_timestamp = max((s.last_timestamp or 0) for s in log.segments)
         return log, torn
 
@@ -348,6 +352,15 @@ class PartitionLog:
     @property
     def active(self) -> Segment:
         return self.segments[-1]
+
+    @property
+    def visible_offset(self) -> int:
+        """The end readers see: every record with fsync off, the durable ones with it on."""
+        return min(self.durable_offset, self.next_offset) if self.fsync else self.next_offset
+
+    def synced(self, offset: int) -> None:
+        """A group fsync covered every record below `offset`."""
+        self.durable_offset = max(self.durable_offset, offset)
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
@@ -363,6 +376,7 @@ class PartitionLog:
         self.active.sync()
         self.active.close()
         self.active.write_index()
+        self.durable_offset = self.next_offset
         self.segments.append(Segment.create(self.directory, self.next_offset, self.fsync))
         self._bases.append(self.next_offset)
 
@@ -384,6 +398,7 @@ class PartitionLog:
         if self.fsync:
             fsync_directory(self.directory)
         self.next_offset = active.offsets[-1] + 1 if active.offsets else active.base
+        self.durable_offset = min(self.durable_offset, self.next_offset)
         self.last_timestamp = max((s.last_timestamp or 0) for s in self.segments)
         return removed
 
@@ -393,8 +408,13 @@ class PartitionLog:
         now_ms: int,
         segment_bytes: int,
         segment_ms: int,
+        *,
+        sync: bool = True,
     ) -> list[tuple[int, int]]:
-        """Write records, rolling segments by age and size; returns `(offset, timestamp)` per record."""
+        """Write records, rolling segments by age and size; returns `(offset, timestamp)` per record.
+
+        `sync=False` leaves the fsync to the caller's group fsync (`pipeline.log.embedded.syncing`).
+        """
         self.roll_if_older(now_ms, segment_ms)
         timestamp = max(now_ms, self.last_timestamp)
         placed: list[tuple[int, int]] = []
@@ -405,7 +425,7 @@ class PartitionLog:
             frame = encode_frame(offset, timestamp, key, value, headers)
             if self.active.size + chunk_bytes + len(frame) > segment_bytes and (self.active.offsets or chunk):
                 if chunk:
-                    self._write(chunk, timestamp)
+                    self._write(chunk, timestamp, sync)
                     chunk, chunk_bytes = [], 0
                 self.roll()
             chunk.append((offset, timestamp, frame))
@@ -413,12 +433,14 @@ class PartitionLog:
             placed.append((offset, timestamp))
             offset += 1
         if chunk:
-            self._write(chunk, timestamp)
+            self._write(chunk, timestamp, sync)
         return placed
 
-    def _write(self, chunk: list[tuple[int, int, bytes]], timestamp: int) -> None:
-        self.active.write(chunk, self.fsync)
+    def _write(self, chunk: list[tuple[int, int, bytes]], timestamp: int, sync: bool) -> None:
+        self.active.write(chunk, self.fsync and sync)
         self.next_offset = chunk[-1][0] + 1
+        if sync:
+            self.durable_offset = self.next_offset
         self.last_timestamp = timestamp
 
     def read(self, position: int, max_records: int) -> list[Record]:

@@ -1,0 +1,265 @@
+"""First sync at scale: N ConfigMaps already on a real kube-apiserver, then `reverser run` starts.
+
+The objects (in two namespaces, 1 KiB of data each) are created before the service starts, with
+concurrent creates. The figures, from the service's launch: the time until every object is a
+file on the Git remote's `main`, the service's peak RSS (VmHWM), its CPU seconds (its own and its
+reaped children's: git), the ops endpoint's answer times while it syncs (`/healthz`, `/readyz`,
+`/metrics` in turn, every 20 ms; p99 and worst) and the largest event-loop stall the service
+itself measured (`reverser_event_loop_lag_max_seconds`). Baseline, in the same run: a paginated
+LIST of the same collection with `json.loads` of every page, the floor any mirror pays to read
+it; the sync's figure is given as a multiple of it.
+
+Sizes: `REVERSER_BENCH_SCALE_OBJECTS` (comma-separated, default `10000`; `10000,100000` for the
+sizing table in docs/operations.md). `REVERSER_BENCH_SCALE_PYTHONPATH` runs the service from
+another tree (a checkout of an older commit) for a before/after figure in one command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from tests.e2e.cluster.controlplane import ControlPlane, build_binaries
+from tests.e2e.kube import kube_client
+from tests.support.net import free_port
+from tests.support.process import ReverserProcess, bare_remote
+
+NAMESPACES = ("scale-a", "scale-b")
+CREATE_CONCURRENCY = 48
+DATA_BYTES = 1024
+SYNC_TIMEOUT_S = 1800.0
+PROBE_GAP_S = 0.02
+PROBE_TIMEOUT_S = 10.0
+OPS_PATHS = ("/healthz", "/readyz", "/metrics")
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    objects: int
+    list_s: float
+    sync_s: float
+    peak_rss_mib: float
+    cpu_s: float
+    ops_p99_ms: float
+    ops_max_ms: float
+    ops_answers: int
+    loop_lag_max_ms: float
+
+
+def sizes() -> list[int]:
+    return [int(n) for n in os.environ.get("REVERSER_BENCH_SCALE_OBJECTS", "10000").split(",") if n]
+
+
+async def create_objects(kubeconfig: Path, total: int) -> None:
+    """`total` ConfigMaps over the namespaces, `CREATE_CONCURRENCY` requests in flight."""
+    async with kube_client(kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        for namespace in NAMESPACES:
+            await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+        data = {"config.yaml": "x" * DATA_BYTES}
+
+        async def create(n: int) -> None:
+            namespace = NAMESPACES[n % len(NAMESPACES)]
+            body = client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=f"cm-{n:06d}", labels={"app": f"app-{n % 50}"}),
+                data={**data, "index": str(n)},
+            )
+            async with gate:
+                await core.create_namespaced_config_map(namespace, body)
+
+        await asyncio.gather(*(create(n) for n in range(total)))
+
+
+async def list_baseline(kubeconfig: Path) -> tuple[float, int]:
+    """Seconds to LIST every namespace's ConfigMaps in pages of 500 and json.loads each page."""
+    async with kube_client(kubeconfig) as api:
+        started = time.perf_counter()
+        count = 0
+        for namespace in NAMESPACES:
+            token = ""
+            while True:
+                query: list[tuple[str, Any]] = [("limit", 500)]
+                if token:
+                    query.append(("continue", token))
+                response = await api.call_api(
+                    f"/api/v1/namespaces/{namespace}/configmaps",
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                )
+                page = json.loads(await response.read())
+                count += len(page["items"])
+                token = page["metadata"].get("continue") or ""
+                if not token:
+                    break
+        return time.perf_counter() - started, count
+
+
+class OpsProbe(threading.Thread):
+    """Asks the ops endpoints in turn until stopped; keeps every answer's time (errors included)."""
+
+    def __init__(self, addr: str) -> None:
+        super().__init__(daemon=True)
+        self.addr = addr
+        self.answers_s: list[float] = []
+        self.unanswered = 0
+        self._stop_flag = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        while not self._stop_flag.is_set():
+            path = OPS_PATHS[n % len(OPS_PATHS)]
+            n += 1
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(f"http://{self.addr}{path}", timeout=PROBE_TIMEOUT_S) as answer:
+                    answer.read()
+            except urllib.error.HTTPError:
+                pass  # /readyz answers 503 until ready: still an answer
+            except (urllib.error.URLError, OSError) as exc:
+                if "refused" in str(exc):  # not listening yet
+                    time.sleep(PROBE_GAP_S)
+                    continue
+                self.unanswered += 1
+            self.answers_s.append(time.perf_counter() - started)
+            time.sleep(PROBE_GAP_S)
+
+    def stop(self) -> None:
+        self._stop_flag.set()
+        self.join()
+
+
+def files_on_main(remote: Path) -> int:
+    listing = subprocess.run(
+        ["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return sum(1 for line in listing.stdout.splitlines() if "/configmaps/" in line)
+
+
+def proc_figures(pid: int) -> tuple[float, float]:
+    """(peak RSS in MiB, CPU seconds of the process and its reaped children)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    hwm_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+    return hwm_kib / 1024, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def loop_lag_max_ms(service: ReverserProcess) -> float:
+    samples = service.metric_samples("reverser_event_loop_lag_max_seconds")
+    return max((value for _, value in samples), default=float("nan")) * 1000
+
+
+def run_sync(
+    workdir: Path, kubeconfig: Path, total: int, extra_env: dict[str, str] | None = None
+) -> tuple[float, float, float, OpsProbe, float]:
+    remote = bare_remote(workdir / "remote.git")
+    port = free_port()
+    config = {
+        "workdir": str(workdir / "work"),
+        "metrics": {"addr": f"127.0.0.1:{port}"},
+        "audit": {"enabled": False},
+        "lag": {"enabled": False},
+        "clusters": [{"name": "c", "kubeconfig": str(kubeconfig), "attribution": "configured-author"}],
+        "providers": [{"name": "git", "url": str(remote)}],
+        "targets": [
+            {
+                "name": "t",
+                "provider": "git",
+                "cluster": "c",
+                "rules": [{"resources": ["configmaps"], "namespaces": list(NAMESPACES)}],
+            }
+        ],
+    }
+    child_path = os.environ.get("REVERSER_BENCH_SCALE_PYTHONPATH")
+    # PYTHONSAFEPATH: `python -m` would otherwise put the working directory (this tree) first
+    env = {"PYTHONPATH": child_path, "PYTHONSAFEPATH": "1"} if child_path else {}
+    service = ReverserProcess(workdir, "reverser", config, env=env | (extra_env or {}), log_level="WARNING")
+    probe = OpsProbe(f"127.0.0.1:{port}")
+    probe.start()
+    started = time.perf_counter()
+    service.start()
+    assert service.proc is not None
+    try:
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        while files_on_main(remote) < total:
+            if service.exit_code() is not None:
+                raise RuntimeError(f"reverser run exited: {service.log_path.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{files_on_main(remote)} of {total} objects after {SYNC_TIMEOUT_S} s")
+            time.sleep(0.5)
+        sync_s = time.perf_counter() - started
+        probe.stop()
+        rss, cpu = proc_figures(service.proc.pid)
+        lag = loop_lag_max_ms(service)
+    finally:
+        if probe.is_alive():
+            probe.stop()
+        service.proc.terminate()
+        service.proc.wait(60)
+    return sync_s, rss, cpu, probe, lag
+
+
+def measure(total: int) -> Figures:
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as directory:
+        workdir = Path(directory)
+        plane = ControlPlane(workdir / "plane", build_binaries())
+        plane.start()
+        try:
+            created = time.perf_counter()
+            asyncio.run(create_objects(plane.kubeconfig, total))
+            print(f"  created {total:,} ConfigMaps in {time.perf_counter() - created:.1f} s", flush=True)
+            list_s, listed = asyncio.run(list_baseline(plane.kubeconfig))
+            assert listed == total, (listed, total)
+            sync_s, rss, cpu, probe, lag = run_sync(workdir, plane.kubeconfig, total)
+        finally:
+            plane.stop()
+    answers = sorted(probe.answers_s)
+    p99 = answers[min(len(answers) - 1, int(len(answers) * 0.99))] if answers else float("nan")
+    return Figures(
+        total,
+        list_s,
+        sync_s,
+        rss,
+        cpu,
+        p99 * 1000,
+        max(answers, default=float("nan")) * 1000,
+        len(answers),
+        lag,
+    )
+
+
+def report(figures: Figures) -> None:
+    f = figures
+    print(
+        f"{f.objects:>7,} objects: all in the remote {f.sync_s:6.1f} s ({f.sync_s / f.list_s:.1f}x the raw "
+        f"LIST+json.loads of {f.list_s:.2f} s); peak RSS {f.peak_rss_mib:.0f} MiB; CPU {f.cpu_s:.1f} s; "
+        f"ops endpoint p99 {f.ops_p99_ms:.0f} ms, worst {f.ops_max_ms:.0f} ms over {f.ops_answers} answers; "
+        f"largest loop stall the service saw {f.loop_lag_max_ms:.0f} ms",
+        flush=True,
+    )
+
+
+def main() -> None:
+    for total in sizes():
+        load = os.getloadavg()
+        print(f"scale {total:,}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+        report(measure(total))

@@ -1,0 +1,134 @@
+"""A large snapshot neither holds the event loop nor the whole collection in memory.
+
+The LIST fallback reads one page at a time and appends that page's chunks before it asks for the
+next page (so memory holds a page, not the collection); the watch path gives the loop back every
+`slice_ms` (`Slicer`). Runs against the watch-protocol test server and the real log backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.config import Settings
+from pipeline.log.api import Log, PendingRecord
+from pipeline.watch.slices import Slicer
+from tests.watch.conftest import (
+    fast_options,
+    kinds,
+    make_component,
+    read_events,
+    rule,
+    target,
+    wait_for_events,
+    with_targets,
+)
+from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+
+class _Timeline:
+    """The log, with every append noted on the test server's request list (one shared timeline)."""
+
+    def __init__(self, log: Log, kube: FakeKubeApiServer) -> None:
+        self._log = log
+        self._kube = kube
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object:
+        if topic.endswith("watch-events"):
+            self._kube.requests.append(("APPEND", {"records": str(len(records))}))
+        return await self._log.append_many(topic, records)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+async def test_a_list_snapshot_is_appended_page_by_page(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.reject_watchlist = True
+    base = corpus_object("configmap/create-succeeds/watch.added.yaml", "team-a")
+    for n in range(10):
+        obj = copy.deepcopy(base)
+        obj["metadata"]["name"] = f"cm-{n}"
+        obj["data"] = {"blob": "x" * 3000}
+        kube.put(obj)
+    config = with_targets(
+        settings, kube.kubeconfig(tmp_path), target("t1", rule("configmaps", namespaces=("team-a",)))
+    )
+    # a chunk budget of one object (3 KB of data, 5,000 bytes of objects per chunk): every page
+    # fills chunks of its own
+    options = fast_options(config, list_page_size=3, max_record_bytes=4096 + 5000)
+    component = make_component(config, cast(Log, _Timeline(topics_log, kube)), options)
+    await component.start()
+    try:
+        events = await wait_for_events(topics_log, config, lambda evs: "end" in kinds(evs), "snapshot end")
+    finally:
+        await component.stop()
+    objects = [o["name"] for e in events if kinds([e]) == ["chunk"] for o in e["body"][1]["objects"]]
+    assert sorted(objects) == [f"cm-{n}" for n in range(10)]
+    timeline = [
+        "APPEND" if path == "APPEND" else "LIST"
+        for path, query in kube.requests
+        if path == "APPEND" or (path.endswith("/configmaps") and "watch" not in query)
+    ]
+    pages = [q for p, q in kube.requests if p.endswith("/configmaps") and "watch" not in q]
+    assert [q.get("limit") for q in pages] == ["3"] * 4
+    assert [bool(q.get("continue")) for q in pages] == [False, True, True, True]
+    # each page is written before the next is asked for: no two LIST requests back to back
+    assert "LIST,LIST" not in ",".join(timeline)
+    assert len(await read_events(topics_log, config)) == len(events)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_the_slicer_is_due_once_its_slice_is_used_and_pausing_lets_others_run() -> None:
+    clock = _Clock()
+    slicer = Slicer(20.0, clock)
+    assert not slicer.due()
+    clock.now = 0.019
+    assert not slicer.due()
+    clock.now = 0.020
+    assert slicer.due()
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    task = asyncio.create_task(other())
+    await slicer.pause()
+    assert ran == ["other"]
+    assert not slicer.due()  # a new slice from the pause
+    clock.now = 0.040
+    assert slicer.due()
+    await task
+
+
+@given(st.lists(st.floats(min_value=0, max_value=10), max_size=40))
+def test_slices_are_counted_from_each_pause(gaps_ms: list[float]) -> None:
+    """Model: due exactly when at least `slice_ms` passed since the last pause (or the start)."""
+    clock = _Clock()
+    slicer = Slicer(5.0, clock)
+    started = 0.0
+
+    async def run() -> None:
+        nonlocal started
+        for gap in gaps_ms:
+            clock.now += gap / 1000
+            assert slicer.due() == (clock.now >= started + 0.005)
+            if slicer.due():
+                await slicer.pause()
+                started = clock.now
+
+    asyncio.run(run())
