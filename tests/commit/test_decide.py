@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec.branch_work import (
+    CommitRequested,
     Removal,
     ResyncChunk,
     ResyncEnd,
@@ -891,3 +892,33 @@ def test_windows_and_versions_follow_the_model(changes: list[tuple[str, str, int
         for p in plans
     ]
     assert seen == model(changes, prune)
+
+
+def test_a_due_commit_request_closes_the_window_before_a_later_write() -> None:
+    d = decider()
+    work = Work()
+    d.stage(staged(d, work.create(cm("a"))), 0.0)
+    assert d.window is not None
+    d.window.close_at_ms = work.observed_ms + 1
+    assert d.closing(staged(d, work.create(cm("b")))) is None, "made before the request's close time"
+    assert d.closing(staged(d, work.create(cm("c")))) is CloseReason.COMMIT_REQUEST
+
+
+def test_a_commit_requests_message_names_its_window_and_travels_with_the_plan() -> None:
+    d = decider(target(commit_message=CommitMessageSettings(subject="${count}")))
+    d.stage(staged(d, Work().create(cm("a"))), 0.0)
+    assert d.window is not None
+    request = CommitRequested("team-a", "save", "u1", "release 1.2\n\nwhy", 0)
+    d.window.requests.append(request)
+    closed = d.close()
+    assert closed is not None
+    assert closed.plan.requests == (request,)
+    assert closed.plan.template == CommitMessageSettings(subject="release 1.2", body="why")
+
+
+def test_a_snapshot_plan_carries_its_targets_template() -> None:
+    template = CommitMessageSettings(subject="${count}")
+    plan, _ = snapshot(decider(target(commit_message=template)), Work(), [cm("a")])
+    assert plan.template == template
+    plan, _ = snapshot(decider(target(name="t9")), Work(), [cm("a")])
+    assert plan.template is None
