@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Final
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.watch_event import EventType, SnapshotBegin, SnapshotObject
+from pipeline.config import TargetSettings
 from pipeline.log.api import PendingRecord, Record
 from pipeline.models import branch_key
 from pipeline.operation import Operation
@@ -404,6 +405,25 @@ class WorkItem:
     def stream(self) -> tuple[str, str, str, str]:
         """(target, group, resource, scope): the unit a snapshot epoch belongs to."""
         return (self.target, self.group, self.resource, self.scope)
+
+    @classmethod
+    def for_target(cls, target: TargetSettings, branch: str, observed_at_ms: int, body: Body) -> WorkItem:
+        """A record about a whole target (a deletion, a CommitRequest), not one of its streams."""
+        return cls(
+            partition=0,
+            offset=0,
+            provider=target.provider,
+            branch=branch,
+            target=target.name,
+            path=target.path,
+            cluster=target.cluster,
+            group="",
+            version="",
+            resource="",
+            scope="",
+            observed_at_ms=observed_at_ms,
+            body=body,
+        )
 
 
 def encode_work(item: WorkItem) -> bytes:

@@ -154,23 +154,10 @@ def request_work(request: Request, settings: Settings, home_namespace: str, now_
     if target is None or not any(p.name == target.provider for p in settings.providers):
         return None
     _, branch, _ = settings.destination(target)
-    return WorkItem(
-        partition=0,
-        offset=0,
-        provider=target.provider,
-        branch=branch,
-        target=target.name,
-        path=target.path,
-        cluster=target.cluster,
-        group="",
-        version="",
-        resource="",
-        scope="",
-        observed_at_ms=now_ms,
-        body=CommitRequested(
-            request.ref.namespace, request.ref.name, request.uid, request.message, request.close_delay_s
-        ),
+    body = CommitRequested(
+        request.ref.namespace, request.ref.name, request.uid, request.message, request.close_delay_s
     )
+    return WorkItem.for_target(target, branch, now_ms, body)
 
 
 def _condition(kind: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:

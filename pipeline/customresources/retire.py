@@ -99,18 +99,5 @@ def retired_work(
 def _item(
     target: TargetSettings, branch: str, version: int, remove: bool, reason: str, observed_at_ms: int
 ) -> WorkItem:
-    return WorkItem(
-        partition=0,
-        offset=0,
-        provider=target.provider,
-        branch=branch,
-        target=target.name,
-        path=target.path,
-        cluster=target.cluster,
-        group="",
-        version="",
-        resource="",
-        scope="",
-        observed_at_ms=observed_at_ms,
-        body=TargetDeleted(target.prune, remove, version, reason),
-    )
+    body = TargetDeleted(target.prune, remove, version, reason)
+    return WorkItem.for_target(target, branch, observed_at_ms, body)
