@@ -141,7 +141,12 @@ class WatchStream:
         self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
         self._slicer = Slicer(options.slice_ms)
         self._path = collection_path(spec.api(), spec.scope)
+        # Content digests by uid of what the log acknowledged, and of what this session handled
+        # but has not yet seen acknowledged (None: deleted). A failed append ends the session and
+        # the resume delivers the same events again: were they compared with what was only
+        # handled, they would be dropped as unchanged and never reach the log.
         self._hashes: dict[str, bytes] = {}
+        self._staged: dict[str, bytes | None] = {}
         self._task: asyncio.Task[None] | None = None
         self._snapshot: SnapshotAssembly | None = None
         self._completing: SnapshotAssembly | None = None
@@ -466,13 +471,13 @@ class WatchStream:
         clean = sanitize(obj)
         canonical = sanitized_json(clean)
         if event_type == "DELETED":
-            self._hashes.pop(uid, None)
+            self._staged[uid] = None
         else:
             digest = content_hash(canonical, deleting)
-            if self._hashes.get(uid) == digest:
+            if self._written_hash(uid) == digest:
                 metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
                 return
-            self._hashes[uid] = digest
+            self._staged[uid] = digest
         payload = await self._payload(obj, clean, canonical)
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
@@ -494,7 +499,7 @@ class WatchStream:
         self._last_epoch = epoch
         since = cursor.resource_version if cursor is not None else ""
         self._snapshot = SnapshotAssembly(epoch, mode, since, self._builder)
-        self._hashes = {}
+        self._hashes, self._staged = {}, {}
         self.snapshots_begun += 1
         return self._snapshot
 
@@ -519,7 +524,7 @@ class WatchStream:
                 item.name,
             )
             return []
-        self._hashes[uid] = content_hash(canonical, False)
+        self._staged[uid] = content_hash(canonical, False)
         return snapshot.add(item)
 
     def _end_snapshot(self, resource_version: str) -> list[PendingRecord]:
@@ -531,11 +536,33 @@ class WatchStream:
         return records
 
     def _abandon_snapshot(self) -> None:
-        """A session ended before its snapshot's end marker was acknowledged; a newer epoch will follow."""
+        """A session ended before its snapshot's end marker was acknowledged; a newer epoch will follow.
+
+        What it handled but did not see acknowledged is forgotten. An unfinished snapshot's digests
+        go too, though its chunks reached the log: nothing downstream applies a snapshot without
+        its end, so a resume from the older cursor must write those versions again.
+        """
+        self._staged.clear()
         for snapshot in (self._snapshot, self._completing):
             if snapshot is not None:
                 metrics.SNAPSHOTS.labels(snapshot.mode, "abandoned").inc()
+                self._hashes.clear()
         self._snapshot = self._completing = None
+
+    def _written_hash(self, uid: str) -> bytes | None:
+        """The digest of `uid`'s newest version on the log, or handled in this batch before it."""
+        if uid in self._staged:
+            return self._staged[uid]
+        return self._hashes.get(uid)
+
+    def _acknowledged(self) -> None:
+        """The batch's appends are acknowledged: its digests now describe the log."""
+        for uid, digest in self._staged.items():
+            if digest is None:
+                self._hashes.pop(uid, None)
+            else:
+                self._hashes[uid] = digest
+        self._staged.clear()
 
     # -- writing --------------------------------------------------------------------------
     async def _write(self, records: list[PendingRecord], resource_version: str) -> None:
@@ -544,6 +571,7 @@ class WatchStream:
             group = records[start : start + _APPEND_GROUP]
             await self._log.append_many(self._topic, group)
             metrics.RECORDS.inc(len(group))
+        self._acknowledged()
         completed, self._completing = self._completing, None
         if completed is not None:
             metrics.SNAPSHOTS.labels(completed.mode, "completed").inc()

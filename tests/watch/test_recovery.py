@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
-from pipeline.log.api import Log
+from pipeline.log.api import Log, LogUnavailableError, PendingRecord
+from pipeline.log.topics import TopicNames
 from pipeline.watch.component import WatchComponent
 from pipeline.watch.stream import WatchStream
 from tests.support.wait import wait_for
@@ -143,6 +144,43 @@ async def test_abrupt_close_reconnects_from_the_cursor(
     assert stream.sessions >= 2
     assert stream.snapshots_begun == 1
     assert metric("reverser_watch_reconnects_total") >= reconnects_before + 1
+
+
+async def test_an_event_whose_append_failed_is_written_after_the_resume(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose append fails (a broker lost its partition leader) ends the session; the resume
+    from the cursor delivers the same events again. The unchanged-content check must compare them
+    with what reached the log, not with what was only handled, or the version is lost for good
+    (chaos seed 72816: a scale during the Kafka leader kill never reached Git)."""
+    topic = TopicNames.for_prefix(config.log.topic_prefix).watch_events
+    append_many = topics_log.append_many
+    refused: list[int] = []
+
+    async def leader_lost_once(to: str, records: list[PendingRecord]) -> object:
+        if to == topic and not refused:
+            refused.append(len(records))
+            raise LogUnavailableError("injected: NotLeaderForPartition after bounded retries")
+        return await append_many(to, records)
+
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    try:
+        monkeypatch.setattr(topics_log, "append_many", leader_lost_once)
+        kube.put(configmap("cm-a", value="2"))
+        events = await wait_for_events(
+            topics_log, config, lambda evs: "MODIFIED cm-a" in kinds(evs), "the update after the failure"
+        )
+        kube.put(configmap("cm-a", value="2"))  # no change: still dropped as unchanged
+        kube.put(configmap("cm-a", value="3"))
+        events = await wait_for_events(
+            topics_log, config, lambda evs: kinds(evs).count("MODIFIED cm-a") == 2, "the next update"
+        )
+    finally:
+        await component.stop()
+    assert refused == [1]
+    assert stream.sessions >= 2
+    assert kinds(events) == ["begin", "chunk", "end", "MODIFIED cm-a", "MODIFIED cm-a"]
 
 
 async def test_bookmark_advances_the_cursor_without_records(
