@@ -270,6 +270,10 @@ class MetricsSettings(_Section):
     """How often /readyz probes the log, in seconds."""
     log_probe_timeout_s: float = Field(default=5.0, gt=0)
     """How long one log probe may take before the replica counts as not ready, in seconds."""
+    loop_stall_fail_s: float = Field(default=30.0, gt=0)
+    """How long the event loop may go without running before /healthz and /readyz fail, in seconds.
+    They are served from a thread of their own and answer during any stall; past this one the
+    process counts as wedged and a liveness probe restarts it."""
 
 
 class AuditRoute(_Section):

@@ -9,8 +9,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
+from prometheus_client import Counter, Gauge
 
 from pipeline.audit import component as audit_component
 from pipeline.backoff import log_retry
@@ -38,6 +37,7 @@ from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.router import component as router_component
 from pipeline.service.looplag import watch_loop_lag
 from pipeline.service.objects import ClusterObjects
+from pipeline.service.ops import PUBLISH_INTERVAL_S, HealthSnapshot, OpsServer
 from pipeline.service.readiness import READY_GAUGE, LogProbe, readiness_of, verdict
 from pipeline.service.reload import LIVE_SETTINGS, restart_only_changes, take_live
 from pipeline.tasks import cancel_all
@@ -111,7 +111,8 @@ class Service:
         self._factories = factories if factories is not None else list(COMPONENT_FACTORIES)
         self.components: list[Component] = []
         self._starting: list[Component] = []
-        self._runner: web.AppRunner | None = None
+        self._ops: OpsServer | None = None
+        self._publishing: asyncio.Task[None] | None = None
         self._probe = LogProbe(
             self.log,
             [spec.name for spec in topic_specs(settings)],
@@ -156,6 +157,7 @@ class Service:
                 self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
             )
             await self._start_ops_server()
+            self._publishing = asyncio.create_task(self._publish_health(), name="ops health")
             self._lag = asyncio.create_task(watch_loop_lag(), name="event loop lag")
             while self._starting:
                 component = self._starting[0]
@@ -166,7 +168,8 @@ class Service:
                 self._following = asyncio.create_task(
                     self._config.follow(self._apply_state), name="config follower"
                 )
-            self._refresh_ready_gauge()
+            if self._ops is not None:
+                self._ops.publish(self._health())
         except BaseException:
             await self.stop()
             raise
@@ -318,21 +321,21 @@ class Service:
         if self._config is not None:
             await self._config.close()
             self._config = None
-        for task in (self._probing, self._lag):
+        for task in (self._probing, self._lag, self._publishing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._probing = self._lag = None
+        self._probing = self._lag = self._publishing = None
         for component in reversed(self.components):
             try:
                 await component.stop()
             except Exception:
                 logger.exception("stopping %s failed", component.name)
         self.components.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._ops is not None:
+            await self._ops.stop()
+            self._ops = None
         await self._objects.close()
         await self.log.close()
 
@@ -360,39 +363,29 @@ class Service:
         READY_GAUGE.set(1.0 if self.ready() else 0.0)
 
     async def _start_ops_server(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        for hook in OPS_ROUTES:
-            app.add_routes(hook(self.settings, lambda: tuple(self.components)))
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
+        """`/metrics`, `/healthz`, `/readyz` (and the `OPS_ROUTES`) on their own thread (service/ops.py)."""
         host, port = split_host_port(self.settings.metrics.addr)
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        addresses = self._runner.addresses
-        self.metrics_port = int(addresses[0][1]) if addresses else port
+        forwarded = [
+            route for hook in OPS_ROUTES for route in hook(self.settings, lambda: tuple(self.components))
+        ]
+        self._ops = OpsServer(
+            host, port, stall_fail_s=self.settings.metrics.loop_stall_fail_s, forwarded=forwarded
+        )
+        self.metrics_port = await self._ops.start()
+        self._ops.publish(self._health())
         logger.info("metrics on http://%s:%s/metrics", host, self.metrics_port)
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(REGISTRY))
-        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
-        return response
-
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        """Alive unless a stage lost a task for good: then a liveness probe restarts the process."""
-        failures = self.failures()
-        if failures:
-            return web.Response(status=503, text="failed\n" + "".join(f"{f}\n" for f in failures))
-        return web.Response(text="ok\n")
-
-    async def _readyz(self, _request: web.Request) -> web.Response:
+    def _health(self) -> HealthSnapshot:
         ready, problems = self.readiness()
         READY_GAUGE.set(1.0 if ready else 0.0)
-        if not ready:
-            return web.Response(status=503, text="not ready\n" + "".join(f"{p}\n" for p in problems))
-        return web.Response(text="ready\n")
+        return HealthSnapshot(time.monotonic(), tuple(self.failures()), ready, tuple(problems))
+
+    async def _publish_health(self) -> None:
+        """Tell the ops thread how the stages are, every `PUBLISH_INTERVAL_S` while the loop runs."""
+        while True:
+            await asyncio.sleep(PUBLISH_INTERVAL_S)
+            if self._ops is not None:
+                self._ops.publish(self._health())
 
 
 async def _stop_on_failure(service: Service, stop: asyncio.Event) -> None:

@@ -124,8 +124,13 @@ async def test_ops_and_webhook_answer_while_the_fact_index_rebuilds(tmp_path: Pa
                 assert response.status == 200
             await starting
             await asyncio.wait_for(follower.wait_ready(), 120)
-            async with http.get(f"{ops}/readyz") as response:
-                assert (response.status, await response.text()) == (200, "ready\n")
+
+            async def ready() -> bool:
+                async with http.get(f"{ops}/readyz") as response:
+                    return (response.status, await response.text()) == (200, "ready\n")
+
+            # the ops thread serves the readiness the event loop last published
+            await wait_for(ready, what="/readyz once the replay finished")
             assert follower.records_applied >= RECORDS
     finally:
         await starting

@@ -69,6 +69,15 @@ async def readyz(http: aiohttp.ClientSession, service: Service) -> tuple[int, st
         return response.status, await response.text()
 
 
+async def answers(http: aiohttp.ClientSession, service: Service, expected: tuple[int, str]) -> None:
+    """Wait until /readyz answers `expected`: the ops thread serves what the loop last published."""
+
+    async def matches() -> bool:
+        return await readyz(http, service) == expected
+
+    await wait_for(matches, what=f"/readyz answering {expected}")
+
+
 async def test_not_ready_until_every_stage_started_and_while_one_is_not_ready(tmp_path: Path) -> None:
     settings = Settings(
         workdir=tmp_path,
@@ -88,21 +97,19 @@ async def test_not_ready_until_every_stage_started_and_while_one_is_not_ready(tm
     try:
         async with aiohttp.ClientSession() as http:
             await wait_for(lambda: service.metrics_port is not None, what="the ops server")
-            assert await readyz(http, service) == (503, "not ready\nstarting: first, second\n")
+            await answers(http, service, (503, "not ready\nstarting: first, second\n"))
             first.may_start.set()
             await wait_for(lambda: service.components == [first], what="the first stage")
-            assert await readyz(http, service) == (503, "not ready\nstarting: second\n")
+            await answers(http, service, (503, "not ready\nstarting: second\n"))
             second.may_start.set()
             await starting
-            assert await readyz(http, service) == (200, "ready\n")
+            await answers(http, service, (200, "ready\n"))
 
             first.state = Readiness(False, "fact index replaying: 1200 of 5000 records")
-            assert await readyz(http, service) == (
-                503,
-                "not ready\nfirst: fact index replaying: 1200 of 5000 records\n",
-            )
+            replaying = (503, "not ready\nfirst: fact index replaying: 1200 of 5000 records\n")
+            await answers(http, service, replaying)
             first.state = READY
-            assert await readyz(http, service) == (200, "ready\n")
+            await answers(http, service, (200, "ready\n"))
     finally:
         first.may_start.set()
         second.may_start.set()

@@ -60,7 +60,7 @@ async def healthz(http: aiohttp.ClientSession, service: Service) -> tuple[int, s
 async def test_a_failed_stage_fails_healthz_and_stops_the_service_with_exit_code_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(app, "FAILURE_CHECK_S", 0.05)
+    monkeypatch.setattr(app, "FAILURE_CHECK_S", 2.0)  # after the health publish (0.25 s)
     settings = Settings(
         workdir=tmp_path,
         log=LogSettings(backend="embedded", topic_prefix=unique_prefix()),
@@ -78,10 +78,13 @@ async def test_a_failed_stage_fails_healthz_and_stops_the_service_with_exit_code
         assert await healthz(http, service) == (200, "ok\n")
         assert service.failures() == []
         stage.broken = "commit-git-main: SigningError('ssh-keygen failed (exit 255)')"
-        assert await healthz(http, service) == (
-            503,
-            "failed\nbreaking: commit-git-main: SigningError('ssh-keygen failed (exit 255)')\n",
-        )
+        failed = (503, "failed\nbreaking: commit-git-main: SigningError('ssh-keygen failed (exit 255)')\n")
+
+        async def fails() -> bool:
+            return await healthz(http, service) == failed
+
+        # the ops thread serves the health the event loop publishes every PUBLISH_INTERVAL_S
+        await wait_for(fails, what="/healthz naming the failed stage")
     with pytest.raises(CommandError) as stopped:
         await asyncio.wait_for(running, timeout=30)
     assert stopped.value.code == ExitCode.FINDINGS
