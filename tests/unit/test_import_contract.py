@@ -1,0 +1,44 @@
+"""Every top-level module of the package is placed in the import contract and in its table.
+
+A module the contract does not name may import anything from anywhere: `make lint` would keep
+passing while the layering erodes. The same list is the table of docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(pipeline.__file__).parent
+
+
+def _top_level_modules() -> set[str]:
+    names = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    return {f"pipeline.{name}" for name in names}
+
+
+def _contract_modules() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = config["tool"]["importlinter"]["contracts"]
+    return {name.strip() for layer in contract["layers"] for name in re.split(r"[|:]", layer)}
+
+
+def test_every_top_level_module_is_in_a_layer_of_the_contract() -> None:
+    missing = _top_level_modules() - _contract_modules()
+    assert not missing, f"add to [tool.importlinter] layers in pyproject.toml: {sorted(missing)}"
+
+
+def test_the_contract_names_only_modules_that_exist() -> None:
+    assert _contract_modules() <= _top_level_modules()
+
+
+def test_the_architecture_table_lists_every_layered_module() -> None:
+    table = (ROOT / "docs" / "architecture.md").read_text().split("## Imports point down", 1)[1]
+    table = table.split("\n\n", 3)[2]
+    listed = set(re.findall(r"`(pipeline\.[a-z_]+)`", table))
+    assert _contract_modules() - listed == set()
