@@ -27,24 +27,28 @@ namespace. The platform's own objects keep their freedom, except that a declared
 `allowedSourceNamespaces` binds them too. A cluster for which no ClusterProvider exists keeps the
 behaviour of the file's `clusters` (this project's stand-in for them).
 
-Label selectors need the Namespace objects' labels, which the compiler does not read: a policy
-that would admit only through its selector refuses, with a message saying to list the namespace
-under `names`.
+A policy's label `selector` is matched against the Namespace objects' labels, which the
+controller lists before each compile (`NamespaceLabels`). Where they could not be read (no RBAC,
+the apiserver unreachable, offline `config check`), or the namespace does not exist, a policy
+admits only by `names`: deny by default, with a message that says which.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+from pipeline.attribution.selector import LabelSelector, parse_selector
 from pipeline.customresources.objects import CustomResource, Kind
 from pipeline.customresources.problems import FieldProblem
+from pipeline.customresources.selectors import selector_text
 
 __all__ = [
     "FORBIDDEN",
     "OVERRIDE_FIELDS",
     "ClusterProviders",
+    "NamespaceLabels",
     "NamespaceMatcher",
     "SourceRefusal",
     "cluster_of",
@@ -60,13 +64,18 @@ _ACCESS_FIELDS = ("allowedNamespaces", "accessFrom")
 #: The item problem reason of a refused source namespace (status `rules[].problems`).
 FORBIDDEN = "SourceNamespaceForbidden"
 
+#: Every Namespace's labels by name, as the controller listed them; None: not read.
+NamespaceLabels: TypeAlias = Mapping[str, Mapping[str, str]] | None
+
 
 @dataclass(frozen=True, slots=True)
 class NamespaceMatcher:
     """GR's deny-by-default namespace policy: exact `names`, or a label `selector`, ORed."""
 
     names: frozenset[str]
-    has_selector: bool
+    #: the parsed `selector`; None when absent or invalid (an invalid one is a problem and admits nothing)
+    selector: LabelSelector | None = None
+    has_selector: bool = False
 
     @classmethod
     def read(cls, value: Any, where: str, problems: list[FieldProblem]) -> NamespaceMatcher | None:
@@ -75,23 +84,45 @@ class NamespaceMatcher:
             return None
         if not isinstance(value, dict):
             problems.append(FieldProblem(where, "must be a mapping with names and/or selector"))
-            return cls(frozenset(), False)
+            return cls(frozenset())
         names = value.get("names") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             problems.append(FieldProblem(f"{where}.names", "must be a list of namespace names"))
             names = []
-        return cls(frozenset(names), value.get("selector") is not None)
+        raw = value.get("selector")
+        selector: LabelSelector | None = None
+        if raw is not None:
+            try:
+                text = selector_text(raw)
+                # an empty selector ({}) selects every namespace, as in Kubernetes
+                selector = parse_selector(text)
+            except ValueError as exc:
+                problems.append(FieldProblem(f"{where}.selector", str(exc)))
+        return cls(frozenset(names), selector, raw is not None)
 
-    def admits(self, namespace: str) -> bool:
-        return namespace in self.names
+    def admits(self, namespace: str, labels: NamespaceLabels) -> bool:
+        if namespace in self.names:
+            return True
+        if self.selector is None or labels is None or namespace not in labels:
+            return False
+        return self.selector.matches(labels[namespace])
 
-    def why_not(self, namespace: str, field: str) -> str:
-        if self.has_selector:
+    def why_not(self, namespace: str, field: str, labels: NamespaceLabels) -> str:
+        listed = f"{namespace!r} is not in {field}.names"
+        if not self.has_selector:
+            return listed
+        if self.selector is None:
+            return f"{listed}, and {field}.selector is invalid"
+        if labels is None:
             return (
-                f"{namespace!r} is not in {field}.names, and label selectors are not evaluated here: "
-                f"list the namespace under {field}.names"
+                f"{listed}, and the Namespace labels {field}.selector needs could not be read (the "
+                "controller lists Namespaces; offline checks cannot): list the namespace under "
+                f"{field}.names, or grant the controller list on namespaces"
             )
-        return f"{namespace!r} is not in {field}.names"
+        if namespace not in labels:
+            return f"{listed}, and no Namespace {namespace!r} exists for {field}.selector to match"
+        shown = self.selector.text or "everything"
+        return f"{listed}, and its labels do not match {field}.selector ({shown})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +150,14 @@ def cluster_of(target: CustomResource) -> str:
 class ClusterProviders:
     """The ClusterProviders of one compile, and the decisions that need them."""
 
-    def __init__(self, providers: Iterable[CustomResource], home_namespace: str) -> None:
+    def __init__(
+        self,
+        providers: Iterable[CustomResource],
+        home_namespace: str,
+        namespace_labels: NamespaceLabels = None,
+    ) -> None:
         self.home_namespace = home_namespace
+        self.namespace_labels = namespace_labels
         self.problems: dict[str, list[FieldProblem]] = {}
         self._by_name: dict[str, _Provider] = {}
         for resource in providers:
@@ -147,10 +184,10 @@ class ClusterProviders:
             return []
         if provider.access is None:
             why = "declares no spec.allowedNamespaces, so no namespace may use it"
-        elif provider.access.admits(namespace):
+        elif provider.access.admits(namespace, self.namespace_labels):
             return []
         else:
-            why = provider.access.why_not(namespace, "spec.allowedNamespaces")
+            why = provider.access.why_not(namespace, "spec.allowedNamespaces", self.namespace_labels)
         return [FieldProblem("spec.clusterProviderRef.name", f"ClusterProvider {cluster}: {why}")]
 
     def source_refusal(
@@ -166,11 +203,10 @@ class ClusterProviders:
         home = rule_namespace == self.home_namespace
         override = source != rule_namespace
         if home:
-            if policy is None or policy.admits(source):
+            if policy is None or policy.admits(source, self.namespace_labels):
                 return None
-            return SourceRefusal(
-                FORBIDDEN, f"{where}: {policy.why_not(source, 'spec.allowedSourceNamespaces')}"
-            )
+            why = policy.why_not(source, "spec.allowedSourceNamespaces", self.namespace_labels)
+            return SourceRefusal(FORBIDDEN, f"{where}: {why}")
         if not override and policy is None:
             return None
         if override:
@@ -183,7 +219,7 @@ class ClusterProviders:
                 f"{where} declares no spec.allowedSourceNamespaces, so no namespace other than the "
                 f"rule's own may be mirrored into it; add {source!r} to that policy",
             )
-        if policy.admits(source):
+        if policy.admits(source, self.namespace_labels):
             return None
         if not override:
             return SourceRefusal(
@@ -191,7 +227,8 @@ class ClusterProviders:
                 f"{where} declares spec.allowedSourceNamespaces, which is exhaustive: add the rule's own "
                 f"namespace {source!r} to keep watching it",
             )
-        return SourceRefusal(FORBIDDEN, f"{where}: {policy.why_not(source, 'spec.allowedSourceNamespaces')}")
+        why = policy.why_not(source, "spec.allowedSourceNamespaces", self.namespace_labels)
+        return SourceRefusal(FORBIDDEN, f"{where}: {why}")
 
     def _override_refusal(
         self, rule_namespace: str, source: str, target: CustomResource | None

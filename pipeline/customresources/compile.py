@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.authormode import AttributionMode, mode_of_enabled
 from pipeline.config import (
     CustomResourceSettings,
@@ -32,11 +31,17 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
-from pipeline.customresources.clusterprovider import OVERRIDE_FIELDS, ClusterProviders, SourceRefusal
+from pipeline.customresources.clusterprovider import (
+    OVERRIDE_FIELDS,
+    ClusterProviders,
+    NamespaceLabels,
+    SourceRefusal,
+)
 from pipeline.customresources.commitmessages import SUPPORTED_PATHS as MESSAGE_PATHS
 from pipeline.customresources.commitmessages import message_templates
 from pipeline.customresources.objects import CONFIG_KINDS, CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
+from pipeline.customresources.selectors import selector_text
 from pipeline.customresources.tenancy import (
     BudgetExceeded,
     CompileLimits,
@@ -59,7 +64,6 @@ __all__ = [
     "RuleOrigin",
     "compile_resources",
     "go_duration_s",
-    "selector_text",
 ]
 
 # Leaf paths (`[]` stands for any list index) each kind acts on; any other field that is set is
@@ -207,42 +211,6 @@ def go_duration_s(text: str) -> float:
     if not parts or "".join(number + unit for number, unit in parts) != body:
         raise ValueError(f"{text!r} is not a Go duration such as 5s, 750ms or 1m30s")
     return sign * sum(float(number) * _DURATION_UNIT_S[unit] for number, unit in parts)
-
-
-def selector_text(selector: Any) -> str:
-    """An objectSelector (matchLabels, matchExpressions) as label selector text; raises ValueError."""
-    if not selector:
-        return ""
-    if not isinstance(selector, dict):
-        raise ValueError("must be a mapping with matchLabels and/or matchExpressions")
-    labels = selector.get("matchLabels") or {}
-    expressions = selector.get("matchExpressions") or []
-    if not isinstance(labels, dict):
-        raise ValueError("matchLabels must be a mapping")
-    if not isinstance(expressions, list) or not all(isinstance(e, dict) for e in expressions):
-        raise ValueError("matchExpressions must be a list of mappings")
-    parts = [f"{key}={value}" for key, value in sorted(labels.items(), key=lambda pair: str(pair[0]))]
-    for expression in expressions:
-        key, operator = expression.get("key", ""), expression.get("operator", "")
-        listed = expression.get("values") or []
-        if not isinstance(listed, list):
-            raise ValueError("matchExpressions[].values must be a list")
-        values = ",".join(sorted(str(v) for v in listed))
-        spelled = {
-            "In": f"{key} in ({values})",
-            "NotIn": f"{key} notin ({values})",
-            "Exists": key,
-            "DoesNotExist": f"!{key}",
-        }.get(str(operator))
-        if spelled is None:
-            raise ValueError(f"operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
-        parts.append(str(spelled))
-    text = ",".join(parts)
-    try:
-        parse_selector(text)
-    except SelectorError as exc:
-        raise ValueError(str(exc)) from None
-    return text
 
 
 def _get(value: Any, *keys: str) -> Any:
@@ -858,8 +826,12 @@ def compile_resources(
     excluded: Mapping[ObjectRef, str] | None = None,
     age_keys: Mapping[KeySource, KeyResolution] | None = None,
     environ: Mapping[str, str] | None = None,
+    namespace_labels: NamespaceLabels = None,
 ) -> CompiledConfig:
     """The effective providers and targets of `objects`, checked together with `base`'s clusters.
+
+    `namespace_labels` are the Namespaces' labels the controller listed, for the namespace
+    policies' label selectors (`pipeline.customresources.clusterprovider`); None: not read.
 
     `environ` is the controller's environment, which every replica's pods share: a target with
     encryption whose digest key variable it lacks is that target's error (offline, None: not asked).
@@ -931,7 +903,7 @@ def compile_resources(
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
             )
 
-    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace)
+    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace, namespace_labels)
     for resource in by_kind[Kind.CLUSTER_PROVIDER]:
         reports[resource.ref].errors.extend(clusters.problems.get(resource.ref.name, []))
     targets_named = {name_of(t): t for t in by_kind[Kind.GIT_TARGET]}

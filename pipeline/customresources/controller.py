@@ -23,6 +23,7 @@ from pipeline.codec.branch_work import work_record
 from pipeline.config import Settings
 from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
 from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
+from pipeline.customresources.clusterprovider import NamespaceLabels
 from pipeline.customresources.commitrequest import (
     HANDLED,
     Handled,
@@ -33,6 +34,7 @@ from pipeline.customresources.commitrequest import (
 )
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
+from pipeline.customresources.namespacelabels import NamespaceLabelReader
 from pipeline.customresources.objects import (
     CONFIG_KINDS,
     GROUP,
@@ -142,6 +144,7 @@ class ConfigController:
         # (published version, streams per rule): resolved again only when the version changes
         self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
         self._age_keys: AgeKeyReader | None = None
+        self._namespace_labels: NamespaceLabelReader | None = None
         self._key_sources: set[KeySource] = set()
         # signing Secrets (generateWhenMissing) this leadership found or made with a key
         self._signing_ready: set[SigningSecret] = set()
@@ -231,6 +234,7 @@ class ConfigController:
             stream.start()
         self.status = StatusWriter(self._client)
         self._age_keys = AgeKeyReader(self._client)
+        self._namespace_labels = NamespaceLabelReader(self._client)
         self.request_status = RequestStatusWriter(self._client)
         self._follower = follower
         self._work = [
@@ -253,6 +257,7 @@ class ConfigController:
             self._follower = None
         self._rules = None
         self._age_keys = None
+        self._namespace_labels = None
         self._signing_ready = set()
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
@@ -273,8 +278,10 @@ class ConfigController:
                 asyncio.ensure_future(store.changed.wait()),
                 asyncio.ensure_future(follower.results_changed.wait()),
             ]
-            if self._key_sources:
-                # key Secrets are not watched: read them again now and then (agekeyreader.py)
+            labels = self._namespace_labels
+            if self._key_sources or (labels is not None and labels.wanted):
+                # key Secrets and Namespaces are not watched: read them again now and then
+                # (agekeyreader.py, namespacelabels.py)
                 waits.append(asyncio.ensure_future(asyncio.sleep(REFRESH_S)))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -299,7 +306,10 @@ class ConfigController:
                 await asyncio.sleep(1.0)
 
     def _compile(
-        self, objects: list[CustomResource], age_keys: dict[KeySource, KeyResolution]
+        self,
+        objects: list[CustomResource],
+        age_keys: dict[KeySource, KeyResolution],
+        namespace_labels: NamespaceLabels,
     ) -> tuple[CompiledConfig, bool]:
         """The publishable configuration of `objects` and whether it differs from the published one.
 
@@ -313,6 +323,7 @@ class ConfigController:
             base=self._settings,
             age_keys=age_keys,
             environ=os.environ,
+            namespace_labels=namespace_labels,
         )
         published = self.published
         return compiled, published is None or not published.same_content(compiled)
@@ -320,9 +331,10 @@ class ConfigController:
     async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
         objects = store.objects()
         age_keys = await self._read_age_keys(objects)
-        started = time.monotonic()
         configuration = [o for o in objects if o.ref.kind in CONFIG_KINDS]
-        compiled, changed = await asyncio.to_thread(self._compile, configuration, age_keys)
+        labels = None if self._namespace_labels is None else await self._namespace_labels.read(configuration)
+        started = time.monotonic()
+        compiled, changed = await asyncio.to_thread(self._compile, configuration, age_keys, labels)
         took_s = time.monotonic() - started
         if took_s > COMPILE_WARN_S:
             logger.warning("compiling %d objects took %.1f s", len(compiled.reports), took_s)

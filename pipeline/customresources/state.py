@@ -27,6 +27,7 @@ from pipeline.codec.config_state import (
 )
 from pipeline.config import Settings
 from pipeline.customresources.agekeys import KeyResolution, KeySource
+from pipeline.customresources.clusterprovider import NamespaceLabels
 from pipeline.customresources.compile import (
     CompiledConfig,
     FieldProblem,
@@ -167,6 +168,7 @@ def publishable(
     limits: CompileLimits | None = None,
     age_keys: Mapping[KeySource, KeyResolution] | None = None,
     environ: Mapping[str, str] | None = None,
+    namespace_labels: NamespaceLabels = None,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -186,6 +188,7 @@ def publishable(
             limits=limits,
             excluded=excluded,
             age_keys=age_keys,
+            namespace_labels=namespace_labels,
             environ=environ,
         )
         size = record_bytes(compiled)

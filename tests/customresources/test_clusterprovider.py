@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.config import Settings
-from pipeline.customresources.clusterprovider import ClusterProviders
+from pipeline.customresources.clusterprovider import ClusterProviders, NamespaceLabels
 from pipeline.customresources.compile import CompiledConfig, compile_resources
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 
@@ -53,8 +53,10 @@ def _tenant(
     ]
 
 
-def _compiled(*documents: dict[str, Any]) -> CompiledConfig:
-    return compile_resources([parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS)
+def _compiled(*documents: dict[str, Any], labels: NamespaceLabels = None) -> CompiledConfig:
+    return compile_resources(
+        [parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS, namespace_labels=labels
+    )
 
 
 def _namespaces(compiled: CompiledConfig, target: str = "team-a/apps") -> list[str]:
@@ -113,7 +115,8 @@ def test_allowed_namespaces_admits_only_what_it_lists() -> None:
     selector = _compiled(
         _provider({"allowedNamespaces": {"selector": {"matchLabels": {"a": "b"}}}}), *_tenant()
     )
-    assert "label selectors are not evaluated here" in _target_error(selector)
+    unread = "the Namespace labels spec.allowedNamespaces.selector needs could not be read"
+    assert unread in _target_error(selector)
     later = _compiled(_provider({"accessFrom": {"names": ["team-a"]}}), *_tenant())
     assert _namespaces(later) == ["team-a"], "the later release's spelling"
 
@@ -135,6 +138,48 @@ def test_an_override_needs_the_delegation_and_the_targets_policy() -> None:
     for spelling in ("allowWatchRuleSourceNamespaceOverride", "allowAnySourceNamespace"):
         spec = {"allowedNamespaces": {"names": ["team-a"]}, spelling: True}
         assert _namespaces(_compiled(_provider(spec), *_tenant("shared", allowed))) == ["shared"]
+
+
+TRUSTED = {"tier": "trusted", "kubernetes.io/metadata.name": "team-a"}
+
+
+def test_allowed_namespaces_admits_by_the_namespaces_labels() -> None:
+    by_label = _provider({"allowedNamespaces": {"selector": {"matchLabels": {"tier": "trusted"}}}})
+    assert _namespaces(_compiled(by_label, *_tenant(), labels={"team-a": TRUSTED})) == ["team-a"]
+    other = _compiled(by_label, *_tenant(), labels={"team-a": {"tier": "sandbox"}})
+    assert "its labels do not match spec.allowedNamespaces.selector (tier=trusted)" in _target_error(other)
+    gone = _compiled(by_label, *_tenant(), labels={"team-b": TRUSTED})
+    assert "no Namespace 'team-a' exists" in _target_error(gone)
+    within = {"key": "tier", "operator": "In", "values": ["trusted", "gold"]}
+    expressions = _provider({"accessFrom": {"selector": {"matchExpressions": [within]}}})
+    assert _namespaces(_compiled(expressions, *_tenant(), labels={"team-a": TRUSTED})) == ["team-a"]
+    untiered = {"key": "tier", "operator": "DoesNotExist"}
+    absent = _provider({"allowedNamespaces": {"selector": {"matchExpressions": [untiered]}}})
+    assert "do not match" in _target_error(_compiled(absent, *_tenant(), labels={"team-a": TRUSTED}))
+    either = {"names": ["team-a"], "selector": {"matchLabels": {"x": "y"}}}
+    names_or_labels = _provider({"allowedNamespaces": either})
+    assert _namespaces(_compiled(names_or_labels, *_tenant(), labels={})) == ["team-a"], "names OR selector"
+
+
+def test_an_invalid_selector_is_named_and_admits_nothing() -> None:
+    near = {"key": "tier", "operator": "Near"}
+    bad = _provider({"allowedNamespaces": {"selector": {"matchExpressions": [near]}}})
+    compiled = _compiled(bad, *_tenant(), labels={"team-a": TRUSTED})
+    report = compiled.reports[ObjectRef(Kind.CLUSTER_PROVIDER, "", "default")]
+    assert [e.path for e in report.errors] == ["spec.allowedNamespaces.selector"]
+    assert "selector is invalid" in _target_error(compiled)
+
+
+def test_a_targets_source_policy_selects_by_label_too() -> None:
+    delegating = {"allowedNamespaces": {"names": ["team-a"]}, "allowSourceNamespaceOverride": True}
+    shared = {"selector": {"matchLabels": {"share": "yes"}}}
+    labels = {"team-a": {}, "team-b": {"share": "yes"}, "team-c": {"share": "no"}}
+    admitted = _compiled(_provider(delegating), *_tenant("team-b", shared), labels=labels)
+    assert _namespaces(admitted) == ["team-b"]
+    refused = _compiled(_provider(delegating), *_tenant("team-c", shared), labels=labels)
+    assert "its labels do not match spec.allowedSourceNamespaces.selector (share=yes)" in _refusal(refused)
+    unread = _compiled(_provider(delegating), *_tenant("team-b", shared))
+    assert "could not be read" in _refusal(unread)
 
 
 def test_a_declared_policy_is_exhaustive_even_for_the_rules_own_namespace() -> None:
@@ -209,3 +254,30 @@ def test_a_tenant_watches_another_namespace_only_when_every_party_agreed(
             and source not in (HOME, "*")
         )
     assert (refusal is None) == expected
+
+
+LABEL_SETS = st.sampled_from([{}, {"tier": "trusted"}, {"tier": "sandbox"}, {"tier": "trusted", "pci": "1"}])
+
+
+@given(
+    names=st.lists(NAMES, max_size=2),
+    wanted=st.none() | st.sampled_from(["trusted", "sandbox"]),
+    labels=st.none() | st.dictionaries(st.sampled_from(["team-a", "team-b"]), LABEL_SETS, max_size=2),
+)
+def test_allowed_namespaces_admits_exactly_by_names_or_matching_labels(
+    names: list[str], wanted: str | None, labels: dict[str, dict[str, str]] | None
+) -> None:
+    """Model: admitted when listed, or when a selector is declared, the labels were read, the
+    namespace exists and its `tier` label equals the selector's; otherwise refused."""
+    policy: dict[str, Any] = {"names": names}
+    if wanted is not None:
+        policy["selector"] = {"matchLabels": {"tier": wanted}}
+    clusters = ClusterProviders([parse_object(_provider({"allowedNamespaces": policy}))], HOME, labels)
+    admitted = not clusters.target_problems("team-a", "default")
+    expected = "team-a" in names or (
+        wanted is not None
+        and labels is not None
+        and "team-a" in labels
+        and labels["team-a"].get("tier") == wanted
+    )
+    assert admitted == expected

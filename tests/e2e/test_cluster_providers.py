@@ -3,7 +3,9 @@
 A ClusterProvider `default` admits team-a only and delegates the source-namespace choice; team-a's
 GitTarget lists `shared` in `allowedSourceNamespaces`, so its WatchRule mirrors `shared`'s
 ConfigMaps. team-b's GitTarget is refused (its namespace is not admitted), and team-a's item that
-names `other` (not in the policy) gets no stream; both say why in their status.
+names `other` (not in the policy) gets no stream; both say why in their status. The provider
+also admits by label (`tier: trusted`): team-c, labelled so, is mirrored, and team-b is once it
+is relabelled (the controller lists the Namespaces' labels again every 30 s).
 """
 
 from __future__ import annotations
@@ -85,11 +87,17 @@ async def _prepare(plane: ControlPlane, remote: GitRemote) -> None:
         core = client.CoreV1Api(api)
         for namespace in ("team-a", "team-b", "shared", "other"):
             await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-        provider = {"allowedNamespaces": {"names": ["team-a"]}, "allowSourceNamespaceOverride": True}
+        trusted = client.V1ObjectMeta(name="team-c", labels={"tier": "trusted"})
+        await core.create_namespace(client.V1Namespace(metadata=trusted))
+        provider = {
+            "allowedNamespaces": {"names": ["team-a"], "selector": {"matchLabels": {"tier": "trusted"}}},
+            "allowSourceNamespaceOverride": True,
+        }
         await create(api, custom_object("ClusterProvider", "default", "", provider))
         documents = [
             *_tenant("team-a", remote, ["shared", "other"], ["shared"]),
             *_tenant("team-b", remote, ["team-b"], ["team-b"]),
+            *_tenant("team-c", remote, ["team-c"], ["team-c"]),
         ]
         for document in documents:
             await create(api, document)
@@ -97,6 +105,9 @@ async def _prepare(plane: ControlPlane, remote: GitRemote) -> None:
         await core.create_namespaced_config_map("shared", body)
         body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="secretive"), data={"mode": "other"})
         await core.create_namespaced_config_map("other", body)
+        for namespace in ("team-b", "team-c"):
+            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="own"), data={"team": namespace})
+            await core.create_namespaced_config_map(namespace, body)
 
 
 async def _get(plane: ControlPlane, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
@@ -129,8 +140,8 @@ def test_a_delegated_source_namespace_is_mirrored_and_the_rest_refused(setup: Se
     asyncio.run(wait_for(statuses, "the refusals in status", timeout_s=WAIT_S))
     target = asyncio.run(_get(setup.plane, Kind.GIT_TARGET, "team-b", "apps"))
     assert (
-        "ClusterProvider default: 'team-b' is not in spec.allowedNamespaces.names"
-        in _ready(target)["message"]
+        "ClusterProvider default: 'team-b' is not in spec.allowedNamespaces.names, and its labels do "
+        "not match spec.allowedNamespaces.selector (tier=trusted)" in _ready(target)["message"]
     )
     rule = asyncio.run(_get(setup.plane, Kind.WATCH_RULE, "team-a", "apps"))
     (shared, other) = rule["status"]["rules"]
@@ -149,3 +160,20 @@ async def _cluster_provider(plane: ControlPlane) -> dict[str, Any]:
         )
     assert isinstance(found, dict)
     return found
+
+
+def test_namespaces_are_admitted_by_their_labels_and_a_relabel_takes_effect(setup: Setup) -> None:
+    remote = setup.remote
+    remote.wait_for(lambda r: "team-c/team-c/configmaps/own.yaml" in r.files(), WAIT_S, "team-c by label")
+    assert not [path for path in remote.files() if path.startswith("team-b/")]
+
+    async def relabel() -> None:
+        async with kube_client(setup.plane.kubeconfig) as api:
+            patch = {"metadata": {"labels": {"tier": "trusted"}}}
+            await client.CoreV1Api(api).patch_namespace("team-b", patch)
+
+    asyncio.run(relabel())
+    # no object changed: only the controller's periodic list of the Namespaces sees the new label
+    remote.wait_for(
+        lambda r: "team-b/team-b/configmaps/own.yaml" in r.files(), WAIT_S, "team-b once relabelled"
+    )
