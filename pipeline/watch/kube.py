@@ -4,6 +4,10 @@ kubernetes-asyncio supplies the connection, TLS and authentication (kubeconfig o
 the requests themselves are raw (`_preload_content=False`) so the stream can use WatchList
 parameters (`sendInitialEvents`, `resourceVersionMatch`) and read events of any size as untyped
 JSON without the generated models.
+
+kubernetes-asyncio is imported when the first client is opened, not with this module: its
+package imports every generated model (about 0.4 s), which every `reverser` command and every
+replica without a cluster (commit workers, the lag monitor, `config check`) paid for nothing.
 """
 
 from __future__ import annotations
@@ -12,16 +16,16 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings
 from pipeline.failures import plain
 from pipeline.watch import fastjson, metrics
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 __all__ = [
     "UNREACHABLE",
@@ -171,7 +175,10 @@ class KubeClient:
     """Discovery, LIST, WATCH and namespace lookups against one cluster."""
 
     def __init__(self, api: ApiClient, name: str) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException  # loaded with `api` (docstring)
+
         self._api = api
+        self._api_exception = ApiException
         self.name = name
 
     async def close(self) -> None:
@@ -200,7 +207,7 @@ class KubeClient:
                 _preload_content=False,
                 _request_timeout=limits,
             )
-        except ApiException as exc:
+        except self._api_exception as exc:
             raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise KubeError(0, UNREACHABLE, f"{self.name}: {plain(exc)}") from exc
@@ -348,6 +355,9 @@ async def access_allowed(
 
 async def open_client(cluster: ClusterSettings) -> KubeClient:
     """A client for one configured cluster, from its kubeconfig or the pod's service account."""
+    from kubernetes_asyncio import config as kube_config
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
     configuration = Configuration()
     if cluster.in_cluster:
         kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
