@@ -52,6 +52,7 @@ __all__ = [
     "NamespaceMatcher",
     "SourceRefusal",
     "cluster_of",
+    "selects_by_label",
 ]
 
 #: The delegation flag in each spelling gitops-reverser has used.
@@ -61,6 +62,8 @@ OVERRIDE_FIELDS = (
     "allowAnySourceNamespace",
 )
 _ACCESS_FIELDS = ("allowedNamespaces", "accessFrom")
+#: A GitTarget's policy of the namespaces its WatchRule items may watch.
+_SOURCE_FIELD = "allowedSourceNamespaces"
 #: The item problem reason of a refused source namespace (status `rules[].problems`).
 FORBIDDEN = "SourceNamespaceForbidden"
 
@@ -140,6 +143,17 @@ class SourceRefusal:
     message: str
 
 
+def selects_by_label(objects: Iterable[CustomResource]) -> bool:
+    """Whether any namespace policy of `objects` declares a label selector (its labels are needed)."""
+    fields = {Kind.CLUSTER_PROVIDER: _ACCESS_FIELDS, Kind.GIT_TARGET: (_SOURCE_FIELD,)}
+    for resource in objects:
+        for field in fields.get(resource.ref.kind, ()):
+            policy = resource.spec.get(field)
+            if isinstance(policy, dict) and policy.get("selector") is not None:
+                return True
+    return False
+
+
 def cluster_of(target: CustomResource) -> str:
     """The ClusterProvider (cluster) a GitTarget names; `default` when omitted, as in gitops-reverser."""
     ref = target.spec.get("clusterProviderRef")
@@ -196,7 +210,7 @@ class ClusterProviders:
         """GR's source-namespace rule for one WatchRule item (module docstring), or None: allowed."""
         problems: list[FieldProblem] = []
         spec = target.spec if target is not None else {}
-        policy = NamespaceMatcher.read(spec.get("allowedSourceNamespaces"), "", problems)
+        policy = NamespaceMatcher.read(spec.get(_SOURCE_FIELD), "", problems)
         where = (
             f"GitTarget {target.ref.namespace}/{target.ref.name}" if target is not None else "the GitTarget"
         )

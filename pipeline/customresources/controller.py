@@ -279,22 +279,26 @@ class ConfigController:
                 asyncio.ensure_future(follower.results_changed.wait()),
             ]
             labels = self._namespace_labels
+            refresh: asyncio.Future[None] | None = None
             if self._key_sources or (labels is not None and labels.wanted):
                 # key Secrets and Namespaces are not watched: read them again now and then
                 # (agekeyreader.py, namespacelabels.py)
-                waits.append(asyncio.ensure_future(asyncio.sleep(REFRESH_S)))
+                refresh = asyncio.ensure_future(asyncio.sleep(REFRESH_S))
+                waits.append(refresh)
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for waiting in waits:
                     waiting.cancel()
             await asyncio.sleep(SETTLE_S)
+            # woken only by commit results (every push sends them): the Namespaces are not listed again
+            results_only = not store.changed.is_set() and not (refresh is not None and refresh.done())
             store.changed.clear()
             follower.results_changed.clear()
             if not store.complete:
                 continue
             try:
-                await self._publish(store, follower)
+                await self._publish(store, follower, reread=not results_only)
             except (LogError, KubeError) as exc:
                 logger.warning("publishing the configuration failed (retrying): %s", exc)
                 store.changed.set()
@@ -328,11 +332,16 @@ class ConfigController:
         published = self.published
         return compiled, published is None or not published.same_content(compiled)
 
-    async def _publish(self, store: ObjectStore, follower: ConfigFollower) -> None:
+    async def _publish(self, store: ObjectStore, follower: ConfigFollower, *, reread: bool = True) -> None:
+        """Compile and publish; `reread` False reuses the Namespace labels last listed."""
         objects = store.objects()
         age_keys = await self._read_age_keys(objects)
         configuration = [o for o in objects if o.ref.kind in CONFIG_KINDS]
-        labels = None if self._namespace_labels is None else await self._namespace_labels.read(configuration)
+        labels = (
+            None
+            if self._namespace_labels is None
+            else await self._namespace_labels.read(configuration, relist=reread)
+        )
         started = time.monotonic()
         compiled, changed = await asyncio.to_thread(self._compile, configuration, age_keys, labels)
         took_s = time.monotonic() - started

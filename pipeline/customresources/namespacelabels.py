@@ -2,9 +2,10 @@
 
 A ClusterProvider's `spec.allowedNamespaces` (`accessFrom`) and a GitTarget's
 `spec.allowedSourceNamespaces` may admit namespaces by a label `selector`. The controller lists
-the Namespaces (names and labels only are kept) before each compile while any policy declares
-one, and every `REFRESH_S` meanwhile, since a relabelled Namespace changes what is admitted
-without a change to the policy. Namespaces are not watched: a cluster's namespace objects are
+the Namespaces (names and labels only are kept) before a compile that objects changed while any
+policy declares one, and every `REFRESH_S` meanwhile, since a relabelled Namespace changes what
+is admitted without a change to the policy. A compile woken only by commit results (every push
+sends them) reuses the last list. Namespaces are not watched: a cluster's namespace objects are
 few, and a list every half minute costs less than one more watch per leadership.
 
 On a failed list the last good answer stands (an apiserver blip must not revoke every tenant);
@@ -18,34 +19,20 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter
 
-from pipeline.customresources.clusterprovider import NamespaceLabels
-from pipeline.customresources.objects import CustomResource, Kind
+from pipeline.customresources.clusterprovider import NamespaceLabels, selects_by_label
+from pipeline.customresources.objects import CustomResource
 from pipeline.watch.kube import KubeClient, KubeError
 
-__all__ = ["NAMESPACE_LIST_ERRORS", "NamespaceLabelReader", "selects_by_label"]
+__all__ = ["NAMESPACE_LIST_ERRORS", "NamespaceLabelReader"]
 
 logger = logging.getLogger(__name__)
 
-_POLICIES = {
-    Kind.CLUSTER_PROVIDER: ("allowedNamespaces", "accessFrom"),
-    Kind.GIT_TARGET: ("allowedSourceNamespaces",),
-}
 _PAGE_SIZE = 500
 
 NAMESPACE_LIST_ERRORS = Counter(
     "reverser_config_namespace_list_errors_total",
     "Lists of the Namespaces (for namespace policies with a label selector) that failed",
 )
-
-
-def selects_by_label(objects: Iterable[CustomResource]) -> bool:
-    """Whether any namespace policy of `objects` declares a label selector."""
-    for resource in objects:
-        for field in _POLICIES.get(resource.ref.kind, ()):
-            policy = resource.spec.get(field)
-            if isinstance(policy, dict) and policy.get("selector") is not None:
-                return True
-    return False
 
 
 class NamespaceLabelReader:
@@ -57,10 +44,14 @@ class NamespaceLabelReader:
         #: whether the last compile needed the labels (the controller then refreshes them)
         self.wanted = False
 
-    async def read(self, objects: Iterable[CustomResource]) -> NamespaceLabels:
+    async def read(self, objects: Iterable[CustomResource], *, relist: bool = True) -> NamespaceLabels:
+        """The labels `objects`' policies need (None: none needed, or none read yet); `relist`
+        False reuses the last good list when there is one."""
         self.wanted = selects_by_label(objects)
         if not self.wanted:
             return None
+        if not relist and self._good is not None:
+            return self._good
         try:
             found: dict[str, dict[str, str]] = {}
             async for items, _rv in self._client.list_pages("/api/v1/namespaces", [], _PAGE_SIZE):

@@ -154,7 +154,7 @@ class Service:
                     component.use_object_reader(self._objects.read)
             await self._probe.check()
             self._probing = asyncio.create_task(
-                self._probe.run(self._refresh_ready_gauge), name="readiness log probe"
+                self._probe.run(self._refresh_health), name="readiness log probe"
             )
             await self._start_ops_server()
             self._publishing = asyncio.create_task(self._publish_health(), name="ops health")
@@ -168,8 +168,7 @@ class Service:
                 self._following = asyncio.create_task(
                     self._config.follow(self._apply_state), name="config follower"
                 )
-            if self._ops is not None:
-                self._ops.publish(self._health())
+            self._refresh_health()
         except BaseException:
             await self.stop()
             raise
@@ -359,8 +358,11 @@ class Service:
                 found.append(f"{component.name}: {failure}")
         return found
 
-    def _refresh_ready_gauge(self) -> None:
-        READY_GAUGE.set(1.0 if self.ready() else 0.0)
+    def _refresh_health(self) -> None:
+        """After a log probe: the ready gauge and the ops thread's snapshot at once."""
+        health = self._health()
+        if self._ops is not None:
+            self._ops.publish(health)
 
     async def _start_ops_server(self) -> None:
         """`/metrics`, `/healthz`, `/readyz` (and the `OPS_ROUTES`) on their own thread (service/ops.py)."""
@@ -372,7 +374,7 @@ class Service:
             host, port, stall_fail_s=self.settings.metrics.loop_stall_fail_s, forwarded=forwarded
         )
         self.metrics_port = await self._ops.start()
-        self._ops.publish(self._health())
+        self._refresh_health()
         logger.info("metrics on http://%s:%s/metrics", host, self.metrics_port)
 
     def _health(self) -> HealthSnapshot:
@@ -384,8 +386,7 @@ class Service:
         """Tell the ops thread how the stages are, every `PUBLISH_INTERVAL_S` while the loop runs."""
         while True:
             await asyncio.sleep(PUBLISH_INTERVAL_S)
-            if self._ops is not None:
-                self._ops.publish(self._health())
+            self._refresh_health()
 
 
 async def _stop_on_failure(service: Service, stop: asyncio.Event) -> None:

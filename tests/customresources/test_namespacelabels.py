@@ -10,11 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from pipeline.customresources.namespacelabels import (
-    NAMESPACE_LIST_ERRORS,
-    NamespaceLabelReader,
-    selects_by_label,
-)
+from pipeline.customresources.clusterprovider import selects_by_label
+from pipeline.customresources.namespacelabels import NAMESPACE_LIST_ERRORS, NamespaceLabelReader
 from pipeline.customresources.objects import parse_object
 from pipeline.watch.kube import KubeError
 
@@ -90,3 +87,14 @@ async def test_a_failed_list_keeps_the_last_good_labels_and_is_counted() -> None
     api.error = KubeError(0, "Unreachable", "connection refused")
     assert await reader.read([SELECTING]) == good == {"team-a": {"tier": "trusted"}}
     assert NAMESPACE_LIST_ERRORS._value.get() == errors_before + 2
+
+
+async def test_a_wakeup_by_commit_results_reuses_the_last_list() -> None:
+    api = Namespaces([_namespace("team-a", {"tier": "trusted"})])
+    reader = NamespaceLabelReader(api)  # type: ignore[arg-type]
+    assert await reader.read([SELECTING], relist=False) == {"team-a": {"tier": "trusted"}}, "none yet: listed"
+    api.pages = [[_namespace("team-a", {"tier": "sandbox"})]]
+    assert await reader.read([SELECTING], relist=False) == {"team-a": {"tier": "trusted"}}
+    assert api.lists == 1
+    assert await reader.read([SELECTING]) == {"team-a": {"tier": "sandbox"}}
+    assert api.lists == 2
