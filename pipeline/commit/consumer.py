@@ -71,6 +71,8 @@ VERSION_LOOKBACK_RECORDS = 10_000
 HISTORY_IDLE_ROUNDS = 20
 # Empty fetches (of 500 ms each) after which re-reading one record for its dead letter tries anew.
 RAW_READ_IDLE_ROUNDS = 10
+# How often offsets are committed with nothing newly settled (the markers after the last record).
+MARKER_COMMIT_INTERVAL_S = 2.0
 
 
 class UnknownProviderError(LookupError):
@@ -619,7 +621,11 @@ class CommitWorker(RebalanceListener):
 
     async def _commit_loop(self) -> None:
         while True:
-            await self._settled.wait()
+            # Also on a timer: a marker after the last settled record is seen by a later fetch,
+            # and without a commit then the group would show a lag of 1 for good.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(MARKER_COMMIT_INTERVAL_S):
+                    await self._settled.wait()
             self._settled.clear()
             await self._commit_due()
 
@@ -629,7 +635,7 @@ class CommitWorker(RebalanceListener):
             return
         async with self._commit_lock:
             assigned = consumer.assignment()
-            due = self._book.due(assigned if only is None else assigned & only)
+            due = self._book.due(assigned if only is None else assigned & only, consumer.committable)
             # Taken together with `due` (no await in between): every state of a due offset is in it.
             states = list(self._state_out)
             if states:

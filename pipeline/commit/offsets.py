@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline.log.api import TopicPartition
 
 __all__ = ["OffsetBook"]
@@ -44,14 +46,25 @@ class OffsetBook:
     def unsettled(self, tp: TopicPartition) -> int:
         return len(self._open.get(tp, ()))
 
-    def due(self, assigned: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Offsets that moved since the last commit, for assigned partitions only."""
-        out: dict[TopicPartition, int] = {}
+    def due(
+        self,
+        assigned: set[TopicPartition],
+        moved_on: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Offsets that moved since the last commit, for assigned partitions only.
+
+        `moved_on` is the group member's `committable`: it moves an offset past the transaction
+        markers that follow the last record. The member learns of a marker only on a later fetch,
+        so a partition whose records are all settled can still become due without any new record.
+        """
+        offsets: dict[TopicPartition, int] = {}
         for tp in assigned:
             offset = self.committable(tp)
-            if offset is not None and offset > self._committed.get(tp, -1):
-                out[tp] = offset
-        return out
+            if offset is not None:
+                offsets[tp] = offset
+        if moved_on is not None:
+            offsets = moved_on(offsets)
+        return {tp: offset for tp, offset in offsets.items() if offset > self._committed.get(tp, -1)}
 
     def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
         self._committed.update(offsets)

@@ -114,6 +114,30 @@ def test_offset_book_commits_before_oldest_unsettled() -> None:
     assert book.due({tp}) == {tp: 5}
 
 
+def test_offset_book_commits_a_marker_seen_after_the_last_settle() -> None:
+    """All records settled and committed; a later fetch moves the position past a transaction
+    marker: the partition is due again, with no new record, else the group lags by 1 for good."""
+    tp = TopicPartition("t", 0)
+    position = {tp: 3}
+
+    def moved_on(offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return {p: max(o, position[p]) if o == 3 else o for p, o in offsets.items()}
+
+    book = OffsetBook()
+    for offset in range(3):
+        book.received(tp, offset)
+        book.settle(tp, offset)
+    assert book.due({tp}, moved_on) == {tp: 3}
+    book.mark_committed({tp: 3})
+    assert book.due({tp}, moved_on) == {}
+    position[tp] = 4  # the fetch after the commit consumed the marker at offset 3
+    assert book.due({tp}, moved_on) == {tp: 4}
+    book.mark_committed({tp: 4})
+    assert book.due({tp}, moved_on) == {}
+    book.received(tp, 4)  # an unsettled record holds the partition at its offset, marker or not
+    assert book.due({tp}, moved_on) == {}
+
+
 def test_redact_url() -> None:
     assert redact_url("https://user:pw@git.example.com:8443/r.git") == "https://git.example.com:8443/r.git"
     assert redact_url("/srv/repo.git") == "/srv/repo.git"
