@@ -165,6 +165,9 @@ class Router:
         self._reset_at: dict[int, int] = {}
         # Held while a transaction is in flight: a rebalance waits for it before handing over.
         self._publishing = asyncio.Lock()
+        # The offset this member last committed per partition (dropped on a reset): where a
+        # transaction marker after it may still need committing once the member has seen it.
+        self._committed_at: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.stats = RouterStats()
@@ -290,6 +293,29 @@ class Router:
                 self.stats.consumed += 1
             if fetched.records:
                 self._progress.set()
+            else:
+                await self._commit_markers()
+
+    async def _commit_markers(self) -> None:
+        """Commit past the transaction marker after the last routed record, once the member saw it.
+
+        The member learns of a marker on a fetch after the one that returned the record before it;
+        work committed in between stops one short, and with nothing more to route the group would
+        show a lag of 1 until the partition's next event. Only a partition with nothing pending
+        whose commit is exactly where the member's reading ended moves (`committable`).
+        """
+        consumer = self._consumer
+        if consumer is None or not any(not self._pending.get(p) for p in self._committed_at):
+            return
+        async with self._publishing:
+            for partition, offset in list(self._committed_at.items()):
+                tp = TopicPartition(self._topics.watch_events, partition)
+                owned = tp in self._producers and tp in consumer.assignment()
+                if self._pending.get(partition) or not owned:
+                    continue
+                moved = consumer.committable({tp: offset})[tp]
+                if moved > offset and await self._commit_until_done(tp, {}, {tp: moved}) is not None:
+                    self._committed_at[partition] = moved
 
     async def _know_target(self, record: Record) -> None:
         """Catch the configuration up once per unknown target before routing its first event."""
@@ -341,6 +367,7 @@ class Router:
         self._resets += 1
         for tp in revoked:
             self._reset_at[tp.partition] = self._resets
+            self._committed_at.pop(tp.partition, None)
             for pending in self._pending.pop(tp.partition, deque()):
                 pending.cancel()
                 self._slots.release()
@@ -462,6 +489,7 @@ class Router:
             self.stats.emitted += len(items)
             self.stats.work_items += len(records)
             self.stats.committed.update(offsets)
+            self._committed_at[partition] = offsets[tp]
         for _ in items:
             self._slots.release()
         metrics.IN_FLIGHT.dec(len(items))

@@ -396,3 +396,40 @@ async def test_a_router_that_cannot_join_while_the_broker_is_down_joins_once_it_
         if router is not None:
             await router.stop()
         await log.close()
+
+
+@pytest.mark.kafka
+async def test_a_drained_router_commits_past_the_last_transaction_marker(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Watch events come in transactions, so the log ends one past the last record (its commit
+    marker). A router that routed everything must commit that end, even though it may learn of the
+    marker only after it committed the work: else the group shows a lag of 1 until the next event."""
+    settings = outage_settings(kafka_bootstrap, tmp_path)
+    log = KafkaLog(settings.log)
+    await log.start()
+    router: Router | None = None
+    try:
+        topics = await prepare(log, settings)
+        builder = WatchRecordBuilder("default", "default", "shop", "shop")
+        producer = log.transactional_producer(f"{settings.log.topic_prefix}-watch")
+        await producer.start()
+        try:
+            for name in ("m1", "m2", "m3"):
+                record = builder.live(WatchStep("ADDED", configmap(name, "1")))
+                await producer.commit({topics.watch_events: [record]})
+        finally:
+            await producer.close()
+        tp = await single_partition_of(log, topics.watch_events)
+        end = (await log.end_offsets([tp]))[tp]
+        assert end == 6  # three records, three markers
+        router = Router(
+            log, topics, destinations(), ScriptedLookup({"m1": "a", "m2": "b", "m3": "c"}), group_id="g-mark"
+        )
+        await router.start()
+        await read_work(log, topics.branch_work, 3)
+        await wait_committed(log, "g-mark", tp, end)
+    finally:
+        if router is not None:
+            await router.stop()
+        await log.close()
