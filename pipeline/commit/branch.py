@@ -506,6 +506,16 @@ class BranchWorker:
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
             )
             metrics.SKIPPED.labels(metrics.SkipReason.PATH_CONFLICT).inc()
+        for path in applied.not_ours:
+            logger.warning(
+                "%s %s: kept %s: it is not the object document its path names (unparseable, several "
+                "documents or another object), so no sweep deletes it",
+                self.provider.name,
+                self.branch,
+                path,
+            )
+        if applied.not_ours:
+            metrics.NOT_OURS_KEPT.labels(plan.target).inc(len(applied.not_ours))
         if plan.sweep is not None:
             if applied.retained:
                 metrics.RETAINED.labels(

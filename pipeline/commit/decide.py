@@ -650,6 +650,7 @@ class Decider:
             observed_at_ms=item.observed_at_ms,
             states=states,
             retired=Retired(folder, body.prune, body.reason),
+            scanned=True,
         )
 
     def unlisted(self, target: TargetSettings, tree: Files) -> Plan | None:
@@ -670,4 +671,4 @@ class Decider:
         if not gone:
             return None
         plan = rebuild_plan(self._at((0, 0)), target.name, self.committer, "history", int(self._wall()))
-        return dataclasses.replace(plan, writes=_deletes(gone))
+        return dataclasses.replace(plan, writes=_deletes(gone), scanned=True)

@@ -145,6 +145,12 @@ RETAINED = Counter(
     "Orphan documents a snapshot kept because the target's prune mode is not Always.",
     ["target", "prune_mode"],
 )
+NOT_OURS_KEPT = Counter(
+    "reverser_commit_not_ours_kept_total",
+    "Files a sweep, a retired target or a rebuild would have deleted but kept: they do not parse as "
+    "the one object their path names, so they are a user's files (docs/commit-worker.md).",
+    ["target"],
+)
 SNAPSHOT_DELETES = Counter(
     "reverser_commit_snapshot_deletes_total",
     "Files this pipeline wrote that a snapshot no longer lists, deleted under prune mode OnEvent as a "

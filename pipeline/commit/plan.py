@@ -24,6 +24,7 @@ from pipeline.commit.messages import (
     retire_message,
     window_message,
 )
+from pipeline.commit.ownership import holds_its_object
 from pipeline.commit.position import LogPosition
 from pipeline.config import CommitMessageSettings
 from pipeline.log.api import PendingRecord
@@ -131,6 +132,7 @@ class PlanParts(TypedDict, total=False):
     states: list[PendingRecord]
     requests: tuple[CommitRequested, ...]
     retired: Retired | None
+    scanned: bool
 
 
 @dataclass(slots=True)
@@ -156,6 +158,9 @@ class Plan:
     # CommitRequests this commit answers (flush.py): reported with its sha once pushed
     requests: tuple[CommitRequested, ...] = ()
     retired: Retired | None = None
+    # its deletes were found by listing a folder (a retired target, a rebuild's unlisted files),
+    # not named by changes: each is kept unless it holds its object (ownership.py)
+    scanned: bool = False
     size: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -171,6 +176,8 @@ class Applied:
     refused: list[str] = field(default_factory=list)
     retained: int = 0
     swept: int = 0
+    # files a sweep or scan kept because they are not the object their path names (ownership.py)
+    not_ours: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -195,8 +202,19 @@ def apply_plan(
 ) -> Applied:
     """Apply a plan's writes, deletions and sweep to `tree`; only real changes are recorded."""
     applied = Applied()
+
+    def ours(path: str) -> bool:
+        sha = tree.get(path)
+        if sha is None or holds_its_object(read_blob(sha), path):
+            return True
+        applied.not_ours.append(path)
+        return False
+
     for path, (content, obj) in plan.writes.items():
         if content is None:
+            if plan.scanned and not ours(path):
+                applied.retained += 1
+                continue
             if tree.delete(path):
                 applied.objects.append(obj)
                 applied.paths.append(f"delete {path}")
@@ -218,7 +236,7 @@ def apply_plan(
     sweep = plan.sweep
     if sweep is not None:
         for orphan in orphans(tree, sweep):
-            if sweep.prune:
+            if sweep.prune and ours(orphan):
                 tree.delete(orphan)
                 applied.swept += 1
                 applied.paths.append(f"delete {orphan}")

@@ -22,6 +22,8 @@ B = "live/team-a/configmaps/b.yaml"
 C = "live/team-a/configmaps/c.yaml"
 D = "live/team-a/configmaps/d.yaml"
 FOREIGN = "live/team-a/configmaps/hand-written.yaml"
+# a whole object document at its own path: what prune Always may sweep (pipeline/commit/ownership.py)
+HAND_WRITTEN = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hand-written\n  namespace: team-a\n"
 
 
 def with_removals(items: list[WorkItem], removals: tuple[Removal, ...] | None) -> list[WorkItem]:
@@ -119,7 +121,7 @@ async def test_prune_always_is_unchanged_and_never_keeps_nothing(tmp_path: Path)
     w = Work()
     await h.feed(w.create(cm("a"), rv="10"))
     await h.settle_time(5)
-    foreign_push(h.remote, tmp_path, FOREIGN, "kind: ConfigMap\n")
+    foreign_push(h.remote, tmp_path, FOREIGN, HAND_WRITTEN)
     items = with_removals(w.snapshot(1, [], rv="20"), (Removal("uid-a", "team-a", "a", BOB),))
     await h.feed(*items)
     await h.settle_time(5)

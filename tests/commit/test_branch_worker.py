@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.window import CloseReason
+from pipeline.commit.yamlrender import render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from tests.commit.helpers import (
     ALICE,
@@ -267,7 +269,7 @@ async def test_snapshot_then_sweep_per_prune_mode(tmp_path: Path) -> None:
             "Reverser Pipeline <noreply@reverser.invalid>|Reverser Pipeline|"
             "reconciled 3 configmaps (last resourceVersion: 10)"
         ]
-        foreign_push(h.remote, tmp_path / mode, foreign, "kind: ConfigMap\n")
+        foreign_push(h.remote, tmp_path / mode, foreign, render_object(cm("hand-written")).decode())
         await h.feed(*w.snapshot(2, [cm("a"), cm("b")], rv="20"))
         h.clock.advance(5)
         await h.worker.tick()
@@ -282,6 +284,36 @@ async def test_snapshot_then_sweep_per_prune_mode(tmp_path: Path) -> None:
         else:
             assert len(subjects) == 2
         assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+async def test_a_sweep_keeps_user_files_that_are_not_the_object_their_path_names(tmp_path: Path) -> None:
+    """Issue 29: prune Always deletes the object documents the cluster no longer has, never a user's
+    file it merely cannot read as that object: broken YAML, several documents, another object's
+    name, a bare fragment. Each is kept, logged and counted."""
+    h = Harness(tmp_path, prune="Always")
+    w = Work()
+    await h.feed(*w.snapshot(1, [cm("a")], rv="10"))
+    folder = "live/team-a/configmaps"
+    theirs = {
+        f"{folder}/broken.yaml": "data: [not, closed\n",
+        f"{folder}/two.yaml": render_object(cm("two")).decode() + "---\n" + render_object(cm("x")).decode(),
+        f"{folder}/renamed.yaml": render_object(cm("other-name")).decode(),
+        f"{folder}/fragment.yaml": "kind: ConfigMap\n",
+        f"{folder}/tabs.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: tabs\n",
+    }
+    gone = f"{folder}/gone.yaml"
+    for path, content in {**theirs, gone: render_object(cm("gone")).decode()}.items():
+        foreign_push(h.remote, tmp_path, path, content)
+    before = REGISTRY.get_sample_value("reverser_commit_not_ours_kept_total", {"target": "t1"}) or 0.0
+    # b is new, so the snapshot commits; its push is refused and it is made again on the remote's tip
+    await h.feed(*w.snapshot(2, [cm("b")], rv="20"))
+    await h.settle_time(5)
+    tree = files(h.remote)
+    assert f"{folder}/a.yaml" not in tree
+    assert gone not in tree, "a whole object document the cluster no longer has is swept"
+    assert sorted(p for p in tree if p in theirs) == sorted(theirs)
+    after = REGISTRY.get_sample_value("reverser_commit_not_ours_kept_total", {"target": "t1"}) or 0.0
+    assert after - before == len(theirs)
 
 
 async def test_namespace_scoped_sweep_spares_other_namespaces(tmp_path: Path) -> None:

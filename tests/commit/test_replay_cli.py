@@ -170,7 +170,11 @@ def test_history_replay_into_a_branch_with_extra_documents_removes_them(
     _, live, config = _config(tmp_path)
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(live), str(clone)], check=True)
-    (clone / "live/team-a/configmaps/ghost.yaml").write_text("ghost: true\n")
+    (clone / "live/team-a/configmaps/ghost.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ghost\n  namespace: team-a\n"
+    )
+    # at an object's path but not that object's document: a user's file, kept (commit/ownership.py)
+    (clone / "live/team-a/configmaps/notes.yaml").write_text("ghost: true\n")
     for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "ghost"],
                  ["push", "-q", "origin", "main"]):
         subprocess.run(["git", "-C", str(clone), *args], check=True)
@@ -182,6 +186,7 @@ def test_history_replay_into_a_branch_with_extra_documents_removes_them(
     after = files(live)
     assert "live/team-a/configmaps/ghost.yaml" not in after
     assert after == {k: v for k, v in before.items() if not k.endswith("ghost.yaml")}
+    assert after["live/team-a/configmaps/notes.yaml"] == "ghost: true\n"
     assert log_lines(live, fmt="%s")[-1] == "rebuilt t1 from history: 1 change(s)"
 
 
