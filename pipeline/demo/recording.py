@@ -18,10 +18,10 @@ from pipeline.codec.watch_event import (
     StreamHead,
     WatchEventWriter,
 )
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.log.api import PendingRecord
 from pipeline.models import GroupResource
 from pipeline.watch.records import live_event, snapshot_object
-from pipeline.watch.sanitize import sanitize, sanitized_json
 
 RECORDING = Path(__file__).with_name("recording.yaml")
 TIMESTAMP_TOKEN = "<ts>"

@@ -24,6 +24,7 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.demo.recording import (
     AuditStep,
     Recording,
@@ -35,7 +36,6 @@ from pipeline.log.api import Log, TopicPartition
 from pipeline.log.topics import TopicNames
 from pipeline.models import GroupResource
 from pipeline.sealing import Sealer, sealer_for
-from pipeline.watch.sanitize import sanitize, sanitized_json
 
 logger = logging.getLogger(__name__)
 

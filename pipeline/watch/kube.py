@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from pipeline.config import ClusterSettings
+from pipeline.content import fastjson
 from pipeline.failures import plain
-from pipeline.watch import fastjson, metrics
+from pipeline.watch import metrics
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient

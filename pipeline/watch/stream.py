@@ -21,6 +21,7 @@ import aiohttp
 
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
+from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
 from pipeline.watch import metrics
@@ -30,7 +31,6 @@ from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collecti
 from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
-from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from pipeline.watch.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch.writer import Appender
 

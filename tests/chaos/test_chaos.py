@@ -23,9 +23,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from pipeline.config import LogSettings
+from pipeline.content.sanitize import sanitize
 from pipeline.log.api import TopicPartition
 from pipeline.log.kafka import KafkaLog
-from pipeline.watch.sanitize import sanitize
 from tests.chaos.env import BRANCHES, COMMIT_WINDOW_S, GRACE_MS, ChaosEnv, chaos_env
 from tests.chaos.faults import Fault, Faults
 from tests.chaos.history import first_pushes, read_files, read_transitions

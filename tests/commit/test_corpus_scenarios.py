@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from pipeline.codec.branch_work import WorkAuthor, WorkItem, Write
-from pipeline.watch.sanitize import is_terminating, sanitize, sanitized_json
+from pipeline.content.sanitize import is_terminating, sanitize, sanitized_json
 from tests.commit.helpers import ALICE, BOB, Work, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
 from tests.support.corpus import MUTATIONLAB

@@ -32,6 +32,7 @@ from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.rebuild import desired_files
 from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.models import GroupResource
 from pipeline.sealing import (
     DIGEST_ANNOTATION,
@@ -44,7 +45,6 @@ from pipeline.sealing import (
 )
 from pipeline.sealing.readable import plaintext_fields
 from pipeline.sealing.sealer import find_sops
-from pipeline.watch.sanitize import sanitize, sanitized_json
 from tests.commit.helpers import Work, bare_remote, cm, files, git
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.config import EncryptionSettings, TargetSettings
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.models import GroupResource
 from pipeline.sealing import (
     DIGEST_ANNOTATION,
@@ -19,7 +20,6 @@ from pipeline.sealing import (
     content_digest_of,
     sealer_for,
 )
-from pipeline.watch.sanitize import sanitize, sanitized_json
 from tests.secrets.keys import DIGEST_KEY, AgeKey, sops_decrypt
 
 SECRETS = GroupResource("", "secrets")

@@ -13,8 +13,8 @@ import yaml
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.sealing.sealer import find_sops
-from pipeline.watch.sanitize import sanitize, sanitized_json
 from tests.commit.helpers import Work, bare_remote, cm, files, foreign_push
 from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.secrets.test_readable_fields import SECRETS, sealed_write, sealer

@@ -1,4 +1,4 @@
-"""`pipeline.watch.fastjson` gives the standard library's results, byte for byte, on any JSON value.
+"""`pipeline.content.fastjson` gives the standard library's results, byte for byte, on any JSON value.
 
 The corners where orjson differs (integers beyond 64 bits, floats below 1e-4, NaN and infinity,
 non-UTF-8 input) are generated on purpose, next to ordinary Kubernetes-like objects.
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.watch.fastjson import canonical_json, loads
+from pipeline.content.fastjson import canonical_json, loads
 
 scalars = (
     st.none()

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.watch.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from tests.watch.kube_server import corpus_object
 
 ALLOWED_TOP = {

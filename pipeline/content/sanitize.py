@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pipeline.watch.fastjson import canonical_json
+from pipeline.content.fastjson import canonical_json
 
 __all__ = ["content_hash", "is_terminating", "sanitize", "sanitized_json"]
 
