@@ -318,6 +318,17 @@ class AuditTls(_Section):
         return self
 
 
+class AdmissionSettings(_Section):
+    """The admission fact source on the audit ingress (docs/audit-ingress.md, "Admission facts")."""
+
+    enabled: bool = False
+    """Serve POST /admission-webhook/<route>: a validating webhook whose reviews become author facts
+    (for clusters whose audit webhook cannot be configured); always answers allowed."""
+    publish_timeout_s: float = Field(default=2.0, gt=0)
+    """Time allowed for the log to acknowledge a review's fact, in seconds; keep it below the
+    webhook's timeoutSeconds (the review is allowed either way, the fact is then lost)."""
+
+
 class AuditSettings(_Section):
     """The audit webhook ingress."""
 
@@ -352,6 +363,8 @@ class AuditSettings(_Section):
     """Keep-alive idle timeout, in seconds."""
     publish_timeout_s: float = Field(default=10.0, gt=0)
     """Time allowed for the log to acknowledge a request's facts, in seconds (503 after)."""
+    admission: AdmissionSettings = AdmissionSettings()
+    """The admission fact source on the same listener and routes."""
 
     @field_validator("routes")
     @classmethod

@@ -602,6 +602,8 @@ class FactIndex:
         keys: list[WaiterKey] = []
         if uid and rv:
             keys.append((scope, _K_EXACT, uid, rv))
+        if uid and query.content_key and query.exact_capable:
+            keys.append((scope, _K_EXACT, uid, query.content_key))
         if not query.exact_capable:
             if uid:
                 keys.append((scope, _K_LATEST, uid))
@@ -647,6 +649,16 @@ class FactIndex:
             if sticky is not None:
                 return Attribution(Tier.DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
+        admitted: _Fact | None = None
+        if uid and query.content_key and not removal:
+            # The admission slot is looked at first so the two sources can be held to agree.
+            key = query.content_key
+            claim = conflicts.get((uid, key)) if conflicts else None
+            if claim is not None and claim[1][_AT_MS] >= cutoff:
+                return _conflict(claim)
+            fact = scope.exact.get((uid, key))
+            if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
+                admitted = fact
         if uid and rv:
             claim = conflicts.get((uid, rv)) if conflicts else None
             if claim is not None and claim[1][_AT_MS] >= cutoff:
@@ -657,7 +669,12 @@ class FactIndex:
             else:
                 fact = scope.exact.get((uid, rv))
                 if fact is not None and fact[_AT_MS] >= cutoff and is_removal_verb(fact[_VERB]) == removal:
+                    if admitted is not None and admitted[0][0] != fact[0][0]:
+                        # audit and admission name different users for one version: neither wins
+                        return _conflict((fact, admitted))
                     return Attribution(Tier.EXACT, _answer(fact))
+        if admitted is not None:
+            return Attribution(Tier.ADMISSION, _answer(admitted))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:

@@ -26,7 +26,9 @@ from pipeline.attribution.model import Attribution, FactQuery, Tier
 __all__ = ["LATE_NAME_MARGIN_MS", "LATE_TIERS", "await_late", "names_late"]
 
 #: Tiers a late answer may come from: each names the change itself, not a neighbour of it.
-LATE_TIERS: Final = frozenset({Tier.EXACT, Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.LATEST})
+LATE_TIERS: Final = frozenset(
+    {Tier.EXACT, Tier.ADMISSION, Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.LATEST}
+)
 
 
 #: How much later than a removal's observation its name-keyed delete may be stamped: the watch can

@@ -27,6 +27,8 @@ class Tier(StrEnum):
 
     DELETE_STICKY = "delete_sticky"
     EXACT = "exact"
+    # An admission fact of the same uid whose content key is the event's (pipeline.content.key).
+    ADMISSION = "admission"
     DELETECOLLECTION_BODY_UID = "deletecollection_body_uid"
     LATEST = "latest"
     NAME = "name"
@@ -153,7 +155,8 @@ class FactQuery(NamedTuple):
     `exact_capable` is True for ADDED/MODIFIED without `deletionTimestamp`: the event's RV is the one
     its own write produced. Removals (False) may consult the sticky, latest and collection tiers.
     `event_ms` is when the change happened at the latest (the watch's observation time; 0 if
-    unknown): a resolution is held until the route's audit watermark passes it.
+    unknown): a resolution is held until the route's audit watermark passes it. `content_key`
+    names the version as an admission fact does (the `admission` tier).
     """
 
     route: str
@@ -166,6 +169,9 @@ class FactQuery(NamedTuple):
     exact_capable: bool
     version: str = ""
     event_ms: int = 0
+    # The key of the event's sanitized content, which an admission fact names its version by
+    # ("" when unknown: a sealed payload, or a recording without bodies).
+    content_key: str = ""
 
 
 class Attribution(NamedTuple):

@@ -19,6 +19,8 @@ from pipeline.attribution import metrics
 from pipeline.attribution.index import FactIndex
 from pipeline.attribution.model import ABSENT_ATTRIBUTION, Attribution, FactQuery, Tier, is_removal_verb
 from pipeline.attribution.watermark import hold_s
+from pipeline.content.key import content_key
+from pipeline.content.sanitize import sanitize, sanitized_json
 from pipeline.models import GroupResource
 
 __all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
@@ -222,6 +224,7 @@ def query_from_watch_object(
     metadata = _mapping(obj.get("metadata"))
     raw_labels = _mapping(metadata.get("labels"))
     labels = {str(k): str(v) for k, v in raw_labels.items() if v is not None}
+    exact_capable = event_type != "DELETED" and not metadata.get("deletionTimestamp")
     return FactQuery(
         route=route,
         group_resource=gr,
@@ -230,6 +233,8 @@ def query_from_watch_object(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
         labels=labels,
-        exact_capable=event_type != "DELETED" and not metadata.get("deletionTimestamp"),
+        exact_capable=exact_capable,
         version=version,
+        # named as the watch would write it, so an admission fact answers offline as it does live
+        content_key=content_key(sanitized_json(sanitize(dict(obj)))) if exact_capable else "",
     )

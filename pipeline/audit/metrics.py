@@ -9,6 +9,8 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "ADMISSION_REVIEWS",
+    "ADMISSION_SECONDS",
     "BATCH_EVENTS",
     "COLLECTION_WITHOUT_UIDSET",
     "CONNECTIONS_CLOSED",
@@ -93,4 +95,17 @@ CONNECTIONS_CLOSED = Counter(
     "Admitted connections the ingress closed: dropped while idle to admit a new one at the cap "
     "(idle_evicted), or after a request refused before its caller was authorized (rejected_request).",
     ["reason"],
+)
+
+ADMISSION_REVIEWS = Counter(
+    "reverser_admission_reviews_total",
+    "Admission reviews by outcome (the reasons of reverser_audit_events_total); every review is "
+    "answered allowed, a write_error one too (its fact is lost).",
+    ["route", "reason", "category"],
+)
+ADMISSION_SECONDS = Histogram(
+    "reverser_admission_review_seconds",
+    "Time to answer one admission review, fact appended included (the write waits for it).",
+    ["route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )

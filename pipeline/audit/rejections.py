@@ -37,6 +37,7 @@ class Rejection(StrEnum):
     WRONG_API_VERSION = "wrong_api_version"
     ITEMS_NOT_A_LIST = "items_not_a_list"
     TOO_MANY_EVENTS = "too_many_events"
+    NOT_AN_ADMISSION_REVIEW = "not_an_admission_review"
 
     @property
     def status(self) -> int:
@@ -71,6 +72,7 @@ _STATUS: dict[Rejection, int] = {
     Rejection.WRONG_API_VERSION: 400,
     Rejection.ITEMS_NOT_A_LIST: 400,
     Rejection.TOO_MANY_EVENTS: 413,
+    Rejection.NOT_AN_ADMISSION_REVIEW: 400,
 }
 
 _BEFORE_AUTHORIZATION = frozenset(

@@ -28,10 +28,13 @@ from urllib.parse import unquote
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from pipeline.audit.admission import InvalidReview, Review, allowed_response, parse_review, reduce_review
 from pipeline.audit.budget import BodyBudget, Reservation
 from pipeline.audit.connections import CloseReason, Connection, ConnectionCap
 from pipeline.audit.httplog import ServerLog
 from pipeline.audit.metrics import (
+    ADMISSION_REVIEWS,
+    ADMISSION_SECONDS,
     BATCH_EVENTS,
     COLLECTION_WITHOUT_UIDSET,
     CONNECTIONS_CLOSED,
@@ -69,11 +72,13 @@ from pipeline.facts.reduce import (
 from pipeline.log.api import Log, LogError, LogUnavailableError, RecordTooLargeError
 from pipeline.log.topics import TopicNames
 
-__all__ = ["EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress"]
+__all__ = ["ADMISSION_PATH_PREFIX", "EVENT_LIST_API_VERSION", "PATH_PREFIX", "AuditIngress"]
 
 logger = logging.getLogger(__name__)
 
 PATH_PREFIX = "/audit-webhook"
+# Validating admission reviews (pipeline.audit.admission): /admission-webhook/<route>[/<token>]
+ADMISSION_PATH_PREFIX = "/admission-webhook"
 EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 # Outcome of a fact that does not fit in one record even without its uid set (see records.py).
 _READ_CHUNK_BYTES = 256 * 1024
@@ -204,7 +209,16 @@ class AuditIngress:
     async def _answer(self, request: web.Request, connection: Connection | None) -> web.Response:
         started = time.perf_counter()
         route_label = UNDECLARED_ROUTE
+        admission = self._is_admission(request)
         try:
+            if admission:
+                route, path_token = self._admission_route_of(request)
+                route_label = route.name
+                self._authorize(request, route, path_token)
+                if connection is not None:
+                    connection.authorized = True
+                with self._budget.reservation() as reservation:
+                    return await self._review(request, route, reservation, started)
             route = self._route_of(request)
             route_label = route.name
             self._authorize(request, route)
@@ -259,13 +273,47 @@ class AuditIngress:
             raise RequestRejected(Rejection.UNKNOWN_ROUTE, "unknown audit route (declare it in audit.routes)")
         return policy
 
+    def _is_admission(self, request: web.Request) -> bool:
+        path = unquote(request.rel_url.raw_path)
+        return self._audit.admission.enabled and (
+            path == ADMISSION_PATH_PREFIX or path.startswith(ADMISSION_PATH_PREFIX + "/")
+        )
+
+    def _admission_route_of(self, request: web.Request) -> tuple[RoutePolicy, str | None]:
+        """The route of `/admission-webhook/<route>[/<token>]` and the token in the path, if any.
+
+        A managed control plane cannot present a client certificate or a bearer token to a
+        webhook, so a route's token may instead be the last path segment of the webhook's URL
+        (readable only by whoever may read ValidatingWebhookConfigurations; docs/security.md).
+        """
+        if request.method != "POST":
+            raise RequestRejected(
+                Rejection.METHOD_NOT_ALLOWED, "method not allowed: use POST", {"Allow": "POST"}
+            )
+        path = unquote(request.rel_url.raw_path)
+        segments = path[len(ADMISSION_PATH_PREFIX) + 1 :].split("/") if path != ADMISSION_PATH_PREFIX else []
+        if not segments or not segments[0]:
+            raise RequestRejected(
+                Rejection.MISSING_ROUTE, "missing route: post admission reviews to /admission-webhook/<route>"
+            )
+        if len(segments) > 2:
+            raise RequestRejected(
+                Rejection.NESTED_ROUTE, "the path must be /admission-webhook/<route>[/<token>]"
+            )
+        policy = self._routes.get(segments[0])
+        if policy is None:
+            raise RequestRejected(Rejection.UNKNOWN_ROUTE, "unknown audit route (declare it in audit.routes)")
+        return policy, segments[1] if len(segments) == 2 else None
+
     @staticmethod
-    def _authorize(request: web.Request, policy: RoutePolicy) -> None:
-        """The caller's client certificate or bearer token, checked against the route's policy."""
+    def _authorize(request: web.Request, policy: RoutePolicy, path_token: str | None = None) -> None:
+        """The caller's client certificate or bearer token (or an admission path's token), checked
+        against the route's policy."""
+        token = bearer_token(request.headers.get("Authorization"))
         denied = authorize(
             policy,
             peer_identities(request.transport.get_extra_info("peercert") if request.transport else None),
-            bearer_token(request.headers.get("Authorization")),
+            token if token is not None or not path_token else path_token.encode(),
         )
         if denied is not None:
             challenge = denied.rejection is Rejection.UNAUTHENTICATED and policy.tokens
@@ -425,7 +473,51 @@ class AuditIngress:
             return 503, failure
         return 200, f"audit events processed: {event_count} events, {published} facts"
 
-    async def _publish(self, route: str, batches: list[FactBatch]) -> tuple[Built, LogError | None]:
+    async def _review(
+        self, request: web.Request, route: RoutePolicy, reservation: Reservation, started: float
+    ) -> web.Response:
+        """One admission review: its fact appended (bounded by `admission.publish_timeout_s`), then
+        allowed. Only a body that is not an AdmissionReview is refused (400, which the webhook's
+        `failurePolicy: Ignore` turns into an allowed write); nothing here can deny a write."""
+        body = await self._read_body(request, route.name, reservation)
+        review, reduction = await asyncio.to_thread(self._reduce_review, body)
+        reason: str = reduction.reason
+        fact = reduction.fact
+        gr = reduction.group_resource
+        watched = self._watched.get(route.name)
+        if fact is not None and gr is not None and watched is not None and not watched.covers(gr):
+            reason, fact = EventReason.UNWATCHED_TYPE, None
+        if fact is not None and gr is not None:
+            _built, error = await self._publish(
+                route.name, [FactBatch(route.name, gr, [fact])], self._audit.admission.publish_timeout_s
+            )
+            if error is not None:
+                reason = EventReason.WRITE_ERROR
+                logger.warning(
+                    "route %s: admission fact not stored (the write goes on): %s", route.name, error
+                )
+        ADMISSION_REVIEWS.labels(route.name, reason, category(reason)).inc()
+        ADMISSION_SECONDS.labels(route.name).observe(time.perf_counter() - started)
+        return web.json_response(allowed_response(review.uid))
+
+    def _reduce_review(self, body: bytes) -> tuple[Review, Reduction]:
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError):
+            raise RequestRejected(
+                Rejection.INVALID_JSON, "invalid admission review: body is not valid JSON"
+            ) from None
+        try:
+            review = parse_review(document)
+        except InvalidReview as exc:
+            raise RequestRejected(
+                Rejection.NOT_AN_ADMISSION_REVIEW, f"invalid admission review: {exc}"
+            ) from None
+        return review, reduce_review(review, time.time_ns() // 1000)
+
+    async def _publish(
+        self, route: str, batches: list[FactBatch], timeout_s: float | None = None
+    ) -> tuple[Built, LogError | None]:
         """One `append_many` for the request, bounded by `publish_timeout_s`; re-split if needed.
 
         A request the log does not acknowledge in time is answered 503 (records that land later
@@ -436,17 +528,17 @@ class AuditIngress:
         retry; halving the record size limit until it fits keeps the batch flowing. The learned limit
         is kept.
         """
+        if timeout_s is None:
+            timeout_s = self._audit.publish_timeout_s
         while True:
             built = await asyncio.to_thread(build_records, batches, self._max_message_bytes)
             if not built.records:
                 return built, None
             try:
-                async with asyncio.timeout(self._audit.publish_timeout_s):
+                async with asyncio.timeout(timeout_s):
                     await self._log.append_many(self._topic, built.records)
             except TimeoutError:
-                return built, LogUnavailableError(
-                    f"the log did not acknowledge within {self._audit.publish_timeout_s:g} s"
-                )
+                return built, LogUnavailableError(f"the log did not acknowledge within {timeout_s:g} s")
             except RecordTooLargeError as exc:
                 if self._max_message_bytes <= MIN_MESSAGE_BYTES:
                     return built, exc

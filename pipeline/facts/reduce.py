@@ -58,6 +58,8 @@ class EventReason(StrEnum):
     # A fact for a group/resource that no target of the route's cluster watches: it could never be
     # joined, and accepting it would let any poster fill the fact index (see docs/security.md).
     UNWATCHED_TYPE = "unwatched_type"
+    # Admission only: an update that leaves the mirrored content as it was (pipeline.audit.admission).
+    UNCHANGED_CONTENT = "unchanged_content"
 
 
 class Category(StrEnum):
@@ -80,6 +82,7 @@ DROP_REASONS = frozenset(
         EventReason.UNCHANGED_RESOURCE_VERSION,
         EventReason.MALFORMED_EVENT,
         EventReason.UNWATCHED_TYPE,
+        EventReason.UNCHANGED_CONTENT,
     }
 )
 

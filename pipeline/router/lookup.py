@@ -11,6 +11,7 @@ from pipeline.attribution.late import await_late
 from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
+from pipeline.content.key import content_key
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, changed_objects
 
@@ -61,6 +62,8 @@ def snapshot_query(watch: WatchRecord, obj: SnapshotObject) -> FactQuery:
 def _query(
     watch: WatchRecord, obj: LiveEvent | SnapshotObject, labels: Mapping[str, str], exact_capable: bool
 ) -> FactQuery:
+    """A removal has no content to name it by; a write's content key is its payload's (a sealed
+    payload's key matches nothing: admission gives sensitive types none, see pipeline.audit.admission)."""
     return FactQuery(
         route=watch.route,
         group_resource=watch.group_resource,
@@ -72,6 +75,7 @@ def _query(
         exact_capable=exact_capable,
         version=watch.version,
         event_ms=watch.observed_at_ms,
+        content_key=content_key(obj.object_json) if exact_capable and obj.object_json else "",
     )
 
 
