@@ -29,20 +29,24 @@ from pipeline.codec.branch_work import (
     Write,
 )
 from pipeline.codec.commit_request_result import RequestResult
+from pipeline.codec.object_state import ObjectKey as StateKey
 from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.commit import flush, metrics
 from pipeline.commit.decide import Decider, Reject, Skip
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature, identity_line
+from pipeline.commit.homes import BranchHomes
+from pipeline.commit.inplace import LiveChange, place
 from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.notes import LateAuthors
-from pipeline.commit.plan import Applied, Plan, apply_plan, blob_sha, message_for
+from pipeline.commit.plan import Applied, Plan, Refused, apply_plan, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.snapshots import Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.intent.plan import IntentPlan
 from pipeline.log.api import LogError, PendingRecord
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
@@ -102,6 +106,8 @@ class BranchWorker:
         self._remote_tip: str | None = None
         self._tip: str | None = None
         self._tree = repo.tree(None)
+        # where each object lives in the target folders (homes.py), kept with `_tree`
+        self._homes = BranchHomes()
         self._skip: dict[int, int] = {}
         self._pending: list[_Pending] = []
         self._finalized: list[Offset] = []
@@ -182,7 +188,9 @@ class BranchWorker:
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
         if ports.on_state is not None and ports.load_state is not None:
-            self._decide.book = StateBook(await ports.load_state(self._decide.own_targets()))
+            states = await ports.load_state(self._decide.own_targets())
+            self._decide.book = StateBook(states)
+            self._decide.remember_states(states, self._homes)
         self.synced = True
         logger.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -201,13 +209,23 @@ class BranchWorker:
         if self._ports.history is None:
             return
         for partition, offset in self._skip.items():
-            self._decide.recall(await self._ports.history(partition, offset))
+            self._decide.recall(await self._ports.history(partition, offset), self._homes)
 
     def _reset(self, base: str | None) -> None:
         self._tip = base
         self._tree = self.repo.tree(base)
         if base is not None:
             self.repo.set_branch(self.branch, base)
+        self._refresh_homes(self.repo.read_commit(base).tree if base is not None else None)
+
+    def _refresh_homes(self, root: bytes | None) -> None:
+        """Bring the home indexes to the tree `root` (the files that changed since the last root)."""
+        folders = [
+            normalize_target_path(target.path)
+            for name in sorted(self._decide.own_targets())
+            if (target := self._decide.target(name)) is not None
+        ]
+        self._homes.refresh(self.repo.objects, root, folders)
 
     def _committed_offsets(self, tip: str, ends: Mapping[int, int] | None) -> dict[int, int]:
         """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents.
@@ -345,6 +363,8 @@ class BranchWorker:
         records before its `TargetDeleted` are then written with prune `Never`, those after it
         are skipped: see `_gone`)."""
         self._decide.update_targets(settings)
+        if self.synced:
+            self._refresh_homes(self._homes.root)
         # a target configured again is written again; if it goes, the log decides anew
         self._deleted -= self._decide.target_names
         self._retiring -= self._decide.target_names
@@ -368,7 +388,7 @@ class BranchWorker:
 
     async def _write(self, item: WorkItem, write: Write) -> None:
         here = (item.partition, item.offset)
-        decided = self._decide.write(item, write)
+        decided = self._decide.write(item, write, self._homes)
         if isinstance(decided, Reject):
             self._report_skip(Skip(metrics.SkipReason.BAD_RECORD, decided.detail, warn=True))
             if self._ports.reject is not None:
@@ -392,7 +412,7 @@ class BranchWorker:
             self._skip_snapshot(outcome)
             return
         await self._finalize(CloseReason.SNAPSHOT)
-        plan, skips = self._decide.snapshot_plan(outcome, item, body, self._tree)
+        plan, skips = self._decide.snapshot_plan(outcome, item, body, self._tree, self._homes)
         for skip in skips:
             self._report_skip(skip)
         await self._delete_absent(plan, item, body)
@@ -496,16 +516,35 @@ class BranchWorker:
         except IsADirectoryError:
             return
         self.repo.store_blob(content)
-        applied.paths.append(f"create {path}")
+        applied.changed_file("create", path, content)
 
-    def _make_commit(self, plan: Plan) -> str | None:
-        applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read)
+    def _place(self, canonical: str, content: bytes | None, change: LiveChange) -> IntentPlan | None:
+        """Where a change goes on the tree being committed (`inplace.place`); the folder's index
+        learns each file as it is planned, so the plan's next change sees it."""
+        folder = self._homes.folder(change.folder)
+        if folder is None:
+            return None
+        planned = place(folder, canonical, content, change)
+        for write in planned.writes if planned is not None else ():
+            folder.update(write.path, write.data)
+        return planned
+
+    def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
+        """The commit of `plan` on the local tip (None when it changes nothing), and the changes the
+        in-place writer refused (`_refused` parks them)."""
+        placer = self._place if plan.changes else None
+        applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
         self._add_sops_rules(plan, applied)
+        for kind in applied.placed:
+            metrics.IN_PLACE_WRITES.labels(plan.target, kind).inc()
         for path in applied.refused:
             logger.warning(
                 "%s %s: cannot write %s over a folder; skipped", self.provider.name, self.branch, path
             )
             metrics.SKIPPED.labels(metrics.SkipReason.PATH_CONFLICT).inc()
+            # `_place` told the index about the file; the tree kept what it had
+            blob = self._tree.get(path)
+            self._homes.update(path, None if blob is None else self.repo.objects.read(blob))
         for path in applied.not_ours:
             logger.warning(
                 "%s %s: kept %s: it is not the object document its path names (unparseable, several "
@@ -526,16 +565,51 @@ class BranchWorker:
                     applied.swept
                 )
         if not applied.changed:
-            return None
+            return None, applied.refusals
         tree = self._tree.write()
+        self._homes.committed(tree, applied.files)
         author = Signature(plan.byline.identity, plan.byline.time_s)
         committer = Signature(self.committer, int(self._wall()))
         sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))
         self._tip = sha
-        return sha
+        return sha, applied.refusals
+
+    async def _refused(self, plan: Plan, refusals: list[Refused]) -> None:
+        """Changes the in-place writer refused wrote nothing. Each is logged naming the file and the
+        reason, counted, dropped from the plan (a replay onto a moved tip does not try it again),
+        and its records are parked on the dead-letter topic like any record the branch cannot
+        apply; they settle with the plan's other records."""
+        for refused in refusals:
+            plan.writes.pop(refused.path, None)
+            plan.changes.pop(refused.path, None)
+            self._drop_states(plan, refused.change)
+            key, error = refused.change.key, refused.refusal
+            metrics.IN_PLACE_REFUSALS.labels(plan.target, error.reason).inc()
+            logger.warning(
+                "%s %s: %s %s/%s of target %s not written, nothing of it committed: %s",
+                self.provider.name,
+                self.branch,
+                key.kind,
+                key.namespace,
+                key.name,
+                plan.target,
+                error,
+            )
+            if self._ports.reject is not None:
+                for item in refused.change.items:
+                    await self._ports.reject(item, error)
+
+    def _drop_states(self, plan: Plan, change: LiveChange) -> None:
+        """Object state records what Git holds: a refused change's record is not written."""
+        placed = change.placed
+        key = StateKey(plan.target, placed.group, placed.resource, placed.namespace, placed.name).encode()
+        dropped = [r for r in plan.states if r.key == key]
+        plan.states = [r for r in plan.states if r.key != key]
+        self._finalized_states = [r for r in self._finalized_states if all(r is not d for d in dropped)]
 
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
-        sha = self._make_commit(plan)
+        sha, refusals = self._make_commit(plan)
+        await self._refused(plan, refusals)
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
         if sha is None:
@@ -689,7 +763,8 @@ class BranchWorker:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._reset(base)
         for plan in plans:
-            sha = self._make_commit(plan)
+            sha, refusals = self._make_commit(plan)
+            await self._refused(plan, refusals)
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))
 

@@ -10,7 +10,10 @@ fetches, commits, pushes, replays and reports, and asks the decider at every ste
 Decisions about the tree take it as an argument (`Files`), read at the moment of the decision,
 so a window committed just before a snapshot is visible to the snapshot's plan. The one question
 that needs Git (did this pipeline write a file the ledger does not know?) is asked by the shell
-between `absent_candidates` and `absent_plans`.
+between `absent_candidates` and `absent_plans`. Where a change lands in a folder people keep is
+decided when its window is committed (`pipeline.commit.inplace`); the decider records the change
+(the object before and after) beside the canonical write, and keeps the objects of files edited
+in place for their next change.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Unpack
+from typing import Any, Protocol, Unpack
 
 from pipeline.attribution.selector import SelectorError
 from pipeline.codec.branch_work import (
@@ -46,6 +49,15 @@ from pipeline.commit.identity import (
     author_kind,
     committer_identity,
 )
+from pipeline.commit.inplace import (
+    Homes,
+    LastSeen,
+    LiveChange,
+    indexed,
+    kind_of,
+    live_object,
+    remembered,
+)
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.metrics import SkipReason
@@ -68,6 +80,8 @@ from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.intent.homes import ObjectKey as HomeKey
+from pipeline.intent.placement import PlacedObject
 from pipeline.log.api import PendingRecord
 from pipeline.models import GroupResource
 from pipeline.operation import Operation
@@ -84,6 +98,20 @@ __all__ = [
     "Staged",
     "rebuild_plan",
 ]
+
+
+class Live(Protocol):
+    """An object as a record carries it: a `Write`, a snapshot's object, an object-state record."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def object_json(self) -> bytes | None: ...
+
 
 # The author object-state records for an object a snapshot listed: the change itself was not seen.
 SNAPSHOT_AUTHOR = WorkAuthor(Outcome.NOT_ATTEMPTED, tier="snapshot")
@@ -120,6 +148,8 @@ class Staged:
     state: PendingRecord | None
     silence_s: float
     max_age_s: float
+    # the change as the in-place writer needs it; None where the worker writes canonical files only
+    change: LiveChange | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +198,8 @@ class Decider:
         self._targets: dict[str, TargetSettings] = {t.name: t for t in settings.targets}
         self._rules: dict[str, TargetRules] = {}
         self.versions = VersionLedger()
+        # the live objects of files edited in place, for their next change (inplace.py)
+        self.seen = LastSeen()
         self.snapshots = SnapshotBook()
         # None until the shell loads it (object-state not written: nothing is tracked)
         self.book: StateBook | None = None
@@ -234,18 +266,47 @@ class Decider:
         return operation not in self._operations(item, scope)
 
     # recall and redelivery ---------------------------------------------------------------------
-    def recall(self, items: Iterable[WorkItem]) -> None:
+    def recall(self, items: Iterable[WorkItem], homes: Homes | None = None) -> None:
         """Seed the version ledger from work the branch tip already carries (records before its
-        offset): a new owner must not write a version the previous owner already replaced."""
+        offset): a new owner must not write a version the previous owner already replaced. With
+        `homes`, the objects of files edited in place are kept for their next change."""
         for item in items:
             if (item.provider, item.branch) != (self.provider.name, self.branch):
                 continue
             body = item.body
             if isinstance(body, Write):
                 self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
+                if homes is not None:
+                    self._remember(item.target, item.path, item.group, item.resource, body, homes)
             elif isinstance(body, ResyncChunk):
                 for obj in body.objects:
                     self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
+                    if homes is not None:
+                        self._remember(item.target, item.path, item.group, item.resource, obj, homes)
+
+    def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> None:
+        """Keep the objects of files edited in place, as last committed, for their next change: a
+        new owner's first change of such an object is then its difference from the committed one."""
+        for state in states:
+            self._remember(state.target, state.path, state.group, state.resource, state, homes)
+
+    def _remember(
+        self, target: str, target_path: str, group: str, resource: str, obj: Live, homes: Homes
+    ) -> None:
+        if is_sensitive(group, resource, self.sensitive(self.target(target))) or obj.object_json is None:
+            return
+        try:
+            folder_path = normalize_target_path(target_path)
+            folder = homes.folder(folder_path)
+            if folder is None or not indexed(folder, group, obj.namespace, obj.name):
+                return
+            path = canonical_path(folder_path, group, resource, obj.namespace, obj.name)
+            parsed = parse_object_json(obj.object_json)
+        except (LayoutError, RenderError):
+            return
+        kind = parsed.get("kind")
+        if isinstance(kind, str) and remembered(folder, HomeKey(group, kind, obj.namespace, obj.name), path):
+            self.seen.note(path, live_object(parsed))
 
     def _recall(self, item: WorkItem, namespace: str, name: str, version: str, uid: str) -> None:
         try:
@@ -362,11 +423,12 @@ class Decider:
         return Skip(SkipReason.OLDER_VERSION, detail)
 
     # writes and windows ------------------------------------------------------------------------
-    def write(self, item: WorkItem, write: Write) -> Staged | Skip | Reject:
+    def write(self, item: WorkItem, write: Write, homes: Homes | None = None) -> Staged | Skip | Reject:
         """Where a `Write` goes and what it holds, or why it does not reach Git.
 
         A write that is staged is recorded in the version ledger now: the next record of the same
-        object is compared with it.
+        object is compared with it. With `homes` (the folders' home indexes) it carries the change
+        the in-place writer places when the window is committed (`pipeline.commit.inplace`).
         """
         target = self.target(item.target)
         prune = target.prune if target is not None else Prune.NEVER
@@ -374,11 +436,13 @@ class Decider:
         sensitive = self.sensitive(target)
         sealed = is_sensitive(item.group, item.resource, sensitive)
         content: bytes | None = None
+        obj: dict[str, Any] | None = None
         try:
             folder = normalize_target_path(item.path)
             path = canonical_path(folder, item.group, item.resource, write.namespace, write.name, sensitive)
             if not deleting and not sealed:
-                content = render_object(parse_object_json(write.object_json or b"null"))
+                obj = parse_object_json(write.object_json or b"null")
+                content = render_object(obj)
         except (LayoutError, RenderError) as exc:
             return Reject(exc, self._bad(item, exc))
         if deleting and prune == Prune.NEVER:
@@ -395,7 +459,53 @@ class Decider:
         self.versions.applied(path, write.resource_version, write.uid)
         silence_s, max_age_s = window_limits_s(self.provider, target)
         state = self._write_state(item, write, sealed, content)
-        return Staged(item, write, path, content, state, silence_s, max_age_s)
+        change = None
+        if homes is not None and not sealed:
+            change = self._change(item, write.namespace, write.name, path, obj, homes)
+        return Staged(item, write, path, content, state, silence_s, max_age_s, change)
+
+    # in-place writes ---------------------------------------------------------------------------
+    def _change(
+        self,
+        item: WorkItem,
+        namespace: str,
+        name: str,
+        path: str,
+        obj: Mapping[str, Any] | None,
+        homes: Homes,
+        *,
+        listed: bool = False,
+    ) -> LiveChange | None:
+        """The change of one object for the in-place writer, and the object kept for its next
+        change when its file is edited in place. None when the folder is not indexed, or a
+        delete's kind is not known (the canonical file is then deleted, as without an index)."""
+        folder_path = normalize_target_path(item.path)
+        folder = homes.folder(folder_path)
+        if folder is None:
+            return None
+        before = self.seen.get(path)
+        after = live_object(obj) if obj is not None else None
+        known = after or before
+        kind = known.get("kind") if known is not None else None
+        if not isinstance(kind, str) or not kind:
+            kind = kind_of(folder, item.group, item.resource, namespace, name)
+        if not kind:
+            return None
+        key = HomeKey(item.group, kind, namespace, name)
+        self.seen.note(path, after if remembered(folder, key, path) else None)
+        metadata = known.get("metadata") if known is not None else None
+        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+        placed = PlacedObject(
+            item.group,
+            item.version,
+            item.resource,
+            kind,
+            namespace,
+            name,
+            labels if isinstance(labels, Mapping) else {},
+        )
+        items = () if listed else (item,)
+        return LiveChange(folder_path, key, placed, before, after, items, listed)
 
     def closing(self, staged: Staged) -> CloseReason | None:
         """Why the open window must close before `staged` joins it, if it must: the write was made
@@ -433,7 +543,13 @@ class Decider:
             write.operation, item.group, item.version, item.resource, write.namespace, write.name
         )
         window.add(
-            staged.path, staged.content, obj, write.author, (item.partition, item.offset), item.observed_at_ms
+            staged.path,
+            staged.content,
+            obj,
+            write.author,
+            (item.partition, item.offset),
+            item.observed_at_ms,
+            staged.change,
         )
         if staged.state is not None:
             self._window_states.append(staged.state)
@@ -479,11 +595,12 @@ class Decider:
             template=template,
             states=states,
             requests=tuple(window.requests),
+            changes=dict(window.changes),
         )
 
     # snapshots ---------------------------------------------------------------------------------
     def snapshot_plan(
-        self, done: Complete, end: WorkItem, body: ResyncEnd, tree: Files
+        self, done: Complete, end: WorkItem, body: ResyncEnd, tree: Files, homes: Homes | None = None
     ) -> tuple[Plan, list[Skip]]:
         """The committer's `reconciled` commit of a finished snapshot, and the objects it leaves out.
 
@@ -491,6 +608,8 @@ class Decider:
         else), through the same rule filter, version check and sealing check as a `Write`. The
         sweep keeps what the snapshot listed and what was written after the list's revision;
         under prune `Always` it deletes the rest of the scope, and their object states go too.
+        With `homes`, an object that lives in a file edited in place is left as that file has it
+        and remembered for its next change; a new one goes where the placement puts it.
         """
         target = self.target(end.target)
         target_path = normalize_target_path(end.path)
@@ -501,6 +620,7 @@ class Decider:
         skips: list[Skip] = []
         book = self._tracked(end)
         keep: set[str] = set()
+        changes: dict[str, LiveChange] = {}
         for obj in done.snapshot.objects:
             try:
                 path = canonical_path(
@@ -521,12 +641,17 @@ class Decider:
                 content = self.sealed_content(end, obj.namespace, obj.name, obj.object_json)
             else:
                 try:
-                    content = render_object(parse_object_json(obj.object_json))
+                    parsed = parse_object_json(obj.object_json)
+                    content = render_object(parsed)
                 except RenderError as exc:
                     content = Skip(SkipReason.BAD_RECORD, self._bad(end, exc), warn=True)
             if isinstance(content, Skip):
                 skips.append(content)
                 continue
+            if homes is not None and not sealed:
+                change = self._change(end, obj.namespace, obj.name, path, parsed, homes, listed=True)
+                if change is not None:
+                    changes[path] = change
             self.versions.applied(path, obj.resource_version, obj.uid)
             if book is not None:
                 state = book.upsert(self._state_of(end, obj, sealed, SNAPSHOT_AUTHOR, content))
@@ -558,6 +683,7 @@ class Decider:
             resource=end.resource,
             revision=revision,
             template=target.commit_message if target is not None else None,
+            changes=changes,
         )
         return plan, skips
 

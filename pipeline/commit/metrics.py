@@ -151,6 +151,19 @@ NOT_OURS_KEPT = Counter(
     "the one object their path names, so they are a user's files (docs/commit-worker.md).",
     ["target"],
 )
+IN_PLACE_WRITES = Counter(
+    "reverser_commit_in_place_writes_total",
+    "Changes written into a file the pipeline does not own (docs/intent.md), by kind (in-place, "
+    "removed-document, removed-file, overlay-entry, new-file, appended).",
+    ["target", "kind"],
+)
+IN_PLACE_REFUSALS = Counter(
+    "reverser_commit_in_place_refusals_total",
+    "Changes the in-place writer refused before writing anything (the record is dead-lettered), by "
+    "reason (OwnedByAnotherTool, SharedBase, UnsupportedKustomization, AmbiguousHome, "
+    "NotRoundTripSafe, RenderMismatch, ...; docs/intent.md).",
+    ["target", "reason"],
+)
 SNAPSHOT_DELETES = Counter(
     "reverser_commit_snapshot_deletes_total",
     "Files this pipeline wrote that a snapshot no longer lists, deleted under prune mode OnEvent as a "

@@ -16,6 +16,7 @@ from typing import Protocol, TypedDict
 from pipeline.codec.branch_work import CommitRequested
 from pipeline.commit.git.tree import GitTree
 from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, Identity
+from pipeline.commit.inplace import LiveChange
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
     ChangedObject,
@@ -27,6 +28,8 @@ from pipeline.commit.messages import (
 from pipeline.commit.ownership import holds_its_object
 from pipeline.commit.position import LogPosition
 from pipeline.config import CommitMessageSettings
+from pipeline.intent.documents import IntentRefusal
+from pipeline.intent.plan import EditKind, FileWrite, IntentPlan
 from pipeline.log.api import PendingRecord
 from pipeline.prune import Prune
 from pipeline.sealing import content_digest_of
@@ -35,9 +38,11 @@ __all__ = [
     "Applied",
     "Byline",
     "Files",
+    "Placer",
     "Plan",
     "PlanKind",
     "PlanParts",
+    "Refused",
     "Retired",
     "Sweep",
     "Writes",
@@ -103,6 +108,10 @@ class PlanKind(StrEnum):
 #: path -> (rendered content, None for a delete; the object as the message names it)
 Writes = dict[str, tuple[bytes | None, ChangedObject]]
 
+#: Where a change goes on the tree being committed (`pipeline.commit.inplace.place`): the canonical
+#: path and content, and the change; None for the canonical write. Raises IntentRefusal.
+Placer = Callable[[str, bytes | None, LiveChange], IntentPlan | None]
+
 
 @dataclass(frozen=True, slots=True)
 class Byline:
@@ -133,6 +142,7 @@ class PlanParts(TypedDict, total=False):
     requests: tuple[CommitRequested, ...]
     retired: Retired | None
     scanned: bool
+    changes: dict[str, LiveChange]
 
 
 @dataclass(slots=True)
@@ -161,10 +171,21 @@ class Plan:
     # its deletes were found by listing a folder (a retired target, a rebuild's unlisted files),
     # not named by changes: each is kept unless it holds its object (ownership.py)
     scanned: bool = False
+    # per canonical path of `writes`, the change behind it, placed when the commit is made
+    changes: dict[str, LiveChange] = field(default_factory=dict)
     size: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.size = sum(len(content) for content, _ in self.writes.values() if content is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A change the in-place writer refused: nothing of it was written."""
+
+    path: str
+    change: LiveChange
+    refusal: IntentRefusal
 
 
 @dataclass(slots=True)
@@ -178,6 +199,16 @@ class Applied:
     swept: int = 0
     # files a sweep or scan kept because they are not the object their path names (ownership.py)
     not_ours: list[str] = field(default_factory=list)
+    # changes the in-place writer refused, and the kinds of the edits it made
+    refusals: list[Refused] = field(default_factory=list)
+    placed: list[EditKind] = field(default_factory=list)
+    # the new content of every file it changed (None: deleted), for the home index (homes.py)
+    files: dict[str, bytes | None] = field(default_factory=dict)
+
+    def changed_file(self, verb: str, path: str, data: bytes | None) -> None:
+        """Record one changed file (`verb`: create, update or delete)."""
+        self.paths.append(f"{verb} {path}")
+        self.files[path] = data
 
     @property
     def changed(self) -> bool:
@@ -194,13 +225,44 @@ def _same_sealed(existing: bytes, content: bytes) -> bool:
     return digest is not None and digest == content_digest_of(existing)
 
 
+def _apply_files(
+    tree: GitTree, writes: tuple[FileWrite, ...], store_blob: Callable[[bytes], bytes], applied: Applied
+) -> bool:
+    """Write an in-place edit's files; returns whether any changed."""
+    changed = False
+    for write in writes:
+        if write.data is None:
+            if tree.delete(write.path):
+                applied.changed_file("delete", write.path, None)
+                changed = True
+            continue
+        sha = blob_sha(write.data)
+        existing = tree.get(write.path)
+        if existing == sha:
+            continue
+        try:
+            tree.put(write.path, sha)
+        except IsADirectoryError:
+            applied.refused.append(write.path)
+            continue
+        store_blob(write.data)
+        applied.changed_file("create" if existing is None else "update", write.path, write.data)
+        changed = True
+    return changed
+
+
 def apply_plan(
     tree: GitTree,
     plan: Plan,
     store_blob: Callable[[bytes], bytes],
     read_blob: Callable[[bytes], bytes],
+    place: Placer | None = None,
 ) -> Applied:
-    """Apply a plan's writes, deletions and sweep to `tree`; only real changes are recorded."""
+    """Apply a plan's writes, deletions and sweep to `tree`; only real changes are recorded.
+
+    With `place`, each write that carries a change goes where `place` says (an edit of the
+    object's home file, a placed new file), in the plan's order; a refused change writes nothing.
+    """
     applied = Applied()
 
     def ours(path: str) -> bool:
@@ -211,13 +273,25 @@ def apply_plan(
         return False
 
     for path, (content, obj) in plan.writes.items():
+        change = plan.changes.get(path)
+        if place is not None and change is not None:
+            try:
+                placed = place(path, content, change)
+            except IntentRefusal as refusal:
+                applied.refusals.append(Refused(path, change, refusal))
+                continue
+            if placed is not None:
+                if _apply_files(tree, placed.writes, store_blob, applied):
+                    applied.objects.append(obj)
+                    applied.placed.append(placed.kind)
+                continue
         if content is None:
             if plan.scanned and not ours(path):
                 applied.retained += 1
                 continue
             if tree.delete(path):
                 applied.objects.append(obj)
-                applied.paths.append(f"delete {path}")
+                applied.changed_file("delete", path, None)
             continue
         sha = blob_sha(content)
         existing = tree.get(path)
@@ -232,14 +306,14 @@ def apply_plan(
             continue
         store_blob(content)
         applied.objects.append(obj)
-        applied.paths.append(f"{'create' if existing is None else 'update'} {path}")
+        applied.changed_file("create" if existing is None else "update", path, content)
     sweep = plan.sweep
     if sweep is not None:
         for orphan in orphans(tree, sweep):
             if sweep.prune and ours(orphan):
                 tree.delete(orphan)
                 applied.swept += 1
-                applied.paths.append(f"delete {orphan}")
+                applied.changed_file("delete", orphan, None)
             else:
                 applied.retained += 1
     return applied

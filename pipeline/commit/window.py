@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.codec.branch_work import CommitRequested, WorkAuthor
+from pipeline.commit.inplace import LiveChange
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.position import Offset
 from pipeline.config import ProviderSettings, TargetSettings
@@ -68,6 +69,8 @@ class CommitWindow:
     opened_at: float = 0.0
     touched_at: float = 0.0
     writes: dict[str, tuple[bytes | None, ChangedObject]] = field(default_factory=dict)
+    # per canonical path, the change as the in-place writer needs it (pipeline/commit/inplace.py)
+    changes: dict[str, LiveChange] = field(default_factory=dict)
     tiers: list[str] = field(default_factory=list)
     offsets: list[Offset] = field(default_factory=list)
     size: int = 0
@@ -94,12 +97,17 @@ class CommitWindow:
         author: WorkAuthor,
         at: Offset,
         observed_ms: int,
+        change: LiveChange | None = None,
     ) -> None:
-        """Record one write; a repeated path keeps its first position but takes the newest content."""
+        """Record one write; a repeated path keeps its first position but takes the newest content
+        (and its change runs from the first change's object before to the newest object)."""
         previous = self.writes.get(path)
         if previous is not None and previous[0] is not None:
             self.size -= len(previous[0])
         self.writes[path] = (content, obj)
+        earlier = self.changes.pop(path, None)
+        if change is not None:
+            self.changes[path] = earlier.then(change) if earlier is not None else change
         self.size += len(content) if content is not None else 0
         label = f"{author.tier} {author.username}".strip()
         if label not in self.tiers:

@@ -43,6 +43,7 @@ __all__ = [
     "LoadedDocument",
     "apply_changes",
     "changes",
+    "held_changes",
     "load_document",
     "plain",
     "user_changes",
@@ -94,12 +95,7 @@ def changes(before: Any, after: Any, path: Path = ()) -> Iterator[Change]:
             if key not in after:
                 yield Change(ChangeKind.DELETE, (*path, key))
         return
-    if (
-        isinstance(before, list)
-        and isinstance(after, list)
-        and len(before) == len(after)
-        and before != after
-    ):
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after) and before != after:
         for index, (old, new) in enumerate(zip(before, after, strict=True)):
             yield from changes(old, new, (*path, index))
         return
@@ -116,6 +112,31 @@ SERVER_FIELDS = frozenset(
 def user_changes(before: Any, after: Any) -> list[Change]:
     """`changes(before, after)` without the fields the apiserver moves on its own."""
     return [c for c in changes(before, after) if c.path[:2] not in SERVER_FIELDS]
+
+
+def _holds(value: Any, path: Path) -> bool:
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(value, list) or key >= len(value):
+                return False
+        elif not isinstance(value, Mapping) or key not in value:
+            return False
+        value = value[key]
+    return True
+
+
+def held_changes(held: Any, after: Any) -> list[Change]:
+    """The edits for a live object whose version before the change is not known (a first change
+    after a restart, or a create of an object a file already holds): only values the document
+    already holds are updated. Fields it leaves out stay out (a default the apiserver filled in, a
+    label a kustomization adds), nothing is removed (a key the live object lacks may be one the
+    render removes), and the namespace is never written (the home was found by it, and a
+    kustomization may be what sets it)."""
+    return [
+        c
+        for c in user_changes(held, after)
+        if c.kind is ChangeKind.SET and _holds(held, c.path) and c.path != ("metadata", "namespace")
+    ]
 
 
 @dataclass(slots=True)
@@ -173,7 +194,9 @@ def load_document(text: str, where: str = "<document>") -> LoadedDocument:
         data = _round_trip_yaml(_INDENT_STYLES[0]).load(io.StringIO(text))
     except DuplicateKeyError as exc:
         raise IntentRefusal(RefusalReason.DUPLICATE_KEY, f"{where}: {_first_line(exc)}") from None
-    except YAMLError as exc:
+    except (YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: a scalar its tag cannot hold (`2024-02-30`, `!!int x`); RecursionError:
+        # collections nested a few hundred deep, which the pure-Python loader walks recursively
         raise IntentRefusal(RefusalReason.INVALID_YAML, f"{where}: {_first_line(exc)}") from None
     if not isinstance(data, CommentedMap):
         raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{where}: the document is not a mapping")

@@ -28,6 +28,7 @@ from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
 from pipeline.intent.kustomization import Kustomization, is_kustomization_file, parse_kustomization
 
 __all__ = [
+    "FolderIndex",
     "Home",
     "HomeIndex",
     "NamespaceSource",
@@ -84,14 +85,23 @@ class HomeIndex:
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
+    # (group, namespace, name) -> the kinds indexed under it: a delete carries no object, so the
+    # worker finds its kind here
+    kinds: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
+
+    def candidates(self, key: ObjectKey) -> list[Home]:
+        """Every document that claims `key` (a document without a namespace claims it when no
+        document with one does)."""
+        homes = self.homes.get(key)
+        if not homes and key.namespace:
+            homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
+        return homes or []
 
     def home_of(self, key: ObjectKey) -> Home | None:
         """The one home of `key`; raises IntentRefusal when two documents claim it or it may not be
         edited. A document without a namespace is the home of a namespaced object when nothing
         else claims it (the namespace then comes from whatever applies the folder)."""
-        homes = self.homes.get(key)
-        if not homes and key.namespace:
-            homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
+        homes = self.candidates(key)
         if not homes:
             return None
         if len(homes) > 1:
@@ -104,6 +114,24 @@ class HomeIndex:
 
     def files(self) -> frozenset[str]:
         return frozenset(h.path for homes in self.homes.values() for h in homes)
+
+    def add(self, key: ObjectKey, home: Home) -> None:
+        self.homes.setdefault(key, []).append(home)
+        self.kinds.setdefault((key.group, key.namespace, key.name), set()).add(key.kind)
+
+    def drop(self, key: ObjectKey, path: str) -> None:
+        """Forget the documents of `path` that claim `key`."""
+        kept = [h for h in self.homes.get(key, []) if h.path != path]
+        if kept:
+            self.homes[key] = kept
+            return
+        self.homes.pop(key, None)
+        named = (key.group, key.namespace, key.name)
+        kinds = self.kinds.get(named)
+        if kinds is not None:
+            kinds.discard(key.kind)
+            if not kinds:
+                del self.kinds[named]
 
 
 def _describe(key: ObjectKey) -> str:
@@ -131,9 +159,7 @@ def _namespaces(
 ) -> tuple[dict[str, set[str]], dict[str, IntentRefusal]]:
     """For every file a kustomization reaches: the namespaces it renders with (one per render root
     that reaches it, "" where none sets one), and the refusal of an unmodelled kustomization on the way."""
-    referenced = {
-        entry for k in kustomizations.values() for entry in k.resources if entry in kustomizations
-    }
+    referenced = {entry for k in kustomizations.values() for entry in k.resources if entry in kustomizations}
     roots = [d for d in kustomizations if d not in referenced]
     reached: dict[str, set[str]] = {}
     blocked: dict[str, IntentRefusal] = {}
@@ -164,47 +190,40 @@ def _blocked_by(path: str, blocked: Mapping[str, IntentRefusal]) -> IntentRefusa
     return None
 
 
-def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:
-    """The homes of the objects in `files` (repository path to content) under `target_path`."""
-    prefix = f"{target_path.rstrip('/')}/" if target_path else ""
-    inside = {p: d for p, d in files.items() if p.startswith(prefix)}
-    index = HomeIndex()
-    for path, data in sorted(inside.items()):
-        if is_kustomization_file(path):
-            try:
-                index.kustomizations[posixpath.dirname(path)] = parse_kustomization(path, data)
-            except IntentRefusal as unmodelled:
-                index.refused_kustomizations[path] = unmodelled
-    reached, blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
-    for path, data in sorted(inside.items()):
-        if not path.endswith(_YAML_SUFFIXES) or is_kustomization_file(path):
-            continue
-        owner = owner_of(path, data)
-        refusal = (
-            IntentRefusal(RefusalReason.OWNED_ELSEWHERE, owner) if owner else _blocked_by(path, blocked)
-        )
-        namespaces = reached.get(path, set())
-        if refusal is None and len(namespaces) > 1:
-            refusal = IntentRefusal(
-                RefusalReason.SHARED_BASE, f"{path} is a base that {len(namespaces)} render roots share"
-            )
-        _index_file(index, path, data, namespaces, refusal)
-    return index
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One document of a file that names an object, with the namespace it writes itself."""
+
+    document: int
+    group: str
+    kind: str
+    namespace: str
+    name: str
 
 
-def _index_file(
-    index: HomeIndex, path: str, data: bytes, namespaces: set[str], refusal: IntentRefusal | None
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """What one file holds, parsed once per content: its object documents, how many documents it
+    has, who owns it, or why it could not be read."""
+
+    entries: tuple[_Entry, ...] = ()
+    documents: int = 0
+    owner: str | None = None
+    unreadable: IntentRefusal | None = None
+
+
+def _parse(path: str, data: bytes) -> _Parsed:
+    owner = owner_of(path, data)
     try:
         documents = split_file(data, path).documents
         loaded = [yaml.load(d.text, Loader=_LOADER) for d in documents]
     except IntentRefusal as unreadable:
-        index.unreadable.append(Unreadable(path, unreadable))
-        return
-    except yaml.YAMLError as exc:
-        detail = f"{path}: {str(exc).splitlines()[0]}"
-        index.unreadable.append(Unreadable(path, IntentRefusal(RefusalReason.INVALID_YAML, detail)))
-        return
+        return _Parsed(owner=owner, unreadable=unreadable)
+    except (yaml.YAMLError, ValueError) as exc:
+        # ValueError: a scalar its tag cannot hold (`2024-02-30`, `!!int x`)
+        detail = f"{path}: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+        return _Parsed(owner=owner, unreadable=IntentRefusal(RefusalReason.INVALID_YAML, detail))
+    entries = []
     for document, value in zip(documents, loaded, strict=True):
         if not isinstance(value, Mapping):
             continue
@@ -216,13 +235,136 @@ def _index_file(
         if not isinstance(name, str):
             continue
         own = metadata.get("namespace")
-        own_namespace = own if isinstance(own, str) else ""
-        rendered = {n or own_namespace for n in namespaces} or {own_namespace}
-        for namespace in sorted(rendered):
-            source = (
-                NamespaceSource.KUSTOMIZATION
-                if namespace and namespace != own_namespace
-                else NamespaceSource.DOCUMENT if namespace else NamespaceSource.NONE
+        entries.append(
+            _Entry(document.index, _group(api_version), kind, own if isinstance(own, str) else "", name)
+        )
+    written = sum(not d.is_empty for d in documents)
+    return _Parsed(tuple(entries), written, owner)
+
+
+class FolderIndex:
+    """The homes of one target folder, kept current file by file.
+
+    The commit worker builds it once from the branch's tree and then hands it each file it (or a
+    rebase) changed: a changed file is parsed alone; a changed kustomization re-derives which files
+    it reaches and with which namespace from the files already parsed, without reading them again.
+    `files` holds the content of every YAML file under the folder, which the planner edits.
+    """
+
+    __slots__ = ("_blocked", "_keys", "_parsed", "_prefix", "_reached", "files", "index")
+
+    def __init__(self, target_path: str = "") -> None:
+        self._prefix = f"{target_path.rstrip('/')}/" if target_path else ""
+        self.files: dict[str, bytes] = {}
+        self.index = HomeIndex()
+        self._parsed: dict[str, _Parsed] = {}
+        # the object keys each file's documents were indexed under
+        self._keys: dict[str, list[ObjectKey]] = {}
+        self._reached: dict[str, set[str]] = {}
+        self._blocked: dict[str, IntentRefusal] = {}
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` is a file this index reads: YAML or a kustomization under the folder."""
+        return path.startswith(self._prefix) and (
+            path.endswith(_YAML_SUFFIXES) or is_kustomization_file(path)
+        )
+
+    def load(self, files: Mapping[str, bytes]) -> None:
+        """Index `files` (repository path to content); paths this index does not cover are ignored."""
+        self.files = {p: d for p, d in files.items() if self.covers(p)}
+        self._parsed = {}
+        self.index.kustomizations.clear()
+        self.index.refused_kustomizations.clear()
+        for path, data in sorted(self.files.items()):
+            if is_kustomization_file(path):
+                self._read_kustomization(path, data)
+            else:
+                self._parsed[path] = _parse(path, data)
+        self._assemble()
+
+    def update(self, path: str, data: bytes | None) -> None:
+        """`path` now holds `data` (None: it is gone)."""
+        if not self.covers(path) or self.files.get(path) == data:
+            return
+        if data is None:
+            del self.files[path]
+        else:
+            self.files[path] = data
+        if is_kustomization_file(path):
+            self.index.kustomizations.pop(posixpath.dirname(path), None)
+            self.index.refused_kustomizations.pop(path, None)
+            if data is not None:
+                self._read_kustomization(path, data)
+            self._assemble()
+            return
+        self._unindex(path)
+        if data is None:
+            self._parsed.pop(path, None)
+            return
+        self._parsed[path] = _parse(path, data)
+        self._index(path)
+
+    def documents(self, path: str) -> int:
+        """How many documents with content the file at `path` holds (0 when it is not indexed)."""
+        parsed = self._parsed.get(path)
+        return parsed.documents if parsed is not None else 0
+
+    def _read_kustomization(self, path: str, data: bytes) -> None:
+        try:
+            self.index.kustomizations[posixpath.dirname(path)] = parse_kustomization(path, data)
+        except IntentRefusal as unmodelled:
+            self.index.refused_kustomizations[path] = unmodelled
+
+    def _assemble(self) -> None:
+        """Every file's homes again, from the parsed files and the current kustomizations."""
+        index = self.index
+        index.homes.clear()
+        index.kinds.clear()
+        index.unreadable.clear()
+        self._keys.clear()
+        self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
+        for path in sorted(self._parsed):
+            self._index(path)
+
+    def _unindex(self, path: str) -> None:
+        for key in self._keys.pop(path, []):
+            self.index.drop(key, path)
+        if any(u.path == path for u in self.index.unreadable):
+            self.index.unreadable = [u for u in self.index.unreadable if u.path != path]
+
+    def _index(self, path: str) -> None:
+        parsed = self._parsed[path]
+        if parsed.unreadable is not None:
+            self.index.unreadable.append(Unreadable(path, parsed.unreadable))
+            return
+        namespaces = self._reached.get(path, set())
+        refusal = (
+            IntentRefusal(RefusalReason.OWNED_ELSEWHERE, parsed.owner)
+            if parsed.owner
+            else _blocked_by(path, self._blocked)
+        )
+        if refusal is None and len(namespaces) > 1:
+            refusal = IntentRefusal(
+                RefusalReason.SHARED_BASE, f"{path} is a base that {len(namespaces)} render roots share"
             )
-            key = ObjectKey(_group(api_version), kind, namespace, name)
-            index.homes.setdefault(key, []).append(Home(path, document.index, source, refusal))
+        keys = self._keys.setdefault(path, [])
+        for entry in parsed.entries:
+            rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
+            for namespace in sorted(rendered):
+                source = (
+                    NamespaceSource.KUSTOMIZATION
+                    if namespace and namespace != entry.namespace
+                    else NamespaceSource.DOCUMENT
+                    if namespace
+                    else NamespaceSource.NONE
+                )
+                key = ObjectKey(entry.group, entry.kind, namespace, entry.name)
+                self.index.add(key, Home(path, entry.document, source, refusal))
+                keys.append(key)
+
+
+def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:
+    """The homes of the objects in `files` (repository path to content) under `target_path`."""
+    folder = FolderIndex(target_path)
+    folder.load(files)
+    return folder.index

@@ -188,8 +188,10 @@ def parse_kustomization(path: str, data: bytes) -> Kustomization:
     """The kustomization at repository path `path`; raises IntentRefusal naming what is not modelled."""
     try:
         loaded = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise IntentRefusal(RefusalReason.INVALID_YAML, f"{path}: {str(exc).splitlines()[0]}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: not UTF-8, or `2024-02-30`
+        raise IntentRefusal(
+            RefusalReason.INVALID_YAML, f"{path}: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+        ) from None
     if not isinstance(loaded, Mapping):
         raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{path}: a kustomization is a mapping")
     for field, why in UNSUPPORTED_FIELDS.items():

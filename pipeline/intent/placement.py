@@ -5,8 +5,10 @@ where it is. The order, as gitops-reverser resolves it:
 
 1. `byType["{group}/{version}/{resource}"]` (core types without the group: `v1/configmaps`);
 2. `default`;
-3. the folder's single kustomization that the pipeline models, if there is exactly one: beside it,
-   as `{kind}-{name}.yaml` in lower case, so kustomize renders the new file;
+3. the folder's single kustomization that the pipeline models, if there is exactly one and it
+   renders the object in its own namespace (it sets none, or the object's): beside it, as
+   `{kind}-{name}.yaml` in lower case, so kustomize renders the new file (an object of another
+   namespace placed there would be rendered into the kustomization's);
 4. otherwise nothing here: the caller writes today's canonical path.
 
 A template is a path with brace variables, never a program. It names its own extension, stays
@@ -204,9 +206,12 @@ class Placement:
         if self.default is not None:
             return prefix + self._checked(self.default, obj, fixed_type=False), PlacementSource.DEFAULT
         if len(index.kustomizations) == 1 and not index.refused_kustomizations:
-            directory = next(iter(index.kustomizations.values())).directory
+            root = next(iter(index.kustomizations.values()))
+            if root.namespace not in ("", obj.namespace):
+                return None
             name = f"{obj.kind.lower()}-{obj.name}.yaml"
-            return posixpath.join(directory, name) if directory else name, PlacementSource.KUSTOMIZE_ROOT
+            path = posixpath.join(root.directory, name) if root.directory else name
+            return path, PlacementSource.KUSTOMIZE_ROOT
         return None
 
     def _checked(self, template: Template, obj: PlacedObject, *, fixed_type: bool) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
-from pipeline.intent.edit import ChangeKind, apply_changes, load_document, plain, user_changes
+from pipeline.intent.edit import ChangeKind, apply_changes, held_changes, load_document, plain, user_changes
 from pipeline.intent.homes import HomeIndex, ObjectKey
 from pipeline.intent.kustomization import Kustomization
 
@@ -220,8 +220,10 @@ def _resources_edit(
 def plan_change(
     index: HomeIndex, files: Mapping[str, bytes], key: ObjectKey, live: tuple[Any, Any]
 ) -> IntentPlan | None:
-    """The writes for a live change (`live`: the object before and after, None for absent), or None
-    when the object has no home. Raises IntentRefusal for a change that cannot be written safely."""
+    """The writes for a live change (`live`: the object before and after, None for absent or not
+    known), or None when the object has no home. Without the object before, only the values the
+    home document already holds are updated (`held_changes`). Raises IntentRefusal for a change
+    that cannot be written safely."""
     try:
         home = index.home_of(key)
     except IntentRefusal as refusal:
@@ -245,7 +247,11 @@ def plan_change(
         write = FileWrite(home.path, file.encode(remaining))
         return IntentPlan(EditKind.REMOVED_DOCUMENT, home.path, (write,))
     document = load_document(file.documents[home.document].text, home.path)
-    edits = user_changes(live_before if live_before is not None else plain(document.data), live_after)
+    edits = (
+        user_changes(live_before, live_after)
+        if live_before is not None
+        else held_changes(plain(document.data), live_after)
+    )
     text = file.replaced(home.document, apply_changes(document, edits))
     return IntentPlan(EditKind.IN_PLACE, home.path, (FileWrite(home.path, file.encode(text)),))
 

@@ -157,6 +157,8 @@ def test_a_document_edited_inside_a_file_leaves_the_other_documents_byte_for_byt
         ("a: 1\na: 2\n", RefusalReason.DUPLICATE_KEY),
         ("a:\n\t- b\n", RefusalReason.INVALID_YAML),
         ("a: [1, 2\n", RefusalReason.INVALID_YAML),
+        ("day: 2024-02-30\n", RefusalReason.INVALID_YAML),
+        ("a: " + "[" * 400 + "]" * 400 + "\n", RefusalReason.INVALID_YAML),
         ("- a\n- b\n", RefusalReason.NOT_A_MAPPING),
         ("plain scalar\n", RefusalReason.NOT_A_MAPPING),
         ("a:\n     b: 1\n     c:\n       - d\n", RefusalReason.NOT_ROUND_TRIP),

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason
-from pipeline.intent.homes import Home, NamespaceSource, ObjectKey, build_index, owner_of
+from pipeline.intent.homes import (
+    FolderIndex,
+    Home,
+    HomeIndex,
+    NamespaceSource,
+    ObjectKey,
+    build_index,
+    owner_of,
+)
 from pipeline.intent.kustomization import parse_kustomization
 
 
@@ -121,11 +131,20 @@ def test_unreadable_files_are_recorded_not_indexed_and_other_targets_files_are_n
     files = {
         "mine/broken.yaml": b"a: [1, 2\n",
         "mine/latin1.yaml": b"name: caf\xe9\n",
+        "mine/no-such-day.yaml": b"day: 2024-02-30\n",
+        "mine/bad-int.yaml": b"count: !!int many\n",
+        "mine/kustomization.yaml": b"buildMetadata: 2024-02-30\n",
         "mine/ok.yaml": configmap("ok", "n").encode(),
         "theirs/ok.yaml": configmap("theirs", "n").encode(),
     }
     index = build_index(files, "mine")
-    assert sorted(u.path for u in index.unreadable) == ["mine/broken.yaml", "mine/latin1.yaml"]
+    assert sorted(u.path for u in index.unreadable) == [
+        "mine/bad-int.yaml",
+        "mine/broken.yaml",
+        "mine/latin1.yaml",
+        "mine/no-such-day.yaml",
+    ]
+    assert index.refused_kustomizations["mine/kustomization.yaml"].reason is RefusalReason.INVALID_YAML
     assert index.files() == {"mine/ok.yaml"}
 
 
@@ -165,3 +184,71 @@ def test_the_modelled_kustomization_fields_are_read() -> None:
     assert parsed.resources == ("apps/base/web",)
     assert [(i.name, i.new_tag) for i in parsed.images] == [("nginx", "1.27")]
     assert [(r.name, r.count) for r in parsed.replicas] == [("web", 3)]
+
+
+def _homes(index: HomeIndex) -> dict[ObjectKey, list[tuple[str, int, str, str]]]:
+    """An index's homes with each key's list in one order (an update appends, a build sorts), and
+    a refusal by what it says (two refusals are two exceptions)."""
+    return {
+        key: sorted((h.path, h.document, h.namespace_source, str(h.blocked or "")) for h in homes)
+        for key, homes in index.homes.items()
+    }
+
+
+def _same(updated: HomeIndex, built: HomeIndex) -> None:
+    assert _homes(updated) == _homes(built)
+    assert updated.kinds == built.kinds
+    assert updated.kustomizations == built.kustomizations
+    assert updated.refused_kustomizations.keys() == built.refused_kustomizations.keys()
+    assert sorted(u.path for u in updated.unreadable) == sorted(u.path for u in built.unreadable)
+
+
+# Contents a file of the folder may take: kustomizations that reach or skip files (with namespaces,
+# refused, sharing a base), object documents, several documents, a broken file, a foreign one.
+_CONTENTS = {
+    "app/kustomization.yaml": [
+        b"namespace: shop\nresources:\n  - web.yaml\n",
+        b"resources:\n  - web.yaml\n  - ../base\n",
+        b"namePrefix: x-\nresources:\n  - web.yaml\n",
+    ],
+    "other/kustomization.yaml": [b"namespace: other\nresources:\n  - ../base\n"],
+    "base/kustomization.yaml": [b"resources:\n  - config.yaml\n"],
+    "app/web.yaml": [DEPLOYMENT.encode(), f"{configmap('a')}---\n{configmap('b', 'n')}".encode()],
+    "base/config.yaml": [configmap("c").encode(), b"a: [1\n", f"# generated\n{configmap('c')}".encode()],
+    "loose.yaml": [configmap("a", "n").encode(), DEPLOYMENT.encode()],
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(_CONTENTS)), st.integers(min_value=-1, max_value=2)),
+        max_size=12,
+    )
+)
+def test_an_index_updated_file_by_file_equals_one_built_from_the_final_files(
+    steps: list[tuple[str, int]],
+) -> None:
+    """What the commit worker relies on to avoid reading the folder again after every commit."""
+    folder = FolderIndex()
+    files: dict[str, bytes] = {}
+    for path, choice in steps:
+        options = _CONTENTS[path]
+        data = None if choice < 0 else options[choice % len(options)]
+        folder.update(path, data)
+        if data is None:
+            files.pop(path, None)
+        else:
+            files[path] = data
+        _same(folder.index, build_index(files))
+    assert folder.files == files
+
+
+def test_an_index_ignores_files_outside_its_folder_and_counts_documents() -> None:
+    folder = FolderIndex("mine")
+    folder.load({"mine/two.yaml": f"{configmap('a')}---\n{configmap('b')}".encode(), "x/y.yaml": b"a: 1\n"})
+    folder.update("theirs/ok.yaml", configmap("theirs", "n").encode())
+    folder.update("mine/notes.txt", b"not yaml")
+    assert set(folder.files) == {"mine/two.yaml"}
+    assert folder.documents("mine/two.yaml") == 2
+    assert folder.index.kinds == {("", "", "a"): {"ConfigMap"}, ("", "", "b"): {"ConfigMap"}}

@@ -83,6 +83,17 @@ def test_by_type_wins_then_default_then_the_single_kustomization_then_canonical(
     assert unset.resolve(CONFIGMAP, EMPTY, "") is None
 
 
+def test_the_single_kustomization_takes_only_objects_it_renders_in_their_own_namespace() -> None:
+    unset = compile_placement({}, None)
+    own = build_index({"apps/kustomization.yaml": b"namespace: shop\nresources: []\n"}, "apps")
+    assert unset.resolve(CONFIGMAP, own, "apps") == (
+        "apps/configmap-web.yaml",
+        PlacementSource.KUSTOMIZE_ROOT,
+    )
+    other = build_index({"apps/kustomization.yaml": b"namespace: billing\nresources: []\n"}, "apps")
+    assert unset.resolve(CONFIGMAP, other, "apps") is None, "kustomize would render it into billing"
+
+
 def test_a_bundling_default_is_refused_unless_secrets_have_their_own_route() -> None:
     with pytest.raises(PlacementError, match="add a byType entry for v1/secrets"):
         compile_placement({}, "all.yaml")

@@ -211,6 +211,17 @@ def test_in_a_multi_document_file_only_the_changed_document_moves() -> None:
     assert apply(files, removed)["team/all.yaml"] == MULTI.split("---\n")[0].encode()
 
 
+def test_without_the_object_before_only_values_the_document_holds_are_updated() -> None:
+    """A first change after a cold start: the apiserver's defaults, a label a kustomization adds
+    and keys the live object lacks are not taken for changes."""
+    files = {"team/all.yaml": MULTI.encode()}
+    live = configmap("b", "other", {"y": "3", "z": "new"})
+    live["metadata"]["labels"] = {"added-by": "kustomize"}
+    plan = plan_change(build_index(files), files, ObjectKey("", "ConfigMap", "team", "b"), (None, live))
+    assert plan is not None
+    assert apply(files, plan)["team/all.yaml"] == MULTI.replace('y: "2"', 'y: "3"').encode()
+
+
 def test_an_object_without_a_home_has_no_plan() -> None:
     files = {"team/all.yaml": MULTI.encode()}
     assert plan_change(build_index(files), files, ObjectKey("", "ConfigMap", "team", "c"), (None, {})) is None

@@ -7,14 +7,18 @@ commit writes one blob, a handful of small trees and one commit object.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from git.objects.fun import tree_entries_from_data
 
 from pipeline.commit.git.objstore import ObjectStore
 
-__all__ = ["BLOB_MODE", "TREE_MODE", "GitTree"]
+__all__ = ["BLOB_MODE", "TREE_MODE", "GitTree", "changed_files"]
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
+# regular files (plain and executable); symlinks and submodules are not files anyone edits here
+_FILE_MODES = frozenset({BLOB_MODE, 0o100755})
 
 
 class _Dir:
@@ -172,3 +176,49 @@ def _serialise(entries: dict[str, tuple[int, bytes]]) -> bytes:
         b"%o %s\x00%s" % (mode, name.encode("utf-8"), sha)
         for name, (mode, sha) in sorted(entries.items(), key=_order)
     )
+
+
+def _entries(store: ObjectStore, sha: bytes | None) -> dict[str, tuple[int, bytes]]:
+    if sha is None:
+        return {}
+    return {name: (mode, entry) for entry, mode, name in tree_entries_from_data(store.read(sha))}
+
+
+def _subtree(store: ObjectStore, root: bytes | None, folder: str) -> bytes | None:
+    """The tree at `folder` below `root` ("" = the root), or None when there is none."""
+    sha = root
+    for part in folder.split("/") if folder else ():
+        entry = _entries(store, sha).get(part)
+        if entry is None or entry[0] != TREE_MODE:
+            return None
+        sha = entry[1]
+    return sha
+
+
+def changed_files(
+    store: ObjectStore, old_root: bytes | None, new_root: bytes | None, folder: str
+) -> Iterator[tuple[str, bytes | None]]:
+    """The regular files under `folder` that differ between two root trees, as (path, blob id in
+    the new tree, None where the file is gone). Subtrees with the same id are not read, so after
+    a commit or a rebase only the folders on the changed paths are."""
+
+    def walk(prefix: str, old: bytes | None, new: bytes | None) -> Iterator[tuple[str, bytes | None]]:
+        if old == new:
+            return
+        before, after = _entries(store, old), _entries(store, new)
+        for name in sorted(before.keys() | after.keys()):
+            was, now = before.get(name), after.get(name)
+            if was == now:
+                continue
+            path = f"{prefix}{name}"
+            old_tree = was[1] if was is not None and was[0] == TREE_MODE else None
+            new_tree = now[1] if now is not None and now[0] == TREE_MODE else None
+            if old_tree is not None or new_tree is not None:
+                yield from walk(f"{path}/", old_tree, new_tree)
+            old_file = was is not None and was[0] in _FILE_MODES
+            new_file = now[1] if now is not None and now[0] in _FILE_MODES else None
+            if new_file is not None or old_file:
+                yield path, new_file
+
+    start = f"{folder}/" if folder else ""
+    yield from walk(start, _subtree(store, old_root, folder), _subtree(store, new_root, folder))

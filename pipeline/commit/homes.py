@@ -1,0 +1,69 @@
+"""The home index of each target folder on a branch, built from its tree and kept current.
+
+Before it writes an object, the commit worker asks where the object already lives in its target's
+folder (`pipeline.intent.homes`). Reading and parsing every YAML file of the folder for each change
+would cost a second per change in a 5,000-file repository, so the index is built once, when the
+branch is based on a tip (a sync or a rebase onto a moved remote), and then updated with the files
+that changed: after a rebase the two root trees are compared (subtrees with the same id are not even
+read) and only the files that differ are read and parsed again; after the worker's own commit the
+files it wrote are parsed from the content in hand. Its in-place placements update the index as
+they are planned, so the next object of the same commit sees the file as it will be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pipeline.commit.git.objstore import ObjectStore
+from pipeline.commit.git.tree import changed_files
+from pipeline.intent.homes import FolderIndex
+
+__all__ = ["BranchHomes"]
+
+
+class BranchHomes:
+    """One `FolderIndex` per target folder of the branch, all describing the tree `root`."""
+
+    __slots__ = ("_folders", "root")
+
+    def __init__(self) -> None:
+        self._folders: dict[str, FolderIndex] = {}
+        # the root tree id the indexes describe (None: the empty tree)
+        self.root: bytes | None = None
+
+    def folder(self, target_path: str) -> FolderIndex | None:
+        """The index of a target folder (normalised, "" for the repository root), if it is tracked."""
+        return self._folders.get(target_path)
+
+    def refresh(self, store: ObjectStore, root: bytes | None, folders: Iterable[str]) -> None:
+        """Describe the tree `root` for exactly `folders`: a folder tracked before is updated with
+        the files that differ from the previous root, a new one is read whole, a dropped one is
+        forgotten."""
+        wanted = set(folders)
+        for gone in set(self._folders) - wanted:
+            del self._folders[gone]
+        for path in sorted(wanted):
+            folder = self._folders.get(path)
+            if folder is None:
+                folder = self._folders[path] = FolderIndex(path)
+                changed = changed_files(store, None, root, path)
+                folder.load(
+                    {p: store.read(sha) for p, sha in changed if sha is not None and folder.covers(p)}
+                )
+                continue
+            for changed_path, sha in changed_files(store, self.root, root, path):
+                if folder.covers(changed_path):
+                    folder.update(changed_path, None if sha is None else store.read(sha))
+        self.root = root
+
+    def update(self, path: str, data: bytes | None) -> None:
+        """`path` holds `data` now (None: deleted), in whichever folder holds it."""
+        for folder in self._folders.values():
+            folder.update(path, data)
+
+    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> None:
+        """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
+        from the content in hand, without comparing trees or reading blobs."""
+        for path, data in files.items():
+            self.update(path, data)
+        self.root = root

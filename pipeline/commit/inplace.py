@@ -1,0 +1,169 @@
+"""Where a live change lands in a target folder people already keep: its home, a placement, or the
+canonical path (docs/intent.md).
+
+The decider records each change as a `LiveChange` (the object before and after, and the records it
+came from) next to today's canonical write. Where it goes is decided when the commit is made, on
+the tree the commit lands on, by `place`: an object whose home is a document somewhere else in the
+folder is edited there (`pipeline.intent.plan`); an object whose home is its own canonical file, the
+only document in it, is written there as today, byte for byte; an object without a home goes where
+the placement rules put it, else to the canonical path. Deciding at commit time, rather than
+when the change arrives, means a commit replayed onto a moved remote tip edits the file as the
+remote has it, and two changes to one multi-document file in one window see each other.
+
+Everything here is pure: the worker hands in the folder's index and files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pipeline.codec.branch_work import WorkItem
+from pipeline.intent.homes import FolderIndex
+from pipeline.intent.homes import ObjectKey as HomeKey
+from pipeline.intent.placement import PlacedObject, Placement
+from pipeline.intent.plan import EditKind, IntentPlan, plan_change, plan_new_file
+
+__all__ = [
+    "Homes",
+    "LastSeen",
+    "LiveChange",
+    "guess_resource",
+    "indexed",
+    "kind_of",
+    "live_object",
+    "place",
+    "remembered",
+]
+
+_PLACEMENT = Placement({}, None)
+"""New objects go beside the folder's single kustomization, if it has exactly one that renders them
+in their own namespace, else to the canonical path. A target's own `placement` templates
+(gitops-reverser's `byType`/`default`) have no setting here yet (docs/intent.md, "Status")."""
+
+
+class Homes(Protocol):
+    """The branch's home indexes, one per target folder (`pipeline.commit.homes.BranchHomes`)."""
+
+    def folder(self, target_path: str) -> FolderIndex | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LiveChange:
+    """One object's change, kept with its window until the commit (and any replay of it).
+
+    `before` is the live object before the window's first change of it (None: it did not exist, or
+    the worker does not know it); `after` the object after its last (None: deleted). `items` are
+    the records it came from, parked together when the change is refused; a snapshot's object has
+    none and is `listed`: a user's document of it is left as it is.
+    """
+
+    folder: str
+    key: HomeKey
+    placed: PlacedObject
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+    items: tuple[WorkItem, ...] = ()
+    listed: bool = False
+
+    def then(self, later: LiveChange) -> LiveChange:
+        """This change followed by `later` in the same window: one change from this one's before
+        to the later one's after."""
+        return dataclasses.replace(later, before=self.before, items=self.items + later.items)
+
+
+def live_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as files hold it: `status` is the cluster's, never written."""
+    return {k: v for k, v in obj.items() if k != "status"}
+
+
+def guess_resource(kind: str) -> str:
+    """The resource Kubernetes guesses for a kind (`meta.UnsafeGuessKindToResource`): lower case,
+    `-s` to `-ses`, `-y` to `-ies`, else `-s`."""
+    lower = kind.lower()
+    if lower.endswith("s"):
+        return f"{lower}es"
+    if lower.endswith("y"):
+        return f"{lower[:-1]}ies"
+    return f"{lower}s" if lower else ""
+
+
+def kind_of(folder: FolderIndex, group: str, resource: str, namespace: str, name: str) -> str:
+    """The kind of the indexed object `group/resource namespace/name`, for a delete (which carries no
+    object): the one kind indexed under that name whose resource Kubernetes would guess as
+    `resource` (or spell as the kind itself, as `Endpoints`); "" when none or several match."""
+    kinds = folder.index.kinds.get((group, namespace, name), set())
+    kinds = kinds | folder.index.kinds.get((group, "", name), set())
+    found = sorted(k for k in kinds if resource in (guess_resource(k), k.lower()))
+    return found[0] if len(found) == 1 else ""
+
+
+def indexed(folder: FolderIndex, group: str, namespace: str, name: str) -> bool:
+    """Whether an object of that name may live in a file edited in place (a cheap test before an
+    object's JSON is read to find out): a document of that name is indexed, or the folder has a
+    kustomization a new object may be placed beside."""
+    kinds = folder.index.kinds
+    return (
+        bool(folder.index.kustomizations) or (group, namespace, name) in kinds or (group, "", name) in kinds
+    )
+
+
+def _own_file(folder: FolderIndex, path: str, canonical: str) -> bool:
+    """Whether `path` is the object's canonical file holding nothing else: the pipeline's own."""
+    return path == canonical and folder.documents(canonical) <= 1
+
+
+def remembered(folder: FolderIndex, key: HomeKey, canonical: str) -> bool:
+    """Whether the worker keeps the live object for the next change of it: when it lives, or may
+    come to live, in a file the pipeline edits in place rather than rewrites."""
+    homes = folder.index.candidates(key)
+    if homes:
+        return not (len(homes) == 1 and _own_file(folder, homes[0].path, canonical))
+    return bool(folder.index.kustomizations)
+
+
+def place(
+    folder: FolderIndex, canonical: str, content: bytes | None, change: LiveChange
+) -> IntentPlan | None:
+    """The writes for `change` in `folder`, or None for today's canonical write (or delete) of
+    `content` at `canonical`. Raises IntentRefusal for a change that cannot be written safely.
+
+    A snapshot's object (`listed`) whose home is elsewhere is left as its file has it (an empty
+    plan): a snapshot says what exists, not what changed, and a user's file is edited only by a
+    change.
+    """
+    homes = folder.index.candidates(change.key)
+    if len(homes) == 1 and _own_file(folder, homes[0].path, canonical):
+        return None
+    if homes:
+        if change.listed:
+            return IntentPlan(EditKind.IN_PLACE, homes[0].path, ())
+        return plan_change(folder.index, folder.files, change.key, (change.before, change.after))
+    if change.after is None or content is None:
+        return None
+    resolved = _PLACEMENT.resolve(change.placed, folder.index, change.folder)
+    if resolved is None or resolved[0] == canonical:
+        return None
+    return plan_new_file(folder.index, folder.files, resolved[0], content.decode("utf-8"))
+
+
+class LastSeen:
+    """The live object as last applied, per canonical path, for objects whose files are edited in
+    place: the next change of such an object is the difference from it (`pipeline.intent.edit`)."""
+
+    __slots__ = ("_objects",)
+
+    def __init__(self) -> None:
+        self._objects: dict[str, Mapping[str, Any]] = {}
+
+    def get(self, path: str) -> Mapping[str, Any] | None:
+        return self._objects.get(path)
+
+    def note(self, path: str, obj: Mapping[str, Any] | None) -> None:
+        """`obj` is now the object at `path` (None: gone, or not worth keeping)."""
+        if obj is None:
+            self._objects.pop(path, None)
+        else:
+            self._objects[path] = obj

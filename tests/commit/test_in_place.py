@@ -1,0 +1,371 @@
+"""Live changes written into repositories people already keep (issue 29, docs/intent.md).
+
+Each test pushes a real layout as a foreign user to a bare remote, then runs live changes through
+the `BranchWorker` and reads back the exact bytes of every file the commit touched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from pipeline.codec.branch_work import WorkItem
+from pipeline.codec.object_state import ObjectState
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.decide import SNAPSHOT_AUTHOR
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.ports import BranchPorts
+from pipeline.config import TargetSettings
+from pipeline.log.api import PendingRecord
+from tests.commit.helpers import BOB, Work, cm, files, foreign_push, git, log_lines
+from tests.commit.test_branch_worker import Harness, pushes
+
+SETTINGS_DOC = """\
+# Team A's settings, owned by the platform team
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-settings
+  namespace: team-a
+data:
+  # the log level the app starts with
+  level: info
+  region: "eu-1"
+"""
+FEATURES_DOC = """\
+# feature switches: ask before turning one on
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: features
+  namespace: team-a
+data:
+  beta: "false"
+"""
+MULTI = f"{SETTINGS_DOC}---\n{FEATURES_DOC}"
+MULTI_PATH = "live/team-a/config.yaml"
+
+
+class Parked:
+    """The dead-letter port: records the worker parks, with the error it gives."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[WorkItem, Exception]] = []
+
+    async def __call__(self, item: WorkItem, error: Exception) -> None:
+        self.items.append((item, error))
+
+
+def harness(
+    tmp_path: Path,
+    layout: dict[str, str],
+    target_path: str = "live",
+    states: list[ObjectState] | None = None,
+    emitted: list[PendingRecord] | None = None,
+) -> tuple[Harness, Parked]:
+    """A worker on a remote that already holds `layout`, pushed by somebody else; with `states`
+    (read at sync) or `emitted` (what it writes), it tracks object state."""
+    h = Harness(tmp_path, targets=[TargetSettings(name="t1", provider="git", path=target_path)])
+    for path, content in layout.items():
+        foreign_push(h.remote, tmp_path, path, content)
+    parked = Parked()
+
+    async def load_state(targets: frozenset[str]) -> list[ObjectState]:
+        return states or []
+
+    tracked = states is not None or emitted is not None
+    repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(h.remote), None)
+    ports = BranchPorts(
+        clock=h.clock,
+        wall=lambda: 1_767_000_000.0,
+        reject=parked,
+        load_state=load_state if tracked else None,
+        on_state=(emitted if emitted is not None else []).extend if tracked else None,
+    )
+    h.worker = BranchWorker(h.settings, h.provider, "main", repo, h.settled.extend, ports)
+    return h, parked
+
+
+def refusals(reason: str) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "reverser_commit_in_place_refusals_total", {"target": "t1", "reason": reason}
+        )
+        or 0.0
+    )
+
+
+def changed_paths(remote: Path) -> list[str]:
+    """The files the branch tip's commit changed."""
+    return git(remote, "show", "--name-only", "--format=", "main").split()
+
+
+async def test_a_change_edits_only_its_document_of_a_multi_document_file(tmp_path: Path) -> None:
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI})
+    w = Work()
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    assert files(h.remote)[MULTI_PATH] == MULTI.replace("level: info", "level: debug")
+    assert changed_paths(h.remote) == [MULTI_PATH], "no canonical copy is written beside the file"
+    assert git(h.remote, "diff", "--numstat", "main~1", "main").split()[:2] == ["1", "1"]
+    assert log_lines(h.remote, fmt="%an|%s")[-1] == "Alice Example|[UPDATE] v1/configmaps/app-settings"
+
+    # the next change is the difference from the object the worker now knows: a new key is added
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1", tier="gold"), rv="3"))
+    await h.settle_time()
+    assert files(h.remote)[MULTI_PATH] == MULTI.replace("level: info", "level: debug").replace(
+        '  region: "eu-1"\n', '  region: "eu-1"\n  tier: gold\n'
+    )
+    assert h.settled == [(0, 0), (0, 1)]
+
+
+async def test_a_new_owner_takes_the_change_from_the_object_as_last_committed(tmp_path: Path) -> None:
+    """After a restart the object state says what the object was, so a new key is written too (a
+    worker that knows nothing updates only the values the document already holds)."""
+    committed = ObjectState(
+        target="t1",
+        provider="git",
+        branch="main",
+        path="live",
+        cluster="default",
+        group="",
+        version="v1",
+        resource="configmaps",
+        namespace="team-a",
+        name="app-settings",
+        uid="uid-app-settings",
+        resource_version="1",
+        object_json=json.dumps(cm("app-settings", level="info", region="eu-1")).encode(),
+        sealed=False,
+        document=b"",
+        author=SNAPSHOT_AUTHOR,
+        partition=0,
+        offset=0,
+        committed_at_ms=0,
+    )
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI}, states=[committed])
+    await h.feed(Work(start=1).update(cm("app-settings", level="info", region="eu-1", tier="gold"), rv="2"))
+    await h.settle_time()
+    assert files(h.remote)[MULTI_PATH] == MULTI.replace(
+        '  region: "eu-1"\n', '  region: "eu-1"\n  tier: gold\n'
+    )
+
+    unknown, _ = harness(tmp_path / "cold", {MULTI_PATH: MULTI})
+    await unknown.feed(
+        Work(start=1).update(cm("app-settings", level="info", region="eu-1", tier="gold"), rv="2")
+    )
+    await unknown.settle_time()
+    assert files(unknown.remote)[MULTI_PATH] == MULTI, "nothing the document holds changed"
+
+
+async def test_two_documents_of_one_file_change_in_one_commit(tmp_path: Path) -> None:
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI})
+    w = Work()
+    await h.feed(
+        w.update(cm("features", beta="true"), rv="2"),
+        w.update(cm("app-settings", level="warn", region="eu-1"), rv="3"),
+    )
+    await h.settle_time()
+    assert files(h.remote)[MULTI_PATH] == MULTI.replace('beta: "false"', 'beta: "true"').replace(
+        "level: info", "level: warn"
+    )
+    assert log_lines(h.remote, fmt="%s")[-1] == "alice@example.com on t1: 2 resource(s)"
+
+
+async def test_a_delete_removes_its_document_and_keeps_the_others(tmp_path: Path) -> None:
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI})
+    w = Work()
+    await h.feed(w.delete("features", rv="2"))
+    await h.settle_time()
+    assert files(h.remote)[MULTI_PATH] == SETTINGS_DOC
+    await h.feed(w.delete("app-settings", rv="3"))
+    await h.settle_time()
+    assert MULTI_PATH not in files(h.remote), "the file goes with its last document"
+    assert log_lines(h.remote, fmt="%s")[-1] == "[DELETE] v1/configmaps/app-settings"
+
+
+async def test_a_commit_replayed_onto_a_moved_tip_edits_the_file_as_the_remote_has_it(tmp_path: Path) -> None:
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI})
+    w = Work()
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    human = files(h.remote)[MULTI_PATH].replace('beta: "false"', 'beta: "true"  # on for the demo')
+    foreign_push(h.remote, tmp_path, MULTI_PATH, human)
+    rejected = pushes("rejected")
+    await h.feed(w.update(cm("app-settings", level="trace", region="eu-1"), BOB, rv="3"))
+    await h.settle_time()
+    assert pushes("rejected") == rejected + 1
+    assert files(h.remote)[MULTI_PATH] == human.replace("level: debug", "level: trace")
+    assert h.settled == [(0, 0), (0, 1)]
+
+
+SHOP_KUSTOMIZATION = """\
+# the shop, as Flux applies it
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: team-a
+resources:
+  - settings.yaml  # app settings
+"""
+SHOP_SETTINGS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shop-settings
+data:
+  currency: EUR  # billing needs EUR
+  theme: dark
+"""
+
+
+async def test_a_kustomize_folder_is_edited_in_place_and_new_objects_are_registered(tmp_path: Path) -> None:
+    layout = {"shop/kustomization.yaml": SHOP_KUSTOMIZATION, "shop/settings.yaml": SHOP_SETTINGS}
+    h, _ = harness(tmp_path, layout, target_path="shop")
+    w = Work(path="shop")
+    await h.feed(w.update(cm("shop-settings", currency="EUR", theme="light"), rv="2"))
+    await h.settle_time()
+    tree = files(h.remote)
+    assert tree["shop/settings.yaml"] == SHOP_SETTINGS.replace("theme: dark", "theme: light")
+    assert sorted(tree) == sorted(layout), "the namespace comes from the kustomization: no copy"
+
+    await h.feed(w.create(cm("promotions", banner="spring"), rv="3"))
+    await h.settle_time()
+    tree = files(h.remote)
+    assert tree["shop/configmap-promotions.yaml"] == (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: promotions\n  namespace: team-a\n"
+        "data:\n  banner: spring\n"
+    )
+    assert tree["shop/kustomization.yaml"] == SHOP_KUSTOMIZATION + "  - configmap-promotions.yaml\n"
+    assert changed_paths(h.remote) == ["shop/configmap-promotions.yaml", "shop/kustomization.yaml"]
+    assert log_lines(h.remote, fmt="%s")[-1] == "[CREATE] v1/configmaps/promotions"
+
+    await h.feed(w.delete("promotions", rv="4"))
+    await h.settle_time()
+    assert files(h.remote) == {**layout, "shop/settings.yaml": tree["shop/settings.yaml"]}
+
+
+BASE_DEPLOYMENT = """\
+# podinfo, as the platform team ships it
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.25
+"""
+OVERLAY = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {namespace}
+resources:
+  - ../../base
+"""
+FLUX_MONOREPO = {
+    "apps/base/kustomization.yaml": "resources:\n  - deployment.yaml\n",
+    "apps/base/deployment.yaml": BASE_DEPLOYMENT,
+    "apps/overlays/staging/kustomization.yaml": OVERLAY.format(namespace="staging"),
+    "apps/overlays/prod/kustomization.yaml": OVERLAY.format(namespace="prod"),
+}
+
+
+def web(namespace: str, image: str = "nginx:1.25", **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+        },
+    }
+
+
+async def test_a_shared_base_is_changed_through_the_overlay_or_not_at_all(tmp_path: Path) -> None:
+    h, parked = harness(tmp_path, FLUX_MONOREPO, target_path="apps")
+    w = Work(path="apps")
+    deployments = {"group": "apps", "resource": "deployments", "scope": "prod"}
+    await h.feed(*w.snapshot(1, [web("prod")], rv="10", **deployments))
+    assert files(h.remote) == FLUX_MONOREPO, "a snapshot leaves a user's files as they are"
+
+    await h.feed(w.update(web("prod", "nginx:1.26"), rv="11", **deployments))
+    await h.settle_time()
+    tree = files(h.remote)
+    assert tree["apps/overlays/prod/kustomization.yaml"] == OVERLAY.format(namespace="prod") + (
+        "images:\n  - name: nginx\n    newTag: '1.26'\n"
+    )
+    assert changed_paths(h.remote) == ["apps/overlays/prod/kustomization.yaml"]
+
+    before = refusals("SharedBase")
+    tip = git(h.remote, "rev-parse", "main")
+    await h.feed(w.update(web("prod", "nginx:1.26", tier="gold"), rv="12", **deployments))
+    await h.settle_time()
+    assert git(h.remote, "rev-parse", "main") == tip, "a label change to a shared base writes nothing"
+    assert refusals("SharedBase") == before + 1
+    assert [(item.offset, type(error).__name__) for item, error in parked.items] == [
+        (w.offset - 1, "IntentRefusal")
+    ]
+    assert "apps/base/deployment.yaml" in str(parked.items[0][1])
+    assert sorted(h.settled)[-1] == (0, w.offset - 1), "the parked record settles"
+
+
+NAME_PREFIX = {
+    "live/app/kustomization.yaml": "namePrefix: team-\nresources:\n  - settings.yaml\n",
+    "live/app/settings.yaml": SETTINGS_DOC,
+    "live/flux-system/gotk-components.yaml": FEATURES_DOC,
+}
+
+
+async def test_a_refused_layout_writes_nothing_and_is_counted(tmp_path: Path) -> None:
+    emitted: list[PendingRecord] = []
+    h, parked = harness(tmp_path, NAME_PREFIX, emitted=emitted)
+    w = Work()
+    unsupported, owned = refusals("UnsupportedKustomization"), refusals("OwnedByAnotherTool")
+    tip = git(h.remote, "rev-parse", "main")
+    await h.feed(
+        w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"),
+        w.update(cm("features", beta="true"), rv="3"),
+    )
+    await h.settle_time()
+    assert git(h.remote, "rev-parse", "main") == tip
+    assert files(h.remote) == NAME_PREFIX
+    assert refusals("UnsupportedKustomization") == unsupported + 1
+    assert refusals("OwnedByAnotherTool") == owned + 1
+    reasons = {item.offset: str(error) for item, error in parked.items}
+    assert "namePrefix" in reasons[0]
+    assert "live/app/kustomization.yaml" in reasons[0]
+    assert "gotk-components.yaml" in reasons[1]
+    assert sorted(h.settled) == [(0, 0), (0, 1)]
+    assert emitted == [], "object state says what Git holds: nothing was committed"
+
+
+async def test_an_object_whose_home_is_its_canonical_file_is_rewritten_as_before(tmp_path: Path) -> None:
+    """The pipeline's own files keep today's bytes, also in a folder with users' files beside them."""
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI})
+    w = Work()
+    await h.feed(w.create(cm("own", key="a"), rv="2"))
+    await h.settle_time()
+    await h.feed(w.update(cm("own", key="b"), rv="3"))
+    await h.settle_time()
+    tree = files(h.remote)
+    assert tree["live/team-a/configmaps/own.yaml"] == (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: own\n  namespace: team-a\ndata:\n  key: b\n"
+    )
+    assert tree[MULTI_PATH] == MULTI
