@@ -249,9 +249,19 @@ certificate's identity, or refused when the chart generates none (the service re
 unauthenticated route on a non-loopback listener).
 */}}
 {{- define "reverser.routes" -}}
+{{- if .Values.admissionWebhook.enabled }}
+{{- $names := list }}
+{{- range $route := (dig "audit" "routes" (list) (default dict .Values.config)) }}{{- $names = append $names $route.name }}{{- end }}
+{{- if not (has .Values.admissionWebhook.route $names) }}
+{{- fail (printf "admissionWebhook.route %s is not one of config.audit.routes (%s)" .Values.admissionWebhook.route (join ", " $names)) }}
+{{- end }}
+{{- end }}
 {{- $routes := list }}
 {{- range $route := (dig "audit" "routes" (list) (default dict .Values.config)) }}
 {{- $r := deepCopy $route }}
+{{- if and $.Values.admissionWebhook.enabled (eq $r.name $.Values.admissionWebhook.route) }}
+{{- $_ := set $r "bearer_tokens_env" (append (default list (get $r "bearer_tokens_env")) "REVERSER_ADMISSION_TOKEN" | uniq) }}
+{{- end }}
 {{- if and $.Values.auditWebhook.enabled (not (get $r "allowed_identities")) (not (get $r "bearer_tokens_env")) (not (get $r "allow_unauthenticated")) }}
 {{- if include "reverser.generatesClientCA" $ }}
 {{- $_ := set $r "allowed_identities" (list $.Values.auditWebhook.tls.clientCA.commonName) }}
@@ -317,6 +327,12 @@ early on combinations the service would refuse at start.
 {{- end }}
 {{- $_ := set $audit "tls" $tls }}
 {{- end }}
+{{- if .Values.admissionWebhook.enabled }}
+{{- include "reverser.checkAdmission" . }}
+{{- $admission := default dict (get $audit "admission") }}
+{{- $_ := set $admission "enabled" true }}
+{{- $_ := set $audit "admission" $admission }}
+{{- end }}
 {{- $_ := set $cfg "audit" $audit }}
 {{- toYaml $cfg }}
 {{- end }}
@@ -346,4 +362,89 @@ The age key Secrets GitTargets name, per namespace (rbac.ageKeys and the quickst
 {{/* "true" when the custom resources configure the pipeline (config.custom_resources.enabled, or the quickstart). */}}
 {{- define "reverser.customResources" -}}
 {{- if or .Values.quickstart.enabled (get (get (default dict .Values.config) "custom_resources" | default dict) "enabled") }}true{{- end }}
+{{- end }}
+
+{{/* The Secret holding the admission webhook's path token (key `token`), generated once and kept. */}}
+{{- define "reverser.admissionTokenSecret" -}}{{ include "reverser.fullname" . }}-admission-token{{- end }}
+
+{{/* Fails on an admission webhook the apiserver could not call or whose facts no route takes. */}}
+{{- define "reverser.checkAdmission" -}}
+{{- if not .Values.auditWebhook.enabled }}
+{{- fail "admissionWebhook.enabled needs auditWebhook.enabled: the audit ingress serves the admission webhook" }}
+{{- end }}
+{{- if include "reverser.clientCASecret" . }}
+{{- fail "admissionWebhook.enabled needs auditWebhook.tls.clientCA.generate: false and no clientCA.secretName: an admission webhook call carries no client certificate, so a listener demanding one refuses every review (the route is authenticated by a token in the webhook's path)" }}
+{{- end }}
+{{- if not .Values.admissionWebhook.rules }}
+{{- fail "admissionWebhook.rules: name the watched types (apiGroups, apiVersions, resources), in the versions the targets watch" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The admission webhook's token Secret and its ValidatingWebhookConfiguration, rendered together so
+the path token is the same in both; `caBundle` is the PEM the apiserver trusts the serving
+certificate by ("" with cert-manager, whose CA injector fills it in).
+*/}}
+{{- define "reverser.admissionWebhook" -}}
+{{- $root := .root }}
+{{- include "reverser.checkAdmission" $root }}
+{{- $fullname := include "reverser.fullname" $root }}
+{{- $secretName := include "reverser.admissionTokenSecret" $root }}
+{{- $existing := lookup "v1" "Secret" $root.Release.Namespace $secretName }}
+{{- $token := "" }}
+{{- if $existing }}
+{{- $token = index $existing.data "token" | b64dec }}
+{{- else }}
+{{- $token = randAlphaNum 48 }}
+{{- end }}
+---
+apiVersion: v1
+kind: Secret
+type: Opaque
+metadata:
+  name: {{ $secretName }}
+  labels:
+    {{- include "reverser.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: admission-webhook
+  annotations:
+    helm.sh/resource-policy: keep
+data:
+  token: {{ $token | b64enc }}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {{ $fullname }}-{{ $root.Release.Namespace }}-facts
+  labels:
+    {{- include "reverser.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: admission-webhook
+  {{- if $root.Values.auditWebhook.tls.certManager.enabled }}
+  annotations:
+    cert-manager.io/inject-ca-from: {{ $root.Release.Namespace }}/{{ $fullname }}-audit
+  {{- end }}
+webhooks:
+  - name: facts.reverser.invalid
+    admissionReviewVersions: ["v1"]
+    sideEffects: None
+    failurePolicy: Ignore
+    matchPolicy: Equivalent
+    timeoutSeconds: {{ $root.Values.admissionWebhook.timeoutSeconds }}
+    clientConfig:
+      service:
+        name: {{ $fullname }}-audit
+        namespace: {{ $root.Release.Namespace }}
+        port: {{ $root.Values.auditWebhook.service.port }}
+        path: /admission-webhook/{{ $root.Values.admissionWebhook.route }}/{{ $token }}
+      {{- with .caBundle }}
+      caBundle: {{ . }}
+      {{- end }}
+    rules:
+      {{- range $rule := $root.Values.admissionWebhook.rules }}
+      - operations: ["CREATE", "UPDATE", "DELETE"]
+        {{- toYaml $rule | nindent 8 }}
+      {{- end }}
+    {{- with $root.Values.admissionWebhook.namespaceSelector }}
+    namespaceSelector:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
 {{- end }}

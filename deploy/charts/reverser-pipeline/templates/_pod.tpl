@@ -49,6 +49,13 @@ embedded log under the workdir outlives the pod.
                 secretKeyRef:
                   name: {{ include "reverser.digestKeySecret" . }}
                   key: {{ .Values.secretsDigestKey.key }}
+            {{- if .Values.admissionWebhook.enabled }}
+            - name: REVERSER_ADMISSION_TOKEN
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "reverser.admissionTokenSecret" . }}
+                  key: token
+            {{- end }}
             {{- with .Values.env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}

@@ -1,0 +1,277 @@
+"""Attribution with no audit webhook: a real kube-apiserver calls the admission fact source.
+
+The managed-cluster case (docs/audit-ingress.md, "Admission facts"): the control plane runs with
+no audit backend at all, a ValidatingWebhookConfiguration points at `reverser run`'s ingress
+(`/admission-webhook/<route>/<token>`, `failurePolicy: Ignore`), and several users and a service
+account create, update, patch, scale and delete ConfigMaps and Deployments. Every single-writer
+change must be committed under its author, by the `admission`, `delete_sticky` or `name` tier;
+a dry run must make no commit. The accuracy table of docs/attribution.md comes from this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from pipeline.attribution import Tier
+from tests.conftest import unique_prefix
+from tests.e2e.cluster.controlplane import ControlPlane
+from tests.e2e.gitremote import Commit, GitRemote
+from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
+from tests.e2e.service_process import ServiceProcess, serving
+from tests.support.net import free_port
+
+pytestmark = pytest.mark.e2e
+
+ROUTE = "managed"
+NAMESPACE = "team-m"
+TARGET_PATH = "clusters/managed"
+WAIT_S = 90.0
+TOKEN_ENV = "E2E_ADMISSION_TOKEN"
+TOKEN = "e2e-admission-path-token-4f1c"
+# One watch stream per (resource, namespace) of the target's rule.
+STREAMS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    plane: ControlPlane
+    remote: GitRemote
+    service: ServiceProcess
+
+
+@pytest.fixture(scope="module")
+def env(
+    controlplane_bin_dir: Path, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Env]:
+    workdir = tmp_path_factory.mktemp("admission")
+    port = free_port()
+    plane = ControlPlane(workdir / "plane", controlplane_bin_dir)  # no audit backend
+    remote = GitRemote(workdir / "remote.git")
+    os.environ[TOKEN_ENV] = TOKEN
+    plane.start()
+    try:
+        # registered before the service listens: until it does, failurePolicy Ignore lets writes through
+        asyncio.run(_prepare_cluster(plane, port))
+        config = _service_config(workdir, plane, remote, kafka_bootstrap, port)
+        with serving(workdir, config, snapshot_streams=STREAMS, timeout_s=WAIT_S) as service:
+            yield Env(plane, remote, service)
+    finally:
+        plane.stop()
+        os.environ.pop(TOKEN_ENV, None)
+
+
+def _service_config(
+    workdir: Path, plane: ControlPlane, remote: GitRemote, bootstrap: str, port: int
+) -> dict[str, Any]:
+    return {
+        "workdir": str(workdir / "service"),
+        "log": {"backend": "kafka", "bootstrap_servers": bootstrap, "topic_prefix": unique_prefix()},
+        "metrics": {"addr": f"127.0.0.1:{free_port()}"},
+        "audit": {
+            "addr": f"127.0.0.1:{port}",
+            # no client CA: a webhook call carries no client certificate; the path's token is checked
+            "tls": {"cert_file": str(plane.pki.ingress_cert), "key_file": str(plane.pki.ingress_key)},
+            "routes": [{"name": ROUTE, "bearer_tokens_env": [TOKEN_ENV]}],
+            "admission": {"enabled": True},
+        },
+        "clusters": [{"name": ROUTE, "kubeconfig": str(plane.kubeconfig)}],
+        "providers": [{"name": "local", "url": remote.url, "commit_window_s": 2.0, "push_cooldown_s": 0.5}],
+        "targets": [
+            {
+                "name": "managed",
+                "provider": "local",
+                "path": TARGET_PATH,
+                "cluster": ROUTE,
+                "rules": [{"resources": ["configmaps", "apps/deployments"], "namespaces": [NAMESPACE]}],
+            }
+        ],
+        "lag": {"enabled": False},
+    }
+
+
+async def _prepare_cluster(plane: ControlPlane, port: int) -> None:
+    await grant_cluster_admin(plane.kubeconfig)
+    ca_bundle = base64.b64encode(plane.pki.ca.read_bytes()).decode()
+    webhook = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "reverser-facts"},
+        "webhooks": [
+            {
+                "name": "facts.reverser.invalid",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent",
+                "timeoutSeconds": 5,
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/admission-webhook/{ROUTE}/{TOKEN}",
+                    "caBundle": ca_bundle,
+                },
+                "rules": [
+                    {
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["configmaps"],
+                    },
+                    {
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "resources": ["deployments", "deployments/scale"],
+                    },
+                ],
+            }
+        ],
+    }
+    async with kube_client(plane.kubeconfig) as api:
+        await client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
+        )
+        await client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(webhook)
+    # the apiserver's webhook informer picks the configuration up within moments; a probe ConfigMap
+    # that reaches Git with its author named shows the whole path works before the workload starts
+    # (see test_the_probe_was_named_by_admission)
+
+
+def cm_path(name: str) -> str:
+    return f"{TARGET_PATH}/{NAMESPACE}/configmaps/{name}.yaml"
+
+
+def deploy_path(name: str) -> str:
+    return f"{TARGET_PATH}/{NAMESPACE}/apps/deployments/{name}.yaml"
+
+
+def deployment(name: str, image: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        },
+    }
+
+
+def author_of(commit: Commit) -> tuple[str, set[str]]:
+    tiers = {line.partition(" ")[0] for line in commit.trailers.get("Reverser-Attribution", [])}
+    return commit.author_name, tiers
+
+
+async def _settle_probe(env: Env) -> None:
+    """Write probe ConfigMaps as bob until one is committed under bob's name: the webhook is live."""
+    for attempt in range(30):
+        name = f"probe-{attempt}"
+        async with kube_client(env.plane.kubeconfig, BOB) as api:
+            await client.CoreV1Api(api).create_namespaced_config_map(
+                NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"p": "1"})
+            )
+        path = cm_path(name)
+
+        def committed(remote: GitRemote, path: str = path) -> bool:
+            return path in remote.files()
+
+        await asyncio.to_thread(env.remote.wait_for, committed, WAIT_S, name)
+        commits = [c for c in env.remote.commits() if any(p == path for _, p in c.changes)]
+        if commits and commits[-1].author_name == BOB:
+            return
+        await asyncio.sleep(1.0)
+    raise AssertionError("the apiserver never called the admission webhook")
+
+
+async def test_every_single_writer_change_is_named_without_an_audit_webhook(env: Env) -> None:
+    await _settle_probe(env)
+    since = env.remote.head()
+    # (user, what, path): each change has one writer; the expected author is that writer
+    expected: list[tuple[str, str, str]] = []
+    async with kube_client(env.plane.kubeconfig, ALICE) as api:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        await core.create_namespaced_config_map(
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="app"), data={"mode": "a"})
+        )
+        expected.append((ALICE, "create app", cm_path("app")))
+        await apps.create_namespaced_deployment(NAMESPACE, deployment("web", "nginx:1.27"))
+        expected.append((ALICE, "create web", deploy_path("web")))
+        # a dry run is never stored, so it must never be anyone's commit
+        await core.create_namespaced_config_map(
+            NAMESPACE,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name="dry"), data={"x": "1"}),
+            dry_run="All",
+        )
+    await asyncio.to_thread(env.remote.wait_for, lambda r: deploy_path("web") in r.files(), WAIT_S, "web")
+    async with kube_client(env.plane.kubeconfig, BOB) as api:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        await core.patch_namespaced_config_map("app", NAMESPACE, {"data": {"mode": "b"}})
+        expected.append((BOB, "patch app", cm_path("app")))
+        await apps.patch_namespaced_deployment_scale("web", NAMESPACE, {"spec": {"replicas": 3}})
+        expected.append((BOB, "scale web", deploy_path("web")))
+    await asyncio.to_thread(
+        env.remote.wait_for, lambda r: "replicas: 3" in r.files().get(deploy_path("web"), ""), WAIT_S, "scale"
+    )
+    async with kube_client(env.plane.kubeconfig, FINALIZER_SA) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_config_map(
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="sa-made"), data={"k": "v"})
+        )
+        expected.append((FINALIZER_SA, "create sa-made", cm_path("sa-made")))
+        await core.replace_namespaced_config_map(
+            "app", NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="app"), data={"mode": "c"})
+        )
+        expected.append((FINALIZER_SA, "update app", cm_path("app")))
+    await asyncio.to_thread(
+        env.remote.wait_for, lambda r: "mode: c" in r.files().get(cm_path("app"), ""), WAIT_S, "mode c"
+    )
+    async with kube_client(env.plane.kubeconfig, ALICE) as api:
+        await client.CoreV1Api(api).delete_namespaced_config_map("sa-made", NAMESPACE)
+        expected.append((ALICE, "delete sa-made", cm_path("sa-made")))
+    await asyncio.to_thread(
+        env.remote.wait_for, lambda r: cm_path("sa-made") not in r.files(), WAIT_S, "delete"
+    )
+
+    commits = env.remote.commits(since=since)
+    assert not [c for c in commits if any(p == cm_path("dry") for _, p in c.changes)], (
+        "a dry run was committed"
+    )
+    named_right, wrong, unknown = 0, [], []
+    seen: dict[str, set[str]] = {}
+    # each path's changes were made one after the other, each awaited: its commits follow them in order
+    for path in dict.fromkeys(path for _, _, path in expected):
+        changes = [(user, what) for user, what, p in expected if p == path]
+        touching = [c for c in commits if any(p == path for _, p in c.changes)]
+        assert len(touching) == len(changes), (path, changes, [(c.author_name, c.changes) for c in touching])
+        for (user, what), commit in zip(changes, touching, strict=True):
+            author, tiers = author_of(commit)
+            if author == user:
+                named_right += 1
+                assert tiers <= {Tier.ADMISSION, Tier.DELETE_STICKY, Tier.NAME}, (what, tiers)
+                seen[what] = tiers
+            elif author.startswith("unknown"):
+                unknown.append(what)
+            else:
+                wrong.append((what, author))
+    summary = f"named right {named_right} of {len(expected)}, wrong {wrong}, unknown {unknown}"
+    print(f"\nadmission only: {summary}: {seen}")
+    assert not wrong
+    assert not unknown
+    # a version is named by its content (not merely by name), a scale by name, a delete by uid (a
+    # commit's trailers list the tiers of every change it holds: bob's patch and scale share one)
+    for what in ("create app", "create web", "patch app", "create sa-made", "update app"):
+        assert Tier.ADMISSION in seen[what], (what, seen[what])
+    assert Tier.NAME in seen["scale web"]
+    assert seen["delete sa-made"] == {Tier.DELETE_STICKY}
