@@ -26,7 +26,7 @@ from typing import Any, Final, NamedTuple
 from pipeline.codec.fact_batch import AuthorFact
 from pipeline.content.key import content_key
 from pipeline.content.sanitize import sanitize, sanitized_json
-from pipeline.facts.reduce import DISPLAY_NAME_EXTRA, EMAIL_EXTRA, EventReason, Reduction
+from pipeline.facts.reduce import DISPLAY_NAME_EXTRA, EMAIL_EXTRA, EventReason, Reduction, user_extra
 from pipeline.models import GroupResource
 from pipeline.sealing.policy import is_sensitive
 
@@ -92,15 +92,6 @@ def _text(mapping: object, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _extra(extra: object, key: str) -> str:
-    if not isinstance(extra, dict):
-        return ""
-    values = extra.get(key)
-    if isinstance(values, list) and values and isinstance(values[0], str):
-        return values[0]
-    return ""
-
-
 def _mirrored(obj: object) -> bytes | None:
     """The sanitized canonical JSON the watch would write for `obj`; None if it is not an object."""
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
@@ -151,8 +142,8 @@ def reduce_review(review: Review, received_us: int) -> Reduction:
     extra = user.get("extra") if isinstance(user, dict) else None
     fact = AuthorFact(
         author,
-        _extra(extra, DISPLAY_NAME_EXTRA),
-        _extra(extra, EMAIL_EXTRA),
+        user_extra(extra, DISPLAY_NAME_EXTRA),
+        user_extra(extra, EMAIL_EXTRA),
         verb,
         AUDIT_ID_PREFIX + review.uid,
         namespace,

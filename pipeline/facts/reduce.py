@@ -34,6 +34,7 @@ __all__ = [
     "category",
     "group_facts",
     "reduce_event",
+    "user_extra",
 ]
 
 class EventReason(StrEnum):
@@ -205,7 +206,8 @@ def _label_selector(uri: object) -> str:
     return values[0] if values else ""
 
 
-def _extra(extra: object, key: str) -> str:
+def user_extra(extra: object, key: str) -> str:
+    """The first value of `user.extra[key]` (how identity providers pass a display name or email)."""
     if not isinstance(extra, dict):
         return ""
     values = extra.get(key)
@@ -329,8 +331,8 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
     extra = user.get("extra")
     fact = AuthorFact(
         author,
-        _extra(extra, DISPLAY_NAME_EXTRA) if extra else "",
-        _extra(extra, EMAIL_EXTRA) if extra else "",
+        user_extra(extra, DISPLAY_NAME_EXTRA) if extra else "",
+        user_extra(extra, EMAIL_EXTRA) if extra else "",
         verb,
         audit_id if isinstance(audit_id, str) else "",
         namespace,

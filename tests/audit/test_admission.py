@@ -302,3 +302,13 @@ async def test_refusals_name_the_reason_and_a_disabled_source_is_not_there(
     assert len(await read_batches(running)) == 2
     off: Running = await start_ingress()
     assert (await send(http, off, ok))[0] == 404
+
+
+def test_the_identity_providers_claims_name_the_author_like_an_audit_fact() -> None:
+    document = review("CREATE", configmap())
+    document["request"]["userInfo"]["extra"] = {
+        "configbutler.ai/claims/display-name": ["Alice Liddell"],
+        "configbutler.ai/claims/email": ["alice@example.com"],
+    }
+    fact = reduce(document).fact
+    assert (fact.author, fact.display_name, fact.email) == ("alice", "Alice Liddell", "alice@example.com")
