@@ -44,6 +44,7 @@ __all__ = [
     "apply_changes",
     "changes",
     "held_changes",
+    "holds",
     "load_document",
     "plain",
     "user_changes",
@@ -114,7 +115,8 @@ def user_changes(before: Any, after: Any) -> list[Change]:
     return [c for c in changes(before, after) if c.path[:2] not in SERVER_FIELDS]
 
 
-def _holds(value: Any, path: Path) -> bool:
+def holds(value: Any, path: Path) -> bool:
+    """Whether `value` has a value at `path` (a key of a mapping or an index of a list per step)."""
     for key in path:
         if isinstance(key, int):
             if not isinstance(value, list) or key >= len(value):
@@ -135,7 +137,7 @@ def held_changes(held: Any, after: Any) -> list[Change]:
     return [
         c
         for c in user_changes(held, after)
-        if c.kind is ChangeKind.SET and _holds(held, c.path) and c.path != ("metadata", "namespace")
+        if c.kind is ChangeKind.SET and holds(held, c.path) and c.path != ("metadata", "namespace")
     ]
 
 

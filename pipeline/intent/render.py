@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason
-from pipeline.intent.edit import Change, ChangeKind, changes, user_changes
+from pipeline.intent.edit import Change, ChangeKind, changes, holds, user_changes
 from pipeline.intent.homes import ObjectKey
 
 __all__ = ["render_verdict", "rendered_objects"]
@@ -70,7 +70,7 @@ def render_verdict(
         conflicts = [
             e
             for e in changes(live_after, after[key])
-            if e.kind is ChangeKind.SET and _has(live_after, e.path)
+            if e.kind is ChangeKind.SET and holds(live_after, e.path)
         ]
         if conflicts:
             return _mismatch(f"{_describe(key)} renders {_path(conflicts[0])} other than the cluster has it")
@@ -79,17 +79,6 @@ def render_verdict(
     if rendered != _comparable(user_changes(live_before, live_after)):
         return _mismatch(f"{_describe(key)} renders a different change than the cluster made")
     return None
-
-
-def _has(value: Any, path: tuple[str | int, ...]) -> bool:
-    for key in path:
-        if isinstance(key, int):
-            if not isinstance(value, list) or key >= len(value):
-                return False
-        elif not isinstance(value, Mapping) or key not in value:
-            return False
-        value = value[key]
-    return True
 
 
 def _path(edit: Change) -> str:
