@@ -169,6 +169,8 @@ def split_file(data: bytes, path: str = "<file>") -> YamlFile:
     if start < len(text) or opened or not documents:
         documents.append(Document(len(documents), start, len(text), text[start:]))
     for document in documents:
-        if any(line.startswith("%") for line in document.text.splitlines()):
+        # YAML breaks lines at "\n" only (the text is normalised); `splitlines` would also break at
+        # a form feed and read `\x0c%` as a directive
+        if any(line.startswith("%") for line in document.text.split("\n")):
             raise IntentRefusal(RefusalReason.DIRECTIVES, f"{path}: YAML directives are not edited")
     return YamlFile(text=text, documents=tuple(documents), bom=bom, crlf=crlf)
