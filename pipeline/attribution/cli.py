@@ -17,6 +17,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +28,12 @@ import yaml
 from pipeline.attribution.follower import FactFollower
 from pipeline.attribution.index import FactIndex
 from pipeline.attribution.kinds import group_resource_for
-from pipeline.attribution.model import Tier
+from pipeline.attribution.model import MATCHED_ON, Matched, Tier
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.commandline import settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode, usage_error
+from pipeline.facts.admission import InvalidReview, Review, parse_review, reduce_review
 from pipeline.facts.records import build_records
 from pipeline.facts.reduce import EventReason, Reduction, group_facts, reduce_event
 from pipeline.log import Log, LogUnavailableError, open_log
@@ -41,7 +43,9 @@ from pipeline.models import stream_name
 __all__ = [
     "AuditDocument",
     "InputError",
+    "publish_admission_reviews",
     "publish_audit_documents",
+    "read_admission_file",
     "read_audit_file",
     "read_watch_file",
     "register",
@@ -152,6 +156,29 @@ def read_audit_file(path: Path) -> list[AuditDocument]:
     return documents
 
 
+def read_admission_file(path: Path) -> list[Review]:
+    """AdmissionReview requests (as the apiserver posts them to the admission webhook), in file order.
+
+    A document may also be a list of reviews. The message of a bad one names the file, the document
+    and the field, as the webhook's 400 answer would.
+    """
+    reviews: list[Review] = []
+    for number, document in _documents(path):
+        for item in document if isinstance(document, list) else [document]:
+            if isinstance(item, dict):
+                request = item.get("request")
+                if isinstance(request, dict):
+                    for body_key in ("object", "oldObject"):
+                        body = request.get(body_key)
+                        if isinstance(body, dict):
+                            _stringify(body.get("metadata"))
+            try:
+                reviews.append(parse_review(item))
+            except InvalidReview as exc:
+                raise InputError(f"{path}: document {number}: {exc}") from None
+    return reviews
+
+
 def read_watch_file(path: Path) -> list[dict[str, Any]]:
     """Watch events `{type, object}`, one per document or a list per document."""
     events: list[dict[str, Any]] = []
@@ -181,13 +208,16 @@ def register(subparsers: Any) -> None:
                         help="YAML configuration file: Kafka connection, attribution limits (default: none)")
     parser.add_argument("--audit", type=Path, action="append", default=[], metavar="FILE",
                         help="audit Event / EventList file, YAML or JSON (repeatable, applied in order)")
+    parser.add_argument("--admission", type=Path, action="append", default=[], metavar="FILE",
+                        help="AdmissionReview file, YAML or JSON (repeatable, applied after --audit)")
     parser.add_argument("--watch", type=Path, action="append", default=[], metavar="FILE",
                         help="watch event file {type, object}, YAML or JSON (repeatable, resolved in order)")
     parser.add_argument("--route", default="default", help="audit route the facts are filed under")
     parser.add_argument("--grace-ms", type=int, default=3000, metavar="N",
                         help="how long each watch event waits for a better fact (default 3000)")
     parser.add_argument("--explain-audit", action="store_true",
-                        help="first print one line per audit event: published or dropped, and why")
+                        help="first print one line per audit event and admission review: "
+                             "published or dropped, and why")
     parser.set_defaults(func=_main)
 
 
@@ -196,6 +226,7 @@ def _main(args: argparse.Namespace) -> int:
         raise usage_error("--grace-ms must be >= 0")
     try:
         audits = [doc for path in args.audit for doc in read_audit_file(path)]
+        reviews = [review for path in args.admission for review in read_admission_file(path)]
         watches = [event for path in args.watch for event in read_watch_file(path)]
     except InputError as exc:
         raise usage_error(str(exc)) from None
@@ -206,7 +237,7 @@ def _main(args: argparse.Namespace) -> int:
             prefix = f"{log_settings.topic_prefix}-resolve-{uuid.uuid4().hex[:10]}"
             log_settings = log_settings.model_copy(update={"topic_prefix": prefix})
         settings = settings.model_copy(update={"workdir": Path(workdir), "log": log_settings})
-        return asyncio.run(_resolve(settings, args, audits, watches))
+        return asyncio.run(_resolve(settings, args, _Inputs(audits, reviews, watches)))
 
 
 def _explain(route: str, event: Any, reduction: Reduction, too_large: bool) -> dict[str, Any]:
@@ -248,14 +279,49 @@ async def publish_audit_documents(
     return explained
 
 
-async def _resolve(
-    settings: Settings, args: argparse.Namespace, audits: list[AuditDocument], watches: list[dict[str, Any]]
-) -> int:
+async def publish_admission_reviews(
+    log: Log, topic: str, route: str, reviews: list[Review], settings: Settings
+) -> list[dict[str, Any]]:
+    """Append each review's fact like the admission webhook would, one request per review.
+
+    The reception time stands in for the stage time, as on the webhook. Returns one explanation
+    per review: published or dropped, the reason and the stream.
+    """
+    explained: list[dict[str, Any]] = []
+    for review in reviews:
+        reduction = reduce_review(review, time.time_ns() // 1000)
+        built = build_records(group_facts(route, [reduction]), settings.log.topics.max_message_bytes)
+        if built.records:
+            await log.append_many(topic, built.records)
+        too_large = bool(built.dropped)
+        gr = reduction.group_resource
+        explained.append({
+            "admissionUID": review.uid,
+            "operation": str(review.request.get("operation") or ""),
+            "decision": "published" if reduction.fact is not None and not too_large else "dropped",
+            "reason": EventReason.FACT_TOO_LARGE if too_large else reduction.reason,
+            "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
+        })
+    return explained
+
+
+class _Inputs(NamedTuple):
+    """What the files gave: the fact sources in the order they are appended, then the watch events."""
+
+    audits: list[AuditDocument]
+    reviews: list[Review]
+    watches: list[dict[str, Any]]
+
+
+async def _resolve(settings: Settings, args: argparse.Namespace, inputs: _Inputs) -> int:
     route: str = args.route
     topics = TopicNames.for_prefix(settings.log.topic_prefix)
     async with open_log(settings) as log:
         await log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
-        explained = await publish_audit_documents(log, topics.audit_facts, route, audits, settings)
+        explained = await publish_audit_documents(log, topics.audit_facts, route, inputs.audits, settings)
+        explained += await publish_admission_reviews(
+            log, topics.audit_facts, route, inputs.reviews, settings
+        )
         if args.explain_audit:
             for line in explained:
                 _emit(line)
@@ -272,7 +338,7 @@ async def _resolve(
                     file=sys.stderr,
                 )
             resolver = Resolver(index, args.grace_ms)
-            for event in watches:
+            for event in inputs.watches:
                 _emit(await resolve_watch_event(resolver, route, event))
         finally:
             await follower.stop()
@@ -287,6 +353,19 @@ async def _wait_ready(follower: FactFollower) -> None:
             await follower.wait_ready()
     except TimeoutError:
         raise LogUnavailableError(f"the fact index did not catch up within {READY_TIMEOUT_S:g} s") from None
+
+
+def _fact_evidence(fact: Matched) -> dict[str, Any]:
+    """The matched fact as the line shows it: enough to find its audit or admission request."""
+    return {
+        "auditID": fact.audit_id,
+        "verb": fact.verb,
+        "namespace": fact.namespace,
+        "name": fact.name,
+        "uid": fact.uid,
+        "resourceVersion": fact.resource_version,
+        "stageMs": fact.stage_ms,
+    }
 
 
 async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -309,10 +388,16 @@ async def resolve_watch_event(resolver: Resolver, route: str, event: dict[str, A
         "resourceVersion": str(metadata.get("resourceVersion") or ""),
     }
     if query is None:
-        line.update(tier=Tier.NONE, author="", actorKind="none")
+        line.update(tier=Tier.NONE, author="", actorKind="none", matchedOn=MATCHED_ON[Tier.NONE])
         return line
     found = await resolver.resolve(query)
-    line.update(tier=found.tier, author=found.author, actorKind=found.actor_kind)
+    tier = Tier(found.tier)
+    line.update(tier=tier, author=found.author, actorKind=found.actor_kind, matchedOn=MATCHED_ON[tier])
+    if found.fact is not None:
+        line["fact"] = _fact_evidence(found.fact)
+    if found.tier == Tier.ADMISSION:
+        # the key the admission fact and this event share: what an operator recomputes to check it
+        line["contentKey"] = query.content_key
     if found.candidates:
         line["candidates"] = [
             {"author": c.author, "verb": c.verb, "auditID": c.audit_id} for c in found.candidates

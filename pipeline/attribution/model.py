@@ -11,6 +11,7 @@ from pipeline.codec.branch_work import ActorKind
 from pipeline.models import GroupResource
 
 __all__ = [
+    "MATCHED_ON",
     "TIERS",
     "Attribution",
     "FactQuery",
@@ -43,6 +44,24 @@ class Tier(StrEnum):
 
 #: The tiers a lookup answers with, strongest first.
 TIERS: Final = tuple(tier for tier in Tier if tier is not Tier.NONE)
+
+#: What each tier joined the watch event and the fact on, in words: `reverser resolve` prints it so
+#: an operator can check a match by hand (docs/attribution.md has the full table).
+MATCHED_ON: Final[Mapping[Tier, str]] = {
+    Tier.DELETE_STICKY: "a delete fact of the event's uid",
+    Tier.EXACT: "an audit fact of the event's uid and resourceVersion",
+    Tier.ADMISSION: "an admission fact of the event's uid whose content key is the event's content key",
+    Tier.DELETECOLLECTION_BODY_UID: "a deletecollection fact whose response listed the event's uid",
+    Tier.LATEST: "the latest fact of the event's uid, which is a delete",
+    Tier.NAME: "the latest fact of the event's namespace and name (a delete for a removal, else a write)",
+    Tier.DELETECOLLECTION_SCOPE: (
+        "a recent deletecollection fact whose namespace and label selector cover the object"
+    ),
+    Tier.RESOURCE_VERSION: "a fact of the event's resourceVersion (no uid in the fact)",
+    Tier.CONFLICT: "two facts naming different users for the same version: neither is trusted",
+    Tier.ABSENT: "no fact within the hold",
+    Tier.NONE: "not a change (BOOKMARK, ERROR or an event without an object)",
+}
 
 def is_removal_verb(verb: str) -> bool:
     """`delete` and `deletecollection`, case-insensitively."""

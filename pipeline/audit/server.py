@@ -28,7 +28,6 @@ from urllib.parse import unquote
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from pipeline.audit.admission import InvalidReview, Review, allowed_response, parse_review, reduce_review
 from pipeline.audit.budget import BodyBudget, Reservation
 from pipeline.audit.connections import CloseReason, Connection, ConnectionCap
 from pipeline.audit.httplog import ServerLog
@@ -61,6 +60,7 @@ from pipeline.audit.security import (
 )
 from pipeline.codec.fact_batch import FactBatch
 from pipeline.config import Settings, split_host_port
+from pipeline.facts.admission import InvalidReview, Review, allowed_response, parse_review, reduce_review
 from pipeline.facts.records import Built, build_records
 from pipeline.facts.reduce import (
     EventReason,
@@ -77,7 +77,7 @@ __all__ = ["ADMISSION_PATH_PREFIX", "EVENT_LIST_API_VERSION", "PATH_PREFIX", "Au
 logger = logging.getLogger(__name__)
 
 PATH_PREFIX = "/audit-webhook"
-# Validating admission reviews (pipeline.audit.admission): /admission-webhook/<route>[/<token>]
+# Validating admission reviews (pipeline.facts.admission): /admission-webhook/<route>[/<token>]
 ADMISSION_PATH_PREFIX = "/admission-webhook"
 EVENT_LIST_API_VERSION = "audit.k8s.io/v1"
 # Outcome of a fact that does not fit in one record even without its uid set (see records.py).

@@ -59,7 +59,7 @@ class EventReason(StrEnum):
     # A fact for a group/resource that no target of the route's cluster watches: it could never be
     # joined, and accepting it would let any poster fill the fact index (see docs/security.md).
     UNWATCHED_TYPE = "unwatched_type"
-    # Admission only: an update that leaves the mirrored content as it was (pipeline.audit.admission).
+    # Admission only: an update that leaves the mirrored content as it was (pipeline.facts.admission).
     UNCHANGED_CONTENT = "unchanged_content"
 
 

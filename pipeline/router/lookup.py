@@ -63,7 +63,7 @@ def _query(
     watch: WatchRecord, obj: LiveEvent | SnapshotObject, labels: Mapping[str, str], exact_capable: bool
 ) -> FactQuery:
     """A removal has no content to name it by; a write's content key is its payload's (a sealed
-    payload's key matches nothing: admission gives sensitive types none, see pipeline.audit.admission)."""
+    payload's key matches nothing: admission gives sensitive types none, see pipeline.facts.admission)."""
     return FactQuery(
         route=watch.route,
         group_resource=watch.group_resource,

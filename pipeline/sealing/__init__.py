@@ -6,13 +6,13 @@ that what it writes is a SOPS document with nothing plaintext but the readable f
 See docs/secrets.md.
 """
 
+from pipeline.content.sensitivity import SECRETS, is_sensitive, sensitive_set
 from pipeline.sealing.document import (
     PlaintextFieldError,
     SealedDocument,
     SealedDocumentError,
     content_digest_of,
 )
-from pipeline.sealing.policy import SECRETS, is_sensitive, sensitive_set
 from pipeline.sealing.readable import DIGEST_ANNOTATION, READABLE_ANNOTATIONS
 from pipeline.sealing.sealer import Sealer, SealingError, sealer_for
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from pipeline.commandline import installed_script
 from pipeline.config import EncryptionSettings, TargetSettings
+from pipeline.content.sensitivity import is_sensitive, sensitive_set
 from pipeline.models import GroupResource
 from pipeline.sealing.document import SealedDocument, SealedDocumentError
-from pipeline.sealing.policy import is_sensitive, sensitive_set
 from pipeline.sealing.readable import encrypted_regex, sealable
 
 __all__ = ["Sealer", "SealingError", "digest_key_problem", "find_sops", "sealer_for"]

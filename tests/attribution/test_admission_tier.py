@@ -1,4 +1,4 @@
-"""The `admission` tier: facts that name a version by its content key (pipeline.audit.admission).
+"""The `admission` tier: facts that name a version by its content key (pipeline.facts.admission).
 
 An admission fact is filed like an audit fact whose resourceVersion is the content key, so it
 shares the exact slots' trust rules (a second user claiming the same version is a conflict); the

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pipeline.attribution.kinds import group_resource_for, guess_resource
+from pipeline.attribution.model import MATCHED_ON, Tier
 from pipeline.cli import main
 from pipeline.models import GroupResource
 
@@ -132,7 +133,18 @@ def test_json_eventlist_and_yaml_multi_document_watch_file(
         "tier": "exact",
         "author": "alice",
         "actorKind": "user",
+        "matchedOn": "an audit fact of the event's uid and resourceVersion",
+        "fact": {
+            "auditID": "id-web-create",
+            "verb": "create",
+            "namespace": "ns",
+            "name": "web",
+            "uid": "u1",
+            "resourceVersion": "10",
+            "stageMs": lines[3]["fact"]["stageMs"],
+        },
     }
+    assert lines[3]["fact"]["stageMs"] > 0
     assert (lines[4]["tier"], lines[4]["actorKind"]) == ("exact", "serviceaccount")
     assert (lines[5]["type"], lines[5]["tier"], lines[5]["author"], lines[5]["actorKind"]) == (
         "BOOKMARK",
@@ -335,3 +347,89 @@ def test_a_conflict_names_no_one_and_lists_both_candidates(
         {"author": "alice", "verb": "update", "auditID": "id-web-update"},
         {"author": "mallory", "verb": "patch", "auditID": "id-web-patch"},
     ]
+
+
+def admission_review(
+    uid: str, operation: str, user: str, obj: dict[str, Any], **request: Any
+) -> dict[str, Any]:
+    return {
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": uid,
+            "operation": operation,
+            "userInfo": {"username": user},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "namespace": "ns",
+            "object": obj,
+            **request,
+        },
+    }
+
+
+def config_map(data: str, rv: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "ns", "uid": "u1", "resourceVersion": rv},
+        "data": {"k": data},
+    }
+
+
+def test_an_admission_match_is_explained_by_its_request_and_content_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Admission names a version by content (it never sees the resourceVersion the write gets):
+    the line says so, and gives the key and the admission request to check it by."""
+    reviews = tmp_path / "admission.yaml"
+    reviews.write_text(
+        json.dumps(admission_review("req-1", "CREATE", "alice", {**config_map("a", ""), "metadata": {
+            "name": "cm", "namespace": "ns", "uid": "u1"}}))
+        + "\n---\n"
+        + json.dumps([
+            admission_review("req-2", "UPDATE", "bob", config_map("b", "5"), oldObject=config_map("a", "5")),
+            admission_review("req-3", "UPDATE", "carol", config_map("c", "6"), dryRun=True,
+                             oldObject=config_map("b", "6")),
+        ])
+    )
+    watch = tmp_path / "w.yaml"
+    watch.write_text(json.dumps([
+        {"type": "ADDED", "object": config_map("a", "5")},
+        {"type": "MODIFIED", "object": config_map("b", "6")},
+        {"type": "MODIFIED", "object": config_map("c", "7")},
+    ]))
+    code, lines, _ = run(capsys, "--admission", str(reviews), "--watch", str(watch), "--explain-audit")
+    assert code == 0
+    assert [(line["admissionUID"], line["decision"], line["reason"]) for line in lines[:3]] == [
+        ("req-1", "published", "queued"),
+        ("req-2", "published", "queued"),
+        ("req-3", "dropped", "dry_run"),
+    ]
+    assert lines[0]["stream"] == "default/configmaps"
+    created, updated, dry = lines[3:]
+    assert (created["tier"], created["author"], updated["tier"], updated["author"]) == (
+        "admission", "alice", "admission", "bob"
+    )
+    assert created["matchedOn"] == MATCHED_ON[Tier.ADMISSION]
+    assert created["fact"]["auditID"] == "admission/req-1"
+    assert updated["fact"]["auditID"] == "admission/req-2"
+    assert created["contentKey"]
+    assert created["contentKey"] != updated["contentKey"]
+    assert created["fact"]["resourceVersion"] == created["contentKey"], "the version is named by content"
+    assert (dry["tier"], dry["author"]) == ("absent", ""), "a dry run is never stored, so it names no one"
+    assert "fact" not in dry
+    assert "contentKey" not in dry
+
+
+def test_a_bad_admission_file_names_the_document_and_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reviews = tmp_path / "bad.yaml"
+    reviews.write_text("kind: AdmissionReview\napiVersion: admission.k8s.io/v1\n---\nkind: AdmissionReview\n"
+                       "apiVersion: admission.k8s.io/v1\nrequest: {uid: ''}\n")
+    assert main(["resolve", "--admission", str(reviews)]) == 2
+    err = capsys.readouterr().err
+    assert f"{reviews}: document 1: request must be an object" in err
+    reviews.write_text("kind: AdmissionReview\napiVersion: admission.k8s.io/v1\nrequest: {uid: ''}\n")
+    assert main(["resolve", "--admission", str(reviews)]) == 2
+    assert "document 1: request.uid must be a non-empty string" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pipeline.attribution.cli import (
     read_watch_file,
     resolve_watch_event,
 )
+from pipeline.attribution.model import MATCHED_ON, Tier
 from pipeline.cli import main
 from pipeline.config import LogSettings, Settings
 from pipeline.log import open_log
@@ -100,8 +101,10 @@ def test_scenario_through_reverser_resolve(
             "tier",
             "author",
             "actorKind",
-        }
+            "matchedOn",
+        } | ({"fact"} if line["author"] else set())
         assert line["actorKind"] == ("user" if line["author"] else "none")
+        assert line["matchedOn"] == MATCHED_ON[Tier(line["tier"])]
 
 
 async def test_watch_event_first_fact_later_through_the_log(

@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.attribution import FactQuery, Tier
 from pipeline.attribution.late import LATE_NAME_MARGIN_MS, LATE_TIERS, await_late, names_late
+from pipeline.attribution.model import Attribution, Identity, StoredFact
 from pipeline.models import GroupResource
 from tests.attribution.helpers import Clock, fact, make_index
 from tests.attribution.test_properties import expected, operations, queries, run
+from tests.support.wait import run_ready_tasks
 
 CM = GroupResource("", "configmaps")
 
@@ -84,9 +87,60 @@ def test_a_delete_answered_by_name_counts_late_only_if_made_before_the_removal_w
     later = make_index(clock)
     stamp_us = (seen_ms + LATE_NAME_MARGIN_MS + 1) * 1000
     later.apply("r", CM, [fact("mallory", "delete", ns="ns-1", name="a", stage_us=stamp_us)], clock.ms)
+    assert later.lookup(removal).tier == Tier.NAME, "the index answers by name; only the late rule refuses"
     assert not names_late(later.lookup(removal), removal), "a delete made after the removal is another one"
     write = FactQuery("r", CM, "u1", "8", "ns-1", "a", {}, True, event_ms=seen_ms)
     index.apply(
         "r", CM, [fact("bob", "update", ns="ns-1", name="a", stage_us=(seen_ms - 100) * 1000)], clock.ms
     )
     assert not names_late(index.lookup(write), write), "a write is named late only by its exact slot"
+
+
+def by_name(stage_ms: int) -> Attribution:
+    """A delete fact answered by name, stamped `stage_ms` (the apiserver's clock)."""
+    identity = Identity("bob", "bob", "")
+    return Attribution(Tier.NAME, StoredFact(identity, "delete", "a1", "ns-1", "a", "", "", 1, stage_ms))
+
+
+def removal_seen_at(event_ms: int) -> FactQuery:
+    return FactQuery("r", CM, "u1", "8", "ns-1", "a", {}, False, event_ms=event_ms)
+
+
+SEEN_MS = 1_700_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("event_ms", "stage_ms", "named"),
+    [
+        (SEEN_MS, SEEN_MS + LATE_NAME_MARGIN_MS, True),  # the margin's last millisecond still counts
+        (SEEN_MS, SEEN_MS + LATE_NAME_MARGIN_MS + 1, False),  # one past it is a later delete
+        (SEEN_MS, SEEN_MS - 5_000, True),
+        (SEEN_MS, 1, True),  # any stamp before the removal was seen
+        (SEEN_MS, 0, False),  # no stageTimestamp: nothing says when the delete was made
+        (0, 1_000, False),  # the removal's time is unknown: a name cannot pin it
+        (1, 1_000, True),  # a known removal time, however early, is compared
+    ],
+)
+def test_a_delete_by_name_is_named_late_exactly_inside_the_margin(
+    event_ms: int, stage_ms: int, named: bool
+) -> None:
+    assert names_late(by_name(stage_ms), removal_seen_at(event_ms)) is named
+
+
+def test_a_write_or_a_conflict_is_never_named_late_by_name() -> None:
+    write = FactQuery("r", CM, "u1", "8", "ns-1", "a", {}, True, event_ms=SEEN_MS)
+    assert not names_late(by_name(SEEN_MS - 1), write)
+    assert not names_late(Attribution(Tier.CONFLICT, None), removal_seen_at(SEEN_MS))
+
+
+async def test_a_fact_within_a_short_window_is_still_awaited() -> None:
+    """A window under a second is waited out, not given up at once."""
+    clock = Clock()
+    index = make_index(clock)
+    waiting = asyncio.create_task(await_late(index, query(), window_s=0.5))
+    await run_ready_tasks()
+    assert not waiting.done()
+    index.apply("r", CM, [fact("alice", "update", ns="ns-1", name="a", uid="u1", rv="7")], clock.ms)
+    found = await asyncio.wait_for(waiting, 30)
+    assert found is not None
+    assert found.author == "alice"

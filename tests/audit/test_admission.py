@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from pipeline.audit.admission import AUDIT_ID_PREFIX, InvalidReview, parse_review, reduce_review
 from pipeline.content.key import content_key, is_content_key
 from pipeline.content.sanitize import sanitize, sanitized_json
+from pipeline.facts.admission import AUDIT_ID_PREFIX, InvalidReview, parse_review, reduce_review
 from pipeline.facts.reduce import EventReason
 from pipeline.models import GroupResource
 from tests.audit.conftest import Running, read_batches

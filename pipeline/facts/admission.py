@@ -26,9 +26,9 @@ from typing import Any, Final, NamedTuple
 from pipeline.codec.fact_batch import AuthorFact
 from pipeline.content.key import content_key
 from pipeline.content.sanitize import sanitize, sanitized_json
+from pipeline.content.sensitivity import is_sensitive
 from pipeline.facts.reduce import DISPLAY_NAME_EXTRA, EMAIL_EXTRA, EventReason, Reduction, user_extra
 from pipeline.models import GroupResource
-from pipeline.sealing.policy import is_sensitive
 
 __all__ = [
     "ADMISSION_REVIEW_API_VERSION",

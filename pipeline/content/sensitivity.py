@@ -1,7 +1,9 @@
-"""Which resources are sensitive: the one owner of that rule for the watch stage and the worker.
+"""Which resources are sensitive: the one owner of that rule for every stage and fact source.
 
 Secrets always are; a target with encryption may add more `resource` or `group/resource` entries.
-A sensitive object's content reaches the log and Git only as a SOPS document.
+A sensitive object's content reaches the log and Git only as a SOPS document (pipeline.sealing),
+and no digest of it is ever put on the log (the admission fact source gives it no content key). It
+lives with content, at the bottom of the layers, because both of those read it.
 """
 
 from __future__ import annotations
