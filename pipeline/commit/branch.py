@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
@@ -48,6 +49,7 @@ from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.intent.plan import IntentPlan
 from pipeline.log.api import LogError, PendingRecord
+from pipeline.placement import NO_PLACEMENT, Placement
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
@@ -518,13 +520,16 @@ class BranchWorker:
         self.repo.store_blob(content)
         applied.changed_file("create", path, content)
 
-    def _place(self, canonical: str, content: bytes | None, change: LiveChange) -> IntentPlan | None:
-        """Where a change goes on the tree being committed (`inplace.place`); the folder's index
-        learns each file as it is planned, so the plan's next change sees it."""
+    def _place(
+        self, placement: Placement, canonical: str, content: bytes | None, change: LiveChange
+    ) -> IntentPlan | None:
+        """Where a change goes on the tree being committed (`inplace.place`, new objects where the
+        target's `placement` says); the folder's index learns each file as it is planned, so the
+        plan's next change sees it."""
         folder = self._homes.folder(change.folder)
         if folder is None:
             return None
-        planned = place(folder, canonical, content, change)
+        planned = place(folder, canonical, content, change, placement)
         for write in planned.writes if planned is not None else ():
             folder.update(write.path, write.data)
         return planned
@@ -532,7 +537,9 @@ class BranchWorker:
     def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
         """The commit of `plan` on the local tip (None when it changes nothing), and the changes the
         in-place writer refused (`_refused` parks them)."""
-        placer = self._place if plan.changes else None
+        target = self._decide.target(plan.target)
+        placement = target.placement_policy if target is not None else NO_PLACEMENT
+        placer = partial(self._place, placement) if plan.changes else None
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
         self._add_sops_rules(plan, applied)
         for kind in applied.placed:
