@@ -225,3 +225,58 @@ async def test_unmodelled_kustomize_features_are_refused_by_name_before_writing(
     assert "UnsupportedKustomization" in str(error)
     assert "shop/kustomization.yaml" in str(error)
     assert field in str(error)
+
+
+APP_KUSTOMIZATION = """\
+# podinfo for team-a: the release job bumps images and replicas here
+namespace: team-a
+resources:
+  - deployment.yaml
+images:
+  - name: nginx
+    newTag: "1.25"
+replicas:
+  - name: web
+    count: 2
+"""
+APP = {
+    "web/kustomization.yaml": APP_KUSTOMIZATION,
+    "web/deployment.yaml": FLUX_MONOREPO["apps/base/deployment.yaml"],
+}
+
+
+async def test_images_and_replicas_are_written_where_the_value_lives(kustomize: Path, tmp_path: Path) -> None:
+    """The kustomization's `images:`/`replicas:` entries override the document on every build, so
+    the change goes into them, and the document keeps its bytes."""
+    h, parked = harness(tmp_path, APP, target_path="web", **on(kustomize))
+    w = Work(path="web")
+    deployments = {"group": "apps", "resource": "deployments", "scope": "team-a"}
+    live = web("team-a", "nginx:1.25")
+    live["spec"]["replicas"] = 2
+    await h.feed(*w.snapshot(1, [live], rv="10", **deployments))
+    assert files(h.remote) == APP
+
+    scaled = web("team-a", "nginx:1.25")
+    scaled["spec"]["replicas"] = 3
+    await h.feed(w.update(scaled, rv="11", **deployments))
+    await h.settle_time()
+    assert parked.items == []
+    assert changed_paths(h.remote) == ["web/kustomization.yaml"]
+    assert diff(h.remote) == ["-    count: 2", "+    count: 3"]
+
+    bumped = web("team-a", "nginx:1.26")
+    bumped["spec"]["replicas"] = 3
+    await h.feed(w.update(bumped, rv="12", **deployments))
+    await h.settle_time()
+    assert parked.items == []
+    assert diff(h.remote) == ['-    newTag: "1.25"', '+    newTag: "1.26"']
+    tree = files(h.remote)
+    assert tree["web/deployment.yaml"] == APP["web/deployment.yaml"]
+    now = render(kustomize, tmp_path / "a", tree, "web")
+    was = render(kustomize, tmp_path / "b", APP, "web")
+    key = ObjectKey("apps", "Deployment", "team-a", "web")
+    assert (now[key]["spec"]["replicas"], was[key]["spec"]["replicas"]) == (3, 2)
+    images = [obj[key]["spec"]["template"]["spec"]["containers"][0].pop("image") for obj in (now, was)]
+    assert images == ["nginx:1.26", "nginx:1.25"]
+    now[key]["spec"]["replicas"] = 2
+    assert now == was, "nothing else moved"
