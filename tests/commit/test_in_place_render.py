@@ -280,3 +280,24 @@ async def test_images_and_replicas_are_written_where_the_value_lives(kustomize: 
     assert images == ["nginx:1.26", "nginx:1.25"]
     now[key]["spec"]["replicas"] = 2
     assert now == was, "nothing else moved"
+
+
+async def test_a_build_that_does_not_finish_in_time_is_refused(tmp_path: Path) -> None:
+    """A stand-in binary that never answers: the real kustomize cannot be made to hang on a local
+    folder, and the timeout is what protects the worker from one that does."""
+    hung = tmp_path / "hung-kustomize"
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")
+    hung.chmod(0o755)
+    h, parked = harness(
+        tmp_path,
+        SHOP,
+        target_path="shop",
+        kustomize={"render": "on", "binary": str(hung), "timeout_s": 0.5},
+    )
+    w = Work(path="shop")
+    await h.feed(w.update(cm("shop-settings", currency="CHF"), rv="2"))
+    await h.settle_time()
+    assert files(h.remote) == SHOP
+    (_, error), *_ = parked.items
+    assert "RenderFailed" in str(error)
+    assert "took longer than 0.5s (targets[].kustomize.timeout_s)" in str(error)
