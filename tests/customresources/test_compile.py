@@ -66,6 +66,10 @@ targets:
   path: clusters/prod-eu-1
   cluster: prod-eu-1
   prune: Always
+  placement:
+    by_type: {apps/v1/deployments: "{namespace}/apps/{name}.yaml"}
+    default: "{groupPath}/{version}/{resource}/{namespace}/{name}.yaml"
+  kustomize: {render: on, timeout_s: 20}
   rules:
   - resources: [configmaps, apps/deployments]
     namespaces: [shop, payments]
