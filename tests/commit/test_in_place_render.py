@@ -17,6 +17,8 @@ from pipeline.intent.render import rendered_objects
 from tests.commit.helpers import Work, cm, files, git
 from tests.commit.test_in_place import (
     FLUX_MONOREPO,
+    MULTI,
+    MULTI_PATH,
     changed_paths,
     harness,
     refusals,
@@ -301,3 +303,25 @@ async def test_a_build_that_does_not_finish_in_time_is_refused(tmp_path: Path) -
     (_, error), *_ = parked.items
     assert "RenderFailed" in str(error)
     assert "took longer than 0.5s (targets[].kustomize.timeout_s)" in str(error)
+
+
+async def test_one_document_of_a_commented_multi_document_file_is_edited_and_renders(
+    kustomize: Path, tmp_path: Path
+) -> None:
+    layout = {
+        "live/kustomization.yaml": "resources:\n  - team-a/config.yaml\n",
+        MULTI_PATH: MULTI,
+    }
+    h, parked = harness(tmp_path, layout, **on(kustomize))
+    w = Work()
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    assert parked.items == []
+    assert changed_paths(h.remote) == [MULTI_PATH]
+    assert diff(h.remote) == ["-  level: info", "+  level: debug"]
+    was = render(kustomize, tmp_path / "b", layout, "live")
+    now = render(kustomize, tmp_path / "a", files(h.remote), "live")
+    key = ObjectKey("", "ConfigMap", "team-a", "app-settings")
+    assert (was[key]["data"]["level"], now[key]["data"]["level"]) == ("info", "debug")
+    now[key]["data"]["level"] = "info"
+    assert now == was, "the other document renders as before"
