@@ -35,7 +35,7 @@ from pipeline.intent.homes import FolderIndex, HomeIndex, ObjectKey
 from pipeline.intent.plan import FileWrite
 from pipeline.intent.render import render_verdict, rendered_objects
 
-__all__ = ["RenderCheck", "render_roots"]
+__all__ = ["RenderCheck", "build_argv", "render_roots"]
 
 #: kustomize reads nothing from the network here; a proxy on a port nothing listens on makes any
 #: fetch that slipped past the intent layer's refusal fail at once instead of reaching out.
@@ -62,6 +62,12 @@ def render_roots(index: HomeIndex, written: Iterable[str]) -> list[str]:
     listed = {entry for k in index.kustomizations.values() for entry in k.resources}
     roots = sorted(d for d in index.kustomizations if d not in listed)
     return [root for root in roots if paths.intersection(_reach(index, root, frozenset({root})))]
+
+
+def build_argv(binary: str, folder: Path) -> list[str]:
+    """`kustomize build` of `folder`: an absolute scratch path, after `--` all the same (a folder
+    of the user's repository may be called anything, `-o` included)."""
+    return [binary, "build", "--", str(folder.absolute())]
 
 
 def _describe(root: str) -> str:
@@ -133,7 +139,7 @@ class RenderCheck:
         folder = base / tree / root if root else base / tree
         try:
             result = subprocess.run(
-                [binary, "build", str(folder)],
+                build_argv(binary, folder),
                 capture_output=True,
                 text=True,
                 env=env,
