@@ -20,7 +20,6 @@ calls it on a thread (`BranchWorker._commit`), so the event loop keeps serving o
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 import subprocess
 import tempfile
@@ -188,7 +187,7 @@ def _judge(
         return
     refusal = render_verdict(before, after, key, (change.before, change.after))
     if refusal is not None:
-        raise IntentRefusal(refusal.reason, f"{posixpath.join(_describe(root), '')}: {refusal.detail}")
+        raise IntentRefusal(refusal.reason, f"kustomize build {_describe(root)}: {refusal.detail}")
 
 
 def _rendered_key(

@@ -155,7 +155,9 @@ async def test_a_change_kustomize_would_override_is_refused_and_writes_nothing(
     assert refusals("RenderMismatch") == mismatches + 1
     (item, error), *_ = parked.items
     assert item.offset == w.offset - 1
-    assert "renders a different change than the cluster made" in str(error)
+    assert "RenderMismatch: kustomize build shop: ConfigMap team-a/shop-settings renders a different" in str(
+        error
+    )
 
     # a change the render does carry still goes through afterwards
     await h.feed(w.update({**relabelled, "data": {"currency": "CHF"}}, rv="12"))
