@@ -548,7 +548,7 @@ class BranchWorker:
         in-place writer refused (`_refused` parks them)."""
         target = self._decide.target(plan.target)
         placement = target.placement_policy if target is not None else NO_PLACEMENT
-        render = RenderCheck(target.kustomize if target is not None else KustomizeSettings())
+        render = RenderCheck(target.kustomize if target is not None else KustomizeSettings(), plan.target)
         placer = partial(self._place, placement, render) if plan.changes else None
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
         self._add_sops_rules(plan, applied)

@@ -23,10 +23,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.commit import metrics
 from pipeline.commit.inplace import LiveChange
 from pipeline.config import KustomizeRender, KustomizeSettings
 from pipeline.intent.documents import IntentRefusal, RefusalReason
@@ -76,10 +78,11 @@ def _describe(root: str) -> str:
 class RenderCheck:
     """A target's `kustomize` settings, applied to one planned edit at a time."""
 
-    __slots__ = ("_settings",)
+    __slots__ = ("_settings", "_target")
 
-    def __init__(self, settings: KustomizeSettings) -> None:
+    def __init__(self, settings: KustomizeSettings, target: str = "") -> None:
         self._settings = settings
+        self._target = target
 
     @property
     def enabled(self) -> bool:
@@ -136,6 +139,7 @@ class RenderCheck:
             "GIT_TERMINAL_PROMPT": "0",
         }
         folder = base / tree / root if root else base / tree
+        started = time.monotonic()
         try:
             result = subprocess.run(
                 build_argv(binary, folder),
@@ -146,6 +150,7 @@ class RenderCheck:
                 check=False,
             )
         except subprocess.TimeoutExpired:
+            self._observe(metrics.BuildOutcome.TIMEOUT, started)
             raise IntentRefusal(
                 RefusalReason.RENDER_FAILED,
                 f"kustomize build {_describe(root)} {when} took longer than "
@@ -155,6 +160,9 @@ class RenderCheck:
             raise IntentRefusal(
                 RefusalReason.RENDER_FAILED, f"cannot run the kustomize binary {binary!r}: {exc.strerror}"
             ) from None
+        self._observe(
+            metrics.BuildOutcome.OK if result.returncode == 0 else metrics.BuildOutcome.FAILED, started
+        )
         if result.returncode != 0:
             detail = result.stderr.replace(str(base / tree) + "/", "").strip()[:_STDERR_CHARS]
             raise IntentRefusal(
@@ -162,6 +170,10 @@ class RenderCheck:
                 f"kustomize build {_describe(root)} fails {when}: {detail}",
             )
         return result.stdout
+
+    def _observe(self, outcome: metrics.BuildOutcome, started: float) -> None:
+        metrics.KUSTOMIZE_BUILDS.labels(self._target, outcome).inc()
+        metrics.KUSTOMIZE_BUILD_SECONDS.labels(self._target).observe(time.monotonic() - started)
 
 
 def _write_tree(root: Path, files: Mapping[str, bytes]) -> None:

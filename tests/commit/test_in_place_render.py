@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from pipeline.intent.homes import ObjectKey
 from pipeline.intent.render import rendered_objects
@@ -46,6 +47,11 @@ def diff(remote: Path) -> list[str]:
     return [line for line in lines if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
+def builds(outcome: str) -> float:
+    labels = {"target": "t1", "outcome": outcome}
+    return REGISTRY.get_sample_value("reverser_commit_kustomize_builds_total", labels) or 0.0
+
+
 def on(kustomize: Path, **more: Any) -> dict[str, Any]:
     return {"kustomize": {"render": "on", "binary": str(kustomize), **more}}
 
@@ -55,12 +61,14 @@ async def test_an_image_change_renders_in_its_overlay_only(kustomize: Path, tmp_
     w = Work(path="apps")
     await h.feed(*w.snapshot(1, [web("prod")], rv="10", **DEPLOYMENTS))
     before = files(h.remote)
+    ok = builds("ok")
 
     await h.feed(w.update(web("prod", "nginx:1.26"), rv="11", **DEPLOYMENTS))
     await h.settle_time()
     assert parked.items == []
     assert changed_paths(h.remote) == ["apps/overlays/prod/kustomization.yaml"]
     assert diff(h.remote) == ["+images:", "+  - name: nginx", "+    newTag: '1.26'"]
+    assert builds("ok") == ok + 2, "the prod overlay, before and after; staging reads no written file"
 
     after = files(h.remote)
     prod = "apps/overlays/prod"
@@ -168,9 +176,7 @@ async def test_a_change_kustomize_would_override_is_refused_and_writes_nothing(
 
 async def test_render_on_without_the_binary_refuses_by_name(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-kustomize")
-    h, parked = harness(
-        tmp_path, SHOP, target_path="shop", kustomize={"render": "on", "binary": missing}
-    )
+    h, parked = harness(tmp_path, SHOP, target_path="shop", kustomize={"render": "on", "binary": missing})
     w = Work(path="shop")
     failed = refusals("RenderFailed")
     await h.feed(w.create(cm("promotions", banner="spring"), rv="2"))
@@ -299,9 +305,11 @@ async def test_a_build_that_does_not_finish_in_time_is_refused(tmp_path: Path) -
         kustomize={"render": "on", "binary": str(hung), "timeout_s": 0.5},
     )
     w = Work(path="shop")
+    timeouts = builds("timeout")
     await h.feed(w.update(cm("shop-settings", currency="CHF"), rv="2"))
     await h.settle_time()
     assert files(h.remote) == SHOP
+    assert builds("timeout") == timeouts + 1
     (_, error), *_ = parked.items
     assert "RenderFailed" in str(error)
     assert "took longer than 0.5s (targets[].kustomize.timeout_s)" in str(error)
