@@ -25,6 +25,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -49,6 +50,7 @@ from pipeline.gotemplate.commitdata import check as check_go_template
 from pipeline.logoutput import LOG_FORMAT_VARIABLE, LOG_LEVEL_VARIABLE
 from pipeline.msgtemplate import check_template
 from pipeline.operation import Operation
+from pipeline.placement import NO_PLACEMENT, Placement, PlacementError, compile_placement
 from pipeline.prune import Prune
 
 ENV_PREFIX = "REVERSER_"
@@ -794,6 +796,61 @@ class CommitMessageSettings(_Section):
         return self
 
 
+class PlacementSettings(_Section):
+    """gitops-reverser's `placement`: where the file of a new object goes in the target folder
+    (an object that already has a home file is edited there; docs/intent.md)."""
+
+    by_type: dict[str, str] = {}
+    """Path template per type, keyed `group/version/resource` (`v1/configmaps` for the core group),
+    e.g. `{namespace}/{resource}/{name}.yaml`."""
+    default: str | None = None
+    """Path template for the types `by_type` does not name; none: beside the folder's single
+    kustomization, else the canonical path."""
+    _compiled: Placement = PrivateAttr(default=NO_PLACEMENT)
+
+    @model_validator(mode="after")
+    def _compile(self) -> PlacementSettings:
+        try:
+            self._compiled = compile_placement(self.by_type, self.default, fields=("by_type", "default"))
+        except PlacementError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def compiled(self) -> Placement:
+        """The templates, parsed and checked (`pipeline.placement`)."""
+        return self._compiled
+
+
+class KustomizeRender(StrEnum):
+    """Whether the commit worker runs `kustomize build` on the folders an edit touches."""
+
+    ON = "on"
+    OFF = "off"
+
+
+class KustomizeSettings(_Section):
+    """The real `kustomize build` of every kustomization an in-place edit touches, before and after:
+    the edit is committed only when the rendering changes exactly as the cluster did
+    (docs/commit-worker.md)."""
+
+    render: Annotated[KustomizeRender, _closed_set(KustomizeRender)] = KustomizeRender.OFF
+    """on: render before and after each edit of a kustomize folder and refuse one that renders
+    otherwise (RenderMismatch) or cannot be rendered (RenderFailed); off: edit without rendering."""
+    binary: str = "kustomize"
+    """The kustomize executable: a path, or a name looked up on PATH."""
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """How long one `kustomize build` may take before the edit is refused (RenderFailed)."""
+
+    @field_validator("render", mode="before")
+    @classmethod
+    def _yaml_switch(cls, render: Any) -> Any:
+        """YAML 1.1 reads a bare `on`/`off` as a boolean; it means the same here."""
+        if isinstance(render, bool):
+            return KustomizeRender.ON if render else KustomizeRender.OFF
+        return render
+
+
 class TargetSettings(_Section):
     """Where one cluster's resources land: a path on a branch of a provider."""
 
@@ -820,6 +877,16 @@ class TargetSettings(_Section):
     """Commit message templates; none: the built-in messages."""
     attribution: AttributionMode | None = None
     """Overrides its cluster's attribution mode for this target; none: the cluster's."""
+    placement: PlacementSettings | None = None
+    """Where new objects' files go (gitops-reverser's `spec.placement`); none: beside the folder's
+    single kustomization, else the canonical path."""
+    kustomize: KustomizeSettings = KustomizeSettings()
+    """Rendering kustomize folders before and after an in-place edit."""
+
+    @property
+    def placement_policy(self) -> Placement:
+        """The compiled `placement` (no templates when it is not set)."""
+        return self.placement.compiled if self.placement is not None else NO_PLACEMENT
 
     @field_validator("branch")
     @classmethod

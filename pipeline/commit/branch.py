@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
@@ -36,6 +37,7 @@ from pipeline.commit.decide import Decider, Reject, Skip
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, PushRejected, Signature, identity_line
 from pipeline.commit.homes import BranchHomes
 from pipeline.commit.inplace import LiveChange, place
+from pipeline.commit.kustomize import RenderCheck
 from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.notes import LateAuthors
@@ -45,9 +47,10 @@ from pipeline.commit.position import Offset
 from pipeline.commit.snapshots import Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason, CommitWindow
-from pipeline.config import ProviderSettings, Settings, TargetSettings
+from pipeline.config import KustomizeSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.intent.plan import IntentPlan
 from pipeline.log.api import LogError, PendingRecord
+from pipeline.placement import NO_PLACEMENT, Placement
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
@@ -518,13 +521,24 @@ class BranchWorker:
         self.repo.store_blob(content)
         applied.changed_file("create", path, content)
 
-    def _place(self, canonical: str, content: bytes | None, change: LiveChange) -> IntentPlan | None:
-        """Where a change goes on the tree being committed (`inplace.place`); the folder's index
-        learns each file as it is planned, so the plan's next change sees it."""
+    def _place(
+        self,
+        placement: Placement,
+        render: RenderCheck,
+        canonical: str,
+        content: bytes | None,
+        change: LiveChange,
+    ) -> IntentPlan | None:
+        """Where a change goes on the tree being committed (`inplace.place`, new objects where the
+        target's `placement` says), checked with the real kustomize when the target renders
+        (`RenderCheck`); the folder's index learns each file as it is planned, so the plan's next
+        change sees it."""
         folder = self._homes.folder(change.folder)
         if folder is None:
             return None
-        planned = place(folder, canonical, content, change)
+        planned = place(folder, canonical, content, change, placement)
+        if planned is not None:
+            render.verify(folder, planned.writes, change)
         for write in planned.writes if planned is not None else ():
             folder.update(write.path, write.data)
         return planned
@@ -532,7 +546,10 @@ class BranchWorker:
     def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
         """The commit of `plan` on the local tip (None when it changes nothing), and the changes the
         in-place writer refused (`_refused` parks them)."""
-        placer = self._place if plan.changes else None
+        target = self._decide.target(plan.target)
+        placement = target.placement_policy if target is not None else NO_PLACEMENT
+        render = RenderCheck(target.kustomize if target is not None else KustomizeSettings(), plan.target)
+        placer = partial(self._place, placement, render) if plan.changes else None
         applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
         self._add_sops_rules(plan, applied)
         for kind in applied.placed:
@@ -607,8 +624,17 @@ class BranchWorker:
         plan.states = [r for r in plan.states if r.key != key]
         self._finalized_states = [r for r in self._finalized_states if all(r is not d for d in dropped)]
 
+    async def _made(self, plan: Plan) -> tuple[str | None, list[Refused]]:
+        """`_make_commit`, on a thread when its target runs kustomize on the edits (a subprocess per
+        render root must not stall the event loop). The worker's own steps are serial (`run` holds
+        its lock across a step), so nothing else touches its tree meanwhile."""
+        target = self._decide.target(plan.target)
+        if plan.changes and target is not None and RenderCheck(target.kustomize).enabled:
+            return await asyncio.to_thread(self._make_commit, plan)
+        return self._make_commit(plan)
+
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
-        sha, refusals = self._make_commit(plan)
+        sha, refusals = await self._made(plan)
         await self._refused(plan, refusals)
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
@@ -763,7 +789,7 @@ class BranchWorker:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._reset(base)
         for plan in plans:
-            sha, refusals = self._make_commit(plan)
+            sha, refusals = await self._made(plan)
             await self._refused(plan, refusals)
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))

@@ -81,10 +81,10 @@ from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, win
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.intent.homes import ObjectKey as HomeKey
-from pipeline.intent.placement import PlacedObject
 from pipeline.log.api import PendingRecord
 from pipeline.models import GroupResource
 from pipeline.operation import Operation
+from pipeline.placement import PlacedObject
 from pipeline.prune import Prune
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
@@ -492,7 +492,6 @@ class Decider:
         if not kind:
             return None
         key = HomeKey(item.group, kind, namespace, name)
-        self.seen.note(path, after if remembered(folder, key, path) else None)
         metadata = known.get("metadata") if known is not None else None
         labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
         placed = PlacedObject(
@@ -504,6 +503,9 @@ class Decider:
             name,
             labels if isinstance(labels, Mapping) else {},
         )
+        target = self.target(item.target)
+        templated = target is not None and target.placement_policy.applies(placed)
+        self.seen.note(path, after if remembered(folder, key, path, placed=templated) else None)
         items = () if listed else (item,)
         return LiveChange(folder_path, key, placed, before, after, items, listed)
 

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pipeline.codec.branch_work import WorkItem
+from pipeline.intent.documents import IntentRefusal, RefusalReason
 from pipeline.intent.homes import FolderIndex
 from pipeline.intent.homes import ObjectKey as HomeKey
-from pipeline.intent.placement import PlacedObject, Placement
+from pipeline.intent.placement import resolve
 from pipeline.intent.plan import EditKind, IntentPlan, plan_change, plan_new_file
+from pipeline.placement import PlacedObject, Placement, PlacementError
 
 __all__ = [
     "Homes",
@@ -37,11 +39,6 @@ __all__ = [
     "place",
     "remembered",
 ]
-
-_PLACEMENT = Placement({}, None)
-"""New objects go beside the folder's single kustomization, if it has exactly one that renders them
-in their own namespace, else to the canonical path. A target's own `placement` templates
-(gitops-reverser's `byType`/`default`) have no setting here yet (docs/intent.md, "Status")."""
 
 
 class Homes(Protocol):
@@ -115,20 +112,27 @@ def _own_file(folder: FolderIndex, path: str, canonical: str) -> bool:
     return path == canonical and folder.documents(canonical) <= 1
 
 
-def remembered(folder: FolderIndex, key: HomeKey, canonical: str) -> bool:
+def remembered(folder: FolderIndex, key: HomeKey, canonical: str, *, placed: bool = False) -> bool:
     """Whether the worker keeps the live object for the next change of it: when it lives, or may
-    come to live, in a file the pipeline edits in place rather than rewrites."""
+    come to live, in a file the pipeline edits in place rather than rewrites (`placed`: a
+    placement template of its target applies to it)."""
     homes = folder.index.candidates(key)
     if homes:
         return not (len(homes) == 1 and _own_file(folder, homes[0].path, canonical))
-    return bool(folder.index.kustomizations)
+    return placed or bool(folder.index.kustomizations)
 
 
 def place(
-    folder: FolderIndex, canonical: str, content: bytes | None, change: LiveChange
+    folder: FolderIndex,
+    canonical: str,
+    content: bytes | None,
+    change: LiveChange,
+    placement: Placement,
 ) -> IntentPlan | None:
     """The writes for `change` in `folder`, or None for today's canonical write (or delete) of
-    `content` at `canonical`. Raises IntentRefusal for a change that cannot be written safely.
+    `content` at `canonical`; a new object goes where its target's `placement` says
+    (`pipeline.intent.placement.resolve`). Raises IntentRefusal for a change that cannot be
+    written safely.
 
     A snapshot's object (`listed`) whose home is elsewhere is left as its file has it (an empty
     plan): a snapshot says what exists, not what changed, and a user's file is edited only by a
@@ -143,7 +147,10 @@ def place(
         return plan_change(folder.index, folder.files, change.key, (change.before, change.after))
     if change.after is None or content is None:
         return None
-    resolved = _PLACEMENT.resolve(change.placed, folder.index, change.folder)
+    try:
+        resolved = resolve(placement, change.placed, folder.index, change.folder)
+    except PlacementError as exc:
+        raise IntentRefusal(RefusalReason.UNPLACEABLE, str(exc)) from None
     if resolved is None or resolved[0] == canonical:
         return None
     return plan_new_file(folder.index, folder.files, resolved[0], content.decode("utf-8"))

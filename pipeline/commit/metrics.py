@@ -157,6 +157,28 @@ IN_PLACE_WRITES = Counter(
     "removed-document, removed-file, overlay-entry, new-file, appended).",
     ["target", "kind"],
 )
+
+
+class BuildOutcome(StrEnum):
+    """How one `kustomize build` of the render check ended (`reverser_commit_kustomize_builds_total`)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+
+
+KUSTOMIZE_BUILDS = Counter(
+    "reverser_commit_kustomize_builds_total",
+    "kustomize builds of the render check (two per touched render root and edit), by outcome "
+    "(ok, failed, timeout).",
+    ["target", "outcome"],
+)
+KUSTOMIZE_BUILD_SECONDS = Histogram(
+    "reverser_commit_kustomize_build_seconds",
+    "Wall time of one kustomize build of the render check, including a build that failed.",
+    ["target"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 IN_PLACE_REFUSALS = Counter(
     "reverser_commit_in_place_refusals_total",
     "Changes the in-place writer refused before writing anything (the record is dead-lettered), by "

@@ -98,6 +98,8 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.encryption.secretRef.name",
         "spec.encryption.secretRef.kind",
         "spec.attribution.enabled",
+        "spec.placement.byType",
+        "spec.placement.default",
         *MESSAGE_PATHS,
         "spec.allowedSourceNamespaces.names",
         "spec.allowedSourceNamespaces.selector",
@@ -475,8 +477,11 @@ _TARGET_PATHS = {
     "prune": "spec.prune.mode",
     "rules": "spec.rules",
     "encryption": "spec.pipeline.encryption",
+    "placement": "spec.placement",
+    "placement.by_type": "spec.placement.byType",
+    "placement.default": "spec.placement.default",
 }
-_TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption"}
+_TARGET_MAPPED = {key: path for key, path in _TARGET_PATHS.items() if key != "encryption" and "." not in key}
 
 
 def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
@@ -545,6 +550,9 @@ def _target(
         author_mode = _attribution(enabled, "attribution" in extension, report)
         if author_mode is not None:
             data["attribution"] = author_mode
+    placement = _placement(spec.get("placement"), report)
+    if placement is not None:
+        data["placement"] = placement
     encryption = _encryption(
         spec.get("encryption") or {}, extension.get("encryption"), namespace, age_keys, report
     )
@@ -553,6 +561,22 @@ def _target(
     else:
         data["encryption"] = encryption
     return None if report.errors else data
+
+
+def _placement(placement: Any, report: ObjectReport) -> dict[str, Any] | None:
+    """gitops-reverser's `spec.placement` in this project's spelling (`targets[].placement`); its
+    templates are checked when the target's settings are validated, errors naming
+    `spec.placement.byType` or `spec.placement.default`."""
+    if placement is None:
+        return None
+    if not isinstance(placement, dict):
+        report.errors.append(FieldProblem("spec.placement", "must be a mapping"))
+        return None
+    by_type = placement.get("byType") or {}
+    if not isinstance(by_type, dict):
+        report.errors.append(FieldProblem("spec.placement.byType", "must be a mapping of type to template"))
+        return None
+    return {"by_type": by_type, "default": placement.get("default")}
 
 
 def _attribution(enabled: Any, extension_sets_it: bool, report: ObjectReport) -> AttributionMode | None:

@@ -100,8 +100,16 @@ def _target(target: TargetSettings, default_branch: str, namespace: str) -> dict
     extension = target.model_dump(
         mode="json",
         exclude_defaults=True,
-        exclude={"name", "provider", "branch", "path", "cluster", "prune", "rules", "encryption"},
+        exclude={"name", "provider", "branch", "path", "cluster", "prune", "rules", "encryption"}
+        | {"placement"},
     )
+    if target.placement is not None:
+        placement: dict[str, Any] = {}
+        if target.placement.by_type:
+            placement["byType"] = dict(target.placement.by_type)
+        if target.placement.default is not None:
+            placement["default"] = target.placement.default
+        spec["placement"] = placement
     if target.encryption is not None:
         key_secret = target.encryption.age_key_secret
         recipients: dict[str, Any] = {}

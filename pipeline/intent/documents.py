@@ -53,6 +53,8 @@ class RefusalReason(StrEnum):
     AMBIGUOUS_HOME = "AmbiguousHome"
     SHARED_BASE = "SharedBase"
     RENDER_MISMATCH = "RenderMismatch"
+    RENDER_FAILED = "RenderFailed"
+    UNPLACEABLE = "Unplaceable"
 
 
 class IntentRefusal(Exception):

@@ -11,6 +11,11 @@ in the order they apply:
   is only to container images or the replica count, the overlay that renders the object's
   namespace gets (or updates) its `images:` or `replicas:` entry instead; any other change to a
   shared base is refused;
+- an image or replica change of an object whose own kustomization (one that renders its file)
+  holds an `images:` entry for the image or a `replicas:` entry for the object is written into
+  that entry, where the value lives: the document's value is overridden on every build, so
+  editing it would change nothing kustomize renders. Where several kustomizations hold one, the
+  outermost (applied last) gets it;
 - a new file is registered in the `resources:` of the kustomization that governs its folder.
 
 Every refusal is an IntentRefusal raised before anything is written.
@@ -27,7 +32,15 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
-from pipeline.intent.edit import ChangeKind, apply_changes, held_changes, load_document, plain, user_changes
+from pipeline.intent.edit import (
+    Change,
+    ChangeKind,
+    apply_changes,
+    held_changes,
+    load_document,
+    plain,
+    user_changes,
+)
 from pipeline.intent.homes import HomeIndex, ObjectKey
 from pipeline.intent.kustomization import Kustomization
 
@@ -252,8 +265,72 @@ def plan_change(
         if live_before is not None
         else held_changes(plain(document.data), live_after)
     )
+    edits, entries = _entry_edits(index, files, key, home.path, plain(document.data), edits)
+    if entries is not None and not edits:
+        return IntentPlan(EditKind.OVERLAY_ENTRY, entries.path, (entries,))
     text = file.replaced(home.document, apply_changes(document, edits))
-    return IntentPlan(EditKind.IN_PLACE, home.path, (FileWrite(home.path, file.encode(text)),))
+    write = FileWrite(home.path, file.encode(text))
+    return IntentPlan(EditKind.IN_PLACE, home.path, (write,) if entries is None else (write, entries))
+
+
+def _entry_edits(
+    index: HomeIndex,
+    files: Mapping[str, bytes],
+    key: ObjectKey,
+    path: str,
+    document: Any,
+    edits: list[Change],
+) -> tuple[list[Change], FileWrite | None]:
+    """`edits` split into those for the document and the kustomization entries (`images:`,
+    `replicas:`) that override the value the document holds; the kustomization's new content, or
+    None when no entry holds any of the changed values."""
+    reaching = [k for k in index.kustomizations.values() if _reaches(index, k, path, frozenset())]
+    if not reaching:
+        return edits, None
+    owners: dict[str, Kustomization] = {}
+    images: dict[str, list[tuple[str, str]]] = {}
+    replicas: dict[str, int] = {}
+    rest: list[Change] = []
+    for edit in edits:
+        if edit.kind is ChangeKind.SET and edit.path == ("spec", "replicas") and isinstance(edit.value, int):
+            owner = _outermost(index, [k for k in reaching if any(r.name == key.name for r in k.replicas)])
+            if owner is not None:
+                owners[owner.path], replicas[owner.path] = owner, edit.value
+                continue
+        elif edit.kind is ChangeKind.SET and _is_image(edit.path) and isinstance(edit.value, str):
+            held = _value_at(document, edit.path)
+            name = split_image(held)[0] if isinstance(held, str) else ""
+            owner = _outermost(index, [k for k in reaching if any(i.name == name for i in k.images)])
+            if owner is not None:
+                owners[owner.path] = owner
+                images.setdefault(owner.path, []).append((held, edit.value))
+                continue
+        rest.append(edit)
+    if not owners:
+        return edits, None
+    if len(owners) > 1:
+        raise IntentRefusal(
+            RefusalReason.UNSUPPORTED_KUSTOMIZE,
+            f"{key.kind} {key.namespace}/{key.name}: its image and replica entries live in "
+            f"{', '.join(sorted(owners))}; one change is written into one kustomization",
+        )
+    (owner,) = owners.values()
+    file = split_file(files[owner.path], owner.path)
+    loaded = load_document(file.documents[0].text, owner.path)
+    for old, new in images.get(owner.path, []):
+        _set_image(loaded.data, old, new)
+    if owner.path in replicas:
+        _set_replicas(loaded.data, key.name, replicas[owner.path])
+    return rest, FileWrite(owner.path, file.encode(file.replaced(0, loaded.dump())))
+
+
+def _outermost(index: HomeIndex, candidates: list[Kustomization]) -> Kustomization | None:
+    """The candidate that reaches every other one (kustomize applies it last), if any."""
+    for candidate in candidates:
+        others = [c for c in candidates if c is not candidate]
+        if all(_reaches(index, candidate, other.directory, frozenset()) for other in others):
+            return candidate
+    return None
 
 
 def plan_new_file(index: HomeIndex, files: Mapping[str, bytes], path: str, text: str) -> IntentPlan:

@@ -65,10 +65,13 @@ def harness(
     target_path: str = "live",
     states: list[ObjectState] | None = None,
     emitted: list[PendingRecord] | None = None,
+    **target: Any,
 ) -> tuple[Harness, Parked]:
     """A worker on a remote that already holds `layout`, pushed by somebody else; with `states`
-    (read at sync) or `emitted` (what it writes), it tracks object state."""
-    h = Harness(tmp_path, targets=[TargetSettings(name="t1", provider="git", path=target_path)])
+    (read at sync) or `emitted` (what it writes), it tracks object state. `target` holds more of
+    the target's settings (`placement`, `kustomize`)."""
+    settings = TargetSettings(name="t1", provider="git", path=target_path, **target)
+    h = Harness(tmp_path, targets=[settings])
     for path, content in layout.items():
         foreign_push(h.remote, tmp_path, path, content)
     parked = Parked()
@@ -369,3 +372,29 @@ async def test_an_object_whose_home_is_its_canonical_file_is_rewritten_as_before
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: own\n  namespace: team-a\ndata:\n  key: b\n"
     )
     assert tree[MULTI_PATH] == MULTI
+
+
+async def test_a_new_object_lands_where_the_targets_placement_puts_it(tmp_path: Path) -> None:
+    """gitops-reverser's `placement.byType`: the new object's file is the template's, its later
+    changes edit that file, and its delete removes it."""
+    placement = {"by_type": {"v1/configmaps": "{namespace}/config/{name}.yaml"}}
+    h, _ = harness(tmp_path, {MULTI_PATH: MULTI}, placement=placement)
+    w = Work()
+    await h.feed(w.create(cm("promotions", banner="spring"), rv="2"))
+    await h.settle_time()
+    placed = "live/team-a/config/promotions.yaml"
+    assert changed_paths(h.remote) == [placed], "no canonical copy is written"
+    assert files(h.remote)[placed] == (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: promotions\n  namespace: team-a\n"
+        "data:\n  banner: spring\n"
+    )
+    await h.feed(w.update(cm("promotions", banner="summer"), rv="3"))
+    await h.settle_time()
+    assert changed_paths(h.remote) == [placed]
+    assert git(h.remote, "diff", "main~1", "main", "--", placed).splitlines()[-2:] == [
+        "-  banner: spring",
+        "+  banner: summer",
+    ]
+    await h.feed(w.delete("promotions", rv="4"))
+    await h.settle_time()
+    assert files(h.remote) == {MULTI_PATH: MULTI}

@@ -17,8 +17,8 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.intent.documents import IntentRefusal, RefusalReason
 from pipeline.intent.homes import FolderIndex, build_index
 from pipeline.intent.homes import ObjectKey as HomeKey
-from pipeline.intent.placement import PlacedObject
 from pipeline.intent.plan import EditKind
+from pipeline.placement import NO_PLACEMENT, PlacedObject, compile_placement
 from tests.commit.helpers import Work, bare_remote, cm, foreign_push
 
 OWN = "live/team-a/configmaps/a.yaml"
@@ -50,14 +50,14 @@ def rendered(name: str = "a") -> bytes:
 
 def test_the_pipelines_own_file_is_written_as_before() -> None:
     folder = folder_of({OWN: rendered().decode()})
-    assert place(folder, OWN, rendered(), change()) is None
-    assert place(folder, OWN, None, change(after=None)) is None
+    assert place(folder, OWN, rendered(), change(), NO_PLACEMENT) is None
+    assert place(folder, OWN, None, change(after=None), NO_PLACEMENT) is None
     assert remembered(folder, change().key, OWN) is False
 
 
 def test_a_canonical_path_holding_several_documents_is_a_users_file() -> None:
     folder = folder_of({OWN: f"{rendered().decode()}---\n{rendered('b').decode()}"})
-    planned = place(folder, OWN, rendered(), change(after=cm("a", key="new")))
+    planned = place(folder, OWN, rendered(), change(after=cm("a", key="new")), NO_PLACEMENT)
     assert planned is not None
     assert planned.kind is EditKind.IN_PLACE
     assert remembered(folder, change().key, OWN) is True
@@ -65,24 +65,36 @@ def test_a_canonical_path_holding_several_documents_is_a_users_file() -> None:
 
 def test_a_snapshot_leaves_a_users_file_as_it_is() -> None:
     folder = folder_of({"live/all.yaml": rendered().decode()})
-    planned = place(folder, OWN, rendered(), change(after=cm("a", key="drift"), listed=True))
+    planned = place(folder, OWN, rendered(), change(after=cm("a", key="drift"), listed=True), NO_PLACEMENT)
     assert planned is not None
     assert planned.writes == ()
 
 
 def test_an_object_without_a_home_goes_to_its_canonical_path_unless_a_kustomization_takes_it() -> None:
-    assert place(folder_of({}), OWN, rendered(), change()) is None
-    assert place(folder_of({}), OWN, None, change(after=None)) is None, "nothing to delete elsewhere"
+    assert place(folder_of({}), OWN, rendered(), change(), NO_PLACEMENT) is None
+    assert place(folder_of({}), OWN, None, change(after=None), NO_PLACEMENT) is None, (
+        "nothing to delete elsewhere"
+    )
     beside = folder_of({"live/kustomization.yaml": "namespace: team-a\nresources: []\n"})
-    planned = place(beside, OWN, rendered(), change())
+    planned = place(beside, OWN, rendered(), change(), NO_PLACEMENT)
     assert planned is not None
     assert [w.path for w in planned.writes] == ["live/configmap-a.yaml", "live/kustomization.yaml"]
+
+
+def test_a_new_object_goes_where_the_targets_placement_template_says() -> None:
+    placement = compile_placement({"v1/configmaps": "{namespace}/config/{name}.yaml"}, None)
+    beside = folder_of({"live/kustomization.yaml": "namespace: team-a\nresources: []\n"})
+    planned = place(beside, OWN, rendered(), change(), placement)
+    assert planned is not None
+    assert planned.path == "live/team-a/config/a.yaml"
+    assert [w.path for w in planned.writes] == ["live/team-a/config/a.yaml", "live/kustomization.yaml"]
+    assert remembered(folder_of({}), change().key, OWN, placed=True) is True
 
 
 def test_a_refusal_is_raised_before_anything_is_written() -> None:
     folder = folder_of({"live/flux-system/gotk-components.yaml": rendered().decode()})
     with pytest.raises(IntentRefusal) as refused:
-        place(folder, OWN, rendered(), change(after=cm("a", key="new")))
+        place(folder, OWN, rendered(), change(after=cm("a", key="new")), NO_PLACEMENT)
     assert refused.value.reason is RefusalReason.OWNED_ELSEWHERE
 
 

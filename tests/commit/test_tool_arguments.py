@@ -26,6 +26,7 @@ from pipeline.commit.git import repo as gitrepo
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.git.signing import GpgSigner, SigningError, SshSigner
 from pipeline.commit.git.sshremote import SshTransport
+from pipeline.commit.kustomize import build_argv
 from pipeline.config import ConfigError, EncryptionSettings, SigningSettings, load_settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import parse_object
@@ -54,6 +55,7 @@ TOOL_CALLS = {
     ("demo/runner.py", "ensure_bare_remote"),  # git init --end-of-options PATH
     ("demo/runner.py", "git_history"),  # git --git-dir=PATH log: the demo's own remote
     ("buildinfo.py", "build_commit"),  # git -C PATH rev-parse HEAD: the package's own checkout
+    ("commit/kustomize.py", "_build"),  # kustomize build -- PATH: test_kustomize_takes_its_folder...
 }
 
 
@@ -164,6 +166,13 @@ def test_ssh_signing_takes_no_key_id() -> None:
 
 def test_every_tool_invocation_is_one_audited_here() -> None:
     assert _tool_calls() == TOOL_CALLS
+
+
+def test_kustomize_takes_its_folder_after_the_end() -> None:
+    argv = build_argv("kustomize", Path(HOSTILE))
+    assert _safe(argv, HOSTILE), argv
+    assert argv[:3] == ["kustomize", "build", "--"]
+    assert Path(argv[3]).is_absolute()
 
 
 def test_signers_take_values_in_option_form() -> None:

@@ -68,7 +68,7 @@ def test_check_names_unreadable_documents_and_files(
     )
     assert main(["config", "check", str(listed), "--config", str(_granting(tmp_path))]) == 0
     assert (
-        "GitTarget team-a/apps: unsupported (accepted, not acted on): spec.placement.default"
+        "GitTarget team-a/apps: unsupported (accepted, not acted on): spec.syncPolicy.retry"
         in capsys.readouterr().out
     )
 

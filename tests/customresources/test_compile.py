@@ -66,6 +66,10 @@ targets:
   path: clusters/prod-eu-1
   cluster: prod-eu-1
   prune: Always
+  placement:
+    by_type: {apps/v1/deployments: "{namespace}/apps/{name}.yaml"}
+    default: "{groupPath}/{version}/{resource}/{namespace}/{name}.yaml"
+  kustomize: {render: on, timeout_s: 20}
   rules:
   - resources: [configmaps, apps/deployments]
     namespaces: [shop, payments]
@@ -94,8 +98,8 @@ targets:
   prune: Never
 """
 
-# gitops-reverser v0.41 objects as an existing install has them, with fields this project does
-# not act on (placement).
+# gitops-reverser v0.41 objects as an existing install has them, with a field this project does
+# not act on (`syncPolicy`).
 UPSTREAM = """
 apiVersion: configbutler.ai/v1alpha3
 kind: GitProvider
@@ -117,7 +121,10 @@ spec:
   branch: feature/x
   path: team-a/apps
   prune: {mode: always}
-  placement: {default: "{namespace}/{name}.yaml"}
+  placement:
+    default: "{namespace}/{name}.yaml"
+    byType: {v1/secrets: "{namespace}/secrets/{name}.yaml"}
+  syncPolicy: {retry: 3}
 ---
 apiVersion: configbutler.ai/v1alpha3
 kind: WatchRule
@@ -229,7 +236,11 @@ def test_upstream_objects_compile_and_report_the_fields_they_do_not_support() ->
     assert provider.credentials_secret is not None
     assert provider.credentials_secret.describe() == "team-a/git-creds"
     assert provider.known_hosts_ref is None
-    assert unsupported[Kind.GIT_TARGET] == ["spec.placement.default"]
+    assert unsupported[Kind.GIT_TARGET] == ["spec.syncPolicy.retry"]
+    # spec.placement is acted on: new objects' files go where its templates say
+    assert target.placement is not None
+    assert target.placement.default == "{namespace}/{name}.yaml"
+    assert set(target.placement_policy.by_type) == {"v1/secrets"}
     assert unsupported[Kind.WATCH_RULE] == []
     # a rule's apiVersions is the version its streams watch (docs/custom-resources.md)
     assert [r.versions for r in target.rules] == [[], ["v1"], [], []]
@@ -321,6 +332,21 @@ def _edited(path: str, value: Any) -> list[Any]:
             "team-a/missing",
         ),
         ("GitTarget.spec.prune", {"mode": "sometimes"}, Kind.GIT_TARGET, "spec.prune.mode", "Never"),
+        (
+            "GitTarget.spec.placement",
+            {"default": "../{name}.yaml"},
+            Kind.GIT_TARGET,
+            "spec.placement",
+            "leaves the target folder",
+        ),
+        (
+            "GitTarget.spec.placement",
+            {"byType": {"v1/configmaps": "{nmespace}/{name}.yaml"}},
+            Kind.GIT_TARGET,
+            "spec.placement",
+            "unknown variable {nmespace}",
+        ),
+        ("GitTarget.spec.placement", {"byType": ["x"]}, Kind.GIT_TARGET, "spec.placement.byType", "mapping"),
         (
             "WatchRule.spec.rules.0.objectSelector",
             {"matchLabels": {"app": "a b"}},

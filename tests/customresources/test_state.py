@@ -168,7 +168,7 @@ def test_object_status_reports_errors_streams_and_problems() -> None:
     }
     assert status["observedGeneration"] == 1
     assert "spec.branch" in status["conditions"][0]["message"]
-    assert status["unsupportedFields"] == ["spec.placement.default"]
+    assert status["unsupportedFields"] == ["spec.syncPolicy.retry"]
 
     rule = _compiled().reports[ObjectRef(Kind.WATCH_RULE, "team-a", "apps")]
     resolved = [

@@ -149,6 +149,14 @@ def test_a_tenant_target_cannot_name_a_variable_or_a_file(encryption: dict[str, 
     assert target.encryption.digest_key_env == DEFAULT_DIGEST_KEY_ENV
 
 
+def test_a_tenant_target_cannot_choose_the_program_the_worker_runs() -> None:
+    """`kustomize.binary` names an executable the commit worker runs on every edit."""
+    kustomize = {"render": "on", "binary": "/bin/sh"}
+    compiled = _compile(_provider(), _target(pipeline={"kustomize": kustomize}))
+    assert compiled.targets == []
+    assert [path for path, _ in _errors(compiled, Kind.GIT_TARGET)] == ["spec.pipeline.kustomize"]
+
+
 def test_tuning_fields_are_allowed_within_bounds() -> None:
     tuned = {"push_cooldown_s": 30, "credentials_refresh_s": 600, "window_max_bytes": 1024}
     compiled = _compile(_provider(pipeline=tuned), _target())

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.intent.homes import build_index
-from pipeline.intent.placement import (
+from pipeline.intent.placement import resolve
+from pipeline.placement import (
     CLUSTER_BUCKET,
     UNLABELLED_BUCKET,
     PlacedObject,
@@ -68,37 +69,37 @@ def test_by_type_wins_then_default_then_the_single_kustomization_then_canonical(
         "{groupPath}/{version}/{resource}/{namespace}/{name}.yaml",
     )
     expected = ("clusters/prod/shop/configmaps.yaml", PlacementSource.BY_TYPE)
-    assert policy.resolve(CONFIGMAP, EMPTY, "clusters/prod") == expected
-    assert policy.resolve(ROLE, EMPTY, "") == (
+    assert resolve(policy, CONFIGMAP, EMPTY, "clusters/prod") == expected
+    assert resolve(policy, ROLE, EMPTY, "") == (
         f"rbac.authorization.k8s.io/v1/clusterroles/{CLUSTER_BUCKET}/viewer.yaml",
         PlacementSource.DEFAULT,
     )
     root = build_index({"apps/kustomization.yaml": b"resources: []\n"}, "apps")
     unset = compile_placement({}, None)
     beside = ("apps/configmap-web.yaml", PlacementSource.KUSTOMIZE_ROOT)
-    assert unset.resolve(CONFIGMAP, root, "apps") == beside
+    assert resolve(unset, CONFIGMAP, root, "apps") == beside
     empty_root = b"resources: []\n"
     two_roots = build_index({"a/kustomization.yaml": empty_root, "b/kustomization.yaml": empty_root})
-    assert unset.resolve(CONFIGMAP, two_roots, "") is None
-    assert unset.resolve(CONFIGMAP, EMPTY, "") is None
+    assert resolve(unset, CONFIGMAP, two_roots, "") is None
+    assert resolve(unset, CONFIGMAP, EMPTY, "") is None
 
 
 def test_the_single_kustomization_takes_only_objects_it_renders_in_their_own_namespace() -> None:
     unset = compile_placement({}, None)
     own = build_index({"apps/kustomization.yaml": b"namespace: shop\nresources: []\n"}, "apps")
-    assert unset.resolve(CONFIGMAP, own, "apps") == (
+    assert resolve(unset, CONFIGMAP, own, "apps") == (
         "apps/configmap-web.yaml",
         PlacementSource.KUSTOMIZE_ROOT,
     )
     other = build_index({"apps/kustomization.yaml": b"namespace: billing\nresources: []\n"}, "apps")
-    assert unset.resolve(CONFIGMAP, other, "apps") is None, "kustomize would render it into billing"
+    assert resolve(unset, CONFIGMAP, other, "apps") is None, "kustomize would render it into billing"
 
 
 def test_a_bundling_default_is_refused_unless_secrets_have_their_own_route() -> None:
-    with pytest.raises(PlacementError, match="add a byType entry for v1/secrets"):
+    with pytest.raises(PlacementError, match=r"add a spec\.placement\.byType entry for v1/secrets"):
         compile_placement({}, "all.yaml")
     policy = compile_placement({"v1/secrets": "{namespace}/secrets/{name}.yaml"}, "all.yaml")
-    assert policy.resolve(SECRET, EMPTY, "") == ("shop/secrets/db.yaml", PlacementSource.BY_TYPE)
+    assert resolve(policy, SECRET, EMPTY, "") == ("shop/secrets/db.yaml", PlacementSource.BY_TYPE)
     with pytest.raises(PlacementError, match=r"byType\[v1/secrets\]"):
         compile_placement({"v1/secrets": "{namespace}/secrets.yaml"}, None)
 
@@ -107,7 +108,7 @@ def test_another_sensitive_type_never_falls_into_a_bundle() -> None:
     sealed = PlacedObject("example.com", "v1", "vaults", "Vault", "shop", "v", {}, sensitive=True)
     policy = compile_placement({"v1/secrets": "{namespace}/{name}.yaml"}, "all.yaml")
     with pytest.raises(PlacementError, match="sensitive"):
-        policy.resolve(sealed, EMPTY, "")
+        resolve(policy, sealed, EMPTY, "")
 
 
 def test_a_by_type_key_must_name_a_type() -> None:
@@ -125,3 +126,43 @@ def test_a_rendered_path_never_leaves_the_folder(namespace: str, name: str, labe
     assert not path.startswith("/")
     assert ".." not in path.split("/")
     assert path.endswith(f"{name}.yaml")
+
+
+@pytest.mark.parametrize(
+    ("template", "named"),
+    [
+        ("{namespace}/../../etc/{name}.yaml", "leaves the target"),
+        ("a/./{name}.yaml", "leaves the target"),
+        ("//etc/{name}.yaml", "relative"),
+        ("C:\\x\\{name}.yaml", "relative"),
+        (".git/hooks/{name}.yaml", "Git's own files"),
+        ("{namespace}/.github/{name}.yaml", "Git's own files"),
+        ("{__class__}/{name}.yaml", "unknown variable {__class__}"),
+        ("{name!r}.yaml", "unknown variable {name!r}"),
+        ("{namespace:x}/{name}.yaml", "unknown variable {namespace:x}"),
+        ("{{name}}.yaml", "unbalanced"),
+        ("", "relative"),
+    ],
+)
+def test_hostile_templates_are_refused_before_any_write(template: str, named: str) -> None:
+    with pytest.raises(PlacementError) as refused:
+        compile_placement({"v1/configmaps": template}, None)
+    assert "spec.placement.byType[v1/configmaps]" in str(refused.value)
+    assert named in str(refused.value)
+
+
+def test_a_hostile_value_cannot_turn_a_template_into_a_path_outside_the_folder() -> None:
+    template = compile_template("{label:team}/{name}.yaml", "t")
+    for value in ("..", ".git"):
+        hostile = PlacedObject("", "v1", "configmaps", "ConfigMap", "shop", "web", {"team": value})
+        with pytest.raises(PlacementError, match="renders the segment"):
+            template.render(hostile)
+    slashed = PlacedObject("", "v1", "configmaps", "ConfigMap", "shop", "web", {"team": "a/../.."})
+    with pytest.raises(PlacementError, match="renders the segment"):
+        template.render(slashed)
+
+
+def test_a_policy_without_templates_places_nothing_itself() -> None:
+    assert not compile_placement({}, None).applies(CONFIGMAP)
+    assert compile_placement({"v1/configmaps": "{name}.yaml"}, None).applies(CONFIGMAP)
+    assert not compile_placement({"v1/configmaps": "{name}.yaml"}, None).applies(ROLE)

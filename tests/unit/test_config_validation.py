@@ -64,3 +64,58 @@ def test_listen_addresses_split_into_host_and_port() -> None:
     assert split_host_port("127.0.0.1:9444") == ("127.0.0.1", 9444)
     assert split_host_port("[::1]:0") == ("::1", 0)
     assert split_host_port(":9464") == ("0.0.0.0", 9464)
+
+
+def _target(extra: str) -> str:
+    return f"providers: [{{name: git, url: /srv/git}}]\ntargets: [{{name: t1, provider: git, {extra}}}]\n"
+
+
+@pytest.mark.parametrize(
+    ("placement", "named"),
+    [
+        (
+            "{default: '{nmespace}/{name}.yaml'}",
+            r"targets\.0\.placement: .*default: unknown variable \{nmespace\}",
+        ),
+        (
+            "{by_type: {v1/configmaps: '../{name}.yaml'}}",
+            r"targets\.0\.placement: .*by_type\[v1/configmaps\]: .* leaves the target folder",
+        ),
+        (
+            "{by_type: {v1/configmaps: '/etc/{name}.yaml'}}",
+            r"by_type\[v1/configmaps\]: a template is a relative",
+        ),
+        (
+            "{default: 'all.yaml'}",
+            r"default: 'all\.yaml' bundles objects.*add a by_type entry for v1/secrets",
+        ),
+        ("{by_type: {configmaps: '{name}.yaml'}}", r"by_type: 'configmaps' is not group/version/resource"),
+    ],
+)
+def test_a_placement_template_is_checked_when_the_configuration_loads(
+    tmp_path: Path, placement: str, named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        load(tmp_path, _target(f"placement: {placement}"))
+
+
+def test_a_placement_is_compiled_on_the_target_settings(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(_target("placement: {by_type: {v1/configmaps: '{namespace}/{name}.yaml'}}"))
+    target = load_settings(config, environ={}).targets[0]
+    assert set(target.placement_policy.by_type) == {"v1/configmaps"}
+    assert target.placement_policy.default is None
+    assert target.kustomize.render == "off"
+    config.write_text(_target("kustomize: {render: on, binary: /opt/kustomize, timeout_s: 5}"))
+    target = load_settings(config, environ={}).targets[0]
+    assert (target.kustomize.render, target.kustomize.binary, target.kustomize.timeout_s) == (
+        "on",
+        "/opt/kustomize",
+        5,
+    )
+    assert target.placement_policy.by_type == {}
+
+
+def test_kustomize_render_is_on_or_off(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"targets\.0\.kustomize\.render"):
+        load(tmp_path, _target("kustomize: {render: always}"))
