@@ -141,6 +141,47 @@ def test_what_makes_no_fact(document: dict[str, Any], reason: EventReason) -> No
     assert (result.reason, result.fact) == (reason, None)
 
 
+def test_a_review_without_a_resource_makes_no_fact() -> None:
+    document = review("CREATE", configmap())
+    document["request"]["resource"] = {}
+    assert (reduce(document).reason, reduce(document).fact) == (EventReason.NO_ATTRIBUTION_FACT, None)
+
+
+def test_the_namespace_and_name_come_from_the_request_or_the_object_whichever_has_them() -> None:
+    """generateName: the request's `name` is empty and the object carries the generated one; a body
+    without `metadata.namespace` is created in the request's namespace."""
+    generated = configmap("web-x7k2q")
+    document = review("CREATE", generated)
+    document["request"]["name"] = ""
+    assert reduce(document).fact.name == "web-x7k2q"
+    bare = configmap()
+    del bare["metadata"]["namespace"]
+    assert reduce(review("CREATE", bare)).fact.namespace == "shop"
+    from_body = review("CREATE", configmap())
+    from_body["request"]["namespace"] = ""
+    assert reduce(from_body).fact.namespace == "shop"
+
+
+def test_a_cluster_scoped_delete_without_an_old_object_is_named_by_its_request() -> None:
+    document = review("DELETE", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+                      resource=("", "namespaces"))
+    document["request"]["oldObject"] = None
+    document["request"]["namespace"] = ""
+    fact = reduce(document).fact
+    assert (fact.verb, fact.namespace, fact.name, fact.uid) == ("delete", "", "shop", "")
+
+
+def test_an_update_of_bodies_without_metadata_is_kept_by_name_not_taken_for_a_no_op() -> None:
+    """Nothing can say two bodies without metadata are the same stored object: the fact is kept (by
+    name, with no content key) rather than dropped as an unchanged write."""
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": "not-a-mapping", "data": {"k": "v"}}
+    document = review("UPDATE", configmap(), configmap())
+    document["request"].update(object=body, oldObject=copy.deepcopy(body))
+    result = reduce(document)
+    assert result.reason == EventReason.QUEUED
+    assert (result.fact.name, result.fact.uid, result.fact.resource_version) == ("web", "", "")
+
+
 def test_a_scale_is_answered_by_name_and_a_secret_never_gets_a_content_key() -> None:
     scale = {
         "apiVersion": "autoscaling/v1",
