@@ -38,7 +38,8 @@ from pipeline.codec import DecodeError
 
 __all__ = ["AvroRecord", "Binding", "Wire", "binding"]
 
-Encoder = Callable[[Any], Any]
+#: a function from a field's value to its wire form, or back
+Convert = Callable[[Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,12 @@ class Wire:
     name: str = ""
     spread: bool = False
     local: bool = False
-    encode: Encoder | None = None
-    decode: Encoder | None = None
+    encode: Convert | None = None
+    decode: Convert | None = None
+
+    def __post_init__(self) -> None:
+        if (self.encode is None) != (self.decode is None):
+            raise TypeError("a Wire converts both ways: give encode and decode, or neither")
 
 
 class AvroRecord:
@@ -81,7 +86,7 @@ class Binding:
     """A record class's generated mapping, and the Avro fields it reads and writes."""
 
     record: type
-    encode: Encoder
+    encode: Convert
     decode: Callable[..., Any]
     #: Avro field name -> the field names of its anonymous sub-record (empty for a plain field)
     fields: Mapping[str, tuple[str, ...]]
@@ -113,11 +118,20 @@ def _field_names(record: type) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _declared(record: type) -> Mapping[str, Wire | str]:
+    """`record.avro_fields`, refused when it names a field the record does not have."""
+    declared: Mapping[str, Wire | str] = getattr(record, "avro_fields", {})
+    unknown = sorted(set(declared) - set(_field_names(record)))
+    if unknown:
+        raise TypeError(f"{record.__qualname__}.avro_fields names no field of it: {', '.join(unknown)}")
+    return declared
+
+
 def _is_record(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, AvroRecord)
 
 
-def _enum_decoder(enum: type[StrEnum], where: str) -> Encoder:
+def _enum_decoder(enum: type[StrEnum], where: str) -> Convert:
     def decode(value: str) -> StrEnum:
         try:
             return enum(value)
@@ -127,7 +141,7 @@ def _enum_decoder(enum: type[StrEnum], where: str) -> Encoder:
     return decode
 
 
-def _union_decoder(members: Mapping[str, Encoder], where: str) -> Encoder:
+def _union_decoder(members: Mapping[str, Convert], where: str) -> Convert:
     def decode(value: tuple[str, Mapping[str, Any]]) -> Any:
         kind, data = value
         found = members.get(kind)
@@ -138,7 +152,7 @@ def _union_decoder(members: Mapping[str, Encoder], where: str) -> Encoder:
     return decode
 
 
-def _union_encoder(members: Mapping[type, Encoder]) -> Encoder:
+def _union_encoder(members: Mapping[type, Convert]) -> Convert:
     def encode(value: Any) -> tuple[str, dict[str, Any]]:
         return (value.kind.value, members[type(value)](value))
 
@@ -164,7 +178,7 @@ class _Generator:
         args: list[str] = []
         locals_: list[str] = []
         for field in _field_names(self.record):
-            args.append(self.field(self.record, field, "o", (), entries, locals_))
+            args.append(self.field(self.record, field, "o", entries, locals_))
         tree = _tree(entries)
         source = (
             f"def encode(o):\n    return {_literal(tree)}\n"
@@ -183,23 +197,20 @@ class _Generator:
         owner: type,
         field: str,
         obj: str,
-        prefix: tuple[str, ...],
         entries: list[tuple[tuple[str, ...], str]],
         locals_: list[str],
     ) -> str:
         """Add `owner.field`'s wire entries (read from `obj`); return the expression that decodes it."""
-        declared = getattr(owner, "avro_fields", {}).get(field, "")
+        declared = _declared(owner).get(field, "")
         wire = Wire(declared) if isinstance(declared, str) else declared
         tp = typing.get_type_hints(owner)[field]
         if wire.local:
             locals_.append(field)
             return field
         if wire.spread:
-            inner = [
-                self.field(tp, name, f"{obj}.{field}", prefix, entries, locals_) for name in _field_names(tp)
-            ]
+            inner = [self.field(tp, name, f"{obj}.{field}", entries, locals_) for name in _field_names(tp)]
             return f"{self.ref(tp)}({', '.join(inner)})"
-        path = (*prefix, *(wire.name or camel(field)).split("."))
+        path = tuple((wire.name or camel(field)).split("."))
         value = f"{obj}.{field}"
         read = "d" + "".join(f"[{name!r}]" for name in path)
         where = f"{owner.__qualname__}: unknown {'.'.join(path)}"
@@ -210,6 +221,7 @@ class _Generator:
         return self.decoder(tp, read, where)
 
     def encoder(self, tp: Any, value: str) -> str:
+        """The expression that writes `value`, of type `tp`, as fastavro takes it."""
         if _is_record(tp):
             return f"{self.ref(binding(tp).encode)}({value})"
         origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -230,6 +242,7 @@ class _Generator:
         return value
 
     def decoder(self, tp: Any, read: str, where: str) -> str:
+        """The expression that turns fastavro's `read` back into a `tp` (`where` names it in errors)."""
         if _is_record(tp):
             return f"{self.ref(binding(tp).decode)}({read})"
         if isinstance(tp, type) and issubclass(tp, StrEnum):

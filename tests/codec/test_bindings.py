@@ -207,7 +207,22 @@ class _Clash(AvroRecord):
     avro_fields = {"offset": "source.offset"}
 
 
-@pytest.mark.parametrize(("record", "message"), [(_TooDeep, "one sub-record deep"), (_Clash, "both a field")])
+@dataclass(frozen=True, slots=True)
+class _Misnamed(AvroRecord):
+    value: int
+
+    avro_fields = {"valeu": "v"}
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [(_TooDeep, "one sub-record deep"), (_Clash, "both a field"), (_Misnamed, "names no field of it: valeu")],
+)
 def test_a_declaration_the_generator_cannot_honour_is_refused(record: type, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         binding(record)
+
+
+def test_a_conversion_goes_both_ways() -> None:
+    with pytest.raises(TypeError, match="both ways"):
+        Wire(encode=str)
