@@ -1,9 +1,10 @@
 """The wire format, pinned: every record kind encodes to the bytes the codecs wrote before the binding.
 
 `GOLDEN` holds, per case of `cases.CASES`, the record key and the value's bytes as the hand-written
-mappings produced them (commit "codec: golden-bytes tests"). The Avro mapping now derives from the
-field declarations (`pipeline.codec.binding`); a rename, reordering or type change that alters the
-bytes fails here, and so does a decoder that no longer reads the old bytes back to the same record.
+mappings produced them (the commit "codec: golden-bytes tests for every record kind"). The Avro
+mapping now derives from the field declarations (`pipeline.codec.binding`); a rename, reordering or
+type change that alters the bytes fails here, and so does a decoder that no longer reads the old
+bytes back to the same record.
 """
 
 from __future__ import annotations
