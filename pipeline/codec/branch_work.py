@@ -8,12 +8,12 @@ Variant names (`Kind`), enums and every field name are spelled here only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, DecodeError, codec
+from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
+from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.codec.watch_event import EventType, SnapshotBegin, SnapshotObject
 from pipeline.config import TargetSettings
 from pipeline.log.api import PendingRecord, Record
@@ -94,7 +94,7 @@ class ActorKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class WorkAuthor:
+class WorkAuthor(AvroRecord):
     """The author stored in every `Write`: the router resolves it, the commit worker commits under it.
 
     `event_time_ms` is when the change was made according to the matched audit fact (its stage
@@ -109,35 +109,12 @@ class WorkAuthor:
     actor_kind: str = ActorKind.NONE
     event_time_ms: int = 0
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "username": self.username,
-            "displayName": self.display_name,
-            "email": self.email,
-            "tier": self.tier,
-            "actorKind": self.actor_kind,
-            "eventTimeMs": self.event_time_ms,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> WorkAuthor:
-        return cls(
-            Outcome(data["outcome"]),
-            data["username"],
-            data["displayName"],
-            data["email"],
-            data["tier"],
-            data["actorKind"],
-            data.get("eventTimeMs", 0),
-        )
-
 
 NOT_ATTEMPTED: Final = WorkAuthor(Outcome.NOT_ATTEMPTED, tier="none")
 
 
 @dataclass(frozen=True, slots=True)
-class Write:
+class Write(AvroRecord):
     """Write (or delete, `object_json` None) one object under `author`."""
 
     operation: Operation
@@ -149,29 +126,7 @@ class Write:
     author: WorkAuthor
 
     kind: ClassVar[StrEnum] = Kind.WRITE
-
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "operation": self.operation,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "object": self.object_json,
-            "author": self.author.to_avro(),
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> Write:
-        return cls(
-            operation=Operation(data["operation"]),
-            namespace=data["namespace"],
-            name=data["name"],
-            uid=data["uid"],
-            resource_version=data["resourceVersion"],
-            object_json=data["object"],
-            author=WorkAuthor.from_avro(data["author"]),
-        )
+    avro_fields = {"object_json": "object"}
 
 
 # The resync begin carries exactly what the watch's snapshot begin carries, under another record name.
@@ -187,7 +142,7 @@ ResyncObject = SnapshotObject
 
 
 @dataclass(frozen=True, slots=True)
-class ResyncChunk:
+class ResyncChunk(AvroRecord):
     """The objects of a snapshot chunk (without its `since`: the router already acted on it)."""
 
     epoch: int
@@ -196,16 +151,9 @@ class ResyncChunk:
 
     kind: ClassVar[StrEnum] = Kind.RESYNC_CHUNK
 
-    def to_avro(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "seq": self.seq, "objects": [o.to_avro() for o in self.objects]}
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> ResyncChunk:
-        return cls(data["epoch"], data["seq"], tuple(ResyncObject.from_avro(o) for o in data["objects"]))
-
 
 @dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(AvroRecord):
     """Deletion evidence for one object of a snapshot's scope (see `Resolver.deletions`)."""
 
     uid: str
@@ -213,17 +161,9 @@ class Removal:
     name: str
     author: WorkAuthor
 
-    def to_avro(self) -> dict[str, Any]:
-        author = self.author.to_avro()
-        return {"uid": self.uid, "namespace": self.namespace, "name": self.name, "author": author}
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> Removal:
-        return cls(data["uid"], data["namespace"], data["name"], WorkAuthor.from_avro(data["author"]))
-
 
 @dataclass(frozen=True, slots=True)
-class ResyncEnd:
+class ResyncEnd(AvroRecord):
     """The snapshot's end, with the deletion evidence for its scope (None: attribution not attempted)."""
 
     epoch: int
@@ -234,32 +174,9 @@ class ResyncEnd:
 
     kind: ClassVar[StrEnum] = Kind.RESYNC_END
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "chunks": self.chunks,
-            "objects": self.objects,
-            "resourceVersion": self.resource_version,
-            "removals": None if self.removals is None else [r.to_avro() for r in self.removals],
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> ResyncEnd:
-        found = data.get("removals")
-        removals = None if found is None else tuple(Removal.from_avro(r) for r in found)
-        return cls(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"], removals)
-
-
-def _prune(value: str) -> Prune:
-    """The prune mode a `TargetDeleted` names (a plain string on the wire, so checked here)."""
-    try:
-        return Prune(value)
-    except ValueError:
-        raise DecodeError(f"{BRANCH_WORK}: unknown prune mode {value!r}") from None
-
 
 @dataclass(frozen=True, slots=True)
-class TargetDeleted:
+class TargetDeleted(AvroRecord):
     """A target left the configuration (version `config_version`): the last record of it on its branch.
 
     Written by the configuration controller in the transaction that publishes that version, so the
@@ -275,21 +192,9 @@ class TargetDeleted:
 
     kind: ClassVar[StrEnum] = Kind.TARGET_DELETED
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "prune": self.prune,
-            "removeFiles": self.remove_files,
-            "configVersion": self.config_version,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> TargetDeleted:
-        return cls(_prune(data["prune"]), data["removeFiles"], data["configVersion"], data["reason"])
-
 
 @dataclass(frozen=True, slots=True)
-class CommitRequested:
+class CommitRequested(AvroRecord):
     """A CommitRequest (gitops-reverser's "save now") for the item's target.
 
     Written by the configuration controller, keyed by the target's (provider, branch) like the rest
@@ -304,23 +209,11 @@ class CommitRequested:
     close_delay_s: int
 
     kind: ClassVar[StrEnum] = Kind.COMMIT_REQUESTED
-
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "message": self.message,
-            "closeDelaySeconds": self.close_delay_s,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> CommitRequested:
-        return cls(data["namespace"], data["name"], data["uid"], data["message"], data["closeDelaySeconds"])
+    avro_fields = {"close_delay_s": "closeDelaySeconds"}
 
 
 @dataclass(frozen=True, slots=True)
-class LateAuthor:
+class LateAuthor(AvroRecord):
     """The author of an earlier `Write` that was committed as unresolved, named by a fact that came late.
 
     The router appends it to the same branch partition once the fact is filed; the commit worker
@@ -342,43 +235,12 @@ class LateAuthor:
 
     kind: ClassVar[StrEnum] = Kind.LATE_AUTHOR
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "operation": self.operation,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "author": self.author.to_avro(),
-            "workPartition": self.work_partition,
-            "workOffset": self.work_offset,
-            "resolvedAtMs": self.resolved_at_ms,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> LateAuthor:
-        return cls(
-            data["operation"],
-            data["namespace"],
-            data["name"],
-            data["uid"],
-            data["resourceVersion"],
-            WorkAuthor.from_avro(data["author"]),
-            data["workPartition"],
-            data["workOffset"],
-            data["resolvedAtMs"],
-        )
-
 
 Body = Write | ResyncBegin | ResyncChunk | ResyncEnd | TargetDeleted | CommitRequested | LateAuthor
-_BODIES: Final[dict[str, type[Body]]] = {
-    body.kind: body
-    for body in (Write, ResyncBegin, ResyncChunk, ResyncEnd, TargetDeleted, CommitRequested, LateAuthor)
-}
 
 
 @dataclass(frozen=True, slots=True)
-class WorkItem:
+class WorkItem(AvroRecord):
     """One branch-work record: where it sits on the log, whom it is for, and what it asks.
 
     `partition`/`offset` are the record's own position once read (not part of the payload);
@@ -400,6 +262,14 @@ class WorkItem:
     body: Body
     source_partition: int = 0
     source_offset: int = 0
+
+    avro_fields = {
+        "partition": Wire(local=True),
+        "offset": Wire(local=True),
+        "observed_at_ms": "source.observedAtMs",
+        "source_partition": "source.partition",
+        "source_offset": "source.offset",
+    }
 
     @property
     def stream(self) -> tuple[str, str, str, str]:
@@ -428,25 +298,7 @@ class WorkItem:
 
 def encode_work(item: WorkItem) -> bytes:
     """The record value of one work item (its own partition and offset are not part of it)."""
-    return codec(BRANCH_WORK).encode(
-        {
-            "provider": item.provider,
-            "branch": item.branch,
-            "target": item.target,
-            "path": item.path,
-            "cluster": item.cluster,
-            "group": item.group,
-            "version": item.version,
-            "resource": item.resource,
-            "scope": item.scope,
-            "source": {
-                "partition": item.source_partition,
-                "offset": item.source_offset,
-                "observedAtMs": item.observed_at_ms,
-            },
-            "body": (item.body.kind.value, item.body.to_avro()),
-        }
-    )
+    return codec(BRANCH_WORK).encode(item.to_avro())
 
 
 def work_record(item: WorkItem) -> PendingRecord:
@@ -461,25 +313,4 @@ def work_record(item: WorkItem) -> PendingRecord:
 def decode_work(record: Record) -> WorkItem:
     """Decode one branch-work record; raises `DecodeError` for anything the worker cannot use."""
     data = codec(BRANCH_WORK).decode(record.value, record.header(SCHEMA_HEADER))
-    kind, body = data["body"]
-    body_type = _BODIES.get(kind)
-    if body_type is None:
-        raise DecodeError(f"{BRANCH_WORK}: unknown body {kind!r}")
-    source = data["source"]
-    return WorkItem(
-        partition=record.partition,
-        offset=record.offset,
-        provider=data["provider"],
-        branch=data["branch"],
-        target=data["target"],
-        path=data["path"],
-        cluster=data["cluster"],
-        group=data["group"],
-        version=data["version"],
-        resource=data["resource"],
-        scope=data["scope"],
-        observed_at_ms=source["observedAtMs"],
-        body=body_type.from_avro(body),
-        source_partition=source["partition"],
-        source_offset=source["offset"],
-    )
+    return WorkItem.from_avro(data, partition=record.partition, offset=record.offset)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.codec import COMMIT_REQUEST_RESULT, SCHEMA_HEADER, DecodeError, codec
+from pipeline.codec import COMMIT_REQUEST_RESULT, SCHEMA_HEADER, codec
+from pipeline.codec.binding import AvroRecord
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -34,7 +35,7 @@ class RequestOutcome(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RequestResult:
+class RequestResult(AvroRecord):
     namespace: str
     name: str
     uid: str
@@ -53,39 +54,12 @@ class RequestResult:
 
 
 def encode_request_result(result: RequestResult) -> PendingRecord:
-    return codec(COMMIT_REQUEST_RESULT).record(
-        {
-            "namespace": result.namespace,
-            "name": result.name,
-            "uid": result.uid,
-            "target": result.target,
-            "provider": result.provider,
-            "branch": result.branch,
-            "outcome": result.outcome.value,
-            "sha": result.sha,
-            "atMs": result.at_ms,
-            "message": result.message,
-        },
-        key=REQUEST_KEY_PREFIX + f"{result.namespace}/{result.name}".encode(),
-    )
+    key = REQUEST_KEY_PREFIX + f"{result.namespace}/{result.name}".encode()
+    return codec(COMMIT_REQUEST_RESULT).record(result.to_avro(), key=key)
 
 
 def decode_request_result(record: Record) -> RequestResult:
     """Raises DecodeError for a record that is not a commit-request result."""
-    data = codec(COMMIT_REQUEST_RESULT).decode(record.value, record.header(SCHEMA_HEADER))
-    try:
-        outcome = RequestOutcome(data["outcome"])
-    except ValueError:
-        raise DecodeError(f"{COMMIT_REQUEST_RESULT}: unknown outcome {data['outcome']!r}") from None
-    return RequestResult(
-        data["namespace"],
-        data["name"],
-        data["uid"],
-        data["target"],
-        data["provider"],
-        data["branch"],
-        outcome,
-        data["sha"],
-        data["atMs"],
-        data["message"],
+    return RequestResult.from_avro(
+        codec(COMMIT_REQUEST_RESULT).decode(record.value, record.header(SCHEMA_HEADER))
     )

@@ -17,10 +17,12 @@ does not know makes it refuse that version (keeping the previous one) instead of
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from pipeline.codec import CONFIG_STATE, SCHEMA_HEADER, DecodeError, codec
+from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.config import ProviderSettings, TargetSettings, WatchRule
 from pipeline.log.api import PendingRecord, Record
 
@@ -38,30 +40,53 @@ __all__ = [
 
 CONFIG_KEY = b"effective"
 
+_Settings = TypeVar("_Settings", ProviderSettings, TargetSettings)
+
 
 def settings_json(settings: ProviderSettings | TargetSettings | WatchRule) -> str:
     """`settings` as the record carries it: the JSON of the fields that differ from their defaults."""
     return settings.model_dump_json(exclude_defaults=True)
 
 
+def _settings_json(entries: tuple[ProviderSettings | TargetSettings, ...]) -> list[str]:
+    return [settings_json(entry) for entry in entries]
+
+
+def _settings_of(model: type[_Settings]) -> Callable[[list[str]], tuple[_Settings, ...]]:
+    """Read entries back through their model (a pydantic ValidationError is a ValueError)."""
+
+    def decode(entries: list[str]) -> tuple[_Settings, ...]:
+        return tuple(model.model_validate_json(entry) for entry in entries)
+
+    return decode
+
+
+def _errors_json(errors: tuple[tuple[str, str], ...]) -> list[str]:
+    """A field error travels as the JSON pair `[path, message]`."""
+    return [json.dumps([path, message]) for path, message in errors]
+
+
+def _errors_of_json(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    errors: list[tuple[str, str]] = []
+    for text in texts:
+        pair = json.loads(text)
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise ValueError(f"field error {text!r} is not a [path, message] pair")
+        errors.append((pair[0], pair[1]))
+    return tuple(errors)
+
+
 @dataclass(frozen=True, slots=True)
-class ObjectName:
+class ObjectName(AvroRecord):
     """A custom resource as the record names it: kind, namespace ("" when cluster-wide), name."""
 
     kind: str
     namespace: str
     name: str
 
-    def to_avro(self) -> dict[str, Any]:
-        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> ObjectName:
-        return cls(data["kind"], data["namespace"], data["name"])
-
 
 @dataclass(frozen=True, slots=True)
-class ConfigObject:
+class ConfigObject(AvroRecord):
     """One custom resource's report: its generation, field errors `(path, message)`, unsupported fields."""
 
     object: ObjectName
@@ -69,27 +94,14 @@ class ConfigObject:
     errors: tuple[tuple[str, str], ...]
     unsupported: tuple[str, ...]
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            **self.object.to_avro(),
-            "generation": self.generation,
-            "errors": [json.dumps([path, message]) for path, message in self.errors],
-            "unsupported": list(self.unsupported),
-        }
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> ConfigObject:
-        errors: list[tuple[str, str]] = []
-        for text in data["errors"]:
-            pair = json.loads(text)
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
-                raise ValueError(f"field error {text!r} is not a [path, message] pair")
-            errors.append((pair[0], pair[1]))
-        return cls(ObjectName.from_avro(data), data["generation"], tuple(errors), tuple(data["unsupported"]))
+    avro_fields = {
+        "object": Wire(spread=True),
+        "errors": Wire(encode=_errors_json, decode=_errors_of_json),
+    }
 
 
 @dataclass(frozen=True, slots=True)
-class RuleSource:
+class RuleSource(AvroRecord):
     """Where rule number `rule` of `target` came from: an object and its `spec.rules[item]`."""
 
     target: str
@@ -97,16 +109,11 @@ class RuleSource:
     object: ObjectName
     item: int
 
-    def to_avro(self) -> dict[str, Any]:
-        return {"target": self.target, "rule": self.rule, **self.object.to_avro(), "item": self.item}
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> RuleSource:
-        return cls(data["target"], data["rule"], ObjectName.from_avro(data), data["item"])
+    avro_fields = {"object": Wire(spread=True)}
 
 
 @dataclass(frozen=True, slots=True)
-class ItemProblemEntry:
+class ItemProblemEntry(AvroRecord):
     """A rule item of an object that became no rule, with the reason and message shown to users."""
 
     object: ObjectName
@@ -115,24 +122,11 @@ class ItemProblemEntry:
     reason: str
     message: str
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            **self.object.to_avro(),
-            "item": self.item,
-            "resource": self.resource,
-            "reason": self.reason,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> ItemProblemEntry:
-        return cls(
-            ObjectName.from_avro(data), data["item"], data["resource"], data["reason"], data["message"]
-        )
+    avro_fields = {"object": Wire(spread=True)}
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigStateRecord:
+class ConfigStateRecord(AvroRecord):
     """One published version of the effective configuration, as it is on the log."""
 
     version: int
@@ -143,28 +137,10 @@ class ConfigStateRecord:
     rules: tuple[RuleSource, ...]
     item_problems: tuple[ItemProblemEntry, ...]
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "publishedAtMs": self.published_at_ms,
-            "providers": [settings_json(p) for p in self.providers],
-            "targets": [settings_json(t) for t in self.targets],
-            "objects": [o.to_avro() for o in self.objects],
-            "rules": [r.to_avro() for r in self.rules],
-            "itemProblems": [p.to_avro() for p in self.item_problems],
-        }
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> ConfigStateRecord:
-        return cls(
-            version=data["version"],
-            published_at_ms=data["publishedAtMs"],
-            providers=tuple(ProviderSettings.model_validate_json(p) for p in data["providers"]),
-            targets=tuple(TargetSettings.model_validate_json(t) for t in data["targets"]),
-            objects=tuple(ConfigObject.from_avro(o) for o in data["objects"]),
-            rules=tuple(RuleSource.from_avro(r) for r in data["rules"]),
-            item_problems=tuple(ItemProblemEntry.from_avro(p) for p in data["itemProblems"]),
-        )
+    avro_fields = {
+        "providers": Wire(encode=_settings_json, decode=_settings_of(ProviderSettings)),
+        "targets": Wire(encode=_settings_json, decode=_settings_of(TargetSettings)),
+    }
 
 
 def encode_config_state(state: ConfigStateRecord) -> PendingRecord:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.codec import CREDENTIALS_REPORT, SCHEMA_HEADER, codec
+from pipeline.codec.binding import AvroRecord
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = ["CREDENTIALS_KEY_PREFIX", "CredentialsReport", "decode_credentials", "encode_credentials"]
@@ -20,7 +21,7 @@ CREDENTIALS_KEY_PREFIX = b"credentials/"
 
 
 @dataclass(frozen=True, slots=True)
-class CredentialsReport:
+class CredentialsReport(AvroRecord):
     provider: str
     ok: bool
     reason: str  # empty when ok, else a `pipeline.gitcredentials.CredentialsReason`
@@ -33,28 +34,11 @@ class CredentialsReport:
 
 def encode_credentials(report: CredentialsReport) -> PendingRecord:
     return codec(CREDENTIALS_REPORT).record(
-        {
-            "provider": report.provider,
-            "ok": report.ok,
-            "reason": report.reason,
-            "secret": report.secret,
-            "atMs": report.at_ms,
-            "message": report.message,
-            "signingPublicKey": report.signing_public_key,
-        },
-        key=CREDENTIALS_KEY_PREFIX + report.provider.encode(),
+        report.to_avro(), key=CREDENTIALS_KEY_PREFIX + report.provider.encode()
     )
 
 
 def decode_credentials(record: Record) -> CredentialsReport:
     """Raises DecodeError for a record that is not a credentials report."""
     data = codec(CREDENTIALS_REPORT).decode(record.value, record.header(SCHEMA_HEADER))
-    return CredentialsReport(
-        data["provider"],
-        data["ok"],
-        data["reason"],
-        data["secret"],
-        data["atMs"],
-        data["message"],
-        data["signingPublicKey"],
-    )
+    return CredentialsReport.from_avro(data)

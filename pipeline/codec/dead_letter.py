@@ -10,8 +10,10 @@ has attempt N+1, so a record that keeps failing is visible as such.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.codec import DEAD_LETTER, DEAD_LETTER_REPLAY, SCHEMA_HEADER, codec
+from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.log.api import Headers, PendingRecord, Record
 
 __all__ = [
@@ -31,8 +33,16 @@ __all__ = [
 REPLAY_HEADER = "reverser-replay"
 
 
+def _headers_avro(headers: Headers) -> list[dict[str, str | bytes]]:
+    return [{"name": name, "value": value} for name, value in headers]
+
+
+def _headers_of_avro(headers: list[dict[str, Any]]) -> Headers:
+    return tuple((header["name"], header["value"]) for header in headers)
+
+
 @dataclass(frozen=True, slots=True, order=True)
-class SourceRef:
+class SourceRef(AvroRecord):
     """Where a failed record sat on its own topic: a record is replayed at most once per ref."""
 
     topic: str
@@ -44,7 +54,7 @@ class SourceRef:
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class DeadLetter(AvroRecord):
     """One decoded dead letter."""
 
     source: SourceRef
@@ -58,9 +68,15 @@ class DeadLetter:
     time_ms: int
     attempt: int
 
+    avro_fields = {
+        "source": Wire(spread=True),
+        "message": "reason",
+        "headers": Wire(encode=_headers_avro, decode=_headers_of_avro),
+    }
+
 
 @dataclass(frozen=True, slots=True)
-class ReplayReceipt:
+class ReplayReceipt(AvroRecord):
     """The record a dead letter stands for was re-submitted (written with the re-submission)."""
 
     letter_offset: int
@@ -68,6 +84,8 @@ class ReplayReceipt:
     attempt: int
     time_ms: int
     by: str
+
+    avro_fields = {"source": Wire(spread=True)}
 
 
 def replay_header(letter_offset: int, attempt: int) -> tuple[str, bytes]:
@@ -90,64 +108,33 @@ def attempt_of(record: Record) -> int:
 def letter_record(record: Record, stage: str, error: Exception, now_ms: int) -> PendingRecord:
     """The dead letter for `record`, keyed like the record (one partition, so order is kept anyway)."""
     schema = record.header(SCHEMA_HEADER)
-    return codec(DEAD_LETTER).record(
-        {
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "stage": stage,
-            "reason": str(error) or type(error).__name__,
-            "key": record.key,
-            "value": record.value,
-            "schema": None if schema is None else schema.decode("utf-8", "replace"),
-            "headers": [{"name": name, "value": value} for name, value in record.headers],
-            "errorClass": type(error).__name__,
-            "timeMs": now_ms,
-            "attempt": attempt_of(record),
-        },
+    letter = DeadLetter(
+        source=SourceRef(record.topic, record.partition, record.offset),
+        stage=stage,
+        error_class=type(error).__name__,
+        message=str(error) or type(error).__name__,
         key=record.key,
+        value=record.value,
+        schema=None if schema is None else schema.decode("utf-8", "replace"),
+        headers=record.headers,
+        time_ms=now_ms,
+        attempt=attempt_of(record),
     )
+    return codec(DEAD_LETTER).record(letter.to_avro(), key=record.key)
 
 
 def decode_letter(record: Record) -> DeadLetter:
     """Decode a dead letter of any schema version (v1 letters have no headers, time or attempt)."""
-    data = codec(DEAD_LETTER).decode(record.value, record.header(SCHEMA_HEADER))
-    return DeadLetter(
-        source=SourceRef(data["topic"], data["partition"], data["offset"]),
-        stage=data["stage"],
-        error_class=data["errorClass"],
-        message=data["reason"],
-        key=data["key"],
-        value=data["value"],
-        schema=data["schema"],
-        headers=tuple((h["name"], h["value"]) for h in data["headers"]),
-        time_ms=data["timeMs"],
-        attempt=data["attempt"],
-    )
+    return DeadLetter.from_avro(codec(DEAD_LETTER).decode(record.value, record.header(SCHEMA_HEADER)))
 
 
 def receipt_record(receipt: ReplayReceipt) -> PendingRecord:
-    return codec(DEAD_LETTER_REPLAY).record(
-        {
-            "letterOffset": receipt.letter_offset,
-            "topic": receipt.source.topic,
-            "partition": receipt.source.partition,
-            "offset": receipt.source.offset,
-            "attempt": receipt.attempt,
-            "timeMs": receipt.time_ms,
-            "by": receipt.by,
-        }
-    )
+    return codec(DEAD_LETTER_REPLAY).record(receipt.to_avro())
 
 
 def decode_receipt(record: Record) -> ReplayReceipt:
-    data = codec(DEAD_LETTER_REPLAY).decode(record.value, record.header(SCHEMA_HEADER))
-    return ReplayReceipt(
-        letter_offset=data["letterOffset"],
-        source=SourceRef(data["topic"], data["partition"], data["offset"]),
-        attempt=data["attempt"],
-        time_ms=data["timeMs"],
-        by=data["by"],
+    return ReplayReceipt.from_avro(
+        codec(DEAD_LETTER_REPLAY).decode(record.value, record.header(SCHEMA_HEADER))
     )
 
 

@@ -11,6 +11,8 @@ field list from the schema and checks every path here against fastavro on genera
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any, Final
 
 from pipeline.codec import FACT_BATCH, SCHEMA_HEADER, Codec, DecodeError, codec
 from pipeline.codec.avro_binary import read_long, read_string, read_whole, write_long
+from pipeline.codec.binding import AvroRecord, Wire, binding
 from pipeline.log.api import Record
 from pipeline.models import GroupResource
 
@@ -40,7 +43,7 @@ HAND_WRITTEN: Final = b"fact_batch/1"
 
 
 @dataclass(slots=True)
-class AuthorFact:
+class AuthorFact(AvroRecord):
     """Who asked for one mutation of one object (or, for deletecollection, of a set of objects).
 
     Empty strings mean absent, mirroring the wire format. `uids is None` means "the response
@@ -60,108 +63,43 @@ class AuthorFact:
     label_selector: str | None = None
     uids: list[str] | None = None
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "author": self.author,
-            "displayName": self.display_name,
-            "email": self.email,
-            "verb": self.verb,
-            "auditID": self.audit_id,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "stageTimestampMicros": self.stage_timestamp_us,
-            "labelSelector": self.label_selector,
-            "uids": self.uids,
-        }
-
-    @classmethod
-    def from_avro(cls, record: Mapping[str, Any]) -> AuthorFact:
-        return cls(
-            record["author"],
-            record["displayName"],
-            record["email"],
-            record["verb"],
-            record["auditID"],
-            record["namespace"],
-            record["name"],
-            record["uid"],
-            record["resourceVersion"],
-            record["stageTimestampMicros"],
-            record["labelSelector"],
-            record["uids"],
-        )
+    avro_fields = {"audit_id": "auditID", "stage_timestamp_us": "stageTimestampMicros"}
 
 
 @dataclass(slots=True)
-class FactBatch:
+class FactBatch(AvroRecord):
     """The facts of one request for one (route, group/resource) stream, in event order."""
 
     route: str
     group_resource: GroupResource
     facts: list[AuthorFact]
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "route": self.route,
-            "group": self.group_resource.group,
-            "resource": self.group_resource.resource,
-            "facts": [fact.to_avro() for fact in self.facts],
-        }
-
-    @classmethod
-    def from_avro(cls, record: Mapping[str, Any]) -> FactBatch:
-        return cls(
-            record["route"],
-            GroupResource(record["group"], record["resource"]),
-            [AuthorFact.from_avro(fact) for fact in record["facts"]],
-        )
+    avro_fields = {"group_resource": Wire(spread=True)}
 
 
-#: One fact as the index files it: these AuthorFact fields, in this order. A plain tuple, so the
-#: follower builds one per fact straight from the record bytes; the index reads only deletecollection
-#: facts' stage timestamp, labelSelector and uids.
-ROW_FIELDS: Final = (
-    "author",
-    "displayName",
-    "email",
-    "verb",
-    "auditID",
-    "namespace",
-    "name",
-    "uid",
-    "resourceVersion",
-    "stageTimestampMicros",
-    "labelSelector",
-    "uids",
-)
+#: One fact as the index files it: AuthorFact's Avro fields, in its (and the schema's) order. A plain
+#: tuple, so the follower builds one per fact straight from the record bytes; the index reads only
+#: deletecollection facts' stage timestamp, labelSelector and uids.
+ROW_FIELDS: Final = tuple(binding(AuthorFact).fields)
 FactRow = tuple[str, str, str, str, str, str, str, str, str, int, str | None, Sequence[str] | None]
 #: `(route, group, resource, rows)` of one record.
 DecodedBatch = tuple[str, str, str, list[FactRow]]
 
 
+_ROW: Final = operator.attrgetter(*(field.name for field in dataclasses.fields(AuthorFact)))
+_AVRO_ROW: Final = operator.itemgetter(*ROW_FIELDS)
+
+
 def fact_row(fact: AuthorFact) -> FactRow:
-    """An `AuthorFact` as the row the index files."""
-    return (
-        fact.author,
-        fact.display_name,
-        fact.email,
-        fact.verb,
-        fact.audit_id,
-        fact.namespace,
-        fact.name,
-        fact.uid,
-        fact.resource_version,
-        fact.stage_timestamp_us,
-        fact.label_selector,
-        fact.uids,
-    )
+    """An `AuthorFact` as the row the index files: its fields, in order."""
+    row: FactRow = _ROW(fact)
+    return row
 
 
 def avro_fact_row(fact: Mapping[str, Any]) -> FactRow:
     """A decoded AuthorFact record as the row the index files."""
-    return tuple(fact[field] for field in ROW_FIELDS)
+    row: FactRow = _AVRO_ROW(fact)
+    return row
 
 
 def decode_fact_batch(record: Record, fact_codec: Codec | None = None) -> DecodedBatch:
@@ -395,8 +333,7 @@ def _read_fact_batch_v1(data: bytes) -> tuple[DecodedBatch, int]:
             else:
                 raise DecodeError(f"{FACT_BATCH}: uids union branch byte {branch:#x}")
             append(
-                (author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, selector,
-                 uids)
+                (author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, selector, uids)
             )
         count, pos = _count(data, pos)
     return (route, group, resource, rows), pos

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.avro_binary import read_bytes, read_long, read_whole
+from pipeline.codec.binding import AvroRecord
 from pipeline.codec.branch_work import Outcome, WorkAuthor
 from pipeline.log.api import PendingRecord, Record
 
@@ -84,7 +85,7 @@ def target_prefix(target: str) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectState:
+class ObjectState(AvroRecord):
     """One object as last committed: content, version, author and the work record that produced it."""
 
     target: str
@@ -108,55 +109,11 @@ class ObjectState:
     offset: int
     committed_at_ms: int
 
+    avro_fields = {"object_json": "object", "partition": "source.partition", "offset": "source.offset"}
+
     @property
     def key(self) -> ObjectKey:
         return ObjectKey(self.target, self.group, self.resource, self.namespace, self.name)
-
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "provider": self.provider,
-            "branch": self.branch,
-            "path": self.path,
-            "cluster": self.cluster,
-            "group": self.group,
-            "version": self.version,
-            "resource": self.resource,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "object": self.object_json,
-            "sealed": self.sealed,
-            "document": self.document,
-            "author": self.author.to_avro(),
-            "source": {"partition": self.partition, "offset": self.offset},
-            "committedAtMs": self.committed_at_ms,
-        }
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> ObjectState:
-        return cls(
-            target=data["target"],
-            provider=data["provider"],
-            branch=data["branch"],
-            path=data["path"],
-            cluster=data["cluster"],
-            group=data["group"],
-            version=data["version"],
-            resource=data["resource"],
-            namespace=data["namespace"],
-            name=data["name"],
-            uid=data["uid"],
-            resource_version=data["resourceVersion"],
-            object_json=data["object"],
-            sealed=data["sealed"],
-            document=data["document"],
-            author=WorkAuthor.from_avro(data["author"]),
-            partition=data["source"]["partition"],
-            offset=data["source"]["offset"],
-            committed_at_ms=data["committedAtMs"],
-        )
 
 
 def state_record(state: ObjectState) -> PendingRecord:
@@ -240,9 +197,24 @@ def _read_state_v2(data: bytes) -> tuple[ObjectState, int]:
     target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv = leading
     username, display_name, email, tier, actor_kind = author
     state = ObjectState(
-        target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv,
-        object_json, sealed, document,
+        target,
+        provider,
+        branch,
+        path,
+        cluster,
+        group,
+        version,
+        resource,
+        namespace,
+        name,
+        uid,
+        rv,
+        object_json,
+        sealed,
+        document,
         WorkAuthor(_OUTCOMES[outcome], username, display_name, email, tier, actor_kind, event_time_ms),
-        partition, offset, committed_at_ms,
+        partition,
+        offset,
+        committed_at_ms,
     )
     return state, pos

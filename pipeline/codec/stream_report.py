@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.codec import SCHEMA_HEADER, STREAM_REPORT, codec
+from pipeline.codec.binding import AvroRecord
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = ["REPORT_KEY_PREFIX", "ReportedStream", "StreamReport", "decode_report", "encode_report"]
@@ -19,7 +20,7 @@ REPORT_KEY_PREFIX = b"streams/"
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class ReportedStream:
+class ReportedStream(AvroRecord):
     """One stream: its identity (`StreamSpec.identity`), whether it streams, and its state."""
 
     stream: str
@@ -28,7 +29,7 @@ class ReportedStream:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamReport:
+class StreamReport(AvroRecord):
     cluster: str
     at_ms: int
     streams: tuple[ReportedStream, ...]
@@ -38,18 +39,9 @@ class StreamReport:
 
 
 def encode_report(report: StreamReport) -> PendingRecord:
-    return codec(STREAM_REPORT).record(
-        {
-            "cluster": report.cluster,
-            "atMs": report.at_ms,
-            "streams": [{"stream": s.stream, "running": s.running, "state": s.state} for s in report.streams],
-        },
-        key=REPORT_KEY_PREFIX + report.cluster.encode(),
-    )
+    return codec(STREAM_REPORT).record(report.to_avro(), key=REPORT_KEY_PREFIX + report.cluster.encode())
 
 
 def decode_report(record: Record) -> StreamReport:
     """Raises DecodeError for a record that is not a stream report."""
-    data = codec(STREAM_REPORT).decode(record.value, record.header(SCHEMA_HEADER))
-    streams = tuple(ReportedStream(s["stream"], s["running"], s["state"]) for s in data["streams"])
-    return StreamReport(data["cluster"], data["atMs"], streams)
+    return StreamReport.from_avro(codec(STREAM_REPORT).decode(record.value, record.header(SCHEMA_HEADER)))

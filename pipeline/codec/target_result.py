@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, DecodeError, codec
+from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, codec
+from pipeline.codec.binding import AvroRecord
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = ["RESULT_KEY_PREFIX", "PushOutcome", "TargetResult", "decode_result", "encode_result"]
@@ -27,7 +28,7 @@ class PushOutcome(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class TargetResult:
+class TargetResult(AvroRecord):
     target: str
     provider: str
     branch: str
@@ -38,33 +39,9 @@ class TargetResult:
 
 
 def encode_result(result: TargetResult) -> PendingRecord:
-    return codec(TARGET_RESULT).record(
-        {
-            "target": result.target,
-            "provider": result.provider,
-            "branch": result.branch,
-            "commit": result.commit,
-            "push": result.push,
-            "atMs": result.at_ms,
-            "message": result.message,
-        },
-        key=RESULT_KEY_PREFIX + result.target.encode(),
-    )
+    return codec(TARGET_RESULT).record(result.to_avro(), key=RESULT_KEY_PREFIX + result.target.encode())
 
 
 def decode_result(record: Record) -> TargetResult:
     """Raises DecodeError for a record that is not a target result."""
-    data = codec(TARGET_RESULT).decode(record.value, record.header(SCHEMA_HEADER))
-    try:
-        push = PushOutcome(data["push"])
-    except ValueError:
-        raise DecodeError(f"{TARGET_RESULT}: unknown push outcome {data['push']!r}") from None
-    return TargetResult(
-        data["target"],
-        data["provider"],
-        data["branch"],
-        data["commit"],
-        push,
-        data["atMs"],
-        data["message"],
-    )
+    return TargetResult.from_avro(codec(TARGET_RESULT).decode(record.value, record.header(SCHEMA_HEADER)))

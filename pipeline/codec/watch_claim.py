@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_CLAIM, codec
+from pipeline.codec.binding import AvroRecord
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = ["Claim", "decode_claim", "encode_claim"]
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(AvroRecord):
     """`identity` watches `cluster` and says so every `interval_ms`."""
 
     cluster: str
@@ -25,21 +26,9 @@ class Claim:
 
 
 def encode_claim(claim: Claim) -> PendingRecord:
-    return codec(WATCH_CLAIM).record(
-        {
-            "cluster": claim.cluster,
-            "identity": claim.identity,
-            "leaderElection": claim.leader_election,
-            "intervalMs": claim.interval_ms,
-        },
-        key=claim.cluster.encode(),
-        partition=0,
-    )
+    return codec(WATCH_CLAIM).record(claim.to_avro(), key=claim.cluster.encode(), partition=0)
 
 
 def decode_claim(record: Record) -> Claim:
     """Decode a claim record; raises `pipeline.codec.DecodeError` for anything unreadable."""
-    data = codec(WATCH_CLAIM).decode(record.value, record.header(SCHEMA_HEADER))
-    return Claim(
-        str(data["cluster"]), str(data["identity"]), bool(data["leaderElection"]), int(data["intervalMs"])
-    )
+    return Claim.from_avro(codec(WATCH_CLAIM).decode(record.value, record.header(SCHEMA_HEADER)))

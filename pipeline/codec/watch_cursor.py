@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.codec import WATCH_CURSOR, codec
+from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.log.api import PendingRecord
 
 __all__ = ["Cursor", "decode_cursor", "encode_cursor"]
 
 
 @dataclass(frozen=True, slots=True)
-class Cursor:
+class Cursor(AvroRecord):
     """Where a stream resumes: the newest acknowledged resourceVersion and its snapshot epoch."""
 
     key: str
@@ -29,42 +30,19 @@ class Cursor:
     epoch: int
     updated_at_ms: int
 
+    avro_fields = {"key": Wire(local=True)}
+
 
 def encode_cursor(cursor: Cursor) -> PendingRecord:
-    return codec(WATCH_CURSOR).record(
-        {
-            "target": cursor.target,
-            "cluster": cursor.cluster,
-            "group": cursor.group,
-            "version": cursor.version,
-            "resource": cursor.resource,
-            "scope": cursor.scope,
-            "resourceVersion": cursor.resource_version,
-            "epoch": cursor.epoch,
-            "updatedAtMs": cursor.updated_at_ms,
-        },
-        key=cursor.key.encode(),
-    )
+    return codec(WATCH_CURSOR).record(cursor.to_avro(), key=cursor.key.encode())
 
 
 def decode_cursor(key: bytes | None, value: bytes | None, schema_header: bytes | None) -> Cursor:
-    """Decode a cursor record; raises `pipeline.codec.DecodeError` for anything unreadable."""
+    """Decode a cursor record; raises `pipeline.codec.DecodeError` for anything unreadable.
+
+    A record without a key (never written so) is named by its stream, as the watch stage keys it.
+    """
     data = codec(WATCH_CURSOR).decode(value, schema_header)
-    target, group, resource, scope = (
-        str(data["target"]),
-        str(data["group"]),
-        str(data["resource"]),
-        str(data["scope"]),
-    )
-    return Cursor(
-        key=key.decode("utf-8", "replace") if key else f"{target}/{group}/{resource}/{scope}",
-        target=target,
-        cluster=str(data["cluster"]),
-        group=group,
-        version=str(data["version"]),
-        resource=resource,
-        scope=scope,
-        resource_version=str(data["resourceVersion"]),
-        epoch=int(data["epoch"]),
-        updated_at_ms=int(data["updatedAtMs"]),
-    )
+    if key:
+        return Cursor.from_avro(data, key=key.decode("utf-8", "replace"))
+    return Cursor.from_avro(data, key=f"{data['target']}/{data['group']}/{data['resource']}/{data['scope']}")

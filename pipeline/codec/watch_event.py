@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Final, Self
+from typing import ClassVar, Final
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.codec.avro_binary import write_bytes, write_long, write_string
+from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.log.api import PendingRecord, Record
 from pipeline.models import GroupResource, stream_key
 
@@ -57,7 +58,7 @@ class EventType(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class StreamHead:
+class StreamHead(AvroRecord):
     """What every record of one watch stream says about the stream."""
 
     route: str
@@ -74,7 +75,7 @@ class StreamHead:
 
 
 @dataclass(frozen=True, slots=True)
-class LiveEvent:
+class LiveEvent(AvroRecord):
     """One ADDED/MODIFIED/DELETED event; `deleting` when the object carries a deletionTimestamp."""
 
     type: str
@@ -87,35 +88,11 @@ class LiveEvent:
     object_json: bytes
 
     kind: ClassVar[StrEnum] = Kind.LIVE
-
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "labels": dict(self.labels),
-            "deleting": self.deleting,
-            "object": self.object_json,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> LiveEvent:
-        return cls(
-            data["type"],
-            data["namespace"],
-            data["name"],
-            data["uid"],
-            data["resourceVersion"],
-            data["labels"],
-            data["deleting"],
-            data["object"],
-        )
+    avro_fields = {"object_json": "object"}
 
 
 @dataclass(frozen=True, slots=True)
-class SnapshotBegin:
+class SnapshotBegin(AvroRecord):
     """A snapshot of the stream starts (`resource_version` of the list, when known)."""
 
     epoch: int
@@ -123,16 +100,9 @@ class SnapshotBegin:
 
     kind: ClassVar[StrEnum] = Kind.SNAPSHOT_BEGIN
 
-    def to_avro(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "resourceVersion": self.resource_version}
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> Self:
-        return cls(data["epoch"], data["resourceVersion"])
-
 
 @dataclass(frozen=True, slots=True)
-class SnapshotObject:
+class SnapshotObject(AvroRecord):
     """One object of a snapshot, already sanitized and serialised (the branch-work resync object too)."""
 
     namespace: str
@@ -140,6 +110,8 @@ class SnapshotObject:
     uid: str
     resource_version: str
     object_json: bytes
+
+    avro_fields = {"object_json": "object"}
 
     @property
     def size_estimate(self) -> int:
@@ -153,22 +125,9 @@ class SnapshotObject:
             + _PER_OBJECT_BYTES
         )
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "object": self.object_json,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> SnapshotObject:
-        return cls(data["namespace"], data["name"], data["uid"], data["resourceVersion"], data["object"])
-
 
 @dataclass(frozen=True, slots=True)
-class SnapshotChunk:
+class SnapshotChunk(AvroRecord):
     """Objects `seq` of snapshot `epoch`; `since` is the stream's cursor before the snapshot (empty
     without one): objects newer than it changed while the watch was not streaming."""
 
@@ -179,22 +138,9 @@ class SnapshotChunk:
 
     kind: ClassVar[StrEnum] = Kind.SNAPSHOT_CHUNK
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "seq": self.seq,
-            "objects": [o.to_avro() for o in self.objects],
-            "since": self.since,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> SnapshotChunk:
-        objects = tuple(SnapshotObject.from_avro(o) for o in data["objects"])
-        return cls(data["epoch"], data["seq"], objects, data["since"])
-
 
 @dataclass(frozen=True, slots=True)
-class SnapshotEnd:
+class SnapshotEnd(AvroRecord):
     """Snapshot `epoch` is complete: `chunks` chunks holding `objects` objects; `since` as on its chunks."""
 
     epoch: int
@@ -205,24 +151,8 @@ class SnapshotEnd:
 
     kind: ClassVar[StrEnum] = Kind.SNAPSHOT_END
 
-    def to_avro(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "chunks": self.chunks,
-            "objects": self.objects,
-            "resourceVersion": self.resource_version,
-            "since": self.since,
-        }
-
-    @classmethod
-    def from_avro(cls, data: Mapping[str, Any]) -> Self:
-        return cls(data["epoch"], data["chunks"], data["objects"], data["resourceVersion"], data["since"])
-
 
 Body = LiveEvent | SnapshotBegin | SnapshotChunk | SnapshotEnd
-_BODIES: Final[dict[str, type[Body]]] = {
-    body.kind: body for body in (LiveEvent, SnapshotBegin, SnapshotChunk, SnapshotEnd)
-}
 
 
 # The schema version `encode_body` writes by hand; another current version falls back to fastavro.
@@ -305,7 +235,7 @@ class WatchEventWriter:
     are computed once; a record is that prefix, the timestamp and the body.
     """
 
-    __slots__ = ("_base", "_codec", "_last_ms", "_prefix", "headers", "key")
+    __slots__ = ("_codec", "_head", "_last_ms", "_prefix", "headers", "key")
 
     def __init__(self, head: StreamHead) -> None:
         self._codec = codec(WATCH_EVENT)
@@ -315,17 +245,10 @@ class WatchEventWriter:
             ("target", head.target.encode()),
             ("scope", head.scope.encode()),
         )
-        self._base = {
-            "route": head.route,
-            "cluster": head.cluster,
-            "target": head.target,
-            "group": head.group,
-            "version": head.version,
-            "resource": head.resource,
-            "scope": head.scope,
-        }
+        self._head = head
+        # the envelope's fields, in schema order (StreamHead declares them in that order)
         self._prefix = (
-            b"".join(write_string(text) for text in self._base.values())
+            b"".join(write_string(text) for text in head.to_avro().values())
             if self._codec.header[1] == HAND_WRITTEN
             else None
         )
@@ -344,16 +267,14 @@ class WatchEventWriter:
 
     def encode_generic(self, body: Body, observed_at_ms: int) -> bytes:
         """The record value through fastavro and the schema file (the reference `encode` matches)."""
-        return self._codec.encode(
-            {**self._base, "observedAtMs": observed_at_ms, "body": (body.kind.value, body.to_avro())}
-        )
+        return self._codec.encode(WatchRecord.of(self._head, observed_at_ms, body).to_avro())
 
     def record(self, body: Body, observed_at_ms: int) -> PendingRecord:
         return PendingRecord(self.encode(body, observed_at_ms), key=self.key, headers=self.headers)
 
 
 @dataclass(frozen=True, slots=True)
-class WatchRecord:
+class WatchRecord(AvroRecord):
     """One decoded watch-events record and where it came from."""
 
     partition: int
@@ -366,6 +287,28 @@ class WatchRecord:
     scope: str
     observed_at_ms: int
     body: Body
+
+    avro_fields = {
+        "partition": Wire(local=True),
+        "offset": Wire(local=True),
+        "group_resource": Wire(spread=True),
+    }
+
+    @classmethod
+    def of(cls, head: StreamHead, observed_at_ms: int, body: Body) -> WatchRecord:
+        """A record of `head`'s stream as written (a record read back also has its log position)."""
+        return cls(
+            0,
+            0,
+            head.route,
+            head.cluster,
+            head.target,
+            head.group_resource,
+            head.version,
+            head.scope,
+            observed_at_ms,
+            body,
+        )
 
     @property
     def head(self) -> StreamHead:
@@ -391,16 +334,4 @@ class WatchRecord:
 def decode_watch_event(record: Record) -> WatchRecord:
     """Decode a watch-events record; raises `pipeline.codec.DecodeError` when it cannot."""
     data = codec(WATCH_EVENT).decode(record.value, record.header(SCHEMA_HEADER))
-    kind, body = data["body"]
-    return WatchRecord(
-        partition=record.partition,
-        offset=record.offset,
-        route=data["route"],
-        cluster=data["cluster"],
-        target=data["target"],
-        group_resource=GroupResource(data["group"], data["resource"]),
-        version=data["version"],
-        scope=data["scope"],
-        observed_at_ms=data["observedAtMs"],
-        body=_BODIES[kind].from_avro(body),
-    )
+    return WatchRecord.from_avro(data, partition=record.partition, offset=record.offset)

@@ -198,8 +198,12 @@ def register(subparsers: Any) -> None:
         add_config_argument(sub, reads_existing_log=True)
         add_bootstrap_argument(sub)
         if name == "describe":
-            sub.add_argument("topic", nargs="?", metavar="TOPIC",
-                             help="one topic, with or without the prefix (default: every topic)")
+            sub.add_argument(
+                "topic",
+                nargs="?",
+                metavar="TOPIC",
+                help="one topic, with or without the prefix (default: every topic)",
+            )
         add_output_argument(sub)
         sub.set_defaults(func=_run_inventory, topics_action=name)
 

@@ -75,10 +75,16 @@ def list_table(inventory: TopicInventory) -> str:
         if not t.exists:
             rows.append((t.topic, "(missing)", ABSENT, ABSENT, ABSENT, ABSENT))
             continue
-        rows.append((
-            t.topic, str(t.partitions), str(t.replication_factor), t.configs.get("cleanup.policy", ABSENT),
-            t.configs.get("retention.ms", ABSENT), str(t.records_written),
-        ))
+        rows.append(
+            (
+                t.topic,
+                str(t.partitions),
+                str(t.replication_factor),
+                t.configs.get("cleanup.policy", ABSENT),
+                t.configs.get("retention.ms", ABSENT),
+                str(t.records_written),
+            )
+        )
     return aligned(rows)
 
 
@@ -89,11 +95,12 @@ def describe_lines(inventory: TopicInventory) -> str:
         if not t.exists:
             blocks.append(f"{t.topic}: (missing)")
             continue
-        head = (f"{t.topic}: {t.partitions} partitions, replication {t.replication_factor} "
-                f"({inventory.backend} log)")
+        head = (
+            f"{t.topic}: {t.partitions} partitions, replication {t.replication_factor} "
+            f"({inventory.backend} log)"
+        )
         configs = aligned([("CONFIG", "VALUE"), *sorted(t.configs.items())])
         ends = sorted(t.end_offsets.items())
         offsets = aligned([("PARTITION", "END_OFFSET"), *((str(p), str(o)) for p, o in ends)])
         blocks.append("\n".join((head, configs, offsets)))
     return "\n\n".join(blocks)
-

@@ -138,7 +138,7 @@ def test_a_target_deleted_with_an_unknown_prune_mode_does_not_decode(
     """The prune mode is a string on the wire but a closed set: anything else is no record of ours."""
     body = {"prune": mode, "removeFiles": True, "configVersion": 1, "reason": "r"}
     record = {**record, "body": (WorkKind.TARGET_DELETED.value, body)}
-    with pytest.raises(DecodeError, match="unknown prune mode"):
+    with pytest.raises(DecodeError, match="unknown prune"):
         decode_work(read_back(BRANCH_WORK, record))
 
 
@@ -222,7 +222,7 @@ def test_target_result_round_trips_every_field(record: dict[str, Any], push: Pus
 def test_a_target_result_with_an_unknown_push_outcome_does_not_decode(
     record: dict[str, Any], push: str
 ) -> None:
-    with pytest.raises(DecodeError, match="unknown push outcome"):
+    with pytest.raises(DecodeError, match="unknown push"):
         decode_result(read_back(TARGET_RESULT, {**record, "push": push}))
 
 

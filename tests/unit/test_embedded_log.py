@@ -557,3 +557,26 @@ def test_compaction_keeps_the_newest_value_per_key_in_order(
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(scenario(Path(directory)))
+
+
+async def test_the_surface_transactions_and_groups_use(tmp_path: Path) -> None:
+    """fence/epoch, partition, find_topic and store_group_offsets: what the sibling modules call."""
+    log = EmbeddedLog(tmp_path / "surface")
+    assert not log.started
+    with pytest.raises(LogError, match="not started"):
+        log.epoch("txn")
+    async with log:
+        assert log.started
+        await log.create_topics([TopicSpec("t", 2)])
+        assert log.epoch("txn") is None
+        assert (log.fence("txn"), log.fence("txn")) == (1, 2)
+        assert log.epoch("txn") == 2
+        assert log.find_topic("absent") is None
+        assert log.partition(TopicPartition("t", 1)).visible_offset == 0
+        with pytest.raises(TopicNotFoundError):
+            log.partition(TopicPartition("t", 2))
+        log.store_group_offsets("g", {TopicPartition("t", 0): 0})
+    assert not log.started
+    async with EmbeddedLog(tmp_path / "surface") as reopened:
+        assert await reopened.group_offsets("g") == {TopicPartition("t", 0): 0}
+        assert reopened.epoch("txn") is None  # epochs fence within one process only

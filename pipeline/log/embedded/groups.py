@@ -57,12 +57,12 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
 
     def positions(self) -> dict[TopicPartition, int]:
         """Positions of assigned partitions, initialised from committed offsets or the reset policy."""
-        group = self._log._group(self.group_id)
+        group = self._log.group(self.group_id)
         for tp in self.assigned:
             if tp not in self.position_map:
                 committed = group.offsets.get(tp)
                 if committed is None:
-                    partition = self._log._partition(tp)
+                    partition = self._log.partition(tp)
                     committed = partition.log_start if self.reset == "earliest" else partition.visible_offset
                 self.position_map[tp] = committed
         return self.position_map
@@ -72,8 +72,8 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
             return
         if self.closed:
             raise LogError(f"group member of {self.group_id!r} is closed")
-        self._log._require_started()
-        group = self._log._group(self.group_id)
+        self._log.require_started()
+        group = self._log.group(self.group_id)
         async with group.lock:
             self.member_id = group.next_member
             group.next_member += 1
@@ -95,20 +95,20 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
         self.position_map[tp] = offset
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self._log._commit(self._log._group(self.group_id), offsets)
+        self._log.store_group_offsets(self.group_id, offsets)
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        self._log._require_started()
-        return self._log._group(self.group_id).offsets.get(tp)
+        self._log.require_started()
+        return self._log.group(self.group_id).offsets.get(tp)
 
     async def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.wake()
-        if not self.started or self._log._lock_fd is None:
+        if not self.started or not self._log.started:
             return
-        group = self._log._group(self.group_id)
+        group = self._log.group(self.group_id)
         async with group.lock:
             if self in group.members:
                 group.members.remove(self)
@@ -121,7 +121,7 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
             raise LogError(f"group member of {self.group_id!r} is closed")
         if not self.started:
             raise LogError(f"group member of {self.group_id!r} is not started; call start() first")
-        self._log._require_started()
+        self._log.require_started()
 
 
 async def tell(
@@ -148,7 +148,7 @@ async def rebalance(log: EmbeddedLog, group: GroupState) -> None:
     shares: dict[int, set[TopicPartition]] = {m.member_id: set() for m in members}
     topics = sorted({name for m in members for name in m.topics})
     for name in topics:
-        topic = log._topics.get(name)
+        topic = log.find_topic(name)
         if topic is None:
             continue
         subscribed = sorted((m for m in members if name in m.topics), key=lambda m: m.member_id)

@@ -241,9 +241,22 @@ class EmbeddedLog(Log):
         topic = self._topics[spec.name] = OpenTopic(spec, directory, partitions)
         return topic
 
+    @property
+    def started(self) -> bool:
+        """Whether the log is open (started and not yet closed)."""
+        return self._lock_fd is not None
+
     def _require_started(self) -> None:
         if self._lock_fd is None:
             raise LogError(f"embedded log at {self.directory} is not started")
+
+    def require_started(self) -> None:
+        """Raise LogError unless the log is open: the check its readers and producers make first."""
+        self._require_started()
+
+    def find_topic(self, name: str) -> OpenTopic | None:
+        """The open topic `name`, or None where it does not exist."""
+        return self._topics.get(name)
 
     def _topic(self, name: str) -> OpenTopic:
         self._require_started()
@@ -252,7 +265,8 @@ class EmbeddedLog(Log):
             raise TopicNotFoundError(f"topic {name!r} does not exist in the embedded log")
         return topic
 
-    def _partition(self, tp: TopicPartition) -> PartitionLog:
+    def partition(self, tp: TopicPartition) -> PartitionLog:
+        """The open partition `tp` (TopicNotFoundError unless it exists; LogError unless started)."""
         topic = self._topic(tp.topic)
         if not topic.limits.has_partition(tp.partition):
             raise TopicNotFoundError(topic.limits.missing_partition(tp.partition))
@@ -307,10 +321,10 @@ class EmbeddedLog(Log):
     # writing --------------------------------------------------------------------------------
     async def _append(self, placement: Placement) -> list[AppendResult]:
         """Write now, acknowledge once durable: the group fsync that began after the write returned."""
-        placed = self._grouped(placement)
+        placed = self.placed(placement)
         if not self.fsync:
-            return self._write(placed)
-        results = self._write(placed, sync=False)
+            return self.write_placed(placed)
+        results = self.write_placed(placed, sync=False)
         ticket = 0
         for number in placed.by_partition:
             ticket = self._group_sync.written((placed.topic, placed.topic.partitions[number]))
@@ -328,7 +342,7 @@ class EmbeddedLog(Log):
             raise LogError(f"cannot fsync {placed.topic.spec.name}: {exc.strerror or exc}") from exc
         return results
 
-    def _grouped(self, placement: Placement) -> Placed:
+    def placed(self, placement: Placement) -> Placed:
         """Checked records grouped by partition; keyless records without one go round-robin."""
         topic = self._topic(placement.topic)
         count = len(topic.partitions)
@@ -339,7 +353,7 @@ class EmbeddedLog(Log):
             by_partition.setdefault(partition, []).append(index)
         return Placed(topic, placement.records, by_partition)
 
-    def _write(self, placed: Placed, *, sync: bool = True) -> list[AppendResult]:
+    def write_placed(self, placed: Placed, *, sync: bool = True) -> list[AppendResult]:
         """Write validated records to their partitions (synchronously: nothing interleaves).
 
         With `sync` (transactions) the records are fsynced here and visible on return; without,
@@ -371,23 +385,28 @@ class EmbeddedLog(Log):
         self._require_started()
         return EmbeddedTransactionalProducer(self, transactional_id)
 
-    def _fence(self, transactional_id: str) -> int:
+    def fence(self, transactional_id: str) -> int:
         """A new epoch for `transactional_id`: producers holding an older one are fenced."""
         epoch = self._epochs.get(transactional_id, 0) + 1
         self._epochs[transactional_id] = epoch
         return epoch
 
+    def epoch(self, transactional_id: str) -> int | None:
+        """The newest epoch of `transactional_id` (None before its first producer started)."""
+        self._require_started()
+        return self._epochs.get(transactional_id)
+
     # offsets --------------------------------------------------------------------------------
     async def _beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._partition(tp).log_start for tp in tps}
+        return {tp: self.partition(tp).log_start for tp in tps}
 
     async def _end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._partition(tp).visible_offset for tp in tps}
+        return {tp: self.partition(tp).visible_offset for tp in tps}
 
     async def _offsets_for_times(
         self, timestamps_ms: dict[TopicPartition, int]
     ) -> dict[TopicPartition, int | None]:
-        return {tp: self._partition(tp).offset_for_time(ts) for tp, ts in timestamps_ms.items()}
+        return {tp: self.partition(tp).offset_for_time(ts) for tp, ts in timestamps_ms.items()}
 
     # retention ------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> RetentionReport:
@@ -432,7 +451,8 @@ class EmbeddedLog(Log):
         return EmbeddedGroupMember(self, membership)
 
     # consumer groups ------------------------------------------------------------------------
-    def _group(self, group_id: str) -> GroupState:
+    def group(self, group_id: str) -> GroupState:
+        """The state of consumer group `group_id` (created empty on first use)."""
         group = self._groups.get(group_id)
         if group is None:
             group = self._groups[group_id] = GroupState(group_id, {})
@@ -454,16 +474,18 @@ class EmbeddedLog(Log):
 
     async def _commit_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         self._require_started()
-        group = self._group(group_id)
+        group = self.group(group_id)
         if group.members:
             raise LogError(
                 f"group {group_id!r} has {len(group.members)} active members; "
                 "stop them before committing offsets from outside"
             )
-        self._commit(group, offsets)
+        self.store_group_offsets(group_id, offsets)
 
-    def _commit(self, group: GroupState, offsets: dict[TopicPartition, int]) -> None:
-        """Store checked offsets (`Log.commit_group_offsets`, `GroupConsumer.commit`)."""
+    def store_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """Store checked offsets durably (`Log.commit_group_offsets`, `GroupConsumer.commit`, a
+        transaction's offsets, and a committed transaction's offsets completed on open)."""
+        group = self.group(group_id)
         group.offsets.update(offsets)
         self._persist_group(group)
 
@@ -514,4 +536,3 @@ def _end_sync(jobs: list[_SyncJob], ok: bool) -> None:
         if ok:
             job.partition.synced(job.end)
             job.topic.wake()
-

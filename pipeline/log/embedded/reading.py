@@ -79,7 +79,7 @@ class EmbeddedReader(Fetcher, Reader):
     def _check_open(self) -> None:
         if self.closed:
             raise LogError("reader is closed")
-        self._log._require_started()
+        self._log.require_started()
 
 
 async def fetch_records(log: EmbeddedLog, owner: Fetcher, timeout_ms: int, max_records: int) -> Fetched:
@@ -91,7 +91,8 @@ async def fetch_records(log: EmbeddedLog, owner: Fetcher, timeout_ms: int, max_r
         if fetched.records or fetched.gaps or remaining <= 0 or owner.closed:
             return fetched
         waiter: asyncio.Future[None] = loop.create_future()
-        topics = [log._topics[name] for name in {tp.topic for tp in owner.positions()} if name in log._topics]
+        found = (log.find_topic(name) for name in {tp.topic for tp in owner.positions()})
+        topics = [topic for topic in found if topic is not None]
         for topic in topics:
             topic.waiters.add(waiter)
         owner.waiter = waiter
@@ -115,7 +116,7 @@ def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
     for tp in tps[start:] + tps[:start]:
         if len(records) >= max_records:
             break
-        topic = log._topics.get(tp.topic)
+        topic = log.find_topic(tp.topic)
         if topic is None or tp.partition >= len(topic.partitions):
             continue
         partition = topic.partitions[tp.partition]

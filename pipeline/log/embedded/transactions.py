@@ -50,7 +50,7 @@ class EmbeddedTransactionalProducer(TransactionalProducer):
 
     async def start(self) -> None:
         if self._epoch is None:
-            self._epoch = self._log._fence(self.transactional_id)
+            self._epoch = self._log.fence(self.transactional_id)
 
     async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
         if self._epoch is None:
@@ -77,14 +77,15 @@ def commit_transaction(
     completes a `committed` one (`recover_transactions`). Records and offsets arrive checked
     (`TransactionalProducer.commit`).
     """
-    log._require_started()
-    if log._epochs.get(transactional_id) != epoch:
+    log.require_started()
+    newest = log.epoch(transactional_id)
+    if newest != epoch:
         FENCED_WRITES.inc()
         raise FencedError(
             f"transactional id {transactional_id!r}: a newer producer (epoch "
-            f"{log._epochs.get(transactional_id)}) has started; this one (epoch {epoch}) is fenced"
+            f"{newest}) has started; this one (epoch {epoch}) is fenced"
         )
-    placed = [log._grouped(placement) for placement in placements]
+    placed = [log.placed(placement) for placement in placements]
     intent_path = log.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
     if placed:
         ends = [
@@ -94,7 +95,7 @@ def commit_transaction(
         ]
         write_json(intent_path, {"state": "prepared", "truncate": ends}, log.fsync)
         crash_point("embedded-transaction-prepared")
-    results = [result for p in placed for result in log._write(p)]
+    results = [result for p in placed for result in log.write_placed(p)]
     if offsets is None:
         forget_intent(log, intent_path)
         return results
@@ -105,7 +106,7 @@ def commit_transaction(
             intent_path, {"state": "committed", "group": offsets.group_id, "offsets": entries}, log.fsync
         )
         crash_point("embedded-transaction-committed")
-    log._commit(log._group(offsets.group_id), offsets.offsets)
+    log.store_group_offsets(offsets.group_id, offsets.offsets)
     forget_intent(log, intent_path)
     return results
 
@@ -128,7 +129,7 @@ def recover_transactions(log: EmbeddedLog) -> None:
             state = intent["state"]
             if state == "prepared":
                 for topic, partition, end in intent["truncate"]:
-                    removed = log._partition(TopicPartition(topic, partition)).truncate_to(int(end))
+                    removed = log.partition(TopicPartition(topic, partition)).truncate_to(int(end))
                     ROLLED_BACK_RECORDS.inc(removed)
                     logger.warning(
                         "embedded log: rolled back %d records of an unfinished transaction on %s[%d]",
@@ -137,9 +138,7 @@ def recover_transactions(log: EmbeddedLog) -> None:
                         partition,
                     )
             elif state == "committed":
-                group = log._group(str(intent["group"]))
-                group.offsets.update(group_offsets_of(intent))
-                log._persist_group(group)
+                log.store_group_offsets(str(intent["group"]), group_offsets_of(intent))
             else:
                 raise ValueError(f"unknown state {state!r}")
         except (OSError, ValueError, KeyError, TypeError, LogError) as exc:
