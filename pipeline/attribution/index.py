@@ -100,22 +100,37 @@ def _conflict(claim: tuple[_Fact, _Fact]) -> Attribution:
     return Attribution(Tier.CONFLICT, None, (_answer(claim[0]), _answer(claim[1])))
 
 
+#: The `attribution` section's defaults: the one place the index's limits are written down.
+_DEFAULTS: Final = AttributionSettings()
+
+
 class IndexLimits:
-    """TTL, caps and the collection window; zero or negative values fall back to the defaults."""
+    """TTL, caps and the collection window; zero or negative values fall back to the defaults of
+    the `attribution` section (pipeline.config), which owns them."""
 
     __slots__ = ("collection_window_ms", "max_facts", "max_facts_per_type", "ttl_ms")
 
     def __init__(
         self,
-        ttl_s: float = 600.0,
-        max_facts_per_type: int = 4096,
-        max_facts: int = 65536,
-        collection_window_s: float = 30.0,
+        ttl_s: float = _DEFAULTS.ttl_s,
+        max_facts_per_type: int = _DEFAULTS.max_facts_per_type,
+        max_facts: int = _DEFAULTS.max_facts,
+        collection_window_s: float = _DEFAULTS.collection_window_s,
     ) -> None:
-        self.ttl_ms = int(ttl_s * 1000) if ttl_s > 0 else 600_000
-        self.max_facts_per_type = max_facts_per_type if max_facts_per_type > 0 else 4096
-        self.max_facts = max_facts if max_facts > 0 else 65536
-        self.collection_window_ms = int(collection_window_s * 1000) if collection_window_s > 0 else 30_000
+        self.ttl_ms = int((ttl_s if ttl_s > 0 else _DEFAULTS.ttl_s) * 1000)
+        per_type = max_facts_per_type
+        self.max_facts_per_type = per_type if per_type > 0 else _DEFAULTS.max_facts_per_type
+        self.max_facts = max_facts if max_facts > 0 else _DEFAULTS.max_facts
+        self.collection_window_ms = int(
+            (collection_window_s if collection_window_s > 0 else _DEFAULTS.collection_window_s) * 1000
+        )
+
+    @classmethod
+    def from_settings(cls, settings: AttributionSettings) -> IndexLimits:
+        """The limits the `attribution` section configures."""
+        return cls(
+            settings.ttl_s, settings.max_facts_per_type, settings.max_facts, settings.collection_window_s
+        )
 
 
 class _Scope:
@@ -313,10 +328,7 @@ class FactIndex:
         cls, settings: AttributionSettings, *, clock: Callable[[], float] = time.time
     ) -> FactIndex:
         """The index configured by the `attribution` section."""
-        limits = IndexLimits(
-            settings.ttl_s, settings.max_facts_per_type, settings.max_facts, settings.collection_window_s
-        )
-        return cls(limits, clock=clock)
+        return cls(IndexLimits.from_settings(settings), clock=clock)
 
     # -- sizes -------------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -521,3 +521,19 @@ def test_a_tie_between_routes_at_the_total_cap_goes_to_the_route_being_filed() -
     assert [index.lookup(query(route="first", name=n)).author for n in ("a1", "a2")] == ["alice", "alice"]
     assert index.lookup(query(route="second", name="b1")).tier == Tier.ABSENT
     assert index.lookup(query(route="second", name="b2")).author == "bob"
+
+
+def test_the_limits_defaults_are_the_attribution_sections() -> None:
+    """One owner: the index falls back to what `attribution` documents, not a copy of it."""
+    section = AttributionSettings()
+    got = IndexLimits()
+    assert (got.ttl_ms, got.max_facts_per_type, got.max_facts, got.collection_window_ms) == (
+        int(section.ttl_s * 1000),
+        section.max_facts_per_type,
+        section.max_facts,
+        int(section.collection_window_s * 1000),
+    )
+    configured = AttributionSettings(ttl_s=5, max_facts_per_type=3, max_facts=8, collection_window_s=2)
+    from_section = IndexLimits.from_settings(configured)
+    assert (from_section.ttl_ms, from_section.max_facts_per_type, from_section.max_facts,
+            from_section.collection_window_ms) == (5_000, 3, 8, 2_000)
