@@ -39,7 +39,7 @@ from pipeline.commit.inplace import LiveChange, place
 from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.notes import LateAuthors
-from pipeline.commit.plan import Applied, Plan, Refused, apply_plan, blob_sha, message_for
+from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.snapshots import Skipped, push_due_at
@@ -51,6 +51,7 @@ from pipeline.log.api import LogError, PendingRecord
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
+from pipeline.slices import Slicer
 
 __all__ = ["BranchWorker"]
 
@@ -92,6 +93,8 @@ class BranchWorker:
         self._ports = ports
         self._clock = ports.clock
         self._wall = ports.wall
+        # a snapshot's plan, apply and index are CPU work: given the loop back in slices
+        self._slicer = Slicer(ports.slice_ms)
         self._decide = Decider(settings, provider, branch, ports.wall)
         self.committer = self._decide.committer
         self.versions = self._decide.versions
@@ -412,7 +415,9 @@ class BranchWorker:
             self._skip_snapshot(outcome)
             return
         await self._finalize(CloseReason.SNAPSHOT)
-        plan, skips = self._decide.snapshot_plan(outcome, item, body, self._tree, self._homes)
+        plan, skips = await self._slicer.drive(
+            self._decide.snapshot_steps(outcome, item, body, self._tree, self._homes)
+        )
         for skip in skips:
             self._report_skip(skip)
         await self._delete_absent(plan, item, body)
@@ -529,11 +534,17 @@ class BranchWorker:
             folder.update(write.path, write.data)
         return planned
 
-    def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
+    async def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
         """The commit of `plan` on the local tip (None when it changes nothing), and the changes the
-        in-place writer refused (`_refused` parks them)."""
+        in-place writer refused (`_refused` parks them).
+
+        Applying the plan and indexing the written files run in slices: a snapshot's commit writes
+        every object it lists. Nothing else touches the tree meanwhile (the FIFO's lock is held).
+        """
         placer = self._place if plan.changes else None
-        applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
+        applied = await self._slicer.drive(
+            apply_steps(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
+        )
         self._add_sops_rules(plan, applied)
         for kind in applied.placed:
             metrics.IN_PLACE_WRITES.labels(plan.target, kind).inc()
@@ -567,7 +578,7 @@ class BranchWorker:
         if not applied.changed:
             return None, applied.refusals
         tree = self._tree.write()
-        self._homes.committed(tree, applied.files)
+        await self._slicer.drive(self._homes.committed(tree, applied.files))
         author = Signature(plan.byline.identity, plan.byline.time_s)
         committer = Signature(self.committer, int(self._wall()))
         sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))
@@ -608,7 +619,7 @@ class BranchWorker:
         self._finalized_states = [r for r in self._finalized_states if all(r is not d for d in dropped)]
 
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
-        sha, refusals = self._make_commit(plan)
+        sha, refusals = await self._make_commit(plan)
         await self._refused(plan, refusals)
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
@@ -763,7 +774,7 @@ class BranchWorker:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._reset(base)
         for plan in plans:
-            sha, refusals = self._make_commit(plan)
+            sha, refusals = await self._make_commit(plan)
             await self._refused(plan, refusals)
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))

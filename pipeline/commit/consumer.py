@@ -73,6 +73,9 @@ HISTORY_IDLE_ROUNDS = 20
 RAW_READ_IDLE_ROUNDS = 10
 # How often offsets are committed with nothing newly settled (the markers after the last record).
 MARKER_COMMIT_INTERVAL_S = 2.0
+# Object-state records per append: a snapshot's thousands are written (and encoded) in chunks,
+# with the event loop given back between two.
+STATE_APPEND_RECORDS = 500
 
 
 class UnknownProviderError(LookupError):
@@ -637,15 +640,10 @@ class CommitWorker(RebalanceListener):
             assigned = consumer.assignment()
             due = self._book.due(assigned if only is None else assigned & only, consumer.committable)
             # Taken together with `due` (no await in between): every state of a due offset is in it.
-            states = list(self._state_out)
-            if states:
-                try:
-                    await self.log.append_many(self.state_topic, states)
-                except LogError as exc:
-                    logger.warning("writing %d object-state record(s) failed (retried): %s", len(states), exc)
+            pending = len(self._state_out)
+            if pending:
+                if not await self._write_states(pending):
                     return
-                del self._state_out[: len(states)]
-                metrics.STATE_RECORDS.inc(len(states))
                 if self._hook is not None:
                     await self._hook("state-written")
             if not due:
@@ -658,6 +656,26 @@ class CommitWorker(RebalanceListener):
             self._book.mark_committed(due)
             if self._hook is not None:
                 await self._hook("offsets-committed")
+
+    async def _write_states(self, count: int) -> bool:
+        """Append the first `count` held object-state records, `STATE_APPEND_RECORDS` at a time.
+
+        A snapshot's commit hands over one record per object; encoding and appending them in one
+        call held the event loop for seconds. Each written chunk leaves the queue at once, so a
+        failure (returns False; the next commit round retries) writes nothing twice.
+        """
+        while count:
+            chunk = self._state_out[: min(count, STATE_APPEND_RECORDS)]
+            try:
+                await self.log.append_many(self.state_topic, chunk)
+            except LogError as exc:
+                logger.warning("writing %d object-state record(s) failed (retried): %s", count, exc)
+                return False
+            del self._state_out[: len(chunk)]
+            count -= len(chunk)
+            metrics.STATE_RECORDS.inc(len(chunk))
+            await asyncio.sleep(0)
+        return True
 
 
 async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> list[ObjectState]:

@@ -87,6 +87,7 @@ from pipeline.models import GroupResource
 from pipeline.operation import Operation
 from pipeline.prune import Prune
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.slices import Steps
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
 __all__ = [
@@ -599,9 +600,9 @@ class Decider:
         )
 
     # snapshots ---------------------------------------------------------------------------------
-    def snapshot_plan(
+    def snapshot_steps(
         self, done: Complete, end: WorkItem, body: ResyncEnd, tree: Files, homes: Homes | None = None
-    ) -> tuple[Plan, list[Skip]]:
+    ) -> Steps[tuple[Plan, list[Skip]]]:
         """The committer's `reconciled` commit of a finished snapshot, and the objects it leaves out.
 
         Each listed object is written as its event would be (CREATE when its file is new, UPDATE
@@ -610,6 +611,9 @@ class Decider:
         under prune `Always` it deletes the rest of the scope, and their object states go too.
         With `homes`, an object that lives in a file edited in place is left as that file has it
         and remembered for its next change; a new one goes where the placement puts it.
+
+        One step per object (rendering, hashing and encoding its state record), so a large
+        snapshot is planned in slices (`pipeline.slices`).
         """
         target = self.target(end.target)
         target_path = normalize_target_path(end.path)
@@ -622,6 +626,7 @@ class Decider:
         keep: set[str] = set()
         changes: dict[str, LiveChange] = {}
         for obj in done.snapshot.objects:
+            yield
             try:
                 path = canonical_path(
                     target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
@@ -670,7 +675,7 @@ class Decider:
         prune = target is not None and target.prune == Prune.ALWAYS
         prune = prune and not self.filtered(end, Operation.DELETE, end.scope)
         if prune and book is not None:
-            states += self._swept_states(book, end, sensitive, frozenset(keep))
+            states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
         plan = _plan(
             PlanKind.SNAPSHOT,
             end.target,
@@ -689,11 +694,12 @@ class Decider:
 
     def _swept_states(
         self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: frozenset[str]
-    ) -> list[PendingRecord]:
+    ) -> Steps[list[PendingRecord]]:
         """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
         target_path = normalize_target_path(end.path)
         found: list[PendingRecord] = []
         for key in list(book.live_keys(end.target, end.group, end.resource, end.scope or None)):
+            yield
             try:
                 path = canonical_path(
                     target_path, key.group, key.resource, key.namespace, key.name, sensitive

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pipeline.commit.git.objstore import ObjectStore
 from pipeline.commit.git.tree import changed_files
 from pipeline.intent.homes import FolderIndex
+from pipeline.slices import Steps
 
 __all__ = ["BranchHomes"]
 
@@ -61,9 +62,11 @@ class BranchHomes:
         for folder in self._folders.values():
             folder.update(path, data)
 
-    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> None:
+    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
-        from the content in hand, without comparing trees or reading blobs."""
+        from the content in hand, without comparing trees or reading blobs. One step per file
+        (each is parsed), so a snapshot's commit is indexed in slices (`pipeline.slices`)."""
         for path, data in files.items():
+            yield
             self.update(path, data)
         self.root = root
