@@ -1,0 +1,80 @@
+"""A large first snapshot does not hold the event loop while the commit worker applies it.
+
+Issue 32: planning, applying and indexing a 20,000-object snapshot ran as one stretch of CPU work
+and held the loop for about ten seconds, so `/healthz` went unanswered. The worker now runs that
+work in slices (`pipeline.slices`). With `slice_ms=0` it yields between every two steps, so a
+task that counts its turns must get a turn between the objects; no wall clock is involved. Runs
+against a real local bare remote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pipeline.codec.object_state import ObjectState
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.ports import BranchPorts
+from pipeline.log.api import PendingRecord
+from tests.commit.helpers import Work, cm, files
+from tests.commit.test_branch_worker import Harness
+
+OBJECTS = 2000
+
+
+async def test_a_large_first_snapshot_gives_the_loop_back_between_its_objects(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    states: list[PendingRecord] = []
+
+    async def no_state(_targets: frozenset[str]) -> list[ObjectState]:
+        return []
+
+    repo = LocalRepo.for_branch(tmp_path / "clones-sliced", "git", "main", str(h.remote), None)
+    worker = BranchWorker(
+        h.settings,
+        h.provider,
+        "main",
+        repo,
+        h.settled.extend,
+        BranchPorts(
+            clock=h.clock,
+            wall=lambda: 1_767_000_000.0,
+            load_state=no_state,
+            on_state=states.extend,
+            slice_ms=0,
+        ),
+    )
+    await worker.sync()
+    *collected, end = Work().snapshot(1, [cm(f"cm-{n:04d}") for n in range(OBJECTS)], chunk_size=500)
+    for item in collected:
+        await worker.handle(item)
+
+    middle = f"live/team-a/configmaps/cm-{OBJECTS // 2:04d}.yaml"
+    # per turn of the probe: whether the plan had reached the middle object yet
+    turns: list[bool] = []
+
+    async def probe() -> None:
+        while True:
+            turns.append(worker.versions.knows(middle))
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(probe())
+    await asyncio.sleep(0)
+    before = len(turns)
+    await worker.handle(end)
+    during = len(turns) - before
+    task.cancel()
+
+    # the plan, the apply and the index each yield once per object
+    assert during >= 3 * OBJECTS
+    # the probe ran while the plan was half way through, not only before and after it
+    seen = turns[before:]
+    assert seen.count(False) >= OBJECTS // 2
+    assert seen.count(True) >= OBJECTS // 2
+    h.clock.advance(5)
+    await worker.tick()
+    assert len(states) == OBJECTS
+    tree = files(h.remote)
+    assert sorted(tree) == [f"live/team-a/configmaps/cm-{n:04d}.yaml" for n in range(OBJECTS)]
+    assert sorted(h.settled) == [(0, n) for n in range(len(collected) + 1)]
