@@ -51,7 +51,7 @@ from pipeline.log.api import LogError, PendingRecord
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
-from pipeline.slices import Slicer
+from pipeline.slices import Slicer, Steps, finish
 
 __all__ = ["BranchWorker"]
 
@@ -186,7 +186,7 @@ class BranchWorker:
         if base is None and self.branch != self.provider.default_branch:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._remote_tip = remote
-        self._reset(base)
+        await self._reset(base)
         ends = await ports.log_ends() if ports.log_ends is not None else None
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
@@ -214,21 +214,22 @@ class BranchWorker:
         for partition, offset in self._skip.items():
             self._decide.recall(await self._ports.history(partition, offset), self._homes)
 
-    def _reset(self, base: str | None) -> None:
+    async def _reset(self, base: str | None) -> None:
         self._tip = base
         self._tree = self.repo.tree(base)
         if base is not None:
             self.repo.set_branch(self.branch, base)
-        self._refresh_homes(self.repo.read_commit(base).tree if base is not None else None)
+        root = self.repo.read_commit(base).tree if base is not None else None
+        await self._slicer.drive(self._refresh_homes(root))
 
-    def _refresh_homes(self, root: bytes | None) -> None:
+    def _refresh_homes(self, root: bytes | None) -> Steps[None]:
         """Bring the home indexes to the tree `root` (the files that changed since the last root)."""
         folders = [
             normalize_target_path(target.path)
             for name in sorted(self._decide.own_targets())
             if (target := self._decide.target(name)) is not None
         ]
-        self._homes.refresh(self.repo.objects, root, folders)
+        return self._homes.refresh(self.repo.objects, root, folders)
 
     def _committed_offsets(self, tip: str, ends: Mapping[int, int] | None) -> dict[int, int]:
         """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents.
@@ -367,7 +368,8 @@ class BranchWorker:
         are skipped: see `_gone`)."""
         self._decide.update_targets(settings)
         if self.synced:
-            self._refresh_homes(self._homes.root)
+            # between two records, in one go: only a folder new to the configuration is read whole
+            finish(self._refresh_homes(self._homes.root))
         # a target configured again is written again; if it goes, the log decides anew
         self._deleted -= self._decide.target_names
         self._retiring -= self._decide.target_names
@@ -772,7 +774,7 @@ class BranchWorker:
         base = remote
         if base is None and self.branch != self.provider.default_branch:
             base = self.repo.remote_ref(self.provider.default_branch)
-        self._reset(base)
+        await self._reset(base)
         for plan in plans:
             sha, refusals = await self._make_commit(plan)
             await self._refused(plan, refusals)

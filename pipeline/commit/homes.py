@@ -36,10 +36,11 @@ class BranchHomes:
         """The index of a target folder (normalised, "" for the repository root), if it is tracked."""
         return self._folders.get(target_path)
 
-    def refresh(self, store: ObjectStore, root: bytes | None, folders: Iterable[str]) -> None:
+    def refresh(self, store: ObjectStore, root: bytes | None, folders: Iterable[str]) -> Steps[None]:
         """Describe the tree `root` for exactly `folders`: a folder tracked before is updated with
         the files that differ from the previous root, a new one is read whole, a dropped one is
-        forgotten."""
+        forgotten. One step per file read (and per file parsed): a worker starting on a large
+        branch reads every file of its folders, in slices (`pipeline.slices`)."""
         wanted = set(folders)
         for gone in set(self._folders) - wanted:
             del self._folders[gone]
@@ -47,13 +48,16 @@ class BranchHomes:
             folder = self._folders.get(path)
             if folder is None:
                 folder = self._folders[path] = FolderIndex(path)
-                changed = changed_files(store, None, root, path)
-                folder.load(
-                    {p: store.read(sha) for p, sha in changed if sha is not None and folder.covers(p)}
-                )
+                files: dict[str, bytes] = {}
+                for changed_path, sha in changed_files(store, None, root, path):
+                    if sha is not None and folder.covers(changed_path):
+                        yield
+                        files[changed_path] = store.read(sha)
+                yield from folder.load(files)
                 continue
             for changed_path, sha in changed_files(store, self.root, root, path):
                 if folder.covers(changed_path):
+                    yield
                     folder.update(changed_path, None if sha is None else store.read(sha))
         self.root = root
 

@@ -26,6 +26,7 @@ import yaml
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
 from pipeline.intent.kustomization import Kustomization, is_kustomization_file, parse_kustomization
+from pipeline.slices import Steps, finish
 
 __all__ = [
     "FolderIndex",
@@ -269,13 +270,18 @@ class FolderIndex:
             path.endswith(_YAML_SUFFIXES) or is_kustomization_file(path)
         )
 
-    def load(self, files: Mapping[str, bytes]) -> None:
-        """Index `files` (repository path to content); paths this index does not cover are ignored."""
+    def load(self, files: Mapping[str, bytes]) -> Steps[None]:
+        """Index `files` (repository path to content); paths this index does not cover are ignored.
+
+        One step per file (each is parsed): a worker that starts on a large branch reads every
+        file of its folders, in slices (`pipeline.slices`).
+        """
         self.files = {p: d for p, d in files.items() if self.covers(p)}
         self._parsed = {}
         self.index.kustomizations.clear()
         self.index.refused_kustomizations.clear()
         for path, data in sorted(self.files.items()):
+            yield
             if is_kustomization_file(path):
                 self._read_kustomization(path, data)
             else:
@@ -366,5 +372,5 @@ class FolderIndex:
 def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:
     """The homes of the objects in `files` (repository path to content) under `target_path`."""
     folder = FolderIndex(target_path)
-    folder.load(files)
+    finish(folder.load(files))
     return folder.index

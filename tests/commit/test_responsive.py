@@ -78,3 +78,41 @@ async def test_a_large_first_snapshot_gives_the_loop_back_between_its_objects(tm
     tree = files(h.remote)
     assert sorted(tree) == [f"live/team-a/configmaps/cm-{n:04d}.yaml" for n in range(OBJECTS)]
     assert sorted(h.settled) == [(0, n) for n in range(len(collected) + 1)]
+
+
+async def test_a_worker_starting_on_a_large_branch_gives_the_loop_back_while_it_reads_it(
+    tmp_path: Path,
+) -> None:
+    """A new owner (a restart, a failover, a rebase) reads every file of its folders into the home
+    index; with `slice_ms=0` it yields between every two files read and parsed."""
+    h = Harness(tmp_path)
+    await h.feed(*Work().snapshot(1, [cm(f"cm-{n:04d}") for n in range(OBJECTS)], chunk_size=500))
+    await h.settle_time()
+    assert len(files(h.remote)) == OBJECTS
+
+    repo = LocalRepo.for_branch(tmp_path / "clones-restarted", "git", "main", str(h.remote), None)
+    worker = BranchWorker(
+        h.settings, h.provider, "main", repo, h.settled.extend, BranchPorts(clock=h.clock, slice_ms=0)
+    )
+    middle = f"live/team-a/configmaps/cm-{OBJECTS // 2:04d}.yaml"
+    # per turn of the probe: the middle file's documents as the home index has it (None: the
+    # folder is not read yet); the index is the worker's own, read here as a test may
+    turns: list[int | None] = []
+
+    async def probe() -> None:
+        while True:
+            folder = worker._homes.folder("live")
+            turns.append(None if folder is None else folder.documents(middle))
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(probe())
+    await asyncio.sleep(0)
+    await worker.sync()
+    await asyncio.sleep(0)
+    task.cancel()
+
+    # the probe ran while the folder was half parsed: after the index had its files, before the
+    # middle one was parsed (fetching the remote, which awaits git, does not count)
+    assert turns.count(0) >= OBJECTS // 4
+    assert turns[-1] == 1
+    assert worker.tip == h.worker.tip
