@@ -193,7 +193,7 @@ class BranchWorker:
         if ports.on_state is not None and ports.load_state is not None:
             states = await ports.load_state(self._decide.own_targets())
             self._decide.book = StateBook(states)
-            self._decide.remember_states(states, self._homes)
+            await self._slicer.drive(self._decide.remember_states(states, self._homes))
         self.synced = True
         logger.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -212,7 +212,8 @@ class BranchWorker:
         if self._ports.history is None:
             return
         for partition, offset in self._skip.items():
-            self._decide.recall(await self._ports.history(partition, offset), self._homes)
+            history = await self._ports.history(partition, offset)
+            await self._slicer.drive(self._decide.recall(history, self._homes))
 
     async def _reset(self, base: str | None) -> None:
         self._tip = base

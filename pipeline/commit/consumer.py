@@ -58,6 +58,7 @@ from pipeline.log.retrying import until_done
 from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
+from pipeline.slices import Slicer
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 __all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
@@ -682,6 +683,7 @@ async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> li
     """The first read of `<prefix>.object-state`, narrowed to `targets` (what a branch already wrote).
 
     Undecodable records are logged and left out: the next version of that object rewrites its key.
+    There is one record per object of the targets, decoded in slices (`pipeline.slices`).
     """
     prefixes = tuple(target_prefix(t) for t in targets)
     if not prefixes:
@@ -693,7 +695,10 @@ async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> li
     finally:
         await table.close()
     found: list[ObjectState] = []
+    slicer = Slicer()
     for record in snapshot.records.values():
+        if slicer.due():
+            await slicer.pause()
         try:
             found.append(decode_state(record))
         except DecodeError as exc:

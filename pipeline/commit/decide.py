@@ -267,28 +267,33 @@ class Decider:
         return operation not in self._operations(item, scope)
 
     # recall and redelivery ---------------------------------------------------------------------
-    def recall(self, items: Iterable[WorkItem], homes: Homes | None = None) -> None:
+    def recall(self, items: Iterable[WorkItem], homes: Homes | None = None) -> Steps[None]:
         """Seed the version ledger from work the branch tip already carries (records before its
         offset): a new owner must not write a version the previous owner already replaced. With
-        `homes`, the objects of files edited in place are kept for their next change."""
+        `homes`, the objects of files edited in place are kept for their next change. One step
+        per object: the records before the tip may hold a whole snapshot (`pipeline.slices`)."""
         for item in items:
             if (item.provider, item.branch) != (self.provider.name, self.branch):
                 continue
             body = item.body
             if isinstance(body, Write):
+                yield
                 self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
                 if homes is not None:
                     self._remember(item.target, item.path, item.group, item.resource, body, homes)
             elif isinstance(body, ResyncChunk):
                 for obj in body.objects:
+                    yield
                     self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
                     if homes is not None:
                         self._remember(item.target, item.path, item.group, item.resource, obj, homes)
 
-    def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> None:
+    def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> Steps[None]:
         """Keep the objects of files edited in place, as last committed, for their next change: a
-        new owner's first change of such an object is then its difference from the committed one."""
+        new owner's first change of such an object is then its difference from the committed one.
+        One step per state (each is parsed): a new owner reads one per object of its targets."""
         for state in states:
+            yield
             self._remember(state.target, state.path, state.group, state.resource, state, homes)
 
     def _remember(

@@ -783,7 +783,7 @@ def test_recall_seeds_versions_from_the_branchs_own_work_only() -> None:
     theirs = replace(Work(branch="other").create(cm("b"), rv="10"))
     bad = work.create(cm("c", namespace=".."), rv="10")
     chunk = work.snapshot(1, [cm("d")], object_rvs={"d": "20"})[1]
-    d.recall([mine, theirs, bad, chunk])
+    run_steps(d.recall([mine, theirs, bad, chunk]))
     assert d.versions.is_older("live/team-a/configmaps/a.yaml", "9")
     assert d.versions.uid_of("live/team-a/configmaps/a.yaml") == "uid-a"
     assert d.versions.is_older("live/team-a/configmaps/d.yaml", "19")
