@@ -10,8 +10,10 @@ against a real local bare remote.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
+from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
@@ -116,3 +118,66 @@ async def test_a_worker_starting_on_a_large_branch_gives_the_loop_back_while_it_
     assert turns.count(0) >= OBJECTS // 4
     assert turns[-1] == 1
     assert worker.tip == h.worker.tip
+
+
+async def test_a_new_owner_keeps_the_objects_state_in_slices(tmp_path: Path) -> None:
+    """After reading the branch, a new owner reads one object-state record per object and parses
+    each: with `slice_ms=0` it yields between every two of them too."""
+    h = Harness(tmp_path)
+    objects = [cm(f"cm-{n:04d}") for n in range(OBJECTS)]
+    await h.feed(*Work().snapshot(1, objects, chunk_size=500))
+    await h.settle_time()
+    known = [
+        ObjectState(
+            target="t1",
+            provider="git",
+            branch="main",
+            path="live",
+            cluster="default",
+            group="",
+            version="v1",
+            resource="configmaps",
+            namespace="team-a",
+            name=obj["metadata"]["name"],
+            uid="u",
+            resource_version="1",
+            object_json=json.dumps(obj).encode(),
+            sealed=False,
+            document=b"",
+            author=WorkAuthor("NOT_ATTEMPTED", tier="none"),
+            partition=0,
+            offset=n,
+            committed_at_ms=0,
+        )
+        for n, obj in enumerate(objects)
+    ]
+
+    async def load_state(_targets: frozenset[str]) -> list[ObjectState]:
+        return known
+
+    repo = LocalRepo.for_branch(tmp_path / "clones-new-owner", "git", "main", str(h.remote), None)
+    worker = BranchWorker(
+        h.settings,
+        h.provider,
+        "main",
+        repo,
+        h.settled.extend,
+        BranchPorts(clock=h.clock, load_state=load_state, on_state=lambda _states: None, slice_ms=0),
+    )
+    last = f"live/team-a/configmaps/cm-{OBJECTS - 1:04d}.yaml"
+    # turns of the probe once the home index is complete (the remote fetched, every file read):
+    # what is left of the sync is the object state
+    after_index = 0
+
+    async def probe() -> None:
+        nonlocal after_index
+        while True:
+            folder = worker._homes.folder("live")
+            after_index += folder is not None and folder.documents(last) == 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(probe())
+    await asyncio.sleep(0)
+    await worker.sync()
+    task.cancel()
+    assert after_index >= OBJECTS
