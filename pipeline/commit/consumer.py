@@ -289,8 +289,12 @@ class CommitWorker(RebalanceListener):
             if name in self._secrets:  # kept: the provider may come back to a running branch
                 self._secrets[name].retire()
             remove_files(self._keys, name)
-        for branch in self._branches.values():
-            branch.worker.update_targets(settings)
+        for key, branch in list(self._branches.items()):
+            # under the FIFO's lock: a snapshot applied in slices gives the loop back mid-way, and
+            # must see one configuration and one home index from its first object to its last
+            async with branch.lock:
+                if self._branches.get(key) is branch:
+                    branch.worker.update_targets(settings)
         await self._send_access_reports()
 
     # component -----------------------------------------------------------------------------
