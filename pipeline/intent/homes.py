@@ -286,7 +286,7 @@ class FolderIndex:
                 self._read_kustomization(path, data)
             else:
                 self._parsed[path] = _parse(path, data)
-        self._assemble()
+        yield from self._assemble()
 
     def update(self, path: str, data: bytes | None) -> None:
         """`path` now holds `data` (None: it is gone)."""
@@ -301,7 +301,7 @@ class FolderIndex:
             self.index.refused_kustomizations.pop(path, None)
             if data is not None:
                 self._read_kustomization(path, data)
-            self._assemble()
+            finish(self._assemble())
             return
         self._unindex(path)
         if data is None:
@@ -321,8 +321,9 @@ class FolderIndex:
         except IntentRefusal as unmodelled:
             self.index.refused_kustomizations[path] = unmodelled
 
-    def _assemble(self) -> None:
-        """Every file's homes again, from the parsed files and the current kustomizations."""
+    def _assemble(self) -> Steps[None]:
+        """Every file's homes again, from the parsed files and the current kustomizations; one
+        step per file."""
         index = self.index
         index.homes.clear()
         index.kinds.clear()
@@ -330,6 +331,7 @@ class FolderIndex:
         self._keys.clear()
         self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
         for path in sorted(self._parsed):
+            yield
             self._index(path)
 
     def _unindex(self, path: str) -> None:
