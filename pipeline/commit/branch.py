@@ -93,7 +93,8 @@ class BranchWorker:
         self._ports = ports
         self._clock = ports.clock
         self._wall = ports.wall
-        # a snapshot's plan, apply and index are CPU work: given the loop back in slices
+        # work that grows with a snapshot or the branch (plan, apply, index, reading the branch at
+        # sync) runs in slices, so the loop the whole process shares is never held for long
         self._slicer = Slicer(ports.slice_ms)
         self._decide = Decider(settings, provider, branch, ports.wall)
         self.committer = self._decide.committer
