@@ -101,22 +101,28 @@ def commit_path_rate(base: Path, root: Path) -> float:
     worker, repo = _worker(remote, root / "ours")
     asyncio.run(worker.sync())
     contents = [render_object(configmap(*change(n), n + 1)) for n in range(CHANGES)]
+
+    async def commit_all() -> None:
+        for n, content in enumerate(contents):
+            ns, i = change(n)
+            plan = Plan(
+                kind=PlanKind.WINDOW,
+                target="t1",
+                at=LogPosition("git", "main", 0, n),
+                byline=BYLINE,
+                writes={
+                    path_of(ns, i): (
+                        content,
+                        ChangedObject(
+                            Operation.UPDATE, "", "v1", "configmaps", f"ns-{ns:02d}", f"cm-{i:03d}"
+                        ),
+                    )
+                },
+            )
+            assert await worker._make_commit(plan) is not None
+
     started = time.perf_counter()
-    for n, content in enumerate(contents):
-        ns, i = change(n)
-        plan = Plan(
-            kind=PlanKind.WINDOW,
-            target="t1",
-            at=LogPosition("git", "main", 0, n),
-            byline=BYLINE,
-            writes={
-                path_of(ns, i): (
-                    content,
-                    ChangedObject(Operation.UPDATE, "", "v1", "configmaps", f"ns-{ns:02d}", f"cm-{i:03d}"),
-                )
-            },
-        )
-        assert worker._make_commit(plan) is not None
+    asyncio.run(commit_all())
     assert worker.tip is not None
     repo.set_branch("main", worker.tip)
     elapsed = time.perf_counter() - started

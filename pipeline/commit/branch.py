@@ -41,7 +41,7 @@ from pipeline.commit.kustomize import RenderCheck
 from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset
 from pipeline.commit.notes import LateAuthors
-from pipeline.commit.plan import Applied, Plan, Refused, apply_plan, blob_sha, message_for
+from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.snapshots import Skipped, push_due_at
@@ -54,6 +54,7 @@ from pipeline.placement import NO_PLACEMENT, Placement
 from pipeline.prune import Prune
 from pipeline.redaction import redact_url
 from pipeline.sealing.sopsrules import sops_rules, sops_rules_path
+from pipeline.slices import Slicer, Steps, finish
 
 __all__ = ["BranchWorker"]
 
@@ -95,6 +96,9 @@ class BranchWorker:
         self._ports = ports
         self._clock = ports.clock
         self._wall = ports.wall
+        # work that grows with a snapshot or the branch (plan, apply, index, reading the branch at
+        # sync) runs in slices, so the loop the whole process shares is never held for long
+        self._slicer = Slicer(ports.slice_ms)
         self._decide = Decider(settings, provider, branch, ports.wall)
         self.committer = self._decide.committer
         self.versions = self._decide.versions
@@ -186,14 +190,14 @@ class BranchWorker:
         if base is None and self.branch != self.provider.default_branch:
             base = self.repo.remote_ref(self.provider.default_branch)
         self._remote_tip = remote
-        self._reset(base)
+        await self._reset(base)
         ends = await ports.log_ends() if ports.log_ends is not None else None
         self._skip = self._committed_offsets(remote, ends) if remote else {}
         await self._recall_versions()
         if ports.on_state is not None and ports.load_state is not None:
             states = await ports.load_state(self._decide.own_targets())
             self._decide.book = StateBook(states)
-            self._decide.remember_states(states, self._homes)
+            await self._slicer.drive(self._decide.remember_states(states, self._homes))
         self.synced = True
         logger.info(
             "%s %s: based on %s, work already committed up to %s",
@@ -212,23 +216,25 @@ class BranchWorker:
         if self._ports.history is None:
             return
         for partition, offset in self._skip.items():
-            self._decide.recall(await self._ports.history(partition, offset), self._homes)
+            history = await self._ports.history(partition, offset)
+            await self._slicer.drive(self._decide.recall(history, self._homes))
 
-    def _reset(self, base: str | None) -> None:
+    async def _reset(self, base: str | None) -> None:
         self._tip = base
         self._tree = self.repo.tree(base)
         if base is not None:
             self.repo.set_branch(self.branch, base)
-        self._refresh_homes(self.repo.read_commit(base).tree if base is not None else None)
+        root = self.repo.read_commit(base).tree if base is not None else None
+        await self._slicer.drive(self._refresh_homes(root))
 
-    def _refresh_homes(self, root: bytes | None) -> None:
+    def _refresh_homes(self, root: bytes | None) -> Steps[None]:
         """Bring the home indexes to the tree `root` (the files that changed since the last root)."""
         folders = [
             normalize_target_path(target.path)
             for name in sorted(self._decide.own_targets())
             if (target := self._decide.target(name)) is not None
         ]
-        self._homes.refresh(self.repo.objects, root, folders)
+        return self._homes.refresh(self.repo.objects, root, folders)
 
     def _committed_offsets(self, tip: str, ends: Mapping[int, int] | None) -> dict[int, int]:
         """The newest `Reverser-Offset` this FIFO left on the branch, walking first parents.
@@ -367,7 +373,8 @@ class BranchWorker:
         are skipped: see `_gone`)."""
         self._decide.update_targets(settings)
         if self.synced:
-            self._refresh_homes(self._homes.root)
+            # between two records, in one go: only a folder new to the configuration is read whole
+            finish(self._refresh_homes(self._homes.root))
         # a target configured again is written again; if it goes, the log decides anew
         self._deleted -= self._decide.target_names
         self._retiring -= self._decide.target_names
@@ -415,7 +422,9 @@ class BranchWorker:
             self._skip_snapshot(outcome)
             return
         await self._finalize(CloseReason.SNAPSHOT)
-        plan, skips = self._decide.snapshot_plan(outcome, item, body, self._tree, self._homes)
+        plan, skips = await self._slicer.drive(
+            self._decide.snapshot_steps(outcome, item, body, self._tree, self._homes)
+        )
         for skip in skips:
             self._report_skip(skip)
         await self._delete_absent(plan, item, body)
@@ -543,14 +552,24 @@ class BranchWorker:
             folder.update(write.path, write.data)
         return planned
 
-    def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
+    async def _make_commit(self, plan: Plan) -> tuple[str | None, list[Refused]]:
         """The commit of `plan` on the local tip (None when it changes nothing), and the changes the
-        in-place writer refused (`_refused` parks them)."""
+        in-place writer refused (`_refused` parks them).
+
+        Applying the plan and indexing the written files run in slices: a snapshot's commit writes
+        every object it lists. Nothing else touches the tree meanwhile (the FIFO's lock is held).
+        When the target renders its edits with kustomize (a subprocess per render root), the whole
+        apply runs on a thread instead, so the event loop is never stalled by a render.
+        """
         target = self._decide.target(plan.target)
         placement = target.placement_policy if target is not None else NO_PLACEMENT
         render = RenderCheck(target.kustomize if target is not None else KustomizeSettings(), plan.target)
         placer = partial(self._place, placement, render) if plan.changes else None
-        applied = apply_plan(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
+        steps = apply_steps(self._tree, plan, self.repo.store_blob, self.repo.objects.read, placer)
+        if placer is not None and render.enabled:
+            applied = await asyncio.to_thread(finish, steps)
+        else:
+            applied = await self._slicer.drive(steps)
         self._add_sops_rules(plan, applied)
         for kind in applied.placed:
             metrics.IN_PLACE_WRITES.labels(plan.target, kind).inc()
@@ -584,7 +603,7 @@ class BranchWorker:
         if not applied.changed:
             return None, applied.refusals
         tree = self._tree.write()
-        self._homes.committed(tree, applied.files)
+        await self._slicer.drive(self._homes.committed(tree, applied.files))
         author = Signature(plan.byline.identity, plan.byline.time_s)
         committer = Signature(self.committer, int(self._wall()))
         sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))
@@ -624,17 +643,8 @@ class BranchWorker:
         plan.states = [r for r in plan.states if r.key != key]
         self._finalized_states = [r for r in self._finalized_states if all(r is not d for d in dropped)]
 
-    async def _made(self, plan: Plan) -> tuple[str | None, list[Refused]]:
-        """`_make_commit`, on a thread when its target runs kustomize on the edits (a subprocess per
-        render root must not stall the event loop). The worker's own steps are serial (`run` holds
-        its lock across a step), so nothing else touches its tree meanwhile."""
-        target = self._decide.target(plan.target)
-        if plan.changes and target is not None and RenderCheck(target.kustomize).enabled:
-            return await asyncio.to_thread(self._make_commit, plan)
-        return self._make_commit(plan)
-
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
-        sha, refusals = await self._made(plan)
+        sha, refusals = await self._make_commit(plan)
         await self._refused(plan, refusals)
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
@@ -787,9 +797,9 @@ class BranchWorker:
         base = remote
         if base is None and self.branch != self.provider.default_branch:
             base = self.repo.remote_ref(self.provider.default_branch)
-        self._reset(base)
+        await self._reset(base)
         for plan in plans:
-            sha, refusals = await self._made(plan)
+            sha, refusals = await self._make_commit(plan)
             await self._refused(plan, refusals)
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))

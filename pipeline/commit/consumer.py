@@ -58,6 +58,7 @@ from pipeline.log.retrying import until_done
 from pipeline.log.scan import read_until
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
+from pipeline.slices import Slicer
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 __all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"]
@@ -73,6 +74,9 @@ HISTORY_IDLE_ROUNDS = 20
 RAW_READ_IDLE_ROUNDS = 10
 # How often offsets are committed with nothing newly settled (the markers after the last record).
 MARKER_COMMIT_INTERVAL_S = 2.0
+# Object-state records per append: a snapshot's thousands are written (and encoded) in chunks,
+# with the event loop given back between two.
+STATE_APPEND_RECORDS = 500
 
 
 class UnknownProviderError(LookupError):
@@ -285,8 +289,12 @@ class CommitWorker(RebalanceListener):
             if name in self._secrets:  # kept: the provider may come back to a running branch
                 self._secrets[name].retire()
             remove_files(self._keys, name)
-        for branch in self._branches.values():
-            branch.worker.update_targets(settings)
+        for key, branch in list(self._branches.items()):
+            # under the FIFO's lock: a snapshot applied in slices gives the loop back mid-way, and
+            # must see one configuration and one home index from its first object to its last
+            async with branch.lock:
+                if self._branches.get(key) is branch:
+                    branch.worker.update_targets(settings)
         await self._send_access_reports()
 
     # component -----------------------------------------------------------------------------
@@ -637,15 +645,10 @@ class CommitWorker(RebalanceListener):
             assigned = consumer.assignment()
             due = self._book.due(assigned if only is None else assigned & only, consumer.committable)
             # Taken together with `due` (no await in between): every state of a due offset is in it.
-            states = list(self._state_out)
-            if states:
-                try:
-                    await self.log.append_many(self.state_topic, states)
-                except LogError as exc:
-                    logger.warning("writing %d object-state record(s) failed (retried): %s", len(states), exc)
+            pending = len(self._state_out)
+            if pending:
+                if not await self._write_states(pending):
                     return
-                del self._state_out[: len(states)]
-                metrics.STATE_RECORDS.inc(len(states))
                 if self._hook is not None:
                     await self._hook("state-written")
             if not due:
@@ -659,11 +662,32 @@ class CommitWorker(RebalanceListener):
             if self._hook is not None:
                 await self._hook("offsets-committed")
 
+    async def _write_states(self, count: int) -> bool:
+        """Append the first `count` held object-state records, `STATE_APPEND_RECORDS` at a time.
+
+        A snapshot's commit hands over one record per object; encoding and appending them in one
+        call held the event loop for seconds. Each written chunk leaves the queue at once, so a
+        failure (returns False; the next commit round retries) writes nothing twice.
+        """
+        while count:
+            chunk = self._state_out[: min(count, STATE_APPEND_RECORDS)]
+            try:
+                await self.log.append_many(self.state_topic, chunk)
+            except LogError as exc:
+                logger.warning("writing %d object-state record(s) failed (retried): %s", count, exc)
+                return False
+            del self._state_out[: len(chunk)]
+            count -= len(chunk)
+            metrics.STATE_RECORDS.inc(len(chunk))
+            await asyncio.sleep(0)
+        return True
+
 
 async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> list[ObjectState]:
     """The first read of `<prefix>.object-state`, narrowed to `targets` (what a branch already wrote).
 
     Undecodable records are logged and left out: the next version of that object rewrites its key.
+    There is one record per object of the targets, decoded in slices (`pipeline.slices`).
     """
     prefixes = tuple(target_prefix(t) for t in targets)
     if not prefixes:
@@ -675,7 +699,10 @@ async def load_object_state(log: Log, topic: str, targets: frozenset[str]) -> li
     finally:
         await table.close()
     found: list[ObjectState] = []
+    slicer = Slicer()
     for record in snapshot.records.values():
+        if slicer.due():
+            await slicer.pause()
         try:
             found.append(decode_state(record))
         except DecodeError as exc:

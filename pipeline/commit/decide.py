@@ -87,6 +87,7 @@ from pipeline.operation import Operation
 from pipeline.placement import PlacedObject
 from pipeline.prune import Prune
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
+from pipeline.slices import Steps
 from pipeline.targetrules import ALL_OPERATIONS, TargetRules
 
 __all__ = [
@@ -266,28 +267,33 @@ class Decider:
         return operation not in self._operations(item, scope)
 
     # recall and redelivery ---------------------------------------------------------------------
-    def recall(self, items: Iterable[WorkItem], homes: Homes | None = None) -> None:
+    def recall(self, items: Iterable[WorkItem], homes: Homes | None = None) -> Steps[None]:
         """Seed the version ledger from work the branch tip already carries (records before its
         offset): a new owner must not write a version the previous owner already replaced. With
-        `homes`, the objects of files edited in place are kept for their next change."""
+        `homes`, the objects of files edited in place are kept for their next change. One step
+        per object: the records before the tip may hold a whole snapshot (`pipeline.slices`)."""
         for item in items:
             if (item.provider, item.branch) != (self.provider.name, self.branch):
                 continue
             body = item.body
             if isinstance(body, Write):
+                yield
                 self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
                 if homes is not None:
                     self._remember(item.target, item.path, item.group, item.resource, body, homes)
             elif isinstance(body, ResyncChunk):
                 for obj in body.objects:
+                    yield
                     self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
                     if homes is not None:
                         self._remember(item.target, item.path, item.group, item.resource, obj, homes)
 
-    def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> None:
+    def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> Steps[None]:
         """Keep the objects of files edited in place, as last committed, for their next change: a
-        new owner's first change of such an object is then its difference from the committed one."""
+        new owner's first change of such an object is then its difference from the committed one.
+        One step per state (each is parsed): a new owner reads one per object of its targets."""
         for state in states:
+            yield
             self._remember(state.target, state.path, state.group, state.resource, state, homes)
 
     def _remember(
@@ -601,9 +607,9 @@ class Decider:
         )
 
     # snapshots ---------------------------------------------------------------------------------
-    def snapshot_plan(
+    def snapshot_steps(
         self, done: Complete, end: WorkItem, body: ResyncEnd, tree: Files, homes: Homes | None = None
-    ) -> tuple[Plan, list[Skip]]:
+    ) -> Steps[tuple[Plan, list[Skip]]]:
         """The committer's `reconciled` commit of a finished snapshot, and the objects it leaves out.
 
         Each listed object is written as its event would be (CREATE when its file is new, UPDATE
@@ -612,6 +618,9 @@ class Decider:
         under prune `Always` it deletes the rest of the scope, and their object states go too.
         With `homes`, an object that lives in a file edited in place is left as that file has it
         and remembered for its next change; a new one goes where the placement puts it.
+
+        One step per object (rendering, hashing and encoding its state record), so a large
+        snapshot is planned in slices (`pipeline.slices`).
         """
         target = self.target(end.target)
         target_path = normalize_target_path(end.path)
@@ -624,6 +633,7 @@ class Decider:
         keep: set[str] = set()
         changes: dict[str, LiveChange] = {}
         for obj in done.snapshot.objects:
+            yield
             try:
                 path = canonical_path(
                     target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
@@ -672,7 +682,7 @@ class Decider:
         prune = target is not None and target.prune == Prune.ALWAYS
         prune = prune and not self.filtered(end, Operation.DELETE, end.scope)
         if prune and book is not None:
-            states += self._swept_states(book, end, sensitive, frozenset(keep))
+            states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
         plan = _plan(
             PlanKind.SNAPSHOT,
             end.target,
@@ -691,11 +701,12 @@ class Decider:
 
     def _swept_states(
         self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: frozenset[str]
-    ) -> list[PendingRecord]:
+    ) -> Steps[list[PendingRecord]]:
         """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
         target_path = normalize_target_path(end.path)
         found: list[PendingRecord] = []
         for key in list(book.live_keys(end.target, end.group, end.resource, end.scope or None)):
+            yield
             try:
                 path = canonical_path(
                     target_path, key.group, key.resource, key.namespace, key.name, sensitive

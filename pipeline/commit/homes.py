@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pipeline.commit.git.objstore import ObjectStore
 from pipeline.commit.git.tree import changed_files
 from pipeline.intent.homes import FolderIndex
+from pipeline.slices import Steps
 
 __all__ = ["BranchHomes"]
 
@@ -35,10 +36,11 @@ class BranchHomes:
         """The index of a target folder (normalised, "" for the repository root), if it is tracked."""
         return self._folders.get(target_path)
 
-    def refresh(self, store: ObjectStore, root: bytes | None, folders: Iterable[str]) -> None:
+    def refresh(self, store: ObjectStore, root: bytes | None, folders: Iterable[str]) -> Steps[None]:
         """Describe the tree `root` for exactly `folders`: a folder tracked before is updated with
         the files that differ from the previous root, a new one is read whole, a dropped one is
-        forgotten."""
+        forgotten. One step per file read (and per file parsed): a worker starting on a large
+        branch reads every file of its folders, in slices (`pipeline.slices`)."""
         wanted = set(folders)
         for gone in set(self._folders) - wanted:
             del self._folders[gone]
@@ -46,13 +48,16 @@ class BranchHomes:
             folder = self._folders.get(path)
             if folder is None:
                 folder = self._folders[path] = FolderIndex(path)
-                changed = changed_files(store, None, root, path)
-                folder.load(
-                    {p: store.read(sha) for p, sha in changed if sha is not None and folder.covers(p)}
-                )
+                files: dict[str, bytes] = {}
+                for changed_path, sha in changed_files(store, None, root, path):
+                    if sha is not None and folder.covers(changed_path):
+                        yield
+                        files[changed_path] = store.read(sha)
+                yield from folder.load(files)
                 continue
             for changed_path, sha in changed_files(store, self.root, root, path):
                 if folder.covers(changed_path):
+                    yield
                     folder.update(changed_path, None if sha is None else store.read(sha))
         self.root = root
 
@@ -61,9 +66,11 @@ class BranchHomes:
         for folder in self._folders.values():
             folder.update(path, data)
 
-    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> None:
+    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
-        from the content in hand, without comparing trees or reading blobs."""
+        from the content in hand, without comparing trees or reading blobs. One step per file
+        (each is parsed), so a snapshot's commit is indexed in slices (`pipeline.slices`)."""
         for path, data in files.items():
+            yield
             self.update(path, data)
         self.root = root

@@ -33,6 +33,7 @@ from pipeline.intent.plan import EditKind, FileWrite, IntentPlan
 from pipeline.log.api import PendingRecord
 from pipeline.prune import Prune
 from pipeline.sealing import content_digest_of
+from pipeline.slices import Steps
 
 __all__ = [
     "Applied",
@@ -46,7 +47,7 @@ __all__ = [
     "Retired",
     "Sweep",
     "Writes",
-    "apply_plan",
+    "apply_steps",
     "blob_sha",
     "documents",
     "message_for",
@@ -251,17 +252,19 @@ def _apply_files(
     return changed
 
 
-def apply_plan(
+def apply_steps(
     tree: GitTree,
     plan: Plan,
     store_blob: Callable[[bytes], bytes],
     read_blob: Callable[[bytes], bytes],
     place: Placer | None = None,
-) -> Applied:
+) -> Steps[Applied]:
     """Apply a plan's writes, deletions and sweep to `tree`; only real changes are recorded.
 
     With `place`, each write that carries a change goes where `place` says (an edit of the
     object's home file, a placed new file), in the plan's order; a refused change writes nothing.
+    One step per write and per sweep candidate: a snapshot's plan writes every object it lists,
+    and hashing them all at once held the event loop for seconds (`pipeline.slices`).
     """
     applied = Applied()
 
@@ -273,6 +276,7 @@ def apply_plan(
         return False
 
     for path, (content, obj) in plan.writes.items():
+        yield
         change = plan.changes.get(path)
         if place is not None and change is not None:
             try:
@@ -310,6 +314,7 @@ def apply_plan(
     sweep = plan.sweep
     if sweep is not None:
         for orphan in orphans(tree, sweep):
+            yield
             if sweep.prune and ours(orphan):
                 tree.delete(orphan)
                 applied.swept += 1

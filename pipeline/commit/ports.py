@@ -16,6 +16,7 @@ from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.object_state import ObjectState
 from pipeline.codec.target_result import TargetResult
 from pipeline.log.api import PendingRecord
+from pipeline.slices import DEFAULT_SLICE_MS
 
 __all__ = [
     "BranchPorts",
@@ -54,10 +55,13 @@ class BranchPorts:
 
     `clock` (monotonic seconds) times windows and pushes; `wall` (epoch seconds) stamps commits
     and records. Object state is tracked only with both `load_state` and `on_state`.
+    `slice_ms` is the longest the worker plans, applies or indexes a commit before it gives the
+    event loop back (`pipeline.slices`; 0 yields between every two steps).
     """
 
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    slice_ms: float = DEFAULT_SLICE_MS
     hook: Hook | None = None
     history: History | None = None
     log_ends: LogEnds | None = None

@@ -34,7 +34,7 @@ from pipeline.commit.git.access import provider_access
 from pipeline.commit.git.credentials import SecretAccess
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, Signature
 from pipeline.commit.identity import committer_identity
-from pipeline.commit.plan import apply_plan, message_for
+from pipeline.commit.plan import apply_steps, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import LogPosition, Offset
 from pipeline.commit.rebuild import Desired, desired_files, reconcile_plan
@@ -56,6 +56,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
 from pipeline.progress import ProgressReport
 from pipeline.redaction import redact_url
+from pipeline.slices import finish
 
 __all__ = ["ReplayError", "ReplayRequest", "Source", "add_replay_branch_parser", "replay_branch"]
 
@@ -282,7 +283,7 @@ async def _from_object_state(job: _Job) -> int:
                 LogPosition(provider.name, branch, 0, 0), target.name, committer, topic, int(time.time())
             ),
         )
-        applied = apply_plan(tree, plan, repo.store_blob, repo.objects.read)
+        applied = finish(apply_steps(tree, plan, repo.store_blob, repo.objects.read))
         for path in applied.refused:
             note(f"warning: cannot write {path} over a folder; skipped")
         if not applied.changed:

@@ -26,6 +26,7 @@ import yaml
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
 from pipeline.intent.kustomization import Kustomization, is_kustomization_file, parse_kustomization
+from pipeline.slices import Steps, finish
 
 __all__ = [
     "FolderIndex",
@@ -269,18 +270,23 @@ class FolderIndex:
             path.endswith(_YAML_SUFFIXES) or is_kustomization_file(path)
         )
 
-    def load(self, files: Mapping[str, bytes]) -> None:
-        """Index `files` (repository path to content); paths this index does not cover are ignored."""
+    def load(self, files: Mapping[str, bytes]) -> Steps[None]:
+        """Index `files` (repository path to content); paths this index does not cover are ignored.
+
+        One step per file (each is parsed): a worker that starts on a large branch reads every
+        file of its folders, in slices (`pipeline.slices`).
+        """
         self.files = {p: d for p, d in files.items() if self.covers(p)}
         self._parsed = {}
         self.index.kustomizations.clear()
         self.index.refused_kustomizations.clear()
         for path, data in sorted(self.files.items()):
+            yield
             if is_kustomization_file(path):
                 self._read_kustomization(path, data)
             else:
                 self._parsed[path] = _parse(path, data)
-        self._assemble()
+        yield from self._assemble()
 
     def update(self, path: str, data: bytes | None) -> None:
         """`path` now holds `data` (None: it is gone)."""
@@ -295,7 +301,7 @@ class FolderIndex:
             self.index.refused_kustomizations.pop(path, None)
             if data is not None:
                 self._read_kustomization(path, data)
-            self._assemble()
+            finish(self._assemble())
             return
         self._unindex(path)
         if data is None:
@@ -315,8 +321,9 @@ class FolderIndex:
         except IntentRefusal as unmodelled:
             self.index.refused_kustomizations[path] = unmodelled
 
-    def _assemble(self) -> None:
-        """Every file's homes again, from the parsed files and the current kustomizations."""
+    def _assemble(self) -> Steps[None]:
+        """Every file's homes again, from the parsed files and the current kustomizations; one
+        step per file."""
         index = self.index
         index.homes.clear()
         index.kinds.clear()
@@ -324,6 +331,7 @@ class FolderIndex:
         self._keys.clear()
         self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
         for path in sorted(self._parsed):
+            yield
             self._index(path)
 
     def _unindex(self, path: str) -> None:
@@ -366,5 +374,5 @@ class FolderIndex:
 def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:
     """The homes of the objects in `files` (repository path to content) under `target_path`."""
     folder = FolderIndex(target_path)
-    folder.load(files)
+    finish(folder.load(files))
     return folder.index

@@ -24,6 +24,7 @@ from pipeline.codec.watch_cursor import Cursor
 from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
+from pipeline.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch import metrics
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
@@ -31,7 +32,6 @@ from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collecti
 from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
-from pipeline.watch.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch.writer import Appender
 
 __all__ = ["ClusterCapabilities", "StreamOptions", "WatchStream"]

@@ -47,6 +47,7 @@ from pipeline.config import (
 )
 from pipeline.operation import Operation
 from pipeline.prune import Prune
+from pipeline.slices import finish as run_steps
 from tests.commit.helpers import ALICE, BOB, CONFIGURED, NOBODY, Work, cm
 
 WALL_S = 1_767_000_100.0
@@ -165,7 +166,7 @@ def snapshot(
     items = work.snapshot(1, objs, **kw)
     end = items[-1]
     assert isinstance(end.body, ResyncEnd)
-    return d.snapshot_plan(finish(d, items), end, end.body, tree or DictTree())
+    return run_steps(d.snapshot_steps(finish(d, items), end, end.body, tree or DictTree()))
 
 
 def state(name: str, mark: tuple[int, int] = (0, 0), rv: str = "1", **kw: Any) -> ObjectState:
@@ -556,7 +557,7 @@ def test_a_snapshot_object_that_is_not_an_object_is_a_bad_record() -> None:
     items[1] = replace(chunk, body=broken)
     end = items[-1]
     assert isinstance(end.body, ResyncEnd)
-    plan, skips = d.snapshot_plan(finish(d, items), end, end.body, DictTree())
+    plan, skips = run_steps(d.snapshot_steps(finish(d, items), end, end.body, DictTree()))
     assert plan.writes == {}
     assert [(s.reason, s.warn) for s in skips] == [(SkipReason.BAD_RECORD, True)]
     assert not d.versions.knows("live/team-a/configmaps/a.yaml")
@@ -586,7 +587,7 @@ def test_a_snapshot_without_an_end_revision_takes_its_begins() -> None:
     end = items[-1]
     assert isinstance(end.body, ResyncEnd)
     body = replace(end.body, resource_version="")
-    plan, _ = d.snapshot_plan(finish(d, items), end, body, DictTree())
+    plan, _ = run_steps(d.snapshot_steps(finish(d, items), end, body, DictTree()))
     assert plan.revision == "77"
 
 
@@ -636,7 +637,7 @@ def absent_setup(
     items = work.snapshot(1, [cm("a")], rv="100")
     end = items[-1]
     assert isinstance(end.body, ResyncEnd)
-    plan, _ = d.snapshot_plan(finish(d, items), end, end.body, DictTree())
+    plan, _ = run_steps(d.snapshot_steps(finish(d, items), end, end.body, DictTree()))
     return d, plan, end
 
 
@@ -782,7 +783,7 @@ def test_recall_seeds_versions_from_the_branchs_own_work_only() -> None:
     theirs = replace(Work(branch="other").create(cm("b"), rv="10"))
     bad = work.create(cm("c", namespace=".."), rv="10")
     chunk = work.snapshot(1, [cm("d")], object_rvs={"d": "20"})[1]
-    d.recall([mine, theirs, bad, chunk])
+    run_steps(d.recall([mine, theirs, bad, chunk]))
     assert d.versions.is_older("live/team-a/configmaps/a.yaml", "9")
     assert d.versions.uid_of("live/team-a/configmaps/a.yaml") == "uid-a"
     assert d.versions.is_older("live/team-a/configmaps/d.yaml", "19")

@@ -19,6 +19,7 @@ from pipeline.intent.homes import FolderIndex, build_index
 from pipeline.intent.homes import ObjectKey as HomeKey
 from pipeline.intent.plan import EditKind
 from pipeline.placement import NO_PLACEMENT, PlacedObject, compile_placement
+from pipeline.slices import finish
 from tests.commit.helpers import Work, bare_remote, cm, foreign_push
 
 OWN = "live/team-a/configmaps/a.yaml"
@@ -26,7 +27,7 @@ OWN = "live/team-a/configmaps/a.yaml"
 
 def folder_of(files: dict[str, str]) -> FolderIndex:
     folder = FolderIndex("live")
-    folder.load({path: text.encode() for path, text in files.items()})
+    finish(folder.load({path: text.encode() for path, text in files.items()}))
     return folder
 
 
@@ -155,7 +156,7 @@ async def test_the_home_index_follows_commits_reading_only_the_files_they_change
     first = repo.read_commit(repo.remote_ref("main") or "").tree
     store = CountingStore(repo.objects)
     homes = BranchHomes()
-    homes.refresh(store, first, ["live"])
+    finish(homes.refresh(store, first, ["live"]))
     folder = homes.folder("live")
     assert folder is not None
     assert set(folder.files) == {f"live/team-a/{n}.yaml" for n in "abc"}
@@ -167,13 +168,13 @@ async def test_the_home_index_follows_commits_reading_only_the_files_they_change
     await repo.fetch()
     second = repo.read_commit(repo.remote_ref("main") or "").tree
     store.reads = 0
-    homes.refresh(store, second, ["live"])
+    finish(homes.refresh(store, second, ["live"]))
     assert store.reads == 1, "only the changed file is read again"
     assert folder.index.candidates(HomeKey("", "ConfigMap", "team-a", "d"))[0].path == "live/team-a/b.yaml"
-    homes.refresh(store, first, ["live", "elsewhere"])
+    finish(homes.refresh(store, first, ["live", "elsewhere"]))
     assert folder.index.candidates(HomeKey("", "ConfigMap", "team-a", "d")) == []
     assert homes.folder("elsewhere") is not None
-    homes.refresh(store, first, ["elsewhere"])
+    finish(homes.refresh(store, first, ["elsewhere"]))
     assert homes.folder("live") is None
 
 

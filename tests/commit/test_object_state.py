@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import quote
 
 import pytest
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record
-from pipeline.commit.consumer import CommitWorker, group_id_for
+from pipeline.commit.consumer import STATE_APPEND_RECORDS, CommitWorker, group_id_for
 from pipeline.commit.statebook import StateBook
 from pipeline.config import Settings
-from pipeline.log.api import Log, Record, TopicPartition, TopicSpec
+from pipeline.log.api import Log, LogUnavailableError, PendingRecord, Record, TopicPartition, TopicSpec
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.topics import topic_specs
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files
@@ -195,3 +197,52 @@ async def test_states_written_before_a_crash_are_rewritten_after_it(
     states = await first_read(any_log, cfg)
     assert sorted(k.name for k in states) == ["y"]
 
+
+
+class _FailingStateAppend:
+    """The log, with the sizes of object-state appends noted and the `fail_at`-th one refused
+    (as a broker that does not acknowledge in time): a stand-in only for that one failure."""
+
+    def __init__(self, log: Log, topic: str, fail_at: int) -> None:
+        self._log = log
+        self._topic = topic
+        self._fail_at = fail_at
+        self.appends: list[int] = []
+        self.refused = 0
+
+    async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object:
+        if topic == self._topic:
+            if len(self.appends) + self.refused + 1 == self._fail_at:
+                self.refused += 1
+                raise LogUnavailableError("object-state append refused by the test")
+            self.appends.append(len(records))
+        return await self._log.append_many(topic, records)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+async def test_a_large_snapshots_states_are_written_in_chunks_once_each_across_a_failure(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """Issue 32: a snapshot's state records go out at most `STATE_APPEND_RECORDS` at a time (the
+    loop is given back between two); a refused chunk is retried without writing the earlier ones
+    again."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = with_git(settings, remote)
+    objects = 2 * STATE_APPEND_RECORDS + 200
+    w = Work(step_ms=10)
+    await append_work(any_log, cfg, w.snapshot(1, [cm(f"o{n:04d}") for n in range(objects)], chunk_size=300))
+    log = _FailingStateAppend(any_log, state_topic(cfg), fail_at=2)
+    worker = CommitWorker(cfg, cast(Log, log))
+    await worker.start()
+    try:
+        await wait_settled(any_log, cfg)
+    finally:
+        await worker.stop()
+    assert log.refused == 1
+    assert max(log.appends) == STATE_APPEND_RECORDS
+    assert sum(log.appends) == objects
+    raw = await raw_keys(any_log, cfg)
+    assert len(raw) == objects
+    assert set(raw.values()) == {1}

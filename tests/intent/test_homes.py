@@ -17,6 +17,7 @@ from pipeline.intent.homes import (
     owner_of,
 )
 from pipeline.intent.kustomization import parse_kustomization
+from pipeline.slices import finish
 
 
 def configmap(name: str, namespace: str = "") -> str:
@@ -246,7 +247,8 @@ def test_an_index_updated_file_by_file_equals_one_built_from_the_final_files(
 
 def test_an_index_ignores_files_outside_its_folder_and_counts_documents() -> None:
     folder = FolderIndex("mine")
-    folder.load({"mine/two.yaml": f"{configmap('a')}---\n{configmap('b')}".encode(), "x/y.yaml": b"a: 1\n"})
+    two = f"{configmap('a')}---\n{configmap('b')}".encode()
+    finish(folder.load({"mine/two.yaml": two, "x/y.yaml": b"a: 1\n"}))
     folder.update("theirs/ok.yaml", configmap("theirs", "n").encode())
     folder.update("mine/notes.txt", b"not yaml")
     assert set(folder.files) == {"mine/two.yaml"}

@@ -2,23 +2,19 @@
 
 The LIST fallback reads one page at a time and appends that page's chunks before it asks for the
 next page (so memory holds a page, not the collection); the watch path gives the loop back every
-`slice_ms` (`Slicer`). Runs against the watch-protocol test server and the real log backends.
+`slice_ms` (`pipeline.slices`, tested in tests/unit/test_slices.py). Runs against the
+watch-protocol test server and the real log backends.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from pipeline.config import Settings
 from pipeline.log.api import Log, PendingRecord
-from pipeline.watch.slices import Slicer
 from tests.watch.conftest import (
     fast_options,
     kinds,
@@ -83,52 +79,3 @@ async def test_a_list_snapshot_is_appended_page_by_page(
     # each page is written before the next is asked for: no two LIST requests back to back
     assert "LIST,LIST" not in ",".join(timeline)
     assert len(await read_events(topics_log, config)) == len(events)
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def test_the_slicer_is_due_once_its_slice_is_used_and_pausing_lets_others_run() -> None:
-    clock = _Clock()
-    slicer = Slicer(20.0, clock)
-    assert not slicer.due()
-    clock.now = 0.019
-    assert not slicer.due()
-    clock.now = 0.020
-    assert slicer.due()
-    ran: list[str] = []
-
-    async def other() -> None:
-        ran.append("other")
-
-    task = asyncio.create_task(other())
-    await slicer.pause()
-    assert ran == ["other"]
-    assert not slicer.due()  # a new slice from the pause
-    clock.now = 0.040
-    assert slicer.due()
-    await task
-
-
-@given(st.lists(st.floats(min_value=0, max_value=10), max_size=40))
-def test_slices_are_counted_from_each_pause(gaps_ms: list[float]) -> None:
-    """Model: due exactly when at least `slice_ms` passed since the last pause (or the start)."""
-    clock = _Clock()
-    slicer = Slicer(5.0, clock)
-    started = 0.0
-
-    async def run() -> None:
-        nonlocal started
-        for gap in gaps_ms:
-            clock.now += gap / 1000
-            assert slicer.due() == (clock.now >= started + 0.005)
-            if slicer.due():
-                await slicer.pause()
-                started = clock.now
-
-    asyncio.run(run())
