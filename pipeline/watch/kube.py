@@ -24,6 +24,7 @@ from pipeline.config import ClusterSettings
 from pipeline.content import fastjson
 from pipeline.failures import plain
 from pipeline.watch import metrics
+from pipeline.watch.throttle import Throttle
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -175,12 +176,14 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
 class KubeClient:
     """Discovery, LIST, WATCH and namespace lookups against one cluster."""
 
-    def __init__(self, api: ApiClient, name: str) -> None:
+    def __init__(self, api: ApiClient, name: str, throttle: Throttle | None = None) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException  # loaded with `api` (docstring)
 
         self._api = api
         self._api_exception = ApiException
         self.name = name
+        #: the cluster's `qps`/`burst` bucket every request waits on; None: unthrottled
+        self.throttle = throttle
 
     async def close(self) -> None:
         await self._api.close()
@@ -197,6 +200,8 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        if self.throttle is not None:
+            await self.throttle.acquire()
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -369,4 +374,8 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
             client_configuration=configuration,
             persist_config=False,
         )
-    return KubeClient(ApiClient(configuration=configuration), cluster.name)
+    return KubeClient(
+        ApiClient(configuration=configuration),
+        cluster.name,
+        Throttle.of(cluster.qps, cluster.effective_burst),
+    )
