@@ -2,7 +2,7 @@
 
 One compacted topic, one partition, one key (`effective`): the newest record is the configuration
 every replica and every stage runs with. This module owns the record's wire form: its field names,
-that providers and targets travel as the JSON of the configuration file's entries (validated by
+that providers, targets and clusters travel as the JSON of the configuration file's entries (validated by
 the same models when read back), and that a field error travels as the JSON pair
 `[path, message]`. The configuration controller maps its compiled configuration to and from
 `ConfigStateRecord` (pipeline/customresources/state.py); adding a field touches the `.avsc` and
@@ -12,6 +12,8 @@ A provider's or target's JSON leaves out every field at its default (`settings_j
 forbid unknown fields, so during a rolling upgrade a replica of the older release reads a newer
 replica's record as long as the configuration uses nothing the older release lacks; a field it
 does not know makes it refuse that version (keeping the previous one) instead of misreading it.
+Version 2 added `clusters` (ClusterProviders' clusters); a replica of a release that reads only
+version 1 refuses every version 2 record the same way until it is upgraded.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.codec import CONFIG_STATE, SCHEMA_HEADER, DecodeError, codec
-from pipeline.config import ProviderSettings, TargetSettings, WatchRule
+from pipeline.config import ClusterSettings, ProviderSettings, TargetSettings, WatchRule
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -39,7 +41,7 @@ __all__ = [
 CONFIG_KEY = b"effective"
 
 
-def settings_json(settings: ProviderSettings | TargetSettings | WatchRule) -> str:
+def settings_json(settings: ProviderSettings | TargetSettings | WatchRule | ClusterSettings) -> str:
     """`settings` as the record carries it: the JSON of the fields that differ from their defaults."""
     return settings.model_dump_json(exclude_defaults=True)
 
@@ -142,6 +144,8 @@ class ConfigStateRecord:
     objects: tuple[ConfigObject, ...]
     rules: tuple[RuleSource, ...]
     item_problems: tuple[ItemProblemEntry, ...]
+    #: v2: the clusters ClusterProviders change or add (a v1 record has none)
+    clusters: tuple[ClusterSettings, ...] = ()
 
     def to_avro(self) -> dict[str, Any]:
         return {
@@ -152,6 +156,7 @@ class ConfigStateRecord:
             "objects": [o.to_avro() for o in self.objects],
             "rules": [r.to_avro() for r in self.rules],
             "itemProblems": [p.to_avro() for p in self.item_problems],
+            "clusters": [settings_json(c) for c in self.clusters],
         }
 
     @classmethod
@@ -164,6 +169,7 @@ class ConfigStateRecord:
             objects=tuple(ConfigObject.from_avro(o) for o in data["objects"]),
             rules=tuple(RuleSource.from_avro(r) for r in data["rules"]),
             item_problems=tuple(ItemProblemEntry.from_avro(p) for p in data["itemProblems"]),
+            clusters=tuple(ClusterSettings.model_validate_json(c) for c in data["clusters"]),
         )
 
 

@@ -364,6 +364,11 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
     from kubernetes_asyncio import config as kube_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 
+    if cluster.kubeconfig_secret is not None:
+        raise ValueError(
+            f"cluster {cluster.name}: its kubeconfig is in {cluster.kubeconfig_secret.describe()}, which "
+            "this client factory does not read (pipeline.watch.kubeconfigsecret does)"
+        )
     configuration = Configuration()
     if cluster.in_cluster:
         kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -374,6 +379,20 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
             client_configuration=configuration,
             persist_config=False,
         )
+    return KubeClient(
+        ApiClient(configuration=configuration),
+        cluster.name,
+        Throttle.of(cluster.qps, cluster.effective_burst),
+    )
+
+
+async def open_client_from_dict(cluster: ClusterSettings, kubeconfig: dict[str, Any]) -> KubeClient:
+    """A client for `cluster` from a kubeconfig already read (a Secret's), at its current context."""
+    from kubernetes_asyncio import config as kube_config
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    configuration = Configuration()
+    await kube_config.load_kube_config_from_dict(config_dict=kubeconfig, client_configuration=configuration)
     return KubeClient(
         ApiClient(configuration=configuration),
         cluster.name,
