@@ -45,7 +45,7 @@ HOME = "reverser"
 SOURCE = "remote-e2e"
 
 
-def _inline(kubeconfig: Path) -> dict[str, Any]:
+def inline_kubeconfig(kubeconfig: Path) -> dict[str, Any]:
     """The plane's admin kubeconfig with its files inlined (`*-data`), as a Secret must carry it."""
     config: dict[str, Any] = json.loads(kubeconfig.read_text(encoding="utf-8"))
 
@@ -81,7 +81,7 @@ async def test_a_secrets_kubeconfig_opens_a_throttled_client(plane: ControlPlane
     async with kube_client(plane.kubeconfig) as api:
         await _namespaces(api, HOME)
         await client.CoreV1Api(api).create_namespaced_secret(
-            HOME, _secret("direct", "config", _inline(plane.kubeconfig))
+            HOME, _secret("direct", "config", inline_kubeconfig(plane.kubeconfig))
         )
     ref = KubeconfigSecretReference(namespace=HOME, name="direct", key="config")
     factory = with_kubeconfig_secrets(open_client, holder)
@@ -101,7 +101,7 @@ async def test_a_broken_secret_stalls_only_its_cluster_and_heals_when_fixed(
         core = client.CoreV1Api(api)
         await _namespaces(api, HOME, SOURCE)
         await core.create_namespaced_secret(
-            HOME, _secret("good-kubeconfig", "value", _inline(plane.kubeconfig))
+            HOME, _secret("good-kubeconfig", "value", inline_kubeconfig(plane.kubeconfig))
         )
         body = client.V1ConfigMap(
             metadata=client.V1ObjectMeta(name="cm-a", namespace=SOURCE), data={"v": "1"}
@@ -140,7 +140,7 @@ async def test_a_broken_secret_stalls_only_its_cluster_and_heals_when_fixed(
                 assert problem.reason == "ClusterConfigError"
                 assert "Secret reverser/broken-kubeconfig does not exist" in problem.message
 
-                unsafe = _inline(plane.kubeconfig)
+                unsafe = inline_kubeconfig(plane.kubeconfig)
                 unsafe["users"][0]["user"] = {"exec": {"command": "/bin/true", "apiVersion": "v1"}}
                 await core.create_namespaced_secret(HOME, _secret("broken-kubeconfig", "value", unsafe))
                 await component.apply(config)
@@ -153,7 +153,7 @@ async def test_a_broken_secret_stalls_only_its_cluster_and_heals_when_fixed(
                 await core.replace_namespaced_secret(
                     "broken-kubeconfig",
                     HOME,
-                    _secret("broken-kubeconfig", "value", _inline(plane.kubeconfig)),
+                    _secret("broken-kubeconfig", "value", inline_kubeconfig(plane.kubeconfig)),
                 )
                 await component.apply(config)
                 assert [p for p in manager.problems if p.target == "t-broken"] == []
