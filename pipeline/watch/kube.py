@@ -38,6 +38,7 @@ __all__ = [
     "access_allowed",
     "collection_path",
     "open_client",
+    "open_client_from_dict",
 ]
 
 logger = logging.getLogger(__name__)
