@@ -966,7 +966,8 @@ def compile_resources(
         update={
             "providers": [],
             "targets": [],
-            "custom_resources": CustomResourceSettings(),
+            # the cluster holding the custom resources (and kubeconfig Secrets) stays the same one
+            "custom_resources": CustomResourceSettings(cluster=base.custom_resources.cluster),
             "clusters": merged(base.clusters, changed_clusters),
         }
     ).model_dump()

@@ -193,3 +193,17 @@ def test_a_version_1_record_reads_as_no_clusters() -> None:
     old = Record("c", 0, 1, 0, pending.key, out.getvalue(), ((SCHEMA_HEADER, b"config_state/1"),))
     assert decode_state(old).compiled.clusters == []
     assert replace(decode_config_state(old), clusters=current.clusters) == current
+
+
+def test_the_first_file_cluster_may_be_remote_when_another_holds_the_custom_resources() -> None:
+    base = Settings(
+        clusters=[{"name": "edge"}, {"name": "home", "in_cluster": True}],
+        custom_resources={"enabled": True, "namespace": HOME, "cluster": "home"},
+    )
+    compiled = _compiled(
+        _provider("edge", {"kubeConfig": {"secretRef": {"name": "k"}}, "accessFrom": {"names": [HOME]}}),
+        *_mirror("edge"),
+        base=base,
+    )
+    assert _report(compiled, "edge") == ([], [])
+    assert [t.cluster for t in compiled.targets] == ["edge"]
