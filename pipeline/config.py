@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import os
 import re
 import types
@@ -409,6 +410,23 @@ class AttributionSettings(_Section):
         return self
 
 
+class KubeconfigSecretReference(_Section):
+    """A Secret holding a source cluster's kubeconfig (gitops-reverser's ClusterProvider
+    `spec.kubeConfig.secretRef`), read through the API server of the cluster the custom resources
+    live in (`custom_resources.cluster`, else the first of `clusters`), so a remote cluster's
+    credential never has to be a file in the pod. Only this reference is in the configuration."""
+
+    namespace: str = Field(pattern=_DNS_LABEL)
+    """Namespace of the Secret."""
+    name: str = Field(pattern=_OBJECT_NAME)
+    """Name of the Secret."""
+    key: str | None = Field(default=None, min_length=1)
+    """The Secret key holding the kubeconfig; none: `value`, else `value.yaml` (Flux's order)."""
+
+    def describe(self) -> str:
+        return f"Secret {self.namespace}/{self.name}"
+
+
 class ClusterSettings(_Section):
     """A source cluster; its name is the audit route its facts arrive on."""
 
@@ -421,6 +439,13 @@ class ClusterSettings(_Section):
     """Context of the kubeconfig to use; none: its current context."""
     in_cluster: bool = False
     """Use the pod's service account (when running inside the cluster)."""
+    kubeconfig_secret: KubeconfigSecretReference | None = None
+    """A Secret holding the kubeconfig, instead of `kubeconfig` or `in_cluster` (a remote cluster)."""
+    qps: float | None = Field(default=None, gt=0)
+    """Requests per second this process sends the cluster's API server (LIST, WATCH, discovery),
+    averaged; none: unthrottled."""
+    burst: int | None = Field(default=None, ge=1)
+    """Requests that may go at once above `qps`; none: `qps` rounded up (needs `qps`)."""
     audit_route: str | None = None
     """The audit route this cluster's facts arrive on; none: the cluster's name."""
     attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
@@ -461,6 +486,32 @@ class ClusterSettings(_Section):
     def effective_lease_name(self) -> str:
         """The Lease that elects the one replica watching this cluster."""
         return self.lease_name or f"reverser-watch-{self.name}"
+
+    @property
+    def effective_burst(self) -> int | None:
+        """The throttle's burst, in requests; None: no throttle."""
+        if self.qps is None:
+            return None
+        return self.burst if self.burst is not None else max(1, math.ceil(self.qps))
+
+    @model_validator(mode="after")
+    def _connection(self) -> ClusterSettings:
+        if self.kubeconfig_secret is not None:
+            other = next(
+                (f for f, set_ in (("kubeconfig", self.kubeconfig), ("in_cluster", self.in_cluster)) if set_),
+                None,
+            )
+            if other is not None:
+                raise ValueError(
+                    f"kubeconfig_secret and {other} are exclusive: choose one way to reach the cluster"
+                )
+            if self.context is not None:
+                raise ValueError(
+                    "context applies to a kubeconfig file; kubeconfig_secret uses its current context"
+                )
+        if self.burst is not None and self.qps is None:
+            raise ValueError("burst needs qps (the rate the burst is taken above)")
+        return self
 
     @model_validator(mode="after")
     def _timing_ranges(self) -> ClusterSettings:
@@ -1098,6 +1149,11 @@ class Settings(_Section):
                 raise ValueError(f"targets.{index}.provider: unknown provider {target.provider!r}")
             if clusters and target.cluster not in clusters:
                 raise ValueError(f"targets.{index}.cluster: unknown cluster {target.cluster!r}")
+        if self.clusters and self.resources_cluster.kubeconfig_secret is not None:
+            raise ValueError(
+                f"clusters.{self.resources_cluster.name}.kubeconfig_secret: this cluster holds the Secrets "
+                "other clusters' kubeconfigs are read from, so it needs kubeconfig or in_cluster itself"
+            )
         self._no_shared_folders()
         return self
 

@@ -2,7 +2,7 @@
 
 One compacted topic, one partition, one key (`effective`): the newest record is the configuration
 every replica and every stage runs with. This module owns the record's wire form: its field names,
-that providers and targets travel as the JSON of the configuration file's entries (validated by
+that providers, targets and clusters travel as the JSON of the configuration file's entries (validated by
 the same models when read back), and that a field error travels as the JSON pair
 `[path, message]`. The configuration controller maps its compiled configuration to and from
 `ConfigStateRecord` (pipeline/customresources/state.py); adding a field touches the `.avsc` and
@@ -12,6 +12,8 @@ A provider's or target's JSON leaves out every field at its default (`settings_j
 forbid unknown fields, so during a rolling upgrade a replica of the older release reads a newer
 replica's record as long as the configuration uses nothing the older release lacks; a field it
 does not know makes it refuse that version (keeping the previous one) instead of misreading it.
+Version 2 added `clusters` (ClusterProviders' clusters); a replica of a release that reads only
+version 1 refuses every version 2 record the same way until it is upgraded.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TypeVar
 
 from pipeline.codec import CONFIG_STATE, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.binding import AvroRecord, Wire
-from pipeline.config import ProviderSettings, TargetSettings, WatchRule
+from pipeline.config import ClusterSettings, ProviderSettings, TargetSettings, WatchRule
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -40,15 +42,15 @@ __all__ = [
 
 CONFIG_KEY = b"effective"
 
-_Settings = TypeVar("_Settings", ProviderSettings, TargetSettings)
+_Settings = TypeVar("_Settings", ProviderSettings, TargetSettings, ClusterSettings)
 
 
-def settings_json(settings: ProviderSettings | TargetSettings | WatchRule) -> str:
+def settings_json(settings: ProviderSettings | TargetSettings | WatchRule | ClusterSettings) -> str:
     """`settings` as the record carries it: the JSON of the fields that differ from their defaults."""
     return settings.model_dump_json(exclude_defaults=True)
 
 
-def _settings_json(entries: tuple[ProviderSettings | TargetSettings, ...]) -> list[str]:
+def _settings_json(entries: tuple[ProviderSettings | TargetSettings | ClusterSettings, ...]) -> list[str]:
     return [settings_json(entry) for entry in entries]
 
 
@@ -136,10 +138,13 @@ class ConfigStateRecord(AvroRecord):
     objects: tuple[ConfigObject, ...]
     rules: tuple[RuleSource, ...]
     item_problems: tuple[ItemProblemEntry, ...]
+    #: v2: the clusters ClusterProviders change or add (a v1 record has none)
+    clusters: tuple[ClusterSettings, ...] = ()
 
     avro_fields = {
         "providers": Wire(encode=_settings_json, decode=_settings_of(ProviderSettings)),
         "targets": Wire(encode=_settings_json, decode=_settings_of(TargetSettings)),
+        "clusters": Wire(encode=_settings_json, decode=_settings_of(ClusterSettings)),
     }
 
 

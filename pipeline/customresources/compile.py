@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.authormode import AttributionMode, mode_of_enabled
 from pipeline.config import (
+    ClusterSettings,
     CustomResourceSettings,
     ProviderSettings,
     Settings,
@@ -31,6 +32,13 @@ from pipeline.config import (
     WatchRule,
 )
 from pipeline.customresources.agekeys import SECRET_REF_FIELD, KeyResolution, KeySource, key_source
+from pipeline.customresources.clusterconnection import SUPPORTED_PATHS as CONNECTION_PATHS
+from pipeline.customresources.clusterconnection import (
+    ClusterConnection,
+    effective_clusters,
+    merged,
+    read_connection,
+)
 from pipeline.customresources.clusterprovider import (
     OVERRIDE_FIELDS,
     ClusterProviders,
@@ -120,6 +128,7 @@ _SUPPORTED: Mapping[Kind, tuple[str, ...]] = {
         "spec.accessFrom.names",
         "spec.accessFrom.selector",
         *(f"spec.{flag}" for flag in OVERRIDE_FIELDS),
+        *CONNECTION_PATHS,
     ),
     Kind.CLUSTER_WATCH_RULE: (
         "spec.targetRef",
@@ -192,10 +201,18 @@ class CompiledConfig:
     item_problems: list[ItemProblem]
     #: compile steps spent in all (each object's are capped by `CompileLimits.object_steps`)
     steps: int = 0
+    #: the clusters ClusterProviders change or add (clusterconnection.py); the file's others stand
+    clusters: list[ClusterSettings] = field(default_factory=list)
 
     def settings(self, base: Settings) -> Settings:
-        """`base` (the static file: log, clusters, audit, ...) with these providers and targets."""
-        return base.model_copy(update={"providers": self.providers, "targets": self.targets})
+        """`base` (the static file: log, audit, ...) with these providers, targets and clusters."""
+        return base.model_copy(
+            update={
+                "providers": self.providers,
+                "targets": self.targets,
+                "clusters": merged(base.clusters, self.clusters),
+            }
+        )
 
     @property
     def errors(self) -> list[tuple[ObjectRef, FieldProblem]]:
@@ -928,8 +945,18 @@ def compile_resources(
             )
 
     clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace, namespace_labels)
+    connections: dict[str, tuple[ObjectRef, ClusterConnection]] = {}
     for resource in by_kind[Kind.CLUSTER_PROVIDER]:
-        reports[resource.ref].errors.extend(clusters.problems.get(resource.ref.name, []))
+        report = reports[resource.ref]
+        report.errors.extend(clusters.problems.get(resource.ref.name, []))
+        connection = read_connection(resource, report.errors, report.unsupported)
+        if report.accepted:
+            connections[connection.name] = (resource.ref, connection)
+    changed_clusters, unbuilt = effective_clusters(
+        base, (connection for _, connection in connections.values()), home_namespace
+    )
+    for name, problem in unbuilt.items():
+        reports[connections[name][0]].errors.append(problem)
     targets_named = {name_of(t): t for t in by_kind[Kind.GIT_TARGET]}
     rules: dict[str, list[tuple[RuleOrigin, WatchRule]]] = {}
     item_problems: list[ItemProblem] = []
@@ -960,7 +987,13 @@ def compile_resources(
     # Each target is checked in a file of its own with its provider (the base may be in
     # custom-resource mode, which lists none); folders are checked here, where the winner is known.
     alone = base.model_copy(
-        update={"providers": [], "targets": [], "custom_resources": CustomResourceSettings()}
+        update={
+            "providers": [],
+            "targets": [],
+            # the cluster holding the custom resources (and kubeconfig Secrets) stays the same one
+            "custom_resources": CustomResourceSettings(cluster=base.custom_resources.cluster),
+            "clusters": merged(base.clusters, changed_clusters),
+        }
     ).model_dump()
     folders = _Folders(boundary)
 
@@ -1031,4 +1064,5 @@ def compile_resources(
         origins=origins,
         item_problems=item_problems,
         steps=sum(meter.spent for meter in meters.values()),
+        clusters=changed_clusters,
     )

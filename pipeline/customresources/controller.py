@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from pipeline.codec.branch_work import work_record
-from pipeline.config import Settings
+from pipeline.config import ClusterSettings, Settings
 from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
 from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
 from pipeline.customresources.clusterprovider import NamespaceLabels
@@ -53,6 +53,7 @@ from pipeline.log.topics import TopicNames
 from pipeline.tasks import cancel_all
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
+from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.lease import LeaseElector, lease_namespace
 from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import StreamSpec
@@ -121,7 +122,10 @@ class ConfigController:
         self._settings = settings
         self._log = log_
         self._identity = identity
-        self._client_factory = client_factory
+        # remote clusters of ClusterProviders are opened from their kubeconfig Secrets
+        self._client_factory = with_kubeconfig_secrets(
+            client_factory, settings.resources_cluster if settings.clusters else None
+        )
         self._options = options
         self._clock = clock
         self._topics = TopicNames.for_prefix(settings.log.topic_prefix)
@@ -140,6 +144,7 @@ class ConfigController:
         # uids of CommitRequests refused for a field (counted and logged once)
         self._refused: set[str] = set()
         self._source_clients: dict[str, KubeClient] = {}
+        self._source_settings: dict[str, ClusterSettings] = {}
         self._follower: ConfigFollower | None = None
         # (published version, streams per rule): resolved again only when the version changes
         self._rules: tuple[int, dict[ObjectRef, list[RuleStreams]]] | None = None
@@ -270,6 +275,7 @@ class ConfigController:
             if client is not self._client:
                 await client.close()
         self._source_clients = {}
+        self._source_settings = {}
 
     async def _publish_loop(self, store: ObjectStore, follower: ConfigFollower) -> None:
         """Compile and publish on object changes; rewrite status on those and on commit results."""
@@ -384,7 +390,10 @@ class ConfigController:
         if self.status is not None and self.published is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(
-                    self.published.compiled, self._settings, self._discover, self._client_of
+                    self.published.compiled,
+                    self.published.settings(self._settings),
+                    self._discover,
+                    self._client_of,
                 )
                 self._rules = (self.published.version, resolved)
             patched = await self.status.write(
@@ -480,9 +489,16 @@ class ConfigController:
 
     async def _discover(self, cluster: str) -> dict[tuple[str, str], ApiResource]:
         """Discovery on a source cluster (its client opened once per leadership)."""
+        effective = self.published.settings(self._settings) if self.published else self._settings
+        settings = next(c for c in effective.clusters if c.name == cluster)
         client = self._source_clients.get(cluster)
+        if client is not None and self._source_settings.get(cluster) != settings:
+            # a ClusterProvider changed how the cluster is reached: open it again
+            del self._source_clients[cluster]
+            if client is not self._client:
+                await client.close()
+            client = None
         if client is None:
-            settings = next(c for c in self._settings.clusters if c.name == cluster)
             if settings.name == self._settings.resources_cluster.name and self._client is not None:
                 client = self._client
             else:
@@ -491,4 +507,5 @@ class ConfigController:
                 except Exception as exc:  # kubeconfig loaders raise many types for a bad file
                     raise KubeError(0, "ClientConfig", str(exc)) from exc
             self._source_clients[cluster] = client
+            self._source_settings[cluster] = settings
         return await client.discover()

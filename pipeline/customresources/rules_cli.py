@@ -18,7 +18,8 @@ from pipeline.customresources.status import RuleStreams, resolve_rules
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.tables import OutputFormat, document
-from pipeline.watch.kube import ApiResource, KubeClient, open_client
+from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
+from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 
 __all__ = ["run"]
 
@@ -38,14 +39,19 @@ async def _published(settings: Settings) -> ConfigState | None:
 
 async def _resolve(state: ConfigState, settings: Settings) -> dict[Any, list[RuleStreams]]:
     clients: dict[str, KubeClient] = {}
+    effective = state.settings(settings)  # with the clusters ClusterProviders change or add
+    factory = with_kubeconfig_secrets(open_client, settings.resources_cluster)
 
     async def discover(cluster: str) -> dict[tuple[str, str], ApiResource]:
         if cluster not in clients:
-            clients[cluster] = await open_client(next(c for c in settings.clusters if c.name == cluster))
+            try:
+                clients[cluster] = await factory(next(c for c in effective.clusters if c.name == cluster))
+            except KubeconfigSecretError as exc:
+                raise KubeError(0, "ClientConfig", str(exc)) from exc
         return await clients[cluster].discover()
 
     try:
-        return await resolve_rules(state.compiled, settings, discover, clients.__getitem__)
+        return await resolve_rules(state.compiled, effective, discover, clients.__getitem__)
     finally:
         for client in clients.values():
             await client.close()

@@ -96,6 +96,7 @@ def _record(version: int, published_at_ms: int, compiled: CompiledConfig) -> Con
             ItemProblemEntry(_name(p.ref), p.item, p.resource, p.reason, p.message)
             for p in compiled.item_problems
         ),
+        clusters=tuple(compiled.clusters),
     )
 
 
@@ -126,6 +127,7 @@ def decode_state(record: Record) -> ConfigState:
         reports=reports,
         origins=origins,
         item_problems=problems,
+        clusters=list(data.clusters),
     )
     return ConfigState(data.version, data.published_at_ms, compiled)
 

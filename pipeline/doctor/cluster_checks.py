@@ -14,7 +14,9 @@ from pipeline.config import ClusterSettings, Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.watch.cli import resolve_all
 from pipeline.watch.kube import KubeClient, KubeError, access_allowed, open_client
+from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.lease import lease_namespace
+from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import RuleProblem, StreamSpec
 
 __all__ = ["LEASE_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
@@ -86,14 +88,17 @@ def _problem_check(problem: RuleProblem, cluster: str) -> Check:
 
 
 async def _one_cluster(
-    cluster: ClusterSettings, specs: list[StreamSpec], problems: list[RuleProblem]
+    cluster: ClusterSettings, specs: list[StreamSpec], problems: list[RuleProblem], factory: ClientFactory
 ) -> list[Check]:
     try:
-        client = await open_client(cluster)
+        client = await factory(cluster)
     except Exception as exc:  # a kubeconfig that cannot be loaded: any error the loader raises
         return [Check(
             area=AREA, subject=cluster.name, check="credentials", status=Status.FAIL, detail=str(exc),
-            fix="check clusters[].kubeconfig / context (or in_cluster: true inside a pod)",
+            fix="check clusters[].kubeconfig / context (or in_cluster: true inside a pod)"
+            if cluster.kubeconfig_secret is None
+            else f"create or fix {cluster.kubeconfig_secret.describe()} (docs/custom-resources.md, "
+            "ClusterProvider)",
         )]
     try:
         try:
@@ -128,6 +133,7 @@ async def check_clusters(settings: Settings) -> list[Check]:
     except Exception:  # an unloadable kubeconfig: `_one_cluster` reports it per cluster with its reason
         specs, problems = [], []
     target_cluster = {t.name: t.cluster for t in settings.targets}
+    factory = with_kubeconfig_secrets(open_client, settings.resources_cluster if settings.clusters else None)
     checks: list[Check] = []
     for cluster in settings.clusters:
         mine = [s for s in specs if s.cluster == cluster.name]
@@ -136,5 +142,5 @@ async def check_clusters(settings: Settings) -> list[Check]:
             checks.append(Check(area=AREA, subject=cluster.name, check="targets", status=Status.INFO,
                                 detail="no target watches this cluster"))
             continue
-        checks += await _one_cluster(cluster, mine, theirs)
+        checks += await _one_cluster(cluster, mine, theirs, factory)
     return checks

@@ -22,6 +22,7 @@ from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.tables import OutputFormat, add_output_argument, document
 from pipeline.watch.discovery_file import read_discovery
 from pipeline.watch.kube import UNREACHABLE, ApiResource, KubeError, open_client
+from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 
 __all__ = ["register", "resolve_all"]
@@ -44,8 +45,9 @@ async def resolve_all(
                 problems.extend(target_problems)
         return specs, problems
     discovered: dict[str, Any] = {}
+    factory = with_kubeconfig_secrets(open_client, settings.resources_cluster if settings.clusters else None)
     for name in sorted({t.cluster for t in settings.targets if t.rules and t.cluster in clusters}):
-        client = await open_client(clusters[name])
+        client = await factory(clusters[name])
         try:
             discovered[name] = await client.discover()
         except KubeError as exc:

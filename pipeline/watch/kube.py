@@ -24,6 +24,7 @@ from pipeline.config import ClusterSettings
 from pipeline.content import fastjson
 from pipeline.failures import plain
 from pipeline.watch import metrics
+from pipeline.watch.throttle import Throttle
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -37,6 +38,7 @@ __all__ = [
     "access_allowed",
     "collection_path",
     "open_client",
+    "open_client_from_dict",
 ]
 
 logger = logging.getLogger(__name__)
@@ -175,12 +177,14 @@ def _decode_event(line: bytes) -> dict[str, Any] | None:
 class KubeClient:
     """Discovery, LIST, WATCH and namespace lookups against one cluster."""
 
-    def __init__(self, api: ApiClient, name: str) -> None:
+    def __init__(self, api: ApiClient, name: str, throttle: Throttle | None = None) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException  # loaded with `api` (docstring)
 
         self._api = api
         self._api_exception = ApiException
         self.name = name
+        #: the cluster's `qps`/`burst` bucket every request waits on; None: unthrottled
+        self.throttle = throttle
 
     async def close(self) -> None:
         await self._api.close()
@@ -197,6 +201,8 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        if self.throttle is not None:
+            await self.throttle.acquire()
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -359,6 +365,11 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
     from kubernetes_asyncio import config as kube_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 
+    if cluster.kubeconfig_secret is not None:
+        raise ValueError(
+            f"cluster {cluster.name}: its kubeconfig is in {cluster.kubeconfig_secret.describe()}, which "
+            "this client factory does not read (pipeline.watch.kubeconfigsecret does)"
+        )
     configuration = Configuration()
     if cluster.in_cluster:
         kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -369,4 +380,22 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
             client_configuration=configuration,
             persist_config=False,
         )
-    return KubeClient(ApiClient(configuration=configuration), cluster.name)
+    return KubeClient(
+        ApiClient(configuration=configuration),
+        cluster.name,
+        Throttle.of(cluster.qps, cluster.effective_burst),
+    )
+
+
+async def open_client_from_dict(cluster: ClusterSettings, kubeconfig: dict[str, Any]) -> KubeClient:
+    """A client for `cluster` from a kubeconfig already read (a Secret's), at its current context."""
+    from kubernetes_asyncio import config as kube_config
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    configuration = Configuration()
+    await kube_config.load_kube_config_from_dict(config_dict=kubeconfig, client_configuration=configuration)
+    return KubeClient(
+        ApiClient(configuration=configuration),
+        cluster.name,
+        Throttle.of(cluster.qps, cluster.effective_burst),
+    )

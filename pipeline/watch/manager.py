@@ -27,6 +27,7 @@ from pipeline.watch import metrics
 from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
+from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.watch.lease import LeaseElector, lease_namespace
 from pipeline.watch.metrics import StreamState
 from pipeline.watch.plan import desired_streams, plan_streams
@@ -125,7 +126,9 @@ class WatchManager:
         self._reporter: asyncio.Task[None] | None = None
         self.cursors = CursorStore(log_, names.watch_cursors)
         self._options = options
-        self._client_factory = client_factory
+        self._client_factory = with_kubeconfig_secrets(
+            client_factory, settings.resources_cluster if settings.clusters else None
+        )
         self._settings = settings
         self._targets: dict[str, TargetSettings] = {}
         self._sealers, self._unsealable = _sealers(settings)
@@ -448,6 +451,10 @@ class WatchManager:
                 continue
             try:
                 client = await self._client_factory(cluster_settings)
+            except KubeconfigSecretError as exc:
+                failed[name] = f"cannot load the client configuration: {exc}"
+                logger.error("cluster %s: %s", name, failed[name])
+                continue
             except Exception as exc:  # kubeconfig loaders raise many types for a bad file
                 source = (
                     "in-cluster service account"

@@ -131,7 +131,7 @@ GOLDEN: dict[str, tuple[bytes | None, str]] = {
         "226d61696e222c2270617468223a2270227d000212476974546172676574046e7302740602425b2273706563"
         "2e70617468222c20226d7573742062652072656c6174697665225d00020c737065632e780000020274001257"
         "6174636852756c65046e73027202000212576174636852756c65046e730272040e77696467657473104e6f74"
-        "466f756e640e6e6f207375636800",
+        "466f756e640e6e6f20737563680000",
     ),
     "commit_request_result": (
         b"commitrequest/ns/save",
@@ -213,3 +213,20 @@ def test_object_state_fastavro_path_reads_the_pinned_bytes() -> None:
 def case_headers(name: str) -> tuple[tuple[str, bytes], ...]:
     case = next(case for case in CASES if case.name == name)
     return case.encode(case.value).headers
+
+
+#: config_state as version 1 wrote it (pinned before version 2 added `clusters`).
+CONFIG_STATE_V1 = GOLDEN["config_state"][1][:-2]
+
+
+def test_a_config_state_record_of_version_1_still_decodes_with_no_clusters() -> None:
+    """Rolling upgrades read the records the previous release wrote (schemas/history)."""
+    case = next(case for case in CASES if case.name == "config_state")
+    current = case.encode(case.value)
+    (name, header), *rest = current.headers
+    assert header.endswith(b"/2")
+    v1_headers = ((name, header[:-1] + b"1"), *rest)
+    v1 = PendingRecord(bytes.fromhex(CONFIG_STATE_V1), key=current.key, headers=v1_headers)
+    decoded = case.decode(as_read(v1))
+    assert decoded == case.expected
+    assert decoded.clusters == ()

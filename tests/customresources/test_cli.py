@@ -90,8 +90,8 @@ SAMPLES = Path(__file__).parent / "gr_samples"
             "clusterprovider.yaml",
             [
                 "ClusterProvider default: ok",
-                "ClusterProvider prod-eu-1: unsupported (accepted, not acted on): "
-                "spec.kubeConfig.secretRef.name",
+                # its kubeConfig Secret makes prod-eu-1 a remote cluster (clusterconnection.py)
+                "ClusterProvider prod-eu-1: ok",
             ],
         ),
         ("commitrequest.yaml", ["CommitRequest default/save-: ok"]),

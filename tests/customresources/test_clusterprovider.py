@@ -93,7 +93,7 @@ def test_gitops_reversers_sample_is_read_and_its_fields_reported() -> None:
     assert default.errors == []
     assert default.unsupported == []
     assert remote.errors == []
-    assert remote.unsupported == ["spec.kubeConfig.secretRef.name"]
+    assert remote.unsupported == []  # its kubeConfig is read (test_clusterconnection.py)
 
 
 def test_without_a_cluster_provider_the_files_clusters_decide_as_before() -> None:

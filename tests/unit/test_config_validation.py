@@ -119,3 +119,38 @@ def test_a_placement_is_compiled_on_the_target_settings(tmp_path: Path) -> None:
 def test_kustomize_render_is_on_or_off(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"targets\.0\.kustomize\.render"):
         load(tmp_path, _target("kustomize: {render: always}"))
+
+
+@pytest.mark.parametrize(
+    ("clusters", "message"),
+    [
+        (
+            "[{name: a, in_cluster: true}, "
+            "{name: b, in_cluster: true, kubeconfig_secret: {namespace: r, name: k}}]",
+            r"clusters\.1: .*kubeconfig_secret and in_cluster are exclusive",
+        ),
+        (
+            "[{name: a, in_cluster: true}, "
+            "{name: b, context: x, kubeconfig_secret: {namespace: r, name: k}}]",
+            r"clusters\.1: .*context applies to a kubeconfig file",
+        ),
+        (
+            "[{name: a, in_cluster: true}, {name: b, kubeconfig_secret: {namespace: r, name: k, key: ''}}]",
+            r"clusters\.1\.kubeconfig_secret\.key: ",
+        ),
+        (
+            "[{name: a, kubeconfig_secret: {namespace: r, name: k}}]",
+            r"clusters\.a\.kubeconfig_secret: this cluster holds the Secrets",
+        ),
+    ],
+)
+def test_kubeconfig_secret_mistakes_are_named(tmp_path: Path, clusters: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(tmp_path, f"clusters: {clusters}\n")
+
+
+def test_a_kubeconfig_secret_cluster_loads(tmp_path: Path) -> None:
+    load(
+        tmp_path,
+        "clusters: [{name: a, in_cluster: true}, {name: b, kubeconfig_secret: {namespace: r, name: k}}]\n",
+    )
