@@ -1,9 +1,14 @@
-"""The last commit and push of each target, as the commit worker reports them on the log.
+"""The last commit and push of each target, and the newest change of it the commit worker refused
+to write, as the commit worker reports them on the log.
 
 Shared by the writer (the commit worker) and the reader (the configuration controller), which
 talk only through the log. With custom resources the GitTarget's status shows them; the commit
 worker may run on any replica, so it writes them to the config topic (key `result/<target>`,
 compacted: the newest per target) and the controller, which follows it, patches the status.
+
+A refusal rides on the same record rather than a key of its own: the newest record per target then
+says both what was pushed and whether a change waits for the user to fix the folder, so compaction
+can never keep a stale refusal beside a newer push that cleared it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,14 @@ from enum import StrEnum
 from pipeline.codec import SCHEMA_HEADER, TARGET_RESULT, DecodeError, codec
 from pipeline.log.api import PendingRecord, Record
 
-__all__ = ["RESULT_KEY_PREFIX", "PushOutcome", "TargetResult", "decode_result", "encode_result"]
+__all__ = [
+    "RESULT_KEY_PREFIX",
+    "PushOutcome",
+    "TargetRefusal",
+    "TargetResult",
+    "decode_result",
+    "encode_result",
+]
 
 RESULT_KEY_PREFIX = b"result/"
 
@@ -24,6 +36,19 @@ class PushOutcome(StrEnum):
 
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    # the worker reports a refusal of the target before it pushed any of its commits
+    NONE = "None"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRefusal:
+    """A change the commit worker refused to write (its records wait on the dead-letter topic):
+    the reason, the file and the object (`<kind> <namespace>/<name>`), never the file's content."""
+
+    reason: str
+    file: str
+    object: str
+    at_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +60,11 @@ class TargetResult:
     push: PushOutcome
     at_ms: int
     message: str = ""
+    refusal: TargetRefusal | None = None
 
 
 def encode_result(result: TargetResult) -> PendingRecord:
+    refusal = result.refusal
     return codec(TARGET_RESULT).record(
         {
             "target": result.target,
@@ -47,6 +74,14 @@ def encode_result(result: TargetResult) -> PendingRecord:
             "push": result.push,
             "atMs": result.at_ms,
             "message": result.message,
+            "refusal": None
+            if refusal is None
+            else {
+                "reason": refusal.reason,
+                "file": refusal.file,
+                "object": refusal.object,
+                "atMs": refusal.at_ms,
+            },
         },
         key=RESULT_KEY_PREFIX + result.target.encode(),
     )
@@ -59,6 +94,10 @@ def decode_result(record: Record) -> TargetResult:
         push = PushOutcome(data["push"])
     except ValueError:
         raise DecodeError(f"{TARGET_RESULT}: unknown push outcome {data['push']!r}") from None
+    refusal = None
+    if data["refusal"] is not None:
+        _, refused = data["refusal"]  # (record name, fields): the codec reads unions with names
+        refusal = TargetRefusal(refused["reason"], refused["file"], refused["object"], refused["atMs"])
     return TargetResult(
         data["target"],
         data["provider"],
@@ -67,4 +106,5 @@ def decode_result(record: Record) -> TargetResult:
         push,
         data["atMs"],
         data["message"],
+        refusal,
     )
