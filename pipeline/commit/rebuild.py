@@ -15,7 +15,7 @@ copy at the canonical path (`pipeline.commit.inplace.place`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from pipeline.codec.object_state import ObjectState
@@ -112,11 +112,17 @@ def _where(state: ObjectState) -> str:
     return f"{state.target}/{state.group}/{state.resource}/{state.namespace}/{state.name}"
 
 
-def reconcile_plan(tree: Files, target: TargetSettings, desired: Desired, base: Plan) -> Plan:
-    """`base` (identity, names) with the writes that make the target's folder exactly `desired`."""
+def reconcile_plan(
+    tree: Files, target: TargetSettings, desired: Desired, base: Plan, homes: Collection[str] = ()
+) -> Plan:
+    """`base` (identity, names) with the writes that make the target's folder exactly `desired`.
+
+    Every listed document that is not desired is deleted (an exact rebuild), except the files in
+    `homes`: where a desired object lives, a user's file at an object's path that the rebuild
+    edits in place."""
     folder = normalize_target_path(target.path)
     writes: Writes = dict(desired.files)
     for path in documents(tree, folder):
-        if path not in writes:
+        if path not in writes and path not in homes:
             writes[path] = (None, ChangedObject(Operation.DELETE, "", "", "", "", path))
     return dataclasses.replace(base, writes=writes, changes=dict(desired.changes))

@@ -287,6 +287,7 @@ async def _from_object_state(job: _Job) -> int:
         desired: Desired = desired_files(target, states.get(target.name, []))
         for refused in desired.refused:
             note(f"warning: {refused}; not written")
+        folder = homes.folder(normalize_target_path(target.path))
         plan = reconcile_plan(
             tree,
             target,
@@ -294,8 +295,9 @@ async def _from_object_state(job: _Job) -> int:
             rebuild_plan(
                 LogPosition(provider.name, branch, 0, 0), target.name, committer, topic, int(time.time())
             ),
+            _homes_of(folder, desired),
         )
-        placer = partial(_place, homes.folder(normalize_target_path(target.path)), target.placement_policy)
+        placer = partial(_place, folder, target.placement_policy)
         applied = apply_plan(tree, plan, repo.store_blob, repo.objects.read, placer)
         for path in applied.refused:
             note(f"warning: cannot write {path} over a folder; skipped")
@@ -313,6 +315,13 @@ async def _from_object_state(job: _Job) -> int:
         await repo.push(branch, tip, remote)
     note(f"rebuilt {branch} from {topic}: {commits} commit(s) on {branch}")
     return commits
+
+
+def _homes_of(folder: FolderIndex | None, desired: Desired) -> frozenset[str]:
+    """The files on the branch where a desired object lives: never deleted by the rebuild."""
+    if folder is None:
+        return frozenset()
+    return frozenset(h.path for c in desired.changes.values() for h in folder.index.candidates(c.key))
 
 
 def _place(

@@ -120,3 +120,28 @@ def test_a_rebuild_from_object_state_repairs_a_drifted_users_file_in_place(tmp_p
     request = ReplayRequest(provider="git", branch="main", source=Source.OBJECT_STATE, tty=False)
     assert asyncio.run(replay_branch(cfg, request, note=notes.append)) == 1, notes
     assert files(remote) == live, "the value is put back inside the user's file, comments and all"
+
+
+def test_a_rebuild_keeps_users_files_that_sit_at_object_paths(tmp_path: Path) -> None:
+    """A multi-document file and a file named for its object in a folder of another name both sit
+    where the rebuild lists object documents; both hold objects it rebuilds, so both are kept and
+    edited in place, never deleted beside a fresh canonical copy."""
+    bundle = "live/team-a/configmaps/bundle.yaml"
+    named = "live/team-a/settings/shop-settings.yaml"
+    layout = {bundle: MULTI, named: SHOP_SETTINGS.replace("  labels:", "  namespace: team-a\n  labels:")}
+    remote = bare_remote(tmp_path / "live.git")
+    for path, content in layout.items():
+        foreign_push(remote, tmp_path, path, content)
+    cfg = _settings(tmp_path, remote)
+    asyncio.run(_live_run(cfg))
+    live = files(remote)
+    assert live[bundle] == SETTINGS_DOC.replace(
+        "level: info", "level: warn"
+    ) + "---\n" + FEATURES_DOC.replace('beta: "false"', 'beta: "true"')
+    assert live[named] == layout[named].replace("currency: EUR", "currency: CHF")
+
+    notes: list[str] = []
+    request = ReplayRequest(provider="git", branch="main", source=Source.OBJECT_STATE, tty=False)
+    made = asyncio.run(replay_branch(cfg, request, note=notes.append))
+    assert files(remote) == live, notes
+    assert made == 0
