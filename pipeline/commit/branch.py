@@ -488,7 +488,7 @@ class BranchWorker:
 
         For a history replay into a branch that had content (`Decider.unlisted`).
         """
-        plan = self._decide.unlisted(target, self._tree)
+        plan = self._decide.unlisted(target, self._tree, self._homes)
         if plan is None:
             return
         await self._finalize(CloseReason.SHUTDOWN)

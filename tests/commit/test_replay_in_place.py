@@ -122,7 +122,8 @@ def test_a_rebuild_from_object_state_repairs_a_drifted_users_file_in_place(tmp_p
     assert files(remote) == live, "the value is put back inside the user's file, comments and all"
 
 
-def test_a_rebuild_keeps_users_files_that_sit_at_object_paths(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", [Source.OBJECT_STATE, Source.HISTORY])
+def test_a_rebuild_keeps_users_files_that_sit_at_object_paths(tmp_path: Path, source: Source) -> None:
     """A multi-document file and a file named for its object in a folder of another name both sit
     where the rebuild lists object documents; both hold objects it rebuilds, so both are kept and
     edited in place, never deleted beside a fresh canonical copy."""
@@ -141,7 +142,7 @@ def test_a_rebuild_keeps_users_files_that_sit_at_object_paths(tmp_path: Path) ->
     assert live[named] == layout[named].replace("currency: EUR", "currency: CHF")
 
     notes: list[str] = []
-    request = ReplayRequest(provider="git", branch="main", source=Source.OBJECT_STATE, tty=False)
+    request = ReplayRequest(provider="git", branch="main", source=source, tty=False)
     made = asyncio.run(replay_branch(cfg, request, note=notes.append))
     assert files(remote) == live, notes
     assert made == 0
