@@ -15,7 +15,7 @@ copy at the canonical path (`pipeline.commit.inplace.place`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from pipeline.codec.object_state import ObjectState
@@ -43,8 +43,16 @@ class Desired:
     changes: dict[str, LiveChange] = field(default_factory=dict)
 
 
-def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desired:
-    """Path -> content for every current object of `target`, at the target's configured path."""
+def desired_files(
+    target: TargetSettings,
+    states: Iterable[ObjectState],
+    placeable: Callable[[ObjectState], bool] | None = None,
+) -> Desired:
+    """Path -> content for every current object of `target`, at the target's configured path.
+
+    `placeable` says which objects may live elsewhere than their canonical path (a cheap test on
+    the branch's home index and the target's placement): only their JSON is read, into the
+    `LiveChange` the rebuild places (None: none may)."""
     folder = normalize_target_path(target.path)
     sensitive = sensitive_set(target.encryption.sensitive_resources) if target.encryption else frozenset()
     desired = Desired()
@@ -77,7 +85,7 @@ def desired_files(target: TargetSettings, states: Iterable[ObjectState]) -> Desi
             Operation.UPDATE, state.group, state.version, state.resource, state.namespace, state.name
         )
         desired.files[path] = (content, obj)
-        if not sealed:
+        if not sealed and placeable is not None and placeable(state):
             change = _change_of(folder, state)
             if change is not None:
                 desired.changes[path] = change

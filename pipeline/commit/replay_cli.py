@@ -36,7 +36,7 @@ from pipeline.commit.git.credentials import SecretAccess
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, Signature
 from pipeline.commit.homes import BranchHomes
 from pipeline.commit.identity import committer_identity
-from pipeline.commit.inplace import LiveChange, place
+from pipeline.commit.inplace import LiveChange, indexed, place
 from pipeline.commit.layout import normalize_target_path
 from pipeline.commit.plan import apply_plan, message_for
 from pipeline.commit.ports import BranchPorts
@@ -284,10 +284,11 @@ async def _from_object_state(job: _Job) -> int:
     )
     commits = 0
     for target in targets:
-        desired: Desired = desired_files(target, states.get(target.name, []))
+        folder = homes.folder(normalize_target_path(target.path))
+        placeable = _placeable(folder, target.placement_policy)
+        desired: Desired = desired_files(target, states.get(target.name, []), placeable)
         for refused in desired.refused:
             note(f"warning: {refused}; not written")
-        folder = homes.folder(normalize_target_path(target.path))
         plan = reconcile_plan(
             tree,
             target,
@@ -315,6 +316,16 @@ async def _from_object_state(job: _Job) -> int:
         await repo.push(branch, tip, remote)
     note(f"rebuilt {branch} from {topic}: {commits} commit(s) on {branch}")
     return commits
+
+
+def _placeable(folder: FolderIndex | None, placement: Placement) -> Callable[[ObjectState], bool] | None:
+    """Which stored objects the rebuild places (`inplace.indexed`, or any when a placement template
+    may apply): the others are written at their canonical path without reading their JSON."""
+    if folder is None:
+        return None
+    if placement.by_type or placement.default is not None:
+        return lambda _state: True
+    return lambda state: indexed(folder, state.group, state.namespace, state.name)
 
 
 def _homes_of(folder: FolderIndex | None, desired: Desired) -> frozenset[str]:
