@@ -30,7 +30,7 @@ from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectKey, ObjectState, decode_state, state_record, tombstone_record
 from pipeline.commit.git.repo import LocalRepo, Signature
 from pipeline.commit.identity import Identity
-from pipeline.commit.replay_cli import Source, replay_branch
+from pipeline.commit.replay_cli import ReplayRequest, Source, replay_branch
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.log import Log, PendingRecord, Record, TopicPartition, open_log
@@ -54,9 +54,25 @@ def _state(ns: int, i: int, version: int, offset: int) -> ObjectState:
         "data": {"revision": str(version), "config.yaml": f"key: value-{version}\nother: {i}\n"},
     }
     return ObjectState(
-        "bench", "git", "main", "live", "default", "", "v1", "configmaps", f"ns-{ns:02d}", f"cm-{i:03d}",
-        f"uid-{ns}-{i}", str(offset + 1), json.dumps(obj).encode(), False,
-        render_object(obj), AUTHOR, 0, offset, 0,
+        "bench",
+        "git",
+        "main",
+        "live",
+        "default",
+        "",
+        "v1",
+        "configmaps",
+        f"ns-{ns:02d}",
+        f"cm-{i:03d}",
+        f"uid-{ns}-{i}",
+        str(offset + 1),
+        json.dumps(obj).encode(),
+        False,
+        render_object(obj),
+        AUTHOR,
+        0,
+        offset,
+        0,
     )
 
 
@@ -171,9 +187,10 @@ async def measure(settings: Settings, workdir: Path) -> tuple[float, float, int,
     for attempt in range(REPEATS):
         into = workdir / f"rebuilt-{attempt}.git"
         started = time.perf_counter()
-        await replay_branch(
-            settings, "git", "main", str(into), lambda _: None, source=Source.OBJECT_STATE, tty=False
+        request = ReplayRequest(
+            provider="git", branch="main", into=str(into), source=Source.OBJECT_STATE, tty=False
         )
+        await replay_branch(settings, request, lambda _: None)
         rebuild = min(rebuild, time.perf_counter() - started)
         files = _files(into)
     return raw, rebuild, files, await floor(current(records, topic), workdir)
@@ -187,7 +204,9 @@ def _bare(path: Path) -> Path:
 def _files(repo: Path) -> int:
     listing = subprocess.run(
         ["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", "main"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return len(listing.split())
 
@@ -208,8 +227,10 @@ def report(backend: str, raw: float, rebuild: float, files: int, parts: Floor) -
 
 
 def main() -> None:
-    print(f"object-state: {NAMESPACES * PER_NAMESPACE:,} objects x {VERSIONS} versions, "
-          f"{DELETED} deleted and re-created, not compacted")
+    print(
+        f"object-state: {NAMESPACES * PER_NAMESPACE:,} objects x {VERSIONS} versions, "
+        f"{DELETED} deleted and re-created, not compacted"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-rebuild-") as directory:
         workdir = Path(directory)
         embedded = LogSettings(backend="embedded", topic_prefix="bench", fsync=False)
