@@ -44,6 +44,7 @@ from pipeline.commit.notes import LateAuthors
 from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
+from pipeline.commit.refusals import TargetRefusals, refusal_of
 from pipeline.commit.snapshots import Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason, CommitWindow
@@ -117,6 +118,8 @@ class BranchWorker:
         self._homes = BranchHomes()
         self._skip: dict[int, int] = {}
         self._pending: list[_Pending] = []
+        # refused changes standing per target, reported with its results (GitTarget `Stalled`)
+        self._refusals = TargetRefusals()
         self._finalized: list[Offset] = []
         self._push_due: float | None = None
         self._last_push: float | None = None
@@ -494,7 +497,7 @@ class BranchWorker:
 
         For a history replay into a branch that had content (`Decider.unlisted`).
         """
-        plan = self._decide.unlisted(target, self._tree)
+        plan = self._decide.unlisted(target, self._tree, self._homes)
         if plan is None:
             return
         await self._finalize(CloseReason.SHUTDOWN)
@@ -614,7 +617,8 @@ class BranchWorker:
         """Changes the in-place writer refused wrote nothing. Each is logged naming the file and the
         reason, counted, dropped from the plan (a replay onto a moved tip does not try it again),
         and its records are parked on the dead-letter topic like any record the branch cannot
-        apply; they settle with the plan's other records."""
+        apply; they settle with the plan's other records. The target's result reports the newest
+        (`refusals.py`), so the GitTarget is `Stalled` naming the file."""
         for refused in refusals:
             plan.writes.pop(refused.path, None)
             plan.changes.pop(refused.path, None)
@@ -634,6 +638,10 @@ class BranchWorker:
             if self._ports.reject is not None:
                 for item in refused.change.items:
                     await self._ports.reject(item, error)
+        if refusals and self._ports.on_result is not None:
+            folder = self._homes.folder(refusals[-1].change.folder)
+            refusal = refusal_of(refusals[-1], folder, int(self._wall() * 1000))
+            await self._tell(self._refusals.refused(plan.target, self.provider.name, self.branch, refusal))
 
     def _drop_states(self, plan: Plan, change: LiveChange) -> None:
         """Object state records what Git holds: a refused change's record is not written."""
@@ -643,8 +651,33 @@ class BranchWorker:
         plan.states = [r for r in plan.states if r.key != key]
         self._finalized_states = [r for r in self._finalized_states if all(r is not d for d in dropped)]
 
+    async def _caught_up(self) -> bool:
+        """Whether the remote branch moved since the worker last saw it; if so the local branch is
+        reset to it. A refused change is tried once more on the remote's tree: the user fixes a
+        refused folder by pushing, and nothing else makes the worker look before its next push
+        (which a refused change, writing nothing, never makes). Only without unpushed commits,
+        which the push replays onto the remote anyway; a fetch that fails keeps the refusal."""
+        if self._pending:
+            return False
+        try:
+            await self.repo.fetch()
+        except GitRemoteError as exc:
+            logger.warning("%s %s: fetch after a refusal failed: %s", self.provider.name, self.branch, exc)
+            return False
+        remote = self.repo.remote_ref(self.branch)
+        if remote is None or remote == self._remote_tip:
+            return False
+        self.repo.objects.discard()
+        self._remote_tip = remote
+        await self._reset(remote)
+        return True
+
     async def _commit(self, plan: Plan, offsets: list[Offset]) -> None:
         sha, refusals = await self._make_commit(plan)
+        if sha is None and refusals and await self._caught_up():
+            sha, refusals = await self._make_commit(plan)
+        if sha is not None:
+            self._refusals.committed(plan.target)
         await self._refused(plan, refusals)
         self._finalized.extend(offsets)
         self._finalized_states.extend(plan.states)
@@ -736,7 +769,7 @@ class BranchWorker:
             result = TargetResult(
                 target, self.provider.name, self.branch, sha, outcome, int(self._wall() * 1000), message
             )
-            await self._tell(result)
+            await self._tell(self._refusals.reported(result))
         carried = [(p.plan.target, p.sha, p.plan.requests) for p in self._pending if p.plan.requests]
         await self._requests.pushed(carried, outcome is PushOutcome.SUCCEEDED, message)
 
@@ -800,6 +833,8 @@ class BranchWorker:
         await self._reset(base)
         for plan in plans:
             sha, refusals = await self._make_commit(plan)
+            if sha is not None:
+                self._refusals.committed(plan.target)
             await self._refused(plan, refusals)
             if sha is not None:
                 self._pending.append(_Pending(plan, sha))

@@ -792,20 +792,28 @@ class Decider:
             scanned=True,
         )
 
-    def unlisted(self, target: TargetSettings, tree: Files) -> Plan | None:
+    def unlisted(self, target: TargetSettings, tree: Files, homes: Homes | None = None) -> Plan | None:
         """The rebuild commit deleting the documents under `target`'s folder the book does not hold.
 
         For a history replay into a branch that had content: what the replayed work leaves is in
-        the book, anything else in the folder is gone from the cluster (or never was in it).
+        the book, anything else in the folder is gone from the cluster (or never was in it). A
+        file where a held object lives (`homes`: a user's file at an object's path, edited in
+        place) is kept with it.
         """
         if self.book is None:
             return None
         folder = normalize_target_path(target.path)
+        index = homes.folder(folder) if homes is not None else None
         sensitive = self.sensitive(target)
         keep: set[str] = set()
         for key in self.book.target_keys(target.name):
             with contextlib.suppress(LayoutError):
                 keep.add(canonical_path(folder, key.group, key.resource, key.namespace, key.name, sensitive))
+            if index is not None and (
+                kind := kind_of(index, key.group, key.resource, key.namespace, key.name)
+            ):
+                home = HomeKey(key.group, kind, key.namespace, key.name)
+                keep.update(h.path for h in index.index.candidates(home))
         gone = [p for p in documents(tree, folder) if p not in keep]
         if not gone:
             return None

@@ -109,9 +109,14 @@ class RenderCheck:
             _write_tree(base / "before", folder.files)
             _write_tree(base / "after", after)
             for root in roots:
-                before_out = self._build(binary, base, "before", root, "before the edit")
-                after_out = self._build(binary, base, "after", root, "after the edit")
-                _judge(root, rendered_objects(before_out), rendered_objects(after_out), change)
+                try:
+                    before_out = self._build(binary, base, "before", root, "before the edit")
+                    after_out = self._build(binary, base, "after", root, "after the edit")
+                    _judge(root, rendered_objects(before_out), rendered_objects(after_out), change)
+                except IntentRefusal as refusal:
+                    # the root's kustomization is the file the status names
+                    refusal.path = refusal.path or folder.index.kustomizations[root].path
+                    raise
 
     def _binary(self) -> str:
         configured = self._settings.binary

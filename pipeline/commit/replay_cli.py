@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,7 +34,10 @@ from pipeline.commit.decide import rebuild_plan
 from pipeline.commit.git.access import provider_access
 from pipeline.commit.git.credentials import SecretAccess
 from pipeline.commit.git.repo import GitRemoteError, LocalRepo, Signature
+from pipeline.commit.homes import BranchHomes
 from pipeline.commit.identity import committer_identity
+from pipeline.commit.inplace import LiveChange, indexed, place
+from pipeline.commit.layout import normalize_target_path
 from pipeline.commit.plan import apply_steps, message_for
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import LogPosition, Offset
@@ -48,12 +52,15 @@ from pipeline.gitnames import (
     check_url_without_password,
     origin_of,
 )
+from pipeline.intent.homes import FolderIndex
+from pipeline.intent.plan import IntentPlan
 from pipeline.log import Log, open_log
 from pipeline.log.api import PendingRecord, TopicPartition
 from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.table import TableReader
 from pipeline.log.topics import TopicNames
 from pipeline.models import branch_key
+from pipeline.placement import Placement
 from pipeline.progress import ProgressReport
 from pipeline.redaction import redact_url
 from pipeline.slices import finish
@@ -270,9 +277,19 @@ async def _from_object_state(job: _Job) -> int:
     tree = repo.tree(base)
     tip = base
     committer = committer_identity(provider.committer.name, provider.committer.email)
+    homes = BranchHomes()
+    finish(
+        homes.refresh(
+            repo.objects,
+            repo.read_commit(base).tree if base is not None else None,
+            [normalize_target_path(t.path) for t in targets],
+        )
+    )
     commits = 0
     for target in targets:
-        desired: Desired = desired_files(target, states.get(target.name, []))
+        folder = homes.folder(normalize_target_path(target.path))
+        placeable = _placeable(folder, target.placement_policy)
+        desired: Desired = desired_files(target, states.get(target.name, []), placeable)
         for refused in desired.refused:
             note(f"warning: {refused}; not written")
         plan = reconcile_plan(
@@ -282,10 +299,14 @@ async def _from_object_state(job: _Job) -> int:
             rebuild_plan(
                 LogPosition(provider.name, branch, 0, 0), target.name, committer, topic, int(time.time())
             ),
+            _homes_of(folder, desired),
         )
-        applied = finish(apply_steps(tree, plan, repo.store_blob, repo.objects.read))
+        placer = partial(_place, folder, target.placement_policy)
+        applied = finish(apply_steps(tree, plan, repo.store_blob, repo.objects.read, placer))
         for path in applied.refused:
             note(f"warning: cannot write {path} over a folder; skipped")
+        for refusal in applied.refusals:
+            note(f"warning: {refusal.path}: {refusal.refusal}; not written")
         if not applied.changed:
             note(f"{target.name}: {len(desired.files)} object(s), already up to date")
             continue
@@ -298,6 +319,41 @@ async def _from_object_state(job: _Job) -> int:
         await repo.push(branch, tip, remote)
     note(f"rebuilt {branch} from {topic}: {commits} commit(s) on {branch}")
     return commits
+
+
+def _placeable(folder: FolderIndex | None, placement: Placement) -> Callable[[ObjectState], bool] | None:
+    """Which stored objects the rebuild places (`inplace.indexed`, or any when a placement template
+    may apply): the others are written at their canonical path without reading their JSON."""
+    if folder is None:
+        return None
+    if placement.by_type or placement.default is not None:
+        return lambda _state: True
+    return lambda state: indexed(folder, state.group, state.namespace, state.name)
+
+
+def _homes_of(folder: FolderIndex | None, desired: Desired) -> frozenset[str]:
+    """The files on the branch where a desired object lives: never deleted by the rebuild."""
+    if folder is None:
+        return frozenset()
+    return frozenset(h.path for c in desired.changes.values() for h in folder.index.candidates(c.key))
+
+
+def _place(
+    folder: FolderIndex | None,
+    placement: Placement,
+    canonical: str,
+    content: bytes | None,
+    change: LiveChange,
+) -> IntentPlan | None:
+    """Where a rebuilt object goes on the branch's tree (as the commit worker places a change,
+    without its kustomize render check): into its home document, else where the placement says,
+    else the canonical path (None). The index learns each file as it is planned."""
+    if folder is None:
+        return None
+    planned = place(folder, canonical, content, change, placement)
+    for write in planned.writes if planned is not None else ():
+        folder.update(write.path, write.data)
+    return planned
 
 
 # history ------------------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ streams) and `GitProviderReady` (the remote takes our pushes). Dashboards, `kube
 GR's reasons where GR names one, and `Ready` summarises them: it is never True while the last push
 failed or a stream is blocked (backing off: forbidden, gone, failing), which an operator would
 otherwise only learn from the metrics. Streams that are still listing keep `Ready` as it is and
-`Reconciling` True, as in kstatus. Pure: the status writer supplies what the log reported.
+`Reconciling` True, as in kstatus. A change the commit worker refused to write into the folder (an
+unmodelled kustomization, a render mismatch: docs/commit-worker.md) makes the target `Stalled`,
+with the refusal's reason and a message naming the file, until a later change of it commits: only
+the user can fix the folder. Pure: the status writer supplies what the log reported.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pipeline.codec.target_result import TargetResult
+from pipeline.codec.target_result import PushOutcome, TargetRefusal, TargetResult
 from pipeline.customresources.compile import ObjectReport
 
 __all__ = ["ConditionType", "Reason", "TargetStream", "target_conditions"]
@@ -77,12 +80,13 @@ _BLOCKED = frozenset({"Backoff", "Stopped"})
 
 
 def _condition(
-    kind: ConditionType, status: bool, reason: Reason, message: str, generation: int
+    kind: ConditionType, status: bool, reason: str, message: str, generation: int
 ) -> dict[str, Any]:
+    """One condition; `reason` is a `Reason`, or a refusal's own reason for `Stalled`."""
     return {
         "type": kind.value,
         "status": "True" if status else "False",
-        "reason": reason.value,
+        "reason": str(reason),
         "message": message,
         "observedGeneration": generation,
     }
@@ -98,6 +102,13 @@ def _validation_reason(report: ObjectReport) -> Reason:
     if first.path == "spec.path" and "which keeps it" in first.message:
         return Reason.TARGET_CONFLICT
     return Reason.INVALID_CONFIG
+
+
+def _refused(refusal: TargetRefusal) -> str:
+    return (
+        f"the commit worker refused to write {refusal.object} into {refusal.file} ({refusal.reason}); "
+        "its change waits on the dead-letter topic until the folder or the rule is fixed"
+    )
 
 
 def _shown(names: Sequence[str]) -> str:
@@ -182,7 +193,9 @@ def target_conditions(
         running = _condition(
             ConditionType.STREAMS_RUNNING, True, Reason.SUCCEEDED, f"{len(known)} streams running", generation
         )
-    push_failed = result is not None and result.push != "Succeeded"
+    push_failed = result is not None and result.push == PushOutcome.FAILED
+    pushed = result is not None and result.push == PushOutcome.SUCCEEDED
+    refusal = result.refusal if result is not None else None
     if push_failed:
         assert result is not None
         provider = _condition(
@@ -197,13 +210,15 @@ def target_conditions(
             ConditionType.GIT_PROVIDER_READY,
             True,
             Reason.SUCCEEDED,
-            "the last push succeeded" if result else "no push yet",
+            "the last push succeeded" if pushed else "no push yet",
             generation,
         )
     if push_failed:
         ready = _condition(
             ConditionType.READY, False, Reason.GIT_PROVIDER_NOT_READY, provider["message"], generation
         )
+    elif refusal is not None:
+        ready = _condition(ConditionType.READY, False, refusal.reason, _refused(refusal), generation)
     elif blocked_streams:
         ready = _condition(
             ConditionType.READY, False, Reason.STREAMS_NOT_RUNNING, running["message"], generation
@@ -220,7 +235,10 @@ def target_conditions(
         reconciling = _condition(
             ConditionType.RECONCILING, False, Reason.STREAMS_RUNNING, running["message"], generation
         )
-    stalled = _condition(
-        ConditionType.STALLED, False, Reason.SUCCEEDED, "GitTarget is not stalled", generation
-    )
+    if refusal is not None:
+        stalled = _condition(ConditionType.STALLED, True, refusal.reason, _refused(refusal), generation)
+    else:
+        stalled = _condition(
+            ConditionType.STALLED, False, Reason.SUCCEEDED, "GitTarget is not stalled", generation
+        )
     return [ready, reconciling, stalled, validated, encryption, accepted, running, provider]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.authormode import AttributionMode
 from pipeline.codec.credentials_report import CredentialsReport
-from pipeline.codec.target_result import TargetResult
+from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
 from pipeline.customresources.conditions import TargetStream, target_conditions
@@ -201,10 +201,10 @@ def object_status(
         status["attributionMode"] = attribution.value
     if credentials is not None and credentials.signing_public_key:
         status["signingPublicKey"] = credentials.signing_public_key
-    if result is not None:
+    if result is not None and result.push != PushOutcome.NONE:
         status["lastCommit"] = {"commit": result.commit, "branch": result.branch}
         status["lastPush"] = {"result": result.push, "time": _time(result.at_ms), "message": result.message}
-        if result.push == "Succeeded":
+        if result.push == PushOutcome.SUCCEEDED:
             status["lastPushTime"] = _time(result.at_ms)
     if target is not None:
         if not report.errors:

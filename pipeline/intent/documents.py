@@ -58,12 +58,18 @@ class RefusalReason(StrEnum):
 
 
 class IntentRefusal(Exception):
-    """A file or document the pipeline does not edit, with the reason and where."""
+    """A file or document the pipeline does not edit, with the reason and where.
 
-    def __init__(self, reason: RefusalReason, detail: str) -> None:
+    `path` is the repository path of the file refused (a kustomization, the object's home file),
+    when the refusal is about one file: the GitTarget's `Stalled` condition names it, while
+    `detail` (which may quote a parser's words about the file) stays in the logs and dead letters.
+    """
+
+    def __init__(self, reason: RefusalReason, detail: str, path: str = "") -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.path = path
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +135,13 @@ class YamlFile:
 
 def _decode(data: bytes, path: str) -> tuple[str, bool, bool]:
     if len(data) > MAX_FILE_BYTES:
-        raise IntentRefusal(RefusalReason.TOO_LARGE, f"{path} has {len(data)} bytes (limit {MAX_FILE_BYTES})")
+        raise IntentRefusal(
+            RefusalReason.TOO_LARGE, f"{path} has {len(data)} bytes (limit {MAX_FILE_BYTES})", path
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IntentRefusal(RefusalReason.NOT_UTF8, f"{path}: byte {exc.start} is not UTF-8") from None
+        raise IntentRefusal(RefusalReason.NOT_UTF8, f"{path}: byte {exc.start} is not UTF-8", path) from None
     bom = text.startswith(_BOM)
     if bom:
         text = text[1:]
@@ -141,7 +149,7 @@ def _decode(data: bytes, path: str) -> tuple[str, bool, bool]:
     lone_cr = text.count("\r") - crlf_count
     lf_count = text.count("\n") - crlf_count
     if lone_cr or (crlf_count and lf_count):
-        raise IntentRefusal(RefusalReason.MIXED_LINE_ENDINGS, f"{path} mixes line endings")
+        raise IntentRefusal(RefusalReason.MIXED_LINE_ENDINGS, f"{path} mixes line endings", path)
     crlf = crlf_count > 0
     return (text.replace("\r\n", "\n") if crlf else text), bom, crlf
 
@@ -162,7 +170,7 @@ def split_file(data: bytes, path: str = "<file>") -> YamlFile:
         rest = text[marker.end() : line_end].strip()
         if rest and not rest.startswith("#"):
             raise IntentRefusal(
-                RefusalReason.INLINE_DOCUMENT_START, f"{path}: a document starts on its separator line"
+                RefusalReason.INLINE_DOCUMENT_START, f"{path}: a document starts on its separator line", path
             )
         if marker.start() > start or opened:
             documents.append(Document(len(documents), start, marker.start(), text[start : marker.start()]))
@@ -174,5 +182,5 @@ def split_file(data: bytes, path: str = "<file>") -> YamlFile:
         # YAML breaks lines at "\n" only (the text is normalised); `splitlines` would also break at
         # a form feed and read `\x0c%` as a directive
         if any(line.startswith("%") for line in document.text.split("\n")):
-            raise IntentRefusal(RefusalReason.DIRECTIVES, f"{path}: YAML directives are not edited")
+            raise IntentRefusal(RefusalReason.DIRECTIVES, f"{path}: YAML directives are not edited", path)
     return YamlFile(text=text, documents=tuple(documents), bom=bom, crlf=crlf)

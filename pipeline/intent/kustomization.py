@@ -122,7 +122,7 @@ def is_remote(entry: str) -> bool:
 
 
 def _refuse(path: str, detail: str) -> IntentRefusal:
-    return IntentRefusal(RefusalReason.UNSUPPORTED_KUSTOMIZE, f"{path}: {detail}")
+    return IntentRefusal(RefusalReason.UNSUPPORTED_KUSTOMIZE, f"{path}: {detail}", path)
 
 
 def _strings(value: Any, path: str, field: str) -> list[str]:
@@ -190,10 +190,10 @@ def parse_kustomization(path: str, data: bytes) -> Kustomization:
         loaded = yaml.safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, ValueError) as exc:  # ValueError: not UTF-8, or `2024-02-30`
         raise IntentRefusal(
-            RefusalReason.INVALID_YAML, f"{path}: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+            RefusalReason.INVALID_YAML, f"{path}: {(str(exc).splitlines() or [type(exc).__name__])[0]}", path
         ) from None
     if not isinstance(loaded, Mapping):
-        raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{path}: a kustomization is a mapping")
+        raise IntentRefusal(RefusalReason.NOT_A_MAPPING, f"{path}: a kustomization is a mapping", path)
     for field, why in UNSUPPORTED_FIELDS.items():
         if loaded.get(field):
             raise _refuse(path, f"{field} is not supported: {why}")

@@ -88,7 +88,9 @@ def _overlay_for(index: HomeIndex, path: str, namespace: str) -> Kustomization:
             continue
         if _reaches(index, kustomization, path, frozenset()):
             return kustomization
-    raise IntentRefusal(RefusalReason.SHARED_BASE, f"no overlay renders {path} into namespace {namespace!r}")
+    raise IntentRefusal(
+        RefusalReason.SHARED_BASE, f"no overlay renders {path} into namespace {namespace!r}", path
+    )
 
 
 def _reaches(index: HomeIndex, kustomization: Kustomization, path: str, seen: frozenset[str]) -> bool:
@@ -155,6 +157,7 @@ def _boundary(key: ObjectKey, path: str) -> IntentRefusal:
         RefusalReason.SHARED_BASE,
         f"{key.kind} {key.namespace}/{key.name} lives in {path}, a base other overlays share; only "
         "image and replica changes can be written into the overlay",
+        path,
     )
 
 

@@ -13,6 +13,13 @@ import pytest
 
 from pipeline.codec import FACT_BATCH, OBJECT_STATE, SCHEMA_HEADER, codec
 from pipeline.codec.object_state import ObjectState
+from pipeline.codec.target_result import (
+    PushOutcome,
+    TargetRefusal,
+    TargetResult,
+    decode_result,
+    encode_result,
+)
 from pipeline.codec.watch_event import WatchEventWriter
 from pipeline.log.api import PendingRecord
 from tests.codec.cases import CASES, FACTS, HEAD, STATE, WATCH_BODIES, WATCH_MS, Case, as_read
@@ -140,7 +147,7 @@ GOLDEN: dict[str, tuple[bytes | None, str]] = {
     ),
     "target_result": (
         b"result/tgt",
-        "067467740c676974687562086d61696e0c6162633132330c4661696c6564e0fdabfef9621072656a6563746564",
+        "067467740c676974687562086d61696e0c6162633132330c4661696c6564e0fdabfef9621072656a656374656400",
     ),
     "credentials_report": (
         b"credentials/github",
@@ -215,18 +222,35 @@ def case_headers(name: str) -> tuple[tuple[str, bytes], ...]:
     return case.encode(case.value).headers
 
 
-#: config_state as version 1 wrote it (pinned before version 2 added `clusters`).
-CONFIG_STATE_V1 = GOLDEN["config_state"][1][:-2]
+#: Records as version 1 wrote them (pinned before version 2 added an optional field at the end:
+#: config_state's `clusters`, target_result's `refusal`), which version 2 must still read.
+V1_BYTES = {
+    "config_state": GOLDEN["config_state"][1][:-2],
+    "target_result": GOLDEN["target_result"][1][:-2],
+}
 
 
-def test_a_config_state_record_of_version_1_still_decodes_with_no_clusters() -> None:
+@pytest.mark.parametrize("name", sorted(V1_BYTES))
+def test_a_record_of_version_1_still_decodes(name: str) -> None:
     """Rolling upgrades read the records the previous release wrote (schemas/history)."""
-    case = next(case for case in CASES if case.name == "config_state")
+    case = next(case for case in CASES if case.name == name)
     current = case.encode(case.value)
-    (name, header), *rest = current.headers
+    (header_name, header), *rest = current.headers
     assert header.endswith(b"/2")
-    v1_headers = ((name, header[:-1] + b"1"), *rest)
-    v1 = PendingRecord(bytes.fromhex(CONFIG_STATE_V1), key=current.key, headers=v1_headers)
-    decoded = case.decode(as_read(v1))
-    assert decoded == case.expected
-    assert decoded.clusters == ()
+    v1_headers = ((header_name, header[:-1] + b"1"), *rest)
+    v1 = PendingRecord(bytes.fromhex(V1_BYTES[name]), key=current.key, headers=v1_headers)
+    assert case.decode(as_read(v1)) == case.expected
+
+
+def test_a_refusal_travels_on_the_target_result() -> None:
+    refused = TargetResult(
+        "tgt",
+        "github",
+        "main",
+        "",
+        PushOutcome.NONE,
+        1,
+        "",
+        TargetRefusal("UnsupportedKustomization", "apps/kustomization.yaml", "ConfigMap ns/a", 2),
+    )
+    assert decode_result(as_read(encode_result(refused))) == refused

@@ -10,16 +10,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from pipeline.codec.branch_work import WorkItem
+from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.object_state import ObjectState
+from pipeline.codec.target_result import PushOutcome, TargetResult, decode_result, encode_result
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.decide import SNAPSHOT_AUTHOR
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.ports import BranchPorts
 from pipeline.config import TargetSettings
-from pipeline.log.api import PendingRecord
+from pipeline.log.api import PendingRecord, Record
 from tests.commit.helpers import BOB, Work, cm, files, foreign_push, git, log_lines
 from tests.commit.test_branch_worker import Harness, pushes
 
@@ -65,10 +68,12 @@ def harness(
     target_path: str = "live",
     states: list[ObjectState] | None = None,
     emitted: list[PendingRecord] | None = None,
+    results: list[TargetResult] | None = None,
     **target: Any,
 ) -> tuple[Harness, Parked]:
     """A worker on a remote that already holds `layout`, pushed by somebody else; with `states`
-    (read at sync) or `emitted` (what it writes), it tracks object state. `target` holds more of
+    (read at sync) or `emitted` (what it writes), it tracks object state; with `results`, it
+    reports the target's results there (decoded from their log records). `target` holds more of
     the target's settings (`placement`, `kustomize`)."""
     settings = TargetSettings(name="t1", provider="git", path=target_path, **target)
     h = Harness(tmp_path, targets=[settings])
@@ -79,6 +84,11 @@ def harness(
     async def load_state(targets: frozenset[str]) -> list[ObjectState]:
         return states or []
 
+    async def on_result(result: TargetResult | RequestResult) -> None:
+        if results is not None and isinstance(result, TargetResult):
+            record = encode_result(result)
+            results.append(decode_result(Record("config", 0, 0, 0, record.key, record.value, record.headers)))
+
     tracked = states is not None or emitted is not None
     repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(h.remote), None)
     ports = BranchPorts(
@@ -87,6 +97,7 @@ def harness(
         reject=parked,
         load_state=load_state if tracked else None,
         on_state=(emitted if emitted is not None else []).extend if tracked else None,
+        on_result=on_result if results is not None else None,
     )
     h.worker = BranchWorker(h.settings, h.provider, "main", repo, h.settled.extend, ports)
     return h, parked
@@ -357,6 +368,64 @@ async def test_a_refused_layout_writes_nothing_and_is_counted(tmp_path: Path) ->
     assert "gotk-components.yaml" in reasons[1]
     assert sorted(h.settled) == [(0, 0), (0, 1)]
     assert emitted == [], "object state says what Git holds: nothing was committed"
+
+
+async def test_a_refusal_stalls_the_target_until_the_fixed_folder_takes_a_change(tmp_path: Path) -> None:
+    results: list[TargetResult] = []
+    h, parked = harness(tmp_path, NAME_PREFIX, results=results)
+    w = Work()
+    tip = git(h.remote, "rev-parse", "main")
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    await h.settle_time()
+    assert git(h.remote, "rev-parse", "main") == tip, "a refused layout writes nothing"
+    assert len(parked.items) == 1
+    (stalled,) = results
+    assert stalled.refusal is not None
+    assert stalled.refusal.reason == "UnsupportedKustomization"
+    assert stalled.refusal.file == "live/app/kustomization.yaml"
+    assert stalled.refusal.object == "ConfigMap team-a/app-settings"
+    assert (stalled.push, stalled.commit) == (PushOutcome.NONE, ""), "nothing of the target was pushed"
+    assert "namePrefix" not in repr(stalled), "the status names the file, not what it holds"
+
+    # the user fixes the folder; the next change of the target is written into it and clears it
+    fixed = "resources:\n  - settings.yaml\n"
+    foreign_push(h.remote, tmp_path, "live/app/kustomization.yaml", fixed)
+    await h.feed(w.update(cm("app-settings", level="warn", region="eu-1"), rv="3"))
+    await h.settle_time()
+    await h.settle_time()
+    assert changed_paths(h.remote) == ["live/app/settings.yaml"]
+    assert files(h.remote)["live/app/settings.yaml"] == SETTINGS_DOC.replace("level: info", "level: warn")
+    assert files(h.remote)["live/app/kustomization.yaml"] == fixed
+    pushed = results[-1]
+    assert pushed.push is PushOutcome.SUCCEEDED
+    assert pushed.commit == git(h.remote, "rev-parse", "main").strip()
+    assert pushed.refusal is None, "a change of the target committed: no longer stalled"
+    assert len(parked.items) == 1
+
+
+async def test_a_refusal_keeps_the_last_push_and_a_failed_fetch_keeps_the_refusal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    results: list[TargetResult] = []
+    h, _ = harness(tmp_path, NAME_PREFIX, results=results)
+    w = Work()
+    await h.feed(w.create(cm("extra", banner="spring"), rv="2"))
+    await h.settle_time()
+    await h.settle_time()
+    (pushed,) = results
+    assert pushed.push is PushOutcome.SUCCEEDED
+    assert pushed.refusal is None
+    tip = git(h.remote, "rev-parse", "main")
+    h.worker.repo.url = str(tmp_path / "gone.git")
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="3"))
+    await h.settle_time()
+    assert git(h.remote, "rev-parse", "main") == tip
+    stalled = results[-1]
+    assert stalled.refusal is not None
+    assert stalled.refusal.reason == "UnsupportedKustomization"
+    assert (stalled.commit, stalled.push) == (pushed.commit, PushOutcome.SUCCEEDED), "the last push stays"
+    assert "fetch after a refusal failed" in caplog.text
 
 
 async def test_an_object_whose_home_is_its_canonical_file_is_rewritten_as_before(tmp_path: Path) -> None:

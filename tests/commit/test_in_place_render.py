@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from pipeline.codec.target_result import PushOutcome, TargetResult
 from pipeline.intent.homes import ObjectKey
 from pipeline.intent.render import rendered_objects
 from tests.commit.helpers import Work, cm, files, git
@@ -146,7 +147,8 @@ async def test_a_change_kustomize_would_override_is_refused_and_writes_nothing(
     """`commonLabels` puts the label back on every build: writing the cluster's value into the
     document would change nothing the cluster sees, so the render check refuses it."""
     layout = {**SHOP, "shop/kustomization.yaml": SHOP_KUSTOMIZATION + "commonLabels:\n  team: shop\n"}
-    h, parked = harness(tmp_path, layout, target_path="shop", **on(kustomize))
+    results: list[TargetResult] = []
+    h, parked = harness(tmp_path, layout, target_path="shop", results=results, **on(kustomize))
     w = Work(path="shop")
     live = cm("shop-settings", currency="EUR")
     live["metadata"]["labels"] = {"team": "shop"}
@@ -166,12 +168,18 @@ async def test_a_change_kustomize_would_override_is_refused_and_writes_nothing(
     assert "RenderMismatch: kustomize build shop: ConfigMap team-a/shop-settings renders a different" in str(
         error
     )
+    stalled = results[-1].refusal
+    assert stalled is not None
+    assert (stalled.reason, stalled.file) == ("RenderMismatch", "shop/kustomization.yaml")
 
-    # a change the render does carry still goes through afterwards
+    # a change the render does carry still goes through afterwards, and the target is not stalled
     await h.feed(w.update({**relabelled, "data": {"currency": "CHF"}}, rv="12"))
+    await h.settle_time()
     await h.settle_time()
     assert changed_paths(h.remote) == ["shop/settings.yaml"]
     assert diff(h.remote) == ["-  currency: EUR # never changes", "+  currency: CHF # never changes"]
+    assert results[-1].push is PushOutcome.SUCCEEDED
+    assert results[-1].refusal is None
 
 
 async def test_render_on_without_the_binary_refuses_by_name(tmp_path: Path) -> None:
@@ -226,7 +234,8 @@ async def test_unmodelled_kustomize_features_are_refused_by_name_before_writing(
     kustomize: Path, tmp_path: Path, field: str, text: str
 ) -> None:
     layout = {**SHOP, "shop/kustomization.yaml": SHOP_KUSTOMIZATION + text}
-    h, parked = harness(tmp_path, layout, target_path="shop", **on(kustomize))
+    results: list[TargetResult] = []
+    h, parked = harness(tmp_path, layout, target_path="shop", results=results, **on(kustomize))
     w = Work(path="shop")
     await h.feed(w.update(cm("shop-settings", currency="CHF"), rv="2"))
     await h.settle_time()
@@ -235,6 +244,13 @@ async def test_unmodelled_kustomize_features_are_refused_by_name_before_writing(
     assert "UnsupportedKustomization" in str(error)
     assert "shop/kustomization.yaml" in str(error)
     assert field in str(error)
+    (stalled,) = results
+    assert stalled.refusal is not None
+    assert (stalled.refusal.reason, stalled.refusal.file) == (
+        "UnsupportedKustomization",
+        "shop/kustomization.yaml",
+    )
+    assert stalled.push is PushOutcome.NONE
 
 
 APP_KUSTOMIZATION = """\

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import yaml
 
-from pipeline.codec.target_result import TargetResult
+from pipeline.codec.target_result import PushOutcome, TargetRefusal, TargetResult
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 from pipeline.customresources.status import RuleStreams, object_status, target_view
@@ -81,6 +82,41 @@ def test_a_failing_push_keeps_ready_false_with_grs_reason_and_no_new_push_time()
     assert "could not read from remote" in ready["message"]
     # a merge patch without it leaves the last successful push's time on the object
     assert "lastPushTime" not in status
+
+
+REFUSAL = TargetRefusal(
+    "UnsupportedKustomization",
+    "apps/overlays/prod/kustomization.yaml",
+    "Deployment prod/web",
+    1_767_000_090_000,
+)
+STREAMING = {"cm": "Streaming: listed", "deploy": "Streaming: listed"}
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def test_a_refused_change_stalls_the_target_naming_the_reason_and_the_file() -> None:
+    status = _status(STREAMING, dataclasses.replace(OK, refusal=REFUSAL))
+    conditions = _conditions(status)
+    assert conditions["Stalled"] == ("True", "UnsupportedKustomization")
+    assert conditions["Ready"] == ("False", "UnsupportedKustomization")
+    assert conditions["GitProviderReady"] == ("True", "Succeeded"), "the last push still succeeded"
+    message = _condition(status, "Stalled")["message"]
+    assert "apps/overlays/prod/kustomization.yaml" in message
+    assert "Deployment prod/web" in message
+    assert status["lastCommit"] == {"commit": "abc123", "branch": "main"}
+
+
+def test_a_refusal_before_any_push_shows_no_push() -> None:
+    first = TargetResult("apps", "repo", "main", "", PushOutcome.NONE, 1_767_000_090_000, "", REFUSAL)
+    status = _status(STREAMING, first)
+    conditions = _conditions(status)
+    assert conditions["Stalled"] == ("True", "UnsupportedKustomization")
+    assert conditions["GitProviderReady"] == ("True", "Succeeded")
+    assert _condition(status, "GitProviderReady")["message"] == "no push yet"
+    assert not {"lastCommit", "lastPush", "lastPushTime"} & set(status)
 
 
 def test_a_blocked_stream_keeps_ready_false_and_a_starting_one_is_reconciling() -> None:

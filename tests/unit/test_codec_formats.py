@@ -7,10 +7,12 @@ fast paths) must then carry it exactly as fastavro does, or these tests fail.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from typing import Any
 
+import fastavro
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,8 @@ from pipeline.codec import (
     DEAD_LETTER_REPLAY,
     FACT_BATCH,
     OBJECT_STATE,
+    SCHEMA_DIR,
+    SCHEMA_HEADER,
     STREAM_REPORT,
     TARGET_RESULT,
     WATCH_CLAIM,
@@ -216,6 +220,28 @@ def test_a_damaged_object_state_is_refused_or_read_exactly_as_fastavro_does(payl
 def test_target_result_round_trips_every_field(record: dict[str, Any], push: PushOutcome) -> None:
     written = read_back(TARGET_RESULT, {**record, "push": push.value})
     assert encode_result(decode_result(written)).value == written.value
+
+
+def test_a_target_result_written_before_refusals_reads_as_not_stalled() -> None:
+    """A v1 record (on the config topic from before the upgrade) decodes without a refusal."""
+    v1 = fastavro.parse_schema(json.loads((SCHEMA_DIR / "history" / "target_result.v1.avsc").read_text()))
+    fields = {
+        "target": "t1",
+        "provider": "git",
+        "branch": "main",
+        "commit": "abc",
+        "push": "Succeeded",
+        "atMs": 7,
+        "message": "",
+    }
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, v1, fields)
+    record = Record(
+        "config", 0, 0, 0, b"result/t1", buffer.getvalue(), ((SCHEMA_HEADER, b"target_result/1"),)
+    )
+    result = decode_result(record)
+    assert result.push is PushOutcome.SUCCEEDED
+    assert result.refusal is None
 
 
 @given(records(TARGET_RESULT), st.text(max_size=8).filter(lambda t: t not in set(PushOutcome)))
