@@ -12,6 +12,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,27 @@ def test_the_service_freezes_what_start_up_built_once_per_process(tmp_path: Path
     # the first start froze what existed (and the service it built); the second froze nothing
     assert first == "(True, True) True"
     assert second == "(False, False) True"
+
+
+class _Node:
+    """A container that can be part of a reference cycle and be watched through a weak reference."""
+
+    def __init__(self) -> None:
+        self.peer: _Node | None = None
+
+
+def test_reclaim_collects_a_frozen_cycle_dropped_since_and_freezes_the_survivors() -> None:
+    dropped, kept = _Node(), ["still referenced"]
+    dropped.peer = dropped
+    watch = weakref.ref(dropped)
+    with gcpolicy.long_lived():
+        gc.collect()
+    del dropped
+    gc.collect()
+    assert watch() is not None  # frozen: no collection walks it
+    assert gcpolicy.reclaim() >= 1
+    assert watch() is None
+    assert _frozen(kept)
 
 
 def test_configure_reports_whether_it_froze() -> None:
