@@ -8,15 +8,18 @@ thread asks `/healthz` of the real ops server (`pipeline/service/ops.py`, its ow
 publisher task on the main loop as in `reverser run`) back to back. With `stall_fail_s` at
 1 s, /healthz answers 503 while the main loop has not run for a second.
 
-Baseline, in the same run: the same apply with slicing off (`slice_ms` = infinity, what the
-worker did before it ran that work in slices). The figures are the worst hold and the apply time
-of each, as ratios; the worst /healthz answer and its 503s. `REVERSER_BENCH_SNAPSHOT_OBJECTS`
-sets N (default 20000).
+Baselines, in the same run: the same apply with slicing off (`slice_ms` = infinity, what the
+worker did before it ran that work in slices), and sliced but without the garbage collector
+policy (`pipeline.gcpolicy.long_lived` made a no-op: the home index stays in every full
+collection's walk). The figures are the worst hold, the longest collection (and how many full
+ones ran) and the apply time of each, as ratios; the worst /healthz answer and its 503s.
+`REVERSER_BENCH_SNAPSHOT_OBJECTS` sets N (default 20000).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import http.client
 import math
@@ -26,7 +29,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import patch
 
+from pipeline import gcpolicy
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
@@ -50,6 +55,7 @@ class Figures:
     health_answers: int
     health_503: int
     worst_gc_s: float
+    full_collections: int
 
 
 def _health(port: int) -> tuple[float, int]:
@@ -115,14 +121,14 @@ async def _apply(root: Path, slice_ms: float) -> Figures:
         while not done.is_set():
             answers.append(_health(port))
 
-    collections: list[float] = []
+    collections: list[tuple[int, float]] = []
     gc_started = [0.0]
 
-    def timed_gc(phase: str, _info: dict[str, int]) -> None:
+    def timed_gc(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             gc_started[0] = time.perf_counter()
         else:
-            collections.append(time.perf_counter() - gc_started[0])
+            collections.append((info["generation"], time.perf_counter() - gc_started[0]))
 
     gc.callbacks.append(timed_gc)
     tasks = [asyncio.create_task(publish()), asyncio.create_task(probe())]
@@ -147,25 +153,54 @@ async def _apply(root: Path, slice_ms: float) -> Figures:
         max(a for a, _ in answers),
         len(answers),
         sum(status == 503 for _, status in answers),
-        max(collections, default=0.0),
+        max((took for _, took in collections), default=0.0),
+        sum(generation == 2 for generation, _ in collections),
     )
+
+
+def _run(root: Path, slice_ms: float, *, gc_policy: bool) -> Figures:
+    """One apply from a clean collector (nothing frozen by an earlier run). With `gc_policy`, what
+    exists before (the modules, as after a service's start) is frozen as the service does, and the
+    worker's builds freeze what they keep; without it nothing is frozen."""
+    gc.unfreeze()
+    gc.collect()
+    if gc_policy:
+        gc.freeze()  # what `gcpolicy.configure` does once the service has started
+    with contextlib.ExitStack() as stack:
+        if not gc_policy:
+            stack.enter_context(patch.object(gcpolicy, "long_lived", contextlib.nullcontext))
+        return asyncio.run(_apply(root, slice_ms))
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-hold-") as workdir:
-        before = asyncio.run(_apply(Path(workdir) / "before", math.inf))
-        after = asyncio.run(_apply(Path(workdir) / "after", DEFAULT_SLICE_MS))
+        unsliced = _run(Path(workdir) / "unsliced", math.inf, gc_policy=False)
+        sliced = _run(Path(workdir) / "sliced", DEFAULT_SLICE_MS, gc_policy=False)
+        frozen = _run(Path(workdir) / "frozen", DEFAULT_SLICE_MS, gc_policy=True)
+    gc.unfreeze()
     print(
         f"first snapshot of {OBJECTS} ConfigMaps applied by one branch worker (load {os.getloadavg()[0]:.1f})"
     )
-    for name, figures in (("unsliced (baseline)", before), (f"sliced, {DEFAULT_SLICE_MS:.0f} ms", after)):
+    runs = (
+        ("unsliced (baseline)", unsliced),
+        (f"sliced, {DEFAULT_SLICE_MS:.0f} ms", sliced),
+        (f"sliced, {DEFAULT_SLICE_MS:.0f} ms, long-lived index frozen (gcpolicy)", frozen),
+    )
+    for name, figures in runs:
         print(
             f"{name}: apply {figures.apply_s:.2f} s, worst loop hold {figures.worst_hold_s * 1000:.0f} ms, "
             f"/healthz worst {figures.health_worst_s * 1000:.1f} ms over {figures.health_answers} answers, "
             f"{figures.health_503} answered 503 (loop stalled > {STALL_FAIL_S:.0f} s); "
-            f"longest garbage collection {figures.worst_gc_s * 1000:.0f} ms"
+            f"longest garbage collection {figures.worst_gc_s * 1000:.0f} ms, "
+            f"{figures.full_collections} full (generation 2)"
         )
     print(
-        f"worst loop hold: {after.worst_hold_s / before.worst_hold_s:.3f}x the baseline; "
-        f"apply time: {after.apply_s / before.apply_s:.2f}x the baseline"
+        f"sliced: worst loop hold {sliced.worst_hold_s / unsliced.worst_hold_s:.3f}x the unsliced baseline, "
+        f"apply time {sliced.apply_s / unsliced.apply_s:.2f}x"
+    )
+    print(
+        f"frozen: worst loop hold {frozen.worst_hold_s / sliced.worst_hold_s:.3f}x sliced alone, "
+        f"longest garbage collection {frozen.worst_gc_s / max(sliced.worst_gc_s, 1e-9):.3f}x, "
+        f"/healthz worst {frozen.health_worst_s / sliced.health_worst_s:.3f}x, "
+        f"apply time {frozen.apply_s / sliced.apply_s:.2f}x"
     )

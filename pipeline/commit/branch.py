@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from pipeline import gcpolicy
 from pipeline.backoff import Backoff
 from pipeline.codec.branch_work import (
     CommitRequested,
@@ -185,7 +186,15 @@ class BranchWorker:
 
     # sync ----------------------------------------------------------------------------------
     async def sync(self) -> None:
-        """Fetch the remote and base the branch on its tip (or the default branch, or nothing)."""
+        """Fetch the remote and base the branch on its tip (or the default branch, or nothing).
+
+        The home index it builds lives as long as the branch: it leaves the garbage collector's
+        walks as it is built (`gcpolicy.long_lived`).
+        """
+        with gcpolicy.long_lived():
+            await self._sync()
+
+    async def _sync(self) -> None:
         ports = self._ports
         await self.repo.fetch()
         remote = self.repo.remote_ref(self.branch)
@@ -420,6 +429,12 @@ class BranchWorker:
             await self._finalize(after)
 
     async def _end(self, item: WorkItem, body: ResyncEnd) -> None:
+        """Apply a complete snapshot; the index entries its commit adds are long-lived, like the
+        ones a sync builds (`gcpolicy.long_lived`)."""
+        with gcpolicy.long_lived():
+            await self._apply_snapshot(item, body)
+
+    async def _apply_snapshot(self, item: WorkItem, body: ResyncEnd) -> None:
         outcome = self._decide.snapshots.end(item, body)
         if isinstance(outcome, Skipped):
             self._skip_snapshot(outcome)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pipeline import gcpolicy
 from pipeline.backoff import log_retry
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import TargetDeleted, WorkItem, decode_work
@@ -358,9 +359,14 @@ class CommitWorker(RebalanceListener):
         revoked partitions; nothing may start new work on them meanwhile (see `_owned`).
         """
         self._owned -= revoked
-        for key, branch in list(self._branches.items()):
-            if branch.partition in revoked:
-                await self._stop_branch(key, CloseReason.REVOKED)
+        stopping = [key for key, branch in self._branches.items() if branch.partition in revoked]
+        for key in stopping:
+            await self._stop_branch(key, CloseReason.REVOKED)
+        if stopping:
+            # the stopped workers' indexes were frozen out of the collector's walks (gcpolicy);
+            # one turn of the loop first runs their cancelled tasks' callbacks, which hold them
+            await asyncio.sleep(0)
+            gcpolicy.reclaim()
         await self._commit_due(revoked)
         self._book.forget(revoked)
         self._parking.forget(revoked)
@@ -408,12 +414,14 @@ class CommitWorker(RebalanceListener):
                     self._parking.hold(key, tp, record.offset)  # unsettled: read again once it may go on
                     continue
                 try:
-                    branch = self._branch_for(item, tp)
+                    # only the queue is kept: a branch revoked during the next fetch must be
+                    # unreferenced when the revocation reclaims its memory (gcpolicy.reclaim)
+                    queue = self._branch_for(item, tp).queue
                 except UnknownProviderError as exc:
                     await self._park(record, exc, "unknown_provider")
                     self._settle_one(tp, record.offset)
                     continue
-                await branch.queue.put(item)
+                await queue.put(item)
 
     async def _read_released_again(self, consumer: GroupConsumer) -> None:
         """Move partitions back to the first waiting record of branches whose provider was fixed

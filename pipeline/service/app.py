@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge
 
+from pipeline import gcpolicy
 from pipeline.audit import component as audit_component
 from pipeline.backoff import log_retry
 from pipeline.codec.branch_work import work_record
@@ -172,6 +173,8 @@ class Service:
         except BaseException:
             await self.stop()
             raise
+        # what start-up built (the stages, their replayed indexes) lives as long as the process
+        gcpolicy.configure()
 
     async def _read_config(self) -> None:
         """Start from the newest published configuration (none yet: no providers or targets)."""

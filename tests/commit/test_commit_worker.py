@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import weakref
 from pathlib import Path
 
 import pytest
@@ -156,12 +157,18 @@ async def test_rebalance_between_two_members_commits_everything_once(
     one = CommitWorker(cfg, any_log)
     await one.start()
     await wait_for(lambda: list(one.owned_branches()), "the first member taking work")
+    # the first member's branch workers, read here as a test may; a revoked one must be freed
+    # although its home index was frozen out of the collector's walks (pipeline/gcpolicy.py)
+    first_workers = {key: weakref.ref(branch.worker) for key, branch in one._branches.items()}
     other_cfg = cfg.model_copy(update={"workdir": tmp_path / "other-work"})
     two = CommitWorker(other_cfg, any_log)
     await two.start()
     await append_work(any_log, cfg, second)
     try:
         await wait_settled(any_log, cfg)
+        revoked = set(first_workers) - set(one.owned_branches())
+        assert revoked, "the second member took no branch from the first"
+        assert all(first_workers[key]() is None for key in revoked)
     finally:
         await two.stop()
         await one.stop()

@@ -1,0 +1,69 @@
+"""The home index a branch worker builds leaves the garbage collector's walks (issue 32).
+
+A full collection walks every tracked container; after a large first sync most of them are the
+home index, which lives as long as the branch. A worker's sync builds it inside
+`gcpolicy.long_lived`, so a full collection that runs while it builds freezes it. The collection
+is run by the test from the worker's own `load_state` port, which the sync calls once the index
+is complete (where the collector could have run on its own); no clock is involved. Against a
+real local bare remote.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.codec.object_state import ObjectState
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.ports import BranchPorts
+from pipeline.intent.homes import ObjectKey
+from tests.commit.helpers import Work, cm, files
+from tests.commit.test_branch_worker import Harness
+
+
+def _frozen(obj: object) -> bool:
+    return gc.is_tracked(obj) and not any(o is obj for g in range(3) for o in gc.get_objects(g))
+
+
+@pytest.fixture(autouse=True)
+def _thawed() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+async def test_a_full_collection_during_a_sync_freezes_the_home_index_and_only_then(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    await h.feed(*Work().snapshot(1, [cm(f"cm-{n}") for n in range(3)], chunk_size=2))
+    await h.settle_time()
+    assert len(files(h.remote)) == 3
+
+    async def collect_then_no_state(_targets: frozenset[str]) -> list[ObjectState]:
+        gc.collect()
+        return []
+
+    repo = LocalRepo.for_branch(tmp_path / "clones-restarted", "git", "main", str(h.remote), None)
+    worker = BranchWorker(
+        h.settings,
+        h.provider,
+        "main",
+        repo,
+        h.settled.extend,
+        BranchPorts(clock=h.clock, load_state=collect_then_no_state, on_state=lambda _states: None),
+    )
+    await worker.sync()
+
+    # the worker's own index, read here as a test may
+    folder = worker._homes.folder("live")
+    assert folder is not None
+    homes = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-1")]
+    assert _frozen(homes)
+    assert _frozen(homes[0])
+    # the sync is over: a later full collection leaves what is built since in the generations
+    later = ["built after the sync"]
+    gc.collect()
+    assert not _frozen(later)
