@@ -204,6 +204,8 @@ async def _settle_probe(env: Env) -> None:
 async def test_every_single_writer_change_is_named_without_an_audit_webhook(env: Env) -> None:
     await _settle_probe(env)
     since = env.remote.head()
+    # a probe may have gone unresolved before the webhook was live; from here on none may
+    unresolved_before = _unresolved(env)
     # (user, what, path): each change has one writer; the expected author is that writer
     expected: list[tuple[str, str, str]] = []
     async with kube_client(env.plane.kubeconfig, ALICE) as api:
@@ -285,6 +287,11 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
     print(f"\nadmission only: {summary}: {seen}")
     assert not wrong
     assert not unknown
+    # every resolution of the run, those that made no commit included (the held object's later
+    # removals, the barrier's events), found its fact: none was absent or a conflict
+    assert _unresolved(env) == unresolved_before
+    removals = env.service.metric_sum("reverser_attribution_resolutions_total", tier=Tier.DELETE_STICKY)
+    assert removals >= 5, removals  # the counter is the one resolutions go to: sa-made, 3 batch, held
     # a version is named by its content (not merely by name), a scale by name, a delete by uid (a
     # commit's trailers list the tiers of every change it holds: bob's patch and scale share one)
     for what in ("create app", "create web", "patch app", "create sa-made", "update app"):
@@ -296,6 +303,14 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
     # Terminating observation (alice's intent), never the service account that released it
     for what in ("delete sa-made", *(f"deletecollection batch-{i}" for i in range(3)), "delete held"):
         assert seen[what] == {Tier.DELETE_STICKY}, (what, seen[what])
+
+
+def _unresolved(env: Env) -> dict[str, float]:
+    """Resolutions that named no one so far, per tier."""
+    return {
+        tier: env.service.metric_sum("reverser_attribution_resolutions_total", tier=tier)
+        for tier in (Tier.ABSENT, Tier.CONFLICT)
+    }
 
 
 async def _wait_for(env: Env, done: Any, label: str) -> None:
