@@ -13,10 +13,11 @@ from pathlib import Path
 
 from kubernetes_asyncio import client, config
 
-__all__ = ["ALICE", "BOB", "FINALIZER_SA", "FINALIZER_SA_NAME", "grant_cluster_admin", "kube_client"]
+__all__ = ["ALICE", "BOB", "CAROL", "FINALIZER_SA", "FINALIZER_SA_NAME", "grant_cluster_admin", "kube_client"]
 
 ALICE = "alice"
 BOB = "bob"
+CAROL = "carol"
 FINALIZER_SA_NAMESPACE = "kube-system"
 FINALIZER_SA_NAME = "finalizer-remover"
 FINALIZER_SA = f"system:serviceaccount:{FINALIZER_SA_NAMESPACE}:{FINALIZER_SA_NAME}"
@@ -38,7 +39,7 @@ async def kube_client(kubeconfig: Path, as_user: str | None = None) -> AsyncIter
 
 
 async def grant_cluster_admin(kubeconfig: Path) -> None:
-    """Bind alice, bob and the finalizer service account to `cluster-admin` (idempotent)."""
+    """Bind alice, bob, carol and the finalizer service account to `cluster-admin` (idempotent)."""
     async with kube_client(kubeconfig) as api:
         core = client.CoreV1Api(api)
         rbac = client.RbacAuthorizationV1Api(api)
@@ -63,6 +64,7 @@ async def grant_cluster_admin(kubeconfig: Path) -> None:
                 subjects=[
                     client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name=ALICE),
                     client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name=BOB),
+                    client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name=CAROL),
                     client.RbacV1Subject(
                         kind="ServiceAccount", name=FINALIZER_SA_NAME, namespace=FINALIZER_SA_NAMESPACE
                     ),

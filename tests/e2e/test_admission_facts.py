@@ -3,9 +3,12 @@
 The managed-cluster case (docs/audit-ingress.md, "Admission facts"): the control plane runs with
 no audit backend at all, a ValidatingWebhookConfiguration points at `reverser run`'s ingress
 (`/admission-webhook/<route>/<token>`, `failurePolicy: Ignore`), and several users and a service
-account create, update, patch, scale and delete ConfigMaps and Deployments. Every single-writer
-change must be committed under its author, by the `admission`, `delete_sticky` or `name` tier;
-a dry run must make no commit. The accuracy table of docs/attribution.md comes from this run.
+account create, update, patch, scale and delete ConfigMaps and Deployments; two users change
+one ConfigMap in turn; a `deletecollection` by label selector (which the apiserver admits object
+by object as `DELETE` reviews) and an object held by a finalizer (deleted by one user, released by
+a service account) complete the workload. Every single-writer change must be committed under its
+author, by the `admission`, `delete_sticky` or `name` tier; a dry run and the finalizer's release
+must make no commit. The accuracy table of docs/attribution.md comes from this run.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.attribution import Tier
 from tests.conftest import unique_prefix
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import Commit, GitRemote
-from tests.e2e.kube import ALICE, BOB, FINALIZER_SA, grant_cluster_admin, kube_client
+from tests.e2e.kube import ALICE, BOB, CAROL, FINALIZER_SA, grant_cluster_admin, kube_client
 from tests.e2e.service_process import ServiceProcess, serving
 from tests.support.net import free_port
 
@@ -39,6 +43,8 @@ TOKEN_ENV = "E2E_ADMISSION_TOKEN"
 TOKEN = "e2e-admission-path-token-4f1c"
 # One watch stream per (resource, namespace) of the target's rule.
 STREAMS = 2
+BATCH_LABEL = "batch"
+FINALIZER = "reverser.test/hold"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +204,8 @@ async def _settle_probe(env: Env) -> None:
 async def test_every_single_writer_change_is_named_without_an_audit_webhook(env: Env) -> None:
     await _settle_probe(env)
     since = env.remote.head()
+    # a probe may have gone unresolved before the webhook was live; from here on none may
+    unresolved_before = _unresolved(env)
     # (user, what, path): each change has one writer; the expected author is that writer
     expected: list[tuple[str, str, str]] = []
     async with kube_client(env.plane.kubeconfig, ALICE) as api:
@@ -244,10 +252,17 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
         env.remote.wait_for, lambda r: cm_path("sa-made") not in r.files(), WAIT_S, "delete"
     )
 
+    expected += await _shared_collection_and_finalizer(env)
+
     commits = env.remote.commits(since=since)
     assert not [c for c in commits if any(p == cm_path("dry") for _, p in c.changes)], (
         "a dry run was committed"
     )
+    assert not [
+        c
+        for c in commits
+        if c.author_name == FINALIZER_SA and any(p == cm_path("held") for _, p in c.changes)
+    ], "the finalizer's release was committed"
     named_right, wrong, unknown = 0, [], []
     seen: dict[str, set[str]] = {}
     # each path's changes were made one after the other, each awaited: its commits follow them in order
@@ -265,13 +280,106 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
                 unknown.append(what)
             else:
                 wrong.append((what, author))
-    summary = f"named right {named_right} of {len(expected)}, wrong {wrong}, unknown {unknown}"
+    named_pct = 100.0 * named_right / len(expected)
+    summary = (
+        f"named right {named_right} of {len(expected)} ({named_pct:.1f}%), wrong {wrong}, unknown {unknown}"
+    )
     print(f"\nadmission only: {summary}: {seen}")
     assert not wrong
     assert not unknown
+    # every resolution of the run, those that made no commit included (the held object's later
+    # removals, the barrier's events), found its fact: none was absent or a conflict
+    assert _unresolved(env) == unresolved_before
+    removals = env.service.metric_sum("reverser_attribution_resolutions_total", tier=Tier.DELETE_STICKY)
+    assert removals >= 5, removals  # the counter is the one resolutions go to: sa-made, 3 batch, held
     # a version is named by its content (not merely by name), a scale by name, a delete by uid (a
     # commit's trailers list the tiers of every change it holds: bob's patch and scale share one)
     for what in ("create app", "create web", "patch app", "create sa-made", "update app"):
         assert Tier.ADMISSION in seen[what], (what, seen[what])
     assert Tier.NAME in seen["scale web"]
-    assert seen["delete sa-made"] == {Tier.DELETE_STICKY}
+    for what in ("create shared", "bob updates shared", "carol updates shared"):
+        assert Tier.ADMISSION in seen[what], (what, seen[what])
+    # deletions by the object's uid: each collection member, and the held object at its first
+    # Terminating observation (alice's intent), never the service account that released it
+    for what in ("delete sa-made", *(f"deletecollection batch-{i}" for i in range(3)), "delete held"):
+        assert seen[what] == {Tier.DELETE_STICKY}, (what, seen[what])
+
+
+def _unresolved(env: Env) -> dict[str, float]:
+    """Resolutions that named no one so far, per tier."""
+    return {
+        tier: env.service.metric_sum("reverser_attribution_resolutions_total", tier=tier)
+        for tier in (Tier.ABSENT, Tier.CONFLICT)
+    }
+
+
+async def _wait_for(env: Env, done: Any, label: str) -> None:
+    await asyncio.to_thread(env.remote.wait_for, done, WAIT_S, label)
+
+
+async def _shared_collection_and_finalizer(env: Env) -> list[tuple[str, str, str]]:
+    """Carol and bob take turns on one ConfigMap, bob deletes a labelled collection, alice deletes
+    an object a finalizer holds and the service account releases it; then a barrier write.
+
+    Returns the (user, what, path) changes, in order per path. The finalizer's release is not a
+    change of the mirrored content (finalizers are not mirrored) and must make no commit; the
+    deletion is committed at its first Terminating observation under alice, who asked for it
+    (docs/attribution.md, "Removals are credited only to deletions").
+    """
+    expected: list[tuple[str, str, str]] = []
+    batch = [f"batch-{i}" for i in range(3)]
+    async with kube_client(env.plane.kubeconfig, CAROL) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_config_map(
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="shared"), data={"v": "one"})
+        )
+        expected.append((CAROL, "create shared", cm_path("shared")))
+        for name in [*batch, "kept"]:
+            labels = {BATCH_LABEL: "old" if name != "kept" else "new"}
+            await core.create_namespaced_config_map(
+                NAMESPACE,
+                client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels), data={"n": name}),
+            )
+            expected.append((CAROL, f"create {name}", cm_path(name)))
+        await core.create_namespaced_config_map(
+            NAMESPACE,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="held", finalizers=[FINALIZER]), data={"h": "1"}
+            ),
+        )
+        expected.append((CAROL, "create held", cm_path("held")))
+    names = ["shared", *batch, "kept", "held"]
+    await _wait_for(env, lambda r: all(cm_path(n) in r.files() for n in names), "carol's creates")
+    async with kube_client(env.plane.kubeconfig, BOB) as api:
+        await client.CoreV1Api(api).patch_namespaced_config_map("shared", NAMESPACE, {"data": {"v": "two"}})
+        expected.append((BOB, "bob updates shared", cm_path("shared")))
+    await _wait_for(env, lambda r: "v: two" in r.files().get(cm_path("shared"), ""), "bob's turn")
+    async with kube_client(env.plane.kubeconfig, CAROL) as api:
+        await client.CoreV1Api(api).patch_namespaced_config_map("shared", NAMESPACE, {"data": {"v": "three"}})
+        expected.append((CAROL, "carol updates shared", cm_path("shared")))
+    await _wait_for(env, lambda r: "v: three" in r.files().get(cm_path("shared"), ""), "carol's turn")
+    async with kube_client(env.plane.kubeconfig, BOB) as api:
+        await client.CoreV1Api(api).delete_collection_namespaced_config_map(
+            NAMESPACE, label_selector=f"{BATCH_LABEL}=old"
+        )
+        expected += [(BOB, f"deletecollection {name}", cm_path(name)) for name in batch]
+    await _wait_for(env, lambda r: not any(cm_path(n) in r.files() for n in batch), "deletecollection")
+    async with kube_client(env.plane.kubeconfig, ALICE) as api:
+        await client.CoreV1Api(api).delete_namespaced_config_map("held", NAMESPACE)
+        expected.append((ALICE, "delete held", cm_path("held")))
+    await _wait_for(env, lambda r: cm_path("held") not in r.files(), "held terminating")
+    async with kube_client(env.plane.kubeconfig, FINALIZER_SA) as api:
+        core = client.CoreV1Api(api)
+        await core.patch_namespaced_config_map("held", NAMESPACE, {"metadata": {"finalizers": None}})
+        with pytest.raises(ApiException) as gone:
+            await core.read_namespaced_config_map("held", NAMESPACE)
+        assert gone.value.status == 404, "the release did not complete the deletion"
+        # the barrier: ConfigMap events are one ordered stream and the branch one FIFO partition, so
+        # once this create is committed, the release's events (and any commit of theirs) were handled
+        await core.create_namespaced_config_map(
+            NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="last"), data={"k": "v"})
+        )
+        expected.append((FINALIZER_SA, "create last", cm_path("last")))
+    await _wait_for(env, lambda r: cm_path("last") in r.files(), "barrier")
+    assert cm_path("kept") in env.remote.files(), "the selector deleted an object it does not select"
+    return expected
