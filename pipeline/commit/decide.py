@@ -57,6 +57,7 @@ from pipeline.commit.inplace import (
     kind_of,
     live_object,
     remembered,
+    unlisted_homes,
 )
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
 from pipeline.commit.messages import ChangedObject
@@ -683,6 +684,9 @@ class Decider:
         prune = prune and not self.filtered(end, Operation.DELETE, end.scope)
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
+        if prune and homes is not None and not sealed:
+            listed = frozenset((o.namespace, o.name) for o in done.snapshot.objects)
+            yield from self._sweep_homes(end, homes, listed, frozenset(keep), writes, changes)
         plan = _plan(
             PlanKind.SNAPSHOT,
             end.target,
@@ -698,6 +702,42 @@ class Decider:
             changes=changes,
         )
         return plan, skips
+
+    def _sweep_homes(
+        self,
+        end: WorkItem,
+        homes: Homes,
+        listed: frozenset[tuple[str, str]],
+        keep: frozenset[str],
+        writes: Writes,
+        changes: dict[str, LiveChange],
+    ) -> Steps[None]:
+        """The removals of the objects a snapshot no longer lists whose documents live off their
+        canonical paths (placed by a template, or in a user's file): one `swept` change each, which
+        `place` turns into the document's removal, or into nothing when the document may not go.
+        The canonical sweep only lists canonical paths, so without these such a document stayed
+        until a delete event came for it."""
+        folder_path = normalize_target_path(end.path)
+        folder = homes.folder(folder_path)
+        if folder is None:
+            return
+        for key in unlisted_homes(folder, end.group, end.resource, end.scope, listed):
+            yield
+            try:
+                path = canonical_path(folder_path, end.group, end.resource, key.namespace, key.name)
+            except LayoutError:
+                continue
+            if path in keep or path in writes:
+                continue
+            placed = PlacedObject(end.group, end.version, end.resource, key.kind, key.namespace, key.name, {})
+            self.seen.note(path, None)
+            changes[path] = LiveChange(folder_path, key, placed, None, None, swept=True)
+            writes[path] = (
+                None,
+                ChangedObject(
+                    Operation.DELETE, end.group, end.version, end.resource, key.namespace, key.name
+                ),
+            )
 
     def _swept_states(
         self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: frozenset[str]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from pipeline.codec.branch_work import WorkItem
 from pipeline.intent.documents import IntentRefusal, RefusalReason
-from pipeline.intent.homes import FolderIndex
+from pipeline.intent.homes import FolderIndex, Home
 from pipeline.intent.homes import ObjectKey as HomeKey
 from pipeline.intent.placement import resolve
 from pipeline.intent.plan import EditKind, IntentPlan, plan_change, plan_new_file
@@ -38,6 +38,7 @@ __all__ = [
     "live_object",
     "place",
     "remembered",
+    "unlisted_homes",
 ]
 
 
@@ -54,7 +55,9 @@ class LiveChange:
     `before` is the live object before the window's first change of it (None: it did not exist, or
     the worker does not know it); `after` the object after its last (None: deleted). `items` are
     the records it came from, parked together when the change is refused; a snapshot's object has
-    none and is `listed`: a user's document of it is left as it is.
+    none and is `listed`: a user's document of it is left as it is. A `swept` change is a
+    snapshot's removal of an object it no longer lists (`unlisted_homes`): it removes the object's
+    one editable document and nothing else.
     """
 
     folder: str
@@ -64,6 +67,7 @@ class LiveChange:
     after: Mapping[str, Any] | None
     items: tuple[WorkItem, ...] = ()
     listed: bool = False
+    swept: bool = False
 
     def then(self, later: LiveChange) -> LiveChange:
         """This change followed by `later` in the same window: one change from this one's before
@@ -139,6 +143,8 @@ def place(
     change.
     """
     homes = folder.index.candidates(change.key)
+    if change.swept and not _sweepable(folder, homes, canonical):
+        return IntentPlan(EditKind.IN_PLACE, canonical, ())
     if len(homes) == 1 and _own_file(folder, homes[0].path, canonical):
         return None
     if homes:
@@ -154,6 +160,41 @@ def place(
     if resolved is None or resolved[0] == canonical:
         return None
     return plan_new_file(folder.index, folder.files, resolved[0], content.decode("utf-8"))
+
+
+def _sweepable(folder: FolderIndex, homes: list[Home], canonical: str) -> bool:
+    """Whether a sweep may remove the one document in `homes`: it is the only one claiming the
+    object, nothing blocks an edit of its file (another tool's file, an unmodelled kustomization,
+    a shared base), and it is not the object's own canonical file (the canonical sweep's, which
+    checks the file holds its object)."""
+    if len(homes) != 1 or homes[0].blocked is not None:
+        return False
+    return not _own_file(folder, homes[0].path, canonical)
+
+
+def unlisted_homes(
+    folder: FolderIndex, group: str, resource: str, scope: str, listed: frozenset[tuple[str, str]]
+) -> list[HomeKey]:
+    """The objects of `group/resource` that documents of `folder` hold and a snapshot of `scope`
+    ("" for every namespace) does not list (`listed`: its `(namespace, name)` pairs): the sweep's
+    candidates beyond the canonical paths, wherever the documents live.
+
+    A document without a namespace names no namespace the snapshot could vouch for: under a
+    namespace scope it is never a candidate, and under the cluster-wide scope only when no listed
+    object has its name in any namespace. Which of them may really go is `place`'s to say, on the
+    tree the commit lands on.
+    """
+    names = {name for _, name in listed}
+    found: list[HomeKey] = []
+    for key in sorted(folder.index.homes):
+        if key.group != group or resource not in (guess_resource(key.kind), key.kind.lower()):
+            continue
+        if scope and key.namespace != scope:
+            continue
+        if (key.namespace, key.name) in listed or (not key.namespace and key.name in names):
+            continue
+        found.append(key)
+    return found
 
 
 class LastSeen:

@@ -288,7 +288,11 @@ def apply_steps(
                 if _apply_files(tree, placed.writes, store_blob, applied):
                     applied.objects.append(obj)
                     applied.placed.append(placed.kind)
+                    applied.swept += 1 if change.swept else 0
                 continue
+        if change is not None and change.swept:
+            # a sweep's removal is an edit of the object's document, never of its canonical path
+            continue
         if content is None:
             if plan.scanned and not ours(path):
                 applied.retained += 1
