@@ -944,6 +944,23 @@ class TargetSettings(_Section):
     def _branch_name(cls, branch: str | None) -> str | None:
         return None if branch is None else check_branch_name(branch)
 
+    @model_validator(mode="after")
+    def _sensitive_placement(self) -> TargetSettings:
+        """No placement template may bundle objects of the target's sensitive types: their SOPS
+        documents each need a file of their own (`Placement.check_sensitive`)."""
+        if self.placement is None or self.encryption is None:
+            return self
+        # `group/resource` or `resource`, as `pipeline.models.GroupResource.parse` reads them
+        extra = [entry.strip().lower().rpartition("/") for entry in self.encryption.sensitive_resources]
+        try:
+            self.placement.compiled.check_sensitive(
+                ((group, resource) for group, _, resource in extra),
+                ("placement.by_type", "placement.default"),
+            )
+        except PlacementError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
     @field_validator("path")
     @classmethod
     def _safe_path(cls, path: str) -> str:

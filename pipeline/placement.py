@@ -13,13 +13,16 @@ inside the target folder, and renders each identity value as one path segment. `
 ones); a fallback is at most 63 characters of `[A-Za-z0-9._-]` and may be empty, which drops the
 segment. Sensitive objects (Secrets, and the target's sensitive types) must land on a path that
 no other sensitive object can render, so they are never bundled: either the template carries the
-whole identity, or it is a `byType` entry (which fixes the type) with the scope and name.
+whole identity, or it is a `byType` entry (which fixes the type) with the scope and name. Their
+file name always ends in `.sops.yaml` (`.sops` goes before the template's extension when it does
+not say so itself), so the folder's `.sops.yaml` creation rules cover it and every reader of the
+repository knows it is encrypted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -206,6 +209,35 @@ class Placement:
             return self._checked(self.default, obj, fixed_type=False), PlacementSource.DEFAULT
         return None
 
+    def check_sensitive(self, types: Iterable[tuple[str, str]], fields: tuple[str, str]) -> None:
+        """Raises PlacementError naming the field of a template that could put two objects of one
+        of `types` (the target's sensitive `(group, resource)` pairs) in one file: a `byType`
+        entry for such a type without `{namespace}` and `{name}`, or a bundling `default` that
+        such a type without an entry of its own would fall into. `compile_placement` checks
+        Secrets; the other sensitive types are the target's encryption settings, known only
+        beside them, and checking here names the field before anything runs rather than when the
+        first such object is placed."""
+        by_type_field, default_field = fields
+        sensitive = {(group, resource.lower()) for group, resource in types}
+        routed: set[tuple[str, str]] = set()
+        for key, template in self.by_type.items():
+            parts = key.split("/")
+            kind = (parts[0] if len(parts) == 3 else "", parts[-1].lower())
+            routed.add(kind)
+            if kind in sensitive and not _identity_complete(template, fixed_type=True, namespaced=None):
+                raise PlacementError(
+                    f"{by_type_field}[{key}]: {kind[1]} is a sensitive type; its path needs "
+                    "{namespace} and {name}, so two never share a file"
+                )
+        if self.default is None or self.default.variables >= _FULL_IDENTITY:
+            return
+        for group, resource in sorted(sensitive - routed):
+            name = f"{group}/{resource}" if group else resource
+            raise PlacementError(
+                f"{default_field}: {self.default.text!r} bundles objects, so the sensitive type {name} "
+                f"could fall into a shared file; add a {by_type_field} entry for it"
+            )
+
     def _checked(self, template: Template, obj: PlacedObject, *, fixed_type: bool) -> str:
         namespaced = bool(obj.namespace)
         if obj.sensitive and not _identity_complete(template, fixed_type=fixed_type, namespaced=namespaced):
@@ -213,7 +245,16 @@ class Placement:
                 f"placement {template.text!r} could put two {obj.kind} objects in one file; sensitive "
                 "objects need {namespace} and {name} in a byType entry, or the full identity"
             )
-        return template.render(obj)
+        path = template.render(obj)
+        return _sealed_name(path) if obj.sensitive else path
+
+
+def _sealed_name(path: str) -> str:
+    """`path` with `.sops` before its extension, unless it has it (`{sensitiveSuffix}`)."""
+    if path.endswith((".sops.yaml", ".sops.yml")):
+        return path
+    stem, _, extension = path.rpartition(".")
+    return f"{stem}.sops.{extension}"
 
 
 def compile_placement(

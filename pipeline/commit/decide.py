@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Unpack
 
+import yaml
+
 from pipeline.attribution.selector import SelectorError
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
@@ -176,6 +178,18 @@ def rebuild_plan(at: LogPosition, target: str, committer: Identity, source: str,
 
 def _deletes(paths: Iterable[str]) -> Writes:
     return {p: (None, ChangedObject(Operation.DELETE, "", "", "", "", p)) for p in paths}
+
+
+def _readable(content: bytes | None) -> dict[str, Any] | None:
+    """What a SOPS document says in plaintext (its kind and metadata), for placing it; None for
+    a delete. The document was checked to be a SOPS mapping before it got here."""
+    if content is None:
+        return None
+    try:
+        tree = yaml.safe_load(content)
+    except yaml.YAMLError:
+        return None
+    return tree if isinstance(tree, dict) else None
 
 
 def _where(item: WorkItem) -> str:
@@ -467,8 +481,10 @@ class Decider:
         silence_s, max_age_s = window_limits_s(self.provider, target)
         state = self._write_state(item, write, sealed, content)
         change = None
-        if homes is not None and not sealed:
-            change = self._change(item, write.namespace, write.name, path, obj, homes)
+        if homes is not None:
+            if sealed:
+                obj = _readable(content)
+            change = self._change(item, write.namespace, write.name, path, obj, homes, sealed=sealed)
         return Staged(item, write, path, content, state, silence_s, max_age_s, change)
 
     # in-place writes ---------------------------------------------------------------------------
@@ -482,15 +498,18 @@ class Decider:
         homes: Homes,
         *,
         listed: bool = False,
+        sealed: bool = False,
     ) -> LiveChange | None:
         """The change of one object for the in-place writer, and the object kept for its next
         change when its file is edited in place. None when the folder is not indexed, or a
-        delete's kind is not known (the canonical file is then deleted, as without an index)."""
+        delete's kind is not known (the canonical file is then deleted, as without an index).
+        A `sealed` object (`obj`: its SOPS document) is always rewritten whole, so nothing of it
+        is kept."""
         folder_path = normalize_target_path(item.path)
         folder = homes.folder(folder_path)
         if folder is None:
             return None
-        before = self.seen.get(path)
+        before = None if sealed else self.seen.get(path)
         after = live_object(obj) if obj is not None else None
         known = after or before
         kind = known.get("kind") if known is not None else None
@@ -509,10 +528,12 @@ class Decider:
             namespace,
             name,
             labels if isinstance(labels, Mapping) else {},
+            sensitive=sealed,
         )
         target = self.target(item.target)
         templated = target is not None and target.placement_policy.applies(placed)
-        self.seen.note(path, after if remembered(folder, key, path, placed=templated) else None)
+        kept = not sealed and remembered(folder, key, path, placed=templated)
+        self.seen.note(path, after if kept else None)
         items = () if listed else (item,)
         return LiveChange(folder_path, key, placed, before, after, items, listed)
 
@@ -661,8 +682,11 @@ class Decider:
             if isinstance(content, Skip):
                 skips.append(content)
                 continue
-            if homes is not None and not sealed:
-                change = self._change(end, obj.namespace, obj.name, path, parsed, homes, listed=True)
+            if homes is not None:
+                live = _readable(content) if sealed else parsed
+                change = self._change(
+                    end, obj.namespace, obj.name, path, live, homes, listed=True, sealed=sealed
+                )
                 if change is not None:
                     changes[path] = change
             self.versions.applied(path, obj.resource_version, obj.uid)
@@ -684,7 +708,7 @@ class Decider:
         prune = prune and not self.filtered(end, Operation.DELETE, end.scope)
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
-        if prune and homes is not None and not sealed:
+        if prune and homes is not None:
             listed = frozenset((o.namespace, o.name) for o in done.snapshot.objects)
             yield from self._sweep_homes(end, homes, listed, frozenset(keep), writes, changes)
         plan = _plan(
@@ -721,15 +745,21 @@ class Decider:
         folder = homes.folder(folder_path)
         if folder is None:
             return
+        sensitive = self.sensitive(self.target(end.target))
+        sealed = is_sensitive(end.group, end.resource, sensitive)
         for key in unlisted_homes(folder, end.group, end.resource, end.scope, listed):
             yield
             try:
-                path = canonical_path(folder_path, end.group, end.resource, key.namespace, key.name)
+                path = canonical_path(
+                    folder_path, end.group, end.resource, key.namespace, key.name, sensitive
+                )
             except LayoutError:
                 continue
             if path in keep or path in writes:
                 continue
-            placed = PlacedObject(end.group, end.version, end.resource, key.kind, key.namespace, key.name, {})
+            placed = PlacedObject(
+                end.group, end.version, end.resource, key.kind, key.namespace, key.name, {}, sealed
+            )
             self.seen.note(path, None)
             changes[path] = LiveChange(folder_path, key, placed, None, None, swept=True)
             writes[path] = (

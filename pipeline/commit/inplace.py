@@ -25,8 +25,9 @@ from pipeline.intent.documents import IntentRefusal, RefusalReason
 from pipeline.intent.homes import FolderIndex, Home
 from pipeline.intent.homes import ObjectKey as HomeKey
 from pipeline.intent.placement import resolve
-from pipeline.intent.plan import EditKind, IntentPlan, plan_change, plan_new_file
+from pipeline.intent.plan import EditKind, FileWrite, IntentPlan, plan_change, plan_new_file
 from pipeline.placement import PlacedObject, Placement, PlacementError
+from pipeline.sealing import content_digest_of
 
 __all__ = [
     "Homes",
@@ -38,6 +39,7 @@ __all__ = [
     "live_object",
     "place",
     "remembered",
+    "same_sealed",
     "unlisted_homes",
 ]
 
@@ -145,6 +147,8 @@ def place(
     homes = folder.index.candidates(change.key)
     if change.swept and not _sweepable(folder, homes, canonical):
         return IntentPlan(EditKind.IN_PLACE, canonical, ())
+    if change.placed.sensitive and not change.swept:
+        return _place_sealed(folder, canonical, content, change, placement)
     if len(homes) == 1 and _own_file(folder, homes[0].path, canonical):
         return None
     if homes:
@@ -160,6 +164,58 @@ def place(
     if resolved is None or resolved[0] == canonical:
         return None
     return plan_new_file(folder.index, folder.files, resolved[0], content.decode("utf-8"))
+
+
+def same_sealed(existing: bytes, content: bytes) -> bool:
+    """Two SOPS documents of one object hold the same plaintext when their keyed digests match.
+
+    SOPS output differs on every run, so blob ids cannot tell; a document without our digest
+    (written by another tool) always counts as changed.
+    """
+    digest = content_digest_of(content)
+    return digest is not None and digest == content_digest_of(existing)
+
+
+def _bundled(path: str) -> IntentRefusal:
+    return IntentRefusal(
+        RefusalReason.UNPLACEABLE,
+        f"{path} holds other documents; a sealed (SOPS) document is written to a file of its own",
+        path,
+    )
+
+
+def _place_sealed(
+    folder: FolderIndex, canonical: str, content: bytes | None, change: LiveChange, placement: Placement
+) -> IntentPlan | None:
+    """A sensitive object's SOPS document, always a whole file of its own: rewritten where it
+    lives (unchanged plaintext, by its digest, writes nothing), else where a `placement`
+    template puts it (never beside the folder's kustomization), else at the canonical path (None).
+    A file that holds other documents is never given one: it is refused by name."""
+    home = folder.index.home_of(change.key)
+    if home is not None:
+        if home.path == canonical:
+            return None
+        if folder.documents(home.path) > 1:
+            raise _bundled(home.path)
+        if change.after is None or content is None:
+            return plan_change(folder.index, folder.files, change.key, (None, None))
+        if same_sealed(folder.files[home.path], content):
+            return IntentPlan(EditKind.IN_PLACE, home.path, ())
+        return IntentPlan(EditKind.IN_PLACE, home.path, (FileWrite(home.path, content),))
+    if change.after is None or content is None:
+        return None
+    try:
+        chosen = placement.choose(change.placed)
+    except PlacementError as exc:
+        raise IntentRefusal(RefusalReason.UNPLACEABLE, str(exc)) from None
+    if chosen is None:
+        return None
+    path = f"{change.folder}/{chosen[0]}" if change.folder else chosen[0]
+    if path == canonical:
+        return None
+    if path in folder.files:
+        raise _bundled(path)
+    return plan_new_file(folder.index, folder.files, path, content.decode("utf-8"))
 
 
 def _sweepable(folder: FolderIndex, homes: list[Home], canonical: str) -> bool:

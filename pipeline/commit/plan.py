@@ -16,7 +16,7 @@ from typing import Protocol, TypedDict
 from pipeline.codec.branch_work import CommitRequested
 from pipeline.commit.git.tree import GitTree
 from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, Identity
-from pipeline.commit.inplace import LiveChange
+from pipeline.commit.inplace import LiveChange, same_sealed
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
     ChangedObject,
@@ -32,7 +32,6 @@ from pipeline.intent.documents import IntentRefusal
 from pipeline.intent.plan import EditKind, FileWrite, IntentPlan
 from pipeline.log.api import PendingRecord
 from pipeline.prune import Prune
-from pipeline.sealing import content_digest_of
 from pipeline.slices import Steps
 
 __all__ = [
@@ -216,16 +215,6 @@ class Applied:
         return bool(self.paths)
 
 
-def _same_sealed(existing: bytes, content: bytes) -> bool:
-    """Two SOPS documents of one object hold the same plaintext when their keyed digests match.
-
-    SOPS output differs on every run, so blob ids cannot tell; a document without our digest
-    (written by another tool) always counts as changed.
-    """
-    digest = content_digest_of(content)
-    return digest is not None and digest == content_digest_of(existing)
-
-
 def _apply_files(
     tree: GitTree, writes: tuple[FileWrite, ...], store_blob: Callable[[bytes], bytes], applied: Applied
 ) -> bool:
@@ -304,7 +293,7 @@ def apply_steps(
         sha = blob_sha(content)
         existing = tree.get(path)
         if existing == sha or (
-            existing is not None and is_sealed_path(path) and _same_sealed(read_blob(existing), content)
+            existing is not None and is_sealed_path(path) and same_sealed(read_blob(existing), content)
         ):
             continue
         try:

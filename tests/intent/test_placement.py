@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from pipeline.config import EncryptionSettings, TargetSettings
 from pipeline.intent.homes import build_index
 from pipeline.intent.placement import resolve
 from pipeline.placement import (
@@ -99,7 +103,11 @@ def test_a_bundling_default_is_refused_unless_secrets_have_their_own_route() -> 
     with pytest.raises(PlacementError, match=r"add a spec\.placement\.byType entry for v1/secrets"):
         compile_placement({}, "all.yaml")
     policy = compile_placement({"v1/secrets": "{namespace}/secrets/{name}.yaml"}, "all.yaml")
-    assert resolve(policy, SECRET, EMPTY, "") == ("shop/secrets/db.yaml", PlacementSource.BY_TYPE)
+    assert resolve(policy, SECRET, EMPTY, "") == ("shop/secrets/db.sops.yaml", PlacementSource.BY_TYPE)
+    yml = compile_placement({"v1/secrets": "{namespace}/{name}.yml"}, None)
+    assert resolve(yml, SECRET, EMPTY, "live") == ("live/shop/db.sops.yml", PlacementSource.BY_TYPE), (
+        "a sensitive file always ends in .sops.yaml/.sops.yml, so the creation rules cover it"
+    )
     with pytest.raises(PlacementError, match=r"byType\[v1/secrets\]"):
         compile_placement({"v1/secrets": "{namespace}/secrets.yaml"}, None)
 
@@ -166,3 +174,34 @@ def test_a_policy_without_templates_places_nothing_itself() -> None:
     assert not compile_placement({}, None).applies(CONFIGMAP)
     assert compile_placement({"v1/configmaps": "{name}.yaml"}, None).applies(CONFIGMAP)
     assert not compile_placement({"v1/configmaps": "{name}.yaml"}, None).applies(ROLE)
+
+
+def test_a_targets_other_sensitive_types_are_never_bundled_by_its_templates() -> None:
+    """Checked with the target's encryption settings, naming the field, before anything runs."""
+    encryption = EncryptionSettings(
+        age_recipients=["age1" + "q" * 58], sensitive_resources=["example.com/vaults"]
+    )
+
+    def target(placement: dict[str, Any]) -> TargetSettings:
+        return TargetSettings(name="t1", provider="git", encryption=encryption, placement=placement)
+
+    with pytest.raises(ValidationError, match=r"placement\.by_type\[example\.com/v1/vaults\]"):
+        target({"by_type": {"example.com/v1/vaults": "{namespace}/vaults.yaml"}})
+    with pytest.raises(ValidationError, match=r"placement\.default: .*example\.com/vaults"):
+        target({"by_type": {"v1/secrets": "{namespace}/{name}.yaml"}, "default": "all.yaml"})
+    fine = target(
+        {
+            "by_type": {
+                "v1/secrets": "{namespace}/{name}.yaml",
+                "example.com/v1/vaults": "v/{namespace}/{name}.yaml",
+            },
+            "default": "all.yaml",
+        }
+    )
+    assert fine.placement_policy.default is not None
+    unencrypted = TargetSettings(
+        name="t1",
+        provider="git",
+        placement={"default": "{namespace}/all.yaml", "by_type": {"v1/secrets": "{namespace}/{name}.yaml"}},
+    )
+    assert unencrypted.placement_policy.by_type

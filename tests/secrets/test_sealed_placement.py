@@ -1,0 +1,100 @@
+"""Sealed (SOPS) objects placed by a target's `placement` templates (issue 29): real `sops`, real age
+keys, a real bare Git remote; every step is a fresh worker, so each reads the branch as it is."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.commit.branch import BranchWorker
+from pipeline.commit.git.repo import LocalRepo
+from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
+from pipeline.content.sanitize import sanitize, sanitized_json
+from tests.commit.helpers import Work, bare_remote, files, foreign_push, git
+from tests.secrets.keys import AgeKey, sops_decrypt
+from tests.secrets.test_readable_fields import SECRETS, sealed_write, sealer
+
+PLACEMENT = {"by_type": {"v1/secrets": "{namespace}/creds/{name}.yaml"}}
+PLACED = "live/shop/creds/db.sops.yaml"
+CANONICAL = "live/shop/secrets/db.sops.yaml"
+
+
+def _worker(tmp_path: Path, remote: Path, key: AgeKey, placement: dict[str, Any]) -> BranchWorker:
+    provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
+    target = TargetSettings(
+        name="t1",
+        provider="git",
+        path="live",
+        encryption=EncryptionSettings(age_recipients=[key.recipient]),
+        placement=placement,
+    )
+    config = Settings(workdir=tmp_path / "work", providers=[provider], targets=[target])
+    repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(remote), None)
+    return BranchWorker(config, provider, "main", repo, lambda _: None)
+
+
+async def _sealed(key: AgeKey, password: str) -> bytes:
+    obj = sanitize(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "shop"},
+            "data": {"p": password},
+        }
+    )
+    return await sealer(key).seal(obj, sanitized_json(obj), SECRETS)
+
+
+async def _run(tmp_path: Path, remote: Path, key: AgeKey, *items: Any) -> None:
+    worker = _worker(tmp_path, remote, key, PLACEMENT)
+    await worker.sync()
+    for item in items:
+        await worker.handle(item)
+    assert await worker.stop()
+
+
+async def test_a_secret_lands_in_its_own_placed_file_covered_by_the_creation_rules(tmp_path: Path) -> None:
+    key = AgeKey.generate()
+    remote = bare_remote(tmp_path / "remote.git")
+    work = Work()
+    await _run(tmp_path / "1", remote, key, sealed_write(work, "db", await _sealed(key, "eA==")))
+    tree = files(remote)
+    assert sorted(tree) == ["live/.sops.yaml", PLACED], "no canonical copy; `.sops` joins the name"
+    assert sops_decrypt(tree[PLACED].encode(), key, tmp_path)["data"] == {"p": "eA=="}
+    rules = yaml.safe_load(tree["live/.sops.yaml"])["creation_rules"]
+    assert re.fullmatch(rules[0]["path_regex"], PLACED), "the creation rules cover the placed file"
+
+    # the same plaintext sealed again (other ciphertext, same digest) commits nothing
+    tip = git(remote, "rev-parse", "main")
+    await _run(tmp_path / "2", remote, key, sealed_write(work, "db", await _sealed(key, "eA==")))
+    assert git(remote, "rev-parse", "main") == tip
+
+    # a new value rewrites the placed file whole, still the only document in it
+    await _run(tmp_path / "3", remote, key, sealed_write(work, "db", await _sealed(key, "eQ==")))
+    tree = files(remote)
+    assert sorted(tree) == ["live/.sops.yaml", PLACED]
+    assert sops_decrypt(tree[PLACED].encode(), key, tmp_path)["data"] == {"p": "eQ=="}
+    assert git(remote, "show", "--name-only", "--format=", "main").split() == [PLACED]
+
+    # its delete removes the placed file
+    delete = work.delete("db", namespace="shop", resource="secrets", scope="shop")
+    await _run(tmp_path / "4", remote, key, delete)
+    assert sorted(files(remote)) == ["live/.sops.yaml"]
+
+
+async def test_a_placed_path_holding_a_users_file_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    """A sealed document never joins another file: the template's path is taken, so nothing is
+    written (no second copy at the canonical path either)."""
+    key = AgeKey.generate()
+    remote = bare_remote(tmp_path / "remote.git")
+    notes = "# the team's notes\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+    foreign_push(remote, tmp_path, PLACED, notes)
+    tip = git(remote, "rev-parse", "main")
+    await _run(tmp_path / "1", remote, key, sealed_write(Work(), "db", await _sealed(key, "eA==")))
+    assert git(remote, "rev-parse", "main") == tip
+    assert files(remote) == {PLACED: notes}
