@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Unpack
 
-import yaml
-
 from pipeline.attribution.selector import SelectorError
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
@@ -59,6 +57,7 @@ from pipeline.commit.inplace import (
     kind_of,
     live_object,
     remembered,
+    sealed_object,
     unlisted_homes,
 )
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path, object_of
@@ -178,18 +177,6 @@ def rebuild_plan(at: LogPosition, target: str, committer: Identity, source: str,
 
 def _deletes(paths: Iterable[str]) -> Writes:
     return {p: (None, ChangedObject(Operation.DELETE, "", "", "", "", p)) for p in paths}
-
-
-def _readable(content: bytes | None) -> dict[str, Any] | None:
-    """What a SOPS document says in plaintext (its kind and metadata), for placing it; None for
-    a delete. The document was checked to be a SOPS mapping before it got here."""
-    if content is None:
-        return None
-    try:
-        tree = yaml.safe_load(content)
-    except yaml.YAMLError:
-        return None
-    return tree if isinstance(tree, dict) else None
 
 
 def _where(item: WorkItem) -> str:
@@ -483,7 +470,7 @@ class Decider:
         change = None
         if homes is not None:
             if sealed:
-                obj = _readable(content)
+                obj = sealed_object(content)
             change = self._change(item, write.namespace, write.name, path, obj, homes, sealed=sealed)
         return Staged(item, write, path, content, state, silence_s, max_age_s, change)
 
@@ -683,7 +670,7 @@ class Decider:
                 skips.append(content)
                 continue
             if homes is not None:
-                live = _readable(content) if sealed else parsed
+                live = sealed_object(content) if sealed else parsed
                 change = self._change(
                     end, obj.namespace, obj.name, path, live, homes, listed=True, sealed=sealed
                 )

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import yaml
+
 from pipeline.codec.branch_work import WorkItem
 from pipeline.intent.documents import IntentRefusal, RefusalReason
 from pipeline.intent.homes import FolderIndex, Home
@@ -40,6 +42,7 @@ __all__ = [
     "place",
     "remembered",
     "same_sealed",
+    "sealed_object",
     "unlisted_homes",
 ]
 
@@ -164,6 +167,18 @@ def place(
     if resolved is None or resolved[0] == canonical:
         return None
     return plan_new_file(folder.index, folder.files, resolved[0], content.decode("utf-8"))
+
+
+def sealed_object(content: bytes | None) -> dict[str, Any] | None:
+    """What a SOPS document says in plaintext (its kind and metadata, which stay readable), as
+    the object a sealed change places; None for a delete or a document that is no mapping."""
+    if content is None:
+        return None
+    try:
+        tree = yaml.safe_load(content)
+    except yaml.YAMLError:
+        return None
+    return tree if isinstance(tree, dict) else None
 
 
 def same_sealed(existing: bytes, content: bytes) -> bool:

@@ -6,10 +6,11 @@ removed, and nothing outside the folder is touched. So the same code starts a ta
 branch and repairs a branch that drifted (adds, updates and removes).
 
 An object kept in a user's file (a document of a multi-document file, a file a kustomization lists)
-is not the canonical file: each unsealed object also carries its `LiveChange` (from nothing known
-to the stored object), so the rebuild, like the commit worker, writes it into its home document
-(only the values that document holds move, nothing when they already match) instead of a second
-copy at the canonical path (`pipeline.commit.inplace.place`).
+is not the canonical file: each object also carries its `LiveChange` (from nothing known to the
+stored object), so the rebuild, like the commit worker, writes it into its home document (only
+the values that document holds move, nothing when they already match; a sealed object's SOPS
+document is its placed file, whole) instead of a second copy at the canonical path
+(`pipeline.commit.inplace.place`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.inplace import LiveChange, live_object
+from pipeline.commit.inplace import LiveChange, live_object, sealed_object
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.plan import Files, Plan, Writes, documents
@@ -85,19 +86,23 @@ def desired_files(
             Operation.UPDATE, state.group, state.version, state.resource, state.namespace, state.name
         )
         desired.files[path] = (content, obj)
-        if not sealed and placeable is not None and placeable(state):
-            change = _change_of(folder, state)
+        if placeable is not None and placeable(state):
+            change = _change_of(folder, state, sealed=sealed)
             if change is not None:
                 desired.changes[path] = change
     return desired
 
 
-def _change_of(folder: str, state: ObjectState) -> LiveChange | None:
+def _change_of(folder: str, state: ObjectState, *, sealed: bool) -> LiveChange | None:
     """The stored object as a change from nothing known: its home document only takes the values
-    it already holds (None: the object JSON names no kind)."""
+    it already holds, a sealed one is its SOPS document, whole (None: the object names no kind)."""
     try:
-        after = live_object(parse_object_json(state.object_json))
+        after = (
+            sealed_object(state.object_json) if sealed else live_object(parse_object_json(state.object_json))
+        )
     except RenderError:
+        return None
+    if after is None:
         return None
     kind = after.get("kind")
     if not isinstance(kind, str) or not kind:
@@ -112,6 +117,7 @@ def _change_of(folder: str, state: ObjectState) -> LiveChange | None:
         state.namespace,
         state.name,
         labels if isinstance(labels, dict) else {},
+        sensitive=sealed,
     )
     return LiveChange(folder, HomeKey(state.group, kind, state.namespace, state.name), placed, None, after)
 

@@ -9,10 +9,17 @@ from typing import Any
 
 import yaml
 
+from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
+from pipeline.commit.decide import SNAPSHOT_AUTHOR
 from pipeline.commit.git.repo import LocalRepo
+from pipeline.commit.inplace import place
+from pipeline.commit.rebuild import desired_files
 from pipeline.config import EncryptionSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.content.sanitize import sanitize, sanitized_json
+from pipeline.intent.homes import FolderIndex
+from pipeline.intent.plan import IntentPlan
+from pipeline.slices import finish
 from tests.commit.helpers import Work, bare_remote, files, foreign_push, git
 from tests.secrets.keys import AgeKey, sops_decrypt
 from tests.secrets.test_readable_fields import SECRETS, sealed_write, sealer
@@ -22,15 +29,19 @@ PLACED = "live/shop/creds/db.sops.yaml"
 CANONICAL = "live/shop/secrets/db.sops.yaml"
 
 
-def _worker(tmp_path: Path, remote: Path, key: AgeKey, placement: dict[str, Any]) -> BranchWorker:
-    provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
-    target = TargetSettings(
+def _target(key: AgeKey) -> TargetSettings:
+    return TargetSettings(
         name="t1",
         provider="git",
         path="live",
         encryption=EncryptionSettings(age_recipients=[key.recipient]),
-        placement=placement,
+        placement=PLACEMENT,
     )
+
+
+def _worker(tmp_path: Path, remote: Path, key: AgeKey) -> BranchWorker:
+    provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
+    target = _target(key)
     config = Settings(workdir=tmp_path / "work", providers=[provider], targets=[target])
     repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(remote), None)
     return BranchWorker(config, provider, "main", repo, lambda _: None)
@@ -49,7 +60,7 @@ async def _sealed(key: AgeKey, password: str) -> bytes:
 
 
 async def _run(tmp_path: Path, remote: Path, key: AgeKey, *items: Any) -> None:
-    worker = _worker(tmp_path, remote, key, PLACEMENT)
+    worker = _worker(tmp_path, remote, key)
     await worker.sync()
     for item in items:
         await worker.handle(item)
@@ -98,3 +109,34 @@ async def test_a_placed_path_holding_a_users_file_is_refused_and_nothing_is_writ
     await _run(tmp_path / "1", remote, key, sealed_write(Work(), "db", await _sealed(key, "eA==")))
     assert git(remote, "rev-parse", "main") == tip
     assert files(remote) == {PLACED: notes}
+
+
+async def test_a_rebuild_from_object_state_writes_a_placed_secret_where_it_lives(tmp_path: Path) -> None:
+    """`reverser replay branch --from object-state` places a sealed object as the worker does: its
+    placed file, rewritten whole when its plaintext changed, never a canonical copy beside it."""
+    key = AgeKey.generate()
+    remote = bare_remote(tmp_path / "remote.git")
+    await _run(tmp_path / "1", remote, key, sealed_write(Work(), "db", await _sealed(key, "eA==")))
+    folder = FolderIndex("live")
+    finish(folder.load({path: data.encode() for path, data in files(remote).items()}))
+    target = _target(key)
+
+    def rebuilt(document: bytes) -> IntentPlan | None:
+        state = ObjectState(
+            "t1", "git", "main", "live", "default", "", "v1", "secrets", "shop", "db", "u-db", "7",
+            document, True, b"", SNAPSHOT_AUTHOR, 0, 0, 0,
+        )  # fmt: skip
+        desired = desired_files(target, [state], lambda _state: True)
+        assert list(desired.files) == [CANONICAL]
+        content, _ = desired.files[CANONICAL]
+        return place(folder, CANONICAL, content, desired.changes[CANONICAL], target.placement_policy)
+
+    same = rebuilt(await _sealed(key, "eA=="))
+    assert same is not None
+    assert same.writes == (), "the same plaintext, sealed again, writes nothing"
+    changed = rebuilt(await _sealed(key, "eQ=="))
+    assert changed is not None
+    assert [write.path for write in changed.writes] == [PLACED]
+    data = changed.writes[0].data
+    assert data is not None
+    assert sops_decrypt(data, key, tmp_path)["data"] == {"p": "eQ=="}
