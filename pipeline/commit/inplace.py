@@ -145,7 +145,8 @@ def place(
 
     A snapshot's object (`listed`) whose home is elsewhere is left as its file has it (an empty
     plan): a snapshot says what exists, not what changed, and a user's file is edited only by a
-    change.
+    change. A sensitive object's SOPS document is never edited, only written whole to a file of
+    its own (`_place_sealed`); a sweep's removal takes only a document it may remove (`_sweepable`).
     """
     homes = folder.index.candidates(change.key)
     if change.swept and not _sweepable(folder, homes, canonical):
