@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.decide import SNAPSHOT_AUTHOR
@@ -29,19 +30,20 @@ PLACED = "live/shop/creds/db.sops.yaml"
 CANONICAL = "live/shop/secrets/db.sops.yaml"
 
 
-def _target(key: AgeKey) -> TargetSettings:
+def _target(key: AgeKey, prune: str = "OnEvent") -> TargetSettings:
     return TargetSettings(
         name="t1",
         provider="git",
         path="live",
         encryption=EncryptionSettings(age_recipients=[key.recipient]),
         placement=PLACEMENT,
+        prune=prune,
     )
 
 
-def _worker(tmp_path: Path, remote: Path, key: AgeKey) -> BranchWorker:
+def _worker(tmp_path: Path, remote: Path, key: AgeKey, prune: str = "OnEvent") -> BranchWorker:
     provider = ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
-    target = _target(key)
+    target = _target(key, prune)
     config = Settings(workdir=tmp_path / "work", providers=[provider], targets=[target])
     repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(remote), None)
     return BranchWorker(config, provider, "main", repo, lambda _: None)
@@ -59,8 +61,8 @@ async def _sealed(key: AgeKey, password: str) -> bytes:
     return await sealer(key).seal(obj, sanitized_json(obj), SECRETS)
 
 
-async def _run(tmp_path: Path, remote: Path, key: AgeKey, *items: Any) -> None:
-    worker = _worker(tmp_path, remote, key)
+async def _run(tmp_path: Path, remote: Path, key: AgeKey, *items: Any, prune: str = "OnEvent") -> None:
+    worker = _worker(tmp_path, remote, key, prune)
     await worker.sync()
     for item in items:
         await worker.handle(item)
@@ -140,3 +142,29 @@ async def test_a_rebuild_from_object_state_writes_a_placed_secret_where_it_lives
     data = changed.writes[0].data
     assert data is not None
     assert sops_decrypt(data, key, tmp_path)["data"] == {"p": "eQ=="}
+
+
+def _snapshot(work: Work, epoch: int, sealed: list[bytes]) -> list[Any]:
+    """A snapshot of the Secrets of `shop` whose objects are these SOPS documents (all named db)."""
+    scope = {"resource": "secrets", "scope": "shop"}
+    objects = tuple(ResyncObject("shop", "db", "u-db", "9", document) for document in sealed)
+    return [
+        work._item(ResyncBegin(epoch, "20"), **scope),
+        work._item(ResyncChunk(epoch, 0, objects), **scope),
+        work._item(ResyncEnd(epoch, 1, len(objects), "20"), **scope),
+    ]
+
+
+async def test_a_snapshot_keeps_a_listed_placed_secret_and_sweeps_it_once_gone(tmp_path: Path) -> None:
+    key = AgeKey.generate()
+    remote = bare_remote(tmp_path / "remote.git")
+    work = Work()
+    await _run(tmp_path / "1", remote, key, sealed_write(work, "db", await _sealed(key, "eA==")))
+    tip = git(remote, "rev-parse", "main")
+    listed = _snapshot(work, 1, [await _sealed(key, "eA==")])
+    await _run(tmp_path / "2", remote, key, *listed, prune="Always")
+    assert git(remote, "rev-parse", "main") == tip, "listed with the same plaintext: no copy, no rewrite"
+
+    # deleted while nothing watched: the next snapshot under prune Always removes the placed file
+    await _run(tmp_path / "3", remote, key, *_snapshot(work, 2, []), prune="Always")
+    assert sorted(files(remote)) == ["live/.sops.yaml"]
