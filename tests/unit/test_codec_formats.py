@@ -63,7 +63,7 @@ from pipeline.codec.watch_claim import decode_claim, encode_claim
 from pipeline.codec.watch_cursor import decode_cursor, encode_cursor
 from pipeline.codec.watch_event import Kind as EventKind
 from pipeline.codec.watch_event import WatchEventWriter, decode_watch_event
-from pipeline.config import ProviderSettings, TargetSettings
+from pipeline.config import ClusterSettings, ProviderSettings, TargetSettings
 from pipeline.log.api import Record
 from pipeline.prune import Prune
 from tests.support.avro_values import damaged, field_names, strategy
@@ -266,6 +266,9 @@ def test_stream_report_round_trips_every_field(record: dict[str, Any]) -> None:
 
 PROVIDER_JSON = settings_json(ProviderSettings(name="git", url="file:///srv/git"))
 TARGET_JSON = settings_json(TargetSettings(name="t", provider="git", branch="main", path="p"))
+CLUSTER_JSON = settings_json(
+    ClusterSettings.model_validate({"name": "remote", "kubeconfig_secret": {"namespace": "r", "name": "k"}})
+)
 
 
 @st.composite
@@ -275,6 +278,7 @@ def config_states(draw: st.DrawFn) -> dict[str, Any]:
     pairs = st.tuples(st.text(), st.text()).map(lambda pair: json.dumps(list(pair)))
     record["providers"] = [PROVIDER_JSON] * len(record["providers"])
     record["targets"] = [TARGET_JSON] * len(record["targets"])
+    record["clusters"] = [CLUSTER_JSON] * len(record["clusters"])
     for item in record["objects"]:
         item["errors"] = draw(st.lists(pairs, max_size=3))
     return record
