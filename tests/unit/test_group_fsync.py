@@ -100,9 +100,7 @@ def test_an_acknowledged_write_was_covered_by_a_later_successful_sync(
         return results
 
     for key, ticket, ok, jobs_seen in asyncio.run(run()):
-        covering = [
-            job for job in disk.jobs[:jobs_seen] if job.began_at_write >= ticket and key in job.keys
-        ]
+        covering = [job for job in disk.jobs[:jobs_seen] if job.began_at_write >= ticket and key in job.keys]
         assert covering, "answered before any flush that began after the write"
         # durable: a covering flush succeeded; refused: a covering flush failed
         assert any(job.ok is ok for job in covering)
@@ -289,3 +287,199 @@ async def test_a_cancelled_append_is_visible_once_its_cancellation_returns(
     finally:
         release.set()
         await log.close()
+
+
+# --- the embedded log's append path, through an os.fsync seam ---------------------------------------
+
+
+class GatedFsync:
+    """`os.fsync` for these tests: each call waits for the test to open the gate, then runs the real
+    fsync (or raises for the call numbers in `fail`), recording when it started and returned.
+
+    The gate stands for a slow disk without timing anything: the test decides when the fsync ends,
+    and the loop learns that a call has started through `started` (set thread-safely).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fail: Collection[int] = ()) -> None:
+        self.loop = loop
+        self.fail = set(fail)
+        self.gate = threading.Event()
+        self.started = asyncio.Event()
+        self.calls = 0
+        self.returned = 0
+        self.order: list[tuple[str, int]] = []  # ("start" | "end", call) and ("ack" | "error", append)
+        self.lock = threading.Lock()
+        self.real = os.fsync
+        self.loop_thread = threading.get_ident()
+
+    def __call__(self, fd: int) -> None:
+        if threading.get_ident() == self.loop_thread:
+            # Waiting for the gate here would block the loop that has to open it.
+            raise AssertionError("fsync called on the event loop")
+        with self.lock:
+            self.calls += 1
+            call = self.calls
+            self.order.append(("start", call))
+        self.loop.call_soon_threadsafe(self.started.set)
+        self.gate.wait()
+        try:
+            if call in self.fail:
+                raise OSError(5, "Input/output error")
+            self.real(fd)
+        finally:
+            with self.lock:
+                self.returned += 1
+                self.order.append(("end", call))
+
+    def note(self, what: str, append: int) -> None:
+        with self.lock:
+            self.order.append((what, append))
+
+    def at(self, event: tuple[str, int]) -> int:
+        return self.order.index(event)
+
+
+TP = TopicPartition("t", 0)
+
+
+async def _gated_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: Collection[int] = ()
+) -> tuple[EmbeddedLog, GatedFsync]:
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    await log.create_topics([TopicSpec("t", 1)])
+    seam = GatedFsync(asyncio.get_running_loop(), fail)
+    monkeypatch.setattr(os, "fsync", seam)  # after create_topics: only appends fsync from here on
+    return log, seam
+
+
+async def _append(log: EmbeddedLog, seam: GatedFsync, n: int) -> int:
+    """One single-record append; notes on the seam's timeline when it was acknowledged or failed."""
+    try:
+        (result,) = await log.append_many("t", [PendingRecord(f"v{n}".encode(), key=b"k")])
+    except LogError:
+        seam.note("error", n)
+        raise
+    seam.note("ack", n)
+    return result.offset
+
+
+async def _written(log: EmbeddedLog, records: int) -> None:
+    """Let the loop run until `records` records are written (bounded by steps, not by time)."""
+    for _ in range(1000):
+        if log.partition(TP).next_offset >= records:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"only {log.partition(TP).next_offset} of {records} records were written")
+
+
+async def _first_group_blocked(
+    log: EmbeddedLog, seam: GatedFsync, more: int
+) -> tuple[asyncio.Task[int], list[asyncio.Task[int]]]:
+    """Append 0 starts the first fsync, which the gate holds; then `more` appends are written."""
+    first = asyncio.create_task(_append(log, seam, 0))
+    started = asyncio.create_task(seam.started.wait())
+    await asyncio.wait([first, started], return_when=asyncio.FIRST_COMPLETED)
+    started.cancel()
+    assert not first.done(), "append 0 returned before its fsync began"
+    rest = [asyncio.create_task(_append(log, seam, n)) for n in range(1, more + 1)]
+    await _written(log, more + 1)
+    return first, rest
+
+
+async def test_concurrent_appends_share_one_fsync_that_began_after_their_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(a) 1 + 20 appends pay 2 fsyncs; (b) none is acknowledged before a covering fsync returned."""
+    log, seam = await _gated_log(tmp_path, monkeypatch)
+    try:
+        first, rest = await _first_group_blocked(log, seam, 20)
+        assert seam.calls == 1
+        assert not first.done()
+        assert not any(task.done() for task in rest)
+        assert await log.end_offsets([TP]) == {TP: 0}, "readers saw records not yet durable"
+        seam.gate.set()
+        offsets = [await first, *await asyncio.gather(*rest)]
+        assert offsets == list(range(21))
+        assert seam.calls == 2 < 21
+        # append 0 after the fsync that was running when it asked; the 20 written while that one
+        # ran were not covered by it: after the second, which began once they were written
+        assert seam.at(("end", 1)) < seam.at(("ack", 0))
+        for n in range(1, 21):
+            assert seam.at(("start", 2)) < seam.at(("end", 2)) < seam.at(("ack", n))
+        assert await log.end_offsets([TP]) == {TP: 21}
+    finally:
+        seam.gate.set()
+        monkeypatch.undo()  # close() fsyncs on the loop, as it should: not the seam's business
+        await log.close()
+
+
+async def test_the_loop_runs_while_an_fsync_is_blocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(d) a probe task ticks, and another append is written, while the fsync has not returned."""
+    log, seam = await _gated_log(tmp_path, monkeypatch)
+    ticks = 0
+
+    async def probe() -> None:
+        nonlocal ticks
+        for _ in range(100):
+            ticks += 1
+            await asyncio.sleep(0)
+
+    try:
+        first, rest = await _first_group_blocked(log, seam, 1)
+        await probe()
+        assert ticks == 100
+        assert seam.returned == 0, "the fsync returned while the probe ran: nothing was shown"
+        assert not first.done()
+        assert not rest[0].done()
+        seam.gate.set()
+        assert [await first, await rest[0]] == [0, 1]
+    finally:
+        seam.gate.set()
+        monkeypatch.undo()  # close() fsyncs on the loop, as it should: not the seam's business
+        await log.close()
+
+
+async def test_a_failed_fsync_fails_its_whole_group_and_the_log_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(c) the second fsync fails: its 10 appends all raise, the first group is unaffected, and the
+    log stays consistent: later appends are acknowledged after them, in order, and a restart reads
+    the same records (the refused ones appear too: at least once, as docs/log.md says)."""
+    log, seam = await _gated_log(tmp_path, monkeypatch, fail={2})
+    try:
+        first, rest = await _first_group_blocked(log, seam, 10)
+        seam.gate.set()
+        assert await first == 0
+        outcomes = await asyncio.gather(*rest, return_exceptions=True)
+        assert all(isinstance(outcome, LogError) for outcome in outcomes), outcomes
+        assert all("Input/output error" in str(outcome) for outcome in outcomes)
+        assert seam.calls == 2
+        for n in range(1, 11):
+            assert seam.at(("end", 2)) < seam.at(("error", n))
+        assert await _append(log, seam, 11) == 11
+        assert seam.calls == 3
+        assert await log.end_offsets([TP]) == {TP: 12}
+    finally:
+        seam.gate.set()
+        monkeypatch.undo()
+        await log.close()
+    found = await _read_back_one(tmp_path / "log")
+    assert found == [f"v{n}".encode() for n in range(12)]
+
+
+async def _read_back_one(directory: Path) -> list[bytes | None]:
+    log = EmbeddedLog(directory)
+    await log.start()
+    try:
+        async with log.reader() as reader:
+            await reader.assign({TP: 0})
+            end = (await log.end_offsets([TP]))[TP]
+            values: list[bytes | None] = []
+            while reader.position(TP) < end:
+                values += [record.value for record in (await reader.fetch(timeout_ms=1000)).records]
+    finally:
+        await log.close()
+    return values
