@@ -118,6 +118,7 @@ class StoredCollection:
 
     def __init__(
         self,
+        *,
         identity: Identity,
         verb: str,
         audit_id: str,
