@@ -44,10 +44,10 @@ from pipeline.attribution.model import (
     Tier,
     is_removal_verb,
 )
-from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.attribution.watermark import Watermarks
 from pipeline.codec.fact_batch import AuthorFact, FactRow, fact_row
 from pipeline.config import AttributionSettings
+from pipeline.kube.selector import SelectorError, parse_selector
 from pipeline.models import GroupResource
 
 __all__ = ["FactIndex", "IndexLimits"]
