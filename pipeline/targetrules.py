@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pipeline.attribution.selector import LabelSelector, parse_selector
 from pipeline.config import TargetSettings, WatchRule
+from pipeline.kube.selector import LabelSelector, parse_selector
 from pipeline.models import GroupResource
 from pipeline.operation import Operation
 from pipeline.sealing import is_sensitive

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from pipeline.attribution import metrics
@@ -44,10 +44,10 @@ from pipeline.attribution.model import (
     Tier,
     is_removal_verb,
 )
-from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.attribution.watermark import Watermarks
 from pipeline.codec.fact_batch import AuthorFact, FactRow, fact_row
 from pipeline.config import AttributionSettings
+from pipeline.kube.selector import SelectorError, parse_selector
 from pipeline.models import GroupResource
 
 __all__ = ["FactIndex", "IndexLimits"]
@@ -392,7 +392,8 @@ class FactIndex:
         max_total = self.limits.max_facts
         evicted_per_type = evicted_total = 0
         newest_us = 0
-        for author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, text, uids in facts:
+        for row in facts:
+            author, display, email, verb, audit_id, namespace, name, uid, rv, stage_us, _, _ = row
             if stage_us > newest_us:
                 newest_us = stage_us
             key_who: str | Who = (author, display, email) if display or email else author
@@ -411,7 +412,7 @@ class FactIndex:
                     continue
                 scope = self._scopes[key] = _Scope(route)
             if lowered == "deletecollection":
-                self._file_collection(scope, who, verb, audit_id, namespace, text, uids, stage_us, at)
+                self._file_collection(scope, who, verb, namespace, row, at)
             elif uid:
                 stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at, stage_us)
                 added = 0
@@ -528,17 +529,10 @@ class FactIndex:
         return 1
 
     def _file_collection(
-        self,
-        scope: _Scope,
-        who: Who,
-        verb: str,
-        audit_id: str,
-        namespace: str,
-        label_selector: str | None,
-        uids: Sequence[str] | None,
-        stage_us: int,
-        at: int,
+        self, scope: _Scope, who: Who, verb: str, namespace: str, row: FactRow, at: int
     ) -> None:
+        """File a deletecollection row; `verb` and `namespace` are the row's, already shared."""
+        _, _, _, _, audit_id, _, _, _, _, stage_us, label_selector, uids = row
         text = label_selector or ""
         selector = None
         invalid = False
@@ -549,16 +543,16 @@ class FactIndex:
                 invalid = True
                 logger.info("collection fact %s: invalid label selector %r: %s", audit_id, text, exc)
         stored = StoredCollection(
-            _new_tuple(Identity, who),
-            verb,
-            audit_id,
-            namespace,
-            text,
-            selector,
-            invalid,
-            frozenset(uids) if uids else None,
-            stage_us // 1000 if stage_us > 0 else 0,
-            at,
+            identity=_new_tuple(Identity, who),
+            verb=verb,
+            audit_id=audit_id,
+            namespace=namespace,
+            label_selector=text,
+            selector=selector,
+            invalid_selector=invalid,
+            uids=frozenset(uids) if uids else None,
+            stage_ms=stage_us // 1000 if stage_us > 0 else 0,
+            at_ms=at,
         )
         scope.collections.append(stored)
         scope.order.append(stored)

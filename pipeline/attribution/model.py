@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final, NamedTuple
 
-from pipeline.attribution.selector import LabelSelector
 from pipeline.codec.branch_work import ActorKind
+from pipeline.kube.selector import LabelSelector
 from pipeline.models import GroupResource
 
 __all__ = [
@@ -118,6 +118,7 @@ class StoredCollection:
 
     def __init__(
         self,
+        *,
         identity: Identity,
         verb: str,
         audit_id: str,

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Unpack
 
-from pipeline.attribution.selector import SelectorError
 from pipeline.codec.branch_work import (
     NOT_ATTEMPTED,
     Outcome,
@@ -83,6 +82,7 @@ from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, win
 from pipeline.commit.yamlrender import RenderError, parse_object_json, render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.intent.homes import ObjectKey as HomeKey
+from pipeline.kube.selector import SelectorError
 from pipeline.log.api import PendingRecord
 from pipeline.models import GroupResource
 from pipeline.operation import Operation

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipeline.commit.gomessages import reconcile_lines, window_lines
 from pipeline.commit.position import LogPosition
@@ -29,6 +30,7 @@ __all__ = [
     "BRANCH_TRAILER",
     "OFFSET_TRAILER",
     "ChangedObject",
+    "Reconciled",
     "api_version",
     "parse_offset",
     "reconcile_message",
@@ -135,26 +137,32 @@ def window_message(
     return "\n".join([subject, "", *body, "", *trailers]) + "\n"
 
 
+class Reconciled(NamedTuple):
+    """What one snapshot reconciled: the type listed and the last resourceVersion it saw."""
+
+    group: str
+    version: str
+    resource: str
+    revision: str
+
+
 def reconcile_message(
-    count: int,
-    resource: str,
-    revision: str,
+    what: Reconciled,
     target: str,
     at: LogPosition,
     changed: Sequence[str],
     template: CommitMessageSettings | None = None,
-    group: str = "",
-    version: str = "",
 ) -> str:
-    """`reconciled N <resource> (last resourceVersion: R)`, listing the paths a snapshot changed;
+    """`reconciled N <resource> (last resourceVersion: R)`, listing the N paths a snapshot changed;
     a target's Go `reconcile_template` writes the text instead (the trailers follow either way)."""
     trailers = _trailers(at, [f"snapshot {target}"])
-    written = reconcile_lines(template, count, target, group, version, resource, revision)
+    count = len(changed)
+    written = reconcile_lines(template, count, target, what.group, what.version, what.resource, what.revision)
     if written is not None:
         return "\n".join([*written, "", *trailers]) + "\n"
-    subject = f"reconciled {count} {resource or 'resources'}"
-    if revision:
-        subject += f" (last resourceVersion: {revision})"
+    subject = f"reconciled {count} {what.resource or 'resources'}"
+    if what.revision:
+        subject += f" (last resourceVersion: {what.revision})"
     paths = [clean_line(path) for path in changed]
     return "\n".join([clean_line(subject), "", *paths, "", *trailers]) + "\n"
 

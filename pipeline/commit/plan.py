@@ -20,6 +20,7 @@ from pipeline.commit.inplace import LiveChange, same_sealed
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
     ChangedObject,
+    Reconciled,
     rebuild_message,
     reconcile_message,
     retire_message,
@@ -345,17 +346,13 @@ def message_for(plan: Plan, applied: Applied) -> str:
             plan.target, retired.folder, retired.prune, retired.reason, plan.at, applied.paths
         )
     if plan.kind is PlanKind.SNAPSHOT:
-        return reconcile_message(
-            len(applied.paths),
-            plan.resource,
-            plan.revision,
-            plan.target,
-            plan.at,
-            applied.paths,
-            plan.template,
+        what = Reconciled(
             plan.sweep.group if plan.sweep is not None else "",
             next((obj.version for _, obj in plan.writes.values()), ""),
+            plan.resource,
+            plan.revision,
         )
+        return reconcile_message(what, plan.target, plan.at, applied.paths, plan.template)
     byline = plan.byline
     username = "" if byline.kind in (COMMITTER_KIND, UNRESOLVED_KIND) else byline.label
     return window_message(

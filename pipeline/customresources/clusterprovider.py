@@ -39,10 +39,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from pipeline.attribution.selector import LabelSelector, parse_selector
 from pipeline.customresources.objects import CustomResource, Kind
 from pipeline.customresources.problems import FieldProblem
 from pipeline.customresources.selectors import selector_text
+from pipeline.kube.selector import LabelSelector, parse_selector
 
 __all__ = [
     "FORBIDDEN",

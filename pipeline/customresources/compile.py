@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -65,6 +65,8 @@ from pipeline.sealing.sealer import digest_key_problem
 from pipeline.targetrules import ALL_OPERATIONS, WILDCARD
 
 __all__ = [
+    "OFFLINE",
+    "ClusterReads",
     "CompiledConfig",
     "FieldProblem",
     "ItemProblem",
@@ -514,17 +516,25 @@ def _target_paths(spec: Mapping[str, Any]) -> Mapping[str, str]:
     }
 
 
+class _Referents(NamedTuple):
+    """What a GitTarget may refer to: the valid providers (with their allowed branches), the
+    cluster providers, and the age key Secrets read (None: offline)."""
+
+    providers: Mapping[str, tuple[ProviderSettings, list[str]]]
+    clusters: ClusterProviders
+    age_keys: Mapping[KeySource, KeyResolution] | None
+
+
 def _target(
     resource: CustomResource,
     name: str,
-    providers: Mapping[str, tuple[ProviderSettings, list[str]]],
+    referents: _Referents,
     boundary: TenantBoundary,
     report: ObjectReport,
     meter: StepMeter,
-    age_keys: Mapping[KeySource, KeyResolution] | None,
-    clusters: ClusterProviders,
 ) -> dict[str, Any] | None:
     """The target's settings without rules (validated once the rules are known), or None."""
+    providers, clusters, age_keys = referents
     spec = resource.spec
     namespace = resource.ref.namespace
     extension = _pipeline(resource, _TARGET_MAPPED, boundary, report)
@@ -858,6 +868,26 @@ def _trim(report: ObjectReport, limits: CompileLimits) -> None:
     report.unsupported = [path[:cut] for path in report.unsupported]
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterReads:
+    """What the controller read besides the custom resources; None each: not read (offline).
+
+    `age_keys` are the key Secrets (`pipeline.customresources.agekeys`); without them everything
+    else about a GitTarget that names one is checked. `environ` is the controller's environment,
+    which every replica's pods share: a target with encryption whose digest key variable it lacks
+    is that target's error. `namespace_labels` are the Namespaces' labels, for the namespace
+    policies' label selectors (`pipeline.customresources.clusterprovider`).
+    """
+
+    age_keys: Mapping[KeySource, KeyResolution] | None = None
+    environ: Mapping[str, str] | None = None
+    namespace_labels: NamespaceLabels = None
+
+
+#: Nothing read from the cluster (offline checks).
+OFFLINE: Final = ClusterReads()
+
+
 def compile_resources(
     objects: Iterable[CustomResource],
     *,
@@ -865,20 +895,10 @@ def compile_resources(
     base: Settings | None = None,
     limits: CompileLimits | None = None,
     excluded: Mapping[ObjectRef, str] | None = None,
-    age_keys: Mapping[KeySource, KeyResolution] | None = None,
-    environ: Mapping[str, str] | None = None,
-    namespace_labels: NamespaceLabels = None,
+    reads: ClusterReads = OFFLINE,
 ) -> CompiledConfig:
-    """The effective providers and targets of `objects`, checked together with `base`'s clusters.
-
-    `namespace_labels` are the Namespaces' labels the controller listed, for the namespace
-    policies' label selectors (`pipeline.customresources.clusterprovider`); None: not read.
-
-    `environ` is the controller's environment, which every replica's pods share: a target with
-    encryption whose digest key variable it lacks is that target's error (offline, None: not asked).
-
-    `age_keys` are the key Secrets the controller read (`pipeline.customresources.agekeys`); None
-    (offline) checks everything else about a GitTarget that names one.
+    """The effective providers and targets of `objects`, checked together with `base`'s clusters
+    and with what the controller read besides them (`reads`; offline: nothing).
 
     `base.custom_resources.tenants` is the platform's grant to other namespaces (none: they get no
     provider or target). `excluded` objects are left out with the message given (the config record
@@ -944,7 +964,7 @@ def compile_resources(
                 [str(b) for b in resource.spec.get("allowedBranches") or []],
             )
 
-    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace, namespace_labels)
+    clusters = ClusterProviders(by_kind[Kind.CLUSTER_PROVIDER], home_namespace, reads.namespace_labels)
     connections: dict[str, tuple[ObjectRef, ClusterConnection]] = {}
     for resource in by_kind[Kind.CLUSTER_PROVIDER]:
         report = reports[resource.ref]
@@ -996,11 +1016,12 @@ def compile_resources(
         }
     ).model_dump()
     folders = _Folders(boundary)
+    referents = _Referents(providers, clusters, reads.age_keys)
 
     def accept(resource: CustomResource, report: ObjectReport) -> None:
         name = name_of(resource)
         meter = meters[resource.ref]
-        data = _target(resource, name, providers, boundary, report, meter, age_keys, clusters)
+        data = _target(resource, name, referents, boundary, report, meter)
         own_messages = message_templates(resource.spec, report.errors)
         if data is None or report.errors:
             return
@@ -1014,8 +1035,8 @@ def compile_resources(
         if target is None:
             return
         report.errors.extend(_outside(boundary, resource, target))
-        if environ is not None and target.encryption is not None:
-            missing = digest_key_problem(target.encryption, environ)
+        if reads.environ is not None and target.encryption is not None:
+            missing = digest_key_problem(target.encryption, reads.environ)
             if missing is not None:
                 report.errors.append(
                     FieldProblem(

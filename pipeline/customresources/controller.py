@@ -32,7 +32,7 @@ from pipeline.customresources.commitrequest import (
     request_status,
     request_work,
 )
-from pipeline.customresources.compile import CompiledConfig
+from pipeline.customresources.compile import ClusterReads, CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.namespacelabels import NamespaceLabelReader
 from pipeline.customresources.objects import (
@@ -46,7 +46,7 @@ from pipeline.customresources.objects import (
 from pipeline.customresources.retire import deleted_targets
 from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret, requested
 from pipeline.customresources.state import ConfigState, encode_state, publishable
-from pipeline.customresources.status import RuleStreams, StatusWriter, resolve_rules
+from pipeline.customresources.status import Observed, RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -331,9 +331,7 @@ class ConfigController:
             objects,
             home_namespace=self._settings.custom_resources.namespace,
             base=self._settings,
-            age_keys=age_keys,
-            environ=os.environ,
-            namespace_labels=namespace_labels,
+            reads=ClusterReads(age_keys=age_keys, environ=os.environ, namespace_labels=namespace_labels),
         )
         published = self.published
         return compiled, published is None or not published.same_content(compiled)
@@ -396,15 +394,18 @@ class ConfigController:
                     self._client_of,
                 )
                 self._rules = (self.published.version, resolved)
+            observed = Observed(
+                results=follower.results,
+                running=follower.running_streams(),
+                credentials=follower.credentials,
+                modes={t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
+                states=follower.stream_states(),
+            )
             patched = await self.status.write(
                 self.published.compiled,
                 self._rules[1],
-                follower.results,
                 self._settings.custom_resources.namespace,
-                follower.running_streams(),
-                follower.credentials,
-                {t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
-                follower.stream_states(),
+                observed,
             )
             if patched:
                 logger.info("status of %d object(s) updated", patched)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.config import ProviderSettings, Settings, TargetSettings, WatchRule
 from pipeline.customresources.objects import API_VERSION, Kind
+from pipeline.kube.selector import SelectorError, parse_selector
 
 __all__ = ["ExportError", "export_resources"]
 

@@ -2,14 +2,14 @@
 
 GitTargets' rule items (`objectSelector`) and the namespace policies of ClusterProviders and
 GitTargets (`selector`) spell selectors as objects; the label-selector grammar and its matching
-live in `pipeline.attribution.selector`, which reads the text form.
+live in `pipeline.kube.selector`, which reads the text form.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.attribution.selector import SelectorError, parse_selector
+from pipeline.kube.selector import SelectorError, parse_selector
 
 __all__ = ["selector_text"]
 

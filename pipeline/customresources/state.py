@@ -11,7 +11,7 @@ it, for every team, so the objects that make it too large are left out with that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.codec import DecodeError
@@ -26,9 +26,9 @@ from pipeline.codec.config_state import (
     settings_json,
 )
 from pipeline.config import Settings
-from pipeline.customresources.agekeys import KeyResolution, KeySource
-from pipeline.customresources.clusterprovider import NamespaceLabels
 from pipeline.customresources.compile import (
+    OFFLINE,
+    ClusterReads,
     CompiledConfig,
     FieldProblem,
     ItemProblem,
@@ -168,9 +168,7 @@ def publishable(
     home_namespace: str,
     base: Settings,
     limits: CompileLimits | None = None,
-    age_keys: Mapping[KeySource, KeyResolution] | None = None,
-    environ: Mapping[str, str] | None = None,
-    namespace_labels: NamespaceLabels = None,
+    reads: ClusterReads = OFFLINE,
 ) -> CompiledConfig:
     """`compile_resources` of `objects`, with a record that fits the config topic.
 
@@ -189,9 +187,7 @@ def publishable(
             base=base,
             limits=limits,
             excluded=excluded,
-            age_keys=age_keys,
-            namespace_labels=namespace_labels,
-            environ=environ,
+            reads=reads,
         )
         size = record_bytes(compiled)
         if size <= limit:

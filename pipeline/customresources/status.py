@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,15 @@ from pipeline.gitcredentials import CredentialsReason
 from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
-__all__ = ["RuleStreams", "StatusWriter", "TargetView", "object_status", "resolve_rules", "target_view"]
+__all__ = [
+    "Observed",
+    "RuleStreams",
+    "StatusWriter",
+    "TargetView",
+    "object_status",
+    "resolve_rules",
+    "target_view",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -277,6 +285,23 @@ def _path(ref: ObjectRef) -> str:
     return f"/apis/{GROUP}/{VERSION}/{where}{ref.kind.plural}/{ref.name}/status"
 
 
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the running pipeline reports, for the status of the published configuration.
+
+    `results` are each target's last commit result and `modes` each compiled target's effective
+    attribution mode, by target name; `running` the streams running (None: not known yet),
+    `credentials` each provider's credentials report, and `states` each reported stream's state by
+    identity (GitTargets' `StreamsRunning`).
+    """
+
+    results: Mapping[str, TargetResult] = field(default_factory=dict)
+    running: frozenset[str] | None = None
+    credentials: Mapping[str, CredentialsReport] = field(default_factory=dict)
+    modes: Mapping[str, AttributionMode] = field(default_factory=dict)
+    states: Mapping[str, str] = field(default_factory=dict)
+
+
 class StatusWriter:
     """Patches the status of every object whose status changed since the last write."""
 
@@ -288,34 +313,26 @@ class StatusWriter:
         self,
         compiled: CompiledConfig,
         rules: Mapping[ObjectRef, Sequence[RuleStreams]],
-        results: Mapping[str, TargetResult],
         home_namespace: str,
-        running: frozenset[str] | None = None,
-        credentials: Mapping[str, CredentialsReport] | None = None,
-        modes: Mapping[str, AttributionMode] | None = None,
-        states: Mapping[str, str] | None = None,
+        observed: Observed,
     ) -> int:
-        """Write what changed; returns how many objects were patched.
-
-        `modes` is each compiled target's effective attribution mode, by target name; `states`
-        each reported stream's state by identity (GitTargets' `StreamsRunning`).
-        """
+        """Write what changed; returns how many objects were patched."""
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
             result = None
             name = effective_name(ref.namespace, ref.name, home_namespace)
             if ref.kind is Kind.GIT_TARGET:
-                result = results.get(name)
+                result = observed.results.get(name)
             wanted = object_status(
                 report,
                 rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
                 result,
-                running,
-                _current_credentials(compiled, name, credentials or {})
+                observed.running,
+                _current_credentials(compiled, name, observed.credentials)
                 if ref.kind is Kind.GIT_PROVIDER
                 else None,
-                (modes or {}).get(name) if ref.kind is Kind.GIT_TARGET else None,
-                target_view(compiled, name, rules, states or {}) if ref.kind is Kind.GIT_TARGET else None,
+                observed.modes.get(name) if ref.kind is Kind.GIT_TARGET else None,
+                target_view(compiled, name, rules, observed.states) if ref.kind is Kind.GIT_TARGET else None,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:

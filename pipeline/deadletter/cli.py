@@ -226,7 +226,6 @@ async def _replay(settings: Settings, selection: Selection, force: bool, dry_run
         prefix = settings.log.topic_prefix
         return await replay_letters(
             log,
-            TopicNames.for_prefix(prefix),
             prefix,
             selection,
             by=_who(),

@@ -183,7 +183,6 @@ async def _existing_topics(log: Log, names: Iterable[str]) -> set[str]:
 
 async def replay_letters(
     log: Log,
-    names: TopicNames,
     prefix: str,
     selection: Selection,
     *,
@@ -199,6 +198,7 @@ async def replay_letters(
     nothing is written and the report says why. Raises `SelectionError` for a bad selection and
     `LogError` when the log fails (then nothing was written either).
     """
+    names = TopicNames.for_prefix(prefix)
     producer = log.transactional_producer(transactional_id(prefix))
     await producer.start()
     try:

@@ -23,13 +23,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.attribution.selector import SelectorError
 from pipeline.codec import DecodeError
 from pipeline.codec.branch_work import Removal, WorkAuthor, work_record
 from pipeline.codec.watch_event import LiveEvent, SnapshotChunk, SnapshotEnd, WatchRecord, decode_watch_event
 from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import Settings
 from pipeline.exitcodes import ExitCode, usage_error
+from pipeline.kube.selector import SelectorError
 from pipeline.log import open_log
 from pipeline.log.api import PendingRecord
 from pipeline.log.scan import extent_of, read_to_end

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipeline.config import ClusterSettings, TargetSettings, WatchRule
 from pipeline.models import GroupResource
@@ -78,6 +79,19 @@ class RuleProblem:
     message: str
 
 
+class _Entry(NamedTuple):
+    """One resource entry of one rule of one target, as its streams and problems name it."""
+
+    target: TargetSettings
+    cluster: ClusterSettings
+    item: int
+    rule: WatchRule
+    text: str
+
+    def problem(self, reason: str, message: str) -> RuleProblem:
+        return RuleProblem(self.target.name, self.item, self.text, reason, message)
+
+
 def _lookup(text: str, discovered: Mapping[tuple[str, str], ApiResource]) -> ApiResource | tuple[str, str]:
     """The discovered resource for `resource` or `group/resource`, or (reason, message)."""
     name = text.strip()
@@ -141,7 +155,7 @@ def resolve_target(
                         )
                     )
                 for api, scoped in matched:
-                    _add_streams(streams, problems, target, cluster, index, text, rule, api, scoped)
+                    _add_streams(streams, problems, _Entry(target, cluster, index, rule, text), api, scoped)
                 continue
             found = _lookup(text, discovered)
             if isinstance(found, tuple):
@@ -155,7 +169,7 @@ def resolve_target(
             if isinstance(scopes, tuple):
                 problems.append(RuleProblem(target.name, index, text, *scopes))
                 continue
-            _add_streams(streams, problems, target, cluster, index, text, rule, found, scopes)
+            _add_streams(streams, problems, _Entry(target, cluster, index, rule, text), found, scopes)
     return sorted(streams.values(), key=lambda s: (s.group, s.resource, s.scope)), problems
 
 
@@ -184,26 +198,20 @@ def _expand(
 def _add_streams(
     streams: dict[tuple[str, str, str], StreamSpec],
     problems: list[RuleProblem],
-    target: TargetSettings,
-    cluster: ClusterSettings,
-    index: int,
-    text: str,
-    rule: WatchRule,
+    entry: _Entry,
     found: ApiResource,
     scopes: list[str],
 ) -> None:
     """One stream per scope of `found`, at the first of the rule's `versions` its group serves
     (none: the preferred one); a scope already watched with another selector is a problem."""
+    target, cluster, rule = entry.target, entry.cluster, entry.rule
     version = found.version
     if rule.versions:
         served = found.served or (found.version,)
         chosen = next((v for v in rule.versions if v in served), None)
         if chosen is None:
             problems.append(
-                RuleProblem(
-                    target.name,
-                    index,
-                    text,
+                entry.problem(
                     "VersionNotServed",
                     f"{found.group or 'core'} serves {', '.join(served)}, none of {', '.join(rule.versions)}",
                 )
@@ -229,10 +237,7 @@ def _add_streams(
             streams[key] = spec
         elif earlier.label_selector != spec.label_selector:
             problems.append(
-                RuleProblem(
-                    target.name,
-                    index,
-                    text,
+                entry.problem(
                     "SelectorConflict",
                     f"{scope or 'cluster-wide'} is already watched with selector "
                     f"{earlier.label_selector!r}; one stream per scope",

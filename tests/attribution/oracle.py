@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.attribution.model import is_removal_verb
-from pipeline.attribution.selector import SelectorError, parse_selector
 from pipeline.codec.fact_batch import AuthorFact
+from pipeline.kube.selector import SelectorError, parse_selector
 
 
 @dataclass

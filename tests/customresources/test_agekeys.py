@@ -25,7 +25,7 @@ from pipeline.customresources.agekeys import (
     key_source,
     recipients_of,
 )
-from pipeline.customresources.compile import compile_resources
+from pipeline.customresources.compile import ClusterReads, compile_resources
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 from pipeline.sealing import SealingError, sealer_for
@@ -213,7 +213,9 @@ def test_resolved_recipients_are_published_and_a_failed_secret_stalls_only_its_t
     identity = pyrage.x25519.Identity.generate()
     recipient = str(identity.to_public())
     resolved = compile_resources(
-        _objects(), home_namespace="default", age_keys={SOURCE: KeyResolution(recipients=(recipient,))}
+        _objects(),
+        home_namespace="default",
+        reads=ClusterReads(age_keys={SOURCE: KeyResolution(recipients=(recipient,))}),
     )
     target = next(t for t in resolved.targets if t.name == "example-target")
     assert target.encryption is not None
@@ -222,13 +224,15 @@ def test_resolved_recipients_are_published_and_a_failed_secret_stalls_only_its_t
 
     broken = "Secret default/sops-age-key key 20260101.agekey does not hold a valid age identity"
     failed = compile_resources(
-        _objects(), home_namespace="default", age_keys={SOURCE: KeyResolution(error=broken)}
+        _objects(),
+        home_namespace="default",
+        reads=ClusterReads(age_keys={SOURCE: KeyResolution(error=broken)}),
     )
     assert [(ref, e.path, e.message) for ref, e in failed.errors] == [
         (TARGET, "spec.encryption.secretRef", broken)
     ]
     assert [t.name for t in failed.targets] == ["plain"]  # the rest of the configuration goes on
-    unread = compile_resources(_objects(), home_namespace="default", age_keys={})
+    unread = compile_resources(_objects(), home_namespace="default", reads=ClusterReads(age_keys={}))
     assert [e.message for _, e in unread.errors] == ["Secret default/sops-age-key was not read yet"]
 
 
@@ -276,7 +280,9 @@ def test_the_rules_file_encrypts_data_to_the_recipients_and_lives_in_the_target_
 def test_a_missing_digest_key_stalls_only_the_encrypted_target_naming_the_variable() -> None:
     """The controller compiles with its own environment, which the chart gives every pod alike."""
     keys = {SOURCE: KeyResolution(recipients=(KEY,))}
-    without = compile_resources(_objects(), home_namespace="default", age_keys=keys, environ={})
+    without = compile_resources(
+        _objects(), home_namespace="default", reads=ClusterReads(age_keys=keys, environ={})
+    )
     ((ref, error),) = without.errors
     assert (ref, error.path) == (TARGET, "spec.encryption")
     assert "environment variable REVERSER_SECRETS_DIGEST_KEY must hold a digest key of at least 32 bytes" in (
@@ -284,11 +290,15 @@ def test_a_missing_digest_key_stalls_only_the_encrypted_target_naming_the_variab
     )
     assert [t.name for t in without.targets] == ["plain"]
     short = compile_resources(
-        _objects(), home_namespace="default", age_keys=keys, environ={"REVERSER_SECRETS_DIGEST_KEY": "s3cret"}
+        _objects(),
+        home_namespace="default",
+        reads=ClusterReads(age_keys=keys, environ={"REVERSER_SECRETS_DIGEST_KEY": "s3cret"}),
     )
     assert "s3cret" not in short.errors[0][1].message
     given = {"REVERSER_SECRETS_DIGEST_KEY": "k" * 32}
-    ok = compile_resources(_objects(), home_namespace="default", age_keys=keys, environ=given)
+    ok = compile_resources(
+        _objects(), home_namespace="default", reads=ClusterReads(age_keys=keys, environ=given)
+    )
     assert ok.errors == []
     assert sorted(t.name for t in ok.targets) == ["example-target", "plain"]
 

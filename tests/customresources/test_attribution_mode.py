@@ -13,7 +13,7 @@ import pytest
 from pipeline.authormode import AttributionMode
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import Kind
-from pipeline.customresources.status import StatusWriter, object_status
+from pipeline.customresources.status import Observed, StatusWriter, object_status
 from pipeline.router.component import destinations
 from pipeline.watch.kube import KubeClient
 from tests.customresources.test_compile import HOME, TENANTS, _edited
@@ -105,7 +105,7 @@ async def test_the_status_writer_patches_each_target_with_its_mode() -> None:
     client = RecordingClient()
     writer = StatusWriter(cast(KubeClient, client))
     modes = {t.name: TENANTS.attribution_mode(t) for t in compiled.targets}
-    await writer.write(compiled, {}, {}, HOME, modes=modes)
+    await writer.write(compiled, {}, HOME, Observed(modes=modes))
     statuses = {tuple(path.split("/")[-3:-1]): body["status"] for path, body in client.patches}
     assert statuses["gittargets", "apps"]["attributionMode"] == "configured-author"
     others = [status for (kind, _), status in statuses.items() if kind != "gittargets"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import Settings
 from pipeline.customresources.clusterprovider import ClusterProviders, NamespaceLabels
-from pipeline.customresources.compile import CompiledConfig, compile_resources
+from pipeline.customresources.compile import ClusterReads, CompiledConfig, compile_resources
 from pipeline.customresources.objects import Kind, ObjectRef, parse_object
 
 HOME = "reverser"
@@ -55,7 +55,10 @@ def _tenant(
 
 def _compiled(*documents: dict[str, Any], labels: NamespaceLabels = None) -> CompiledConfig:
     return compile_resources(
-        [parse_object(d) for d in documents], home_namespace=HOME, base=TENANTS, namespace_labels=labels
+        [parse_object(d) for d in documents],
+        home_namespace=HOME,
+        base=TENANTS,
+        reads=ClusterReads(namespace_labels=labels),
     )
 
 

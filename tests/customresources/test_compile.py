@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.attribution.selector import parse_selector
 from pipeline.config import (
     ConfigError,
     KnownHostsReference,
@@ -22,6 +21,7 @@ from pipeline.customresources.compile import compile_resources, go_duration_s
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResourceError, Kind, ObjectRef, parse_object
 from pipeline.customresources.selectors import selector_text
+from pipeline.kube.selector import parse_selector
 from pipeline.router.component import destinations
 from pipeline.watch.kube import ApiResource
 from pipeline.watch.resolve import resolve_target

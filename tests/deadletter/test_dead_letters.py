@@ -281,7 +281,7 @@ async def test_two_replays_at_once_resubmit_a_record_once(any_log: Log, settings
 
     async def replay() -> ReplayReport:
         return await replay_letters(
-            any_log, names, settings.log.topic_prefix, Selection(offsets=(0,)), by="t@h", now_ms=2
+            any_log, settings.log.topic_prefix, Selection(offsets=(0,)), by="t@h", now_ms=2
         )
 
     outcomes = await asyncio.gather(replay(), replay(), return_exceptions=True)

@@ -16,11 +16,11 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from pipeline.attribution.selector import parse_selector
 from pipeline.config import ClusterSettings, Settings, load_settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.export import export_resources
 from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
+from pipeline.kube.selector import parse_selector
 from pipeline.router.component import destinations
 from pipeline.watch.kube import ApiResource, open_client
 from pipeline.watch.resolve import resolve_target

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.commit.git.credentials import SecretAccess
-from pipeline.commit.git.repo import LocalRepo, RemoteAccess, RemoteAuth
+from pipeline.commit.git.repo import LocalRepo, RemoteAccess, RemoteAuth, clone_dir
 from pipeline.commit.git.signing import CommitSigner, SigningError, commit_signer
 from pipeline.commit.git.sshremote import SshTransport, ssh_transport
 from pipeline.config import ConfigError, ProviderSettings
@@ -39,8 +39,13 @@ class ProviderAccess:
     remote: RemoteAccess | None = None
 
     def clone(self, root: Path, provider: str, branch: str, url: str) -> LocalRepo:
-        return LocalRepo.for_branch(
-            root, provider, branch, url, self.auth, ssh=self.ssh, signer=self.signer, access=self.remote
+        return LocalRepo(
+            clone_dir(root, provider, branch, url),
+            url,
+            self.auth,
+            ssh=self.ssh,
+            signer=self.signer,
+            access=self.remote,
         )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "RemoteAccess",
     "RemoteAuth",
     "Signature",
+    "clone_dir",
     "identity_line",
 ]
 
@@ -187,6 +188,13 @@ class Signature(NamedTuple):
         return f"{identity_line(self.identity)} {self.time_s} +0000".encode()
 
 
+def clone_dir(root: Path, provider: str, branch: str, url: str) -> Path:
+    """Where the clone for one (provider, branch) lives under `root`: named by a hash, so any branch
+    name is safe, and a changed URL gets a fresh clone."""
+    digest = hashlib.sha256(f"{provider}\0{branch}\0{url.strip()}".encode()).hexdigest()[:32]
+    return root / digest
+
+
 class LocalRepo:
     """A bare repository owned by one branch worker: the object store and the remote-tracking refs."""
 
@@ -220,20 +228,10 @@ class LocalRepo:
 
     @classmethod
     def for_branch(
-        cls,
-        root: Path,
-        provider: str,
-        branch: str,
-        url: str,
-        auth: RemoteAuth | None,
-        *,
-        ssh: SshTransport | None = None,
-        signer: CommitSigner | None = None,
-        access: RemoteAccess | None = None,
+        cls, root: Path, provider: str, branch: str, url: str, auth: RemoteAuth | None
     ) -> LocalRepo:
-        """The clone for one (provider, branch) under `root`, named by a hash so any branch name is safe."""
-        digest = hashlib.sha256(f"{provider}\0{branch}\0{url.strip()}".encode()).hexdigest()[:32]
-        return cls(root / digest, url, auth, ssh=ssh, signer=signer, access=access)
+        """The plain clone for one (provider, branch) under `root` (see `clone_dir`)."""
+        return cls(clone_dir(root, provider, branch, url), url, auth)
 
     def close(self) -> None:
         self.repo.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.attribution.selector import SelectorError, parse_selector
+from pipeline.kube.selector import SelectorError, parse_selector
 
 VALID = [
     # (selector, labels, matches)
