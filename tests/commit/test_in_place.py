@@ -467,3 +467,50 @@ async def test_a_new_object_lands_where_the_targets_placement_puts_it(tmp_path: 
     await h.feed(w.delete("promotions", rv="4"))
     await h.settle_time()
     assert files(h.remote) == {MULTI_PATH: MULTI}
+
+
+def push_symlink(remote: Path, workdir: Path, link: str, points_to: str) -> None:
+    """Somebody commits a symbolic link (git mode 120000) through a normal clone."""
+    clone = workdir / "foreign"
+    git(clone, "fetch", "-q", "origin")
+    git(clone, "checkout", "-q", "-B", "main", "origin/main")
+    (clone / link).parent.mkdir(parents=True, exist_ok=True)
+    (clone / link).symlink_to(points_to)
+    git(clone, "add", link)
+    git(clone, "-c", "user.name=Human", "-c", "user.email=human@example.com", "commit", "-q", "-m", "link")
+    git(clone, "push", "-q", "origin", "HEAD:main")
+
+
+async def test_symlinks_are_never_followed_out_of_the_target_folder(tmp_path: Path) -> None:
+    """A link inside the target folder to a file outside it is not a home: the object it points
+    at is written inside the folder, the link and the file outside stay as they were."""
+    outside = "platform/team-a-config.yaml"
+    h, _ = harness(tmp_path, {outside: MULTI})
+    push_symlink(h.remote, tmp_path, MULTI_PATH, f"../../{outside}")
+    link_before = git(h.remote, "ls-tree", "main", MULTI_PATH)
+    assert link_before.startswith("120000 ")
+    w = Work()
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    after = files(h.remote)
+    assert after[outside] == MULTI, "nothing outside the target path is touched"
+    assert git(h.remote, "ls-tree", "main", MULTI_PATH) == link_before, "the link is kept as a link"
+    written = [path for path in changed_paths(h.remote) if path != MULTI_PATH]
+    assert written
+    assert all(path.startswith("live/") for path in written)
+    assert "level: debug" in after[written[0]]
+
+
+async def test_a_link_at_an_objects_own_path_is_replaced_never_written_through(tmp_path: Path) -> None:
+    """The worker writes Git trees, not a checkout, so a link is never followed: a link where the
+    object's canonical file belongs becomes that file, and what it pointed at is untouched."""
+    outside = "platform/x.yaml"
+    h, _ = harness(tmp_path, {outside: "a: 1\n"})
+    own = "live/team-a/configmaps/app-settings.yaml"
+    push_symlink(h.remote, tmp_path, own, f"../../../{outside}")
+    w = Work()
+    await h.feed(w.update(cm("app-settings", level="debug", region="eu-1"), rv="2"))
+    await h.settle_time()
+    assert git(h.remote, "ls-tree", "main", own).startswith("100644 blob ")
+    assert "level: debug" in files(h.remote)[own]
+    assert files(h.remote)[outside] == "a: 1\n"
