@@ -118,7 +118,10 @@ async def test_upstream_objects_apply_unchanged_and_keep_unsupported_fields(plan
         assert provider["spec"]["secretRef"] == {"name": "git-creds"}
         assert provider["spec"]["commit"]["message"] == {"eventTemplate": "[{{.Operation}}] {{.Name}}"}
         target = next(s for s in stored if s["kind"] == "GitTarget")
-        assert target["spec"]["placement"] == {"default": "{namespace}/{name}.yaml"}
+        assert target["spec"]["placement"] == {
+            "default": "{namespace}/{name}.yaml",
+            "byType": {"v1/secrets": "{namespace}/secrets/{name}.yaml"},
+        }
         objects = [parse_object(s) for s in stored]
         compiled = compile_resources(objects, home_namespace="reverser", base=TENANTS)
         assert compiled.errors == []
