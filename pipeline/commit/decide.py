@@ -471,7 +471,7 @@ class Decider:
         if homes is not None:
             if sealed:
                 obj = sealed_object(content)
-            change = self._change(item, write.namespace, write.name, path, obj, homes, sealed=sealed)
+            change = self._change(item, write.namespace, write.name, path, obj, homes)
         return Staged(item, write, path, content, state, silence_s, max_age_s, change)
 
     # in-place writes ---------------------------------------------------------------------------
@@ -485,17 +485,18 @@ class Decider:
         homes: Homes,
         *,
         listed: bool = False,
-        sealed: bool = False,
     ) -> LiveChange | None:
         """The change of one object for the in-place writer, and the object kept for its next
         change when its file is edited in place. None when the folder is not indexed, or a
         delete's kind is not known (the canonical file is then deleted, as without an index).
-        A `sealed` object (`obj`: its SOPS document) is always rewritten whole, so nothing of it
-        is kept."""
+        A sealed object (a sensitive type; `obj` is its SOPS document) is always rewritten
+        whole, so nothing of it is kept."""
         folder_path = normalize_target_path(item.path)
         folder = homes.folder(folder_path)
         if folder is None:
             return None
+        target = self.target(item.target)
+        sealed = is_sensitive(item.group, item.resource, self.sensitive(target))
         before = None if sealed else self.seen.get(path)
         after = live_object(obj) if obj is not None else None
         known = after or before
@@ -517,7 +518,6 @@ class Decider:
             labels if isinstance(labels, Mapping) else {},
             sensitive=sealed,
         )
-        target = self.target(item.target)
         templated = target is not None and target.placement_policy.applies(placed)
         kept = not sealed and remembered(folder, key, path, placed=templated)
         self.seen.note(path, after if kept else None)
@@ -671,9 +671,7 @@ class Decider:
                 continue
             if homes is not None:
                 live = sealed_object(content) if sealed else parsed
-                change = self._change(
-                    end, obj.namespace, obj.name, path, live, homes, listed=True, sealed=sealed
-                )
+                change = self._change(end, obj.namespace, obj.name, path, live, homes, listed=True)
                 if change is not None:
                     changes[path] = change
             self.versions.applied(path, obj.resource_version, obj.uid)
