@@ -33,7 +33,7 @@ from pipeline.customresources.agekeys import (
     generated_secret,
     recipients_of,
 )
-from pipeline.watch.kube import KubeClient, KubeError
+from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = ["AGE_KEYS_GENERATED", "AGE_KEY_ERRORS", "REFRESH_S", "AgeKeyReader", "KeyProblem"]
 

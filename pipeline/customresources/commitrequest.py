@@ -38,7 +38,7 @@ from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
 from pipeline.config import Settings
 from pipeline.customresources.objects import GROUP, VERSION, CustomResource, Kind, ObjectRef, effective_name
 from pipeline.customresources.problems import FieldProblem
-from pipeline.watch.kube import KubeClient, KubeError
+from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = [
     "HANDLED",

@@ -21,7 +21,7 @@ from prometheus_client import Counter
 
 from pipeline.customresources.clusterprovider import NamespaceLabels, selects_by_label
 from pipeline.customresources.objects import CustomResource
-from pipeline.watch.kube import KubeClient, KubeError
+from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = ["NAMESPACE_LIST_ERRORS", "NamespaceLabelReader"]
 

@@ -15,10 +15,10 @@ from pipeline.config import Settings
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.state import ConfigState
 from pipeline.customresources.status import RuleStreams, resolve_rules
+from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.tables import OutputFormat, document
-from pipeline.watch.kube import ApiResource, KubeClient, KubeError, open_client
 from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 
 __all__ = ["run"]

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import Counter
 
 from pipeline.customresources.objects import CustomResource, Kind
-from pipeline.watch.kube import KubeClient, KubeError
+from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = ["KeyOutcome", "SigningSecret", "ensure_signing_secret", "generated_key", "requested"]
 

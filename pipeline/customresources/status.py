@@ -23,7 +23,7 @@ from pipeline.customresources.compile import CompiledConfig, ObjectReport
 from pipeline.customresources.conditions import TargetStream, target_conditions
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
 from pipeline.gitcredentials import CredentialsReason
-from pipeline.watch.kube import ApiResource, KubeClient, KubeError, access_allowed
+from pipeline.kube.client import ApiResource, KubeClient, KubeError, access_allowed
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
 __all__ = [

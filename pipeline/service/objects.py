@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from pipeline.config import Settings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason
-from pipeline.watch.kube import KubeClient, KubeError, open_client
+from pipeline.kube.client import KubeClient, KubeError, open_client
 from pipeline.watch.manager import ClientFactory
 
 __all__ = ["ClusterObjects"]

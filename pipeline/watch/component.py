@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline.config import Settings
+from pipeline.kube.client import open_client
 from pipeline.log.api import Log
-from pipeline.watch.kube import open_client
 from pipeline.watch.manager import ClientFactory, WatchManager
 from pipeline.watch.stream import StreamOptions
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from pipeline.exitcodes import CommandError, usage_error
-from pipeline.watch.kube import ApiResource
+from pipeline.kube.client import ApiResource
 
 __all__ = ["read_discovery"]
 

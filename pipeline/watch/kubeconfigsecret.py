@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import ClusterSettings, KubeconfigSecretReference
-from pipeline.watch.kube import KubeClient, KubeError, open_client_from_dict
+from pipeline.kube.client import KubeClient, KubeError, open_client_from_dict
 
 __all__ = [
     "DEFAULT_KEYS",

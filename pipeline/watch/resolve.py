@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pipeline.config import ClusterSettings, TargetSettings, WatchRule
+from pipeline.kube.client import ApiResource
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
 from pipeline.targetrules import DENYLIST, is_wildcard, wildcard_matches
-from pipeline.watch.kube import ApiResource
 
 __all__ = ["RuleProblem", "StreamSpec", "resolve_target"]
 

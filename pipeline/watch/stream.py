@@ -22,13 +22,13 @@ import aiohttp
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
 from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.kube.client import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
 from pipeline.slices import DEFAULT_SLICE_MS, Slicer
 from pipeline.watch import metrics
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kube import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
@@ -77,6 +77,11 @@ class _End:
 
 _END = _End()
 _QueueItem = dict[str, Any] | BaseException | _End
+
+
+def _count_undecodable() -> None:
+    """The client skips an undecodable watch event; the stage counts it among its dropped events."""
+    metrics.DROPPED.labels(DropReason.UNDECODABLE).inc()
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +308,9 @@ class WatchStream:
         return query
 
     async def _open(self, query: list[tuple[str, str]]) -> WatchConnection:
-        return await self._client.watch(self._path, query, self._options.watch_timeout_s + 30.0)
+        return await self._client.watch(
+            self._path, query, self._options.watch_timeout_s + 30.0, _count_undecodable
+        )
 
     async def _resume(self, resource_version: str) -> None:
         connection = await self._open(self._query(resourceVersion=resource_version))

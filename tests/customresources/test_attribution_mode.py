@@ -14,8 +14,8 @@ from pipeline.authormode import AttributionMode
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.objects import Kind
 from pipeline.customresources.status import Observed, StatusWriter, object_status
+from pipeline.kube.client import KubeClient
 from pipeline.router.component import destinations
-from pipeline.watch.kube import KubeClient
 from tests.customresources.test_compile import HOME, TENANTS, _edited
 
 

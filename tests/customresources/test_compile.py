@@ -21,9 +21,9 @@ from pipeline.customresources.compile import compile_resources, go_duration_s
 from pipeline.customresources.export import ExportError, export_resources
 from pipeline.customresources.objects import CustomResourceError, Kind, ObjectRef, parse_object
 from pipeline.customresources.selectors import selector_text
+from pipeline.kube.client import ApiResource
 from pipeline.kube.selector import parse_selector
 from pipeline.router.component import destinations
-from pipeline.watch.kube import ApiResource
 from pipeline.watch.resolve import resolve_target
 
 HOME = "reverser"

@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.customresources.clusterprovider import selects_by_label
 from pipeline.customresources.namespacelabels import NAMESPACE_LIST_ERRORS, NamespaceLabelReader
 from pipeline.customresources.objects import parse_object
-from pipeline.watch.kube import KubeError
+from pipeline.kube.client import KubeError
 
 API = "configbutler.ai/v1alpha3"
 

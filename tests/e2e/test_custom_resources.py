@@ -20,9 +20,9 @@ from pipeline.config import ClusterSettings, Settings, load_settings
 from pipeline.customresources.compile import compile_resources
 from pipeline.customresources.export import export_resources
 from pipeline.customresources.objects import GROUP, VERSION, Kind, parse_object
+from pipeline.kube.client import ApiResource, open_client
 from pipeline.kube.selector import parse_selector
 from pipeline.router.component import destinations
-from pipeline.watch.kube import ApiResource, open_client
 from pipeline.watch.resolve import resolve_target
 from tests.customresources.test_compile import SAMPLE, TENANTS, UPSTREAM
 from tests.e2e.cluster.controlplane import ControlPlane

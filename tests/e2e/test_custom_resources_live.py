@@ -28,7 +28,7 @@ from kubernetes_asyncio import client
 from pipeline.config import ClusterSettings
 from pipeline.customresources.objects import GROUP, VERSION, Kind
 from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret
-from pipeline.watch.kube import open_client
+from pipeline.kube.client import open_client
 from tests.commit.httpgit import GitHttpServer, serving
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import GitRemote

@@ -29,8 +29,8 @@ from pipeline.gitcredentials import (
     credentials_from_secret,
     known_hosts_from,
 )
+from pipeline.kube.client import KubeClient, open_client
 from pipeline.service.objects import ClusterObjects
-from pipeline.watch.kube import KubeClient, open_client
 from tests.deploy.helm import helm_path
 from tests.deploy.helm import render as render_chart
 from tests.e2e.cluster.controlplane import ControlPlane

@@ -28,7 +28,7 @@ from pipeline.config import ClusterSettings
 from pipeline.customresources.agekeyreader import AgeKeyReader
 from pipeline.customresources.agekeys import AGE_KEY_SUFFIX, BACKUP_WARNING_ANNOTATION, KeySource
 from pipeline.customresources.objects import GROUP, VERSION, Kind
-from pipeline.watch.kube import open_client
+from pipeline.kube.client import open_client
 from tests.deploy.helm import CHART, helm_path
 from tests.deploy.helm import render as render_chart
 from tests.e2e.cluster.controlplane import ControlPlane

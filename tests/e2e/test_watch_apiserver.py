@@ -13,10 +13,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from pipeline.config import Settings
+from pipeline.kube.lease import POD_NAMESPACE_ENV
 from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
 from pipeline.watch.component import WatchComponent
-from pipeline.watch.lease import POD_NAMESPACE_ENV
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 from tests.support.wait import wait_for

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pipeline.config import ClusterSettings, KubeconfigSecretReference
-from pipeline.watch.kube import open_client
+from pipeline.kube.client import open_client
 from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, kubeconfig_of, with_kubeconfig_secrets
 
 REF = KubeconfigSecretReference(namespace="reverser", name="prod-kubeconfig")

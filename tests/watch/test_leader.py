@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
+from pipeline.kube.lease import POD_NAMESPACE_ENV, lease_namespace
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
-from pipeline.watch.lease import POD_NAMESPACE_ENV, lease_namespace
 from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,

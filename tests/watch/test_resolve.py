@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.config import ClusterSettings, WatchRule
-from pipeline.watch.kube import KubeError, open_client
+from pipeline.kube.client import KubeError, open_client
 from pipeline.watch.resolve import resolve_target
 from tests.watch.conftest import rule, target
 from tests.watch.kube_server import FakeKubeApiServer
@@ -70,7 +70,7 @@ async def test_unreachable_cluster_is_a_typed_error(tmp_path: Path) -> None:
 
 
 def test_cluster_scoped_resource_with_namespaces_is_a_problem() -> None:
-    from pipeline.watch.kube import ApiResource
+    from pipeline.kube.client import ApiResource
 
     discovered = {
         ("", "namespaces"): ApiResource(
@@ -94,7 +94,7 @@ def test_rule_validation_names_the_problem() -> None:
 
 
 def test_a_rules_versions_pick_the_served_version_it_names_first() -> None:
-    from pipeline.watch.kube import ApiResource
+    from pipeline.kube.client import ApiResource
 
     verbs = frozenset({"get", "list", "watch"})
     hpa = ApiResource(

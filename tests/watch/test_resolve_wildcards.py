@@ -16,9 +16,9 @@ from pipeline.config import (
     TargetSettings,
     WatchRule,
 )
+from pipeline.kube.client import ApiResource
 from pipeline.models import GroupResource
 from pipeline.targetrules import TargetRules, wildcard_matches
-from pipeline.watch.kube import ApiResource
 from pipeline.watch.resolve import resolve_target
 
 VERBS = frozenset({"get", "list", "watch"})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ClusterSettings
-from pipeline.watch.kube import open_client
-from pipeline.watch.throttle import Throttle, TokenBucket
+from pipeline.kube.client import open_client
+from pipeline.kube.throttle import Throttle, TokenBucket
 from tests.watch.kube_server import FakeKubeApiServer
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ClusterSettings, ConfigError, load_settings
-from pipeline.watch.throttle import Throttle, TokenBucket
+from pipeline.kube.throttle import Throttle, TokenBucket
 
 
 def test_a_full_bucket_lets_burst_requests_go_at_once() -> None:
@@ -97,7 +97,7 @@ current-context: x
 async def test_open_client_gives_the_client_its_clusters_throttle(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(_KUBECONFIG, encoding="utf-8")
-    from pipeline.watch.kube import open_client
+    from pipeline.kube.client import open_client
 
     throttled = await open_client(ClusterSettings(name="c", kubeconfig=kubeconfig, qps=3, burst=6))
     plain = await open_client(ClusterSettings(name="c", kubeconfig=kubeconfig))

@@ -1,4 +1,4 @@
-"""A thin client for the three things watch ingestion asks of a Kubernetes API server.
+"""A thin client for what the stages ask of a Kubernetes API server: discovery, LIST, WATCH, reads.
 
 kubernetes-asyncio supplies the connection, TLS and authentication (kubeconfig or in-cluster);
 the requests themselves are raw (`_preload_content=False`) so the stream can use WatchList
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +23,7 @@ import aiohttp
 from pipeline.config import ClusterSettings
 from pipeline.content import fastjson
 from pipeline.failures import plain
-from pipeline.watch import metrics
-from pipeline.watch.throttle import Throttle
+from pipeline.kube.throttle import Throttle
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -125,13 +124,24 @@ def collection_path(api: ApiResource, namespace: str) -> str:
     return f"{api.api_prefix}/{api.resource}"
 
 
+def _ignore_undecodable() -> None:
+    """The default `on_undecodable`: a caller that keeps no count still gets the error logged."""
+
+
 class WatchConnection:
-    """An open watch response, read as one JSON event per line; lines may be arbitrarily long."""
+    """An open watch response, read as one JSON event per line; lines may be arbitrarily long.
 
-    __slots__ = ("_response",)
+    An undecodable line is logged, skipped and reported to `on_undecodable`: the count belongs to
+    the caller (the watch stage's `reverser_watch_events_dropped_total`), not to this layer.
+    """
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    __slots__ = ("_on_undecodable", "_response")
+
+    def __init__(
+        self, response: aiohttp.ClientResponse, on_undecodable: Callable[[], None] = _ignore_undecodable
+    ) -> None:
         self._response = response
+        self._on_undecodable = on_undecodable
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Decoded events until the server ends the stream.
@@ -144,34 +154,33 @@ class WatchConnection:
             data = pending + chunk if pending else chunk
             start = 0
             while (newline := data.find(b"\n", start)) >= 0:
-                event = _decode_event(data[start:newline])
+                event = self._decode_event(data[start:newline])
                 start = newline + 1
                 if event is not None:
                     yield event
             pending = data[start:]
-        event = _decode_event(pending)
+        event = self._decode_event(pending)
         if event is not None:
             yield event
 
     def close(self) -> None:
         self._response.close()
 
-
-def _decode_event(line: bytes) -> dict[str, Any] | None:
-    """The event on one line; a blank line is None, an undecodable one is counted and skipped."""
-    if not line.strip():
-        return None
-    try:
-        event = fastjson.loads(line)
-    except ValueError as exc:
-        metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
-        logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
-        return None
-    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-        metrics.DROPPED.labels(metrics.DropReason.UNDECODABLE).inc()
-        logger.error("skipping a watch event without an object: %.200r", line)
-        return None
-    return event
+    def _decode_event(self, line: bytes) -> dict[str, Any] | None:
+        """The event on one line; a blank line is None, an undecodable one is counted and skipped."""
+        if not line.strip():
+            return None
+        try:
+            event = fastjson.loads(line)
+        except ValueError as exc:
+            self._on_undecodable()
+            logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
+            return None
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            self._on_undecodable()
+            logger.error("skipping a watch event without an object: %.200r", line)
+            return None
+        return event
 
 
 class KubeClient:
@@ -255,12 +264,19 @@ class KubeClient:
         return parsed
 
     async def watch(
-        self, path: str, query: Sequence[tuple[str, str]], read_timeout_s: float
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        read_timeout_s: float,
+        on_undecodable: Callable[[], None] = _ignore_undecodable,
     ) -> WatchConnection:
-        """Open a watch; the server's refusal (410, WatchList unsupported, ...) raises KubeError."""
+        """Open a watch; the server's refusal (410, WatchList unsupported, ...) raises KubeError.
+
+        `on_undecodable` is called once per event line that is skipped as undecodable.
+        """
         timeout = aiohttp.ClientTimeout(sock_connect=_CONNECT_TIMEOUT_S, sock_read=read_timeout_s)
         response = await self._request(path, [*query, ("watch", "true")], timeout)
-        return WatchConnection(response)
+        return WatchConnection(response, on_undecodable)
 
     async def list_pages(
         self, path: str, query: Sequence[tuple[str, str]], page_size: int

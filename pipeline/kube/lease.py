@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backoff import Sleep
-from pipeline.watch.kube import KubeClient, KubeError
+from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = ["POD_NAMESPACE_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "LeaseElector", "lease_namespace"]
 

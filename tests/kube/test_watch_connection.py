@@ -1,0 +1,68 @@
+"""An open watch skips undecodable lines and tells its caller, which owns the count.
+
+The client sits below the stages and keeps no stage's metric: the watch stage passes
+`on_undecodable` (tests/watch/test_recovery.py checks its `reverser_watch_events_dropped_total`).
+Against the watch-protocol test server over real HTTP.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import ClusterSettings
+from pipeline.kube.client import KubeClient, WatchConnection, open_client
+from tests.support.wait import wait_for
+from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+_PATH = "/api/v1/namespaces/default/configmaps"
+
+
+def configmap(name: str) -> dict[str, Any]:
+    obj = corpus_object("configmap/create-succeeds/watch.added.yaml", "default")
+    obj["metadata"]["name"] = name
+    return obj
+
+
+async def events_until(connection: WatchConnection, name: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    async for event in connection.events():
+        events.append(event)
+        if event["object"].get("metadata", {}).get("name") == name:
+            break
+    return events
+
+
+async def watch_with_garbage(
+    kube: FakeKubeApiServer, client: KubeClient, connection: WatchConnection
+) -> list[dict[str, Any]]:
+    await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
+    kube.inject_raw(b'{"type": "MODIFIED", "object": {"metadata": \n')
+    kube.inject_raw(b'{"type": "ADDED"}\n')
+    kube.inject_raw(b"\n")
+    kube.put(configmap("cm-b"))
+    try:
+        return await events_until(connection, "cm-b")
+    finally:
+        connection.close()
+        await client.close()
+
+
+async def test_undecodable_lines_are_skipped_and_reported_once_each(
+    kube: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    skipped: list[None] = []
+    connection = await client.watch(_PATH, [], 30.0, lambda: skipped.append(None))
+    events = await watch_with_garbage(kube, client, connection)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "cm-b")]
+    assert len(skipped) == 2  # the broken JSON and the event without an object; not the blank line
+
+
+async def test_a_caller_without_a_callback_still_reads_past_them(
+    kube: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    connection = await client.watch(_PATH, [], 30.0)
+    events = await watch_with_garbage(kube, client, connection)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "cm-b")]
