@@ -24,6 +24,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
+from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.config import LogSettings
 from pipeline.log.api import (
@@ -242,29 +243,45 @@ class KafkaLog(Log):
         return created
 
     async def _await_leaders(self, names: list[str]) -> None:
-        """Wait (bounded) until new topics have leaders and configs, so appends and describes succeed."""
+        """Wait (bounded) until every broker knows the new topics with leaders, and configs are served.
+
+        A KRaft broker learns of a new topic from the metadata log on its own schedule, and a
+        describe goes to any broker, so one broker seeing the topic is not enough: a describe
+        that follows could still land on a broker that does not know it yet.
+        """
         if not names:
             return
-        admin, _ = self._require()
         deadline = time.monotonic() + self._settings.request_timeout_ms / 1000
         pending = list(names)
         while pending:
-            topics = await self.retrier.run(
-                "describe_topics", functools.partial(admin.describe_topics, list(pending))
-            )
-            led = [
-                t["topic"]
-                for t in topics
-                if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
-            ]
+            led = await self._led_on_every_broker(pending)
             # Configs propagate separately from leadership; describe_topics() needs both.
-            ready = set(await self._topic_configs(led)) if led else set()
+            ready = set(await self._topic_configs(sorted(led))) if led else set()
             pending = [name for name in pending if name not in ready]
             if not pending:
                 return
             if time.monotonic() >= deadline:
                 raise LogUnavailableError(f"topics {pending} were created but have no leader yet")
             await asyncio.sleep(self.retrier.poll_s)
+
+    async def _led_on_every_broker(self, names: list[str]) -> set[str]:
+        """The topics of `names` whose partitions all have a leader in every broker's metadata."""
+        admin, _ = self._require()
+        cluster = await self.retrier.run("describe_cluster", admin.describe_cluster)
+        led = set(names)
+        for broker in cluster["brokers"]:
+            # aiokafka's public describe_topics asks a random broker; ask each one in turn.
+            request = MetadataRequest(list(names), allow_auto_topic_creation=False)
+            node_id = broker["node_id"]
+            response = await self.retrier.run(
+                "describe_topics", functools.partial(admin._send_request, request, node_id)
+            )
+            led &= {
+                t["topic"]
+                for t in response.to_object()["topics"]
+                if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+            }
+        return led
 
     async def broker_count(self) -> int:
         admin, _ = self._require()
