@@ -651,7 +651,8 @@ class CommitWorker(RebalanceListener):
             return
         async with self._commit_lock:
             assigned = consumer.assignment()
-            due = self._book.due(assigned if only is None else assigned & only, consumer.committable)
+            scope = assigned if only is None else assigned & only
+            due = self._book.due(scope, consumer.committable, consumer.quiet_positions())
             # Taken together with `due` (no await in between): every state of a due offset is in it.
             pending = len(self._state_out)
             if pending:

@@ -50,18 +50,23 @@ class OffsetBook:
         self,
         assigned: set[TopicPartition],
         moved_on: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
+        quiet: dict[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, int]:
         """Offsets that moved since the last commit, for assigned partitions only.
 
         `moved_on` is the group member's `committable`: it moves an offset past the transaction
         markers that follow the last record. The member learns of a marker only on a later fetch,
         so a partition whose records are all settled can still become due without any new record.
+        `quiet` is the member's `quiet_positions`: a partition that gave this worker no record at
+        all may still have a marker to commit past, left by its previous owner.
         """
         offsets: dict[TopicPartition, int] = {}
         for tp in assigned:
             offset = self.committable(tp)
             if offset is not None:
                 offsets[tp] = offset
+            elif quiet is not None and tp in quiet:
+                offsets[tp] = quiet[tp]
         if moved_on is not None:
             offsets = moved_on(offsets)
         return {tp: offset for tp, offset in offsets.items() if offset > self._committed.get(tp, -1)}

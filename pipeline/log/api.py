@@ -477,6 +477,16 @@ class GroupConsumer(HandedOut, StartedByAsyncWith):
         commit offsets in a transaction (`GroupOffsets`) apply it first."""
         return dict(offsets)
 
+    def quiet_positions(self) -> dict[TopicPartition, int]:
+        """Positions of assigned partitions that returned no record since they were assigned.
+
+        Whatever a member read there held no record (Kafka's transaction markers, aborted
+        records), so the position may be committed as is. Without it, a partition whose committed
+        offset sits on the marker of the last transaction shows a lag of 1 under its next owner
+        until a new record arrives, because that owner never gets a record to commit after.
+        """
+        return {}
+
     @abc.abstractmethod
     async def committed(self, tp: TopicPartition) -> int | None: ...
 

@@ -168,6 +168,8 @@ class Router:
         # The offset this member last committed per partition (dropped on a reset): where a
         # transaction marker after it may still need committing once the member has seen it.
         self._committed_at: dict[int, int] = {}
+        # partitions that returned no record since assignment: the offset committed for them
+        self._quiet_at: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.stats = RouterStats()
@@ -295,6 +297,7 @@ class Router:
                 self._progress.set()
             else:
                 await self._commit_markers()
+                await self._commit_quiet()
 
     async def _commit_markers(self) -> None:
         """Commit past the transaction marker after the last routed record, once the member saw it.
@@ -316,6 +319,35 @@ class Router:
                 moved = consumer.committable({tp: offset})[tp]
                 if moved > offset and await self._commit_until_done(tp, {}, {tp: moved}) is not None:
                     self._committed_at[partition] = moved
+
+    async def _commit_quiet(self) -> None:
+        """Commit past the markers of partitions that gave this member no record at all.
+
+        A previous owner that stopped (or was killed) before it saw the marker after its last
+        transaction left the group's offset one short of it; with no record here to route, the
+        routed-record path above never moves it, and the group would show a lag of 1 for good.
+        """
+        consumer = self._consumer
+        if consumer is None:
+            return
+        for tp, position in consumer.quiet_positions().items():
+            partition = tp.partition
+            if tp.topic != self._topics.watch_events or partition in self._committed_at:
+                continue
+            if self._pending.get(partition) or tp not in self._producers:
+                continue
+            read_to = self._quiet_at.get(partition)
+            if read_to is None:
+                try:
+                    read_to = self._quiet_at[partition] = await consumer.committed(tp) or 0
+                except LogError as exc:
+                    logger.debug("reading the committed offset of %s failed (next round): %s", tp, exc)
+                    continue
+            if position <= read_to:
+                continue
+            async with self._publishing:
+                if await self._commit_until_done(tp, {}, {tp: position}) is not None:
+                    self._quiet_at[partition] = position
 
     async def _know_target(self, record: Record) -> None:
         """Catch the configuration up once per unknown target before routing its first event."""
@@ -368,6 +400,7 @@ class Router:
         for tp in revoked:
             self._reset_at[tp.partition] = self._resets
             self._committed_at.pop(tp.partition, None)
+            self._quiet_at.pop(tp.partition, None)
             for pending in self._pending.pop(tp.partition, deque()):
                 pending.cancel()
                 self._slots.release()

@@ -138,6 +138,24 @@ def test_offset_book_commits_a_marker_seen_after_the_last_settle() -> None:
     assert book.due({tp}, moved_on) == {}
 
 
+def test_offset_book_commits_a_quiet_partition_past_its_markers() -> None:
+    """A partition that gave this worker no record is due at the member's quiet position (a marker
+    its previous owner stopped short of), once; a received record takes over from the position."""
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+    book = OffsetBook()
+    assert book.due({tp}, None, {tp: 7, other: 3}) == {tp: 7}
+    book.mark_committed({tp: 7})
+    assert book.due({tp}, None, {tp: 7}) == {}
+    assert book.due({tp}, None, {tp: 8}) == {tp: 8}
+    book.mark_committed({tp: 8})
+    book.received(tp, 9)  # an unsettled record holds the partition, whatever the member read past
+    assert book.due({tp}, None, {tp: 12}) == {tp: 9}
+    book.mark_committed({tp: 9})
+    assert book.due({tp}, None, {tp: 12}) == {}
+    book.settle(tp, 9)
+    assert book.due({tp}, None, {tp: 12}) == {tp: 10}
+
+
 def test_redact_url() -> None:
     assert redact_url("https://user:pw@git.example.com:8443/r.git") == "https://git.example.com:8443/r.git"
     assert redact_url("/srv/repo.git") == "/srv/repo.git"

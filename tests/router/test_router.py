@@ -433,3 +433,40 @@ async def test_a_drained_router_commits_past_the_last_transaction_marker(
         if router is not None:
             await router.stop()
         await log.close()
+
+
+@pytest.mark.kafka
+async def test_a_router_with_nothing_to_route_commits_past_the_marker_its_predecessor_left(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The previous owner was killed after it committed its last work but before it saw the marker
+    after it: the group sits one short of the end. The next router gets no record from the
+    partition and must still commit past the marker, else the group lags by 1 for good."""
+    settings = outage_settings(kafka_bootstrap, tmp_path)
+    log = KafkaLog(settings.log)
+    await log.start()
+    router: Router | None = None
+    try:
+        topics = await prepare(log, settings)
+        builder = WatchRecordBuilder("default", "default", "shop", "shop")
+        producer = log.transactional_producer(f"{settings.log.topic_prefix}-watch")
+        await producer.start()
+        try:
+            for name in ("m1", "m2"):
+                await producer.commit(
+                    {topics.watch_events: [builder.live(WatchStep("ADDED", configmap(name, "1")))]}
+                )
+        finally:
+            await producer.close()
+        tp = await single_partition_of(log, topics.watch_events)
+        end = (await log.end_offsets([tp]))[tp]
+        assert end == 4  # two records, two markers
+        await log.commit_group_offsets("g-quiet", {tp: end - 1})
+        router = Router(log, topics, destinations(), ScriptedLookup({}), group_id="g-quiet")
+        await router.start()
+        await wait_committed(log, "g-quiet", tp, end)
+        assert router.stats.consumed == 0
+    finally:
+        if router is not None:
+            await router.stop()
+        await log.close()

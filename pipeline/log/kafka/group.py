@@ -39,6 +39,7 @@ class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_revoked(self, revoked: Any) -> None:
         # The partitions stay committable inside the listener (the generation is still valid).
         self._member._read_to.clear()
+        self._member._quiet.clear()
         try:
             if self._member.listener is not None:
                 await self._member.listener.on_partitions_revoked({our_tp(tp) for tp in revoked})
@@ -48,6 +49,7 @@ class _RebalanceBridge(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: Any) -> None:
         ours = {our_tp(tp) for tp in assigned}
         self._member._assigned = ours
+        self._member._quiet = dict.fromkeys(ours, -1)
         if self._member.listener is not None:
             await self._member.listener.on_partitions_assigned(set(ours))
         self._member._joined.set()
@@ -65,6 +67,9 @@ class KafkaGroupMember(GroupConsumer):
         self._closed = False
         # per partition: (offset after the last record returned, client position after that fetch)
         self._read_to: dict[TopicPartition, tuple[int, int]] = {}
+        # per assigned partition that returned no record since its assignment: the client's
+        # position after the last fetch (-1 before one was read)
+        self._quiet: dict[TopicPartition, int] = {}
 
     async def start(self) -> None:
         if self._consumer is not None:
@@ -129,6 +134,7 @@ class KafkaGroupMember(GroupConsumer):
         for ktp, offset in next_offsets.items():
             tp = our_tp(ktp)
             self._read_to[tp] = (offset, offset)
+            self._quiet.pop(tp, None)
         for tp, (returned, _) in list(self._read_to.items()):
             if tp not in self._assigned:
                 del self._read_to[tp]
@@ -138,6 +144,13 @@ class KafkaGroupMember(GroupConsumer):
                 async with asyncio.timeout(0.1):
                     position = int(await consumer.position(kafka_tp(tp)))
                     self._read_to[tp] = (returned, max(returned, position))
+        for tp in list(self._quiet):
+            if tp not in self._assigned:
+                del self._quiet[tp]
+                continue
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.1):
+                    self._quiet[tp] = int(await consumer.position(kafka_tp(tp)))
         return fetched
 
     def committable(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -148,6 +161,9 @@ class KafkaGroupMember(GroupConsumer):
                 result[tp] = position
         return result
 
+    def quiet_positions(self) -> dict[TopicPartition, int]:
+        return {tp: position for tp, position in self._quiet.items() if position >= 0}
+
     async def _seek(self, tp: TopicPartition, offset: int) -> None:
         consumer = self._active()
         try:
@@ -155,6 +171,9 @@ class KafkaGroupMember(GroupConsumer):
         except kafka_errors.IllegalStateError as exc:
             raise self._not_assigned(tp) from exc
         self._read_to.pop(tp, None)
+        if tp in self._quiet:
+            # what was read before the seek says nothing of what follows it: known at the next fetch
+            self._quiet[tp] = -1
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         consumer = self._active()
