@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from pipeline.codec.branch_work import work_record
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log.api import Log
@@ -19,6 +20,7 @@ from pipeline.log.topics import TopicNames, topic_specs
 from pipeline.models import branch_key
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
 from tests.commit.logwork import append_work, commit_all, committed_offset, wait_settled
+from tests.conformance.test_log_conformance import read_all
 from tests.support.wait import wait_for
 
 
@@ -134,8 +136,10 @@ async def test_unreachable_remote_commits_no_offsets(
     try:
         # the positive signal: the record was read, given to its branch, and the sync has failed
         await wait_for(
-            lambda: ("git", "main") in worker.owned_branches()
-            and any("cannot reach git" in r.getMessage() for r in caplog.records),
+            lambda: (
+                ("git", "main") in worker.owned_branches()
+                and any("cannot reach git" in r.getMessage() for r in caplog.records)
+            ),
             "the branch worker failing to reach the remote",
         )
     finally:
@@ -358,3 +362,34 @@ async def test_rebalances_while_work_flows_never_touch_a_revoked_partition(
             await worker.stop()
     for b in branches:
         assert log_lines(remote, b, fmt="%s") == expected[b]
+
+
+async def test_a_new_owner_commits_past_the_marker_its_predecessor_stopped_short_of(
+    settings: Settings, any_log: Log, tmp_path: Path
+) -> None:
+    """The router appends branch work in transactions, so on Kafka each partition ends with a
+    marker. A worker killed after it committed its last work, but before it saw that marker,
+    leaves the group one short of the end; its successor gets no record there and must still
+    commit to the end, without committing anything twice (chaos seed 488418)."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = with_git(settings, remote)
+    names = TopicNames.for_prefix(cfg.log.topic_prefix)
+    await any_log.create_topics(topic_specs(cfg))
+    w = Work(step_ms=10)
+    producer = any_log.transactional_producer(f"{cfg.log.topic_prefix}.router-test")
+    await producer.start()
+    try:
+        await producer.commit({names.branch_work: [work_record(w.create(cm("a")))]})
+        await producer.commit({names.branch_work: [work_record(w.create(cm("b"), BOB))]})
+    finally:
+        await producer.close()
+    await commit_all(any_log, cfg)
+    history = log_lines(remote, fmt="%an|%s")
+    assert len(history) == 2
+    committed = await any_log.group_offsets(group_id_for(cfg))
+    ends = await any_log.end_offsets(list(committed))
+    (tp,) = [p for p, end in ends.items() if end > 0]  # one branch: one partition holds the work
+    last_record = (await read_all(any_log, tp, 0, ends[tp]))[-1].offset
+    await any_log.commit_group_offsets(group_id_for(cfg), {tp: last_record + 1})
+    await commit_all(any_log, cfg)  # waits until the group is at every partition's end
+    assert log_lines(remote, fmt="%an|%s") == history
