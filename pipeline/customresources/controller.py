@@ -213,13 +213,7 @@ class ConfigController:
         store = self.store = ObjectStore()
         cluster = self._settings.resources_cluster
         cursors = CursorStore(self._log, self._topics.watch_cursors)  # never loaded: in memory
-        options = self._options or StreamOptions(
-            max_record_bytes=self._settings.log.topics.max_message_bytes,
-            backoff_initial_s=cluster.watch_backoff_initial_s,
-            backoff_max_s=cluster.watch_backoff_max_s,
-            healthy_after_s=cluster.watch_backoff_max_s,
-            watch_timeout_s=cluster.watch_timeout_s,
-        )
+        options = self._options or StreamOptions.of(self._settings, cluster)
         capabilities = ClusterCapabilities()
         self._streams = [
             WatchStream(

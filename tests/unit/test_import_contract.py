@@ -24,7 +24,12 @@ def _top_level_modules() -> set[str]:
 
 def _contract_modules() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    (contract,) = config["tool"]["importlinter"]["contracts"]
+    # the package-wide layers; the other contracts nest inside a package (`containers`) or forbid
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and "containers" not in c
+    )
     return {name.strip() for layer in contract["layers"] for name in re.split(r"[|:]", layer)}
 
 
