@@ -49,12 +49,12 @@ from pipeline.customresources.state import ConfigState, encode_state, publishabl
 from pipeline.customresources.status import Observed, RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.tasks import cancel_all
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream

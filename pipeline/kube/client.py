@@ -384,7 +384,7 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
     if cluster.kubeconfig_secret is not None:
         raise ValueError(
             f"cluster {cluster.name}: its kubeconfig is in {cluster.kubeconfig_secret.describe()}, which "
-            "this client factory does not read (pipeline.watch.kubeconfigsecret does)"
+            "this client factory does not read (pipeline.kube.kubeconfigsecret does)"
         )
     configuration = Configuration()
     if cluster.in_cluster:

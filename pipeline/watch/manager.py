@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetSettings
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -28,7 +29,6 @@ from pipeline.sealing import Sealer, SealingError, sealer_for
 from pipeline.watch import metrics
 from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.watch.metrics import StreamState
 from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
