@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from pipeline.config.addresses import HostPort
-from pipeline.config.section import Section, reject_duplicates
+from pipeline.config.section import Section, unique_names
 
 
 class AuditRoute(Section):
@@ -87,7 +88,7 @@ class AuditSettings(Section):
     """A TLS handshake not finished by then is dropped, in seconds."""
     tls: AuditTls = AuditTls()
     """Server TLS of the ingress."""
-    routes: list[AuditRoute] = [AuditRoute(name="default")]
+    routes: Annotated[list[AuditRoute], unique_names("audit route")] = [AuditRoute(name="default")]
     """Declared routes the apiservers post to; names unique, no `/`."""
     collection_uid_cap: int = Field(default=10_000, gt=0)
     """Most items of a deletecollection response kept as the fact's uid set."""
@@ -99,12 +100,6 @@ class AuditSettings(Section):
     """Time allowed for the log to acknowledge a request's facts, in seconds (503 after)."""
     admission: AdmissionSettings = AdmissionSettings()
     """The admission fact source on the same listener and routes."""
-
-    @field_validator("routes")
-    @classmethod
-    def _unique_routes(cls, routes: list[AuditRoute]) -> list[AuditRoute]:
-        reject_duplicates("audit route", [r.name for r in routes])
-        return routes
 
     @model_validator(mode="after")
     def _budget_holds_a_body(self) -> AuditSettings:

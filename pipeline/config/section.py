@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
 
 # A Kubernetes namespace (an RFC 1123 DNS label) and an object name (a DNS subdomain).
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -26,10 +27,26 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
-def reject_duplicates(what: str, names: list[str]) -> None:
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate {what} names: {', '.join(duplicates)}")
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_NamedT = TypeVar("_NamedT", bound=_Named)
+
+
+def unique_names(what: str) -> AfterValidator:
+    """The check of a list field whose entries are referred to by name (`what` says of what):
+    no two may share one."""
+
+    def check(entries: list[_NamedT]) -> list[_NamedT]:
+        names = [entry.name for entry in entries]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate {what} names: {', '.join(duplicates)}")
+        return entries
+
+    return AfterValidator(check)
 
 
 def check_pattern(pattern: str) -> str:

@@ -4,8 +4,9 @@ source of providers and targets, no two targets in one folder)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 
 from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode, effective_mode
 from pipeline.config.attribution import AttributionSettings
@@ -16,7 +17,7 @@ from pipeline.config.lag import LagSettings
 from pipeline.config.log import LogSettings
 from pipeline.config.metrics import MetricsSettings
 from pipeline.config.providers import ProviderSettings
-from pipeline.config.section import Section, reject_duplicates
+from pipeline.config.section import Section, unique_names
 from pipeline.config.targets import TargetSettings
 from pipeline.gitnames import normalize_target_path, paths_overlap, repository_key
 
@@ -43,18 +44,12 @@ class Settings(Section):
     """Source clusters to watch."""
     providers: list[ProviderSettings] = []
     """Git remotes to write to."""
-    targets: list[TargetSettings] = []
+    targets: Annotated[list[TargetSettings], unique_names("target")] = []
     """Which cluster's resources land where."""
     lag: LagSettings = LagSettings()
     """The consumer-lag monitor."""
     custom_resources: CustomResourceSettings = CustomResourceSettings()
     """Providers, targets and rules from custom resources."""
-
-    @field_validator("targets")
-    @classmethod
-    def _unique_targets(cls, targets: list[TargetSettings]) -> list[TargetSettings]:
-        reject_duplicates("target", [t.name for t in targets])
-        return targets
 
     @model_validator(mode="after")
     def _one_source(self) -> Settings:
