@@ -31,7 +31,7 @@ from pipeline.attribution.kinds import group_resource_for
 from pipeline.attribution.model import MATCHED_ON, Matched, Tier
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.commandline import settings_from_args
-from pipeline.config import Settings
+from pipeline.config import AttributionSettings, Settings
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.facts.admission import InvalidReview, Review, parse_review, reduce_review
 from pipeline.facts.records import build_records
@@ -213,8 +213,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--watch", type=Path, action="append", default=[], metavar="FILE",
                         help="watch event file {type, object}, YAML or JSON (repeatable, resolved in order)")
     parser.add_argument("--route", default="default", help="audit route the facts are filed under")
-    parser.add_argument("--grace-ms", type=int, default=3000, metavar="N",
-                        help="how long each watch event waits for a better fact (default 3000)")
+    grace_ms = AttributionSettings().grace_ms  # `attribution.grace_ms`'s default (pipeline.config)
+    parser.add_argument("--grace-ms", type=int, default=grace_ms, metavar="N",
+                        help=f"how long each watch event waits for a better fact (default {grace_ms})")
     parser.add_argument("--explain-audit", action="store_true",
                         help="first print one line per audit event and admission review: "
                              "published or dropped, and why")

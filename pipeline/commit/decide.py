@@ -55,6 +55,7 @@ from pipeline.commit.inplace import (
     indexed,
     kind_of,
     live_object,
+    placed_object,
     remembered,
     sealed_object,
     unlisted_homes,
@@ -86,7 +87,6 @@ from pipeline.kube.selector import SelectorError
 from pipeline.log.api import PendingRecord
 from pipeline.models import GroupResource
 from pipeline.operation import Operation
-from pipeline.placement import PlacedObject
 from pipeline.prune import Prune
 from pipeline.sealing import PlaintextFieldError, SealedDocument, SealedDocumentError, sensitive_set
 from pipeline.slices import Steps
@@ -506,18 +506,7 @@ class Decider:
         if not kind:
             return None
         key = HomeKey(item.group, kind, namespace, name)
-        metadata = known.get("metadata") if known is not None else None
-        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-        placed = PlacedObject(
-            item.group,
-            item.version,
-            item.resource,
-            kind,
-            namespace,
-            name,
-            labels if isinstance(labels, Mapping) else {},
-            sensitive=sealed,
-        )
+        placed = placed_object(key, item.version, item.resource, known, sensitive=sealed)
         templated = target is not None and target.placement_policy.applies(placed)
         kept = not sealed and remembered(folder, key, path, placed=templated)
         self.seen.note(path, after if kept else None)
@@ -742,9 +731,7 @@ class Decider:
                 continue
             if path in keep or path in writes:
                 continue
-            placed = PlacedObject(
-                end.group, end.version, end.resource, key.kind, key.namespace, key.name, {}, sealed
-            )
+            placed = placed_object(key, end.version, end.resource, None, sensitive=sealed)
             self.seen.note(path, None)
             changes[path] = LiveChange(folder_path, key, placed, None, None, swept=True)
             writes[path] = (

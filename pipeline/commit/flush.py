@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from pipeline.codec.branch_work import CommitRequested, WorkItem
 from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
-from pipeline.commit.git.repo import CommitInfo
+from pipeline.commit.commits import CommitInfo
 from pipeline.commit.messages import parse_offset
 from pipeline.commit.window import CommitWindow
 from pipeline.config import CommitMessageSettings

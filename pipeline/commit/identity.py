@@ -8,9 +8,13 @@ blamed on the operator.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from pipeline.codec.branch_work import ActorKind, Outcome
+from pipeline.config import CommitterSettings
+
+#: The `committer` defaults (pipeline.config owns them), for a name or email left blank.
+_COMMITTER: Final = CommitterSettings()
 
 __all__ = [
     "COMMITTER_KIND",
@@ -87,4 +91,4 @@ def author_kind(outcome: str, username: str) -> str:
 
 def committer_identity(name: str, email: str) -> Identity:
     """The configured committer, with the defaults for a blank name or email."""
-    return Identity(name.strip() or "Reverser Pipeline", email.strip() or "noreply@reverser.invalid")
+    return Identity(name.strip() or _COMMITTER.name, email.strip() or _COMMITTER.email)

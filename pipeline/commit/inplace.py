@@ -40,6 +40,7 @@ __all__ = [
     "kind_of",
     "live_object",
     "place",
+    "placed_object",
     "remembered",
     "same_sealed",
     "sealed_object",
@@ -78,6 +79,25 @@ class LiveChange:
         """This change followed by `later` in the same window: one change from this one's before
         to the later one's after."""
         return dataclasses.replace(later, before=self.before, items=self.items + later.items)
+
+
+def placed_object(
+    key: HomeKey, version: str, resource: str, obj: Mapping[str, Any] | None, *, sensitive: bool
+) -> PlacedObject:
+    """What a placement template reads of an object: its type and name from `key` and the stream,
+    its labels from `obj` (none without it: a swept object is placed by type and name alone)."""
+    metadata = obj.get("metadata") if obj is not None else None
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return PlacedObject(
+        key.group,
+        version,
+        resource,
+        key.kind,
+        key.namespace,
+        key.name,
+        labels if isinstance(labels, Mapping) else {},
+        sensitive=sensitive,
+    )
 
 
 def live_object(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from enum import StrEnum
 from typing import Protocol, TypedDict
 
 from pipeline.codec.branch_work import CommitRequested
-from pipeline.commit.git.tree import GitTree
 from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, Identity
 from pipeline.commit.inplace import LiveChange, same_sealed
 from pipeline.commit.layout import in_scope, is_sealed_path
@@ -46,6 +45,7 @@ __all__ = [
     "Refused",
     "Retired",
     "Sweep",
+    "Tree",
     "Writes",
     "apply_steps",
     "blob_sha",
@@ -69,6 +69,17 @@ class Files(Protocol):
     def files(self, folder: str) -> list[str]: ...
 
     def folders(self, folder: str) -> list[str]: ...
+
+
+class Tree(Files, Protocol):
+    """What applying a plan needs of a branch's tree: reading it, and changing a file in it.
+
+    `GitTree` is one (the shell's, writing to the object database); the plan never imports Git.
+    """
+
+    def put(self, path: str, blob_sha: bytes) -> None: ...
+
+    def delete(self, path: str) -> bool: ...
 
 
 def blob_sha(data: bytes) -> bytes:
@@ -217,7 +228,7 @@ class Applied:
 
 
 def _apply_files(
-    tree: GitTree, writes: tuple[FileWrite, ...], store_blob: Callable[[bytes], bytes], applied: Applied
+    tree: Tree, writes: tuple[FileWrite, ...], store_blob: Callable[[bytes], bytes], applied: Applied
 ) -> bool:
     """Write an in-place edit's files; returns whether any changed."""
     changed = False
@@ -243,7 +254,7 @@ def _apply_files(
 
 
 def apply_steps(
-    tree: GitTree,
+    tree: Tree,
     plan: Plan,
     store_blob: Callable[[bytes], bytes],
     read_blob: Callable[[bytes], bytes],

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.inplace import LiveChange, live_object, sealed_object
+from pipeline.commit.inplace import LiveChange, live_object, placed_object, sealed_object
 from pipeline.commit.layout import LayoutError, canonical_path, is_sensitive, normalize_target_path
 from pipeline.commit.messages import ChangedObject
 from pipeline.commit.plan import Files, Plan, Writes, documents
@@ -28,7 +28,6 @@ from pipeline.commit.yamlrender import RenderError, parse_object_json, render_ob
 from pipeline.config import TargetSettings
 from pipeline.intent.homes import ObjectKey as HomeKey
 from pipeline.operation import Operation
-from pipeline.placement import PlacedObject
 from pipeline.sealing import SealedDocument, SealedDocumentError, sensitive_set
 
 __all__ = ["Desired", "desired_files", "reconcile_plan"]
@@ -107,19 +106,9 @@ def _change_of(folder: str, state: ObjectState, *, sealed: bool) -> LiveChange |
     kind = after.get("kind")
     if not isinstance(kind, str) or not kind:
         return None
-    metadata = after.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    placed = PlacedObject(
-        state.group,
-        state.version,
-        state.resource,
-        kind,
-        state.namespace,
-        state.name,
-        labels if isinstance(labels, dict) else {},
-        sensitive=sealed,
-    )
-    return LiveChange(folder, HomeKey(state.group, kind, state.namespace, state.name), placed, None, after)
+    key = HomeKey(state.group, kind, state.namespace, state.name)
+    placed = placed_object(key, state.version, state.resource, after, sensitive=sealed)
+    return LiveChange(folder, key, placed, None, after)
 
 
 def _where(state: ObjectState) -> str:

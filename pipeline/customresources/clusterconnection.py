@@ -6,7 +6,7 @@ gitops-reverser's ClusterProvider names a source cluster; besides the authorizat
 - `spec.kubeConfig.secretRef` (`name`, optional `key`): a remote cluster whose kubeconfig is in a
   Secret of the controller's namespace (`custom_resources.namespace`), as GR resolves it from the
   operator's namespace. It becomes the cluster's `kubeconfig_secret`, read through the API server
-  by `pipeline.watch.kubeconfigsecret` when the cluster's client opens. Omitted: the cluster the
+  by `pipeline.kube.kubeconfigsecret` when the cluster's client opens. Omitted: the cluster the
   controller runs in. `kubeConfig.configMapRef` (Flux's workload identity) is refused, as in GR.
 - `spec.qps`, `spec.burst` (integers >= 1): the cluster's client throttle (`clusters[].qps`,
   `burst`). As in GR they apply to a remote cluster only; on one without `kubeConfig` they are

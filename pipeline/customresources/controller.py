@@ -49,12 +49,12 @@ from pipeline.customresources.state import ConfigState, encode_state, publishabl
 from pipeline.customresources.status import Observed, RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.tasks import cancel_all
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import StreamSpec
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
@@ -213,13 +213,7 @@ class ConfigController:
         store = self.store = ObjectStore()
         cluster = self._settings.resources_cluster
         cursors = CursorStore(self._log, self._topics.watch_cursors)  # never loaded: in memory
-        options = self._options or StreamOptions(
-            max_record_bytes=self._settings.log.topics.max_message_bytes,
-            backoff_initial_s=cluster.watch_backoff_initial_s,
-            backoff_max_s=cluster.watch_backoff_max_s,
-            healthy_after_s=cluster.watch_backoff_max_s,
-            watch_timeout_s=cluster.watch_timeout_s,
-        )
+        options = self._options or StreamOptions.of(self._settings, cluster)
         capabilities = ClusterCapabilities()
         self._streams = [
             WatchStream(

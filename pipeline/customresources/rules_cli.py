@@ -16,10 +16,10 @@ from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.state import ConfigState
 from pipeline.customresources.status import RuleStreams, resolve_rules
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.log import open_log
 from pipeline.log.topics import TopicNames
 from pipeline.tables import OutputFormat, document
-from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 
 __all__ = ["run"]
 

@@ -5,6 +5,8 @@ unambiguously). A record counts as replayed once a receipt names its source (top
 offset), whichever letter the receipt came from: the commit worker can park one record twice when
 a crash redelivers it before its offset was committed, and the two letters must not be replayed
 twice between them.
+
+Pure: `book_of` builds the book from records `pipeline.deadletter.reading` fetched.
 """
 
 from __future__ import annotations
@@ -20,15 +22,9 @@ from pipeline.codec.dead_letter import (
     decode_receipt,
     is_receipt,
 )
-from pipeline.log.api import Log, Record
-from pipeline.log.scan import extent_of, read_to_end
+from pipeline.log.api import Record
 
-__all__ = ["Book", "Entry", "Unreadable", "read_book"]
-
-FETCH_TIMEOUT_MS = 500
-# Fetches in a row that move no partition closer to its end before the read gives up (30 s): a
-# replay must see every receipt, so a topic read short is an error, never a shorter book.
-STALL_ROUNDS = 60
+__all__ = ["Book", "Entry", "Unreadable", "book_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +64,9 @@ class Book:
         return [entry.offset for entry in self.entries]
 
 
-async def _read_all(log: Log, topic: str) -> tuple[list[Record], int]:
-    records: list[Record] = []
-    lost = 0
-    # readers move past transaction markers (every replay commits one), so the read ends
-    chunks = read_to_end(
-        log, await extent_of(log, topic), timeout_ms=FETCH_TIMEOUT_MS, stall_fetches=STALL_ROUNDS
-    )
-    async for chunk in chunks:
-        lost += sum(gap.lost for gap in chunk.gaps)
-        records.extend(chunk.records)
-    records.sort(key=lambda r: (r.partition, r.offset))
-    return records, lost
-
-
-async def read_book(log: Log, topic: str) -> Book:
-    """Read the dead-letter topic from its log-start to its current end (committed records only)."""
-    records, lost = await _read_all(log, topic)
+def book_of(topic: str, records: list[Record], lost: int) -> Book:
+    """The book of the records read from the dead-letter topic, in offset order: letters matched
+    with the receipts of their replays, and what this version cannot read."""
     book = Book(topic, lost=lost)
     letters: list[tuple[int, DeadLetter]] = []
     receipts: dict[SourceRef, ReplayReceipt] = {}

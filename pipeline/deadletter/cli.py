@@ -22,7 +22,8 @@ from pydantic import BaseModel
 from pipeline.codec import SCHEMA_HEADER, DecodeError, codec
 from pipeline.commandline import add_bootstrap_argument, add_config_argument, settings_from_args
 from pipeline.config import Settings
-from pipeline.deadletter.book import Book, Entry, read_book
+from pipeline.deadletter.book import Book, Entry
+from pipeline.deadletter.reading import read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, SelectionError, replay_letters
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.log import open_log

@@ -24,7 +24,8 @@ from pipeline.codec.dead_letter import (
     receipt_record,
     replay_header,
 )
-from pipeline.deadletter.book import Book, Entry, read_book
+from pipeline.deadletter.book import Book, Entry
+from pipeline.deadletter.reading import read_book
 from pipeline.log.api import Log, PendingRecord, TopicNotFoundError
 from pipeline.log.topics import TopicNames
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from pipeline.config import ClusterSettings, Settings
 from pipeline.doctor.report import Check, Status
 from pipeline.kube.client import KubeClient, KubeError, access_allowed, open_client
+from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.kube.lease import lease_namespace
 from pipeline.watch.cli import resolve_all
-from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import RuleProblem, StreamSpec
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 from urllib.parse import unquote_plus
 
 from pipeline.codec.fact_batch import AuthorFact, FactBatch
+from pipeline.config import AuditSettings
 from pipeline.facts.timeutil import parse_rfc3339_us
 from pipeline.models import GroupResource
 
@@ -36,6 +37,7 @@ __all__ = [
     "reduce_event",
     "user_extra",
 ]
+
 
 class EventReason(StrEnum):
     """What became of one audit event (the `reason` label of `reverser_audit_events_total`)."""
@@ -89,7 +91,8 @@ DROP_REASONS = frozenset(
 
 UIDSET_UID_CAP = "uid_cap"
 UIDSET_NO_UIDS = "no_uids"
-DEFAULT_UID_CAP = 10_000
+#: `audit.collection_uid_cap`'s default (pipeline.config owns it), for a caller without settings.
+DEFAULT_UID_CAP: Final = AuditSettings().collection_uid_cap
 
 DISPLAY_NAME_EXTRA = "configbutler.ai/claims/display-name"
 EMAIL_EXTRA = "configbutler.ai/claims/email"

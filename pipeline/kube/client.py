@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -23,6 +22,7 @@ import aiohttp
 from pipeline.config import ClusterSettings
 from pipeline.content import fastjson
 from pipeline.failures import plain
+from pipeline.kube.resources import ApiResource, collection_path
 from pipeline.kube.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -97,31 +97,6 @@ class KubeError(Exception):
                 str(parsed.get("message") or ""),
             )
         return cls(status, "", text[:500])
-
-
-@dataclass(frozen=True, slots=True)
-class ApiResource:
-    """One top-level resource as discovery serves it, at its group's preferred version."""
-
-    group: str
-    version: str
-    resource: str
-    kind: str
-    namespaced: bool
-    verbs: frozenset[str]
-    served: tuple[str, ...] = ()
-    """Every version the resource's group serves, preferred first (a rule's `versions` picks one)."""
-
-    @property
-    def api_prefix(self) -> str:
-        return f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-
-
-def collection_path(api: ApiResource, namespace: str) -> str:
-    """URL path of a collection: one namespace, or all of it when `namespace` is empty."""
-    if api.namespaced and namespace:
-        return f"{api.api_prefix}/namespaces/{namespace}/{api.resource}"
-    return f"{api.api_prefix}/{api.resource}"
 
 
 def _ignore_undecodable() -> None:
@@ -384,7 +359,7 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
     if cluster.kubeconfig_secret is not None:
         raise ValueError(
             f"cluster {cluster.name}: its kubeconfig is in {cluster.kubeconfig_secret.describe()}, which "
-            "this client factory does not read (pipeline.watch.kubeconfigsecret does)"
+            "this client factory does not read (pipeline.kube.kubeconfigsecret does)"
         )
     configuration = Configuration()
     if cluster.in_cluster:

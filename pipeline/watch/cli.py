@@ -20,9 +20,9 @@ from pipeline.commandline import add_config_argument, settings_from_args
 from pipeline.config import ClusterSettings, Settings
 from pipeline.exitcodes import CommandError, ExitCode, usage_error
 from pipeline.kube.client import UNREACHABLE, ApiResource, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.tables import OutputFormat, add_output_argument, document
 from pipeline.watch.discovery_file import read_discovery
-from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
 
 __all__ = ["register", "resolve_all"]

@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
-from pipeline.config import ClusterSettings, Settings, TargetSettings
+from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetSettings
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
+from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -28,7 +29,6 @@ from pipeline.sealing import Sealer, SealingError, sealer_for
 from pipeline.watch import metrics
 from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
-from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.watch.metrics import StreamState
 from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
@@ -140,7 +140,11 @@ class WatchManager:
         self.started = False
         intervals = [c.watch_claim_interval_s for c in settings.clusters]
         self.claims = ClaimWatcher(
-            log_, names.watch_claims, self.identity, self._watched, interval_s=min(intervals, default=5.0)
+            log_,
+            names.watch_claims,
+            self.identity,
+            self._watched,
+            interval_s=min(intervals, default=CLUSTER_DEFAULTS.watch_claim_interval_s),
         )
         metrics.register_source(self)
 
@@ -233,7 +237,7 @@ class WatchManager:
         """Pick up types that appear later (a CRD installed after start) and retry failed discovery."""
         while True:
             intervals = [c.watch_rediscover_s for c in self._settings.clusters]
-            await asyncio.sleep(min(intervals, default=300.0))
+            await asyncio.sleep(min(intervals, default=CLUSTER_DEFAULTS.watch_rediscover_s))
             try:
                 await self.apply(self._settings)
             except Exception:
@@ -333,7 +337,7 @@ class WatchManager:
                 cluster.writer or self._log,
                 self._topic,
                 self.cursors,
-                self._options or self._default_options(settings, cluster.settings),
+                self._options or StreamOptions.of(settings, cluster.settings),
                 cluster.capabilities,
                 fresh=spec.cursor_key in plan.fresh,
                 sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
@@ -373,18 +377,6 @@ class WatchManager:
                 await self.cursors.delete(key)
             except LogError as exc:
                 logger.warning("could not remove the cursor of %s: %s", key, exc)
-
-    @staticmethod
-    def _default_options(settings: Settings, cluster: ClusterSettings) -> StreamOptions:
-        return StreamOptions(
-            max_record_bytes=settings.log.topics.max_message_bytes,
-            backoff_initial_s=cluster.watch_backoff_initial_s,
-            backoff_max_s=cluster.watch_backoff_max_s,
-            healthy_after_s=cluster.watch_backoff_max_s,
-            watch_timeout_s=cluster.watch_timeout_s,
-            list_page_size=cluster.watch_list_page_size,
-            slice_ms=cluster.watch_slice_ms,
-        )
 
     async def _desired(
         self, settings: Settings, failed: dict[str, str]

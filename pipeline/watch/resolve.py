@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pipeline.config import ClusterSettings, TargetSettings, WatchRule
-from pipeline.kube.client import ApiResource
+from pipeline.kube.resources import ApiResource
 from pipeline.models import GroupResource
 from pipeline.sealing import is_sensitive
 from pipeline.targetrules import DENYLIST, is_wildcard, wildcard_matches

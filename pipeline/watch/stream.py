@@ -21,11 +21,12 @@ import aiohttp
 
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
+from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings
 from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
 from pipeline.kube.client import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
-from pipeline.slices import DEFAULT_SLICE_MS, Slicer
+from pipeline.slices import Slicer
 from pipeline.watch import metrics
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
@@ -54,17 +55,30 @@ class StreamOptions:
     """Tuning shared by every stream; the clock, sleep and random source are injectable for tests."""
 
     max_record_bytes: int
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 60.0
-    healthy_after_s: float = 60.0
-    watch_timeout_s: int = 300
+    backoff_initial_s: float = CLUSTER_DEFAULTS.watch_backoff_initial_s
+    backoff_max_s: float = CLUSTER_DEFAULTS.watch_backoff_max_s
+    healthy_after_s: float = CLUSTER_DEFAULTS.watch_backoff_max_s
+    watch_timeout_s: int = CLUSTER_DEFAULTS.watch_timeout_s
     queue_size: int = 1024
     batch_max: int = 500
-    list_page_size: int = 500
-    slice_ms: float = DEFAULT_SLICE_MS
+    list_page_size: int = CLUSTER_DEFAULTS.watch_list_page_size
+    slice_ms: float = CLUSTER_DEFAULTS.watch_slice_ms
     clock: Callable[[], float] = time.time
     sleep: Sleep = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
+
+    @classmethod
+    def of(cls, settings: Settings, cluster: ClusterSettings) -> StreamOptions:
+        """The tuning a cluster's settings ask for: the one reading of them, for every watcher."""
+        return cls(
+            max_record_bytes=settings.log.topics.max_message_bytes,
+            backoff_initial_s=cluster.watch_backoff_initial_s,
+            backoff_max_s=cluster.watch_backoff_max_s,
+            healthy_after_s=cluster.watch_backoff_max_s,
+            watch_timeout_s=cluster.watch_timeout_s,
+            list_page_size=cluster.watch_list_page_size,
+            slice_ms=cluster.watch_slice_ms,
+        )
 
 
 class StreamStopped(Exception):

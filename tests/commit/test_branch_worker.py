@@ -77,16 +77,13 @@ class Harness:
         self.size_cap = size_cap
         self.worker = self.new_worker()
 
-    def new_worker(self) -> BranchWorker:
-        repo = LocalRepo.for_branch(self.tmp_path / "clones", "git", "main", str(self.remote), None)
-        return BranchWorker(
-            self.settings,
-            self.provider,
-            "main",
-            repo,
-            self.settled.extend,
-            BranchPorts(clock=self.clock, wall=lambda: 1_767_000_000.0),
-        )
+    def new_worker(self, clones: str = "clones", **ports: Any) -> BranchWorker:
+        """A worker of the harness's branch with its clone under `tmp_path/clones` (another name: a
+        new owner beside the current one); `ports` adds to or overrides its `BranchPorts`, whose
+        clocks are the harness's."""
+        repo = LocalRepo.for_branch(self.tmp_path / clones, "git", "main", str(self.remote), None)
+        wired = BranchPorts(**{"clock": self.clock, "wall": lambda: 1_767_000_000.0, **ports})
+        return BranchWorker(self.settings, self.provider, "main", repo, self.settled.extend, wired)
 
     async def feed(self, *items: Any) -> None:
         if not self.worker.synced:

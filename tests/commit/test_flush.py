@@ -16,8 +16,6 @@ from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
 from pipeline.codec.target_result import TargetResult
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.flush import FlushAction, carrying_commit, decide, first_parents
-from pipeline.commit.git.repo import LocalRepo
-from pipeline.commit.ports import BranchPorts
 from pipeline.config import TargetSettings
 from tests.commit.helpers import BOB, Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
@@ -26,21 +24,13 @@ from tests.commit.test_branch_worker import Harness
 class Desk(Harness):
     """The branch-worker harness, keeping every result the worker reports."""
 
-    def new_worker(self) -> BranchWorker:
+    def new_worker(self, clones: str = "clones", **ports: Any) -> BranchWorker:
         self.results: list[TargetResult | RequestResult] = []
-        repo = LocalRepo.for_branch(self.tmp_path / "clones", "git", "main", str(self.remote), None)
 
         async def keep(result: TargetResult | RequestResult) -> None:
             self.results.append(result)
 
-        return BranchWorker(
-            self.settings,
-            self.provider,
-            "main",
-            repo,
-            self.settled.extend,
-            BranchPorts(clock=self.clock, wall=lambda: 1_767_000_000.0, on_result=keep),
-        )
+        return super().new_worker(clones, on_result=keep, **ports)
 
     def requests(self) -> list[RequestResult]:
         return [r for r in self.results if isinstance(r, RequestResult)]

@@ -17,10 +17,7 @@ from pipeline.codec.branch_work import WorkItem
 from pipeline.codec.commit_request_result import RequestResult
 from pipeline.codec.object_state import ObjectState
 from pipeline.codec.target_result import PushOutcome, TargetResult, decode_result, encode_result
-from pipeline.commit.branch import BranchWorker
 from pipeline.commit.decide import SNAPSHOT_AUTHOR
-from pipeline.commit.git.repo import LocalRepo
-from pipeline.commit.ports import BranchPorts
 from pipeline.config import TargetSettings
 from pipeline.log.api import PendingRecord, Record
 from tests.commit.helpers import BOB, Work, cm, files, foreign_push, git, log_lines
@@ -90,16 +87,12 @@ def harness(
             results.append(decode_result(Record("config", 0, 0, 0, record.key, record.value, record.headers)))
 
     tracked = states is not None or emitted is not None
-    repo = LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(h.remote), None)
-    ports = BranchPorts(
-        clock=h.clock,
-        wall=lambda: 1_767_000_000.0,
+    h.worker = h.new_worker(
         reject=parked,
         load_state=load_state if tracked else None,
         on_state=(emitted if emitted is not None else []).extend if tracked else None,
         on_result=on_result if results is not None else None,
     )
-    h.worker = BranchWorker(h.settings, h.provider, "main", repo, h.settled.extend, ports)
     return h, parked
 
 

@@ -19,11 +19,8 @@ from hypothesis import strategies as st
 from pipeline.codec import OBJECT_STATE, codec
 from pipeline.codec.branch_work import LateAuthor, WorkAuthor, WorkItem, Write
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.branch import BranchWorker
-from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.identity import Identity
 from pipeline.commit.notes import containing_commit, late_line, noted, parse_late_lines
-from pipeline.commit.ports import BranchPorts
 from pipeline.log.api import PendingRecord
 from tests.commit.helpers import ALICE, BOB, NOBODY, Work, cm, git, log_lines
 from tests.commit.test_branch_worker import Harness
@@ -106,14 +103,7 @@ async def test_a_new_owner_notes_on_top_of_the_pushed_notes(tmp_path: Path) -> N
     second = w.create(cm("b"), NOBODY)
     await h.feed(second)
     await h.settle_time(5)
-    h.worker = BranchWorker(
-        h.settings,
-        h.provider,
-        "main",
-        LocalRepo.for_branch(tmp_path / "other-clones", "git", "main", str(h.remote), None),
-        h.settled.extend,
-        BranchPorts(clock=h.clock, wall=lambda: 1_767_000_000.0),
-    )
+    h.worker = h.new_worker("other-clones")
     await h.feed(late_for(w, second, BOB))
     assert [n.name for n in parse_late_lines(note_of(h.remote, "main~1"))] == ["Alice Example"]
     assert [n.name for n in parse_late_lines(note_of(h.remote, "main"))] == ["Bob"]
@@ -150,14 +140,7 @@ async def test_the_object_state_record_names_the_late_author(tmp_path: Path) -> 
     async def no_state(_targets: frozenset[str]) -> list[ObjectState]:
         return []
 
-    h.worker = BranchWorker(
-        h.settings,
-        h.provider,
-        "main",
-        LocalRepo.for_branch(tmp_path / "clones", "git", "main", str(h.remote), None),
-        h.settled.extend,
-        BranchPorts(clock=h.clock, wall=lambda: 1_767_000_000.0, load_state=no_state, on_state=states.extend),
-    )
+    h.worker = h.new_worker(load_state=no_state, on_state=states.extend)
     w = Work()
     unresolved = w.create(cm("u"), NOBODY, rv="7")
     await h.feed(unresolved)

@@ -17,9 +17,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.branch import BranchWorker
-from pipeline.commit.git.repo import LocalRepo
-from pipeline.commit.ports import BranchPorts
 from pipeline.intent.homes import ObjectKey
 from tests.commit.helpers import Work, cm, files
 from tests.commit.test_branch_worker import Harness
@@ -46,15 +43,7 @@ async def test_a_full_collection_during_a_sync_freezes_the_home_index_and_only_t
         gc.collect()
         return []
 
-    repo = LocalRepo.for_branch(tmp_path / "clones-restarted", "git", "main", str(h.remote), None)
-    worker = BranchWorker(
-        h.settings,
-        h.provider,
-        "main",
-        repo,
-        h.settled.extend,
-        BranchPorts(clock=h.clock, load_state=collect_then_no_state, on_state=lambda _states: None),
-    )
+    worker = h.new_worker("clones-restarted", load_state=collect_then_no_state, on_state=lambda _states: None)
     await worker.sync()
 
     # the worker's own index, read here as a test may

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.commit.branch import BranchWorker
-from pipeline.commit.git.repo import CommitInfo, LocalRepo
+from pipeline.commit.commits import CommitInfo
+from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.messages import ChangedObject, template_values, window_message
 from pipeline.commit.position import LogPosition
 from pipeline.config import (

@@ -15,9 +15,6 @@ from pathlib import Path
 
 from pipeline.codec.branch_work import WorkAuthor
 from pipeline.codec.object_state import ObjectState
-from pipeline.commit.branch import BranchWorker
-from pipeline.commit.git.repo import LocalRepo
-from pipeline.commit.ports import BranchPorts
 from pipeline.log.api import PendingRecord
 from tests.commit.helpers import Work, cm, files
 from tests.commit.test_branch_worker import Harness
@@ -32,21 +29,7 @@ async def test_a_large_first_snapshot_gives_the_loop_back_between_its_objects(tm
     async def no_state(_targets: frozenset[str]) -> list[ObjectState]:
         return []
 
-    repo = LocalRepo.for_branch(tmp_path / "clones-sliced", "git", "main", str(h.remote), None)
-    worker = BranchWorker(
-        h.settings,
-        h.provider,
-        "main",
-        repo,
-        h.settled.extend,
-        BranchPorts(
-            clock=h.clock,
-            wall=lambda: 1_767_000_000.0,
-            load_state=no_state,
-            on_state=states.extend,
-            slice_ms=0,
-        ),
-    )
+    worker = h.new_worker("clones-sliced", load_state=no_state, on_state=states.extend, slice_ms=0)
     await worker.sync()
     *collected, end = Work().snapshot(1, [cm(f"cm-{n:04d}") for n in range(OBJECTS)], chunk_size=500)
     for item in collected:
@@ -92,10 +75,7 @@ async def test_a_worker_starting_on_a_large_branch_gives_the_loop_back_while_it_
     await h.settle_time()
     assert len(files(h.remote)) == OBJECTS
 
-    repo = LocalRepo.for_branch(tmp_path / "clones-restarted", "git", "main", str(h.remote), None)
-    worker = BranchWorker(
-        h.settings, h.provider, "main", repo, h.settled.extend, BranchPorts(clock=h.clock, slice_ms=0)
-    )
+    worker = h.new_worker("clones-restarted", slice_ms=0)
     middle = f"live/team-a/configmaps/cm-{OBJECTS // 2:04d}.yaml"
     # per turn of the probe: the middle file's documents as the home index has it (None: the
     # folder is not read yet); the index is the worker's own, read here as a test may
@@ -155,14 +135,8 @@ async def test_a_new_owner_keeps_the_objects_state_in_slices(tmp_path: Path) -> 
     async def load_state(_targets: frozenset[str]) -> list[ObjectState]:
         return known
 
-    repo = LocalRepo.for_branch(tmp_path / "clones-new-owner", "git", "main", str(h.remote), None)
-    worker = BranchWorker(
-        h.settings,
-        h.provider,
-        "main",
-        repo,
-        h.settled.extend,
-        BranchPorts(clock=h.clock, load_state=load_state, on_state=lambda _states: None, slice_ms=0),
+    worker = h.new_worker(
+        "clones-new-owner", load_state=load_state, on_state=lambda _states: None, slice_ms=0
     )
     last = f"live/team-a/configmaps/cm-{OBJECTS - 1:04d}.yaml"
     # turns of the probe once the home index is complete (the remote fetched, every file read):

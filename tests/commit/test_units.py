@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from gitdb.pack import PackIndexFile
 
+from pipeline.commit.commits import CommitInfo
 from pipeline.commit.git.objstore import pack_index
-from pipeline.commit.git.repo import CommitInfo, LocalRepo, Signature
+from pipeline.commit.git.repo import LocalRepo, Signature
 from pipeline.commit.identity import UNRESOLVED, Identity, author_identity, author_kind, safe_email
 from pipeline.commit.layout import LayoutError, canonical_path, in_scope, normalize_target_path
 from pipeline.commit.messages import parse_offset, trusted_offset

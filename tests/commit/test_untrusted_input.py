@@ -14,9 +14,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.codec.branch_work import WorkAuthor
-from pipeline.commit.branch import BranchWorker
-from pipeline.commit.git.repo import LocalRepo
-from pipeline.commit.ports import BranchPorts
 from pipeline.msgtemplate import clean_line
 from tests.commit.helpers import Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
@@ -61,10 +58,7 @@ async def test_offset_trailers_count_only_from_the_worker_itself(
     assert log_lines(h.remote, fmt="%s") == ["[CREATE] v1/configmaps/a"]
     push_commit(h.remote, tmp_path, committer, f"tidy up\n\n{trailers}\n")
 
-    repo = LocalRepo.for_branch(tmp_path / "clones2", "git", "main", str(h.remote), None)
-    h.worker = BranchWorker(
-        h.settings, h.provider, "main", repo, h.settled.extend, BranchPorts(clock=h.clock, log_ends=log_ends)
-    )
+    h.worker = h.new_worker("clones2", log_ends=log_ends)
     with caplog.at_level(logging.WARNING, logger="pipeline.commit"):
         await h.feed(w.create(cm("b")), w.create(cm("c")))
     written = {path.rsplit("/", 1)[-1] for path in files(h.remote)}

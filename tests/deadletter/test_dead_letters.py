@@ -22,7 +22,8 @@ from pipeline.config import CustomResourceSettings, ProviderSettings, Settings
 from pipeline.customresources.compile import CompiledConfig
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.state import ConfigState, encode_state
-from pipeline.deadletter.book import Book, read_book
+from pipeline.deadletter.book import Book
+from pipeline.deadletter.reading import read_book
 from pipeline.deadletter.replay import ReplayReport, Selection, replay_letters
 from pipeline.exitcodes import ExitCode
 from pipeline.log.api import FencedError, Log, Record, TopicPartition

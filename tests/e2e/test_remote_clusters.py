@@ -22,9 +22,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from pipeline.config import ClusterSettings, KubeconfigSecretReference, Settings
 from pipeline.customresources.objects import GROUP, VERSION, Kind
 from pipeline.kube.client import open_client
+from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
-from pipeline.watch.kubeconfigsecret import with_kubeconfig_secrets
 from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.kube import kube_client
 from tests.e2e.test_custom_resources import create, custom_object, install_crds

@@ -1,4 +1,4 @@
-"""Every default has one home, `pipeline/config.py`; docs and the chart's values must agree with it.
+"""Every default has one home, `pipeline/config/`; docs and the chart's values must agree with it.
 
 The configuration tables in docs/ (`| \\`field\\` | default | meaning |`), sentences that name a
 setting and its default (`` `audit.addr` (default `127.0.0.1:9444`) ``) and the chart's port and

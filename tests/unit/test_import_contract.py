@@ -24,7 +24,12 @@ def _top_level_modules() -> set[str]:
 
 def _contract_modules() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    (contract,) = config["tool"]["importlinter"]["contracts"]
+    # the package-wide layers; the other contracts nest inside a package (`containers`) or forbid
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and "containers" not in c
+    )
     return {name.strip() for layer in contract["layers"] for name in re.split(r"[|:]", layer)}
 
 
@@ -42,3 +47,29 @@ def test_the_architecture_table_lists_every_layered_module() -> None:
     table = table.split("\n\n", 3)[2]
     listed = set(re.findall(r"`(pipeline\.[a-z_]+)`", table))
     assert _contract_modules() - listed == set()
+
+
+#: Stages whose pure cores may not import their I/O modules (the `forbidden` contracts).
+NESTED = ("audit", "commit", "deadletter", "lag", "router", "watch")
+#: A stage's modules that are neither: both its cores and its shells may import them.
+NEITHER = {"metrics"}
+
+
+def _classified() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    named: set[str] = set()
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        if contract["type"] == "forbidden":
+            named |= set(contract["source_modules"]) | set(contract["forbidden_modules"])
+    return named
+
+
+def test_every_module_of_a_stage_is_a_pure_core_or_an_io_shell() -> None:
+    """A new module of a stage is placed on one side; unplaced, it could import either way."""
+    named = _classified()
+    for stage in NESTED:
+        folder = PACKAGE / stage
+        modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        unplaced = {f"pipeline.{stage}.{m}" for m in modules - NEITHER} - named
+        assert not unplaced, f"add to a forbidden contract in pyproject.toml: {sorted(unplaced)}"

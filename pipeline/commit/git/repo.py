@@ -24,6 +24,7 @@ from typing import NamedTuple, Protocol
 
 import git
 
+from pipeline.commit.commits import CommitInfo
 from pipeline.commit.git.objstore import ObjectStore
 from pipeline.commit.git.signing import CommitSigner, signed_commit
 from pipeline.commit.git.sshremote import SshTransport
@@ -50,7 +51,6 @@ GC_EVERY_PACKS = 50
 #: Git's suffix for a file being written before it is renamed into place (never read as a ref).
 LOCK_SUFFIX = ".lock"
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_TRAILER = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
 
 
 def _branch_moved(push_output: str) -> bool:
@@ -127,28 +127,6 @@ class RemoteAccess(Protocol):
     async def current(self) -> tuple[RemoteAuth | None, SshTransport | None]: ...
 
     async def outcome(self, refused: bool) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CommitInfo:
-    """What the worker reads back from a commit: its tree, parents, author, committer and trailers."""
-
-    sha: str
-    tree: bytes
-    parents: tuple[str, ...]
-    author: str
-    message: str
-    committer: str = ""
-
-    def trailers(self) -> dict[str, list[str]]:
-        """Trailer lines of the message's last paragraph, by key."""
-        found: dict[str, list[str]] = {}
-        last = self.message.rstrip("\n").rsplit("\n\n", 1)[-1]
-        for line in last.splitlines():
-            match = _TRAILER.match(line)
-            if match:
-                found.setdefault(match.group(1), []).append(match.group(2))
-        return found
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -11,7 +11,7 @@ import yaml
 
 from pipeline.config import ClusterSettings, KubeconfigSecretReference
 from pipeline.kube.client import open_client
-from pipeline.watch.kubeconfigsecret import KubeconfigSecretError, kubeconfig_of, with_kubeconfig_secrets
+from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, kubeconfig_of, with_kubeconfig_secrets
 
 REF = KubeconfigSecretReference(namespace="reverser", name="prod-kubeconfig")
 TOKEN = "s3cr3t-token-value"
