@@ -227,6 +227,7 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
         assert ready["status"] == "False"
         assert "spec.encryption.secretRef: Secret default/no-such-key does not exist" in ready["message"]
         assert not any(p.startswith("broken/") for p in files)
+        await _the_other_samples_apply_unchanged(plane)
     finally:
         assert service.stop() == 0, service.log_tail()
     log = service.log_path.read_text(errors="replace")
@@ -235,6 +236,60 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
     async with kube_client(plane.kubeconfig) as api:
         after = await client.CoreV1Api(api).read_namespaced_secret("sops-age-key", NAMESPACE)
     assert [k for k in after.data if k.endswith(AGE_KEY_SUFFIX)] == [entry], "generated once"
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
+    """GR's `commitrequest.yaml` and `clusterprovider.yaml`, unchanged, on the running quickstart.
+
+    The CommitRequest names `quickstart-gittarget`, which the quickstart does not create (its
+    GitTarget is `example-target`): it waits, naming it. The ClusterProviders get GR's `Validated`
+    (`default` in-cluster; `prod-eu-1`'s Secret is outside the quickstart's RBAC, which grants `get`
+    of `git-creds` and the age key only, so it is `Unknown` and says so), and `default` admits only `team-a`,
+    so the quickstart's GitTarget in `default` is refused from then on: GR's deny by default.
+    """
+    (request,) = _samples("samples/commitrequest.yaml")
+    providers = _samples("samples/clusterprovider.yaml")
+    async with kube_client(plane.kubeconfig) as api:
+        created = await create(api, request)
+        for provider in providers:
+            await create(api, provider)
+    name = created["metadata"]["name"]
+    assert name.startswith("save-")
+
+    async def settled() -> bool:
+        async with kube_client(plane.kubeconfig) as api:
+            saved = _conditions(await _custom(api, Kind.COMMIT_REQUEST, name))
+            custom = client.CustomObjectsApi(api)
+            validated = [
+                _conditions(
+                    await custom.get_cluster_custom_object(GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, p)
+                ).get("Validated", {})
+                for p in ("default", "prod-eu-1")
+            ]
+            target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
+        return (
+            saved.get("Ready", {}).get("reason") == "GitTargetUnavailable"
+            and [v.get("reason") for v in validated] == ["InCluster", "KubeConfigSecretUnreadable"]
+            and target.get("status") == "False"
+        )
+
+    await wait_for(settled, "the CommitRequest and ClusterProvider samples' status", timeout_s=90)
+    async with kube_client(plane.kubeconfig) as api:
+        saved = _conditions(await _custom(api, Kind.COMMIT_REQUEST, name))
+        target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
+        remote_provider = await client.CustomObjectsApi(api).get_cluster_custom_object(
+            GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, "prod-eu-1"
+        )
+    assert "quickstart-gittarget" in saved["Ready"]["message"]
+    validated = _conditions(remote_provider)["Validated"]
+    assert validated["status"] == "Unknown"
+    assert "Secret default/prod-eu-1-kubeconfig: reading it is forbidden" in validated["message"]
+    assert "ClusterProvider default" in target["message"]
+    assert "spec.allowedNamespaces" in target["message"]
 
 
 def _write(path: Path, content: bytes) -> Path:
