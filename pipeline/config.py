@@ -294,6 +294,9 @@ class AuditRoute(_Section):
     """Environment variables holding bearer tokens accepted on this route."""
     allow_unauthenticated: bool = False
     """Accept unauthenticated clients on a non-loopback listener (docs/security.md)."""
+    attribution: AttributionMode | None = None
+    """The attribution mode of the clusters whose audit facts arrive on this route and that set
+    none; none: `audit` (docs/attribution.md)."""
 
     @property
     def restricted(self) -> bool:
@@ -448,9 +451,10 @@ class ClusterSettings(_Section):
     """Requests that may go at once above `qps`; none: `qps` rounded up (needs `qps`)."""
     audit_route: str | None = None
     """The audit route this cluster's facts arrive on; none: the cluster's name."""
-    attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
+    attribution: AttributionMode | None = None
     """Who authors its targets' commits: `audit` (the audit facts name the author) or `configured-author`
-    (the provider's committer, no wait: a cluster without audit delivery, such as EKS, GKE or AKS)."""
+    (the provider's committer, no wait: a cluster without audit delivery, such as EKS, GKE or AKS);
+    none: its audit route's (`audit.routes[].attribution`), else `audit`."""
     watch_backoff_initial_s: float = Field(default=1.0, gt=0)
     """First pause before a failed watch is retried, in seconds (doubles up to the max)."""
     watch_backoff_max_s: float = Field(default=60.0, gt=0)
@@ -1200,10 +1204,19 @@ class Settings(_Section):
             normalize_target_path(target.path),
         )
 
+    def cluster_attribution_mode(self, cluster: ClusterSettings) -> AttributionMode:
+        """The cluster's own attribution mode, else its audit route's, else the default."""
+        if cluster.attribution is not None:
+            return cluster.attribution
+        route = next((r for r in self.audit.routes if r.name == cluster.route), None)
+        if route is not None and route.attribution is not None:
+            return route.attribution
+        return DEFAULT_ATTRIBUTION_MODE
+
     def attribution_mode(self, target: TargetSettings) -> AttributionMode:
         """The target's own attribution mode, else its cluster's (a cluster not listed: the default)."""
         cluster = next((c for c in self.clusters if c.name == target.cluster), None)
-        default = DEFAULT_ATTRIBUTION_MODE if cluster is None else cluster.attribution
+        default = DEFAULT_ATTRIBUTION_MODE if cluster is None else self.cluster_attribution_mode(cluster)
         return effective_mode(target.attribution, default)
 
     def provider(self, name: str) -> ProviderSettings:

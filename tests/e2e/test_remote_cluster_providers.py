@@ -144,7 +144,9 @@ async def _validated(plane: ControlPlane, name: str) -> dict[str, Any]:
             GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, name
         )
     assert isinstance(found, dict)
-    conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions", [])}
+    conditions: dict[str, dict[str, Any]] = {
+        c["type"]: c for c in (found.get("status") or {}).get("conditions", [])
+    }
     return conditions.get("Validated", {})
 
 
