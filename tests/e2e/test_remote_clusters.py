@@ -303,7 +303,10 @@ async def test_a_token_rotated_in_the_secret_heals_the_cluster_in_place(
                     log, config, lambda evs: "ADDED cm-after" in kinds(evs, "t-rot"), "cm-after mirrored"
                 )
                 await wait_for(
-                    lambda: manager.streams and all(s.state == "Streaming" for s in manager.streams.values()),
+                    lambda: (
+                        bool(manager.streams)
+                        and all(s.state == "Streaming" for s in manager.streams.values())
+                    ),
                     what="streams streaming",
                     timeout_s=60,
                 )
