@@ -283,8 +283,13 @@ def cluster_provider_status(report: ObjectReport, validation: Validation | None)
     if report.accepted and validation.status != "True" and validation is not NOT_CHECKED:
         ready = _condition("Ready", False, validation.reason, validation.message, generation)
         stalled = _condition("Stalled", validation.failed, validation.reason, validation.message, generation)
-    validated = _condition("Validated", False, validation.reason, validation.message, generation)
-    validated["status"] = validation.status  # True, False or Unknown
+    validated = {
+        "type": "Validated",
+        "status": validation.status,  # True, False or Unknown
+        "reason": validation.reason,
+        "message": validation.message,
+        "observedGeneration": generation,
+    }
     status["conditions"] = [ready, reconciling, stalled, validated]
     return status
 
