@@ -55,8 +55,9 @@ def _samples(*names: str) -> list[dict[str, Any]]:
     return found
 
 
-async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
-    """The chart's ServiceAccount, RBAC and digest key Secret for the quickstart; (account, key)."""
+async def _apply_chart(plane: ControlPlane) -> tuple[str, str, str]:
+    """The chart's ServiceAccount, RBAC and digest key Secret for the quickstart; (account, key,
+    the attribution mode the chart's configuration gives the cluster)."""
     helm = helm_path()
     assert helm is not None, "helm is not built: tests/deploy/build-helm.sh (make e2e runs it first)"
     objects = render_chart(
@@ -73,13 +74,16 @@ async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
         "--set-json",
         'config.clusters=[{"name":"default","in_cluster":true,"leader_election":true}]',
     )
-    account, digest = "", ""
+    account, digest, mode = "", "", ""
     async with kube_client(plane.kubeconfig) as api:
         core = client.CoreV1Api(api)
         rbac = client.RbacAuthorizationV1Api(api)
         await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=RELEASE)))
         for obj in objects:
             kind, namespace = obj["kind"], obj["metadata"].get("namespace", RELEASE)
+            if kind == "ConfigMap" and "config.yaml" in (obj.get("data") or {}):
+                (cluster,) = yaml.safe_load(obj["data"]["config.yaml"])["clusters"]
+                mode = cluster["attribution"]
             if kind == "ServiceAccount":
                 account = obj["metadata"]["name"]
                 await core.create_namespaced_service_account(namespace, obj)
@@ -96,7 +100,7 @@ async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
                 await rbac.create_namespaced_role_binding(namespace, obj)
     assert account
     assert len(digest) == 64
-    return account, digest
+    return account, digest, mode
 
 
 async def _custom(api: client.ApiClient, kind: Kind, name: str) -> dict[str, Any]:
@@ -116,7 +120,8 @@ def _ready(obj: dict[str, Any]) -> dict[str, Any]:
 async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
     plane: ControlPlane, tmp_path: Path
 ) -> None:
-    account, digest_key = await _apply_chart(plane)
+    account, digest_key, mode = await _apply_chart(plane)
+    assert mode == "configured-author", "gitops-reverser's default mode, as the chart renders it"
     kubeconfig = await _token_kubeconfig(plane, RELEASE, account, tmp_path / "chart-account.kubeconfig")
     remote = GitRemote(tmp_path / "remote.git")
     provider, target, rule = _samples(
@@ -165,7 +170,9 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
                 },
             ),
         )
-    config = service_config(tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True)
+    config = service_config(
+        tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True, attribution=mode
+    )
     config["custom_resources"] = {"enabled": True, "namespace": NAMESPACE}
     service = ServiceProcess(tmp_path, config)
     service.env["REVERSER_SECRETS_DIGEST_KEY"] = digest_key  # as the chart's pods get it
@@ -217,6 +224,9 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
         assert rules["creation_rules"][0]["key_groups"] == [{"age": [age.recipient]}]
         # the ClusterWatchRule sample mirrors this chart's CRDs into the same folder
         assert any(p.startswith("live-cluster/_cluster/") for p in files)
+        # configured-author, as gitops-reverser: the committer authors every commit, none unresolved
+        authors = {(c.author_name, c.author_email) for c in remote.commits()}
+        assert authors == {("Reverser Pipeline", "noreply@reverser.invalid")}, authors
 
         # the GitTarget whose key Secret is missing stalls alone, naming the Secret
         async with kube_client(plane.kubeconfig) as api:
