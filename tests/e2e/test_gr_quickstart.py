@@ -257,8 +257,8 @@ async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
 
     The CommitRequest names `quickstart-gittarget`, which the quickstart does not create (its
     GitTarget is `example-target`): it waits, naming it. The ClusterProviders get GR's `Validated`
-    (`default` in-cluster; `prod-eu-1`'s Secret is outside the quickstart's RBAC, which grants `get`
-    of `git-creds` and the age key only, so it is `Unknown` and says so), and `default` admits only `team-a`,
+    (`default` in-cluster; `prod-eu-1`'s Secret does not exist: `rbac.watchTypes.mode: any`, GR's
+    read-everything, lets the controller see that), and `default` admits only `team-a`,
     so the quickstart's GitTarget in `default` is refused from then on: GR's deny by default.
     """
     (request,) = _samples("samples/commitrequest.yaml")
@@ -269,6 +269,8 @@ async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
             await create(api, provider)
     name = created["metadata"]["name"]
     assert name.startswith("save-")
+
+    seen: dict[str, Any] = {}
 
     async def settled() -> bool:
         async with kube_client(plane.kubeconfig) as api:
@@ -281,13 +283,17 @@ async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
                 for p in ("default", "prod-eu-1")
             ]
             target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
+        seen.update(request=saved.get("Ready"), validated=validated, target=target)
         return (
             saved.get("Ready", {}).get("reason") == "GitTargetUnavailable"
-            and [v.get("reason") for v in validated] == ["InCluster", "KubeConfigSecretUnreadable"]
+            and [v.get("reason") for v in validated] == ["InCluster", "KubeConfigSecretNotFound"]
             and target.get("status") == "False"
         )
 
-    await wait_for(settled, "the CommitRequest and ClusterProvider samples' status", timeout_s=90)
+    try:
+        await wait_for(settled, "the CommitRequest and ClusterProvider samples' status", timeout_s=90)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen: {seen}") from None
     async with kube_client(plane.kubeconfig) as api:
         saved = _conditions(await _custom(api, Kind.COMMIT_REQUEST, name))
         target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
@@ -296,8 +302,10 @@ async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
         )
     assert "quickstart-gittarget" in saved["Ready"]["message"]
     validated = _conditions(remote_provider)["Validated"]
-    assert validated["status"] == "Unknown"
-    assert "Secret default/prod-eu-1-kubeconfig: reading it is forbidden" in validated["message"]
+    assert (validated["status"], validated["message"]) == (
+        "False",
+        "Secret default/prod-eu-1-kubeconfig does not exist",
+    )
     assert "ClusterProvider default" in target["message"]
     assert "spec.allowedNamespaces" in target["message"]
 
