@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from pipeline.authormode import AttributionMode
 from pipeline.config.addresses import HostPort
 from pipeline.config.section import Section, unique_names
 
@@ -26,6 +27,9 @@ class AuditRoute(Section):
     """Environment variables holding bearer tokens accepted on this route."""
     allow_unauthenticated: bool = False
     """Accept unauthenticated clients on a non-loopback listener (docs/security.md)."""
+    attribution: AttributionMode | None = None
+    """The attribution mode of the clusters whose audit facts arrive on this route and that set
+    none; none: `audit` (docs/attribution.md)."""
 
     @property
     def restricted(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Final
 
 from pydantic import Field, model_validator
 
-from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
+from pipeline.authormode import AttributionMode
 from pipeline.config.references import KubeconfigSecretReference
 from pipeline.config.section import DNS_LABEL, Section
 from pipeline.slices import DEFAULT_SLICE_MS
@@ -35,9 +35,10 @@ class ClusterSettings(Section):
     """Requests that may go at once above `qps`; none: `qps` rounded up (needs `qps`)."""
     audit_route: str | None = None
     """The audit route this cluster's facts arrive on; none: the cluster's name."""
-    attribution: AttributionMode = DEFAULT_ATTRIBUTION_MODE
+    attribution: AttributionMode | None = None
     """Who authors its targets' commits: `audit` (the audit facts name the author) or `configured-author`
-    (the provider's committer, no wait: a cluster without audit delivery, such as EKS, GKE or AKS)."""
+    (the provider's committer, no wait: a cluster without audit delivery, such as EKS, GKE or AKS);
+    none: its audit route's (`audit.routes[].attribution`), else `audit`."""
     watch_backoff_initial_s: float = Field(default=1.0, gt=0)
     """First pause before a failed watch is retried, in seconds (doubles up to the max)."""
     watch_backoff_max_s: float = Field(default=60.0, gt=0)

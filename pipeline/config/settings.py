@@ -118,10 +118,19 @@ class Settings(Section):
             normalize_target_path(target.path),
         )
 
+    def cluster_attribution_mode(self, cluster: ClusterSettings) -> AttributionMode:
+        """The cluster's own attribution mode, else its audit route's, else the default."""
+        if cluster.attribution is not None:
+            return cluster.attribution
+        route = next((r for r in self.audit.routes if r.name == cluster.route), None)
+        if route is not None and route.attribution is not None:
+            return route.attribution
+        return DEFAULT_ATTRIBUTION_MODE
+
     def attribution_mode(self, target: TargetSettings) -> AttributionMode:
         """The target's own attribution mode, else its cluster's (a cluster not listed: the default)."""
         cluster = next((c for c in self.clusters if c.name == target.cluster), None)
-        default = DEFAULT_ATTRIBUTION_MODE if cluster is None else cluster.attribution
+        default = DEFAULT_ATTRIBUTION_MODE if cluster is None else self.cluster_attribution_mode(cluster)
         return effective_mode(target.attribution, default)
 
     def provider(self, name: str) -> ProviderSettings:

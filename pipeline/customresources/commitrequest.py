@@ -17,9 +17,10 @@ sent twice; the second finds the window already closed, and a status that alread
 is never replaced by a later result.
 
 The author: gitops-reverser names the submitter it captured at admission (its own webhook), and
-without that webhook the request "claims no actor". This project has no admission webhook, so a
-request always claims no actor (`AuthorAttributed=False`, `CommitterFallback`) and the commit is
-authored by the window's own author, as gitops-reverser does then.
+without that capture the request "claims no actor", with the reason `AuthorCaptureDisabled` (GR's
+`CommitterFallback` is for a capture that ran and found no record). This project captures no
+submitter of a CommitRequest, so a request always claims no actor (`AuthorAttributed=False`,
+`AuthorCaptureDisabled`) and the commit is authored by the window's own author, as in GR then.
 """
 
 from __future__ import annotations
@@ -171,8 +172,8 @@ def _condition(kind: str, status: bool, reason: str, message: str, generation: i
 
 
 _NO_ACTOR = (
-    "no submitter was captured at admission (this pipeline runs no admission webhook): the request "
-    "claims no actor and the commit is authored by the window's own author"
+    "no submitter is captured at admission (this pipeline does not capture CommitRequest "
+    "submitters): the request claims no actor and the commit is authored by the window's own author"
 )
 
 
@@ -190,7 +191,7 @@ def request_status(
     its GitTarget (`waiting_for` says why), else sent and waiting for the worker.
     """
     status: dict[str, Any] = {"observedGeneration": generation}
-    attributed = _condition("AuthorAttributed", False, "CommitterFallback", _NO_ACTOR, generation)
+    attributed = _condition("AuthorAttributed", False, "AuthorCaptureDisabled", _NO_ACTOR, generation)
     found = list(problems)
     if found:
         text = "; ".join(p.describe() for p in found)

@@ -43,6 +43,7 @@ from pipeline.customresources.objects import (
     Kind,
     ObjectRef,
 )
+from pipeline.customresources.providervalidation import Validation, validate_providers
 from pipeline.customresources.retire import deleted_targets
 from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensure_signing_secret, requested
 from pipeline.customresources.state import ConfigState, encode_state, publishable
@@ -151,6 +152,9 @@ class ConfigController:
         self._age_keys: AgeKeyReader | None = None
         self._namespace_labels: NamespaceLabelReader | None = None
         self._key_sources: set[KeySource] = set()
+        # each ClusterProvider's Validated, as its kubeconfig Secret was last read
+        self._validations: dict[str, Validation] = {}
+        self._provider_secrets = False
         # signing Secrets (generateWhenMissing) this leadership found or made with a key
         self._signing_ready: set[SigningSecret] = set()
 
@@ -258,6 +262,7 @@ class ConfigController:
         self._age_keys = None
         self._namespace_labels = None
         self._signing_ready = set()
+        self._validations = {}
         await asyncio.gather(*(stream.stop() for stream in self._streams))
         self._streams = []
         writer, self._writer = self._writer, None
@@ -280,9 +285,9 @@ class ConfigController:
             ]
             labels = self._namespace_labels
             refresh: asyncio.Future[None] | None = None
-            if self._key_sources or (labels is not None and labels.wanted):
-                # key Secrets and Namespaces are not watched: read them again now and then
-                # (agekeyreader.py, namespacelabels.py)
+            if self._key_sources or self._provider_secrets or (labels is not None and labels.wanted):
+                # key and kubeconfig Secrets and Namespaces are not watched: read them again now
+                # and then (agekeyreader.py, providervalidation.py, namespacelabels.py)
                 refresh = asyncio.ensure_future(asyncio.sleep(REFRESH_S))
                 waits.append(refresh)
             try:
@@ -379,6 +384,8 @@ class ConfigController:
                 "".join(f"; target {item.target} deleted" for item in deleted),
             )
         await self._ensure_signing_keys(store, compiled)
+        if reread or not self._validations:
+            await self._validate_providers(configuration)
         if self.status is not None and self.published is not None:
             if self._rules is None or self._rules[0] != self.published.version:
                 resolved = await resolve_rules(
@@ -394,6 +401,7 @@ class ConfigController:
                 credentials=follower.credentials,
                 modes={t.name: self._settings.attribution_mode(t) for t in self.published.compiled.targets},
                 states=follower.stream_states(),
+                validations=self._validations,
             )
             patched = await self.status.write(
                 self.published.compiled,
@@ -465,6 +473,15 @@ class ConfigController:
         if not sources or self._age_keys is None:
             return {}
         return await self._age_keys.resolve(sources)
+
+    async def _validate_providers(self, objects: list[CustomResource]) -> None:
+        """Each ClusterProvider's `Validated`: its kubeconfig Secret read and checked (never dialled)."""
+        providers = [o for o in objects if o.ref.kind is Kind.CLUSTER_PROVIDER]
+        self._provider_secrets = any(o.spec.get("kubeConfig") is not None for o in providers)
+        if self._client is None:
+            return
+        home = self._settings.custom_resources.namespace
+        self._validations = await validate_providers(self._client, providers, home)
 
     async def _ensure_signing_keys(self, store: ObjectStore, compiled: CompiledConfig) -> None:
         """Accepted GitProviders' `generateWhenMissing` signing Secrets hold a key (signingkeys.py)."""

@@ -22,8 +22,10 @@ from pipeline.config import Settings, TargetSettings
 from pipeline.customresources.compile import CompiledConfig, ObjectReport
 from pipeline.customresources.conditions import TargetStream, target_conditions
 from pipeline.customresources.objects import GROUP, VERSION, Kind, ObjectRef, effective_name
+from pipeline.customresources.providervalidation import NOT_CHECKED, Validation
 from pipeline.gitcredentials import CredentialsReason
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, access_allowed
+from pipeline.kube.kubeconfigsecret import KubeconfigReason
 from pipeline.watch.resolve import StreamSpec, resolve_target
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "RuleStreams",
     "StatusWriter",
     "TargetView",
+    "cluster_provider_status",
     "object_status",
     "resolve_rules",
     "target_view",
@@ -265,6 +268,32 @@ def object_status(
     return status
 
 
+def cluster_provider_status(report: ObjectReport, validation: Validation | None) -> dict[str, Any]:
+    """A ClusterProvider's status: the kstatus trio and gitops-reverser's `Validated`
+    (`providervalidation.py`; None: not read yet). A kubeconfig that cannot be used makes the
+    provider not Ready and Stalled with the validation's reason, as in GR (only a new Secret or
+    object fixes it); a Secret that could not be read leaves it not Ready without a verdict."""
+    status = object_status(report, None)
+    generation = report.generation
+    wrong = [e for e in report.errors if e.path.startswith("spec.kubeConfig")]
+    if wrong:
+        validation = Validation("False", KubeconfigReason.INVALID, "; ".join(e.describe() for e in wrong))
+    validation = validation or NOT_CHECKED
+    ready, reconciling, stalled = status["conditions"]
+    if report.accepted and validation.status != "True" and validation is not NOT_CHECKED:
+        ready = _condition("Ready", False, validation.reason, validation.message, generation)
+        stalled = _condition("Stalled", validation.failed, validation.reason, validation.message, generation)
+    validated = {
+        "type": "Validated",
+        "status": validation.status,  # True, False or Unknown
+        "reason": validation.reason,
+        "message": validation.message,
+        "observedGeneration": generation,
+    }
+    status["conditions"] = [ready, reconciling, stalled, validated]
+    return status
+
+
 def _streams_running(reconciling: dict[str, Any], generation: int) -> dict[str, Any]:
     """A rule's `StreamsRunning` (gitops-reverser's condition and printer column): True once every
     stream it resolved to streams, False while one does not yet or it resolved to none."""
@@ -291,8 +320,9 @@ class Observed:
 
     `results` are each target's last commit result and `modes` each compiled target's effective
     attribution mode, by target name; `running` the streams running (None: not known yet),
-    `credentials` each provider's credentials report, and `states` each reported stream's state by
-    identity (GitTargets' `StreamsRunning`).
+    `credentials` each provider's credentials report, `states` each reported stream's state by
+    identity (GitTargets' `StreamsRunning`), and `validations` each ClusterProvider's `Validated`
+    by name (its kubeconfig Secret as the controller last read it).
     """
 
     results: Mapping[str, TargetResult] = field(default_factory=dict)
@@ -300,6 +330,7 @@ class Observed:
     credentials: Mapping[str, CredentialsReport] = field(default_factory=dict)
     modes: Mapping[str, AttributionMode] = field(default_factory=dict)
     states: Mapping[str, str] = field(default_factory=dict)
+    validations: Mapping[str, Validation] = field(default_factory=dict)
 
 
 class StatusWriter:
@@ -319,20 +350,13 @@ class StatusWriter:
         """Write what changed; returns how many objects were patched."""
         patched = 0
         for ref, report in sorted(compiled.reports.items()):
-            result = None
-            name = effective_name(ref.namespace, ref.name, home_namespace)
-            if ref.kind is Kind.GIT_TARGET:
-                result = observed.results.get(name)
-            wanted = object_status(
+            wanted = _wanted(
+                compiled,
+                ref,
                 report,
-                rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
-                result,
-                observed.running,
-                _current_credentials(compiled, name, observed.credentials)
-                if ref.kind is Kind.GIT_PROVIDER
-                else None,
-                observed.modes.get(name) if ref.kind is Kind.GIT_TARGET else None,
-                target_view(compiled, name, rules, observed.states) if ref.kind is Kind.GIT_TARGET else None,
+                rules,
+                effective_name(ref.namespace, ref.name, home_namespace),
+                observed,
             )
             previous = self._written.get(ref)
             if previous is not None and _without_times(previous) == wanted:
@@ -357,6 +381,28 @@ class StatusWriter:
         for gone in set(self._written) - set(compiled.reports):
             del self._written[gone]
         return patched
+
+
+def _wanted(
+    compiled: CompiledConfig,
+    ref: ObjectRef,
+    report: ObjectReport,
+    rules: Mapping[ObjectRef, Sequence[RuleStreams]],
+    name: str,
+    observed: Observed,
+) -> dict[str, Any]:
+    """The status one object should have (`name`: its effective provider or target name)."""
+    if ref.kind is Kind.CLUSTER_PROVIDER:
+        return cluster_provider_status(report, observed.validations.get(ref.name))
+    return object_status(
+        report,
+        rules.get(ref, []) if ref.kind in (Kind.WATCH_RULE, Kind.CLUSTER_WATCH_RULE) else None,
+        observed.results.get(name) if ref.kind is Kind.GIT_TARGET else None,
+        observed.running,
+        _current_credentials(compiled, name, observed.credentials) if ref.kind is Kind.GIT_PROVIDER else None,
+        observed.modes.get(name) if ref.kind is Kind.GIT_TARGET else None,
+        target_view(compiled, name, rules, observed.states) if ref.kind is Kind.GIT_TARGET else None,
+    )
 
 
 def _current_credentials(

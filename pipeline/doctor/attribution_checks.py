@@ -9,7 +9,7 @@ GKE or AKS, cannot post audit events to a webhook), so each of its changes would
 from __future__ import annotations
 
 from pipeline.authormode import AttributionMode
-from pipeline.config import Settings, TargetSettings
+from pipeline.config import ClusterSettings, Settings, TargetSettings
 from pipeline.doctor.report import Check, Status
 
 __all__ = ["check_attribution"]
@@ -29,12 +29,23 @@ def _describe(mode: AttributionMode, settings: Settings, target: TargetSettings)
     return f"audit: the facts of audit route {_route_of(settings, target)} name each author"
 
 
+def _origin(settings: Settings, cluster: ClusterSettings) -> str:
+    """Where a cluster's mode comes from: itself, its audit route, or the default."""
+    if cluster.attribution is not None:
+        return "set on the cluster"
+    route = next((r for r in settings.audit.routes if r.name == cluster.route), None)
+    if route is not None and route.attribution is not None:
+        return f"its audit route {route.name}'s"
+    return "the default"
+
+
 def check_attribution(settings: Settings) -> list[Check]:
     """One row per cluster (its default mode) and per target (its effective mode, and whether its
     audit route is served when it is attributed from audit)."""
     checks = [
         Check(area=AREA, subject=cluster.name, check="default mode", status=Status.INFO,
-              detail=f"{cluster.attribution} (targets of this cluster that set no mode)")
+              detail=f"{settings.cluster_attribution_mode(cluster)} ({_origin(settings, cluster)}; "
+                     "targets of this cluster that set no mode)")
         for cluster in settings.clusters
     ]
     served = {route.name for route in settings.audit.routes} if settings.audit.enabled else set()

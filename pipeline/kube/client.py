@@ -8,14 +8,22 @@ JSON without the generated models.
 kubernetes-asyncio is imported when the first client is opened, not with this module: its
 package imports every generated model (about 0.4 s), which every `reverser` command and every
 replica without a cluster (commit workers, the lag monitor, `config check`) paid for nothing.
+
+A client may be given a way to read its credentials again (`Reauthenticate`): when the server
+answers 401, it asks for them once (at most every `REAUTH_INTERVAL_S`, however many requests met
+the 401), continues with the new ones and repeats the request, so a rotated kubeconfig Secret heals
+every stream, discovery and Lease of the cluster without reopening it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiohttp
 
@@ -29,12 +37,15 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
 __all__ = [
+    "REAUTH_INTERVAL_S",
     "UNREACHABLE",
     "ApiResource",
     "KubeClient",
     "KubeError",
+    "Reauthenticate",
     "WatchConnection",
     "access_allowed",
+    "api_client_from_dict",
     "collection_path",
     "open_client",
     "open_client_from_dict",
@@ -49,6 +60,11 @@ _REQUEST_TIMEOUT_S = 60.0
 
 #: The reason of a `KubeError` for a request that got no answer (connection refused, reset, timed out).
 UNREACHABLE = "Unreachable"
+
+#: After a 401: new credentials for the cluster (an API client), or None when they did not change.
+Reauthenticate: TypeAlias = Callable[[], Awaitable["ApiClient | None"]]
+#: A 401 reads the credentials again at most this often (every stream of a cluster meets it).
+REAUTH_INTERVAL_S = 10.0
 
 
 class KubeError(Exception):
@@ -161,7 +177,14 @@ class WatchConnection:
 class KubeClient:
     """Discovery, LIST, WATCH and namespace lookups against one cluster."""
 
-    def __init__(self, api: ApiClient, name: str, throttle: Throttle | None = None) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        name: str,
+        throttle: Throttle | None = None,
+        reauthenticate: Reauthenticate | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException  # loaded with `api` (docstring)
 
         self._api = api
@@ -169,9 +192,41 @@ class KubeClient:
         self.name = name
         #: the cluster's `qps`/`burst` bucket every request waits on; None: unthrottled
         self.throttle = throttle
+        self._reauthenticate = reauthenticate
+        self._clock = clock
+        #: how many times the credentials were replaced (a request knows which ones it used)
+        self.credentials_generation = 0
+        self._reauthenticated_at: float | None = None
+        self._reauthenticating = asyncio.Lock()
+        # the credentials replaced last: requests and watches already sent with them end on their own
+        self._stale: ApiClient | None = None
 
     async def close(self) -> None:
+        if self._stale is not None:
+            await self._stale.close()
+            self._stale = None
         await self._api.close()
+
+    async def _renewed(self, generation: int) -> bool:
+        """After a 401 of a request sent with credentials `generation`: whether newer ones are there
+        (another request already read them, or they were read now and changed)."""
+        if self._reauthenticate is None:
+            return False
+        async with self._reauthenticating:
+            if self.credentials_generation != generation:
+                return True
+            now = self._clock()
+            if self._reauthenticated_at is not None and now - self._reauthenticated_at < REAUTH_INTERVAL_S:
+                return False
+            self._reauthenticated_at = now
+            fresh = await self._reauthenticate()
+            if fresh is None:
+                return False
+            older, self._stale, self._api = self._stale, self._api, fresh
+            self.credentials_generation += 1
+            if older is not None:  # two rotations ago: a watch still open on it ends and reconnects
+                await older.close()
+            return True
 
     async def _request(
         self,
@@ -181,6 +236,24 @@ class KubeClient:
         method: str = "GET",
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
+    ) -> aiohttp.ClientResponse:
+        """One request; after a 401, once more if the credentials were read again and changed."""
+        generation = self.credentials_generation
+        try:
+            return await self._send(path, query, limits, method, body, content_type)
+        except KubeError as exc:
+            if exc.status != 401 or not await self._renewed(generation):
+                raise
+        return await self._send(path, query, limits, method, body, content_type)
+
+    async def _send(
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        limits: aiohttp.ClientTimeout,
+        method: str,
+        body: dict[str, Any] | None,
+        content_type: str,
     ) -> aiohttp.ClientResponse:
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -378,15 +451,24 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
     )
 
 
-async def open_client_from_dict(cluster: ClusterSettings, kubeconfig: dict[str, Any]) -> KubeClient:
-    """A client for `cluster` from a kubeconfig already read (a Secret's), at its current context."""
+async def api_client_from_dict(kubeconfig: dict[str, Any]) -> ApiClient:
+    """The API client of a kubeconfig already read (a Secret's), at its current context."""
     from kubernetes_asyncio import config as kube_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 
     configuration = Configuration()
     await kube_config.load_kube_config_from_dict(config_dict=kubeconfig, client_configuration=configuration)
+    return ApiClient(configuration=configuration)
+
+
+async def open_client_from_dict(
+    cluster: ClusterSettings, kubeconfig: dict[str, Any], reauthenticate: Reauthenticate | None = None
+) -> KubeClient:
+    """A client for `cluster` from a kubeconfig already read (a Secret's), at its current context;
+    `reauthenticate` reads it again after a 401."""
     return KubeClient(
-        ApiClient(configuration=configuration),
+        await api_client_from_dict(kubeconfig),
         cluster.name,
         Throttle.of(cluster.qps, cluster.effective_burst),
+        reauthenticate,
     )

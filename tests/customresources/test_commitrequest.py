@@ -138,7 +138,7 @@ def _result(outcome: RequestOutcome, sha: str = "", message: str = "") -> Reques
 def test_status_through_the_requests_life() -> None:
     sent = request_status(1, branch="rel")
     assert _conditions(sent)["Reconciling"] == ("True", "Requested")
-    assert _conditions(sent)["AuthorAttributed"] == ("False", "CommitterFallback")
+    assert _conditions(sent)["AuthorAttributed"] == ("False", "AuthorCaptureDisabled")
     assert sent["branch"] == "rel"
     failed = request_status(1, result=_result(RequestOutcome.PUSH_FAILED, "abc", "remote down"))
     assert _conditions(failed)["Ready"] == ("False", "PushFailed")

@@ -168,3 +168,21 @@ def test_every_pod_gets_the_digest_key_generated_once_and_kept(helm: Path) -> No
     )
     assert not [s for s in by_kind(own, "Secret") if s["metadata"]["name"].endswith("-digest-key")]
     assert _digest_env(own, "Deployment") == {"name": "my-digest", "key": "k"}
+
+
+def test_quickstart_clusters_take_grs_default_mode_unless_they_name_one(helm: Path, tmp_path: Path) -> None:
+    """gitops-reverser commits as the configured author unless attribution is switched on; its
+    quickstart sets up no audit webhook. A cluster that names its mode keeps it."""
+    config = rendered_config(render(helm, *QUICKSTART), tmp_path)
+    (cluster,) = yaml.safe_load(config.read_text())["clusters"]
+    assert cluster["attribution"] == "configured-author"
+    named_mode = (
+        "--set-json",
+        'config.clusters=[{"name":"default","in_cluster":true,"attribution":"audit"}]',
+    )
+    config = rendered_config(render(helm, *QUICKSTART, *named_mode), tmp_path)
+    (cluster,) = yaml.safe_load(config.read_text())["clusters"]
+    assert cluster["attribution"] == "audit"
+    config = rendered_config(render(helm), tmp_path)  # without the quickstart: this project's default
+    (cluster,) = yaml.safe_load(config.read_text())["clusters"]
+    assert "attribution" not in cluster

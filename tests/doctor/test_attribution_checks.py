@@ -81,3 +81,23 @@ def test_doctor_prints_the_mode(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (row,) = [c for c in json.loads(out)["checks"] if c["area"] == "attribution"]
     assert row["subject"] == "t"
     assert row["detail"].startswith("configured-author: every commit is authored by Reverser Pipeline")
+
+
+def test_a_clusters_mode_from_its_audit_route_says_so() -> None:
+    settings = Settings.model_validate(
+        {
+            "audit": {"routes": [{"name": "managed", "attribution": "configured-author"}]},
+            "clusters": [
+                {"name": "eks", "audit_route": "managed"},
+                {"name": "pinned", "audit_route": "managed", "attribution": "audit"},
+                {"name": "default"},
+            ],
+            "providers": [PROVIDER],
+            "targets": [{"name": "managed", "provider": "git", "path": "a", "cluster": "eks"}],
+        }
+    )
+    rows = _rows(check_attribution(settings))
+    assert rows["eks", "default mode"].detail.startswith("configured-author (its audit route managed's;")
+    assert rows["pinned", "default mode"].detail.startswith("audit (set on the cluster;")
+    assert rows["default", "default mode"].detail.startswith("audit (the default;")
+    assert rows["managed", "mode"].detail.startswith("configured-author: every commit is authored by Ops")

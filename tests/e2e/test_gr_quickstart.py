@@ -55,8 +55,9 @@ def _samples(*names: str) -> list[dict[str, Any]]:
     return found
 
 
-async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
-    """The chart's ServiceAccount, RBAC and digest key Secret for the quickstart; (account, key)."""
+async def _apply_chart(plane: ControlPlane) -> tuple[str, str, str]:
+    """The chart's ServiceAccount, RBAC and digest key Secret for the quickstart; (account, key,
+    the attribution mode the chart's configuration gives the cluster)."""
     helm = helm_path()
     assert helm is not None, "helm is not built: tests/deploy/build-helm.sh (make e2e runs it first)"
     objects = render_chart(
@@ -73,13 +74,16 @@ async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
         "--set-json",
         'config.clusters=[{"name":"default","in_cluster":true,"leader_election":true}]',
     )
-    account, digest = "", ""
+    account, digest, mode = "", "", ""
     async with kube_client(plane.kubeconfig) as api:
         core = client.CoreV1Api(api)
         rbac = client.RbacAuthorizationV1Api(api)
         await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=RELEASE)))
         for obj in objects:
             kind, namespace = obj["kind"], obj["metadata"].get("namespace", RELEASE)
+            if kind == "ConfigMap" and "config.yaml" in (obj.get("data") or {}):
+                (cluster,) = yaml.safe_load(obj["data"]["config.yaml"])["clusters"]
+                mode = cluster["attribution"]
             if kind == "ServiceAccount":
                 account = obj["metadata"]["name"]
                 await core.create_namespaced_service_account(namespace, obj)
@@ -96,7 +100,7 @@ async def _apply_chart(plane: ControlPlane) -> tuple[str, str]:
                 await rbac.create_namespaced_role_binding(namespace, obj)
     assert account
     assert len(digest) == 64
-    return account, digest
+    return account, digest, mode
 
 
 async def _custom(api: client.ApiClient, kind: Kind, name: str) -> dict[str, Any]:
@@ -116,7 +120,8 @@ def _ready(obj: dict[str, Any]) -> dict[str, Any]:
 async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
     plane: ControlPlane, tmp_path: Path
 ) -> None:
-    account, digest_key = await _apply_chart(plane)
+    account, digest_key, mode = await _apply_chart(plane)
+    assert mode == "configured-author", "gitops-reverser's default mode, as the chart renders it"
     kubeconfig = await _token_kubeconfig(plane, RELEASE, account, tmp_path / "chart-account.kubeconfig")
     remote = GitRemote(tmp_path / "remote.git")
     provider, target, rule = _samples(
@@ -165,7 +170,9 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
                 },
             ),
         )
-    config = service_config(tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True)
+    config = service_config(
+        tmp_path / "service", kubeconfig, lease_namespace=RELEASE, leader_election=True, attribution=mode
+    )
     config["custom_resources"] = {"enabled": True, "namespace": NAMESPACE}
     service = ServiceProcess(tmp_path, config)
     service.env["REVERSER_SECRETS_DIGEST_KEY"] = digest_key  # as the chart's pods get it
@@ -217,6 +224,9 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
         assert rules["creation_rules"][0]["key_groups"] == [{"age": [age.recipient]}]
         # the ClusterWatchRule sample mirrors this chart's CRDs into the same folder
         assert any(p.startswith("live-cluster/_cluster/") for p in files)
+        # configured-author, as gitops-reverser: the committer authors every commit, none unresolved
+        authors = {(c.author_name, c.author_email) for c in remote.commits()}
+        assert authors == {("Reverser Pipeline", "noreply@reverser.invalid")}, authors
 
         # the GitTarget whose key Secret is missing stalls alone, naming the Secret
         async with kube_client(plane.kubeconfig) as api:
@@ -227,6 +237,7 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
         assert ready["status"] == "False"
         assert "spec.encryption.secretRef: Secret default/no-such-key does not exist" in ready["message"]
         assert not any(p.startswith("broken/") for p in files)
+        await _the_other_samples_apply_unchanged(plane)
     finally:
         assert service.stop() == 0, service.log_tail()
     log = service.log_path.read_text(errors="replace")
@@ -235,6 +246,68 @@ async def test_grs_quickstart_files_mirror_configmaps_and_encrypted_secrets(
     async with kube_client(plane.kubeconfig) as api:
         after = await client.CoreV1Api(api).read_namespaced_secret("sops-age-key", NAMESPACE)
     assert [k for k in after.data if k.endswith(AGE_KEY_SUFFIX)] == [entry], "generated once"
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+async def _the_other_samples_apply_unchanged(plane: ControlPlane) -> None:
+    """GR's `commitrequest.yaml` and `clusterprovider.yaml`, unchanged, on the running quickstart.
+
+    The CommitRequest names `quickstart-gittarget`, which the quickstart does not create (its
+    GitTarget is `example-target`): it waits, naming it. The ClusterProviders get GR's `Validated`
+    (`default` in-cluster; `prod-eu-1`'s Secret does not exist: `rbac.watchTypes.mode: any`, GR's
+    read-everything, lets the controller see that), and `default` admits only `team-a`,
+    so the quickstart's GitTarget in `default` is refused from then on: GR's deny by default.
+    """
+    (request,) = _samples("samples/commitrequest.yaml")
+    providers = _samples("samples/clusterprovider.yaml")
+    async with kube_client(plane.kubeconfig) as api:
+        created = await create(api, request)
+        for provider in providers:
+            await create(api, provider)
+    name = created["metadata"]["name"]
+    assert name.startswith("save-")
+
+    seen: dict[str, Any] = {}
+
+    async def settled() -> bool:
+        async with kube_client(plane.kubeconfig) as api:
+            saved = _conditions(await _custom(api, Kind.COMMIT_REQUEST, name))
+            custom = client.CustomObjectsApi(api)
+            validated = [
+                _conditions(
+                    await custom.get_cluster_custom_object(GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, p)
+                ).get("Validated", {})
+                for p in ("default", "prod-eu-1")
+            ]
+            target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
+        seen.update(request=saved.get("Ready"), validated=validated, target=target)
+        return (
+            saved.get("Ready", {}).get("reason") == "GitTargetUnavailable"
+            and [v.get("reason") for v in validated] == ["InCluster", "KubeConfigSecretNotFound"]
+            and target.get("status") == "False"
+        )
+
+    try:
+        await wait_for(settled, "the CommitRequest and ClusterProvider samples' status", timeout_s=90)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen: {seen}") from None
+    async with kube_client(plane.kubeconfig) as api:
+        saved = _conditions(await _custom(api, Kind.COMMIT_REQUEST, name))
+        target = _ready(await _custom(api, Kind.GIT_TARGET, "example-target"))
+        remote_provider = await client.CustomObjectsApi(api).get_cluster_custom_object(
+            GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, "prod-eu-1"
+        )
+    assert "quickstart-gittarget" in saved["Ready"]["message"]
+    validated = _conditions(remote_provider)["Validated"]
+    assert (validated["status"], validated["message"]) == (
+        "False",
+        "Secret default/prod-eu-1-kubeconfig does not exist",
+    )
+    assert "ClusterProvider default" in target["message"]
+    assert "spec.allowedNamespaces" in target["message"]
 
 
 def _write(path: Path, content: bytes) -> Path:

@@ -136,3 +136,30 @@ def test_the_remote_clusters_configmaps_are_mirrored_and_a_missing_secret_stalls
     assert problem["reason"] == "ClusterUnavailable"
     assert "Secret reverser/missing-kubeconfig does not exist" in problem["message"]
     assert asyncio.run(_rule_problems(setup.plane, "prod")) == []
+
+
+async def _validated(plane: ControlPlane, name: str) -> dict[str, Any]:
+    async with kube_client(plane.kubeconfig) as api:
+        found = await client.CustomObjectsApi(api).get_cluster_custom_object(
+            GROUP, VERSION, Kind.CLUSTER_PROVIDER.plural, name
+        )
+    assert isinstance(found, dict)
+    conditions: dict[str, dict[str, Any]] = {
+        c["type"]: c for c in (found.get("status") or {}).get("conditions", [])
+    }
+    return conditions.get("Validated", {})
+
+
+def test_each_provider_says_whether_its_kubeconfig_secret_is_usable(setup: Setup) -> None:
+    """gitops-reverser's `Validated` condition, written by the controller from the Secret as read."""
+
+    async def both() -> bool:
+        shown = [await _validated(setup.plane, name) for name in ("prod", "broken")]
+        return all(c.get("status") in ("True", "False") for c in shown)
+
+    asyncio.run(wait_for(both, "Validated on both providers", timeout_s=WAIT_S))
+    prod = asyncio.run(_validated(setup.plane, "prod"))
+    assert (prod["status"], prod["reason"]) == ("True", "Validated")
+    broken = asyncio.run(_validated(setup.plane, "broken"))
+    assert (broken["status"], broken["reason"]) == ("False", "KubeConfigSecretNotFound")
+    assert broken["message"] == "Secret reverser/missing-kubeconfig does not exist"

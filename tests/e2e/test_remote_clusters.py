@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from pipeline.config import ClusterSettings, KubeconfigSecretReference, Settings
 from pipeline.customresources.objects import GROUP, VERSION, Kind
-from pipeline.kube.client import open_client
+from pipeline.kube.client import KubeError, open_client, open_client_from_dict
 from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.log import open_log
 from pipeline.log.topics import topic_specs
@@ -194,3 +194,123 @@ async def test_the_crd_keeps_kubeconfig_immutable(plane: ControlPlane) -> None:
             )
         assert refused.value.status == 422
         assert "auditRoute" in str(refused.value.body)
+
+
+ROTATING = "rotate-e2e"
+
+
+def _token_config(plane: ControlPlane, token: str) -> dict[str, Any]:
+    """A kubeconfig for the plane that authenticates with a ServiceAccount token, all inline."""
+    ca = base64.b64encode(Path(plane.pki.ca).read_bytes()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "plane", "cluster": {"server": plane.server, "certificate-authority-data": ca}}
+        ],
+        "users": [{"name": "mirror", "user": {"token": token}}],
+        "contexts": [{"name": "plane", "context": {"cluster": "plane", "user": "mirror"}}],
+        "current-context": "plane",
+    }
+
+
+async def _mirror_account(api: client.ApiClient, name: str) -> str:
+    """A ServiceAccount of HOME bound to cluster-admin, and a token of it (TokenRequest)."""
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_service_account(
+        HOME, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+    )
+    await client.RbacAuthorizationV1Api(api).create_cluster_role_binding(
+        client.V1ClusterRoleBinding(
+            metadata=client.V1ObjectMeta(name=f"e2e-{name}"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
+            ),
+            subjects=[client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=HOME)],
+        )
+    )
+    answer = await core.create_namespaced_service_account_token(
+        name, HOME, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    )
+    return str(answer.status.token)
+
+
+async def test_a_token_rotated_in_the_secret_heals_the_cluster_in_place(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The Secret gets a new ServiceAccount's token, then the old account is deleted, so its token
+    answers 401: the next request of the open client (discovery, the Lease, a watch) reads the
+    Secret again and goes on with the new token, with no configuration change and no new client."""
+    async with kube_client(plane.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        await _namespaces(api, HOME, ROTATING)
+        old_token = await _mirror_account(api, "mirror-old")
+        await core.create_namespaced_secret(
+            HOME, _secret("rotating-kubeconfig", "value", _token_config(plane, old_token))
+        )
+        await core.create_namespaced_config_map(
+            ROTATING, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm-before"), data={"v": "1"})
+        )
+        base = with_targets(
+            Settings(workdir=tmp_path / "work"),
+            plane.kubeconfig,
+            target("t-rot", rule("configmaps", namespaces=(ROTATING,)), cluster="rotating"),
+        )
+        rotating = ClusterSettings(
+            name="rotating",
+            kubeconfig_secret={"namespace": HOME, "name": "rotating-kubeconfig"},
+            leader_election=True,
+            lease_namespace=HOME,
+        )
+        config = base.model_copy(update={"clusters": [*base.clusters, rotating]})
+        log = open_log(config)
+        await log.start()
+        try:
+            await log.create_topics(topic_specs(config))
+            component = make_component(config, log, fast_options(config))
+            await component.start()
+            try:
+                manager = component.manager
+                await wait_for_events(log, config, lambda evs: "end" in kinds(evs, "t-rot"), "t-rot snapshot")
+
+                new_token = await _mirror_account(api, "mirror-new")
+                await core.replace_namespaced_secret(
+                    "rotating-kubeconfig",
+                    HOME,
+                    _secret("rotating-kubeconfig", "value", _token_config(plane, new_token)),
+                )
+                await core.delete_namespaced_service_account("mirror-old", HOME)
+
+                async def old_token_refused() -> bool:
+                    probe = await open_client_from_dict(rotating, _token_config(plane, old_token))
+                    try:
+                        await probe.get_json("/api")
+                    except KubeError as exc:
+                        return exc.status == 401
+                    finally:
+                        await probe.close()
+                    return False
+
+                await wait_for(old_token_refused, what="the old token to be refused", timeout_s=60)
+                # a rediscovery: without reading the Secret again its discovery would answer 401
+                await component.apply(config)
+                assert [p for p in manager.problems if p.target == "t-rot"] == []
+                await core.create_namespaced_config_map(
+                    ROTATING,
+                    client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm-after"), data={"v": "2"}),
+                )
+                await wait_for_events(
+                    log, config, lambda evs: "ADDED cm-after" in kinds(evs, "t-rot"), "cm-after mirrored"
+                )
+                await wait_for(
+                    lambda: (
+                        bool(manager.streams)
+                        and all(s.state == "Streaming" for s in manager.streams.values())
+                    ),
+                    what="streams streaming",
+                    timeout_s=60,
+                )
+            finally:
+                await component.stop()
+        finally:
+            await log.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -317,6 +318,57 @@ DOCUMENTED = [
     ("reconcile", "sync {{.GitTarget}}{{if .APIVersion}} {{.APIVersion}}/{{.Resource}}{{end}} #{{.Count}}"),
     ("reconcile", "  {{- .Count -}}  \n"),
 ]
+
+
+#: gitops-reverser's docs/configuration.md examples, as copied into the corpus (provenance there)
+GR_DOCS = Path(__file__).resolve().parents[1] / "corpus" / "gitops-reverser" / "configuration-md"
+_TEMPLATE_KINDS = {"eventTemplate": "event", "groupTemplate": "group", "reconcileTemplate": "reconcile"}
+
+
+def _docs_templates() -> list[tuple[str, str, str]]:
+    """(file, kind, template) of every message template GR's configuration docs show."""
+    found: list[tuple[str, str, str]] = []
+    for path in sorted(GR_DOCS.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            message = ((document or {}).get("spec") or {}).get("commit", {}).get("message") or {}
+            for field, kind in _TEMPLATE_KINDS.items():
+                if field in message:
+                    found.append((path.name, kind, message[field]))
+    return found
+
+
+def test_grs_docs_show_templates_of_every_kind() -> None:
+    assert {kind for _, kind, _ in _docs_templates()} == set(_TEMPLATE_KINDS.values())
+
+
+@pytest.mark.parametrize(("source", "kind", "template"), _docs_templates())
+def test_grs_documented_templates_render_as_gr_renders_them(
+    golden: Golden, source: str, kind: str, template: str
+) -> None:
+    """Each template of GR's docs, unchanged, renders byte for byte as Go renders it with GR's data."""
+    request = {
+        "kind": kind,
+        "template": template,
+        "username": "alice",
+        "target": "apps",
+        "objects": [
+            {
+                "operation": "UPDATE",
+                "group": "apps",
+                "version": "v1",
+                "resource": "deployments",
+                "namespace": "team-a",
+                "name": "web",
+            }
+        ],
+        "count": 3,
+        "group": "apps",
+        "version": "v1",
+        "resource": "deployments",
+        "revision": "4711",
+    }
+    agree(golden, request)
+    assert ours(request)["ok"], source
 
 
 @pytest.mark.parametrize(("kind", "template"), DOCUMENTED)

@@ -11,7 +11,12 @@ import yaml
 
 from pipeline.config import ClusterSettings, KubeconfigSecretReference
 from pipeline.kube.client import open_client
-from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, kubeconfig_of, with_kubeconfig_secrets
+from pipeline.kube.kubeconfigsecret import (
+    KubeconfigReason,
+    KubeconfigSecretError,
+    kubeconfig_of,
+    with_kubeconfig_secrets,
+)
 
 REF = KubeconfigSecretReference(namespace="reverser", name="prod-kubeconfig")
 TOKEN = "s3cr3t-token-value"
@@ -131,3 +136,64 @@ async def test_without_a_cluster_to_read_from_the_error_names_the_secret() -> No
     factory = with_kubeconfig_secrets(open_client, None)
     with pytest.raises(KubeconfigSecretError, match=r"Secret reverser/prod-kubeconfig: no cluster"):
         await factory(ClusterSettings(name="prod", kubeconfig_secret=REF))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ({"other": b"x"}, KubeconfigReason.KEY_NOT_FOUND),
+        ({"value": b"users: [\n"}, KubeconfigReason.INVALID),
+        (_data(_kubeconfig(**{"current-context": "gone"})), KubeconfigReason.INVALID),
+        (
+            _data(_kubeconfig(users=[{"name": "mirror", "user": {"exec": {"command": "aws"}}}])),
+            KubeconfigReason.EXEC_NOT_ALLOWED,
+        ),
+        (
+            _data(_kubeconfig(users=[{"name": "mirror", "user": {"auth-provider": {"name": "gcp"}}}])),
+            KubeconfigReason.EXEC_NOT_ALLOWED,
+        ),
+        (
+            _data(
+                _kubeconfig(
+                    clusters=[
+                        {"name": "prod", "cluster": {"server": "https://p", "insecure-skip-tls-verify": True}}
+                    ]
+                )
+            ),
+            KubeconfigReason.INSECURE_TLS_NOT_ALLOWED,
+        ),
+        (
+            _data(_kubeconfig(users=[{"name": "mirror", "user": {"client-key": "/key"}}])),
+            KubeconfigReason.FILE_REFERENCE_NOT_ALLOWED,
+        ),
+        (
+            _data(
+                _kubeconfig(
+                    clusters=[
+                        {"name": "prod", "cluster": {"server": "https://p", "certificate-authority": "/ca"}}
+                    ]
+                )
+            ),
+            KubeconfigReason.FILE_REFERENCE_NOT_ALLOWED,
+        ),
+    ],
+)
+def test_each_refusal_carries_gitops_reversers_validated_reason(
+    data: dict[str, bytes], reason: KubeconfigReason
+) -> None:
+    with pytest.raises(KubeconfigSecretError) as caught:
+        kubeconfig_of(REF, data)
+    assert caught.value.reason is reason
+
+
+def test_the_reasons_are_gitops_reversers_names() -> None:
+    # internal/kubeconfig/kubeconfig.go of gitops-reverser, and ours for a Secret it cannot read
+    assert {r.value for r in KubeconfigReason} == {
+        "KubeConfigSecretNotFound",
+        "KubeConfigKeyNotFound",
+        "KubeConfigInvalid",
+        "KubeConfigExecNotAllowed",
+        "KubeConfigInsecureTLSNotAllowed",
+        "KubeConfigFileReferenceNotAllowed",
+        "KubeConfigSecretUnreadable",
+    }

@@ -182,3 +182,44 @@ def test_a_changed_mode_moves_the_gauge() -> None:
     router.set_destinations({"shop": Destination("repo", "main", "clusters/default")})
     assert _mode_gauge("shop", "configured-author") is None
     assert _mode_gauge("shop", "audit") == 1.0
+
+
+def test_a_cluster_without_a_mode_takes_its_audit_routes() -> None:
+    """A route whose apiserver delivers no audit events says so once for every cluster posting on
+    it; a cluster's own mode, and a target's, still win."""
+    provider = ProviderSettings(name="repo", url="https://git.example.com/r.git", default_branch="main")
+    settings = Settings.model_validate(
+        {
+            "audit": {
+                "routes": [
+                    {"name": "managed", "attribution": "configured-author"},
+                    {"name": "default"},
+                ]
+            },
+            "clusters": [
+                {"name": "eks-1", "audit_route": "managed"},
+                {"name": "eks-2", "audit_route": "managed", "attribution": "audit"},
+                {"name": "managed"},  # its route is its name
+                {"name": "onprem", "audit_route": "default"},
+                {"name": "unrouted", "audit_route": "nowhere"},
+            ],
+            "providers": [provider.model_dump()],
+            "targets": [
+                {"name": "a", "provider": "repo", "path": "a", "cluster": "eks-1"},
+                {"name": "b", "provider": "repo", "path": "b", "cluster": "eks-2"},
+                {"name": "c", "provider": "repo", "path": "c", "cluster": "managed"},
+                {"name": "d", "provider": "repo", "path": "d", "cluster": "onprem"},
+                {"name": "e", "provider": "repo", "path": "e", "cluster": "unrouted"},
+                {"name": "f", "provider": "repo", "path": "f", "cluster": "eks-1", "attribution": "audit"},
+            ],
+        }
+    )
+    modes = {name: str(d.attribution) for name, d in destinations(settings).items()}
+    assert modes == {
+        "a": "configured-author",
+        "b": "audit",
+        "c": "configured-author",
+        "d": "audit",
+        "e": "audit",
+        "f": "audit",
+    }

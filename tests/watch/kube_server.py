@@ -2,7 +2,8 @@
 
 It serves discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), namespaces, LIST (with
 `limit`/`continue` and `labelSelector` equality terms) and WATCH with `resourceVersion`,
-`sendInitialEvents` + the `k8s.io/initial-events-end` bookmark, bookmarks, 410 Gone, a switch
+`sendInitialEvents` + the `k8s.io/initial-events-end` bookmark, bookmarks, 410 Gone, GET of
+one object, bearer tokens (`tokens`: any other answers 401, as a rotated credential does), a switch
 that rejects `sendInitialEvents` (to force the LIST fallback), abrupt connection drops and
 namespace deletion. It is a test double for kube-apiserver, which cannot run in this test
 environment; the behaviour follows the API conventions the client relies on.
@@ -109,6 +110,8 @@ class FakeKubeApiServer:
         self.around_list: tuple[Callable[[], object], Callable[[], object]] | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        #: the bearer tokens accepted; None: any request is accepted
+        self.tokens: set[str] | None = None
         self._watches: set[_Watch] = set()
         # (rv, group/resource, type, object, the event as served): served lines are cached so a
         # long backlog costs the server little (the benchmark replays one).
@@ -254,6 +257,10 @@ class FakeKubeApiServer:
         parts = [p for p in request.path.split("/") if p]
         query = dict(request.query)
         self.requests.append((request.path, query))
+        if self.tokens is not None:
+            offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if offered not in self.tokens:
+                return self._status(401, "Unauthorized", "Unauthorized")
         lease_prefix = ["apis", "coordination.k8s.io", "v1", "namespaces"]
         if parts[:4] == lease_prefix and len(parts) in (6, 7) and parts[5] == "leases":
             return await self._lease(request, parts[4], parts[6] if len(parts) == 7 else None)
@@ -284,8 +291,13 @@ class FakeKubeApiServer:
                 }
             )
         namespace = ""
-        if rest[0] == "namespaces" and len(rest) == 3:
+        if rest[0] == "namespaces" and len(rest) in (3, 4):
             namespace, rest = rest[1], rest[2:]
+        if len(rest) == 2 and (group, rest[0]) in self.resources:
+            found = self.objects[(group, rest[0])].get((namespace, rest[1]))
+            if found is None:
+                return self._status(404, "NotFound", f'{rest[0]} "{rest[1]}" not found')
+            return web.json_response(found)
         if len(rest) != 1 or (group, rest[0]) not in self.resources:
             return self._status(404, "NotFound", f"{request.path} not found")
         gr = (group, rest[0])

@@ -85,7 +85,9 @@ the first named <fullname>-audit-tls).
 {{/*
 The source clusters with the chart's HA defaults: leader election on and the Lease in the release
 namespace unless a cluster says otherwise. During a rolling update two pods run at once even with
-one replica, so turning election off is refused when several replicas are asked for.
+one replica, so turning election off is refused when several replicas are asked for. With the
+gitops-reverser quickstart, a cluster that names no attribution mode gets gitops-reverser's default,
+configured-author (no audit webhook is set up by that quickstart).
 */}}
 {{- define "reverser.clusters" -}}
 {{- $clusters := list }}
@@ -99,6 +101,9 @@ one replica, so turning election off is refused when several replicas are asked 
 {{- end }}
 {{- if not (get $c "lease_namespace") }}
 {{- $_ := set $c "lease_namespace" $.Release.Namespace }}
+{{- end }}
+{{- if and $.Values.quickstart.enabled (not (hasKey $c "attribution")) }}
+{{- $_ := set $c "attribution" "configured-author" }}
 {{- end }}
 {{- $clusters = append $clusters $c }}
 {{- end }}
