@@ -38,6 +38,11 @@ __all__ = [
 ]
 
 UNKNOWN_AUTHOR = "unknown (attribution unresolved)"
+# A name-only fact (a scale's: a Scale is not the object) ties to a scale only in time: its review
+# arrived before the response (by at most the webhook's timeout and the request), or after it when
+# the replica holding the review was paused or cut off (by at most the longest such fault).
+NAME_FACT_BEFORE_S = 15.0
+NAME_FACT_AFTER_S = 40.0
 # How much later than the response a watch event may reach the commit worker's window: a window
 # stays open for its silence after the last write it saw, not after the last response.
 WINDOW_JITTER_S = 1.0
@@ -82,6 +87,7 @@ class SeenFact:
     namespace: str
     name: str
     content_key: str  # "" where the fact names no version (a scale, a delete)
+    stage_s: float  # when its review arrived, on the workload's clock (time.monotonic())
 
 
 @dataclass
@@ -220,12 +226,18 @@ def check_facts(verdict: Verdict, version_keys: Mapping[str, str], facts: Iterab
     `version_keys` maps a commit sha and path (`f"{sha}:{path}"`) to the content key of the file
     that commit wrote, for the transitions of named and unknown changes.
     """
-    offered = {_offered(fact) for fact in facts}
+    offered: dict[tuple[str, ...], list[float]] = defaultdict(list)
+    for fact in facts:
+        offered[_offered(fact)].append(fact.stage_s)
     check = FactCheck()
 
     def found(mutation: Mutation, transition: Transition) -> bool:
-        key = version_keys.get(f"{transition.sha}:{transition.path}", "")
-        return _wanted(mutation, key) in offered
+        wanted = _wanted(mutation, version_keys.get(f"{transition.sha}:{transition.path}", ""))
+        if wanted[0] != "name":
+            return wanted in offered
+        # one user may scale one Deployment more than once: only a review of about that time counts
+        earliest, latest = mutation.at - NAME_FACT_BEFORE_S, mutation.at + NAME_FACT_AFTER_S
+        return any(earliest <= at <= latest for at in offered.get(wanted, []))
 
     for mutation, transition in [*verdict.named, *verdict.late]:
         check.named += 1

@@ -116,10 +116,14 @@ async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
     try:
         extent = await extent_of(log, TopicNames.for_prefix(env.topic_prefix).audit_facts)
         seen = []
+        # stage times are UTC µs on this machine's clock; the workload's record is monotonic
+        offset_s = time.time() - time.monotonic()
         async for chunk in read_to_end(log, extent):
             for record in chunk.records:
                 _route, _group, resource, rows = decode_fact_batch(record)
-                seen += [SeenFact(r[0], r[3], resource, r[5], r[6], r[8]) for r in rows]
+                seen += [
+                    SeenFact(r[0], r[3], resource, r[5], r[6], r[8], r[9] / 1e6 - offset_s) for r in rows
+                ]
         return seen
     finally:
         await log.close()

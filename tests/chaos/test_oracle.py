@@ -142,7 +142,7 @@ DEPLOY = "clusters/chaos/team-0/apps/deployments/web.yaml"
 
 
 def cm_fact(user: str, key: str, verb: str = "update", name: str = "a") -> SeenFact:
-    return SeenFact(user, verb, "configmaps", "team-0", name, key)
+    return SeenFact(user, verb, "configmaps", "team-0", name, key, 9.0)
 
 
 def test_a_named_change_is_matched_to_its_fact_by_author_object_and_content_key() -> None:
@@ -185,10 +185,15 @@ def test_a_scale_is_matched_by_a_name_only_fact_and_a_late_name_counts_as_named(
     late = Transition("b0", DEPLOY, "4/3", "c1", UNKNOWN_AUTHOR, 14.0, late_author="carol")
     verdict = judge([scale], [late], WINDOW_S)
     keys = {f"c1:{DEPLOY}": "content:k1"}
-    version_fact = SeenFact("carol", "update", "deployments", "team-0", "web", "content:k1")
+    version_fact = SeenFact("carol", "update", "deployments", "team-0", "web", "content:k1", 9.0)
     assert len(check_facts(verdict, keys, [version_fact]).unmatched) == 1
-    check = check_facts(verdict, keys, [SeenFact("carol", "update", "deployments", "team-0", "web", "")])
-    assert (check.unmatched, check.named, check.named_pct) == ([], 1, 100.0)
+    for stage_s in (-5.1, 50.1):  # carol's review of another scale of the same Deployment
+        other = SeenFact("carol", "update", "deployments", "team-0", "web", "", stage_s)
+        assert len(check_facts(verdict, keys, [other]).unmatched) == 1, stage_s
+    for stage_s in (9.0, 35.0):  # before the response, or late: its replica was paused
+        name_fact = SeenFact("carol", "update", "deployments", "team-0", "web", "", stage_s)
+        check = check_facts(verdict, keys, [name_fact])
+        assert (check.unmatched, check.named, check.named_pct) == ([], 1, 100.0)
 
 
 def test_a_misattributed_change_counts_against_the_named_share() -> None:
