@@ -50,7 +50,7 @@ from pipeline.config import AttributionSettings
 from pipeline.kube.selector import SelectorError, parse_selector
 from pipeline.models import GroupResource
 
-__all__ = ["FactIndex", "IndexLimits"]
+__all__ = ["NAME_STAMP_MARGIN_MS", "FactIndex", "IndexLimits", "stamped_by"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,20 @@ Who = tuple[str, str, str]
 _Fact = tuple[Who, str, str, str, str, str, str, int, int]
 _VERB: Final = 1
 _AT_MS: Final = 7
+_STAGE_US: Final = 8
 Stored = _Fact | StoredCollection
+
+#: How much later than an event's observation a fact found only by name may be stamped and still be
+#: the request that made the change: the watch can see a change a moment before its request's
+#: response completes (the audit stage time). A name-keyed fact stamped later is a later request's
+#: on the same name (a scale after the create it would otherwise be credited with).
+NAME_STAMP_MARGIN_MS: Final = 2000
+
+
+def stamped_by(stage_ms: int, event_ms: int) -> bool:
+    """Whether a fact stamped at `stage_ms` may have made a change observed at `event_ms`; an
+    unknown time on either side (0) does not rule it out."""
+    return stage_ms <= 0 or event_ms <= 0 or stage_ms <= event_ms + NAME_STAMP_MARGIN_MS
 
 
 def _answer(fact: _Fact) -> StoredFact:
@@ -692,7 +705,12 @@ class FactIndex:
         if query.name and not removal:
             # (a removal's name-keyed delete was looked at in its ladder)
             fact = scope.by_name.get((query.namespace, query.name))
-            if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
+            if (
+                fact is not None
+                and fact[_AT_MS] >= cutoff
+                and not is_removal_verb(fact[_VERB])
+                and stamped_by(fact[_STAGE_US] // 1000, query.event_ms)
+            ):
                 return Attribution(Tier.NAME, _answer(fact))
         return ABSENT_ATTRIBUTION
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from pipeline.attribution.index import FactIndex
+from pipeline.attribution.index import NAME_STAMP_MARGIN_MS, FactIndex
 from pipeline.attribution.model import Attribution, FactQuery, Tier
 
 __all__ = ["LATE_NAME_MARGIN_MS", "LATE_TIERS", "await_late", "names_late"]
@@ -31,9 +31,9 @@ LATE_TIERS: Final = frozenset(
 )
 
 
-#: How much later than a removal's observation its name-keyed delete may be stamped: the watch can
-#: see the deletion a moment before the request's response completes (its audit stage time).
-LATE_NAME_MARGIN_MS: Final = 2000
+#: How much later than a removal's observation its name-keyed delete may be stamped (the index's
+#: rule for any fact found by name).
+LATE_NAME_MARGIN_MS: Final = NAME_STAMP_MARGIN_MS
 
 
 def names_late(found: Attribution, query: FactQuery) -> bool:

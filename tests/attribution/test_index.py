@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pipeline.attribution import Tier, actor_kind
+from pipeline.attribution.index import NAME_STAMP_MARGIN_MS
 from pipeline.codec.fact_batch import AuthorFact
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, Clock, fact, make_index, query, removal
 
@@ -324,3 +325,22 @@ def test_actor_kind_derivation() -> None:
     assert actor_kind("system:serviceaccount:kube-system:generic-garbage-collector") == "serviceaccount"
     assert actor_kind("system:admin") == "user"
     assert actor_kind("alice@example.com") == "user"
+
+
+def test_name_tier_never_credits_a_write_stamped_after_the_event_was_seen() -> None:
+    # Found by the chaos run with admission facts (seed 583021): the robot's create had no fact (its
+    # review died with a killed replica), and bob's scale of the same Deployment 27 s later, a fact
+    # by name only, named bob as the creator. A later request on the name is never the author.
+    index = make_index()
+    seen_ms = 1_700_000_000_000
+    index.apply(ROUTE, DEPLOY, [fact("bob", "update", name="web", stage_us=(seen_ms + 27_000) * 1000)])
+    create = query(uid="u1", rv="5", name="web", gr=DEPLOY)
+    assert index.lookup(create._replace(event_ms=seen_ms)).tier == Tier.ABSENT
+    # the watch may see the change a moment before its response completes: within the margin it counts
+    assert index.lookup(create._replace(event_ms=seen_ms + 27_000 - NAME_STAMP_MARGIN_MS)).tier == Tier.NAME
+    assert (
+        index.lookup(create._replace(event_ms=seen_ms + 27_000 - NAME_STAMP_MARGIN_MS - 1)).tier
+        == Tier.ABSENT
+    )
+    # with no observation time (a recording) the name tier answers as before
+    assert (index.lookup(create).tier, index.lookup(create).author) == (Tier.NAME, "bob")

@@ -3,16 +3,23 @@
 etcd + kube-apiserver (its audit webhook pointed at HAProxy), a three-node KRaft Kafka cluster,
 three `reverser run` replicas with leader election on, HAProxy spreading the audit webhook over
 them, and a smart-HTTP Git remote (basic auth) that can be told to refuse service.
+
+`CHAOS_FACTS=admission` runs the managed-cluster shape instead: the apiserver has no audit backend
+and calls a validating admission webhook (`failurePolicy: Ignore`, TLS, a path token) through the
+same HAProxy and relays, so the faults on the audit path hit the admission path
+(docs/chaos.md, "Admission facts instead of audit").
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +37,17 @@ from tests.e2e.service_process import ServiceProcess
 from tests.integration.kafka.broker import KafkaCluster
 from tests.support.net import free_port
 
-__all__ = ["BRANCHES", "COMMIT_WINDOW_S", "GRACE_MS", "LEASE_DURATION_S", "ROUTE", "ChaosEnv", "chaos_env"]
+__all__ = [
+    "BRANCHES",
+    "COMMIT_WINDOW_S",
+    "GRACE_MS",
+    "LEASE_DURATION_S",
+    "ROUTE",
+    "ChaosEnv",
+    "FactSource",
+    "chaos_env",
+    "fact_source",
+]
 
 ROUTE = "chaos"
 REPLICAS = 3
@@ -51,6 +68,24 @@ GIT_USER_ENV = "CHAOS_GIT_USER"
 GIT_PASSWORD_ENV = "CHAOS_GIT_PASSWORD"
 REPO = "remote.git"
 BINDING = "chaos-actors"
+FACTS_ENV = "CHAOS_FACTS"
+ADMISSION_TOKEN_ENV = "CHAOS_ADMISSION_TOKEN"
+ADMISSION_TOKEN = "chaos-admission-path-token-7d2e"  # a throwaway path token of the loopback webhook
+# As the chart registers it (admissionWebhook.timeoutSeconds): a review the replica does not answer
+# in time is let through with no fact (failurePolicy Ignore).
+ADMISSION_TIMEOUT_S = 5
+
+
+class FactSource(StrEnum):
+    """Where the replicas learn who made a change: the audit webhook, or validating admission."""
+
+    AUDIT = "audit"
+    ADMISSION = "admission"
+
+
+def fact_source() -> FactSource:
+    """CHAOS_FACTS (default `audit`: the run as it always was)."""
+    return FactSource(os.environ.get(FACTS_ENV) or FactSource.AUDIT)
 
 
 @dataclass
@@ -65,6 +100,7 @@ class ChaosEnv:
     replicas: list[ServiceProcess]
     targets: list[Target]
     topic_prefix: str
+    facts: FactSource = FactSource.AUDIT
 
     @property
     def repo(self) -> Path:
@@ -113,6 +149,7 @@ def _replica_config(
     audit_port: int,
     metrics_port: int,
     targets: list[Target],
+    facts: FactSource,
 ) -> dict[str, Any]:
     return {
         "workdir": str(env_dir / f"replica-{index}" / "work"),
@@ -124,15 +161,7 @@ def _replica_config(
             "request_timeout_ms": 10_000,
         },
         "metrics": {"addr": f"127.0.0.1:{metrics_port}"},
-        "audit": {
-            "addr": f"127.0.0.1:{audit_port}",
-            "tls": {
-                "cert_file": str(plane.pki.ingress_cert),
-                "key_file": str(plane.pki.ingress_key),
-                "client_ca_file": str(plane.pki.ca),
-            },
-            "routes": [{"name": ROUTE, "allowed_identities": [AUDIT_CLIENT_CN]}],
-        },
+        "audit": _ingress_config(plane, audit_port, facts),
         "attribution": {"grace_ms": GRACE_MS, "max_wait_ms": MAX_WAIT_MS, "reorder_ms": REORDER_MS},
         "clusters": [
             {
@@ -172,6 +201,62 @@ def _replica_config(
     }
 
 
+def _ingress_config(plane: ControlPlane, port: int, facts: FactSource) -> dict[str, Any]:
+    """The replica's ingress: the audit webhook's (mutual TLS), or the admission webhook's (TLS and
+    the path token: a webhook call carries no client certificate), as tests/e2e does each."""
+    if facts is FactSource.ADMISSION:
+        return {
+            "addr": f"127.0.0.1:{port}",
+            "tls": {"cert_file": str(plane.pki.ingress_cert), "key_file": str(plane.pki.ingress_key)},
+            "routes": [{"name": ROUTE, "bearer_tokens_env": [ADMISSION_TOKEN_ENV]}],
+            "admission": {"enabled": True},
+        }
+    return {
+        "addr": f"127.0.0.1:{port}",
+        "tls": {
+            "cert_file": str(plane.pki.ingress_cert),
+            "key_file": str(plane.pki.ingress_key),
+            "client_ca_file": str(plane.pki.ca),
+        },
+        "routes": [{"name": ROUTE, "allowed_identities": [AUDIT_CLIENT_CN]}],
+    }
+
+
+def admission_webhook(url: str, ca_bundle: bytes) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration the chart makes for the workload's types: every write of a
+    ConfigMap or Deployment (and a Deployment's scale) reviewed, allowed whatever happens."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "reverser-facts"},
+        "webhooks": [
+            {
+                "name": "facts.reverser.invalid",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent",
+                "timeoutSeconds": ADMISSION_TIMEOUT_S,
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_bundle).decode()},
+                "rules": [
+                    {
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["configmaps"],
+                    },
+                    {
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "resources": ["deployments", "deployments/scale"],
+                    },
+                ],
+            }
+        ],
+    }
+
+
 def _seed_remote(repo: Path, branches: list[str], scratch: Path) -> None:
     """A bare remote whose branches start from one commit, as a team's config repository would."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)], check=True)
@@ -186,8 +271,11 @@ def _seed_remote(repo: Path, branches: list[str], scratch: Path) -> None:
         subprocess.run([*git, "push", "--quiet", str(repo), f"HEAD:refs/heads/{branch}"], check=True)
 
 
-async def _prepare_cluster(kubeconfig: Path, targets: list[Target]) -> None:
+async def _prepare_cluster(kubeconfig: Path, targets: list[Target], webhook: dict[str, Any] | None) -> None:
     async with kube_client(kubeconfig) as api:
+        if webhook is not None:
+            # registered before any replica listens: until one does, failurePolicy Ignore lets writes by
+            await client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(webhook)
         core = client.CoreV1Api(api)
         rbac = client.RbacAuthorizationV1Api(api)
         for sa in {ROBOT, FINALIZER_REMOVER}:
@@ -218,19 +306,26 @@ async def _prepare_cluster(kubeconfig: Path, targets: list[Target]) -> None:
 
 
 @contextmanager
-def chaos_env(workdir: Path, bin_dir: Path) -> Iterator[ChaosEnv]:
+def chaos_env(workdir: Path, bin_dir: Path, facts: FactSource = FactSource.AUDIT) -> Iterator[ChaosEnv]:
     """Start everything (stopped again in reverse order on exit, whatever happened)."""
     targets = [Target(f"t{i}", f"team-{i}", f"b{i}", TARGET_PATH) for i in range(BRANCHES)]
     os.environ[GIT_USER_ENV] = GIT_USER
     os.environ[GIT_PASSWORD_ENV] = GIT_PASSWORD
     with ExitStack() as stack:
         audit_port = free_port()
-        plane = ControlPlane(
-            workdir / "plane", bin_dir, f"https://127.0.0.1:{audit_port}/audit-webhook/{ROUTE}"
-        )
+        webhook = None
+        if facts is FactSource.ADMISSION:
+            os.environ[ADMISSION_TOKEN_ENV] = ADMISSION_TOKEN
+            plane = ControlPlane(workdir / "plane", bin_dir)  # no audit backend
+            url = f"https://127.0.0.1:{audit_port}/admission-webhook/{ROUTE}/{ADMISSION_TOKEN}"
+            webhook = admission_webhook(url, plane.pki.ca.read_bytes())
+        else:
+            plane = ControlPlane(
+                workdir / "plane", bin_dir, f"https://127.0.0.1:{audit_port}/audit-webhook/{ROUTE}"
+            )
         stack.callback(plane.stop)
         plane.start()
-        asyncio.run(_prepare_cluster(plane.kubeconfig, targets))
+        asyncio.run(_prepare_cluster(plane.kubeconfig, targets, webhook))
 
         kafka = KafkaCluster(workdir / "kafka", 3)
         stack.callback(kafka.stop)
@@ -248,7 +343,7 @@ def chaos_env(workdir: Path, bin_dir: Path) -> Iterator[ChaosEnv]:
             replica_dir = workdir / f"replica-{index}"
             replica_dir.mkdir()
             config = _replica_config(
-                workdir, index, plane, kafka.bootstrap, prefix, git_url, audit, metrics, targets
+                workdir, index, plane, kafka.bootstrap, prefix, git_url, audit, metrics, targets, facts
             )
             # INFO: three replicas' DEBUG logs (every Kafka request) cost a core on their own.
             replicas.append(ServiceProcess(replica_dir, config, log_level="INFO"))
@@ -262,4 +357,4 @@ def chaos_env(workdir: Path, bin_dir: Path) -> Iterator[ChaosEnv]:
         for replica in replicas:
             stack.callback(replica.stop)
             replica.start()
-        yield ChaosEnv(workdir, plane, kafka, git, haproxy, relays, replicas, targets, prefix)
+        yield ChaosEnv(workdir, plane, kafka, git, haproxy, relays, replicas, targets, prefix, facts)

@@ -1,4 +1,10 @@
-"""Seeded faults against the chaos environment, each recording what it did and what it observed."""
+"""Seeded faults against the chaos environment, each recording what it did and what it observed.
+
+`pause_audit_holder` and `cut_audit_network` act on the path from HAProxy to a replica's ingress.
+With `CHAOS_FACTS=admission` that path carries the admission webhook's reviews instead of audit
+batches, so the same faults stop a replica holding a review and cut the reviews' path; the facts
+topic is the same one either way (`kill_leader_broker`).
+"""
 
 from __future__ import annotations
 

@@ -10,10 +10,12 @@ from typing import Any
 import yaml
 
 from pipeline.commit.notes import notes_ref, parse_late_lines
+from pipeline.content.key import content_key
+from pipeline.content.sanitize import sanitized_json
 from tests.chaos.oracle import Transition
 from tests.chaos.workload import fingerprint
 
-__all__ = ["first_pushes", "read_files", "read_transitions"]
+__all__ = ["first_pushes", "read_files", "read_transitions", "version_keys"]
 
 _RECORD = "\x1e"
 _FIELD = "\x1f"
@@ -98,3 +100,17 @@ def read_files(repo: Path, branch: str, path_prefix: str) -> dict[str, dict[str,
     tip = _git(repo, "rev-parse", f"refs/heads/{branch}").strip()
     paths = _git(repo, "ls-tree", "-r", "--name-only", tip, "--", path_prefix).split()
     return {path: _load(_git(repo, "show", f"{tip}:{path}")) for path in paths}
+
+
+def version_keys(repo: Path, transitions: Sequence[Transition]) -> dict[str, str]:
+    """`sha:path` to the content key of the version each transition wrote (removals have none).
+
+    A mirrored file is the object's sanitized content, so its canonical JSON is what the watch and
+    an admission fact both digest (`pipeline.content.key`).
+    """
+    keys = {}
+    for t in transitions:
+        if t.fingerprint is not None:
+            obj = _load(_git(repo, "show", f"{t.sha}:{t.path}"))
+            keys[f"{t.sha}:{t.path}"] = content_key(sanitized_json(obj))
+    return keys

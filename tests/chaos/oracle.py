@@ -10,20 +10,39 @@ the person whose mutation produced it (misattributed and unknown counted apart; 
 whose git note names the right person later is `late`, named: the note is where users and tools
 find the author, and one naming somebody else is misattributed); and measures the
 time from the mutation's response to the push that put its commit on the remote.
+
+With admission facts instead of audit (`check_facts`), an unknown author is a failure only when
+the facts topic holds a fact for that change: with `failurePolicy: Ignore` a write the webhook did
+not get through for has no fact at all, and nothing could name it. Every named change must have
+its fact found too, or the check itself cannot be trusted.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tests.chaos.workload import Mutation
 
-__all__ = ["UNKNOWN_AUTHOR", "Transition", "Verdict", "judge", "percentile"]
+__all__ = [
+    "UNKNOWN_AUTHOR",
+    "FactCheck",
+    "SeenFact",
+    "Transition",
+    "Verdict",
+    "check_facts",
+    "judge",
+    "percentile",
+]
 
 UNKNOWN_AUTHOR = "unknown (attribution unresolved)"
+# A name-only fact (a scale's: a Scale is not the object) ties to a scale only in time: its review
+# arrived before the response (by at most the webhook's timeout and the request), or after it when
+# the replica holding the review was paused or cut off (by at most the longest such fault).
+NAME_FACT_BEFORE_S = 15.0
+NAME_FACT_AFTER_S = 40.0
 # How much later than the response a watch event may reach the commit worker's window: a window
 # stays open for its silence after the last write it saw, not after the last response.
 WINDOW_JITTER_S = 1.0
@@ -54,6 +73,39 @@ class Verdict:
     # committed as unknown, then named right by a late fact (the commit's git note): named, not unknown
     late: list[tuple[Mutation, Transition]] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
+    # committed under the right author
+    named: list[tuple[Mutation, Transition]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenFact:
+    """One fact the facts topic held at the end of the run, as much of it as ties it to a change."""
+
+    author: str
+    verb: str
+    resource: str  # "configmaps", "deployments"
+    namespace: str
+    name: str
+    content_key: str  # "" where the fact names no version (a scale, a delete)
+    stage_s: float  # when its review arrived, on the workload's clock (time.monotonic())
+
+
+@dataclass
+class FactCheck:
+    """The unknown and named changes of a run with admission facts, against the facts on the log."""
+
+    # unknown, and no fact on the log names the change: the webhook was not answered for it
+    factless: list[tuple[Mutation, Transition]] = field(default_factory=list)
+    # unknown although a fact names the change: the pipeline had what it needed (a failure)
+    unused: list[tuple[Mutation, Transition]] = field(default_factory=list)
+    # named right, yet no fact found for it: the check cannot tell a fact when it sees one (a failure)
+    unmatched: list[tuple[Mutation, Transition]] = field(default_factory=list)
+    named: int = 0  # named right, by the commit or late by its note
+    changes: int = 0  # committed changes of one writer each (all the workload makes)
+
+    @property
+    def named_pct(self) -> float:
+        return 100.0 * self.named / self.changes if self.changes else 100.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -128,7 +180,7 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
             shown = mutation.fingerprint is not None
             first = committed[0]
             if first.author == mutation.user:
-                pass
+                verdict.named.append((mutation, first))
             elif first.author == UNKNOWN_AUTHOR and first.late_author == mutation.user:
                 verdict.late.append((mutation, first))
             elif first.author == UNKNOWN_AUTHOR and first.late_author is None:
@@ -139,3 +191,59 @@ def judge(mutations: Sequence[Mutation], transitions: Sequence[Transition], wind
                 verdict.latencies_s.append(first.pushed_at - mutation.at)
     verdict.phantom = [t for key, found in by_version.items() if key not in made for t in found[:1]]
     return verdict
+
+
+def _object_of(path: str) -> tuple[str, str, str]:
+    """(resource, namespace, name) of a mirrored file `<target path>/<ns>/<dir>/<name>.yaml`."""
+    *head, directory, leaf = path.removesuffix(".yaml").split("/")
+    namespace = head[-2] if directory == "deployments" else head[-1]
+    return directory, namespace, leaf
+
+
+def _wanted(mutation: Mutation, version_key: str) -> tuple[str, ...]:
+    """What a fact for `mutation` looks like: a delete fact, a name-only fact for a scale (a Scale is
+    not the object), or a fact naming the version it wrote by its content key."""
+    resource, namespace, name = _object_of(mutation.path)
+    if mutation.fingerprint is None:
+        return ("delete", mutation.user, resource, namespace, name)
+    if mutation.op == "scale":
+        return ("name", mutation.user, resource, namespace, name)
+    return ("content", mutation.user, resource, namespace, name, version_key)
+
+
+def _offered(fact: SeenFact) -> tuple[str, ...]:
+    where = (fact.author, fact.resource, fact.namespace, fact.name)
+    if fact.verb == "delete":
+        return ("delete", *where)
+    if not fact.content_key:
+        return ("name", *where)
+    return ("content", *where, fact.content_key)
+
+
+def check_facts(verdict: Verdict, version_keys: Mapping[str, str], facts: Iterable[SeenFact]) -> FactCheck:
+    """Sort the verdict's unknown changes by whether a fact for them reached the log.
+
+    `version_keys` maps a commit sha and path (`f"{sha}:{path}"`) to the content key of the file
+    that commit wrote, for the transitions of named and unknown changes.
+    """
+    offered: dict[tuple[str, ...], list[float]] = defaultdict(list)
+    for fact in facts:
+        offered[_offered(fact)].append(fact.stage_s)
+    check = FactCheck()
+
+    def found(mutation: Mutation, transition: Transition) -> bool:
+        wanted = _wanted(mutation, version_keys.get(f"{transition.sha}:{transition.path}", ""))
+        if wanted[0] != "name":
+            return wanted in offered
+        # one user may scale one Deployment more than once: only a review of about that time counts
+        earliest, latest = mutation.at - NAME_FACT_BEFORE_S, mutation.at + NAME_FACT_AFTER_S
+        return any(earliest <= at <= latest for at in offered.get(wanted, []))
+
+    for mutation, transition in [*verdict.named, *verdict.late]:
+        check.named += 1
+        if not found(mutation, transition):
+            check.unmatched.append((mutation, transition))
+    for mutation, transition in verdict.unknown:
+        (check.unused if found(mutation, transition) else check.factless).append((mutation, transition))
+    check.changes = check.named + len(verdict.unknown) + len(verdict.misattributed)
+    return check

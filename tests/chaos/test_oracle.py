@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.chaos.oracle import UNKNOWN_AUTHOR, Transition, judge, percentile
+from tests.chaos.oracle import UNKNOWN_AUTHOR, SeenFact, Transition, check_facts, judge, percentile
 from tests.chaos.workload import Mutation, fingerprint
 
 WINDOW_S = 3.0
@@ -135,3 +135,72 @@ def test_a_note_naming_somebody_else_is_misattributed() -> None:
     verdict = judge([m(1, "alice", "1", 10.0)], [wrong], WINDOW_S)
     assert (verdict.unknown, verdict.late) == ([], [])
     assert len(verdict.misattributed) == 1
+
+
+# -- admission facts instead of audit: an unknown author is excused only when no fact exists ------
+DEPLOY = "clusters/chaos/team-0/apps/deployments/web.yaml"
+
+
+def cm_fact(user: str, key: str, verb: str = "update", name: str = "a") -> SeenFact:
+    return SeenFact(user, verb, "configmaps", "team-0", name, key, 9.0)
+
+
+def test_a_named_change_is_matched_to_its_fact_by_author_object_and_content_key() -> None:
+    verdict = judge([m(1, "alice", "1", 10.0)], [t("1", "alice", "c1")], WINDOW_S)
+    keys = {f"c1:{PATH}": "content:k1"}
+    assert check_facts(verdict, keys, [cm_fact("alice", "content:k1", "create")]).unmatched == []
+    # another version of the object, another author, another object: not its fact
+    for other in (
+        cm_fact("alice", "content:k2"),
+        cm_fact("bob", "content:k1"),
+        cm_fact("alice", "content:k1", name="b"),
+    ):
+        check = check_facts(verdict, keys, [other])
+        assert [x.seq for x, _ in check.unmatched] == [1], other
+        assert (check.named, check.changes) == (1, 1)
+
+
+def test_an_unknown_change_fails_only_when_its_fact_reached_the_log() -> None:
+    mutations = [m(1, "alice", "1", 10.0), m(2, "bob", "2", 20.0)]
+    verdict = judge(mutations, [t("1", UNKNOWN_AUTHOR, "c1"), t("2", UNKNOWN_AUTHOR, "c2")], WINDOW_S)
+    keys = {f"c1:{PATH}": "content:k1", f"c2:{PATH}": "content:k2"}
+    check = check_facts(verdict, keys, [cm_fact("bob", "content:k2")])
+    assert [x.seq for x, _ in check.factless] == [1]
+    assert [x.seq for x, _ in check.unused] == [2]
+    assert (check.named, check.changes, check.named_pct) == (0, 2, 0.0)
+
+
+def test_deletes_are_matched_by_a_delete_fact_of_their_author() -> None:
+    mutations = [m(1, "alice", "1", 10.0), Mutation(2, "bob", "deletecollection", "b0", PATH, None, 20.0)]
+    verdict = judge(mutations, [t("1", "alice", "c1"), t(None, UNKNOWN_AUTHOR, "c2")], WINDOW_S)
+    keys = {f"c1:{PATH}": "content:k1"}
+    facts = [cm_fact("alice", "content:k1", "create")]
+    assert len(check_facts(verdict, keys, facts).factless) == 1
+    assert len(check_facts(verdict, keys, [*facts, cm_fact("alice", "", "delete")]).factless) == 1
+    assert len(check_facts(verdict, keys, [*facts, cm_fact("bob", "", "delete")]).unused) == 1
+
+
+def test_a_scale_is_matched_by_a_name_only_fact_and_a_late_name_counts_as_named() -> None:
+    scale = Mutation(1, "carol", "scale", "b0", DEPLOY, "4/3", 10.0)
+    late = Transition("b0", DEPLOY, "4/3", "c1", UNKNOWN_AUTHOR, 14.0, late_author="carol")
+    verdict = judge([scale], [late], WINDOW_S)
+    keys = {f"c1:{DEPLOY}": "content:k1"}
+    version_fact = SeenFact("carol", "update", "deployments", "team-0", "web", "content:k1", 9.0)
+    assert len(check_facts(verdict, keys, [version_fact]).unmatched) == 1
+    for stage_s in (-5.1, 50.1):  # carol's review of another scale of the same Deployment
+        other = SeenFact("carol", "update", "deployments", "team-0", "web", "", stage_s)
+        assert len(check_facts(verdict, keys, [other]).unmatched) == 1, stage_s
+    for stage_s in (9.0, 35.0):  # before the response, or late: its replica was paused
+        name_fact = SeenFact("carol", "update", "deployments", "team-0", "web", "", stage_s)
+        check = check_facts(verdict, keys, [name_fact])
+        assert (check.unmatched, check.named, check.named_pct) == ([], 1, 100.0)
+
+
+def test_a_misattributed_change_counts_against_the_named_share() -> None:
+    verdict = judge(
+        [m(1, "alice", "1", 10.0), m(2, "bob", "2", 20.0)],
+        [t("1", "alice", "c1"), t("2", "carol", "c2")],
+        WINDOW_S,
+    )
+    check = check_facts(verdict, {f"c1:{PATH}": "content:k1"}, [cm_fact("alice", "content:k1")])
+    assert (check.named, check.changes, check.named_pct) == (1, 2, 50.0)
