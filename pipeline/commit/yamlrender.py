@@ -122,9 +122,20 @@ def _has_indicator(text: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=65536)
+#: The two scalar caches below remember at most this many texts each, and only texts of at most
+#: `_CACHED_TEXT_CHARS` characters (253: the longest Kubernetes name): their memory stays bounded
+#: (a few MiB) whatever the rendered objects hold; a longer value (a ConfigMap's file, a
+#: certificate) is decided each time it is rendered, as it would rarely be seen twice.
+_CACHED_TEXTS = 16384
+_CACHED_TEXT_CHARS = 253
+
+
 def _read_back(text: str) -> object:
     """What a YAML reader makes of `text` written plain as a map value (a sentinel if unreadable)."""
+    return _read_back_cached(text) if len(text) <= _CACHED_TEXT_CHARS else _read_back_uncached(text)
+
+
+def _read_back_uncached(text: str) -> object:
     try:
         loaded = yaml.safe_load(f"k: {text}\n")
     except yaml.YAMLError:
@@ -171,13 +182,21 @@ def _double_quoted(text: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=65536)
 def _scalar_inline(text: str) -> str:
+    """`text` as a plain, single- or double-quoted scalar, as yaml.v3 writes it."""
+    return _scalar_inline_cached(text) if len(text) <= _CACHED_TEXT_CHARS else _scalar_inline_uncached(text)
+
+
+def _scalar_inline_uncached(text: str) -> str:
     if _plain_ok(text):
         return text
     if text and not _resolves_elsewhere(text) and all(_printable(ch) for ch in text):
         return "'" + text.replace("'", "''") + "'"
     return _double_quoted(text)
+
+
+_read_back_cached = functools.lru_cache(maxsize=_CACHED_TEXTS)(_read_back_uncached)
+_scalar_inline_cached = functools.lru_cache(maxsize=_CACHED_TEXTS)(_scalar_inline_uncached)
 
 
 def _block_ok(text: str) -> bool:

@@ -113,3 +113,17 @@ def test_natural_sort() -> None:
 def test_non_string_key_is_a_clear_error() -> None:
     with pytest.raises(RenderError, match="not a string"):
         render_object({"apiVersion": "v1", "data": {1: "x"}})
+
+
+def test_long_values_are_rendered_without_entering_the_scalar_caches() -> None:
+    """The caches hold short texts only (names, labels): their memory does not follow the values."""
+    from pipeline.commit import yamlrender
+
+    before = yamlrender._scalar_inline_cached.cache_info().currsize
+    long_value = "a long value " * 100
+    text = render_object({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": long_value}}).decode()
+    assert yaml.safe_load(text)["data"]["k"] == long_value
+    cached = yamlrender._scalar_inline_cached.cache_info().currsize
+    assert cached - before <= 6  # the keys, apiVersion and kind at most, never the long value
+    render_object({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "a short fresh value 93817"}})
+    assert yamlrender._scalar_inline_cached.cache_info().currsize == cached + 1
