@@ -4,14 +4,20 @@ The objects (in two namespaces, 1 KiB of data each) are created before the servi
 concurrent creates. The figures, from the service's launch: the time until every object is a
 file on the Git remote's `main`, the service's peak RSS (VmHWM), its CPU seconds (its own and its
 reaped children's: git), the ops endpoint's answer times while it syncs (`/healthz`, `/readyz`,
-`/metrics` in turn, every 20 ms; p99 and worst) and the largest event-loop stall the service
-itself measured (`reverser_event_loop_lag_max_seconds`). Baseline, in the same run: a paginated
-LIST of the same collection with `json.loads` of every page, the floor any mirror pays to read
-it; the sync's figure is given as a multiple of it.
+`/metrics` in turn, every 20 ms; p99 and worst, and `/healthz`'s worst alone) and the largest
+event-loop stall the service itself measured (`reverser_event_loop_lag_max_seconds`).
 
-Sizes: `REVERSER_BENCH_SCALE_OBJECTS` (comma-separated, default `10000`; `10000,100000` for the
-sizing table in docs/operations.md). `REVERSER_BENCH_SCALE_PYTHONPATH` runs the service from
-another tree (a checkout of an older commit) for a before/after figure in one command.
+Baselines, in the same command: a paginated LIST of the same collection with `json.loads` of
+every page, the floor any mirror pays to read it (the sync time is given as a multiple of it);
+and a first sync of a tenth of the objects (`REVERSER_BENCH_SCALE_BASELINE`, default a tenth of
+the smallest size, at least 500), run first on its own control plane: each size's peak RSS, loop
+stall and `/healthz` worst are given as ratios against it, and its memory per object as the
+slope between the two runs (what one more object costs, the process's fixed part left out).
+
+Sizes: `REVERSER_BENCH_SCALE_OBJECTS` (comma-separated, default `10000`, a few minutes here;
+`100000` is the full run behind the sizing table in docs/operations.md).
+`REVERSER_BENCH_SCALE_PYTHONPATH` runs the service from another tree (a checkout of an older
+commit) for a before/after figure in one command.
 """
 
 from __future__ import annotations
@@ -54,12 +60,18 @@ class Figures:
     cpu_s: float
     ops_p99_ms: float
     ops_max_ms: float
+    healthz_max_ms: float
     ops_answers: int
     loop_lag_max_ms: float
 
 
 def sizes() -> list[int]:
     return [int(n) for n in os.environ.get("REVERSER_BENCH_SCALE_OBJECTS", "10000").split(",") if n]
+
+
+def baseline_size(sizes: list[int]) -> int:
+    configured = os.environ.get("REVERSER_BENCH_SCALE_BASELINE")
+    return int(configured) if configured else max(500, min(sizes) // 10)
 
 
 async def create_objects(kubeconfig: Path, total: int) -> None:
@@ -117,6 +129,7 @@ class OpsProbe(threading.Thread):
         super().__init__(daemon=True)
         self.addr = addr
         self.answers_s: list[float] = []
+        self.healthz_s: list[float] = []
         self.unanswered = 0
         self._stop_flag = threading.Event()
 
@@ -136,7 +149,10 @@ class OpsProbe(threading.Thread):
                     time.sleep(PROBE_GAP_S)
                     continue
                 self.unanswered += 1
-            self.answers_s.append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.answers_s.append(took)
+            if path == "/healthz":
+                self.healthz_s.append(took)
             time.sleep(PROBE_GAP_S)
 
     def stop(self) -> None:
@@ -242,6 +258,7 @@ def measure(total: int) -> Figures:
         cpu,
         p99 * 1000,
         max(answers, default=float("nan")) * 1000,
+        max(probe.healthz_s, default=float("nan")) * 1000,
         len(answers),
         lag,
     )
@@ -252,14 +269,40 @@ def report(figures: Figures) -> None:
     print(
         f"{f.objects:>7,} objects: all in the remote {f.sync_s:6.1f} s ({f.sync_s / f.list_s:.1f}x the raw "
         f"LIST+json.loads of {f.list_s:.2f} s); peak RSS {f.peak_rss_mib:.0f} MiB; CPU {f.cpu_s:.1f} s; "
-        f"ops endpoint p99 {f.ops_p99_ms:.0f} ms, worst {f.ops_max_ms:.0f} ms over {f.ops_answers} answers; "
-        f"largest loop stall the service saw {f.loop_lag_max_ms:.0f} ms",
+        f"ops endpoint p99 {f.ops_p99_ms:.0f} ms, worst {f.ops_max_ms:.0f} ms over {f.ops_answers} answers "
+        f"(/healthz worst {f.healthz_max_ms:.0f} ms); largest loop stall the service saw "
+        f"{f.loop_lag_max_ms:.0f} ms",
+        flush=True,
+    )
+
+
+def compare(figures: Figures, base: Figures) -> None:
+    """One size against the baseline sync: ratios, and memory and CPU per object as slopes."""
+    f, b = figures, base
+    more = f.objects - b.objects
+    per_object_kib = (f.peak_rss_mib - b.peak_rss_mib) * 1024 / more if more else float("nan")
+    cpu_ms = (f.cpu_s - b.cpu_s) * 1000 / more if more else float("nan")
+    print(
+        f"{f.objects:>7,} against the {b.objects:,}-object baseline "
+        f"({f.objects / b.objects:.0f}x the objects): "
+        f"peak RSS {f.peak_rss_mib / b.peak_rss_mib:.2f}x ({per_object_kib:.2f} KiB per further object), "
+        f"CPU {cpu_ms:.2f} ms per further object, sync time per object "
+        f"{(f.sync_s / f.objects) / (b.sync_s / b.objects):.2f}x, largest loop stall "
+        f"{f.loop_lag_max_ms / b.loop_lag_max_ms:.2f}x, "
+        f"/healthz worst {f.healthz_max_ms / b.healthz_max_ms:.2f}x",
         flush=True,
     )
 
 
 def main() -> None:
-    for total in sizes():
+    wanted = sizes()
+    runs = [baseline_size(wanted), *wanted]
+    measured: list[Figures] = []
+    for total in runs:
         load = os.getloadavg()
-        print(f"scale {total:,}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
-        report(measure(total))
+        label = "baseline " if not measured else ""
+        print(f"scale {label}{total:,}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+        measured.append(measure(total))
+        report(measured[-1])
+    for figures in measured[1:]:
+        compare(figures, measured[0])

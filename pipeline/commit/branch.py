@@ -598,7 +598,7 @@ class BranchWorker:
             metrics.SKIPPED.labels(metrics.SkipReason.PATH_CONFLICT).inc()
             # `_place` told the index about the file; the tree kept what it had
             blob = self._tree.get(path)
-            self._homes.update(path, None if blob is None else self.repo.objects.read(blob))
+            self._homes.update(path, None if blob is None else self.repo.objects.read(blob), blob)
         for path in applied.not_ours:
             logger.warning(
                 "%s %s: kept %s: it is not the object document its path names (unparseable, several "

@@ -7,14 +7,16 @@ branch is based on a tip (a sync or a rebase onto a moved remote), and then upda
 that changed: after a rebase the two root trees are compared (subtrees with the same id are not even
 read) and only the files that differ are read and parsed again; after the worker's own commit the
 files it wrote are parsed from the content in hand. Its in-place placements update the index as
-they are planned, so the next object of the same commit sees the file as it will be.
+they are planned, so the next object of the same commit sees the file as it will be. A file whose
+blob is in the object store is kept as its id and read back when the planner edits it
+(`pipeline.intent.files`): the indexes hold no copy of the branch's content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from pipeline.commit.git.objstore import ObjectStore
+from pipeline.commit.git.objstore import ObjectStore, object_id
 from pipeline.commit.git.tree import changed_files
 from pipeline.intent.homes import FolderIndex
 from pipeline.slices import Steps
@@ -47,24 +49,25 @@ class BranchHomes:
         for path in sorted(wanted):
             folder = self._folders.get(path)
             if folder is None:
-                folder = self._folders[path] = FolderIndex(path)
-                files: dict[str, bytes] = {}
-                for changed_path, sha in changed_files(store, None, root, path):
-                    if sha is not None and folder.covers(changed_path):
-                        yield
-                        files[changed_path] = store.read(sha)
-                yield from folder.load(files)
+                folder = self._folders[path] = FolderIndex(path, store)
+                blobs = {
+                    changed_path: sha
+                    for changed_path, sha in changed_files(store, None, root, path)
+                    if sha is not None and folder.covers(changed_path)
+                }
+                yield from folder.load_stored(blobs)
                 continue
             for changed_path, sha in changed_files(store, self.root, root, path):
                 if folder.covers(changed_path):
                     yield
-                    folder.update(changed_path, None if sha is None else store.read(sha))
+                    folder.update(changed_path, None if sha is None else store.read(sha), sha)
         self.root = root
 
-    def update(self, path: str, data: bytes | None) -> None:
-        """`path` holds `data` now (None: deleted), in whichever folder holds it."""
+    def update(self, path: str, data: bytes | None, blob: bytes | None = None) -> None:
+        """`path` holds `data` now (None: deleted), in whichever folder holds it; `blob` is its id
+        when the object store holds it (the folder then keeps only the id)."""
         for folder in self._folders.values():
-            folder.update(path, data)
+            folder.update(path, data, blob)
 
     def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
@@ -72,5 +75,5 @@ class BranchHomes:
         (each is parsed), so a snapshot's commit is indexed in slices (`pipeline.slices`)."""
         for path, data in files.items():
             yield
-            self.update(path, data)
+            self.update(path, data, None if data is None else object_id(b"blob", data))
         self.root = root

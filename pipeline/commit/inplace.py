@@ -120,8 +120,10 @@ def kind_of(folder: FolderIndex, group: str, resource: str, namespace: str, name
     """The kind of the indexed object `group/resource namespace/name`, for a delete (which carries no
     object): the one kind indexed under that name whose resource Kubernetes would guess as
     `resource` (or spell as the kind itself, as `Endpoints`); "" when none or several match."""
-    kinds = folder.index.kinds.get((group, namespace, name), set())
-    kinds = kinds | folder.index.kinds.get((group, "", name), set())
+    kinds = {
+        *folder.index.kinds.get((group, namespace, name), ()),
+        *folder.index.kinds.get((group, "", name), ()),
+    }
     found = sorted(k for k in kinds if resource in (guess_resource(k), k.lower()))
     return found[0] if len(found) == 1 else ""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 
 from pipeline.intent.documents import IntentRefusal, RefusalReason, split_file
+from pipeline.intent.files import BlobReader, FolderFiles
 from pipeline.intent.kustomization import Kustomization, is_kustomization_file, parse_kustomization
 from pipeline.slices import Steps, finish
 
@@ -88,7 +90,8 @@ class HomeIndex:
     unreadable: list[Unreadable] = field(default_factory=list)
     # (group, namespace, name) -> the kinds indexed under it: a delete carries no object, so the
     # worker finds its kind here
-    kinds: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
+    # (a sorted tuple: nearly always one kind, and a tuple of one is a fifth of a set's memory)
+    kinds: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def candidates(self, key: ObjectKey) -> list[Home]:
         """Every document that claims `key` (a document without a namespace claims it when no
@@ -118,7 +121,10 @@ class HomeIndex:
 
     def add(self, key: ObjectKey, home: Home) -> None:
         self.homes.setdefault(key, []).append(home)
-        self.kinds.setdefault((key.group, key.namespace, key.name), set()).add(key.kind)
+        named = (key.group, key.namespace, key.name)
+        kinds = self.kinds.get(named, ())
+        if key.kind not in kinds:
+            self.kinds[named] = tuple(sorted((*kinds, key.kind)))
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
@@ -128,11 +134,11 @@ class HomeIndex:
             return
         self.homes.pop(key, None)
         named = (key.group, key.namespace, key.name)
-        kinds = self.kinds.get(named)
-        if kinds is not None:
-            kinds.discard(key.kind)
-            if not kinds:
-                del self.kinds[named]
+        kinds = tuple(k for k in self.kinds.get(named, ()) if k != key.kind)
+        if kinds:
+            self.kinds[named] = kinds
+        else:
+            self.kinds.pop(named, None)
 
 
 def _describe(key: ObjectKey) -> str:
@@ -236,8 +242,10 @@ def _parse(path: str, data: bytes) -> _Parsed:
         if not isinstance(name, str):
             continue
         own = metadata.get("namespace")
+        # kinds, groups and namespaces repeat over thousands of files: one string each, not one per file
+        namespace = sys.intern(own) if isinstance(own, str) else ""
         entries.append(
-            _Entry(document.index, _group(api_version), kind, own if isinstance(own, str) else "", name)
+            _Entry(document.index, sys.intern(_group(api_version)), sys.intern(kind), namespace, name)
         )
     written = sum(not d.is_empty for d in documents)
     return _Parsed(tuple(entries), written, owner)
@@ -249,14 +257,17 @@ class FolderIndex:
     The commit worker builds it once from the branch's tree and then hands it each file it (or a
     rebase) changed: a changed file is parsed alone; a changed kustomization re-derives which files
     it reaches and with which namespace from the files already parsed, without reading them again.
-    `files` holds the content of every YAML file under the folder, which the planner edits.
+    `files` holds the content of every YAML file under the folder, which the planner edits: with a
+    `reader` (the branch's object store), files whose blob is stored are kept as blob ids
+    (`pipeline.intent.files`), so the index does not hold a copy of the branch's content.
     """
 
-    __slots__ = ("_blocked", "_keys", "_parsed", "_prefix", "_reached", "files", "index")
+    __slots__ = ("_blocked", "_keys", "_parsed", "_prefix", "_reached", "_reader", "files", "index")
 
-    def __init__(self, target_path: str = "") -> None:
+    def __init__(self, target_path: str = "", reader: BlobReader | None = None) -> None:
         self._prefix = f"{target_path.rstrip('/')}/" if target_path else ""
-        self.files: dict[str, bytes] = {}
+        self._reader = reader
+        self.files = FolderFiles(reader)
         self.index = HomeIndex()
         self._parsed: dict[str, _Parsed] = {}
         # the object keys each file's documents were indexed under
@@ -276,26 +287,51 @@ class FolderIndex:
         One step per file (each is parsed): a worker that starts on a large branch reads every
         file of its folders, in slices (`pipeline.slices`).
         """
-        self.files = {p: d for p, d in files.items() if self.covers(p)}
+        yield from self._load((path, files[path], None) for path in files)
+
+    def load_stored(self, blobs: Mapping[str, bytes]) -> Steps[None]:
+        """Index the files `blobs` names (repository path to blob id), each read through the
+        folder's reader once to be parsed and then kept as its id; one step per file."""
+        reader = self._reader
+        assert reader is not None, "a folder without a reader holds content, see load()"
+        yield from self._load((path, None, blob) for path, blob in blobs.items())
+
+    def _load(self, files: Iterator[tuple[str, bytes | None, bytes | None]]) -> Steps[None]:
+        """Index (path, content or None to read it, blob id or None) in path order."""
+        self.files = FolderFiles(self._reader)
         self._parsed = {}
         self.index.kustomizations.clear()
         self.index.refused_kustomizations.clear()
-        for path, data in sorted(self.files.items()):
+        for path, held, blob in sorted((f for f in files if self.covers(f[0])), key=lambda f: f[0]):
             yield
+            if held is None:
+                assert self._reader is not None
+                assert blob is not None
+                data = self._reader.read(blob)
+            else:
+                data = held
+            self.files.put(path, data, blob)
             if is_kustomization_file(path):
                 self._read_kustomization(path, data)
             else:
                 self._parsed[path] = _parse(path, data)
         yield from self._assemble()
 
-    def update(self, path: str, data: bytes | None) -> None:
-        """`path` now holds `data` (None: it is gone)."""
-        if not self.covers(path) or self.files.get(path) == data:
+    def update(self, path: str, data: bytes | None, blob: bytes | None = None) -> None:
+        """`path` now holds `data` (None: it is gone); `blob` is its id when the store holds it."""
+        if not self.covers(path):
             return
         if data is None:
-            del self.files[path]
+            if path not in self.files:
+                return
+            self.files.remove(path)
         else:
-            self.files[path] = data
+            stored = self.files.blob(path)
+            # a stored file is compared by id (a planned write, without one, is taken as a change)
+            unchanged = blob == stored if stored is not None else self.files.get(path) == data
+            self.files.put(path, data, blob)
+            if unchanged:
+                return
         if is_kustomization_file(path):
             self.index.kustomizations.pop(posixpath.dirname(path), None)
             self.index.refused_kustomizations.pop(path, None)

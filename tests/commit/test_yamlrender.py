@@ -113,3 +113,43 @@ def test_natural_sort() -> None:
 def test_non_string_key_is_a_clear_error() -> None:
     with pytest.raises(RenderError, match="not a string"):
         render_object({"apiVersion": "v1", "data": {1: "x"}})
+
+
+def test_long_values_are_rendered_without_entering_the_scalar_caches() -> None:
+    """The caches hold short texts only (names, labels): their memory does not follow the values."""
+    from pipeline.commit import yamlrender
+
+    before = yamlrender._scalar_inline_cached.cache_info().currsize
+    long_value = "a long value " * 100
+    text = render_object({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": long_value}}).decode()
+    assert yaml.safe_load(text)["data"]["k"] == long_value
+    cached = yamlrender._scalar_inline_cached.cache_info().currsize
+    assert cached - before <= 6  # the keys, apiVersion and kind at most, never the long value
+    render_object({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "a short fresh value 93817"}})
+    assert yamlrender._scalar_inline_cached.cache_info().currsize == cached + 1
+
+
+def _has_indicator_model(text: str) -> bool:
+    """libyaml's block-context check, character by character (the model of the scan it replaced)."""
+    for i, ch in enumerate(text):
+        followed_by_space = i + 1 == len(text) or text[i + 1] == " "
+        if i == 0:
+            if ch in "#,[]{}&*!|>'\"%@`" or (ch in "?:-" and followed_by_space):
+                return True
+        elif (ch == ":" and followed_by_space) or (ch == "#" and text[i - 1] == " "):
+            return True
+    return False
+
+
+_TRICKY = st.text(
+    alphabet=st.sampled_from([":", "#", " ", "-", "?", "a", "'", "\u2028", "\ufeff", "\x85", "é"])
+)
+
+
+@given(st.one_of(_TRICKY, st.text()))
+@settings(max_examples=400)
+def test_the_scanned_checks_agree_with_the_character_by_character_model(text: str) -> None:
+    from pipeline.commit import yamlrender
+
+    assert yamlrender._has_indicator(text) == _has_indicator_model(text)
+    assert yamlrender._all_printable(text) == all(yamlrender._printable(ch) for ch in text)

@@ -253,4 +253,4 @@ def test_an_index_ignores_files_outside_its_folder_and_counts_documents() -> Non
     folder.update("mine/notes.txt", b"not yaml")
     assert set(folder.files) == {"mine/two.yaml"}
     assert folder.documents("mine/two.yaml") == 2
-    assert folder.index.kinds == {("", "", "a"): {"ConfigMap"}, ("", "", "b"): {"ConfigMap"}}
+    assert folder.index.kinds == {("", "", "a"): ("ConfigMap",), ("", "", "b"): ("ConfigMap",)}

@@ -1,0 +1,76 @@
+"""A branch worker's home index keeps no copy of the branch's content (issue 32).
+
+The planner edits files from their current content, which the index used to hold as bytes for
+every YAML file of the target folder: after a first sync, one copy of every mirrored object for as
+long as the worker ran (about a third of what the worker kept per object). Files whose blob is in
+the branch's object store are now kept as blob ids and read back on demand. Against a real local
+bare remote; the property is structural (bytes held by the index), not a timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.commit.branch import BranchWorker
+from pipeline.intent.files import FolderFiles
+from tests.commit.helpers import Work, cm, files, git
+from tests.commit.test_branch_worker import Harness
+
+DATA = "x" * 4096
+OBJECTS = 40
+
+
+def _folder_files(worker: BranchWorker) -> FolderFiles:
+    folder = worker._homes.folder("live")  # the worker's own index, read here as a test may
+    assert folder is not None
+    return folder.files
+
+
+def _assert_reads_the_remote(held: FolderFiles, remote: Path) -> None:
+    on_remote = files(remote)
+    assert sorted(held) == sorted(on_remote)
+    for path in held:
+        assert held.blob(path) is not None, path
+        assert held[path].decode() == on_remote[path]
+
+
+async def test_a_committed_snapshot_leaves_only_blob_ids_in_the_index(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    work = Work()
+    await h.feed(
+        *work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8)
+    )
+    await h.settle_time()
+    assert len(files(h.remote)) == OBJECTS
+    held = _folder_files(h.worker)
+    assert held.held_bytes == 0
+    _assert_reads_the_remote(held, h.remote)
+
+    # a later change is planned from the content read back, and stored as an id once committed
+    await h.feed(work.update(cm("cm-007", data="changed")))
+    await h.settle_time()
+    assert "changed" in git(h.remote, "show", "main:live/team-a/configmaps/cm-007.yaml")
+    assert held.held_bytes == 0
+    _assert_reads_the_remote(held, h.remote)
+
+
+async def test_a_worker_that_starts_on_a_large_branch_reads_it_without_holding_it(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    work = Work()
+    await h.feed(*work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)]))
+    await h.settle_time()
+
+    h.tmp_path = tmp_path / "restarted"
+    h.worker = h.new_worker()
+    await h.worker.sync()
+    held = _folder_files(h.worker)
+    assert held.held_bytes == 0
+    _assert_reads_the_remote(held, h.remote)
+
+    await h.feed(work.delete("cm-003"), work.update(cm("cm-004", data="again")))
+    await h.settle_time()
+    on_remote = files(h.remote)
+    assert "live/team-a/configmaps/cm-003.yaml" not in on_remote
+    assert "again" in on_remote["live/team-a/configmaps/cm-004.yaml"]
+    assert held.held_bytes == 0
+    _assert_reads_the_remote(held, h.remote)
