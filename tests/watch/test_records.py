@@ -7,12 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, DecodeError, codec
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_cursor import Cursor, decode_cursor, encode_cursor
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.watch.records import RecordBuilder
 from pipeline.watch.resolve import StreamSpec
 
-SPEC = StreamSpec("t1", "src", "route-a", "apps", "v1", "deployments", "Deployment", True, "team-a", "")
+SPEC = StreamSpec(
+    StreamId("t1", "src", "apps", "v1", "deployments", "team-a"), "route-a", "Deployment", True, ""
+)
 
 
 def builder(limit: int) -> RecordBuilder:
@@ -58,7 +61,7 @@ def test_live_record_carries_key_headers_and_identity() -> None:
 
 
 def test_cursor_round_trip_and_garbage() -> None:
-    cursor = Cursor(SPEC.cursor_key, "t1", "src", "apps", "v1", "deployments", "team-a", "99", 5, 123)
+    cursor = Cursor(SPEC.cursor_key, SPEC.stream, "99", 5, 123)
     record = encode_cursor(cursor)
     assert record.key == b"t1/apps/deployments/team-a"
     assert decode_cursor(record.key, record.value, dict(record.headers)[SCHEMA_HEADER]) == cursor
