@@ -69,3 +69,12 @@ def test_cursor_round_trip_and_garbage() -> None:
         decode_cursor(record.key, b"\xff\xff", dict(record.headers)[SCHEMA_HEADER])
     with pytest.raises(DecodeError):
         decode_cursor(record.key, record.value, None)
+
+
+def test_a_cursor_without_a_key_is_named_by_its_stream() -> None:
+    """A keyless cursor (never written so) gets the key the watch stage looks its stream up by."""
+    stream = StreamId("t1", "src", "", "v1", "configmaps", "")
+    record = encode_cursor(Cursor("ignored", stream, "7", 1, 2))
+    decoded = decode_cursor(None, record.value, dict(record.headers)[SCHEMA_HEADER])
+    assert decoded == Cursor("t1//configmaps/", stream, "7", 1, 2)
+    assert decoded.key == StreamSpec(stream, "route-a", "ConfigMap", True, "").cursor_key
