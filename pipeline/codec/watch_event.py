@@ -18,7 +18,7 @@ from pipeline.codec.avro_binary import write_bytes, write_long, write_string
 from pipeline.codec.binding import AvroRecord, Wire
 from pipeline.codec.stream_id import StreamId
 from pipeline.log.api import PendingRecord, Record
-from pipeline.models import GroupResource, stream_key
+from pipeline.models import stream_key
 
 __all__ = [
     "HAND_WRITTEN",
@@ -283,44 +283,24 @@ class WatchRecord(AvroRecord):
 
     partition: int
     offset: int
-    route: str
-    cluster: str
-    target: str
-    group_resource: GroupResource
-    version: str
-    scope: str
+    head: StreamHead
     observed_at_ms: int
     body: Body
 
     avro_fields = {
         "partition": Wire(local=True),
         "offset": Wire(local=True),
-        "group_resource": Wire(spread=True),
+        "head": Wire(spread=True),
     }
 
     @classmethod
     def of(cls, head: StreamHead, observed_at_ms: int, body: Body) -> WatchRecord:
         """A record of `head`'s stream as written (a record read back also has its log position)."""
-        stream = head.stream
-        return cls(
-            0,
-            0,
-            head.route,
-            stream.cluster,
-            stream.target,
-            stream.group_resource,
-            stream.version,
-            stream.scope,
-            observed_at_ms,
-            body,
-        )
+        return cls(0, 0, head, observed_at_ms, body)
 
     @property
-    def head(self) -> StreamHead:
-        group, resource = self.group_resource
-        return StreamHead(
-            self.route, StreamId(self.target, self.cluster, group, self.version, resource, self.scope)
-        )
+    def stream(self) -> StreamId:
+        return self.head.stream
 
     @property
     def kind(self) -> StrEnum:
