@@ -6,10 +6,12 @@ key (a tombstone forgets it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pipeline.codec import WATCH_CURSOR, codec
 from pipeline.codec.binding import AvroRecord, Wire
+from pipeline.codec.stream_id import StreamId
 from pipeline.log.api import PendingRecord
 
 __all__ = ["Cursor", "decode_cursor", "encode_cursor"]
@@ -20,17 +22,12 @@ class Cursor(AvroRecord):
     """Where a stream resumes: the newest acknowledged resourceVersion and its snapshot epoch."""
 
     key: str
-    target: str
-    cluster: str
-    group: str
-    version: str
-    resource: str
-    scope: str
+    stream: StreamId
     resource_version: str
     epoch: int
     updated_at_ms: int
 
-    avro_fields = {"key": Wire(local=True)}
+    avro_fields = {"key": Wire(local=True), "stream": Wire(spread=True)}
 
 
 def encode_cursor(cursor: Cursor) -> PendingRecord:
@@ -45,4 +42,5 @@ def decode_cursor(key: bytes | None, value: bytes | None, schema_header: bytes |
     data = codec(WATCH_CURSOR).decode(value, schema_header)
     if key:
         return Cursor.from_avro(data, key=key.decode("utf-8", "replace"))
-    return Cursor.from_avro(data, key=f"{data['target']}/{data['group']}/{data['resource']}/{data['scope']}")
+    cursor = Cursor.from_avro(data, key="")
+    return dataclasses.replace(cursor, key=cursor.stream.cursor_key)

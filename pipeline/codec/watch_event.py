@@ -16,8 +16,9 @@ from typing import ClassVar, Final
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
 from pipeline.codec.avro_binary import write_bytes, write_long, write_string
 from pipeline.codec.binding import AvroRecord, Wire
+from pipeline.codec.stream_id import StreamId
 from pipeline.log.api import PendingRecord, Record
-from pipeline.models import GroupResource, stream_key
+from pipeline.models import stream_key
 
 __all__ = [
     "HAND_WRITTEN",
@@ -62,16 +63,9 @@ class StreamHead(AvroRecord):
     """What every record of one watch stream says about the stream."""
 
     route: str
-    cluster: str
-    target: str
-    group: str
-    version: str
-    resource: str
-    scope: str
+    stream: StreamId
 
-    @property
-    def group_resource(self) -> GroupResource:
-        return GroupResource(self.group, self.resource)
+    avro_fields = {"stream": Wire(spread=True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,16 +233,26 @@ class WatchEventWriter:
 
     def __init__(self, head: StreamHead) -> None:
         self._codec = codec(WATCH_EVENT)
-        self.key = stream_key(head.route, head.group_resource)
+        stream = head.stream
+        self.key = stream_key(head.route, stream.group_resource)
         self.headers = (
             self._codec.header,
-            ("target", head.target.encode()),
-            ("scope", head.scope.encode()),
+            ("target", stream.target.encode()),
+            ("scope", stream.scope.encode()),
         )
         self._head = head
-        # the envelope's fields, in schema order (StreamHead declares them in that order)
+        # the envelope's fields, in schema order
+        envelope = (
+            head.route,
+            stream.cluster,
+            stream.target,
+            stream.group,
+            stream.version,
+            stream.resource,
+            stream.scope,
+        )
         self._prefix = (
-            b"".join(write_string(text) for text in head.to_avro().values())
+            b"".join(write_string(text) for text in envelope)
             if self._codec.header[1] == HAND_WRITTEN
             else None
         )
@@ -279,48 +283,24 @@ class WatchRecord(AvroRecord):
 
     partition: int
     offset: int
-    route: str
-    cluster: str
-    target: str
-    group_resource: GroupResource
-    version: str
-    scope: str
+    head: StreamHead
     observed_at_ms: int
     body: Body
 
     avro_fields = {
         "partition": Wire(local=True),
         "offset": Wire(local=True),
-        "group_resource": Wire(spread=True),
+        "head": Wire(spread=True),
     }
 
     @classmethod
     def of(cls, head: StreamHead, observed_at_ms: int, body: Body) -> WatchRecord:
         """A record of `head`'s stream as written (a record read back also has its log position)."""
-        return cls(
-            0,
-            0,
-            head.route,
-            head.cluster,
-            head.target,
-            head.group_resource,
-            head.version,
-            head.scope,
-            observed_at_ms,
-            body,
-        )
+        return cls(0, 0, head, observed_at_ms, body)
 
     @property
-    def head(self) -> StreamHead:
-        return StreamHead(
-            self.route,
-            self.cluster,
-            self.target,
-            self.group_resource.group,
-            self.version,
-            self.group_resource.resource,
-            self.scope,
-        )
+    def stream(self) -> StreamId:
+        return self.head.stream
 
     @property
     def kind(self) -> StrEnum:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from pipeline.codec.branch_work import work_record
+from pipeline.codec.stream_id import StreamId
 from pipeline.config import ClusterSettings, Settings
 from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
 from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
@@ -76,15 +77,10 @@ _METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations", "crea
 def stream_spec(kind: Kind, cluster: str) -> StreamSpec:
     """The watch stream of one kind: every namespace (or the cluster), no selector."""
     return StreamSpec(
-        target=f"config:{kind.plural}",
-        cluster=cluster,
+        stream=StreamId(f"config:{kind.plural}", cluster, GROUP, VERSION, kind.plural, ""),
         route=cluster,
-        group=GROUP,
-        version=VERSION,
-        resource=kind.plural,
         kind=kind.value,
         namespaced=kind.namespaced,
-        scope="",
         label_selector="",
     )
 

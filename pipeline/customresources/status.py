@@ -56,8 +56,18 @@ class RuleStreams:
 
 
 def _describe(spec: StreamSpec) -> str:
-    gvr = f"{spec.group}/{spec.version}/{spec.resource}" if spec.group else f"{spec.version}/{spec.resource}"
-    return f"{gvr} in {spec.scope}" if spec.scope else f"{gvr} (all namespaces)" if spec.namespaced else gvr
+    gvr = (
+        f"{spec.stream.group}/{spec.stream.version}/{spec.stream.resource}"
+        if spec.stream.group
+        else f"{spec.stream.version}/{spec.stream.resource}"
+    )
+    return (
+        f"{gvr} in {spec.stream.scope}"
+        if spec.stream.scope
+        else f"{gvr} (all namespaces)"
+        if spec.namespaced
+        else gvr
+    )
 
 
 async def resolve_rules(
@@ -102,7 +112,11 @@ async def resolve_rules(
                 for verb in ("list", "watch"):
                     try:
                         ok, why = await access_allowed(
-                            client_for(cluster.name), verb, spec.group, spec.resource, spec.scope
+                            client_for(cluster.name),
+                            verb,
+                            spec.stream.group,
+                            spec.stream.resource,
+                            spec.stream.scope,
                         )
                     except KubeError as exc:
                         logger.warning("access review on %s failed: %s", cluster.name, exc)

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_event import (
     Body,
     SnapshotBegin,
@@ -95,9 +96,8 @@ class WatchRecordBuilder:
         self._scope = scope
 
     def _record(self, gr: GroupResource, version: str, body: Body) -> PendingRecord:
-        head = StreamHead(
-            self._route, self._cluster, self._target, gr.group, version, gr.resource, self._scope
-        )
+        stream = StreamId(self._target, self._cluster, gr.group, version, gr.resource, self._scope)
+        head = StreamHead(self._route, stream)
         return WatchEventWriter(head).record(body, int(time.time() * 1000))
 
     def snapshot(

@@ -39,50 +39,75 @@ async def _stream_checks(client: KubeClient, cluster: str, specs: list[StreamSpe
     checks: list[Check] = []
     seen: set[tuple[str, str, str]] = set()
     for spec in specs:
-        key = (spec.group, spec.resource, spec.scope)
+        stream = spec.stream
+        key = (stream.group, stream.resource, stream.scope)
         if key in seen:
             continue
         seen.add(key)
         denied = []
         for verb in STREAM_VERBS:
-            allowed, reason = await access_allowed(client, verb, spec.group, spec.resource, spec.scope)
+            allowed, reason = await access_allowed(client, verb, stream.group, stream.resource, stream.scope)
             if not allowed:
                 denied.append(verb + (f" ({reason})" if reason else ""))
-        subject = f"{spec.group_resource.key}@{spec.scope or '(cluster)'}"
+        subject = f"{stream.group_resource.key}@{stream.scope or '(cluster)'}"
         if denied:
-            checks.append(Check(
-                area=AREA, subject=cluster, check=f"may watch {subject}", status=Status.FAIL,
-                detail="denied: " + ", ".join(denied),
-                fix=_rule(spec.group, spec.resource, STREAM_VERBS, spec.scope),
-            ))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=cluster,
+                    check=f"may watch {subject}",
+                    status=Status.FAIL,
+                    detail="denied: " + ", ".join(denied),
+                    fix=_rule(stream.group, stream.resource, STREAM_VERBS, stream.scope),
+                )
+            )
         else:
-            checks.append(Check(area=AREA, subject=cluster, check=f"may watch {subject}", status=Status.OK,
-                                detail="list, watch allowed"))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=cluster,
+                    check=f"may watch {subject}",
+                    status=Status.OK,
+                    detail="list, watch allowed",
+                )
+            )
     return checks
 
 
 async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
     namespace = lease_namespace(cluster.lease_namespace)
     denied = [
-        verb for verb in LEASE_VERBS
+        verb
+        for verb in LEASE_VERBS
         if not (await access_allowed(client, verb, "coordination.k8s.io", "leases", namespace))[0]
     ]
     subject = f"lease {namespace}/{cluster.effective_lease_name}"
     if denied:
         return Check(
-            area=AREA, subject=cluster.name, check=f"may hold {subject}", status=Status.FAIL,
+            area=AREA,
+            subject=cluster.name,
+            check=f"may hold {subject}",
+            status=Status.FAIL,
             detail="denied: " + ", ".join(denied),
             fix=f"grant get, create, update on leases.coordination.k8s.io with a Role in namespace "
-                f"{namespace} (the chart's rbac.create does), or set clusters[].lease_namespace",
+            f"{namespace} (the chart's rbac.create does), or set clusters[].lease_namespace",
         )
-    return Check(area=AREA, subject=cluster.name, check=f"may hold {subject}", status=Status.OK,
-                 detail="get, create, update allowed")
+    return Check(
+        area=AREA,
+        subject=cluster.name,
+        check=f"may hold {subject}",
+        status=Status.OK,
+        detail="get, create, update allowed",
+    )
 
 
 def _problem_check(problem: RuleProblem, cluster: str) -> Check:
     return Check(
-        area=AREA, subject=cluster, check=f"rule {problem.target}#{problem.rule} {problem.resource}",
-        status=Status.WARN, detail=f"{problem.reason}: {problem.message}",
+        area=AREA,
+        subject=cluster,
+        check=f"rule {problem.target}#{problem.rule} {problem.resource}",
+        status=Status.WARN,
+        detail=f"{problem.reason}: {problem.message}",
         fix="`reverser watch-rules` lists every rule entry that resolves to no stream and why",
     )
 
@@ -93,33 +118,58 @@ async def _one_cluster(
     try:
         client = await factory(cluster)
     except Exception as exc:  # a kubeconfig that cannot be loaded: any error the loader raises
-        return [Check(
-            area=AREA, subject=cluster.name, check="credentials", status=Status.FAIL, detail=str(exc),
-            fix="check clusters[].kubeconfig / context (or in_cluster: true inside a pod)"
-            if cluster.kubeconfig_secret is None
-            else f"create or fix {cluster.kubeconfig_secret.describe()} (docs/custom-resources.md, "
-            "ClusterProvider)",
-        )]
+        return [
+            Check(
+                area=AREA,
+                subject=cluster.name,
+                check="credentials",
+                status=Status.FAIL,
+                detail=str(exc),
+                fix="check clusters[].kubeconfig / context (or in_cluster: true inside a pod)"
+                if cluster.kubeconfig_secret is None
+                else f"create or fix {cluster.kubeconfig_secret.describe()} (docs/custom-resources.md, "
+                "ClusterProvider)",
+            )
+        ]
     try:
         try:
             version = await client.get_json("/version")
         except KubeError as exc:
-            return [Check(
-                area=AREA, subject=cluster.name, check="apiserver reachable", status=Status.FAIL,
-                detail=str(exc), fix="check the server address and CA in the kubeconfig and the network path",
-            )]
-        checks = [Check(area=AREA, subject=cluster.name, check="apiserver reachable", status=Status.OK,
-                        detail=str(version.get("gitVersion", "")))]
+            return [
+                Check(
+                    area=AREA,
+                    subject=cluster.name,
+                    check="apiserver reachable",
+                    status=Status.FAIL,
+                    detail=str(exc),
+                    fix="check the server address and CA in the kubeconfig and the network path",
+                )
+            ]
+        checks = [
+            Check(
+                area=AREA,
+                subject=cluster.name,
+                check="apiserver reachable",
+                status=Status.OK,
+                detail=str(version.get("gitVersion", "")),
+            )
+        ]
         try:
             checks += await _stream_checks(client, cluster.name, specs)
             if cluster.leader_election:
                 checks.append(await _lease_check(client, cluster))
         except KubeError as exc:
-            checks.append(Check(
-                area=AREA, subject=cluster.name, check="access review", status=Status.FAIL, detail=str(exc),
-                fix="the identity must be allowed to create selfsubjectaccessreviews (every authenticated "
-                    "user is, through the system:basic-user ClusterRole)",
-            ))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=cluster.name,
+                    check="access review",
+                    status=Status.FAIL,
+                    detail=str(exc),
+                    fix="the identity must be allowed to create selfsubjectaccessreviews "
+                    "(every authenticated user is, through the system:basic-user ClusterRole)",
+                )
+            )
         checks += [_problem_check(p, cluster.name) for p in problems]
         return checks
     finally:
@@ -136,11 +186,18 @@ async def check_clusters(settings: Settings) -> list[Check]:
     factory = with_kubeconfig_secrets(open_client, settings.resources_cluster if settings.clusters else None)
     checks: list[Check] = []
     for cluster in settings.clusters:
-        mine = [s for s in specs if s.cluster == cluster.name]
+        mine = [s for s in specs if s.stream.cluster == cluster.name]
         theirs = [p for p in problems if target_cluster.get(p.target) == cluster.name]
         if not mine and not theirs and not any(t.cluster == cluster.name for t in settings.targets):
-            checks.append(Check(area=AREA, subject=cluster.name, check="targets", status=Status.INFO,
-                                detail="no target watches this cluster"))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=cluster.name,
+                    check="targets",
+                    status=Status.INFO,
+                    detail="no target watches this cluster",
+                )
+            )
             continue
         checks += await _one_cluster(cluster, mine, theirs, factory)
     return checks

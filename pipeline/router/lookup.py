@@ -65,15 +65,15 @@ def _query(
     """A removal has no content to name it by; a write's content key is its payload's (a sealed
     payload's key matches nothing: admission gives sensitive types none, see pipeline.facts.admission)."""
     return FactQuery(
-        route=watch.route,
-        group_resource=watch.group_resource,
+        route=watch.head.route,
+        group_resource=watch.stream.group_resource,
         uid=obj.uid,
         resource_version=obj.resource_version,
         namespace=obj.namespace,
         name=obj.name,
         labels=labels,
         exact_capable=exact_capable,
-        version=watch.version,
+        version=watch.stream.version,
         event_ms=watch.observed_at_ms,
         content_key=content_key(obj.object_json) if exact_capable and obj.object_json else "",
     )
@@ -139,10 +139,12 @@ class IndexLookup:
         """
         if isinstance(watch.body, SnapshotEnd) and watch.body.since:
             found = await self._resolver.deletions(
-                watch.route, watch.group_resource, watch.scope, watch.observed_at_ms
+                watch.head.route, watch.stream.group_resource, watch.stream.scope, watch.observed_at_ms
             )
         else:
             # a baseline (no cursor before it): no gap in which a delete could have been missed,
             # so no hold; whatever evidence the index already has still names its deleter
-            found = self._resolver.deletion_evidence(watch.route, watch.group_resource, watch.scope)
+            found = self._resolver.deletion_evidence(
+                watch.head.route, watch.stream.group_resource, watch.stream.scope
+            )
         return [Removal(uid, namespace, name, work_author(result)) for uid, namespace, name, result in found]

@@ -69,6 +69,12 @@ def _labels(object_json: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
+def _for_target(watch: WatchRecord, target: str) -> WatchRecord:
+    """`watch` as if its stream belonged to `target` (a replay into another target)."""
+    stream = dataclasses.replace(watch.stream, target=target)
+    return dataclasses.replace(watch, head=dataclasses.replace(watch.head, stream=stream))
+
+
 class _Narrowing:
     """The new target's rules applied to the source's records; snapshot ends count what was kept."""
 
@@ -79,23 +85,23 @@ class _Narrowing:
         self.dropped = 0
 
     def narrow(self, watch: WatchRecord) -> WatchRecord | None:
-        rules, gr, body = self._rules, watch.group_resource, watch.body
+        rules, gr, body = self._rules, watch.stream.group_resource, watch.body
         if isinstance(body, LiveEvent):
             if rules.selects(gr, body.namespace, body.labels):
                 return watch
             self.dropped += 1
             return None
-        if not rules.covers(gr, watch.scope):
+        if not rules.covers(gr, watch.stream.scope):
             self.dropped += 1
             return None
         if isinstance(body, SnapshotChunk):
             kept = tuple(o for o in body.objects if rules.selects(gr, o.namespace, _labels(o.object_json)))
-            stream = (watch.cluster, gr.group, gr.resource, watch.scope, body.epoch)
+            stream = (watch.stream.cluster, gr.group, gr.resource, watch.stream.scope, body.epoch)
             self._kept[stream] = self._kept.get(stream, 0) + len(kept)
             self.dropped += len(body.objects) - len(kept)
             return dataclasses.replace(watch, body=dataclasses.replace(body, objects=kept))
         if isinstance(body, SnapshotEnd):
-            stream = (watch.cluster, gr.group, gr.resource, watch.scope, body.epoch)
+            stream = (watch.stream.cluster, gr.group, gr.resource, watch.stream.scope, body.epoch)
             kept_count = self._kept.pop(stream, 0)
             return dataclasses.replace(watch, body=dataclasses.replace(body, objects=kept_count))
         return watch
@@ -146,8 +152,10 @@ async def replay_watch_events(
             with ProgressReport(f"replaying {names.watch_events}", extent.total, tty=tty) as report:
                 async for chunk in read_to_end(log, extent):
                     for gap in chunk.gaps:
-                        report.note(f"warning: {gap.lost} watch event(s) of {gap.topic}[{gap.partition}] "
-                                    "were deleted by retention before the replay")
+                        report.note(
+                            f"warning: {gap.lost} watch event(s) of {gap.topic}[{gap.partition}] "
+                            "were deleted by retention before the replay"
+                        )
                     watches: list[WatchRecord] = []
                     for record in chunk.records:
                         report.advance()
@@ -156,17 +164,20 @@ async def replay_watch_events(
                         except DecodeError:
                             skipped += 1
                             continue
-                        if watch.target != source:
+                        if watch.stream.target != source:
                             continue
-                        if watch.cluster != configured.cluster:
+                        if watch.stream.cluster != configured.cluster:
                             other_cluster += 1
                             continue
-                        narrowed = narrowing.narrow(dataclasses.replace(watch, target=target))
+                        narrowed = narrowing.narrow(_for_target(watch, target))
                         if narrowed is not None:
                             watches.append(narrowed)
                     # resolved concurrently, like the router; appended in log order
-                    out = [r for records in await asyncio.gather(*(_work(lookup, w, where) for w in watches))
-                           for r in records]
+                    out = [
+                        r
+                        for records in await asyncio.gather(*(_work(lookup, w, where) for w in watches))
+                        for r in records
+                    ]
                     for start in range(0, len(out), APPEND_BATCH):
                         await log.append_many(names.branch_work, out[start : start + APPEND_BATCH])
                     written += len(out)
@@ -175,13 +186,19 @@ async def replay_watch_events(
     if skipped:
         note(f"warning: {skipped} undecodable watch event(s) skipped")
     if other_cluster:
-        note(f"warning: {other_cluster} watch event(s) of {source} come from another cluster than "
-             f"{target}'s ({configured.cluster}); skipped")
+        note(
+            f"warning: {other_cluster} watch event(s) of {source} come from another cluster than "
+            f"{target}'s ({configured.cluster}); skipped"
+        )
     if narrowing.dropped:
-        note(f"{narrowing.dropped} object(s) or event(s) of {source} are outside {target}'s rules; "
-             "not replayed")
-    note(f"appended {written} branch-work record(s) for {target} ({where.provider} {where.branch}) "
-         f"from the watch events of {source}")
+        note(
+            f"{narrowing.dropped} object(s) or event(s) of {source} are outside {target}'s rules; "
+            "not replayed"
+        )
+    note(
+        f"appended {written} branch-work record(s) for {target} ({where.provider} {where.branch}) "
+        f"from the watch events of {source}"
+    )
     return written
 
 

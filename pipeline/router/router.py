@@ -376,13 +376,13 @@ class Router:
             return _Pending(None, None, record, error=exc)
         metrics.RECORDS.labels(watch.kind.rsplit(".", 1)[-1]).inc()
         pending = _Pending(watch, None, record)
-        destination = self._destinations.get(watch.target)
+        destination = self._destinations.get(watch.stream.target)
         if self._lookup is None or destination is None:
             return pending
         need = needs(watch, destination.attribution)
         if need is Needs.CONFIGURED:
             # Nothing to wait for: without a future the work names the committer (NOT_ATTEMPTED).
-            metrics.NOT_ATTEMPTED.labels(watch.target).inc()
+            metrics.NOT_ATTEMPTED.labels(watch.stream.target).inc()
         elif need is Needs.AUTHOR:
             pending.author = asyncio.ensure_future(self._lookup.author_for(watch))
             pending.author.add_done_callback(lambda _f: self._progress.set())
@@ -531,7 +531,7 @@ class Router:
         """The record's work items, and which of them (by index) are unresolved and await a late fact."""
         watch = pending.watch
         assert watch is not None
-        destination = self._destinations.get(watch.target)
+        destination = self._destinations.get(watch.stream.target)
         if destination is None:
             metrics.DROPPED.labels(metrics.DropReason.UNKNOWN_TARGET).inc()
             self.stats.dropped += 1

@@ -96,8 +96,10 @@ def _run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if settings.custom_resources.enabled:
         if args.discovery is not None:
-            raise usage_error("--discovery does not apply with custom_resources.enabled: the rules "
-                              "come from the clusters' custom resources")
+            raise usage_error(
+                "--discovery does not apply with custom_resources.enabled: the rules "
+                "come from the clusters' custom resources"
+            )
         module_name, _, attr = _CUSTOM_RESOURCES_VIEW.partition(":")
         view: Any = getattr(importlib.import_module(module_name), attr)
         code: int = view(args, settings)
@@ -119,12 +121,12 @@ def _run(args: argparse.Namespace) -> int:
                 {
                     "streams": [
                         {
-                            "target": s.target,
-                            "cluster": s.cluster,
-                            "group": s.group,
-                            "version": s.version,
-                            "resource": s.resource,
-                            "scope": s.scope,
+                            "target": s.stream.target,
+                            "cluster": s.stream.cluster,
+                            "group": s.stream.group,
+                            "version": s.stream.version,
+                            "resource": s.stream.resource,
+                            "scope": s.stream.scope,
                             "labelSelector": s.label_selector,
                         }
                         for s in specs
@@ -145,11 +147,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{'TARGET':<20} {'CLUSTER':<12} {'RESOURCE':<40} {'SCOPE':<20} SELECTOR")
-        for s in specs:
+        for spec in specs:
+            s = spec.stream
             resource = f"{s.group}/{s.version}/{s.resource}" if s.group else f"{s.version}/{s.resource}"
-            print(
-                f"{s.target:<20} {s.cluster:<12} {resource:<40} {s.scope or '(all)':<20} {s.label_selector}"
-            )
+            scope = s.scope or "(all)"
+            print(f"{s.target:<20} {s.cluster:<12} {resource:<40} {scope:<20} {spec.label_selector}")
         if problems:
             print(file=sys.stdout)
             print(f"{'TARGET':<20} {'RULE':<5} {'ENTRY':<30} {'REASON':<18} MESSAGE")

@@ -161,7 +161,7 @@ class WatchManager:
 
     def _watched(self) -> Mapping[str, bool]:
         """Clusters this process watches now (it leads them and runs streams), with their election mode."""
-        running = {spec.cluster for spec in self.streams}
+        running = {spec.stream.cluster for spec in self.streams}
         return {
             name: cluster.settings.leader_election
             for name, cluster in self._clusters.items()
@@ -192,10 +192,10 @@ class WatchManager:
                         await self.cursors.load()
                         await self._apply_locked(self._settings)
                     else:
-                        mine = [spec for spec in self.streams if spec.cluster == name]
+                        mine = [spec for spec in self.streams if spec.stream.cluster == name]
                         await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
                         for spec in mine:
-                            metrics.STREAM_STOPS.labels(spec.target, "leadership_lost").inc()
+                            metrics.STREAM_STOPS.labels(spec.stream.target, "leadership_lost").inc()
                         await cluster.close_writer()
             except Exception:
                 logger.exception("following the leadership of cluster %s failed", name)
@@ -257,7 +257,7 @@ class WatchManager:
                         f"{stream.state}: {stream.reason}",
                     )
                     for spec, stream in self.streams.items()
-                    if spec.cluster == name
+                    if spec.stream.cluster == name
                 )
             )
             if self._reported.get(name) != entries:
@@ -296,7 +296,7 @@ class WatchManager:
         async with self._lock:
             await asyncio.gather(*(stream.stop() for stream in self.streams.values()))
             for spec in self.streams:
-                metrics.STREAM_STOPS.labels(spec.target, "shutdown").inc()
+                metrics.STREAM_STOPS.labels(spec.stream.target, "shutdown").inc()
             self.streams.clear()
             self.problems = []
             for cluster in self._clusters.values():
@@ -326,11 +326,11 @@ class WatchManager:
         for old_cluster in retired.values():
             await old_cluster.close()
         for spec in plan.stop + plan.restart:
-            metrics.STREAM_STOPS.labels(spec.target, plan.stop_reason(spec)).inc()
+            metrics.STREAM_STOPS.labels(spec.stream.target, plan.stop_reason(spec)).inc()
         for spec in plan.start:
-            metrics.STREAM_STARTS.labels(spec.target).inc()
-            cluster = self._clusters[spec.cluster]
-            sealer = self._sealers.get(spec.target)
+            metrics.STREAM_STARTS.labels(spec.stream.target).inc()
+            cluster = self._clusters[spec.stream.cluster]
+            sealer = self._sealers.get(spec.stream.target)
             stream = WatchStream(
                 spec,
                 cluster.client,
@@ -341,7 +341,7 @@ class WatchManager:
                 cluster.capabilities,
                 fresh=spec.cursor_key in plan.fresh,
                 sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
-                on_fenced=self._fenced_by_successor(spec.cluster),
+                on_fenced=self._fenced_by_successor(spec.stream.cluster),
             )
             self.streams[spec] = stream
             stream.start()

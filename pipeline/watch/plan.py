@@ -61,13 +61,13 @@ def desired_streams(
     stream. A resolved type with a changed version still replaces its stream.
     """
     unchanged = previous == target
-    mine = {s for s in running if s.target == target.name and s.cluster == target.cluster}
+    mine = {s for s in running if s.stream.target == target.name and s.stream.cluster == target.cluster}
     if resolved is None:
         return set(mine) if unchanged else set()
     wanted = set(resolved)
     if unchanged:
-        covered = {(s.group, s.resource, s.scope) for s in wanted}
-        wanted |= {s for s in mine if (s.group, s.resource, s.scope) not in covered}
+        covered = {(s.stream.group, s.stream.resource, s.stream.scope) for s in wanted}
+        wanted |= {s for s in mine if (s.stream.group, s.stream.resource, s.stream.scope) not in covered}
     return wanted
 
 
@@ -82,9 +82,9 @@ def plan_streams(
 ) -> StreamPlan:
     """The changes that take `running` to `desired` (see `StreamPlan` for what each list means)."""
     stop = [spec for spec in running if spec not in desired]
-    restart = [spec for spec in running if spec in desired and spec.cluster in retired_clusters]
+    restart = [spec for spec in running if spec in desired and spec.stream.cluster in retired_clusters]
     left = {spec for spec in running if spec not in stop and spec not in restart}
-    start = [spec for spec in desired if spec not in left and writable(spec.cluster)]
+    start = [spec for spec in desired if spec not in left and writable(spec.stream.cluster)]
     stopped_keys = {spec.cursor_key for spec in stop}
     after = left | set(start)
     widened = {
@@ -98,6 +98,6 @@ def plan_streams(
         start=start,
         fresh=frozenset(spec.cursor_key for spec in start if spec.cursor_key in stopped_keys),
         forget=frozenset(stopped_keys - {spec.cursor_key for spec in after}),
-        resnapshot=[spec for spec in running if spec in left and spec.target in widened]
-        + [spec for spec in start if spec.target in widened],
+        resnapshot=[spec for spec in running if spec in left and spec.stream.target in widened]
+        + [spec for spec in start if spec.stream.target in widened],
     )

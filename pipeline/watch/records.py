@@ -56,9 +56,7 @@ def snapshot_object(meta: dict[str, Any], payload: bytes) -> SnapshotObject:
 
 def stream_head(spec: StreamSpec) -> StreamHead:
     """The envelope fields of every record of the stream `spec` names."""
-    return StreamHead(
-        spec.route, spec.cluster, spec.target, spec.group, spec.version, spec.resource, spec.scope
-    )
+    return StreamHead(spec.route, spec.stream)
 
 
 class RecordBuilder:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pipeline.codec.stream_id import StreamId
 from pipeline.config import ClusterSettings, TargetSettings, WatchRule
 from pipeline.kube.resources import ApiResource
 from pipeline.models import GroupResource
@@ -25,47 +26,34 @@ _REQUIRED_VERBS = frozenset({"get", "list", "watch"})
 class StreamSpec:
     """Everything that identifies one watch stream; a changed field means a different stream."""
 
-    target: str
-    cluster: str
+    stream: StreamId
     route: str
-    group: str
-    version: str
-    resource: str
     kind: str
     namespaced: bool
-    scope: str
     label_selector: str
 
     @property
     def group_resource(self) -> GroupResource:
-        return GroupResource(self.group, self.resource)
+        return self.stream.group_resource
 
     @property
     def cursor_key(self) -> str:
-        """Key on the compacted cursor topic: target/group/resource/scope."""
-        return f"{self.target}/{self.group}/{self.resource}/{self.scope}"
+        """Key on the compacted cursor topic (`StreamId.cursor_key`)."""
+        return self.stream.cursor_key
 
     def describe(self) -> str:
-        where = self.scope or "(cluster)"
-        return f"{self.target}:{self.group_resource.key}@{where}"
+        stream = self.stream
+        return f"{stream.target}:{stream.group_resource.key}@{stream.scope or '(cluster)'}"
 
     @property
     def identity(self) -> str:
         """What a stream report names it by: every field that makes it a different stream."""
-        return "|".join(
-            (
-                self.target,
-                self.cluster,
-                self.group,
-                self.version,
-                self.resource,
-                self.scope,
-                self.label_selector,
-            )
-        )
+        s = self.stream
+        return "|".join((s.target, s.cluster, s.group, s.version, s.resource, s.scope, self.label_selector))
 
     def api(self) -> ApiResource:
-        return ApiResource(self.group, self.version, self.resource, self.kind, self.namespaced, frozenset())
+        s = self.stream
+        return ApiResource(s.group, s.version, s.resource, self.kind, self.namespaced, frozenset())
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +158,9 @@ def resolve_target(
                 problems.append(RuleProblem(target.name, index, text, *scopes))
                 continue
             _add_streams(streams, problems, _Entry(target, cluster, index, rule, text), found, scopes)
-    return sorted(streams.values(), key=lambda s: (s.group, s.resource, s.scope)), problems
+    return sorted(
+        streams.values(), key=lambda s: (s.stream.group, s.stream.resource, s.stream.scope)
+    ), problems
 
 
 def _expand(
@@ -220,15 +210,10 @@ def _add_streams(
         version = chosen
     for scope in scopes:
         spec = StreamSpec(
-            target=target.name,
-            cluster=cluster.name,
+            stream=StreamId(target.name, cluster.name, found.group, version, found.resource, scope),
             route=cluster.route,
-            group=found.group,
-            version=version,
-            resource=found.resource,
             kind=found.kind,
             namespaced=found.namespaced,
-            scope=scope,
             label_selector=rule.label_selector,
         )
         key = (found.group, found.resource, scope)

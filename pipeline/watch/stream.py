@@ -159,7 +159,7 @@ class WatchStream:
         self._capabilities = capabilities
         self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
         self._slicer = Slicer(options.slice_ms)
-        self._path = collection_path(spec.api(), spec.scope)
+        self._path = collection_path(spec.api(), spec.stream.scope)
         # Content digests by uid of what the log acknowledged, and of what this session handled
         # but has not yet seen acknowledged (None: deleted). A failed append ends the session and
         # the resume delivers the same events again: were they compared with what was only
@@ -209,7 +209,7 @@ class WatchStream:
 
     @property
     def labels(self) -> tuple[str, str, str]:
-        return (self.spec.target, self.spec.group_resource.key, self.spec.scope)
+        return (self.spec.stream.target, self.spec.group_resource.key, self.spec.stream.scope)
 
     @property
     def cursor_updated_at_ms(self) -> int | None:
@@ -263,10 +263,10 @@ class WatchStream:
             await backoff.wait()
 
     async def _check_namespace(self) -> None:
-        if not (self.spec.namespaced and self.spec.scope):
+        if not (self.spec.namespaced and self.spec.stream.scope):
             return
         try:
-            phase = await self._client.namespace_phase(self.spec.scope)
+            phase = await self._client.namespace_phase(self.spec.stream.scope)
         except KubeError as exc:
             if exc.status == 403:
                 return  # not allowed to read namespaces: the watch itself will tell
@@ -275,8 +275,8 @@ class WatchStream:
             self._namespace_seen = True
             return
         if self._namespace_seen:
-            raise StreamStopped(f"namespace {self.spec.scope} no longer exists")
-        raise KubeError(404, "NamespaceNotFound", f"namespace {self.spec.scope} does not exist (yet)")
+            raise StreamStopped(f"namespace {self.spec.stream.scope} no longer exists")
+        raise KubeError(404, "NamespaceNotFound", f"namespace {self.spec.stream.scope} does not exist (yet)")
 
     async def _session(self) -> None:
         cursor = self._cursors.get(self.spec.cursor_key)
@@ -307,7 +307,7 @@ class WatchStream:
                     raise
                 logger.warning(
                     "cluster %s rejects streaming lists (%s); using LIST then WATCH",
-                    self.spec.cluster,
+                    self.spec.stream.cluster,
                     exc.message,
                 )
                 self._abandon_snapshot()
@@ -616,12 +616,7 @@ class WatchStream:
         await self._cursors.write(
             Cursor(
                 key=spec.cursor_key,
-                target=spec.target,
-                cluster=spec.cluster,
-                group=spec.group,
-                version=spec.version,
-                resource=spec.resource,
-                scope=spec.scope,
+                stream=spec.stream,
                 resource_version=resource_version,
                 epoch=epoch,
                 updated_at_ms=self._now_ms(),

@@ -122,8 +122,20 @@ def writes(count: int, seed: int) -> Iterator[tuple[str, list[FactRow]]]:
     """`count` uid+RV writes (2 entries each), spread over the types, made one at a time."""
     for i in range(count):
         n = seed * 10_000_000 + i
-        row: FactRow = (f"user{i % 50}", "", "", "update", f"audit-{n:012d}", f"ns-{i % 20}",
-                        f"name-{n:012d}", f"uid-{n:024d}", f"{n}", 0, None, None)
+        row: FactRow = (
+            f"user{i % 50}",
+            "",
+            "",
+            "update",
+            f"audit-{n:012d}",
+            f"ns-{i % 20}",
+            f"name-{n:012d}",
+            f"uid-{n:024d}",
+            f"{n}",
+            0,
+            None,
+            None,
+        )
         yield TYPES[i % len(TYPES)], [row]
 
 
@@ -168,16 +180,26 @@ def test_a_rewrite_storm_keeps_the_order_within_the_live_filings() -> None:
 
 async def test_a_conflict_reaches_the_commit_as_the_unresolved_author() -> None:
     """The router stores a conflict as UNRESOLVED (tier `conflict`); the commit renders it as unknown."""
-    from pipeline.codec.watch_event import LiveEvent, WatchRecord
+    from pipeline.codec.stream_id import StreamId
+    from pipeline.codec.watch_event import LiveEvent, StreamHead, WatchRecord
     from pipeline.commit.identity import UNRESOLVED, Identity, author_identity
     from pipeline.router.lookup import IndexLookup
 
     index = make_index()
     index.apply(ROUTE, CM, [fact("alice", "update", name="a", uid="u1", rv="7")])
     index.apply(ROUTE, CM, [fact("mallory", "update", name="a", uid="u1", rv="7")])
-    body = LiveEvent(type="MODIFIED", deleting=False, uid="u1", resource_version="7",
-                     namespace="ns-1", name="a", labels={}, object_json=b"{}")
-    watch = WatchRecord(0, 0, ROUTE, "c", "t", CM, "v1", "ns-1", 0, body)
+    body = LiveEvent(
+        type="MODIFIED",
+        deleting=False,
+        uid="u1",
+        resource_version="7",
+        namespace="ns-1",
+        name="a",
+        labels={},
+        object_json=b"{}",
+    )
+    head = StreamHead(ROUTE, StreamId("t", "c", CM.group, "v1", CM.resource, "ns-1"))
+    watch = WatchRecord(0, 0, head, 0, body)
     author = await IndexLookup(None, Resolver(index, grace_ms=0)).author_for(watch)  # type: ignore[arg-type]
     assert (author.outcome, author.username, author.tier) == ("UNRESOLVED", "", "conflict")
     committer = Identity("Reverser", "reverser@example.com")

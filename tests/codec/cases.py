@@ -54,6 +54,7 @@ from pipeline.codec.dead_letter import (
 )
 from pipeline.codec.fact_batch import AuthorFact, FactBatch, decode_fact_batch, encode_fact_batch, fact_row
 from pipeline.codec.object_state import ObjectState, decode_state, state_record
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.stream_report import ReportedStream, StreamReport, decode_report, encode_report
 from pipeline.codec.target_result import PushOutcome, TargetResult, decode_result, encode_result
 from pipeline.codec.watch_claim import Claim, decode_claim, encode_claim
@@ -141,7 +142,7 @@ def _work(kind: str) -> WorkItem:
     )
 
 
-HEAD = StreamHead("route-a", "cluster-a", "tgt", "apps", "v1", "deployments", "ns")
+HEAD = StreamHead("route-a", StreamId("tgt", "cluster-a", "apps", "v1", "deployments", "ns"))
 WATCH_BODIES = {
     "live": LiveEvent(
         EventType.MODIFIED, "ns", "web", "uid-w", "55", {"app": "web", "tier": "front"}, False, OBJECT_JSON
@@ -318,12 +319,7 @@ CASES: tuple[Case, ...] = (
         "watch_cursor",
         Cursor(
             "tgt/apps/deployments/ns",
-            "tgt",
-            "cluster-a",
-            "apps",
-            "v1",
-            "deployments",
-            "ns",
+            StreamId("tgt", "cluster-a", "apps", "v1", "deployments", "ns"),
             "99",
             8,
             1_700_000_009_000,

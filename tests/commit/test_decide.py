@@ -28,25 +28,32 @@ from pipeline.codec.branch_work import (
 from pipeline.codec.object_state import ObjectState
 from pipeline.commit.decide import SNAPSHOT_AUTHOR, Closed, Decider, Reject, Skip, Staged, rebuild_plan
 from pipeline.commit.identity import UNRESOLVED, Identity
+from pipeline.commit.inplace import LiveChange
 from pipeline.commit.layout import LayoutError
+from pipeline.commit.messages import ChangedObject
 from pipeline.commit.metrics import SkipReason
 from pipeline.commit.plan import Byline, Plan, PlanKind, Retired
 from pipeline.commit.position import LogPosition
 from pipeline.commit.snapshots import Complete
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason
-from pipeline.commit.yamlrender import RenderError
+from pipeline.commit.yamlrender import RenderError, render_object
 from pipeline.config import (
     CommitMessageSettings,
     CommitterSettings,
     EncryptionSettings,
+    PlacementSettings,
     ProviderSettings,
     Settings,
     TargetSettings,
     WatchRule,
 )
+from pipeline.intent.homes import FolderIndex
+from pipeline.intent.homes import ObjectKey as HomeKey
 from pipeline.operation import Operation
+from pipeline.placement import PlacedObject
 from pipeline.prune import Prune
+from pipeline.slices import Steps
 from pipeline.slices import finish as run_steps
 from tests.commit.helpers import ALICE, BOB, CONFIGURED, NOBODY, Work, cm
 
@@ -923,3 +930,286 @@ def test_a_snapshot_plan_carries_its_targets_template() -> None:
     assert plan.template == template
     plan, _ = snapshot(decider(target(name="t9")), Work(), [cm("a")])
     assert plan.template is None
+
+
+# in-place decisions -------------------------------------------------------------------------------
+
+OWN = "live/team-a/configmaps/a.yaml"
+
+
+class OneFolder:
+    """The `Homes` of a branch with one indexed target folder, `live` (built from text, no Git)."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.index = FolderIndex("live")
+        run_steps(self.index.load({path: text.encode() for path, text in files.items()}))
+
+    def folder(self, target_path: str) -> FolderIndex | None:
+        return self.index if target_path == "live" else None
+
+
+def rendered(*objs: dict[str, Any]) -> str:
+    return "---\n".join(render_object(o).decode() for o in objs)
+
+
+# `a` and `b` share a user's file: both are edited in place
+BUNDLE = {"live/all.yaml": rendered(cm("a"), cm("b"))}
+
+
+def write_with(d: Decider, item: WorkItem, homes: OneFolder) -> Staged:
+    assert isinstance(item.body, Write)
+    decided = d.write(item, item.body, homes)
+    assert isinstance(decided, Staged), decided
+    return decided
+
+
+def test_a_change_in_a_shared_file_is_recorded_and_its_object_kept_for_the_next() -> None:
+    d = decider()
+    homes = OneFolder(BUNDLE)
+    work = Work()
+    labelled = {
+        **cm("a", key="x"),
+        "metadata": {"name": "a", "namespace": "team-a", "labels": {"app": "web"}},
+    }
+    first = write_with(d, work.update(labelled, rv="2"), homes)
+    change = first.change
+    assert change is not None
+    assert (change.folder, change.key) == ("live", HomeKey("", "ConfigMap", "team-a", "a"))
+    assert (change.before, change.after) == (None, labelled)
+    assert change.items == (first.item,)
+    assert not change.listed
+    assert change.placed == PlacedObject("", "v1", "configmaps", "ConfigMap", "team-a", "a", {"app": "web"})
+    assert d.seen.get(OWN) == labelled
+    second = write_with(d, work.update(cm("a", key="y"), rv="3"), homes)
+    assert second.change is not None
+    assert (second.change.before, second.change.after) == (labelled, cm("a", key="y"))
+    gone = write_with(d, work.delete("a", rv="4"), homes)
+    assert gone.change is not None
+    assert (gone.change.key.kind, gone.change.before, gone.change.after) == (
+        "ConfigMap",
+        cm("a", key="y"),
+        None,
+    )
+    assert gone.change.placed.labels == {}
+    assert d.seen.get(OWN) is None, "a deleted object is not kept"
+
+
+def test_a_deletes_kind_and_labels_come_from_the_object_kept() -> None:
+    d = decider()
+    homes = OneFolder({"live/k/kustomization.yaml": "resources: []\n"})
+    labelled = {**cm("a"), "metadata": {"name": "a", "namespace": "team-a", "labels": {"app": "web"}}}
+    work = Work()
+    assert write_with(d, work.create(labelled), homes).change is not None
+    assert d.seen.get(OWN) == labelled, "a kustomization may take a new object: kept"
+    gone = write_with(d, work.delete("a", rv="2"), homes).change
+    assert gone is not None
+    assert (gone.key.kind, gone.placed.labels, gone.after) == ("ConfigMap", {"app": "web"}, None)
+
+
+def test_a_change_without_an_index_or_a_kind_is_the_canonical_files_alone() -> None:
+    d = decider()
+    work = Work()
+    elsewhere = work.create(cm("a"), path="other")
+    assert write_with(d, elsewhere, OneFolder(BUNDLE)).change is None, "the folder is not indexed"
+    assert d.seen.get("other/team-a/configmaps/a.yaml") is None
+    assert write_with(d, work.delete("c", rv="2"), OneFolder(BUNDLE)).change is None, "kind unknown"
+    assert write_with(d, work.create(cm("a")), OneFolder({})).change is not None
+
+
+def test_a_change_takes_its_kind_from_the_index_when_the_object_names_none() -> None:
+    d = decider()
+    work = Work()
+    nameless = {**cm("a"), "kind": ""}
+    change = write_with(d, work.update(nameless, rv="2"), OneFolder(BUNDLE)).change
+    assert change is not None
+    assert change.key.kind == "ConfigMap"
+    odd = {**cm("b"), "kind": 7}
+    change = write_with(d, work.update(odd, rv="2"), OneFolder(BUNDLE)).change
+    assert change is not None
+    assert change.key.kind == "ConfigMap"
+    lone = {**cm("c"), "kind": ""}
+    assert (
+        write_with(
+            d, work.update(lone, rv="2"), OneFolder({"live/k/kustomization.yaml": "resources: []\n"})
+        ).change
+        is None
+    )
+
+
+def test_an_object_in_its_own_canonical_file_is_not_kept() -> None:
+    d = decider()
+    homes = OneFolder({OWN: rendered(cm("a"))})
+    change = write_with(d, Work().update(cm("a", key="x"), rv="2"), homes).change
+    assert change is not None
+    assert change.after == cm("a", key="x")
+    assert d.seen.get(OWN) is None
+
+
+def test_a_placement_template_keeps_a_new_objects_live_object() -> None:
+    placement = PlacementSettings(by_type={"v1/configmaps": "{namespace}/config/{name}.yaml"})
+    d = decider(target(placement=placement))
+    assert write_with(d, Work().create(cm("a")), OneFolder({})).change is not None
+    assert d.seen.get(OWN) == cm("a")
+    plain = decider()
+    assert write_with(plain, Work().create(cm("a")), OneFolder({})).change is not None
+    assert plain.seen.get(OWN) is None, "no template, no kustomization: the canonical file"
+    unknown = decider(target(name="t9"))
+    assert write_with(unknown, Work().create(cm("a")), OneFolder({})).change is not None
+    assert unknown.seen.get(OWN) is None
+
+
+def test_a_sealed_change_places_its_plaintext_and_keeps_nothing() -> None:
+    d = decider()
+    doc = secret("a")
+    path = "live/team-a/secrets/a.sops.yaml"
+    d.seen.note(path, {"kind": "Secret"})
+    homes = OneFolder({"live/all.yaml": rendered(secret("a"), cm("b"))})
+    change = write_with(d, secret_write(Work(), doc), homes).change
+    assert change is not None
+    assert change.before is None, "a sealed object is rewritten whole"
+    assert change.after == doc
+    assert change.placed.sensitive
+    assert (change.key.kind, change.placed.labels) == ("Secret", {})
+    assert d.seen.get(path) is None
+
+
+def test_recall_keeps_the_objects_of_files_edited_in_place_one_step_per_object() -> None:
+    d = decider()
+    work = Work()
+    items = [
+        work.create(cm("a", key="x"), rv="10"),
+        work.delete("b", rv="11"),
+        work.create(cm("c"), rv="12", path="other"),
+        *work.snapshot(1, [cm("b", key="y"), cm("d")])[1:2],
+        Work(branch="other").create(cm("e"), rv="10"),
+    ]
+    homes = OneFolder({**BUNDLE, "live/team-a/configmaps/d.yaml": rendered(cm("d"))})
+    assert len(list(d.recall(items, homes))) == 5, "a write or delete is one step, a chunk one per object"
+    assert d.seen.get(OWN) == cm("a", key="x")
+    assert d.seen.get("live/team-a/configmaps/b.yaml") == cm("b", key="y")
+    assert d.seen.get("live/team-a/configmaps/d.yaml") is None, "in its own canonical file"
+    assert d.seen.get("other/team-a/configmaps/c.yaml") is None, "the folder is not indexed"
+    plain = decider()
+    run_steps(plain.recall(items))
+    assert plain.seen.get(OWN) is None, "without homes nothing is kept"
+
+
+def test_states_remembered_are_those_of_files_edited_in_place() -> None:
+    d = decider()
+    sealed = replace(
+        state("s", resource="secrets", object_json=json.dumps(secret("s")).encode()), sealed=True
+    )
+    states = [
+        state("a", object_json=json.dumps(cm("a")).encode()),
+        state("b", object_json=None),
+        state("c", object_json=json.dumps(cm("c")).encode(), path="other"),
+        state("d", object_json=json.dumps({**cm("d"), "kind": 7}).encode()),
+        state("e", object_json=b"[1]"),
+        state("x/y", object_json=json.dumps(cm("x/y")).encode()),
+        sealed,
+    ]
+    homes = OneFolder({"live/all.yaml": rendered(cm("a"), cm("b"), cm("c"), cm("d"), cm("e"), secret("s"))})
+    assert len(list(d.remember_states(states, homes))) == len(states)
+    assert d.seen.get(OWN) == cm("a")
+    for name in ("b", "c", "d", "e"):
+        assert d.seen.get(f"live/team-a/configmaps/{name}.yaml") is None, name
+    assert d.seen.get("live/team-a/secrets/s.sops.yaml") is None
+    assert d.seen.get("live/team-a/secrets/s.yaml") is None
+
+
+def counted(steps: Steps[Any]) -> tuple[int, Any]:
+    """How many steps `steps` took, and what it returned."""
+    taken = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return taken, done.value
+        taken += 1
+
+
+def snapshot_with(
+    d: Decider, work: Work, objs: list[dict[str, Any]], homes: OneFolder, **kw: Any
+) -> tuple[int, Plan]:
+    items = work.snapshot(1, objs, **kw)
+    end = items[-1]
+    assert isinstance(end.body, ResyncEnd)
+    taken, (plan, _) = counted(d.snapshot_steps(finish(d, items), end, end.body, DictTree(), homes))
+    return taken, plan
+
+
+def test_a_snapshots_object_in_a_users_file_is_recorded_as_listed() -> None:
+    d = decider()
+    taken, plan = snapshot_with(d, Work(), [cm("a", key="x"), cm("c")], OneFolder(BUNDLE))
+    assert taken == 2, "one step per object"
+    assert list(plan.changes) == [OWN, "live/team-a/configmaps/c.yaml"]
+    change = plan.changes[OWN]
+    assert (change.after, change.items, change.listed, change.swept) == (cm("a", key="x"), (), True, False)
+    assert d.seen.get(OWN) == cm("a", key="x")
+    assert snapshot_with(decider(), Work(), [cm("a")], OneFolder(BUNDLE), path="other")[1].changes == {}
+
+
+def test_a_sealed_snapshot_object_places_its_plaintext() -> None:
+    d = decider()
+    homes = OneFolder({"live/all.yaml": rendered(secret("a"), cm("b"))})
+    _, plan = snapshot_with(d, Work(), [secret("a")], homes, resource="secrets")
+    change = plan.changes["live/team-a/secrets/a.sops.yaml"]
+    assert (change.after, change.placed.sensitive, change.listed) == (secret("a"), True, True)
+
+
+def test_prune_always_sweeps_the_unlisted_objects_of_users_files() -> None:
+    d = decider(target(prune="Always"))
+    work = Work()
+    d.stage(staged(d, work.create(cm("late"), rv="150")), 0.0)
+    gone = "live/team-a/configmaps/b.yaml"
+    d.seen.note(gone, cm("b"))
+    homes = OneFolder(
+        {
+            "live/all.yaml": rendered(cm("a"), cm("b"), cm("late"), cm("x", namespace="team-b")),
+            "live/deploy.yaml": rendered({**cm("w"), "apiVersion": "apps/v1", "kind": "Deployment"}),
+        }
+    )
+    taken, plan = snapshot_with(d, work, [cm("a")], homes, rv="100")
+    assert taken == 3, "one step for the listed object, one per unlisted object of the scope"
+    assert sorted(plan.writes) == [OWN, gone]
+    assert plan.writes[gone] == (None, ChangedObject(Operation.DELETE, "", "v1", "configmaps", "team-a", "b"))
+    key = HomeKey("", "ConfigMap", "team-a", "b")
+    placed = PlacedObject("", "v1", "configmaps", "ConfigMap", "team-a", "b", {})
+    assert plan.changes[gone] == LiveChange("live", key, placed, None, None, swept=True)
+    assert d.seen.get(gone) is None
+
+
+def test_a_sealed_sweep_names_the_sealed_path() -> None:
+    d = decider(target(prune="Always"))
+    homes = OneFolder({"live/all.yaml": rendered(secret("a"), secret("b"), cm("c"))})
+    _, plan = snapshot_with(d, Work(), [secret("a")], homes, resource="secrets")
+    gone = "live/team-a/secrets/b.sops.yaml"
+    assert sorted(plan.writes) == ["live/team-a/secrets/a.sops.yaml", gone]
+    assert plan.changes[gone].swept
+    assert plan.changes[gone].placed.sensitive
+
+
+def test_only_prune_always_sweeps_users_files_and_only_an_indexed_folder() -> None:
+    for d, path in ((decider(), "live"), (decider(target(prune="Always", path="other")), "other")):
+        _, plan = snapshot_with(d, Work(path=path), [cm("a")], OneFolder(BUNDLE))
+        assert [c for c in plan.changes.values() if c.swept] == []
+        assert f"{path}/team-a/configmaps/b.yaml" not in plan.writes
+
+
+def test_a_rebuild_keeps_the_users_files_that_hold_a_held_object() -> None:
+    d = decider()
+    d.book = StateBook([state("a")])
+    bundle, other = "live/team-a/configmaps/all.yaml", "live/team-a/configmaps/b.yaml"
+    tree = DictTree(bundle, other)
+    homes = OneFolder({bundle: rendered(cm("a"), cm("c")), other: rendered(cm("b"))})
+    plan = d.unlisted(target(), tree, homes)
+    assert plan is not None
+    assert list(plan.writes) == [other]
+    plan = d.unlisted(target(), tree)
+    assert plan is not None
+    assert sorted(plan.writes) == [bundle, other], "without homes"
+
+
+def test_a_window_shorter_than_a_second_is_not_a_zero_window() -> None:
+    d = decider(window_s=0.5)
+    assert d.stage(staged(d, Work().create(cm("a"))), 0.0) is None

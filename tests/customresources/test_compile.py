@@ -166,7 +166,7 @@ def _streams(settings: Settings) -> set[tuple[str, str, str, str, str]]:
         specs, _ = resolve_target(target, cluster, DISCOVERY)
         for s in specs:
             selector = repr(sorted(map(str, parse_selector(s.label_selector).match_expressions())))
-            found.add((s.target, s.group, s.resource, s.scope, selector))
+            found.add((s.stream.target, s.stream.group, s.stream.resource, s.stream.scope, selector))
     return found
 
 
@@ -322,8 +322,13 @@ def _edited(path: str, value: Any) -> list[Any]:
             "ConfigMap",
         ),
         # a misspelt field this project reads is named as such (customresources/typos.py)
-        ("GitProvider.spec.secretRef", {"nme": "x"}, Kind.GIT_PROVIDER, "spec.secretRef.nme",
-         "did you mean spec.secretRef.name?"),
+        (
+            "GitProvider.spec.secretRef",
+            {"nme": "x"},
+            Kind.GIT_PROVIDER,
+            "spec.secretRef.nme",
+            "did you mean spec.secretRef.name?",
+        ),
         (
             "GitTarget.spec.providerRef",
             {"name": "missing"},

@@ -160,7 +160,16 @@ def _streams(
         assert problems == [], f"{target.name}: {problems}"
         for s in specs:
             selector = repr(sorted(map(str, parse_selector(s.label_selector).match_expressions())))
-            found.add((s.target, s.group, s.version, s.resource, s.scope, selector))
+            found.add(
+                (
+                    s.stream.target,
+                    s.stream.group,
+                    s.stream.version,
+                    s.stream.resource,
+                    s.stream.scope,
+                    selector,
+                )
+            )
     return found
 
 

@@ -131,7 +131,7 @@ async def test_a_broken_secret_stalls_only_its_cluster_and_heals_when_fixed(
             await component.start()
             try:
                 manager = component.manager
-                streams = [s for s in manager.streams.values() if s.spec.target == "t-good"]
+                streams = [s for s in manager.streams.values() if s.spec.stream.target == "t-good"]
                 await wait_for(lambda: streams[0].state == "Streaming", what="t-good streaming", timeout_s=60)
                 await wait_for_events(
                     log, config, lambda evs: "end" in kinds(evs, "t-good"), "t-good snapshot"
@@ -148,7 +148,7 @@ async def test_a_broken_secret_stalls_only_its_cluster_and_heals_when_fixed(
                 assert (
                     "Secret reverser/broken-kubeconfig key value: user 'admin' sets exec" in problem.message
                 )
-                assert "t-broken" not in {s.spec.target for s in manager.streams.values()}
+                assert "t-broken" not in {s.spec.stream.target for s in manager.streams.values()}
 
                 await core.replace_namespaced_secret(
                     "broken-kubeconfig",

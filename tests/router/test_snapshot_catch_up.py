@@ -20,7 +20,8 @@ from prometheus_client import REGISTRY
 from pipeline.attribution import FactFollower, FactIndex, Resolver
 from pipeline.codec.branch_work import Operation
 from pipeline.codec.fact_batch import AuthorFact, FactBatch
-from pipeline.codec.watch_event import SnapshotChunk, SnapshotObject, WatchRecord
+from pipeline.codec.stream_id import StreamId
+from pipeline.codec.watch_event import SnapshotChunk, SnapshotObject, StreamHead, WatchRecord
 from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
@@ -44,7 +45,8 @@ GUARD_S = 30.0
 def chunk(since: str, versions: dict[str, str]) -> WatchRecord:
     objects = tuple(SnapshotObject("shop", n, f"uid-{n}", rv, b"{}") for n, rv in versions.items())
     body = SnapshotChunk(1, 0, objects, since)
-    return WatchRecord(0, 0, "default", "default", "shop", CM, "v1", "shop", 0, body)
+    head = StreamHead("default", StreamId("shop", "default", CM.group, "v1", CM.resource, "shop"))
+    return WatchRecord(0, 0, head, 0, body)
 
 
 def test_only_objects_newer_than_the_cursor_are_caught_up() -> None:
@@ -140,8 +142,15 @@ async def test_changes_made_while_the_watch_was_down_are_committed_under_their_a
     for item in items:
         name, body = item["body"]
         if name.endswith("Write"):
-            kinds.append(("Write", body["name"], body["operation"], body["author"]["outcome"],
-                          body["author"]["username"]))
+            kinds.append(
+                (
+                    "Write",
+                    body["name"],
+                    body["operation"],
+                    body["author"]["outcome"],
+                    body["author"]["username"],
+                )
+            )
         else:
             kinds.append((name.rsplit(".", 1)[1],))
     assert kinds == [

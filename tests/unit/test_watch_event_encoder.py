@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pipeline.codec import WATCH_EVENT, codec
 from pipeline.codec.avro_binary import write_long
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_event import (
     HAND_WRITTEN,
     Body,
@@ -28,7 +29,7 @@ texts = st.text(max_size=40) | st.text(max_size=300)
 longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 payloads = st.binary(max_size=400)
-heads = st.builds(StreamHead, texts, texts, texts, texts, texts, texts, texts)
+heads = st.builds(StreamHead, texts, st.builds(StreamId, texts, texts, texts, texts, texts, texts))
 lives = st.builds(
     LiveEvent,
     type=st.sampled_from([t.value for t in EventType]),
@@ -61,9 +62,7 @@ def test_hand_encoder_is_byte_identical_to_fastavro(head: StreamHead, body: Body
 
 
 @given(heads, bodies, longs)
-def test_what_is_written_decodes_to_what_was_given(
-    head: StreamHead, body: Body, observed_at_ms: int
-) -> None:
+def test_what_is_written_decodes_to_what_was_given(head: StreamHead, body: Body, observed_at_ms: int) -> None:
     pending = WatchEventWriter(head).record(body, observed_at_ms)
     decoded = decode_watch_event(Record("t", 0, 0, 0, pending.key, pending.value, pending.headers))
     assert (decoded.head, decoded.observed_at_ms) == (head, observed_at_ms)
@@ -91,7 +90,7 @@ def _begin_envelope(epoch: int) -> dict[str, object]:
 
 def test_an_unknown_event_type_is_refused_like_fastavro() -> None:
     event = LiveEvent("BOOKMARK", "", "", "", "", {}, False, b"")
-    writer = WatchEventWriter(StreamHead("", "", "", "", "v1", "x", ""))
+    writer = WatchEventWriter(StreamHead("", StreamId("", "", "", "v1", "x", "")))
     with pytest.raises(KeyError):
         writer.encode(event, 0)
     with pytest.raises(ValueError, match="BOOKMARK"):

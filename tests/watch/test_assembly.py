@@ -6,13 +6,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, codec
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.log.api import PendingRecord
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.records import RecordBuilder
 from pipeline.watch.resolve import StreamSpec
 
-SPEC = StreamSpec("t1", "src", "route-a", "apps", "v1", "deployments", "Deployment", True, "team-a", "")
+SPEC = StreamSpec(
+    StreamId("t1", "src", "apps", "v1", "deployments", "team-a"), "route-a", "Deployment", True, ""
+)
 LIMIT = 16_384
 
 

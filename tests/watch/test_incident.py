@@ -50,7 +50,7 @@ async def test_deleted_namespace_backs_off_then_stops_while_others_flow(
     options = fast_options(config, sleep, backoff_initial_s=0.01, backoff_max_s=0.16)
     component = make_component(config, topics_log, options)
     await component.start()
-    streams = {spec.target: stream for spec, stream in component.manager.streams.items()}
+    streams = {spec.stream.target: stream for spec, stream in component.manager.streams.items()}
     doomed, steady = streams["doomed"], streams["steady"]
     try:
         await wait_for(lambda: doomed.state == steady.state == "Streaming", what="both streaming")
@@ -62,8 +62,10 @@ async def test_deleted_namespace_backs_off_then_stops_while_others_flow(
         kube.compact()
         for round_ in range(8):
             kube.put(configmap("steady-0", "steady", value=f"v{round_}"))
-            await wait_for(lambda n=round_: len(sleep.delays_s) > n,  # type: ignore[misc]
-                           what=f"backoff step {round_}")
+            await wait_for(
+                lambda n=round_: len(sleep.delays_s) > n,  # type: ignore[misc]
+                what=f"backoff step {round_}",
+            )
         await wait_for_events(
             topics_log,
             config,

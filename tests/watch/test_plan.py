@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pipeline.codec.stream_id import StreamId
 from pipeline.config import TargetSettings
 from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import StreamSpec
@@ -10,7 +11,8 @@ from pipeline.watch.resolve import StreamSpec
 def spec(
     resource: str, *, target: str = "t", cluster: str = "c", version: str = "v1", scope: str = ""
 ) -> StreamSpec:
-    return StreamSpec(target, cluster, "default", "", version, resource, resource.title(), True, scope, "")
+    stream = StreamId(target, cluster, "", version, resource, scope)
+    return StreamSpec(stream, "default", resource.title(), True, "")
 
 
 def target(name: str = "t", *, cluster: str = "c", prune: str = "OnEvent") -> TargetSettings:

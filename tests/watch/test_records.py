@@ -7,12 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.codec import SCHEMA_HEADER, WATCH_EVENT, DecodeError, codec
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_cursor import Cursor, decode_cursor, encode_cursor
 from pipeline.codec.watch_event import SnapshotObject
 from pipeline.watch.records import RecordBuilder
 from pipeline.watch.resolve import StreamSpec
 
-SPEC = StreamSpec("t1", "src", "route-a", "apps", "v1", "deployments", "Deployment", True, "team-a", "")
+SPEC = StreamSpec(
+    StreamId("t1", "src", "apps", "v1", "deployments", "team-a"), "route-a", "Deployment", True, ""
+)
 
 
 def builder(limit: int) -> RecordBuilder:
@@ -58,7 +61,7 @@ def test_live_record_carries_key_headers_and_identity() -> None:
 
 
 def test_cursor_round_trip_and_garbage() -> None:
-    cursor = Cursor(SPEC.cursor_key, "t1", "src", "apps", "v1", "deployments", "team-a", "99", 5, 123)
+    cursor = Cursor(SPEC.cursor_key, SPEC.stream, "99", 5, 123)
     record = encode_cursor(cursor)
     assert record.key == b"t1/apps/deployments/team-a"
     assert decode_cursor(record.key, record.value, dict(record.headers)[SCHEMA_HEADER]) == cursor
@@ -66,3 +69,12 @@ def test_cursor_round_trip_and_garbage() -> None:
         decode_cursor(record.key, b"\xff\xff", dict(record.headers)[SCHEMA_HEADER])
     with pytest.raises(DecodeError):
         decode_cursor(record.key, record.value, None)
+
+
+def test_a_cursor_without_a_key_is_named_by_its_stream() -> None:
+    """A keyless cursor (never written so) gets the key the watch stage looks its stream up by."""
+    stream = StreamId("t1", "src", "", "v1", "configmaps", "")
+    record = encode_cursor(Cursor("ignored", stream, "7", 1, 2))
+    decoded = decode_cursor(None, record.value, dict(record.headers)[SCHEMA_HEADER])
+    assert decoded == Cursor("t1//configmaps/", stream, "7", 1, 2)
+    assert decoded.key == StreamSpec(stream, "route-a", "ConfigMap", True, "").cursor_key

@@ -33,7 +33,7 @@ async def test_discovery_then_resolution(kube: FakeKubeApiServer, tmp_path: Path
             cluster,
             discovered,
         )
-        assert [(s.group, s.resource, s.scope) for s in specs] == [
+        assert [(s.stream.group, s.stream.resource, s.stream.scope) for s in specs] == [
             ("", "configmaps", "a"),
             ("", "configmaps", "b"),
             ("apps", "deployments", ""),
@@ -44,7 +44,7 @@ async def test_discovery_then_resolution(kube: FakeKubeApiServer, tmp_path: Path
             ("wardle.example.com", "flunders", "b"),
         ]
         assert {s.route for s in specs} == {"edge"}
-        assert next(s for s in specs if s.resource == "deployments").label_selector == "app=web"
+        assert next(s for s in specs if s.stream.resource == "deployments").label_selector == "app=web"
         assert [(p.rule, p.reason) for p in problems] == [(3, "SelectorConflict")]
         with pytest.raises(KubeError) as gone:
             await client.get_json("/api/v1/namespaces/nope")
@@ -107,7 +107,7 @@ def test_a_rules_versions_pick_the_served_version_it_names_first() -> None:
             resources=["autoscaling/horizontalpodautoscalers"], namespaces=["a"], versions=list(versions)
         )
         specs, problems = resolve_target(target("t1", watch), ClusterSettings(name="src"), discovered)
-        return [s.version for s in specs], [(p.reason, p.message) for p in problems]
+        return [s.stream.version for s in specs], [(p.reason, p.message) for p in problems]
 
     assert resolved() == (["v2"], [])
     assert resolved("v1") == (["v1"], [])

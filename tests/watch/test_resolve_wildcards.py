@@ -50,7 +50,9 @@ def _streams(
         encryption=EncryptionSettings(age_recipients=[AGE]) if encrypted else None,
     )
     specs, problems = resolve_target(target, CLUSTER, DISCOVERY)
-    return [(s.group, s.resource, s.scope) for s in specs], [(p.rule, p.reason) for p in problems]
+    return [(s.stream.group, s.stream.resource, s.stream.scope) for s in specs], [
+        (p.rule, p.reason) for p in problems
+    ]
 
 
 def test_star_in_namespaces_is_every_watchable_namespaced_type() -> None:

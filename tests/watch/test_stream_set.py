@@ -48,7 +48,7 @@ async def test_adding_a_rule_starts_exactly_one_new_stream(
         assert await component.apply(changed) == (1, 0)
         after = component.manager.streams
         (new_spec,) = set(after) - set(before)
-        assert new_spec.resource == "serviceaccounts"
+        assert new_spec.stream.resource == "serviceaccounts"
         assert len(after) == len(before) + 1
         assert all(after[spec] is stream for spec, stream in before.items())
         await wait_for(lambda: after[new_spec].state == "Streaming", what="the new stream")
@@ -78,7 +78,7 @@ async def test_removed_target_stops_its_streams(
         await wait_for(lambda: kube.watch_count == 3, what="three watches")
         assert await component.apply(with_targets(settings, kubeconfig, keep)) == (0, 2)
         await wait_for(lambda: kube.watch_count == 1, what="only the kept watch")
-        assert {s.target for s in component.manager.streams} == {"keep"}
+        assert {s.stream.target for s in component.manager.streams} == {"keep"}
     finally:
         await component.stop()
 
@@ -108,7 +108,7 @@ async def test_rule_problems_are_reported_per_entry_and_secrets_never_watched(
     await component.start()
     try:
         (stream,) = component.manager.streams.values()
-        assert stream.spec.resource == "configmaps"
+        assert stream.spec.stream.resource == "configmaps"
         await wait_for(lambda: stream.state == "Streaming", what="configmaps")
         reasons = {p.resource: p.reason for p in component.manager.problems}
         assert reasons == {

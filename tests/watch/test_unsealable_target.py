@@ -41,7 +41,7 @@ async def test_a_target_whose_digest_key_is_unset_is_not_watched_and_the_others_
     await component.start()
     try:
         (stream,) = component.manager.streams.values()
-        assert stream.spec.target == "plain"
+        assert stream.spec.stream.target == "plain"
         await wait_for(lambda: stream.state == "Streaming", what="the plain target's stream")
         (problem,) = component.manager.problems
         assert (problem.target, problem.reason) == ("sealed", "EncryptionUnavailable")
@@ -49,7 +49,7 @@ async def test_a_target_whose_digest_key_is_unset_is_not_watched_and_the_others_
 
         monkeypatch.setenv(DIGEST_ENV, "k" * 32)
         assert await component.apply(config) == (1, 0)
-        assert sorted(spec.target for spec in component.manager.streams) == ["plain", "sealed"]
+        assert sorted(spec.stream.target for spec in component.manager.streams) == ["plain", "sealed"]
         assert component.manager.problems == []
     finally:
         await component.stop()
