@@ -13,7 +13,6 @@ same HAProxy and relays, so the faults on the audit path hit the admission path
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import subprocess
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.cluster.pki import AUDIT_CLIENT_CN
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
+from tests.e2e.webhooks import admission_webhook
 from tests.integration.kafka.broker import KafkaCluster
 from tests.support.net import free_port
 
@@ -71,9 +71,6 @@ BINDING = "chaos-actors"
 FACTS_ENV = "CHAOS_FACTS"
 ADMISSION_TOKEN_ENV = "CHAOS_ADMISSION_TOKEN"
 ADMISSION_TOKEN = "chaos-admission-path-token-7d2e"  # a throwaway path token of the loopback webhook
-# As the chart registers it (admissionWebhook.timeoutSeconds): a review the replica does not answer
-# in time is let through with no fact (failurePolicy Ignore).
-ADMISSION_TIMEOUT_S = 5
 
 
 class FactSource(StrEnum):
@@ -219,41 +216,6 @@ def _ingress_config(plane: ControlPlane, port: int, facts: FactSource) -> dict[s
             "client_ca_file": str(plane.pki.ca),
         },
         "routes": [{"name": ROUTE, "allowed_identities": [AUDIT_CLIENT_CN]}],
-    }
-
-
-def admission_webhook(url: str, ca_bundle: bytes) -> dict[str, Any]:
-    """The ValidatingWebhookConfiguration the chart makes for the workload's types: every write of a
-    ConfigMap or Deployment (and a Deployment's scale) reviewed, allowed whatever happens."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "reverser-facts"},
-        "webhooks": [
-            {
-                "name": "facts.reverser.invalid",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Ignore",
-                "matchPolicy": "Equivalent",
-                "timeoutSeconds": ADMISSION_TIMEOUT_S,
-                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_bundle).decode()},
-                "rules": [
-                    {
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["configmaps"],
-                    },
-                    {
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "apiGroups": ["apps"],
-                        "apiVersions": ["v1"],
-                        "resources": ["deployments", "deployments/scale"],
-                    },
-                ],
-            }
-        ],
     }
 
 

@@ -121,16 +121,21 @@ async def test_a_newer_producer_fences_the_older_one_for_good(any_log: Log, sett
     assert values(await read_all(any_log, tp, 0, end)) == [b"old-1", b"new-1", b"other-1"]
 
 
-async def test_a_group_that_read_everything_commits_without_lag(any_log: Log, settings: Settings) -> None:
-    out = await make_topic(any_log, settings, "txn-lag", partitions=1)
-    tp = TopicPartition(out, 0)
-    producer = any_log.transactional_producer(f"{settings.log.topic_prefix}-lag")
+async def three_transactions(log: Log, settings: Settings, name: str) -> tuple[str, TopicPartition]:
+    """A one-partition topic holding records b"0", b"1", b"2", each in a transaction of its own."""
+    out = await make_topic(log, settings, f"txn-{name}", partitions=1)
+    producer = log.transactional_producer(f"{settings.log.topic_prefix}-{name}")
     await producer.start()
     try:
         for i in range(3):
             await producer.commit({out: [PendingRecord(f"{i}".encode())]})
     finally:
         await producer.close()
+    return out, TopicPartition(out, 0)
+
+
+async def test_a_group_that_read_everything_commits_without_lag(any_log: Log, settings: Settings) -> None:
+    out, tp = await three_transactions(any_log, settings, "lag")
     group = f"{settings.log.topic_prefix}-lag-group"
     member = any_log.group_consumer(group, [out])
     await member.start()
@@ -154,15 +159,7 @@ async def test_a_new_owner_with_no_record_to_read_commits_past_the_marker(
     """The group's offset sits one short of the last transaction's marker (its previous owner was
     killed before it committed past it). The next owner gets no record from the partition, yet its
     quiet position says where it read to, and committing that leaves the group without lag."""
-    out = await make_topic(any_log, settings, "txn-quiet", partitions=1)
-    tp = TopicPartition(out, 0)
-    producer = any_log.transactional_producer(f"{settings.log.topic_prefix}-quiet")
-    await producer.start()
-    try:
-        for i in range(3):
-            await producer.commit({out: [PendingRecord(f"{i}".encode())]})
-    finally:
-        await producer.close()
+    out, tp = await three_transactions(any_log, settings, "quiet")
     end = (await any_log.end_offsets([tp]))[tp]
     last_record = (await read_all(any_log, tp, 0, end))[-1].offset
     group = f"{settings.log.topic_prefix}-quiet-group"

@@ -14,7 +14,6 @@ must make no commit. The accuracy table of docs/attribution.md comes from this r
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from tests.e2e.cluster.controlplane import ControlPlane
 from tests.e2e.gitremote import Commit, GitRemote
 from tests.e2e.kube import ALICE, BOB, CAROL, FINALIZER_SA, grant_cluster_admin, kube_client
 from tests.e2e.service_process import ServiceProcess, serving
+from tests.e2e.webhooks import admission_webhook
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -106,40 +106,9 @@ def _service_config(
 
 async def _prepare_cluster(plane: ControlPlane, port: int) -> None:
     await grant_cluster_admin(plane.kubeconfig)
-    ca_bundle = base64.b64encode(plane.pki.ca.read_bytes()).decode()
-    webhook = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "reverser-facts"},
-        "webhooks": [
-            {
-                "name": "facts.reverser.invalid",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Ignore",
-                "matchPolicy": "Equivalent",
-                "timeoutSeconds": 5,
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{port}/admission-webhook/{ROUTE}/{TOKEN}",
-                    "caBundle": ca_bundle,
-                },
-                "rules": [
-                    {
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["configmaps"],
-                    },
-                    {
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "apiGroups": ["apps"],
-                        "apiVersions": ["v1"],
-                        "resources": ["deployments", "deployments/scale"],
-                    },
-                ],
-            }
-        ],
-    }
+    webhook = admission_webhook(
+        f"https://127.0.0.1:{port}/admission-webhook/{ROUTE}/{TOKEN}", plane.pki.ca.read_bytes()
+    )
     async with kube_client(plane.kubeconfig) as api:
         await client.CoreV1Api(api).create_namespace(
             client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))

@@ -398,6 +398,23 @@ async def test_a_router_that_cannot_join_while_the_broker_is_down_joins_once_it_
         await log.close()
 
 
+async def watch_transactions(
+    log: Log, settings: Settings, topics: TopicNames, names: list[str]
+) -> TopicPartition:
+    """One ADDED ConfigMap per name, each in a transaction of its own; the partition they are on."""
+    builder = WatchRecordBuilder("default", "default", "shop", "shop")
+    producer = log.transactional_producer(f"{settings.log.topic_prefix}-watch")
+    await producer.start()
+    try:
+        for name in names:
+            await producer.commit(
+                {topics.watch_events: [builder.live(WatchStep("ADDED", configmap(name, "1")))]}
+            )
+    finally:
+        await producer.close()
+    return await single_partition_of(log, topics.watch_events)
+
+
 @pytest.mark.kafka
 async def test_a_drained_router_commits_past_the_last_transaction_marker(
     kafka_bootstrap: str, tmp_path: Path
@@ -411,16 +428,7 @@ async def test_a_drained_router_commits_past_the_last_transaction_marker(
     router: Router | None = None
     try:
         topics = await prepare(log, settings)
-        builder = WatchRecordBuilder("default", "default", "shop", "shop")
-        producer = log.transactional_producer(f"{settings.log.topic_prefix}-watch")
-        await producer.start()
-        try:
-            for name in ("m1", "m2", "m3"):
-                record = builder.live(WatchStep("ADDED", configmap(name, "1")))
-                await producer.commit({topics.watch_events: [record]})
-        finally:
-            await producer.close()
-        tp = await single_partition_of(log, topics.watch_events)
+        tp = await watch_transactions(log, settings, topics, ["m1", "m2", "m3"])
         end = (await log.end_offsets([tp]))[tp]
         assert end == 6  # three records, three markers
         router = Router(
@@ -448,17 +456,7 @@ async def test_a_router_with_nothing_to_route_commits_past_the_marker_its_predec
     router: Router | None = None
     try:
         topics = await prepare(log, settings)
-        builder = WatchRecordBuilder("default", "default", "shop", "shop")
-        producer = log.transactional_producer(f"{settings.log.topic_prefix}-watch")
-        await producer.start()
-        try:
-            for name in ("m1", "m2"):
-                await producer.commit(
-                    {topics.watch_events: [builder.live(WatchStep("ADDED", configmap(name, "1")))]}
-                )
-        finally:
-            await producer.close()
-        tp = await single_partition_of(log, topics.watch_events)
+        tp = await watch_transactions(log, settings, topics, ["m1", "m2"])
         end = (await log.end_offsets([tp]))[tp]
         assert end == 4  # two records, two markers
         await log.commit_group_offsets("g-quiet", {tp: end - 1})
