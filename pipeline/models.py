@@ -33,6 +33,12 @@ class GroupResource(NamedTuple):
         return cls(group, resource)
 
 
+#: gitops-reverser's CommitRequests: the custom resources' controller looks up the fact of each
+#: one's create to name its submitter, so the audit ingress keeps facts of this type on the
+#: route of the cluster the custom resources live in although no target watches it.
+COMMIT_REQUESTS = GroupResource("configbutler.ai", "commitrequests")
+
+
 def escape_route(route: str) -> str:
     """Escape `%` and `:` so `route:grKey` stays unambiguous for any route string."""
     return route.replace("%", "%25").replace(":", "%3A")

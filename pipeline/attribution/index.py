@@ -714,6 +714,16 @@ class FactIndex:
                 return Attribution(Tier.NAME, _answer(fact))
         return ABSENT_ATTRIBUTION
 
+    def creator(self, route: str, gr: GroupResource, uid: str) -> StoredFact | None:
+        """The fact of the object's create while it is the newest fact filed for its uid (None
+        after a later write, or past the TTL): who submitted a command object such as a
+        CommitRequest, which is created once and then only changed by the controller's status."""
+        scope = self._scopes.get((route, gr.key))
+        fact = scope.latest.get(uid) if scope is not None and uid else None
+        if fact is None or fact[_AT_MS] < self.now_ms() - self.limits.ttl_ms:
+            return None
+        return _answer(fact) if fact[_VERB].lower() == "create" else None
+
     def _removal_ladder(
         self, scope: _Scope, query: FactQuery, cutoff: int, now: int, held: Attribution | None
     ) -> Attribution | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.config import Settings
-from pipeline.models import GroupResource
+from pipeline.models import COMMIT_REQUESTS, GroupResource
 from pipeline.targetrules import entry_names, is_wildcard, wildcard_matches
 
 __all__ = ["WatchedTypes", "watched_types"]
@@ -37,7 +37,8 @@ def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
     """Per audit route, what its clusters watch.
 
     A route no configured cluster uses, or whose clusters have no rules yet, is not listed: the
-    ingress then keeps every fact, as there is nothing to check them against.
+    ingress then keeps every fact, as there is nothing to check them against. With custom resources,
+    the route of their cluster also keeps the facts of CommitRequests (their submitters).
     """
     routes: dict[str, WatchedTypes] = {}
     for cluster in settings.clusters:
@@ -55,8 +56,11 @@ def watched_types(settings: Settings) -> dict[str, WatchedTypes]:
                         watched.any_group.add(resource)
                     else:
                         watched.exact.add(GroupResource(group, resource))
-    return {
+    listed = {
         route: watched
         for route, watched in routes.items()
         if watched.exact or watched.any_group or watched.patterns
     }
+    if settings.custom_resources.enabled and settings.clusters and settings.resources_cluster.route in listed:
+        listed[settings.resources_cluster.route].exact.add(COMMIT_REQUESTS)
+    return listed

@@ -58,9 +58,9 @@ def decide(window: CommitWindow | None, target: str, close_delay_s: int) -> Flus
 
     A window of another target (or none) is left alone: the request finds nothing of its target to
     commit, as gitops-reverser resolves a request without an open window ("nothing to save"). The
-    window's author is not compared with the requester: this project captures no submitter at
-    admission (gitops-reverser without its admission webhook claims no actor either), and the
-    commit is authored by the window's own author whatever the request says.
+    window's author is not compared with the requester: the controller names the submitter only in
+    the request's `AuthorAttributed` condition (the record carries no actor), and the commit is
+    authored by the window's own author whatever the request says.
     """
     if window is None or window.target != target:
         return FlushAction.NOTHING

@@ -16,11 +16,15 @@ status shows it). Should a crash fall between the append and that status write, 
 sent twice; the second finds the window already closed, and a status that already names a commit
 is never replaced by a later result.
 
-The author: gitops-reverser names the submitter it captured at admission (its own webhook), and
-without that capture the request "claims no actor", with the reason `AuthorCaptureDisabled` (GR's
-`CommitterFallback` is for a capture that ran and found no record). This project captures no
-submitter of a CommitRequest, so a request always claims no actor (`AuthorAttributed=False`,
-`AuthorCaptureDisabled`) and the commit is authored by the window's own author, as in GR then.
+The author: gitops-reverser names the submitter it captured at admission (its own webhook). Here
+the submitter is the user of the fact of the request's create (an admission fact, or an audit
+event), found in the fact index by the object's uid when the controller first handles it, waiting
+at most `AUTHOR_WAIT_S` for the fact to reach the index (`decide_author`). Found: the request
+claims that actor (`AuthorAttributed=True`, `AttributedFromAdmission`, or `AttributedFromAuditEvent`
+for an audit event). Not found: it claims no actor, `CommitterFallback` when the CommitRequests'
+cluster delivers facts (attribution mode `audit`), `AuthorCaptureDisabled` when it does not. As in
+gitops-reverser the condition does not choose the Git author: the commit is authored by the
+window's own author either way.
 """
 
 from __future__ import annotations
@@ -42,14 +46,18 @@ from pipeline.customresources.problems import FieldProblem
 from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = [
+    "AUTHOR_WAIT_S",
     "HANDLED",
     "MAX_CLOSE_DELAY_S",
     "MAX_MESSAGE_CHARS",
     "Handled",
     "Request",
     "RequestStatusWriter",
+    "Submitter",
     "check_lines",
+    "decide_author",
     "read_request",
+    "recorded_author",
     "request_status",
     "request_work",
 ]
@@ -58,6 +66,10 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 1024
 MAX_CLOSE_DELAY_S = 300
+#: The longest the controller waits for the fact of a request's create to reach the fact index
+#: before it sends the request without an actor, in seconds (an admission fact is on the log before
+#: the object is stored, so this covers the follower's reading of it, not the apiserver).
+AUTHOR_WAIT_S = 2.0
 #: The `Reconciling` reason that marks a request as sent (its record is on the log).
 REQUESTED = "Requested"
 _MERGE_PATCH = "application/merge-patch+json"
@@ -171,10 +183,48 @@ def _condition(kind: str, status: bool, reason: str, message: str, generation: i
     }
 
 
-_NO_ACTOR = (
-    "no submitter is captured at admission (this pipeline does not capture CommitRequest "
-    "submitters): the request claims no actor and the commit is authored by the window's own author"
-)
+@dataclass(frozen=True, slots=True)
+class Submitter:
+    """Who created a CommitRequest, as the fact of its create names them."""
+
+    user: str
+    from_admission: bool
+
+
+_WINDOW_AUTHOR = "the commit is authored by the window's own author"
+
+
+def decide_author(capture: bool, submitter: Submitter | None, generation: int) -> dict[str, Any]:
+    """The `AuthorAttributed` condition of a request (pure): `capture` says whether the cluster of
+    the CommitRequests delivers facts at all, `submitter` what the fact of its create named."""
+    if submitter is not None:
+        source, reason = (
+            ("admission", "AttributedFromAdmission")
+            if submitter.from_admission
+            else ("the audit event of its create", "AttributedFromAuditEvent")
+        )
+        text = f"submitter {submitter.user} captured at {source}; {_WINDOW_AUTHOR}"
+        return _condition("AuthorAttributed", True, reason, text, generation)
+    if capture:
+        text = (
+            f"no fact of the request's create reached the index within {AUTHOR_WAIT_S:g}s: the "
+            f"request claims no actor and {_WINDOW_AUTHOR}"
+        )
+        return _condition("AuthorAttributed", False, "CommitterFallback", text, generation)
+    text = (
+        "no submitter is captured (the CommitRequests' cluster has attribution mode "
+        f"configured-author): the request claims no actor and {_WINDOW_AUTHOR}"
+    )
+    return _condition("AuthorAttributed", False, "AuthorCaptureDisabled", text, generation)
+
+
+def recorded_author(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `AuthorAttributed` condition a status already holds (without its transition time), so
+    a request keeps the attribution decided when it was first handled."""
+    for condition in status.get("conditions", []):
+        if isinstance(condition, dict) and condition.get("type") == "AuthorAttributed":
+            return {k: v for k, v in condition.items() if k != "lastTransitionTime"}
+    return None
 
 
 def request_status(
@@ -184,14 +234,16 @@ def request_status(
     waiting_for: str = "",
     branch: str = "",
     result: RequestResult | None = None,
+    author: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status of one CommitRequest (without transition times): pure, for tests and the writer.
 
     In order of precedence: invalid fields (terminal), a result of the commit worker, waiting for
-    its GitTarget (`waiting_for` says why), else sent and waiting for the worker.
+    its GitTarget (`waiting_for` says why), else sent and waiting for the worker. `author` is the
+    request's `AuthorAttributed` condition (`decide_author`); none: no capture.
     """
     status: dict[str, Any] = {"observedGeneration": generation}
-    attributed = _condition("AuthorAttributed", False, "AuthorCaptureDisabled", _NO_ACTOR, generation)
+    attributed = dict(author) if author is not None else decide_author(False, None, generation)
     found = list(problems)
     if found:
         text = "; ".join(p.describe() for p in found)

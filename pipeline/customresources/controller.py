@@ -19,6 +19,8 @@ import os
 import time
 from typing import Any
 
+from pipeline.attribution import FactIndex
+from pipeline.authormode import AttributionMode
 from pipeline.codec.branch_work import work_record
 from pipeline.codec.stream_id import StreamId
 from pipeline.config import ClusterSettings, Settings
@@ -26,10 +28,15 @@ from pipeline.customresources.agekeyreader import REFRESH_S, AgeKeyReader
 from pipeline.customresources.agekeys import KeyResolution, KeySource, key_source
 from pipeline.customresources.clusterprovider import NamespaceLabels
 from pipeline.customresources.commitrequest import (
+    AUTHOR_WAIT_S,
     HANDLED,
     Handled,
+    Request,
     RequestStatusWriter,
+    Submitter,
+    decide_author,
     read_request,
+    recorded_author,
     request_status,
     request_work,
 )
@@ -50,11 +57,13 @@ from pipeline.customresources.signingkeys import KeyOutcome, SigningSecret, ensu
 from pipeline.customresources.state import ConfigState, encode_state, publishable
 from pipeline.customresources.status import Observed, RuleStreams, StatusWriter, resolve_rules
 from pipeline.customresources.store import ObjectStore
+from pipeline.facts.admission import AUDIT_ID_PREFIX
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
+from pipeline.models import COMMIT_REQUESTS
 from pipeline.tasks import cancel_all
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.manager import ClientFactory
@@ -71,6 +80,8 @@ LEASE_NAME = "reverser-config"
 SETTLE_S = 0.2
 #: A compile slower than this is logged (it runs in a thread, so the loop does not wait for it).
 COMPILE_WARN_S = 5.0
+#: How often the index is looked at again while a request's create fact is awaited, in seconds.
+AUTHOR_POLL_S = 0.05
 _METADATA_KEPT = ("name", "namespace", "generation", "uid", "annotations", "creationTimestamp")
 
 
@@ -140,6 +151,11 @@ class ConfigController:
         self._sent: set[str] = set()
         # uids of CommitRequests refused for a field (counted and logged once)
         self._refused: set[str] = set()
+        # the fact index of this process (the router's), which names a request's submitter
+        self._facts: FactIndex | None = None
+        self.author_wait_s = AUTHOR_WAIT_S
+        # uid -> the AuthorAttributed condition decided when the request was first handled
+        self._authors: dict[str, dict[str, Any]] = {}
         self._source_clients: dict[str, KubeClient] = {}
         self._source_settings: dict[str, ClusterSettings] = {}
         self._follower: ConfigFollower | None = None
@@ -153,6 +169,39 @@ class ConfigController:
         self._provider_secrets = False
         # signing Secrets (generateWhenMissing) this leadership found or made with a key
         self._signing_ready: set[SigningSecret] = set()
+
+    def use_fact_index(self, index: FactIndex) -> None:
+        """Look up the submitters of CommitRequests in this process's fact index."""
+        self._facts = index
+
+    def _submitter(self, uid: str) -> Submitter | None:
+        if self._facts is None:
+            return None
+        fact = self._facts.creator(self._settings.resources_cluster.route, COMMIT_REQUESTS, uid)
+        if fact is None or not fact.identity.author:
+            return None
+        return Submitter(fact.identity.author, fact.audit_id.startswith(AUDIT_ID_PREFIX))
+
+    async def decide_authors(self, wanted: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+        """Decide (and keep) the AuthorAttributed condition of newly seen requests (uid, generation):
+        each submitter is looked up in the fact index, waiting at most `author_wait_s` for all."""
+        cluster = self._settings.resources_cluster
+        capture = (
+            self._facts is not None
+            and self._settings.cluster_attribution_mode(cluster) is AttributionMode.AUDIT
+        )
+        found: dict[str, Submitter] = {}
+        deadline = time.monotonic() + self.author_wait_s
+        while capture:
+            for uid, _ in wanted:
+                if uid not in found and (submitter := self._submitter(uid)) is not None:
+                    found[uid] = submitter
+            if len(found) == len(wanted) or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(AUTHOR_POLL_S)
+        decided = {uid: decide_author(capture, found.get(uid), generation) for uid, generation in wanted}
+        self._authors.update(decided)
+        return decided
 
     @property
     def leading(self) -> bool:
@@ -420,6 +469,17 @@ class ConfigController:
         work = []
         sent: list[str] = []
         for resource in requests:
+            if (found := recorded_author(resource.status)) is not None:
+                self._authors.setdefault(resource.uid, found)
+        await self.decide_authors(
+            [
+                (r.uid, r.generation)
+                for r in requests
+                if r.uid not in self._authors and isinstance(read_request(r), Request)
+            ]
+        )
+        for resource in requests:
+            author = self._authors.get(resource.uid)
             ref = resource.ref
             request = read_request(resource)
             result = follower.requests.get((ref.namespace, ref.name))
@@ -435,18 +495,18 @@ class ConfigController:
             elif self.request_status.final(ref, resource.status):
                 continue
             elif result is not None:
-                statuses.append((ref, request_status(resource.generation, result=result)))
+                statuses.append((ref, request_status(resource.generation, result=result, author=author)))
             elif request.sent(resource.status) or resource.uid in self._sent:
                 continue
             elif (item := request_work(request, settings, home, int(self._clock() * 1000))) is None:
                 why = (
                     f"no valid GitTarget {ref.namespace}/{request.git_target} in the effective configuration"
                 )
-                statuses.append((ref, request_status(resource.generation, waiting_for=why)))
+                statuses.append((ref, request_status(resource.generation, waiting_for=why, author=author)))
             else:
                 work.append(item)
                 sent.append(resource.uid)
-                statuses.append((ref, request_status(resource.generation, branch=item.branch)))
+                statuses.append((ref, request_status(resource.generation, branch=item.branch, author=author)))
         if work:
             await self._writer.append_topics({self._topics.branch_work: [work_record(item) for item in work]})
             self._sent.update(sent)  # only once on the log: a failed append is tried again
@@ -455,6 +515,9 @@ class ConfigController:
         for ref, wanted in statuses:
             await self.request_status.write(ref, wanted)
         self.request_status.forget(r.ref for r in requests)
+        present = {r.uid for r in requests}
+        for gone in set(self._authors) - present:
+            del self._authors[gone]
 
     async def _read_age_keys(self, objects: list[CustomResource]) -> dict[KeySource, KeyResolution]:
         """The recipients of every age key Secret a GitTarget names (generated where it may be)."""

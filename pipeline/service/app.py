@@ -27,6 +27,7 @@ from pipeline.component import (
 )
 from pipeline.config import ConfigError, Settings, split_host_port
 from pipeline.customresources import component as customresources_component
+from pipeline.customresources.controller import ConfigController
 from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.retire import retired_work
 from pipeline.customresources.state import ConfigState
@@ -148,7 +149,10 @@ class Service:
                     "the file later take effect only after a restart",
                     ", ".join(unbuilt),
                 )
+            routers = [c for c in self._starting if isinstance(c, router_component.RouterComponent)]
             for component in self._starting:
+                if isinstance(component, ConfigController) and routers:
+                    component.use_fact_index(routers[0].follower.index)
                 if isinstance(component, ConfigRefreshing) and self._config is not None:
                     component.use_config_refresh(self.refresh_config)
                 if isinstance(component, ObjectReading):

@@ -73,6 +73,18 @@ def test_on_it_observes_writes_and_can_never_block_them(helm: Path, tmp_path: Pa
     assert route.bearer_tokens_env == ["REVERSER_ADMISSION_TOKEN"]
 
 
+def test_with_custom_resources_it_also_observes_commit_request_creates(helm: Path) -> None:
+    # the fact of a CommitRequest's create names its submitter (docs/custom-resources.md)
+    webhook = _webhook(render(helm, *ON, "--set-json", 'config.custom_resources={"enabled":true}'))
+    assert webhook["rules"][-1] == {
+        "operations": ["CREATE"],
+        "apiGroups": ["configbutler.ai"],
+        "apiVersions": ["v1alpha3"],
+        "resources": ["commitrequests"],
+    }
+    assert len(webhook["rules"]) == 2
+
+
 def test_cert_manager_injects_the_ca_and_an_own_certificate_needs_its_ca(helm: Path) -> None:
     managed = (
         "--set",

@@ -448,6 +448,13 @@ webhooks:
       - operations: ["CREATE", "UPDATE", "DELETE"]
         {{- toYaml $rule | nindent 8 }}
       {{- end }}
+      {{- if include "reverser.customResources" $root }}
+      {{- /* the creates of CommitRequests: their facts name each request's submitter */}}
+      - operations: ["CREATE"]
+        apiGroups: ["configbutler.ai"]
+        apiVersions: ["v1alpha3"]
+        resources: ["commitrequests"]
+      {{- end }}
     {{- with $root.Values.admissionWebhook.namespaceSelector }}
     namespaceSelector:
       {{- toYaml . | nindent 6 }}
