@@ -76,10 +76,11 @@ soak: install-test kafka-jars system-tools
 unit: install-test
 	$(BIN)/pytest -rs -m 'not kafka and not e2e'
 
-## ruff; mypy --strict over pipeline/ and tests/ (the packages of pyproject's [tool.mypy], with
-## the tests' override there); the import contract
+## ruff (checks and formatting); mypy --strict over pipeline/ and tests/ (the packages of
+## pyproject's [tool.mypy], with the tests' override there); the import contract
 lint: install-test
 	$(BIN)/ruff check pipeline tests bench deploy/monitoring deploy/image deploy/charts
+	$(BIN)/ruff format --check pipeline tests bench deploy/monitoring deploy/image deploy/charts
 	$(BIN)/mypy
 	$(BIN)/mypy --strict deploy/image/oci.py
 	$(BIN)/mypy --strict deploy/charts/gen-schema.py deploy/charts/gen-readme.py

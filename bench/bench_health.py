@@ -65,8 +65,16 @@ def main() -> None:
         config.write_text(yaml.safe_dump({"workdir": workdir, "lag": {"enabled": False}}))
         server = subprocess.Popen(
             [
-                sys.executable, "-m", "pipeline.cli", "run", "--config", str(config),
-                "--audit-addr", f"127.0.0.1:{audit_port}", "--metrics-addr", f"127.0.0.1:{metrics_port}",
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "run",
+                "--config",
+                str(config),
+                "--audit-addr",
+                f"127.0.0.1:{audit_port}",
+                "--metrics-addr",
+                f"127.0.0.1:{metrics_port}",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -183,16 +183,41 @@ class Probe:
 
     def _post_audit(self) -> int:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        body = json.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [{
-            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "auditID": str(uuid.uuid4()),
-            "stage": "ResponseComplete", "verb": "update", "user": {"username": "bench"},
-            "objectRef": {"apiVersion": "v1", "resource": "configmaps", "namespace": "ns", "name": "b"},
-            "responseObject": {"metadata": {"name": "b", "namespace": "ns", "uid": str(uuid.uuid4()),
-                                            "resourceVersion": "1"}},
-            "responseStatus": {"code": 200}, "stageTimestamp": stamp,
-        }]}).encode()
+        body = json.dumps(
+            {
+                "kind": "EventList",
+                "apiVersion": "audit.k8s.io/v1",
+                "items": [
+                    {
+                        "kind": "Event",
+                        "apiVersion": "audit.k8s.io/v1",
+                        "auditID": str(uuid.uuid4()),
+                        "stage": "ResponseComplete",
+                        "verb": "update",
+                        "user": {"username": "bench"},
+                        "objectRef": {
+                            "apiVersion": "v1",
+                            "resource": "configmaps",
+                            "namespace": "ns",
+                            "name": "b",
+                        },
+                        "responseObject": {
+                            "metadata": {
+                                "name": "b",
+                                "namespace": "ns",
+                                "uid": str(uuid.uuid4()),
+                                "resourceVersion": "1",
+                            }
+                        },
+                        "responseStatus": {"code": 200},
+                        "stageTimestamp": stamp,
+                    }
+                ],
+            }
+        ).encode()
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.audit_port}/audit-webhook/{ROUTE}", data=body,
+            f"http://127.0.0.1:{self.audit_port}/audit-webhook/{ROUTE}",
+            data=body,
             headers={"Content-Type": "application/json"},
         )
         return self._status(request)
@@ -257,8 +282,11 @@ def restart(facts: int) -> Restart:
         started = time.perf_counter()
         records = asyncio.run(fill(settings, facts))
         if facts:
-            print(f"  (filled the log with {facts:,} facts in {records:,} records in "
-                  f"{time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"  (filled the log with {facts:,} facts in {records:,} records in "
+                f"{time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
         metrics_port, audit_port = free_port(), free_port()
         config_path = workdir / "config.yaml"
         config_path.write_text(yaml.safe_dump(config(workdir, prefix, metrics_port, audit_port)))
@@ -268,7 +296,10 @@ def restart(facts: int) -> Restart:
             launched = time.perf_counter()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_path)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
             )
         try:
             probe = Probe(metrics_port, audit_port, launched)
@@ -317,24 +348,34 @@ def main() -> None:
     full = restart(FACTS)
     load_after = os.getloadavg()
     mib = 1024 * 1024
-    print(f"restart on {full.facts:,} facts ({full.records:,} records) vs an empty log, "
-          f"{os.cpu_count()} CPUs, load average {'/'.join(f'{x:.2f}' for x in load_before)} before, "
-          f"{'/'.join(f'{x:.2f}' for x in load_after)} after")
-    print(f"  first HTTP answer      {full.first_answer_s:6.2f} s after launch, "
-          f"empty log {base.first_answer_s:5.2f} s, "
-          f"ratio {full.first_answer_s / base.first_answer_s:4.2f}  (target <= 2 s)")
-    print(f"  ready                  {full.ready_s:6.2f} s after launch, empty log {base.ready_s:5.2f} s "
-          f"({full.readyz_503} /readyz answers were 503 before; "
-          f"{full.facts / max(full.ready_s - full.first_answer_s, 1e-9):,.0f} facts/s from the first answer "
-          f"to ready)")
+    print(
+        f"restart on {full.facts:,} facts ({full.records:,} records) vs an empty log, "
+        f"{os.cpu_count()} CPUs, load average {'/'.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{'/'.join(f'{x:.2f}' for x in load_after)} after"
+    )
+    print(
+        f"  first HTTP answer      {full.first_answer_s:6.2f} s after launch, "
+        f"empty log {base.first_answer_s:5.2f} s, "
+        f"ratio {full.first_answer_s / base.first_answer_s:4.2f}  (target <= 2 s)"
+    )
+    print(
+        f"  ready                  {full.ready_s:6.2f} s after launch, empty log {base.ready_s:5.2f} s "
+        f"({full.readyz_503} /readyz answers were 503 before; "
+        f"{full.facts / max(full.ready_s - full.first_answer_s, 1e-9):,.0f} facts/s from the first answer "
+        f"to ready)"
+    )
     print(f"  ops during rebuild     {quantiles(full.ops)}  (target p99 <= 100 ms)")
     print(f"  ops, empty log         {quantiles(base.ops)}")
-    print(f"  webhook during rebuild {quantiles(full.webhook)}, "
-          f"{full.webhook_ok} of {len(full.webhook)} answered 200")
-    print(f"  RSS                    peak {full.peak / mib:6.0f} MiB, "
-          f"at ready {full.at_ready / mib:6.0f} MiB, steady {full.steady / mib:6.0f} MiB "
-          f"(after the first sweep); empty log steady "
-          f"{base.steady / mib:4.0f} MiB")
+    print(
+        f"  webhook during rebuild {quantiles(full.webhook)}, "
+        f"{full.webhook_ok} of {len(full.webhook)} answered 200"
+    )
+    print(
+        f"  RSS                    peak {full.peak / mib:6.0f} MiB, "
+        f"at ready {full.at_ready / mib:6.0f} MiB, steady {full.steady / mib:6.0f} MiB "
+        f"(after the first sweep); empty log steady "
+        f"{base.steady / mib:4.0f} MiB"
+    )
     print(f"  ratio                  peak / steady {full.peak / full.steady:5.2f}  (target <= 1.5)")
 
 

@@ -42,7 +42,10 @@ def build_commit() -> str | None:
     try:
         done = subprocess.run(
             ["git", "-C", str(checkout), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -60,19 +60,35 @@ class Subcommand:
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("run", "run the pipeline service", "pipeline.service.cli"),
     Subcommand("topics", "create or verify the pipeline's topics", "pipeline.log.cli"),
-    Subcommand("lag", "consumer-lag table with a Burrow-style status per group and partition",
-               "pipeline.lag.cli"),
-    Subcommand("resolve", "attribute recorded watch events from recorded audit events (offline)",
-               "pipeline.attribution.cli"),
-    Subcommand("watch-rules", "show the watch streams the rules resolve to and the entries that are "
-               "not watched", "pipeline.watch.cli"),
+    Subcommand(
+        "lag", "consumer-lag table with a Burrow-style status per group and partition", "pipeline.lag.cli"
+    ),
+    Subcommand(
+        "resolve",
+        "attribute recorded watch events from recorded audit events (offline)",
+        "pipeline.attribution.cli",
+    ),
+    Subcommand(
+        "watch-rules",
+        "show the watch streams the rules resolve to and the entries that are not watched",
+        "pipeline.watch.cli",
+    ),
     Subcommand("replay", "rebuild state (a Git branch, the fact index) from the log", "pipeline.replay"),
-    Subcommand("dead-letter", "list, show and replay records a stage could not decode or apply",
-               "pipeline.deadletter.cli"),
-    Subcommand("doctor", "check the configuration, the log, the clusters, the Git remotes and the "
-               "audit routes", "pipeline.doctor.cli"),
-    Subcommand("config", "the configuration's documented JSON schema; custom resources: check, export",
-               "pipeline.customresources.cli"),
+    Subcommand(
+        "dead-letter",
+        "list, show and replay records a stage could not decode or apply",
+        "pipeline.deadletter.cli",
+    ),
+    Subcommand(
+        "doctor",
+        "check the configuration, the log, the clusters, the Git remotes and the audit routes",
+        "pipeline.doctor.cli",
+    ),
+    Subcommand(
+        "config",
+        "the configuration's documented JSON schema; custom resources: check, export",
+        "pipeline.customresources.cli",
+    ),
     Subcommand("version", "print the version and the Git commit it was built from", "pipeline.buildinfo"),
     Subcommand("completion", "print a bash or zsh completion script for reverser", "pipeline.completion"),
 )
@@ -98,6 +114,7 @@ class LogLevel(StrEnum):
     WARNING = "WARNING"
     ERROR = "ERROR"
 
+
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
@@ -122,8 +139,13 @@ class _VersionAction(argparse.Action):
     """`--version`: the version line of `reverser version`, computed only when asked (it may run git)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version and the Git commit it was built from, and exit")
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version and the Git commit it was built from, and exit",
+        )
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> NoReturn:
         print(describe_version())
@@ -187,20 +209,33 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     subcommand's without (`SUPPRESS`), so a value given before the subcommand is not reset by it."""
     existing = {action.dest: action for action in parser._actions}
     if "log_level" not in existing:
-        parser.add_argument("--log-level", choices=[level.value for level in LogLevel],
-                            default=LogLevel.INFO.value if top else argparse.SUPPRESS,
-                            help=f"logging verbosity (default ${LOG_LEVEL_VARIABLE}, else INFO)")
+        parser.add_argument(
+            "--log-level",
+            choices=[level.value for level in LogLevel],
+            default=LogLevel.INFO.value if top else argparse.SUPPRESS,
+            help=f"logging verbosity (default ${LOG_LEVEL_VARIABLE}, else INFO)",
+        )
     if "log_format" not in existing:
-        parser.add_argument("--log-format", choices=[f.value for f in LogFormat],
-                            default=LogFormat.TEXT.value if top else argparse.SUPPRESS,
-                            help="log lines as text or one JSON object each "
-                            f"(default ${LOG_FORMAT_VARIABLE}, else text)")
+        parser.add_argument(
+            "--log-format",
+            choices=[f.value for f in LogFormat],
+            default=LogFormat.TEXT.value if top else argparse.SUPPRESS,
+            help=f"log lines as text or one JSON object each (default ${LOG_FORMAT_VARIABLE}, else text)",
+        )
     if "debug" not in existing:
-        parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
-                            help="on failure, print the traceback; show the client libraries' logging")
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="on failure, print the traceback; show the client libraries' logging",
+        )
     if top:
-        parser.add_argument("--config", type=Path, default=None,
-                            help="YAML configuration file, for the commands that read one")
+        parser.add_argument(
+            "--config",
+            type=Path,
+            default=None,
+            help="YAML configuration file, for the commands that read one",
+        )
     elif "config" in existing:
         # A required `--config` may come before the subcommand: `_parse` checks it afterwards.
         config = existing["config"]
@@ -240,10 +275,12 @@ def command_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     parser.set_defaults(
-        log_level=_from_environment(parser, LOG_LEVEL_VARIABLE, [level.value for level in LogLevel],
-                                    LogLevel.INFO.value),
-        log_format=_from_environment(parser, LOG_FORMAT_VARIABLE, [f.value for f in LogFormat],
-                                     LogFormat.TEXT.value),
+        log_level=_from_environment(
+            parser, LOG_LEVEL_VARIABLE, [level.value for level in LogLevel], LogLevel.INFO.value
+        ),
+        log_format=_from_environment(
+            parser, LOG_FORMAT_VARIABLE, [f.value for f in LogFormat], LogFormat.TEXT.value
+        ),
     )
     args, extras = parser.parse_known_args(argv)
     chosen = _chosen_path(parser, args)
@@ -268,8 +305,10 @@ def _from_environment(
     if not value:
         return default
     if value not in choices:
-        parser.error(f"{variable}: invalid choice: {value!r} (choose from {', '.join(choices)})"
-                     f"{did_you_mean(value, choices)}")
+        parser.error(
+            f"{variable}: invalid choice: {value!r} (choose from {', '.join(choices)})"
+            f"{did_you_mean(value, choices)}"
+        )
     return value
 
 
@@ -344,8 +383,9 @@ def translate(exc: BaseException, given: Given | None = None) -> CommandError | 
 
 def _translate(exc: BaseException, given: Given) -> CommandError | None:
     if isinstance(exc, BaseExceptionGroup):
-        return next((e for e in (_translate(inner, given) for inner in exc.exceptions) if e is not None),
-                    None)
+        return next(
+            (e for e in (_translate(inner, given) for inner in exc.exceptions) if e is not None), None
+        )
     if isinstance(exc, CommandError):
         return exc
     if _is_instance(exc, "pipeline.config", "ConfigError"):

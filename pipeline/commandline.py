@@ -36,9 +36,7 @@ def add_config_argument(parser: argparse.ArgumentParser, *, reads_existing_log: 
     `replay facts`, ...): on the embedded log it refuses a workdir that holds none, since a mistyped
     `--workdir` would otherwise answer "nothing there" and leave an empty log behind."""
     parser.add_argument("--config", type=Path, help="YAML configuration file (default: none)")
-    parser.add_argument(
-        "--workdir", type=Path, help="state directory for the embedded log and Git clones"
-    )
+    parser.add_argument("--workdir", type=Path, help="state directory for the embedded log and Git clones")
     parser.set_defaults(**{_READS_EXISTING_LOG: reads_existing_log})
 
 

@@ -77,8 +77,13 @@ def script_for(shell: Shell, parser: argparse.ArgumentParser) -> str:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("completion")
-    parser.add_argument("shell", type=Shell, choices=list(Shell), metavar="{bash,zsh}",
-                        help="the shell to complete in: `source <(reverser completion bash)`")
+    parser.add_argument(
+        "shell",
+        type=Shell,
+        choices=list(Shell),
+        metavar="{bash,zsh}",
+        help="the shell to complete in: `source <(reverser completion bash)`",
+    )
     parser.set_defaults(func=_run)
 
 

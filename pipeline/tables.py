@@ -31,8 +31,14 @@ class OutputFormat(StrEnum):
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
     """`-o/--output table|json|yaml` (default table); `args.output` is an `OutputFormat`."""
-    parser.add_argument("-o", "--output", type=_output_format, choices=[f.value for f in OutputFormat],
-                        default=OutputFormat.TABLE, help="output format (default table)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=_output_format,
+        choices=[f.value for f in OutputFormat],
+        default=OutputFormat.TABLE,
+        help="output format (default table)",
+    )
 
 
 def _output_format(text: str) -> OutputFormat | str:

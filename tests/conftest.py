@@ -111,9 +111,7 @@ def make_settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) 
     """Settings for one test on one backend (Kafka only when the test asks for it)."""
     if backend == "kafka":
         bootstrap = request.getfixturevalue("kafka_bootstrap")
-        log_settings = LogSettings(
-            backend="kafka", bootstrap_servers=bootstrap, topic_prefix=unique_prefix()
-        )
+        log_settings = LogSettings(backend="kafka", bootstrap_servers=bootstrap, topic_prefix=unique_prefix())
     else:
         log_settings = LogSettings(backend="embedded", topic_prefix=unique_prefix())
     return Settings(workdir=tmp_path / "work", log=log_settings)

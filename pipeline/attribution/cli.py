@@ -94,9 +94,7 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
     except yaml.YAMLError as exc:
         lines = _json_lines(text)
         if lines is None or len(lines) < 2:
-            raise InputError(
-                f"{path}: document {len(documents) + 1}: not valid YAML or JSON: {exc}"
-            ) from exc
+            raise InputError(f"{path}: document {len(documents) + 1}: not valid YAML or JSON: {exc}") from exc
         documents = lines
     for number, document in enumerate(documents, start=1):
         if document is not None:
@@ -204,21 +202,49 @@ def register(subparsers: Any) -> None:
             "JSON line per event with the tier and author."
         ),
     )
-    parser.add_argument("--config", type=Path,
-                        help="YAML configuration file: Kafka connection, attribution limits (default: none)")
-    parser.add_argument("--audit", type=Path, action="append", default=[], metavar="FILE",
-                        help="audit Event / EventList file, YAML or JSON (repeatable, applied in order)")
-    parser.add_argument("--admission", type=Path, action="append", default=[], metavar="FILE",
-                        help="AdmissionReview file, YAML or JSON (repeatable, applied after --audit)")
-    parser.add_argument("--watch", type=Path, action="append", default=[], metavar="FILE",
-                        help="watch event file {type, object}, YAML or JSON (repeatable, resolved in order)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="YAML configuration file: Kafka connection, attribution limits (default: none)",
+    )
+    parser.add_argument(
+        "--audit",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="audit Event / EventList file, YAML or JSON (repeatable, applied in order)",
+    )
+    parser.add_argument(
+        "--admission",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="AdmissionReview file, YAML or JSON (repeatable, applied after --audit)",
+    )
+    parser.add_argument(
+        "--watch",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="watch event file {type, object}, YAML or JSON (repeatable, resolved in order)",
+    )
     parser.add_argument("--route", default="default", help="audit route the facts are filed under")
     grace_ms = AttributionSettings().grace_ms  # `attribution.grace_ms`'s default (pipeline.config)
-    parser.add_argument("--grace-ms", type=int, default=grace_ms, metavar="N",
-                        help=f"how long each watch event waits for a better fact (default {grace_ms})")
-    parser.add_argument("--explain-audit", action="store_true",
-                        help="first print one line per audit event and admission review: "
-                             "published or dropped, and why")
+    parser.add_argument(
+        "--grace-ms",
+        type=int,
+        default=grace_ms,
+        metavar="N",
+        help=f"how long each watch event waits for a better fact (default {grace_ms})",
+    )
+    parser.add_argument(
+        "--explain-audit",
+        action="store_true",
+        help="first print one line per audit event and admission review: published or dropped, and why",
+    )
     parser.set_defaults(func=_main)
 
 
@@ -296,13 +322,15 @@ async def publish_admission_reviews(
             await log.append_many(topic, built.records)
         too_large = bool(built.dropped)
         gr = reduction.group_resource
-        explained.append({
-            "admissionUID": review.uid,
-            "operation": str(review.request.get("operation") or ""),
-            "decision": "published" if reduction.fact is not None and not too_large else "dropped",
-            "reason": EventReason.FACT_TOO_LARGE if too_large else reduction.reason,
-            "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
-        })
+        explained.append(
+            {
+                "admissionUID": review.uid,
+                "operation": str(review.request.get("operation") or ""),
+                "decision": "published" if reduction.fact is not None and not too_large else "dropped",
+                "reason": EventReason.FACT_TOO_LARGE if too_large else reduction.reason,
+                "stream": stream_name(route, gr) if gr is not None and gr.resource else "",
+            }
+        )
     return explained
 
 
@@ -320,9 +348,7 @@ async def _resolve(settings: Settings, args: argparse.Namespace, inputs: _Inputs
     async with open_log(settings) as log:
         await log.create_topics([s for s in topic_specs(settings) if s.name == topics.audit_facts])
         explained = await publish_audit_documents(log, topics.audit_facts, route, inputs.audits, settings)
-        explained += await publish_admission_reviews(
-            log, topics.audit_facts, route, inputs.reviews, settings
-        )
+        explained += await publish_admission_reviews(log, topics.audit_facts, route, inputs.reviews, settings)
         if args.explain_audit:
             for line in explained:
                 _emit(line)

@@ -43,6 +43,7 @@ MAX_CACHED_STREAMS: Final = 4096
 ERROR_BACKOFF_S: Final = 1.0
 PROGRESS_INTERVAL_S: Final = 5.0
 
+
 class FactFollower:
     """Keeps a FactIndex filled from the fact topic; a Component (`start`, `stop`, `ready`).
 
@@ -150,8 +151,13 @@ class FactFollower:
         self.errors += 1
         metrics.FOLLOWER_ERRORS.labels(self._transport).inc()
         delay_s = self._backoff.next_delay_s()
-        logger.warning("fact follower: reading %s failed (%s: %s); retrying in %.1f s",
-                    self.topic, type(exc).__name__, exc, delay_s)
+        logger.warning(
+            "fact follower: reading %s failed (%s: %s); retrying in %.1f s",
+            self.topic,
+            type(exc).__name__,
+            exc,
+            delay_s,
+        )
         return delay_s
 
     async def _run(self, delay: float) -> None:
@@ -202,8 +208,13 @@ class FactFollower:
         self._reader = reader
         self._targets = dict(ends)
         remaining = sum(max(0, ends[tp] - int(positions[tp] or 0)) for tp in tps)
-        logger.info("fact follower: replaying %d record(s) of %s (%d partitions) from now - %.0f s",
-                 remaining, self.topic, count, self._ttl_ms / 1000)
+        logger.info(
+            "fact follower: replaying %d record(s) of %s (%d partitions) from now - %.0f s",
+            remaining,
+            self.topic,
+            count,
+            self._ttl_ms / 1000,
+        )
 
     def _remaining(self) -> int:
         reader = self._reader
@@ -224,16 +235,24 @@ class FactFollower:
             self._ready.set()
             metrics.INDEX_READY.set(1)
             metrics.INDEX_ENTRIES.set(len(self.index))
-            logger.info("fact follower: caught up after %d record(s) in %.1f s; %d index entries",
-                     self.records_applied, elapsed, len(self.index))
+            logger.info(
+                "fact follower: caught up after %d record(s) in %.1f s; %d index entries",
+                self.records_applied,
+                elapsed,
+                len(self.index),
+            )
             return
         eta = remaining / rate if rate > 0 else float("inf")
         metrics.REPLAY_ETA.set(eta if eta != float("inf") else -1)
         if now - self._last_progress >= self._progress_interval_s:
             self._last_progress = now
-            logger.info("fact follower: replay applied %d record(s), %d remaining, %.0f records/s, ETA %s",
-                     self.records_applied, remaining, rate,
-                     f"{eta:.0f} s" if eta != float("inf") else "unknown")
+            logger.info(
+                "fact follower: replay applied %d record(s), %d remaining, %.0f records/s, ETA %s",
+                self.records_applied,
+                remaining,
+                rate,
+                f"{eta:.0f} s" if eta != float("inf") else "unknown",
+            )
 
     # -- records -----------------------------------------------------------------------------------
     def _decode(self, record: Record) -> DecodedBatch:
@@ -264,8 +283,13 @@ class FactFollower:
             except DecodeError as exc:
                 self.records_refused += 1
                 metrics.DECODE_ERRORS.labels(self._transport).inc()
-                logger.warning("fact follower: skipping record %s[%d]@%d: %s",
-                            record.topic, record.partition, record.offset, exc)
+                logger.warning(
+                    "fact follower: skipping record %s[%d]@%d: %s",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    exc,
+                )
                 continue
             stream = (record.partition, route, group, resource)
             gr_key = gr_keys.get(stream)
@@ -288,5 +312,10 @@ class FactFollower:
             logger.warning(
                 "fact follower: gap on %s[%d]: records [%d, %d) (%d) were deleted by retention before "
                 "this process read them; attributions for %s may be missing",
-                gap.topic, gap.partition, gap.position, gap.first_surviving, gap.lost, ", ".join(streams),
+                gap.topic,
+                gap.partition,
+                gap.position,
+                gap.first_surviving,
+                gap.lost,
+                ", ".join(streams),
             )

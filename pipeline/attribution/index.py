@@ -149,8 +149,19 @@ class IndexLimits:
 class _Scope:
     """Everything filed for one (route, group/resource)."""
 
-    __slots__ = ("by_name", "collections", "conflicts", "count", "exact", "latest", "order", "removals",
-                 "route", "rv_only", "stale")
+    __slots__ = (
+        "by_name",
+        "collections",
+        "conflicts",
+        "count",
+        "exact",
+        "latest",
+        "order",
+        "removals",
+        "route",
+        "rv_only",
+        "stale",
+    )
 
     def __init__(self, route: str) -> None:
         self.route = route
@@ -520,9 +531,7 @@ class FactIndex:
         else:
             scope.replaced(old)
 
-    def _claim(
-        self, scope: _Scope, key: tuple[str, str | None], first: _Fact, later: _Fact
-    ) -> int:
+    def _claim(self, scope: _Scope, key: tuple[str, str | None], first: _Fact, later: _Fact) -> int:
         """File a conflict between two users' facts for one slot; returns the entries added (0 or 1).
 
         Only the first conflict of a slot is kept (a third claimant changes nothing: the slot is
@@ -537,7 +546,11 @@ class FactIndex:
             "attribution: conflicting facts for %s %s: %r (audit %s) and %r (audit %s); the event "
             "resolves to neither",
             "uid/resourceVersion" if key[1] is not None else "the deletion of uid",
-            "/".join(k for k in key if k is not None), first[0][0], first[2], later[0][0], later[2],
+            "/".join(k for k in key if k is not None),
+            first[0][0],
+            first[2],
+            later[0][0],
+            later[2],
         )
         return 1
 

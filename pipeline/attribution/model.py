@@ -22,6 +22,7 @@ __all__ = [
     "is_removal_verb",
 ]
 
+
 class Tier(StrEnum):
     """How an attribution was found, strongest first (docs/attribution.md); the values are on the
     wire (branch-work `tier`) and in metric labels."""
@@ -62,6 +63,7 @@ MATCHED_ON: Final[Mapping[Tier, str]] = {
     Tier.ABSENT: "no fact within the hold",
     Tier.NONE: "not a change (BOOKMARK, ERROR or an event without an object)",
 }
+
 
 def is_removal_verb(verb: str) -> bool:
     """`delete` and `deletecollection`, case-insensitively."""
@@ -113,8 +115,19 @@ class StoredCollection:
     the response listed no usable uid set (fall back to the scope tier).
     """
 
-    __slots__ = ("at_ms", "audit_id", "identity", "invalid_selector", "label_selector", "live", "namespace",
-                 "selector", "stage_ms", "uids", "verb")
+    __slots__ = (
+        "at_ms",
+        "audit_id",
+        "identity",
+        "invalid_selector",
+        "label_selector",
+        "live",
+        "namespace",
+        "selector",
+        "stage_ms",
+        "uids",
+        "verb",
+    )
 
     def __init__(
         self,

@@ -43,9 +43,14 @@ def check_attribution(settings: Settings) -> list[Check]:
     """One row per cluster (its default mode) and per target (its effective mode, and whether its
     audit route is served when it is attributed from audit)."""
     checks = [
-        Check(area=AREA, subject=cluster.name, check="default mode", status=Status.INFO,
-              detail=f"{settings.cluster_attribution_mode(cluster)} ({_origin(settings, cluster)}; "
-                     "targets of this cluster that set no mode)")
+        Check(
+            area=AREA,
+            subject=cluster.name,
+            check="default mode",
+            status=Status.INFO,
+            detail=f"{settings.cluster_attribution_mode(cluster)} ({_origin(settings, cluster)}; "
+            "targets of this cluster that set no mode)",
+        )
         for cluster in settings.clusters
     ]
     served = {route.name for route in settings.audit.routes} if settings.audit.enabled else set()
@@ -54,15 +59,27 @@ def check_attribution(settings: Settings) -> list[Check]:
         origin = "set on the target" if target.attribution is not None else "its cluster's"
         route = _route_of(settings, target)
         if mode is AttributionMode.AUDIT and route not in served:
-            checks.append(Check(
-                area=AREA, subject=target.name, check="mode", status=Status.WARN,
-                detail=f"audit ({origin}), but no audit route {route} is served here: every change is "
-                       f"held {settings.attribution.max_wait_ms} ms, then committed as unresolved",
-                fix=f"declare audit route {route} (audit.routes) and point the apiserver at it, or set "
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=target.name,
+                    check="mode",
+                    status=Status.WARN,
+                    detail=f"audit ({origin}), but no audit route {route} is served here: every change is "
+                    f"held {settings.attribution.max_wait_ms} ms, then committed as unresolved",
+                    fix=f"declare audit route {route} (audit.routes) and point the apiserver at it, or set "
                     f"attribution: configured-author on cluster {target.cluster} or on the target when "
                     "the cluster cannot deliver audit events (EKS, GKE, AKS)",
-            ))
+                )
+            )
             continue
-        checks.append(Check(area=AREA, subject=target.name, check="mode", status=Status.INFO,
-                            detail=f"{_describe(mode, settings, target)} ({origin})"))
+        checks.append(
+            Check(
+                area=AREA,
+                subject=target.name,
+                check="mode",
+                status=Status.INFO,
+                detail=f"{_describe(mode, settings, target)} ({origin})",
+            )
+        )
     return checks

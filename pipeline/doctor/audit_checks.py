@@ -46,36 +46,66 @@ async def check_routes(settings: Settings, log: Log, *, recent_s: float, base_ur
     try:
         latest = await latest_fact_ms(log, settings)
     except LogError as exc:
-        return [Check(area=AREA, subject="*", check="facts arriving", status=Status.FAIL, detail=str(exc),
-                      fix="the log checks above say why the fact topic cannot be read")]
+        return [
+            Check(
+                area=AREA,
+                subject="*",
+                check="facts arriving",
+                status=Status.FAIL,
+                detail=str(exc),
+                fix="the log checks above say why the fact topic cannot be read",
+            )
+        ]
     now_ms = time.time() * 1000
     checks: list[Check] = []
     for route in settings.audit.routes:
         url = route_url(base_url, route.name)
-        checks.append(Check(
-            area=AREA, subject=route.name, check="webhook", status=Status.INFO,
-            detail=f"the apiserver posts to {url}; `reverser doctor --audit-setup` prints its kubeconfig, "
-                   "audit policy and flags",
-        ))
+        checks.append(
+            Check(
+                area=AREA,
+                subject=route.name,
+                check="webhook",
+                status=Status.INFO,
+                detail=f"the apiserver posts to {url}; `reverser doctor --audit-setup` prints its "
+                "kubeconfig, audit policy and flags",
+            )
+        )
         newest = latest.get(route.name)
         if newest is None:
-            checks.append(Check(
-                area=AREA, subject=route.name, check="facts arriving", status=Status.FAIL,
-                detail=f"no facts on this route within the fact topic's retention "
-                       f"({settings.attribution.ttl_s:g} s)",
-                fix=f"point the apiserver's audit webhook at {url} with an audit policy that logs writes: "
-                    f"`reverser doctor --audit-setup` prints the kubeconfig, policy and flags (a quiet "
-                    f"cluster has no facts either: make a change and run doctor again)",
-            ))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=route.name,
+                    check="facts arriving",
+                    status=Status.FAIL,
+                    detail=f"no facts on this route within the fact topic's retention "
+                    f"({settings.attribution.ttl_s:g} s)",
+                    fix=f"point the apiserver's audit webhook at {url} with an audit policy that logs "
+                    f"writes: `reverser doctor --audit-setup` prints the kubeconfig, policy and flags "
+                    f"(a quiet cluster has no facts either: make a change and run doctor again)",
+                )
+            )
             continue
         age_s = max(0.0, (now_ms - newest) / 1000)
         if age_s > recent_s:
-            checks.append(Check(
-                area=AREA, subject=route.name, check="facts arriving", status=Status.WARN,
-                detail=f"newest fact is {age_s:.0f} s old (more than {recent_s:g} s)",
-                fix=f"if the cluster did change since, check the apiserver still posts to {url}",
-            ))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=route.name,
+                    check="facts arriving",
+                    status=Status.WARN,
+                    detail=f"newest fact is {age_s:.0f} s old (more than {recent_s:g} s)",
+                    fix=f"if the cluster did change since, check the apiserver still posts to {url}",
+                )
+            )
         else:
-            checks.append(Check(area=AREA, subject=route.name, check="facts arriving", status=Status.OK,
-                                detail=f"newest fact {age_s:.0f} s ago"))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=route.name,
+                    check="facts arriving",
+                    status=Status.OK,
+                    detail=f"newest fact {age_s:.0f} s ago",
+                )
+            )
     return checks

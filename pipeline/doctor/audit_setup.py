@@ -37,11 +37,14 @@ AUDIT_POLICY: dict[str, object] = {
     "omitManagedFields": True,
     "rules": [
         {"level": "None", "users": ["system:apiserver"]},
-        {"level": "None", "resources": [
-            {"group": "coordination.k8s.io", "resources": ["leases"]},
-            {"group": "", "resources": ["events"]},
-            {"group": "events.k8s.io", "resources": ["events"]},
-        ]},
+        {
+            "level": "None",
+            "resources": [
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
+                {"group": "", "resources": ["events"]},
+                {"group": "events.k8s.io", "resources": ["events"]},
+            ],
+        },
         {"level": "RequestResponse", "verbs": list(MUTATING_VERBS)},
         {"level": "None"},
     ],
@@ -137,13 +140,18 @@ def audit_setup(settings: Settings, base_url: str, ca_file: str = DEFAULT_CA_FIL
     for route in settings.audit.routes:
         path = str(Path("/etc/kubernetes/reverser") / f"audit-webhook-{route.name}.kubeconfig")
         url = route_url(base_url, route.name)
-        routes.append(RouteSetup(
-            route=route.name, url=url, kubeconfig_path=path,
-            kubeconfig=webhook_kubeconfig(route, url, ca_file),
-            flags=apiserver_flags(settings, path),
-        ))
-    return AuditSetup(policy_path=POLICY_PATH, policy=yaml.safe_dump(AUDIT_POLICY, sort_keys=False),
-                      routes=routes)
+        routes.append(
+            RouteSetup(
+                route=route.name,
+                url=url,
+                kubeconfig_path=path,
+                kubeconfig=webhook_kubeconfig(route, url, ca_file),
+                flags=apiserver_flags(settings, path),
+            )
+        )
+    return AuditSetup(
+        policy_path=POLICY_PATH, policy=yaml.safe_dump(AUDIT_POLICY, sort_keys=False), routes=routes
+    )
 
 
 def render_setup(setup: AuditSetup, settings: Settings) -> str:

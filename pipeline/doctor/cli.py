@@ -40,11 +40,16 @@ def default_audit_url(settings: Settings) -> str:
 
 
 def _config_checks(settings: Settings, source: str) -> list[Check]:
-    return [Check(
-        area="config", subject=source, check="valid", status=Status.OK,
-        detail=f"{len(settings.clusters)} cluster(s), {len(settings.providers)} provider(s), "
-               f"{len(settings.targets)} target(s), {len(settings.audit.routes)} audit route(s)",
-    )]
+    return [
+        Check(
+            area="config",
+            subject=source,
+            check="valid",
+            status=Status.OK,
+            detail=f"{len(settings.clusters)} cluster(s), {len(settings.providers)} provider(s), "
+            f"{len(settings.targets)} target(s), {len(settings.audit.routes)} audit route(s)",
+        )
+    ]
 
 
 async def run_doctor(settings: Settings, *, source: str, recent_s: float, audit_url: str) -> DoctorReport:
@@ -73,18 +78,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--workdir", type=Path, help="state directory of the embedded log")
     add_output_argument(parser)
     parser.add_argument(
-        "--facts-within-s", type=float, default=DEFAULT_RECENT_S,
+        "--facts-within-s",
+        type=float,
+        default=DEFAULT_RECENT_S,
         help=f"a route whose newest fact is older than this warns (default {DEFAULT_RECENT_S:g})",
     )
     parser.add_argument(
         "--audit-url", help="base URL the apiservers reach the audit ingress at (default: from audit.addr)"
     )
     parser.add_argument(
-        "--audit-setup", action="store_true",
+        "--audit-setup",
+        action="store_true",
         help="print the audit policy, webhook kubeconfigs and kube-apiserver flags instead of checking",
     )
     parser.add_argument(
-        "--audit-ca-file", default=DEFAULT_CA_FILE,
+        "--audit-ca-file",
+        default=DEFAULT_CA_FILE,
         help="with --audit-setup: path, on the apiserver host, of the CA that signed the ingress certificate",
     )
     parser.set_defaults(func=_run)
@@ -95,10 +104,18 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
-        report = DoctorReport(checks=[Check(
-            area="config", subject=source, check="valid", status=Status.FAIL, detail=str(exc),
-            fix="correct the fields named above (every option is documented in README.md and docs/)",
-        )])
+        report = DoctorReport(
+            checks=[
+                Check(
+                    area="config",
+                    subject=source,
+                    check="valid",
+                    status=Status.FAIL,
+                    detail=str(exc),
+                    fix="correct the fields named above (every option is documented in README.md and docs/)",
+                )
+            ]
+        )
         print(render(report, args.output))
         return ExitCode.FINDINGS
     if args.workdir is not None:

@@ -35,24 +35,50 @@ def _branches(settings: Settings, provider: ProviderSettings) -> list[str]:
 
 def _credential_checks(provider: ProviderSettings) -> list[Check]:
     if provider.credentials_secret is not None:
-        return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.INFO,
-                      detail=f"from Secret {provider.credentials_secret.describe()} (read as the commit "
-                             "worker reads it; the next checks use it)")]
+        return [
+            Check(
+                area=AREA,
+                subject=provider.name,
+                check="credentials",
+                status=Status.INFO,
+                detail=f"from Secret {provider.credentials_secret.describe()} (read as the commit "
+                "worker reads it; the next checks use it)",
+            )
+        ]
     missing = [
         name for name in (provider.username_env, provider.password_env) if name and name not in os.environ
     ]
     if missing:
-        return [Check(
-            area=AREA, subject=provider.name, check="credentials", status=Status.FAIL,
-            detail=f"environment variable(s) not set: {', '.join(missing)}",
-            fix=f"set {', '.join(missing)} in the service's environment "
+        return [
+            Check(
+                area=AREA,
+                subject=provider.name,
+                check="credentials",
+                status=Status.FAIL,
+                detail=f"environment variable(s) not set: {', '.join(missing)}",
+                fix=f"set {', '.join(missing)} in the service's environment "
                 "(in the chart: `env` with a secretKeyRef)",
-        )]
+            )
+        ]
     if provider.password_env is None:
-        return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.INFO,
-                      detail="none configured (anonymous or transport-level access)")]
-    return [Check(area=AREA, subject=provider.name, check="credentials", status=Status.OK,
-                  detail=f"from {provider.password_env}")]
+        return [
+            Check(
+                area=AREA,
+                subject=provider.name,
+                check="credentials",
+                status=Status.INFO,
+                detail="none configured (anonymous or transport-level access)",
+            )
+        ]
+    return [
+        Check(
+            area=AREA,
+            subject=provider.name,
+            check="credentials",
+            status=Status.OK,
+            detail=f"from {provider.password_env}",
+        )
+    ]
 
 
 def _remote_fix(exc: GitRemoteError, provider: ProviderSettings) -> str:
@@ -82,17 +108,28 @@ async def _push_check(repo: LocalRepo, provider: ProviderSettings, branch: str, 
     try:
         await repo.push(branch, sha, tip, dry_run=True)
     except PushRejected as exc:
-        return Check(area=AREA, subject=provider.name, check=check, status=Status.FAIL, detail=str(exc),
-                     fix="the branch moved during the check; run doctor again")
+        return Check(
+            area=AREA,
+            subject=provider.name,
+            check=check,
+            status=Status.FAIL,
+            detail=str(exc),
+            fix="the branch moved during the check; run doctor again",
+        )
     except GitRemoteError as exc:
         return Check(
-            area=AREA, subject=provider.name, check=check, status=Status.FAIL, detail=str(exc),
+            area=AREA,
+            subject=provider.name,
+            check=check,
+            status=Status.FAIL,
+            detail=str(exc),
             fix=f"the remote refuses pushes to {branch}: give the credentials write access and allow this "
-                "identity to push to the branch (branch protection, push rules, receive-pack enabled)",
+            "identity to push to the branch (branch protection, push rules, receive-pack enabled)",
         )
     state = "exists" if tip else "would be created"
-    return Check(area=AREA, subject=provider.name, check=check, status=Status.OK,
-                 detail=f"dry run ok ({state})")
+    return Check(
+        area=AREA, subject=provider.name, check=check, status=Status.OK, detail=f"dry run ok ({state})"
+    )
 
 
 async def _one_provider(
@@ -110,11 +147,26 @@ async def _one_provider(
         try:
             heads = await repo.remote_heads()
         except GitRemoteError as exc:
-            checks.append(Check(area=AREA, subject=provider.name, check="remote reachable",
-                                status=Status.FAIL, detail=str(exc), fix=_remote_fix(exc, provider)))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=provider.name,
+                    check="remote reachable",
+                    status=Status.FAIL,
+                    detail=str(exc),
+                    fix=_remote_fix(exc, provider),
+                )
+            )
             return checks
-        checks.append(Check(area=AREA, subject=provider.name, check="remote reachable", status=Status.OK,
-                            detail=f"{redact_url(provider.url)}: {len(heads)} branch(es)"))
+        checks.append(
+            Check(
+                area=AREA,
+                subject=provider.name,
+                check="remote reachable",
+                status=Status.OK,
+                detail=f"{redact_url(provider.url)}: {len(heads)} branch(es)",
+            )
+        )
         for branch in _branches(settings, provider):
             checks.append(await _push_check(repo, provider, branch, heads.get(branch)))
         return checks
@@ -134,8 +186,15 @@ async def check_providers(settings: Settings, reader: ObjectReader | None = None
         try:
             for provider in settings.providers:
                 if not _branches(settings, provider):
-                    checks.append(Check(area=AREA, subject=provider.name, check="targets", status=Status.INFO,
-                                        detail="no target writes to this provider"))
+                    checks.append(
+                        Check(
+                            area=AREA,
+                            subject=provider.name,
+                            check="targets",
+                            status=Status.INFO,
+                            detail="no target writes to this provider",
+                        )
+                    )
                     continue
                 checks += await _one_provider(settings, provider, Path(scratch), reader or objects.read)
         finally:

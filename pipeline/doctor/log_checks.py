@@ -60,11 +60,17 @@ async def check_log(settings: Settings, log: Log | None = None) -> list[Check]:
             specs = topic_specs(settings)
             report = await check_topics(log, specs, TopicNames.for_prefix(settings.log.topic_prefix))
         except LogError as exc:
-            return [Check(
-                area=AREA, subject=log.kind, check="reachable", status=Status.FAIL, detail=str(exc),
-                fix=f"check log.bootstrap_servers ({where}), log.security_protocol, log.tls and log.sasl, "
-                    "and that this host can reach the brokers",
-            )]
+            return [
+                Check(
+                    area=AREA,
+                    subject=log.kind,
+                    check="reachable",
+                    status=Status.FAIL,
+                    detail=str(exc),
+                    fix=f"check log.bootstrap_servers ({where}), log.security_protocol, log.tls and "
+                    "log.sasl, and that this host can reach the brokers",
+                )
+            ]
     finally:
         if owned:
             await log.close()
@@ -75,11 +81,24 @@ async def check_log(settings: Settings, log: Log | None = None) -> list[Check]:
     for spec in specs:
         problems = drifted.get(spec.name, [])
         if not problems:
-            checks.append(Check(area=AREA, subject=spec.name, check="configuration", status=Status.OK,
-                                detail=f"{spec.partitions} partitions, {spec.cleanup_policy}"))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=spec.name,
+                    check="configuration",
+                    status=Status.OK,
+                    detail=f"{spec.partitions} partitions, {spec.cleanup_policy}",
+                )
+            )
         for drift in problems:
-            checks.append(Check(
-                area=AREA, subject=spec.name, check=drift.setting, status=Status.FAIL,
-                detail=f"expected {drift.expected}, found {drift.actual}", fix=_drift_fix(drift),
-            ))
+            checks.append(
+                Check(
+                    area=AREA,
+                    subject=spec.name,
+                    check=drift.setting,
+                    status=Status.FAIL,
+                    detail=f"expected {drift.expected}, found {drift.actual}",
+                    fix=_drift_fix(drift),
+                )
+            )
     return checks

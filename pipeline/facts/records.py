@@ -30,7 +30,6 @@ OVERSIZED_FACTS = Counter(
 )
 
 
-
 class Encoded(NamedTuple):
     """The payloads one group became, in fact order, and the facts that did not fit."""
 

@@ -234,9 +234,7 @@ def burrow_routes(source: Callable[[], LagSource | None], cluster: str) -> list[
         topics = sorted(_topic_ends(snapshot))
         return _TopicList(error=False, message="topic list returned", topics=topics, request=info)
 
-    def status_handler(
-        endpoint: str, *, show_all: bool
-    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def status_handler(endpoint: str, *, show_all: bool) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             monitor, snapshot = snapshot_for(request)
             if monitor is None or snapshot is None:

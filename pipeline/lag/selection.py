@@ -23,9 +23,7 @@ class GroupSelector:
         self._deny = tuple(_compile(pattern) for pattern in deny)
 
     def __call__(self, group: str) -> bool:
-        return any(p.search(group) for p in self._allow) and not any(
-            p.search(group) for p in self._deny
-        )
+        return any(p.search(group) for p in self._allow) and not any(p.search(group) for p in self._deny)
 
 
 def _compile(pattern: str) -> re.Pattern[str]:

@@ -90,6 +90,7 @@ CONCURRENT_WATCHERS_DETECTED = Counter(
     ["cluster"],
 )
 
+
 class StreamState(StrEnum):
     """Where a watch stream is (the `state` label of `reverser_watch_streams`)."""
 

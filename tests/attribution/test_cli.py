@@ -333,10 +333,15 @@ def test_a_conflict_names_no_one_and_lists_both_candidates(
 ) -> None:
     audits = tmp_path / "a.yaml"
     audits.write_text(
-        json.dumps({"kind": "EventList", "items": [
-            audit_event("web", "u1", "10", user="alice", verb="update"),
-            audit_event("web", "u1", "10", user="mallory", verb="patch"),
-        ]})
+        json.dumps(
+            {
+                "kind": "EventList",
+                "items": [
+                    audit_event("web", "u1", "10", user="alice", verb="update"),
+                    audit_event("web", "u1", "10", user="mallory", verb="patch"),
+                ],
+            }
+        )
     )
     watch = tmp_path / "w.yaml"
     watch.write_text(json.dumps(watch_event("MODIFIED", "web", "u1", "10")))
@@ -383,21 +388,41 @@ def test_an_admission_match_is_explained_by_its_request_and_content_key(
     the line says so, and gives the key and the admission request to check it by."""
     reviews = tmp_path / "admission.yaml"
     reviews.write_text(
-        json.dumps(admission_review("req-1", "CREATE", "alice", {**config_map("a", ""), "metadata": {
-            "name": "cm", "namespace": "ns", "uid": "u1"}}))
+        json.dumps(
+            admission_review(
+                "req-1",
+                "CREATE",
+                "alice",
+                {**config_map("a", ""), "metadata": {"name": "cm", "namespace": "ns", "uid": "u1"}},
+            )
+        )
         + "\n---\n"
-        + json.dumps([
-            admission_review("req-2", "UPDATE", "bob", config_map("b", "5"), oldObject=config_map("a", "5")),
-            admission_review("req-3", "UPDATE", "carol", config_map("c", "6"), dryRun=True,
-                             oldObject=config_map("b", "6")),
-        ])
+        + json.dumps(
+            [
+                admission_review(
+                    "req-2", "UPDATE", "bob", config_map("b", "5"), oldObject=config_map("a", "5")
+                ),
+                admission_review(
+                    "req-3",
+                    "UPDATE",
+                    "carol",
+                    config_map("c", "6"),
+                    dryRun=True,
+                    oldObject=config_map("b", "6"),
+                ),
+            ]
+        )
     )
     watch = tmp_path / "w.yaml"
-    watch.write_text(json.dumps([
-        {"type": "ADDED", "object": config_map("a", "5")},
-        {"type": "MODIFIED", "object": config_map("b", "6")},
-        {"type": "MODIFIED", "object": config_map("c", "7")},
-    ]))
+    watch.write_text(
+        json.dumps(
+            [
+                {"type": "ADDED", "object": config_map("a", "5")},
+                {"type": "MODIFIED", "object": config_map("b", "6")},
+                {"type": "MODIFIED", "object": config_map("c", "7")},
+            ]
+        )
+    )
     code, lines, _ = run(capsys, "--admission", str(reviews), "--watch", str(watch), "--explain-audit")
     assert code == 0
     assert [(line["admissionUID"], line["decision"], line["reason"]) for line in lines[:3]] == [
@@ -408,7 +433,10 @@ def test_an_admission_match_is_explained_by_its_request_and_content_key(
     assert lines[0]["stream"] == "default/configmaps"
     created, updated, dry = lines[3:]
     assert (created["tier"], created["author"], updated["tier"], updated["author"]) == (
-        "admission", "alice", "admission", "bob"
+        "admission",
+        "alice",
+        "admission",
+        "bob",
     )
     assert created["matchedOn"] == MATCHED_ON[Tier.ADMISSION]
     assert created["fact"]["auditID"] == "admission/req-1"
@@ -425,8 +453,10 @@ def test_a_bad_admission_file_names_the_document_and_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     reviews = tmp_path / "bad.yaml"
-    reviews.write_text("kind: AdmissionReview\napiVersion: admission.k8s.io/v1\n---\nkind: AdmissionReview\n"
-                       "apiVersion: admission.k8s.io/v1\nrequest: {uid: ''}\n")
+    reviews.write_text(
+        "kind: AdmissionReview\napiVersion: admission.k8s.io/v1\n---\nkind: AdmissionReview\n"
+        "apiVersion: admission.k8s.io/v1\nrequest: {uid: ''}\n"
+    )
     assert main(["resolve", "--admission", str(reviews)]) == 2
     err = capsys.readouterr().err
     assert f"{reviews}: document 1: request must be an object" in err

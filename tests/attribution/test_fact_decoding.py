@@ -99,8 +99,22 @@ def test_refusals_name_the_problem() -> None:
 
 @pytest.mark.parametrize(
     "stage_us",
-    [0, 1, -1, 2**48 - 1, 2**48, -(2**48), -(2**48) - 1, 1_764_547_200_000_000, 2**55 - 1, 2**55,
-     -(2**55), -(2**55) - 1, 2**63 - 1, -(2**63)],
+    [
+        0,
+        1,
+        -1,
+        2**48 - 1,
+        2**48,
+        -(2**48),
+        -(2**48) - 1,
+        1_764_547_200_000_000,
+        2**55 - 1,
+        2**55,
+        -(2**55),
+        -(2**55) - 1,
+        2**63 - 1,
+        -(2**63),
+    ],
 )
 def test_stage_times_at_every_varint_length_around_the_one_word_path(stage_us: int) -> None:
     """8-byte varints (real times) take the one-word path; 7 and 9 bytes, the last fact of a

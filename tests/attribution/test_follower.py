@@ -68,8 +68,7 @@ eventually = functools.partial(wait_for, timeout_s=GUARD_S)
 async def test_replays_in_order_and_is_ready_only_after_catching_up(any_log: Log, settings: Settings) -> None:
     topic = await create_fact_topic(any_log, settings)
     records = [
-        record_for(FactBatch("default", CM, [fact(f"user{i}", "update", name="a")]))
-        for i in range(300)
+        record_for(FactBatch("default", CM, [fact(f"user{i}", "update", name="a")])) for i in range(300)
     ]
     await any_log.append_many(topic, records)
     index = FactIndex.from_settings(settings.attribution)

@@ -535,5 +535,9 @@ def test_the_limits_defaults_are_the_attribution_sections() -> None:
     )
     configured = AttributionSettings(ttl_s=5, max_facts_per_type=3, max_facts=8, collection_window_s=2)
     from_section = IndexLimits.from_settings(configured)
-    assert (from_section.ttl_ms, from_section.max_facts_per_type, from_section.max_facts,
-            from_section.collection_window_ms) == (5_000, 3, 8, 2_000)
+    assert (
+        from_section.ttl_ms,
+        from_section.max_facts_per_type,
+        from_section.max_facts,
+        from_section.collection_window_ms,
+    ) == (5_000, 3, 8, 2_000)

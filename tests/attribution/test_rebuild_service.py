@@ -41,9 +41,16 @@ def payloads() -> list[tuple[GroupResource, bytes]]:
     for r in range(256):
         gr = TYPES[r % len(TYPES)]
         facts = [
-            AuthorFact(author=f"user{r % 7}", verb="update", audit_id=f"a-{r}-{i}", namespace="ns",
-                       name=f"n-{r}-{i}", uid=str(uuid.uuid4()), resource_version=str(1000 + r * 8 + i),
-                       stage_timestamp_us=0)
+            AuthorFact(
+                author=f"user{r % 7}",
+                verb="update",
+                audit_id=f"a-{r}-{i}",
+                namespace="ns",
+                name=f"n-{r}-{i}",
+                uid=str(uuid.uuid4()),
+                resource_version=str(1000 + r * 8 + i),
+                stage_timestamp_us=0,
+            )
             for i in range(FACTS_PER_RECORD)
         ]
         made.append((gr, writer.encode(FactBatch("default", gr, facts).to_avro())))
@@ -59,25 +66,48 @@ async def fill(settings: Settings) -> None:
         topic = TopicNames.for_prefix(settings.log.topic_prefix).audit_facts
         made = payloads()
         for start in range(0, RECORDS, 2000):
-            await log.append_many(topic, [
-                PendingRecord(made[i % len(made)][1], key=stream_key("default", made[i % len(made)][0]),
-                              headers=(writer.header,))
-                for i in range(start, start + 2000)
-            ])
+            await log.append_many(
+                topic,
+                [
+                    PendingRecord(
+                        made[i % len(made)][1],
+                        key=stream_key("default", made[i % len(made)][0]),
+                        headers=(writer.header,),
+                    )
+                    for i in range(start, start + 2000)
+                ],
+            )
     finally:
         await log.close()
 
 
 def audit_list() -> dict[str, Any]:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return {"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [{
-        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "auditID": str(uuid.uuid4()),
-        "stage": "ResponseComplete", "verb": "update", "user": {"username": "alice"},
-        "objectRef": {"apiVersion": "v1", "resource": "configmaps", "namespace": "ns", "name": "late"},
-        "responseObject": {"metadata": {"name": "late", "namespace": "ns", "uid": "u-late",
-                                        "resourceVersion": "99"}},
-        "responseStatus": {"code": 200}, "stageTimestamp": stamp,
-    }]}
+    return {
+        "kind": "EventList",
+        "apiVersion": "audit.k8s.io/v1",
+        "items": [
+            {
+                "kind": "Event",
+                "apiVersion": "audit.k8s.io/v1",
+                "auditID": str(uuid.uuid4()),
+                "stage": "ResponseComplete",
+                "verb": "update",
+                "user": {"username": "alice"},
+                "objectRef": {
+                    "apiVersion": "v1",
+                    "resource": "configmaps",
+                    "namespace": "ns",
+                    "name": "late",
+                },
+                "responseObject": {
+                    "metadata": {"name": "late", "namespace": "ns", "uid": "u-late", "resourceVersion": "99"}
+                },
+                "responseStatus": {"code": 200},
+                "stageTimestamp": stamp,
+            }
+        ],
+    }
 
 
 async def test_ops_and_webhook_answer_while_the_fact_index_rebuilds(tmp_path: Path) -> None:
@@ -116,7 +146,8 @@ async def test_ops_and_webhook_answer_while_the_fact_index_rebuilds(tmp_path: Pa
             ingress = service.components[0]
             async with http.post(
                 f"http://127.0.0.1:{ingress.port}/audit-webhook/default",  # type: ignore[attr-defined]
-                data=json.dumps(audit_list()), headers={"Content-Type": "application/json"},
+                data=json.dumps(audit_list()),
+                headers={"Content-Type": "application/json"},
             ) as response:
                 assert response.status == 200, await response.text()
             assert not follower.ready(), "the webhook answered only after the replay had finished"

@@ -163,8 +163,12 @@ def test_the_namespace_and_name_come_from_the_request_or_the_object_whichever_ha
 
 
 def test_a_cluster_scoped_delete_without_an_old_object_is_named_by_its_request() -> None:
-    document = review("DELETE", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
-                      resource=("", "namespaces"))
+    document = review(
+        "DELETE",
+        None,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+        resource=("", "namespaces"),
+    )
     document["request"]["oldObject"] = None
     document["request"]["namespace"] = ""
     fact = reduce(document).fact

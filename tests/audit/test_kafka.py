@@ -139,9 +139,7 @@ async def test_broker_down_mid_traffic_gives_503_and_every_200_is_durable(
                         break
             await asyncio.sleep(1)
         assert acknowledged[-1] == "after"
-        stored = {
-            f.name for r in await read_topic(running.log, running.topic) for f in decode_batch(r).facts
-        }
+        stored = {f.name for r in await read_topic(running.log, running.topic) for f in decode_batch(r).facts}
         missing = [name for name in acknowledged if name not in stored]
         assert missing == []  # nothing answered 200 was lost
     finally:

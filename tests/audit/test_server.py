@@ -78,9 +78,7 @@ def test_the_corpus_table_covers_every_recording() -> None:
     assert sorted(PUBLISHED) == sorted(recording_id(p) for p in WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES)
 
 
-@pytest.mark.parametrize(
-    "path", WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES, ids=recording_id
-)
+@pytest.mark.parametrize("path", WEBHOOK_FILES + MUTATIONLAB_AUDIT_FILES, ids=recording_id)
 async def test_corpus_recording_published_or_dropped(
     path: Path, running: Running, http: aiohttp.ClientSession
 ) -> None:
@@ -379,11 +377,7 @@ async def test_fact_too_large_loses_uid_set_then_is_dropped(
         ("deletecollection", "", None),
         ("create", "ok", None),
     ]
-    assert (
-        sample("reverser_audit_events_total", **too_large)
-        - before
-        == 1
-    )
+    assert sample("reverser_audit_events_total", **too_large) - before == 1
 
 
 async def test_secret_data_never_reaches_the_logs(

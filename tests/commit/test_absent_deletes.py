@@ -34,9 +34,12 @@ def with_removals(items: list[WorkItem], removals: tuple[Removal, ...] | None) -
 
 
 def deletes(kind: str) -> float:
-    return REGISTRY.get_sample_value(
-        "reverser_commit_snapshot_deletes_total", {"target": "t1", "author_kind": kind}
-    ) or 0.0
+    return (
+        REGISTRY.get_sample_value(
+            "reverser_commit_snapshot_deletes_total", {"target": "t1", "author_kind": kind}
+        )
+        or 0.0
+    )
 
 
 async def test_absent_files_the_pipeline_wrote_are_deleted_under_their_deleters(tmp_path: Path) -> None:

@@ -44,9 +44,6 @@ def to_work(w: Work, event: dict[str, Any], author: WorkAuthor, resource: str = 
     return item
 
 
-
-
-
 async def test_create_then_update_is_a_one_line_diff(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     w = Work()

@@ -32,8 +32,25 @@ from tests.conformance.test_log_conformance import eventually, read_all
 
 def _state(name: str, rv: str, offset: int) -> ObjectState:
     return ObjectState(
-        "t1", "git", "main", "live", "default", "", "v1", "configmaps", "ns", name, "u", rv,
-        b"{}", False, b"{}\n", WorkAuthor("RESOLVED", "alice"), 0, offset, 1,
+        "t1",
+        "git",
+        "main",
+        "live",
+        "default",
+        "",
+        "v1",
+        "configmaps",
+        "ns",
+        name,
+        "u",
+        rv,
+        b"{}",
+        False,
+        b"{}\n",
+        WorkAuthor("RESOLVED", "alice"),
+        0,
+        offset,
+        1,
     )
 
 
@@ -97,8 +114,12 @@ async def _live(any_log: Log, cfg: Settings) -> None:
         w.delete("d", rv="11"),
         w.create(cm("d", key="back"), rv="12"),
         # a second snapshot that no longer lists `s`: prune Always sweeps it from Git and state
-        *w.snapshot(2, [cm("a", key="changed"), cm("c", key="again"), cm("d", key="back")], rv="13",
-                    object_rvs={"a": "10", "c": "11", "d": "12"}),
+        *w.snapshot(
+            2,
+            [cm("a", key="changed"), cm("c", key="again"), cm("d", key="back")],
+            rv="13",
+            object_rvs={"a": "10", "c": "11", "d": "12"},
+        ),
     ]
     await append_work(any_log, cfg, items)
     await commit_all(any_log, cfg)
@@ -196,7 +217,6 @@ async def test_states_written_before_a_crash_are_rewritten_after_it(
     await again.stop()
     states = await first_read(any_log, cfg)
     assert sorted(k.name for k in states) == ["y"]
-
 
 
 class _FailingStateAppend:

@@ -57,9 +57,7 @@ def replica_config(workdir: Path, log: LogSettings, remote: Path, branches: list
         "metrics": {"addr": f"127.0.0.1:{free_port()}"},
         "audit": {"enabled": False},
         "lag": {"enabled": False},
-        "providers": [
-            {"name": PROVIDER, "url": str(remote), "commit_window_s": 0.2, "push_cooldown_s": 0.2}
-        ],
+        "providers": [{"name": PROVIDER, "url": str(remote), "commit_window_s": 0.2, "push_cooldown_s": 0.2}],
         "targets": [{"name": f"t-{b}", "provider": PROVIDER, "branch": b, "path": "live"} for b in branches],
     }
 

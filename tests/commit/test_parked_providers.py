@@ -129,9 +129,10 @@ async def test_a_provider_whose_key_variable_is_unset_waits_and_goes_on_once_it_
         "[CREATE] v1/configmaps/two",
         "[CREATE] v1/configmaps/three",
     ], "the waiting work, once each and in log order, then new work"
-    assert _verified_signed(tmp_path, Path(bad.url), key) == [
-        f"G|{COMMITTER.email}|{COMMITTER.name} <{COMMITTER.email}>"
-    ] * 4
+    assert (
+        _verified_signed(tmp_path, Path(bad.url), key)
+        == [f"G|{COMMITTER.email}|{COMMITTER.name} <{COMMITTER.email}>"] * 4
+    )
     assert sorted(files(Path(good.url))) == ["good/team-a/configmaps/a.yaml", "good/team-a/configmaps/b.yaml"]
 
 

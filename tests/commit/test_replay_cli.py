@@ -65,8 +65,18 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     into = tmp_path / "rebuilt.git"
     argv = [
-        "replay", "branch", "--config", str(config),
-        "--provider", "git", "--branch", "main", "--into", str(into), "--from", "history",
+        "replay",
+        "branch",
+        "--config",
+        str(config),
+        "--provider",
+        "git",
+        "--branch",
+        "main",
+        "--into",
+        str(into),
+        "--from",
+        "history",
     ]
     code = main(argv)
     assert code == 0
@@ -145,12 +155,25 @@ def test_rebuild_into_a_drifted_remote_adds_updates_and_removes(
     (clone / "live/team-a/configmaps/stale.yaml").parent.mkdir(parents=True, exist_ok=True)
     (clone / "live/team-a/configmaps/stale.yaml").write_text("stale: true\n")
     (clone / "live/README.md").write_text("not an object document\n")
-    for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "drift"],
-                 ["push", "-q", "origin", "main"]):
+    for args in (
+        ["add", "-A"],
+        ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "drift"],
+        ["push", "-q", "origin", "main"],
+    ):
         subprocess.run(["git", "-C", str(clone), *args], check=True)
 
-    argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main",
-            "--into", str(drifted)]
+    argv = [
+        "replay",
+        "branch",
+        "--config",
+        str(config),
+        "--provider",
+        "git",
+        "--branch",
+        "main",
+        "--into",
+        str(drifted),
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     expected = {**files(live), "live/README.md": "not an object document\n"}
@@ -175,12 +198,25 @@ def test_history_replay_into_a_branch_with_extra_documents_removes_them(
     )
     # at an object's path but not that object's document: a user's file, kept (commit/ownership.py)
     (clone / "live/team-a/configmaps/notes.yaml").write_text("ghost: true\n")
-    for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "ghost"],
-                 ["push", "-q", "origin", "main"]):
+    for args in (
+        ["add", "-A"],
+        ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "ghost"],
+        ["push", "-q", "origin", "main"],
+    ):
         subprocess.run(["git", "-C", str(clone), *args], check=True)
     before = files(live)
-    argv = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main",
-            "--from", "history"]
+    argv = [
+        "replay",
+        "branch",
+        "--config",
+        str(config),
+        "--provider",
+        "git",
+        "--branch",
+        "main",
+        "--from",
+        "history",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     after = files(live)

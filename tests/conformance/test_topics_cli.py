@@ -185,9 +185,7 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.
     assert "log.topics.audit_facts_partitions" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    ("brokers", "expected"), [(1, (1, 1)), (2, (2, 1)), (3, (3, 2)), (5, (3, 2))]
-)
+@pytest.mark.parametrize(("brokers", "expected"), [(1, (1, 1)), (2, (2, 1)), (3, (3, 2)), (5, (3, 2))])
 def test_default_replication_follows_the_cluster_size(brokers: int, expected: tuple[int, int]) -> None:
     assert default_replication(brokers) == expected
     spec = topic_specs(Settings())[0].for_brokers(brokers)

@@ -61,18 +61,34 @@ def test_a_read_field_and_anything_below_it_is_never_a_typo(kind: Kind, data: st
 
 def test_config_check_refuses_the_misspelt_branch(tmp_path: Path) -> None:
     objects = [
-        {"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitProvider",
-         "metadata": {"name": "p", "namespace": "reverser"},
-         "spec": {"url": "https://git.example.com/x.git", "allowedBranches": ["*"]}},
-        {"apiVersion": "configbutler.ai/v1alpha3", "kind": "GitTarget",
-         "metadata": {"name": "t", "namespace": "reverser"},
-         "spec": {"providerRef": {"name": "p"}, "brnach": "main", "path": "x",
-                  "commitMessageTemplate": "kept"}},
+        {
+            "apiVersion": "configbutler.ai/v1alpha3",
+            "kind": "GitProvider",
+            "metadata": {"name": "p", "namespace": "reverser"},
+            "spec": {"url": "https://git.example.com/x.git", "allowedBranches": ["*"]},
+        },
+        {
+            "apiVersion": "configbutler.ai/v1alpha3",
+            "kind": "GitTarget",
+            "metadata": {"name": "t", "namespace": "reverser"},
+            "spec": {
+                "providerRef": {"name": "p"},
+                "brnach": "main",
+                "path": "x",
+                "commitMessageTemplate": "kept",
+            },
+        },
     ]
     path = tmp_path / "objects.yaml"
     path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
-    done = subprocess.run([str(REVERSER), "config", "check", str(path)], capture_output=True, text=True,
-                          timeout=60, check=False, env={"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [str(REVERSER), "config", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "GitTarget reverser/t: error: spec.brnach: unknown field (did you mean spec.branch?)" in (
         done.stdout.splitlines()

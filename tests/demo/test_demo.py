@@ -167,8 +167,15 @@ def fresh_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     venv_bin = Path(sys.executable).parent
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != venv_bin)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REVERSER_", "VIRTUAL_ENV"))}
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env={**env, "PATH": path},
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env={**env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def printed(result: subprocess.CompletedProcess[str], label: str) -> str:
@@ -250,10 +257,23 @@ def test_while_serving_the_demo_prints_next_commands_that_work_as_printed(tmp_pa
     commands work after Ctrl-C. Each runs as printed, in a fresh shell, at the moment it says."""
     workdir = tmp_path / "served"
     process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("reverser")), "run", "--demo", "--workdir", str(workdir),
-         "--audit-addr", f"127.0.0.1:{free_port()}", "--metrics-addr", f"127.0.0.1:{free_port()}",
-         "--log-level", "WARNING"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            str(Path(sys.executable).with_name("reverser")),
+            "run",
+            "--demo",
+            "--workdir",
+            str(workdir),
+            "--audit-addr",
+            f"127.0.0.1:{free_port()}",
+            "--metrics-addr",
+            f"127.0.0.1:{free_port()}",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         lines = read_until(process, "check the setup: ", deadline_s=240)
@@ -268,8 +288,9 @@ def test_while_serving_the_demo_prints_next_commands_that_work_as_printed(tmp_pa
             return {"reverser.router", "reverser.commit-worker"} <= set(answer["consumers"])
 
         # The service's lag monitor lists the groups from its first poll after they committed.
-        asyncio.run(wait_for(lists_the_demo_groups, "the demo's groups in Burrow's API", timeout_s=60,
-                             interval_s=0.5))
+        asyncio.run(
+            wait_for(lists_the_demo_groups, "the demo's groups in Burrow's API", timeout_s=60, interval_s=0.5)
+        )
         rules = fresh_shell(label_line(lines, "the watch streams of its rules: "), tmp_path)
         assert_watch_rules_resolve(rules)
         refused = fresh_shell(label_line(lines, "consumer lag: "), tmp_path)
@@ -312,8 +333,9 @@ def test_without_the_secrets_extra_the_demo_names_it_in_one_line(tmp_path: Path)
         "from pipeline.cli import main\n"
         f"sys.exit(main(['run', '--demo', '--once', '--workdir', {str(tmp_path / 'w')!r}]))"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 3
     assert result.stderr.splitlines() == [
         "reverser run: --demo needs the secrets extra (module pyrage is missing): "

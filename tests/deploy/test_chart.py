@@ -555,9 +555,12 @@ def test_grafana_dashboard_configmap_carries_the_sidecar_label(helm: Path) -> No
 def test_cert_manager_issues_the_audit_serving_certificate(helm: Path) -> None:
     objects = render(
         helm,
-        "--set", "auditWebhook.tls.certManager.enabled=true",
-        "--set", "auditWebhook.tls.certManager.issuerRef.name=cluster-ca",
-        "--set", "auditWebhook.tls.certManager.issuerRef.kind=ClusterIssuer",
+        "--set",
+        "auditWebhook.tls.certManager.enabled=true",
+        "--set",
+        "auditWebhook.tls.certManager.issuerRef.name=cluster-ca",
+        "--set",
+        "auditWebhook.tls.certManager.issuerRef.kind=ClusterIssuer",
     )
     (certificate,) = by_kind(objects, "Certificate")
     (deployment,) = by_kind(objects, "Deployment")

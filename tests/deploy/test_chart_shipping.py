@@ -306,9 +306,7 @@ def test_readme_table_lists_documented_keys_with_their_defaults(tmp_path: Path) 
         ("# -- One.\n# -- Two.\nkey: 1\n", "a second `# --` before any key"),
     ],
 )
-def test_readme_generator_refuses_comments_it_cannot_place(
-    tmp_path: Path, values: str, message: str
-) -> None:
+def test_readme_generator_refuses_comments_it_cannot_place(tmp_path: Path, values: str, message: str) -> None:
     result = run_script("gen-readme.py", "--chart", str(_chart_copy(tmp_path, values)))
     assert result.returncode == 2
     assert message in result.stderr

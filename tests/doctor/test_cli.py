@@ -85,28 +85,44 @@ def test_invalid_configuration_is_one_failed_check_naming_the_field(
 def test_audit_setup_prints_policy_kubeconfig_and_flags_per_route(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path, {
-        "attribution": {"grace_ms": 1500},
-        "audit": {"routes": [
-            {"name": "prod-eu-1", "allowed_identities": ["kube-apiserver-prod-eu-1"]},
-            {"name": "lab", "bearer_tokens_env": ["AUDIT_TOKEN_LAB"]},
-        ]},
-        "clusters": [{"name": "eu", "audit_route": "prod-eu-1", "kubeconfig": "/dev/null"}],
-    })
+    config = write_config(
+        tmp_path,
+        {
+            "attribution": {"grace_ms": 1500},
+            "audit": {
+                "routes": [
+                    {"name": "prod-eu-1", "allowed_identities": ["kube-apiserver-prod-eu-1"]},
+                    {"name": "lab", "bearer_tokens_env": ["AUDIT_TOKEN_LAB"]},
+                ]
+            },
+            "clusters": [{"name": "eu", "audit_route": "prod-eu-1", "kubeconfig": "/dev/null"}],
+        },
+    )
     code, out = run(
-        capsys, "doctor", "--config", config, "--audit-setup", "--output", "json",
-        "--audit-url", "https://rp-audit.reverser.svc:443",
+        capsys,
+        "doctor",
+        "--config",
+        config,
+        "--audit-setup",
+        "--output",
+        "json",
+        "--audit-url",
+        "https://rp-audit.reverser.svc:443",
     )
     assert code == 0
     setup = json.loads(out)
     policy = yaml.safe_load(setup["policy"])
     assert policy["kind"] == "Policy"
     writes = [r for r in policy["rules"] if r["level"] == "RequestResponse"]
-    assert writes == [{"level": "RequestResponse",
-                       "verbs": ["create", "update", "patch", "delete", "deletecollection"]}]
+    assert writes == [
+        {"level": "RequestResponse", "verbs": ["create", "update", "patch", "delete", "deletecollection"]}
+    ]
     routes = {r["route"]: r for r in setup["routes"]}
     prod = yaml.safe_load(routes["prod-eu-1"]["kubeconfig"])
-    assert prod["clusters"][0]["cluster"]["server"] == "https://rp-audit.reverser.svc:443/audit-webhook/prod-eu-1"
+    assert (
+        prod["clusters"][0]["cluster"]["server"]
+        == "https://rp-audit.reverser.svc:443/audit-webhook/prod-eu-1"
+    )
     assert "client-certificate" in prod["users"][0]["user"]
     assert "kube-apiserver-prod-eu-1" in routes["prod-eu-1"]["kubeconfig"]
     lab = yaml.safe_load(routes["lab"]["kubeconfig"])
@@ -115,8 +131,17 @@ def test_audit_setup_prints_policy_kubeconfig_and_flags_per_route(
     assert "--audit-webhook-initial-backoff=1s" in routes["lab"]["flags"]
     assert f"--audit-webhook-config-file={routes['lab']['kubeconfig_path']}" in routes["lab"]["flags"]
 
-    code, out = run(capsys, "doctor", "--config", config, "--audit-setup",
-                    "--audit-url", "https://rp-audit.reverser.svc:443")
+    code, out = run(
+        capsys,
+        "doctor",
+        "--config",
+        config,
+        "--audit-setup",
+        "--audit-url",
+        "https://rp-audit.reverser.svc:443",
+    )
     assert code == 0
-    heading = "route prod-eu-1 (cluster eu), posts to https://rp-audit.reverser.svc:443/audit-webhook/prod-eu-1"
+    heading = (
+        "route prod-eu-1 (cluster eu), posts to https://rp-audit.reverser.svc:443/audit-webhook/prod-eu-1"
+    )
     assert heading in out

@@ -39,16 +39,22 @@ def seeded_remote(path: Path) -> Path:
 def settings_for(
     tmp_path: Path, url: str, *, branch: str = "main", password_env: str | None = None
 ) -> Settings:
-    return Settings.model_validate({
-        "workdir": str(tmp_path / "work"),
-        "providers": [{
-            "name": "git", "url": url, "password_env": password_env,
-            "username_env": "DOCTOR_GIT_USERNAME" if password_env else None,
-            # the test remote is plain HTTP on loopback
-            "allow_plain_http_credentials": password_env is not None,
-        }],
-        "targets": [{"name": "t", "provider": "git", "branch": branch}],
-    })
+    return Settings.model_validate(
+        {
+            "workdir": str(tmp_path / "work"),
+            "providers": [
+                {
+                    "name": "git",
+                    "url": url,
+                    "password_env": password_env,
+                    "username_env": "DOCTOR_GIT_USERNAME" if password_env else None,
+                    # the test remote is plain HTTP on loopback
+                    "allow_plain_http_credentials": password_env is not None,
+                }
+            ],
+            "targets": [{"name": "t", "provider": "git", "branch": branch}],
+        }
+    )
 
 
 def by_check(checks: list[Check]) -> dict[str, Check]:
@@ -153,15 +159,21 @@ async def test_credentials_from_a_secret_are_checked_as_the_worker_reads_them(
             raise CredentialsError(CredentialsReason.NOT_FOUND, f"{kind} {namespace}/{name} does not exist")
         return secrets
 
-    settings = Settings.model_validate({
-        "workdir": str(tmp_path / "work"),
-        "clusters": [{"name": "default"}],
-        "providers": [{
-            "name": "git", "url": f"{server.base_url}/repo.git", "allow_plain_http_credentials": True,
-            "credentials_secret": {"namespace": "team-a", "name": "git-creds"},
-        }],
-        "targets": [{"name": "t", "provider": "git", "branch": "main"}],
-    })
+    settings = Settings.model_validate(
+        {
+            "workdir": str(tmp_path / "work"),
+            "clusters": [{"name": "default"}],
+            "providers": [
+                {
+                    "name": "git",
+                    "url": f"{server.base_url}/repo.git",
+                    "allow_plain_http_credentials": True,
+                    "credentials_secret": {"namespace": "team-a", "name": "git-creds"},
+                }
+            ],
+            "targets": [{"name": "t", "provider": "git", "branch": "main"}],
+        }
+    )
     missing = by_check(await check_providers(settings, read))
     assert missing["credentials"].detail.startswith("from Secret team-a/git-creds")
     assert missing["remote reachable"].status is Status.FAIL

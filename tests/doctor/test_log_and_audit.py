@@ -45,10 +45,12 @@ async def test_topics_made_wrong_fail_each_with_the_command_that_fixes_it(
 ) -> None:
     specs = {spec.name: spec for spec in topic_specs(settings)}
     names = TopicNames.for_prefix(settings.log.topic_prefix)
-    await any_log.create_topics([
-        replace(specs[names.audit_facts], partitions=2),
-        replace(specs[names.watch_cursors], cleanup_policy="delete", retention_ms=3_600_000),
-    ])
+    await any_log.create_topics(
+        [
+            replace(specs[names.audit_facts], partitions=2),
+            replace(specs[names.watch_cursors], cleanup_policy="delete", retention_ms=3_600_000),
+        ]
+    )
     checks = await check_log(settings, any_log)
     partitions = find(checks, names.audit_facts, "partitions")
     assert partitions.status is Status.FAIL
@@ -118,8 +120,17 @@ async def test_doctor_cli_reports_a_log_it_cannot_open_and_exits_1(
     await held.start()
     try:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pipeline.cli", "doctor", "--config", str(config), "--output", "json",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT,
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "doctor",
+            "--config",
+            str(config),
+            "--output",
+            "json",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO_ROOT,
         )
         out, _ = await asyncio.wait_for(process.communicate(), 120)
     finally:

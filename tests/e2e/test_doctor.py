@@ -28,14 +28,16 @@ ACCOUNT = "doctor-restricted"
 
 
 def token_kubeconfig(server: str, ca: Path, token: str) -> str:
-    return json.dumps({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": "default", "context": {"cluster": "c", "user": ACCOUNT}}],
-        "current-context": "default",
-    })
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+            "users": [{"name": ACCOUNT, "user": {"token": token}}],
+            "contexts": [{"name": "default", "context": {"cluster": "c", "user": ACCOUNT}}],
+            "current-context": "default",
+        }
+    )
 
 
 async def restricted_token(admin: Path) -> str:
@@ -47,17 +49,25 @@ async def restricted_token(admin: Path) -> str:
         await core.create_namespaced_service_account(
             NAMESPACE, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=ACCOUNT))
         )
-        await rbac.create_namespaced_role(NAMESPACE, client.V1Role(
-            metadata=client.V1ObjectMeta(name=ACCOUNT),
-            rules=[client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"])],
-        ))
-        await rbac.create_namespaced_role_binding(NAMESPACE, client.V1RoleBinding(
-            metadata=client.V1ObjectMeta(name=ACCOUNT),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=ACCOUNT),
-            subjects=[client.RbacV1Subject(kind="ServiceAccount", name=ACCOUNT, namespace=NAMESPACE)],
-        ))
+        await rbac.create_namespaced_role(
+            NAMESPACE,
+            client.V1Role(
+                metadata=client.V1ObjectMeta(name=ACCOUNT),
+                rules=[client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"])],
+            ),
+        )
+        await rbac.create_namespaced_role_binding(
+            NAMESPACE,
+            client.V1RoleBinding(
+                metadata=client.V1ObjectMeta(name=ACCOUNT),
+                role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=ACCOUNT),
+                subjects=[client.RbacV1Subject(kind="ServiceAccount", name=ACCOUNT, namespace=NAMESPACE)],
+            ),
+        )
         answer = await core.create_namespaced_service_account_token(
-            ACCOUNT, NAMESPACE, client.AuthenticationV1TokenRequest(
+            ACCOUNT,
+            NAMESPACE,
+            client.AuthenticationV1TokenRequest(
                 spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
             ),
         )
@@ -66,14 +76,28 @@ async def restricted_token(admin: Path) -> str:
 
 
 def settings_for(tmp_path: Path, kubeconfig: Path) -> Settings:
-    return Settings.model_validate({
-        "workdir": str(tmp_path / "work"),
-        "clusters": [{"name": "c", "kubeconfig": str(kubeconfig), "leader_election": True,
-                      "lease_namespace": NAMESPACE}],
-        "providers": [{"name": "git", "url": str(tmp_path / "remote.git")}],
-        "targets": [{"name": "t", "provider": "git", "cluster": "c",
-                     "rules": [{"resources": ["configmaps"], "namespaces": [NAMESPACE]}]}],
-    })
+    return Settings.model_validate(
+        {
+            "workdir": str(tmp_path / "work"),
+            "clusters": [
+                {
+                    "name": "c",
+                    "kubeconfig": str(kubeconfig),
+                    "leader_election": True,
+                    "lease_namespace": NAMESPACE,
+                }
+            ],
+            "providers": [{"name": "git", "url": str(tmp_path / "remote.git")}],
+            "targets": [
+                {
+                    "name": "t",
+                    "provider": "git",
+                    "cluster": "c",
+                    "rules": [{"resources": ["configmaps"], "namespaces": [NAMESPACE]}],
+                }
+            ],
+        }
+    )
 
 
 def by_check(checks: list[Check]) -> dict[str, Check]:

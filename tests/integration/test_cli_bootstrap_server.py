@@ -37,15 +37,28 @@ COMMAND_TIMEOUT_S = 120.0
 
 def reverser(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), *args, "--log-level", "ERROR"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    return subprocess.run(
+        [str(REVERSER), *args, "--log-level", "ERROR"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
 
 
 def config_file(tmp_path: Path, prefix: str, **log: object) -> Path:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"workdir": str(tmp_path / "no-log-here"),
-                                    "log": {"backend": "embedded", "topic_prefix": prefix, **log}}),
-                    encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workdir": str(tmp_path / "no-log-here"),
+                "log": {"backend": "embedded", "topic_prefix": prefix, **log},
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -76,8 +89,17 @@ def test_topics_lag_and_dead_letter_read_the_broker_named_by_the_flag(
     assert created.returncode == ExitCode.OK, created.stderr
     asyncio.run(fill(kafka_bootstrap, prefix))
 
-    listed = reverser("topics", "list", "--config", config, "--bootstrap-server", kafka_bootstrap,
-                      "-o", "json", cwd=tmp_path)
+    listed = reverser(
+        "topics",
+        "list",
+        "--config",
+        config,
+        "--bootstrap-server",
+        kafka_bootstrap,
+        "-o",
+        "json",
+        cwd=tmp_path,
+    )
     assert listed.returncode == ExitCode.OK, listed.stderr
     document = json.loads(listed.stdout)
     assert document["backend"] == "kafka"
@@ -86,8 +108,18 @@ def test_topics_lag_and_dead_letter_read_the_broker_named_by_the_flag(
     assert topics[names.branch_work]["partitions"] == 12
     assert sum(topics[names.branch_work]["end_offsets"].values()) == 3
 
-    described = reverser("topics", "describe", "branch-work", "--config", config, "-b", kafka_bootstrap,
-                         "-o", "json", cwd=tmp_path)
+    described = reverser(
+        "topics",
+        "describe",
+        "branch-work",
+        "--config",
+        config,
+        "-b",
+        kafka_bootstrap,
+        "-o",
+        "json",
+        cwd=tmp_path,
+    )
     assert described.returncode == ExitCode.OK, described.stderr
     [topic] = json.loads(described.stdout)["topics"]
     assert topic["end_offsets"]["4"] == 3
@@ -96,16 +128,27 @@ def test_topics_lag_and_dead_letter_read_the_broker_named_by_the_flag(
     checked = reverser("topics", "check", "--config", config, "-b", kafka_bootstrap, cwd=tmp_path)
     assert checked.returncode == ExitCode.OK, checked.stdout + checked.stderr
 
-    lag = reverser("lag", "--config", config, "-b", kafka_bootstrap, "--group", f"^{prefix}\\.",
-                   "-o", "json", cwd=tmp_path)
+    lag = reverser(
+        "lag",
+        "--config",
+        config,
+        "-b",
+        kafka_bootstrap,
+        "--group",
+        f"^{prefix}\\.",
+        "-o",
+        "json",
+        cwd=tmp_path,
+    )
     assert lag.returncode == ExitCode.OK, lag.stderr
     [group] = json.loads(lag.stdout)["groups"]
     assert group["group"] == f"{prefix}.commit-worker"
     [partition] = [p for p in group["partitions"] if p["partition"] == 4]
     assert (partition["committed"], partition["log_end"], partition["lag"]) == (2, 3, 1)
 
-    letters = reverser("dead-letter", "list", "--config", config, "-b", kafka_bootstrap, "-o", "json",
-                       cwd=tmp_path)
+    letters = reverser(
+        "dead-letter", "list", "--config", config, "-b", kafka_bootstrap, "-o", "json", cwd=tmp_path
+    )
     assert letters.returncode == ExitCode.OK, letters.stderr
     [letter] = json.loads(letters.stdout)["letters"]
     assert letter["source"] == f"{names.branch_work}[4]@1"

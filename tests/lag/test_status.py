@@ -93,7 +93,9 @@ def test_stop_is_timed_from_the_first_commit_of_the_newest_entry() -> None:
 
 
 def test_no_stop_while_a_commit_was_seen_within_the_poll_interval() -> None:
-    offsets, lags, times = window((10, 5, 0),)
+    offsets, lags, times = window(
+        (10, 5, 0),
+    )
     assert partition_status(offsets, lags, times, 5, now_ms=S + 1, min_span_ms=S, last_seen_ms=S // 2) is (
         Status.OK
     )
@@ -255,8 +257,10 @@ class WindowModel:
         newest_first_ms = self.entries[-1][2]
         span_ms = newest_first_ms - self.entries[0][2]
         silent_ms = now_ms - newest_first_ms
-        if silent_ms > span_ms and silent_ms > self.min_distance_ms and (
-            now_ms - self.last_seen_ms > self.min_distance_ms
+        if (
+            silent_ms > span_ms
+            and silent_ms > self.min_distance_ms
+            and (now_ms - self.last_seen_ms > self.min_distance_ms)
         ):
             return Status.STOP
         highest_before = max(offsets[:-1], default=offsets[-1])
@@ -352,7 +356,9 @@ def test_severity_follows_burrows_order_and_partition_statuses_exclude_err() -> 
 
 
 def test_stop_boundaries_of_the_guard_on_the_newest_commit_seen() -> None:
-    offsets, lags, times = window((10, 5, 0),)
+    offsets, lags, times = window(
+        (10, 5, 0),
+    )
     # a commit seen exactly now, or exactly one poll interval ago, keeps it from STOP
     assert partition_status(offsets, lags, times, 5, now_ms=5 * S, last_seen_ms=5 * S) is Status.OK
     assert partition_status(offsets, lags, times, 5, now_ms=5 * S, min_span_ms=S, last_seen_ms=4 * S) is (

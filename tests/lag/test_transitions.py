@@ -34,7 +34,6 @@ from tests.lag.helpers import (
 pytestmark = pytest.mark.kafka
 
 
-
 class Scenario:
     """One group on one fresh topic, with the monitor polled before and after every commit."""
 

@@ -66,10 +66,16 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> str:
     metrics_port = free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline.cli", "run",
-            "--workdir", str(workdir),
-            "--audit-addr", f"127.0.0.1:{free_port()}",
-            "--metrics-addr", f"127.0.0.1:{metrics_port}",
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "run",
+            "--workdir",
+            str(workdir),
+            "--audit-addr",
+            f"127.0.0.1:{free_port()}",
+            "--metrics-addr",
+            f"127.0.0.1:{metrics_port}",
         ],
         cwd=workdir,
         stdout=subprocess.DEVNULL,

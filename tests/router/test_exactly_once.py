@@ -137,8 +137,11 @@ async def test_a_router_killed_between_append_and_commit_never_duplicates_work(
         process = ReverserProcess(tmp_path, f"crash-{round_}", config, {CRASH_AT_ENV: crash_at})
         process.start()
         try:
-            await wait_for(lambda p=process: p.exit_code() is not None,  # type: ignore[misc]
-                           timeout_s=120, what="the crash point")
+            await wait_for(
+                lambda p=process: p.exit_code() is not None,  # type: ignore[misc]
+                timeout_s=120,
+                what="the crash point",
+            )
         finally:
             code = process.stop()
         assert code == -9, process.log_tail()

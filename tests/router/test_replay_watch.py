@@ -45,16 +45,26 @@ def _settings(settings: Settings, remote: Path, copy_rules: list[dict[str, Any]]
             ],
             "targets": [
                 {"name": "shop", "provider": "repo", "branch": "main", "path": "clusters/default"},
-                {"name": "shop-copy", "provider": "repo", "branch": "copy", "path": "copy",
-                 "rules": copy_rules},
+                {
+                    "name": "shop-copy",
+                    "provider": "repo",
+                    "branch": "copy",
+                    "path": "copy",
+                    "rules": copy_rules,
+                },
             ],
         }
     )
 
 
 def cm(name: str, rv: str, namespace: str = "shop", tier: str = "web") -> dict[str, Any]:
-    meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": rv,
-            "labels": {"tier": tier}}
+    meta = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "resourceVersion": rv,
+        "labels": {"tier": tier},
+    }
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": rv}}
 
 
@@ -62,13 +72,19 @@ WEB_IN_SHOP = [{"resources": ["configmaps"], "namespaces": ["shop"], "label_sele
 
 
 def test_rules_select_by_type_namespace_labels_and_never_denylisted_or_plain_secrets() -> None:
-    rules = TargetRules.of(TargetSettings.model_validate(
-        {"name": "t", "provider": "p", "rules": [
-            *WEB_IN_SHOP,
-            {"resources": ["apps/deployments", "pods", "secrets"], "cluster_wide": True},
-            {"resources": ["namespaces"]},
-        ]}
-    ))
+    rules = TargetRules.of(
+        TargetSettings.model_validate(
+            {
+                "name": "t",
+                "provider": "p",
+                "rules": [
+                    *WEB_IN_SHOP,
+                    {"resources": ["apps/deployments", "pods", "secrets"], "cluster_wide": True},
+                    {"resources": ["namespaces"]},
+                ],
+            }
+        )
+    )
     assert rules.selects(CM, "shop", {"tier": "web"})
     assert not rules.selects(CM, "shop", {"tier": "db"}), "label selector"
     assert not rules.selects(CM, "other", {"tier": "web"}), "namespace"
@@ -141,10 +157,15 @@ async def test_watch_history_replays_for_a_new_target_under_its_rules_with_the_l
     assert {(i["target"], i["path"], i["branch"]) for i in items} == {("shop-copy", "copy", "copy")}
     writes = [i["body"][1] for i in items if i["body"][0].endswith("Write")]
     assert [(w["name"], w["operation"]) for w in writes] == [
-        ("a", "CREATE"), ("b", "CREATE"), ("a", "UPDATE"),
+        ("a", "CREATE"),
+        ("b", "CREATE"),
+        ("a", "UPDATE"),
     ]
-    assert [w["author"]["username"] for w in writes] == [live_authors[(w["name"], w["resourceVersion"])]
-                                                         for w in writes] == ["alice", "bob", "carol"]
+    assert (
+        [w["author"]["username"] for w in writes]
+        == [live_authors[(w["name"], w["resourceVersion"])] for w in writes]
+        == ["alice", "bob", "carol"]
+    )
     chunk, end = (i["body"][1] for i in items[4:6])
     assert [o["name"] for o in chunk["objects"]] == ["a", "b"], "the snapshot keeps the selected objects"
     assert end["objects"] == 2, "and its end counts them, so the commit worker accepts it"
@@ -159,9 +180,11 @@ async def test_watch_history_replays_for_a_new_target_under_its_rules_with_the_l
 async def test_bad_arguments_name_the_field(
     any_log: Log, settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = _settings(settings, bare_remote(tmp_path / "remote.git"), [{"resources": ["configmaps"],
-                                                                       "cluster_wide": True,
-                                                                       "label_selector": "tier in (web"}])
+    cfg = _settings(
+        settings,
+        bare_remote(tmp_path / "remote.git"),
+        [{"resources": ["configmaps"], "cluster_wide": True, "label_selector": "tier in (web"}],
+    )
     await prepare(any_log, cfg)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))

@@ -20,8 +20,9 @@ COMMANDS = (("lag",), ("topics", "check"), ("topics", "create"), ("dead-letter",
 
 def reverser(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -17,8 +17,9 @@ REVERSER = Path(sys.executable).with_name("reverser")
 
 def script(shell: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    done = subprocess.run([str(REVERSER), "completion", shell], capture_output=True, text=True, env=env,
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [str(REVERSER), "completion", shell], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
     return done.stdout
 
 
@@ -29,8 +30,10 @@ def bash_completion() -> str:
 
 def complete(script_text: str, *typed: str) -> list[str]:
     """What bash offers after `reverser TYPED...` (the last word is the one being completed)."""
-    probe = (f"{script_text}\nCOMP_WORDS=(reverser {' '.join(typed)}); COMP_CWORD={len(typed)}\n"
-             "_reverser; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    probe = (
+        f"{script_text}\nCOMP_WORDS=(reverser {' '.join(typed)}); COMP_CWORD={len(typed)}\n"
+        "_reverser; printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.split()
 
@@ -54,8 +57,13 @@ def test_bash_completes_subcommands_flags_and_choices(
 
 def test_bash_registers_the_function_for_reverser(bash_completion: str) -> None:
     """What `source <(reverser completion bash)` leaves behind: `reverser` completes through it."""
-    done = subprocess.run(["bash", "-c", f"{bash_completion}\ncomplete -p reverser"], capture_output=True,
-                          text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["bash", "-c", f"{bash_completion}\ncomplete -p reverser"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout.strip() == "complete -o default -F _reverser reverser"
 
 
@@ -92,8 +100,13 @@ def zsh_completion(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def zsh_offers(script_path: Path, line: str) -> list[str]:
     """What zsh's completion system offers on Tab after `line`, in a real interactive zsh."""
-    done = subprocess.run(["zsh", "-f", "-c", ZSH_PROBE, "probe", str(script_path), line],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["zsh", "-f", "-c", ZSH_PROBE, "probe", str(script_path), line],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     offered = done.stdout.split()
     assert offered, f"zsh offered nothing for {line!r}: {done.stderr}"
     return sorted(offered[0].removeprefix("<hits>").removesuffix("</hits>").split(","))
@@ -103,10 +116,23 @@ def zsh_offers(script_path: Path, line: str) -> list[str]:
     ("line", "expected"),
     [
         ("reverser to", ["topics"]),
-        ("reverser topics ", ["--debug", "--help", "--log-format", "--log-level", "-h",
-                              "check", "create", "describe", "list"]),
-        ("reverser topics list --", ["--bootstrap-server", "--config", "--debug", "--help", "--log-format",
-                                     "--log-level", "--output", "--workdir"]),
+        (
+            "reverser topics ",
+            ["--debug", "--help", "--log-format", "--log-level", "-h", "check", "create", "describe", "list"],
+        ),
+        (
+            "reverser topics list --",
+            [
+                "--bootstrap-server",
+                "--config",
+                "--debug",
+                "--help",
+                "--log-format",
+                "--log-level",
+                "--output",
+                "--workdir",
+            ],
+        ),
         ("reverser lag --gr", ["--group"]),
         ("reverser --debug dead-letter list --pe", ["--pending"]),
         ("reverser completion ", ["--debug", "--help", "--log-format", "--log-level", "-h", "bash", "zsh"]),

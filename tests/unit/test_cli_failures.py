@@ -66,28 +66,62 @@ class Scene:
         self.audit = tmp_path / "audit.json"
         self.audit.write_text('{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": []}')
         dead = f"127.0.0.1:{free_port()}"
-        self.dead_broker = self._config("dead-broker", {"log": {
-            "bootstrap_servers": dead, "connect_retries": 0, "request_timeout_ms": 2000,
-        }})
+        self.dead_broker = self._config(
+            "dead-broker",
+            {
+                "log": {
+                    "bootstrap_servers": dead,
+                    "connect_retries": 0,
+                    "request_timeout_ms": 2000,
+                }
+            },
+        )
         kubeconfig = tmp_path / "kubeconfig.yaml"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "c",
-        }), encoding="utf-8")
-        self.dead_apiserver = self._config("dead-apiserver", {
-            "clusters": [{"name": "east", "kubeconfig": str(kubeconfig)}],
-            "targets": [{"name": "t", "provider": "git", "branch": "main", "path": "x", "cluster": "east",
-                         "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}]}],
-        })
-        self.dead_broker_targets = self._config("dead-broker-targets", {
-            "log": {"bootstrap_servers": dead, "connect_retries": 0, "request_timeout_ms": 2000},
-            "targets": [{"name": name, "provider": "git", "branch": "main", "path": name,
-                         "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}]}
-                        for name in ("t", "u")],
-        })
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "c",
+                }
+            ),
+            encoding="utf-8",
+        )
+        self.dead_apiserver = self._config(
+            "dead-apiserver",
+            {
+                "clusters": [{"name": "east", "kubeconfig": str(kubeconfig)}],
+                "targets": [
+                    {
+                        "name": "t",
+                        "provider": "git",
+                        "branch": "main",
+                        "path": "x",
+                        "cluster": "east",
+                        "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}],
+                    }
+                ],
+            },
+        )
+        self.dead_broker_targets = self._config(
+            "dead-broker-targets",
+            {
+                "log": {"bootstrap_servers": dead, "connect_retries": 0, "request_timeout_ms": 2000},
+                "targets": [
+                    {
+                        "name": name,
+                        "provider": "git",
+                        "branch": "main",
+                        "path": name,
+                        "rules": [{"resources": ["configmaps"], "namespaces": ["a"]}],
+                    }
+                    for name in ("t", "u")
+                ],
+            },
+        )
         self.plain = self._config("plain", {})
         self.with_audit = self._config("with-audit", {"audit": {}})
 
@@ -114,86 +148,144 @@ class Scene:
 RUN_ADDRS = ("--audit-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 CASES: dict[str, Case] = {
     # an unwritable workdir
-    "run-unwritable": Case("run", ("--workdir", "{unwritable}/w", *RUN_ADDRS), ExitCode.USAGE,
-                           "{unwritable}"),
-    "topics-create-unwritable": Case("topics create", ("--workdir", "{unwritable}/w"), ExitCode.USAGE,
-                                     "{unwritable}"),
+    "run-unwritable": Case(
+        "run", ("--workdir", "{unwritable}/w", *RUN_ADDRS), ExitCode.USAGE, "{unwritable}"
+    ),
+    "topics-create-unwritable": Case(
+        "topics create", ("--workdir", "{unwritable}/w"), ExitCode.USAGE, "{unwritable}"
+    ),
     "lag-unwritable": Case("lag", ("--workdir", "{unwritable}/w"), ExitCode.USAGE, "{unwritable}"),
-    "run-demo-unwritable": Case("run", ("--demo", "--once", "--workdir", "{unwritable}/w", *RUN_ADDRS),
-                                ExitCode.USAGE, "{unwritable}", hint="or choose another --workdir"),
+    "run-demo-unwritable": Case(
+        "run",
+        ("--demo", "--once", "--workdir", "{unwritable}/w", *RUN_ADDRS),
+        ExitCode.USAGE,
+        "{unwritable}",
+        hint="or choose another --workdir",
+    ),
     # the hint names the option whose path failed, not always --workdir
     "replay-branch-into-unwritable": Case(
-        "replay branch", ("--config", "{plain}", "--provider", "git", "--branch", "main",
-                          "--into", "{unwritable}/r.git"),
-        ExitCode.USAGE, "{unwritable}", hint="or choose another --into"),
+        "replay branch",
+        ("--config", "{plain}", "--provider", "git", "--branch", "main", "--into", "{unwritable}/r.git"),
+        ExitCode.USAGE,
+        "{unwritable}",
+        hint="or choose another --into",
+    ),
     # a file where a directory is expected
     "run-workdir-file": Case("run", ("--workdir", "{file}/x", *RUN_ADDRS), ExitCode.USAGE, "{file}/x"),
-    "topics-create-workdir-file": Case("topics create", ("--workdir", "{file}/x"), ExitCode.USAGE,
-                                       "{file}/x"),
+    "topics-create-workdir-file": Case(
+        "topics create", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"
+    ),
     "lag-workdir-file": Case("lag", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
     "topics-list-workdir-file": Case("topics list", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
-    "dead-letter-list-workdir-file": Case("dead-letter list", ("--workdir", "{file}/x"), ExitCode.USAGE,
-                                          "{file}/x"),
+    "dead-letter-list-workdir-file": Case(
+        "dead-letter list", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"
+    ),
     "replay-facts-workdir-file": Case("replay facts", ("--workdir", "{file}/x"), ExitCode.USAGE, "{file}/x"),
-    "run-demo-workdir-file": Case("run", ("--demo", "--once", "--workdir", "{file}/x", *RUN_ADDRS),
-                                  ExitCode.USAGE, "{file}/x"),
+    "run-demo-workdir-file": Case(
+        "run", ("--demo", "--once", "--workdir", "{file}/x", *RUN_ADDRS), ExitCode.USAGE, "{file}/x"
+    ),
     # a directory where a file is expected
     "run-config-directory": Case("run", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"),
     "lag-config-directory": Case("lag", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"),
-    "watch-rules-config-directory": Case("watch-rules", ("--config", "{directory}"), ExitCode.USAGE,
-                                         "{directory}"),
+    "watch-rules-config-directory": Case(
+        "watch-rules", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
     "resolve-audit-directory": Case("resolve", ("--audit", "{directory}"), ExitCode.USAGE, "{directory}"),
     "config-check-directory": Case("config check", ("{directory}",), ExitCode.USAGE, "{directory}"),
-    "config-export-directory": Case("config export", ("--config", "{directory}"), ExitCode.USAGE,
-                                    "{directory}"),
-    "topics-list-config-directory": Case("topics list", ("--config", "{directory}"), ExitCode.USAGE,
-                                         "{directory}"),
-    "dead-letter-show-config-directory": Case("dead-letter show", ("0", "--config", "{directory}"),
-                                              ExitCode.USAGE, "{directory}"),
+    "config-export-directory": Case(
+        "config export", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
+    "topics-list-config-directory": Case(
+        "topics list", ("--config", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
+    "dead-letter-show-config-directory": Case(
+        "dead-letter show", ("0", "--config", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
     "replay-branch-config-directory": Case(
-        "replay branch", ("--config", "{directory}", "--provider", "git", "--branch", "main"),
-        ExitCode.USAGE, "{directory}"),
+        "replay branch",
+        ("--config", "{directory}", "--provider", "git", "--branch", "main"),
+        ExitCode.USAGE,
+        "{directory}",
+    ),
     "watch-rules-discovery-directory": Case(
-        "watch-rules", ("--config", "{plain}", "--discovery", "{directory}"), ExitCode.USAGE, "{directory}"),
+        "watch-rules", ("--config", "{plain}", "--discovery", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
     "resolve-watch-directory": Case(
-        "resolve", ("--audit", "{audit}", "--watch", "{directory}"), ExitCode.USAGE, "{directory}"),
+        "resolve", ("--audit", "{audit}", "--watch", "{directory}"), ExitCode.USAGE, "{directory}"
+    ),
     # a missing file
     "run-config-missing": Case("run", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
     "lag-config-missing": Case("lag", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
     "resolve-audit-missing": Case("resolve", ("--audit", "{missing}"), ExitCode.USAGE, "{missing}"),
     "config-check-missing": Case("config check", ("{missing}",), ExitCode.USAGE, "{missing}"),
-    "replay-facts-config-missing": Case("replay facts", ("--config", "{missing}"), ExitCode.USAGE,
-                                        "{missing}"),
-    "topics-describe-config-missing": Case("topics describe", ("--config", "{missing}"), ExitCode.USAGE,
-                                           "{missing}"),
-    "dead-letter-replay-config-missing": Case("dead-letter replay", ("0", "--config", "{missing}"),
-                                              ExitCode.USAGE, "{missing}"),
+    "replay-facts-config-missing": Case(
+        "replay facts", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"
+    ),
+    "topics-describe-config-missing": Case(
+        "topics describe", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"
+    ),
+    "dead-letter-replay-config-missing": Case(
+        "dead-letter replay", ("0", "--config", "{missing}"), ExitCode.USAGE, "{missing}"
+    ),
     "watch-rules-config-missing": Case("watch-rules", ("--config", "{missing}"), ExitCode.USAGE, "{missing}"),
-    "watch-rules-discovery-missing": Case("watch-rules", ("--config", "{plain}", "--discovery", "{missing}"),
-                                          ExitCode.USAGE, "{missing}"),
-    "resolve-watch-missing": Case("resolve", ("--audit", "{audit}", "--watch", "{missing}"), ExitCode.USAGE,
-                                  "{missing}"),
-    "replay-watch-events-config-missing": Case("replay watch-events", ("--config", "{missing}",
-                                               "--from-target", "t", "--target", "u"), ExitCode.USAGE,
-                                               "{missing}"),
+    "watch-rules-discovery-missing": Case(
+        "watch-rules", ("--config", "{plain}", "--discovery", "{missing}"), ExitCode.USAGE, "{missing}"
+    ),
+    "resolve-watch-missing": Case(
+        "resolve", ("--audit", "{audit}", "--watch", "{missing}"), ExitCode.USAGE, "{missing}"
+    ),
+    "replay-watch-events-config-missing": Case(
+        "replay watch-events",
+        ("--config", "{missing}", "--from-target", "t", "--target", "u"),
+        ExitCode.USAGE,
+        "{missing}",
+    ),
     # a port another process holds
-    "run-audit-port-in-use": Case("run", ("--config", "{with_audit}", "--audit-addr", "{held}"),
-                                  ExitCode.UNAVAILABLE, "{held}"),
-    "run-metrics-port-in-use": Case("run", ("--config", "{plain}", "--metrics-addr", "{held}"),
-                                    ExitCode.UNAVAILABLE, "{held}"),
-    "lag-serve-port-in-use": Case("lag", ("--config", "{plain}", "--serve", "{held}"),
-                                  ExitCode.UNAVAILABLE, "{held}"),
+    "run-audit-port-in-use": Case(
+        "run", ("--config", "{with_audit}", "--audit-addr", "{held}"), ExitCode.UNAVAILABLE, "{held}"
+    ),
+    "run-metrics-port-in-use": Case(
+        "run", ("--config", "{plain}", "--metrics-addr", "{held}"), ExitCode.UNAVAILABLE, "{held}"
+    ),
+    "lag-serve-port-in-use": Case(
+        "lag", ("--config", "{plain}", "--serve", "{held}"), ExitCode.UNAVAILABLE, "{held}"
+    ),
     # issue 33, friction 2: a second `reverser run` while the demo holds its ports
-    "run-demo-audit-port-in-use": Case("run", ("--demo", "--once", "--workdir", "{tmp}/demo",
-                                               "--audit-addr", "{held}", "--metrics-addr", "127.0.0.1:0"),
-                                       ExitCode.UNAVAILABLE, "{held}"),
-    "run-demo-metrics-port-in-use": Case("run", ("--demo", "--once", "--workdir", "{tmp}/demo",
-                                                 "--metrics-addr", "{held}", "--audit-addr", "127.0.0.1:0"),
-                                         ExitCode.UNAVAILABLE, "{held}"),
+    "run-demo-audit-port-in-use": Case(
+        "run",
+        (
+            "--demo",
+            "--once",
+            "--workdir",
+            "{tmp}/demo",
+            "--audit-addr",
+            "{held}",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ),
+        ExitCode.UNAVAILABLE,
+        "{held}",
+    ),
+    "run-demo-metrics-port-in-use": Case(
+        "run",
+        (
+            "--demo",
+            "--once",
+            "--workdir",
+            "{tmp}/demo",
+            "--metrics-addr",
+            "{held}",
+            "--audit-addr",
+            "127.0.0.1:0",
+        ),
+        ExitCode.UNAVAILABLE,
+        "{held}",
+    ),
     # a dead broker
     **{
-        f"{command.replace(' ', '-')}-dead-broker": Case(command, ("--config", "{dead_broker}", *extra),
-                                                         ExitCode.UNAVAILABLE, "log.bootstrap_servers")
+        f"{command.replace(' ', '-')}-dead-broker": Case(
+            command, ("--config", "{dead_broker}", *extra), ExitCode.UNAVAILABLE, "log.bootstrap_servers"
+        )
         for command, extra in {
             "run": (),
             "lag": (),
@@ -209,12 +301,16 @@ CASES: dict[str, Case] = {
             "dead-letter replay": ("0",),
         }.items()
     },
-    "replay-watch-events-dead-broker": Case("replay watch-events", ("--config", "{dead_broker_targets}",
-                                            "--from-target", "t", "--target", "u"), ExitCode.UNAVAILABLE,
-                                            "log.bootstrap_servers"),
+    "replay-watch-events-dead-broker": Case(
+        "replay watch-events",
+        ("--config", "{dead_broker_targets}", "--from-target", "t", "--target", "u"),
+        ExitCode.UNAVAILABLE,
+        "log.bootstrap_servers",
+    ),
     # a dead apiserver
-    "watch-rules-dead-apiserver": Case("watch-rules", ("--config", "{dead_apiserver}"), ExitCode.UNAVAILABLE,
-                                       "cluster east"),
+    "watch-rules-dead-apiserver": Case(
+        "watch-rules", ("--config", "{dead_apiserver}"), ExitCode.UNAVAILABLE, "cluster east"
+    ),
 }
 
 
@@ -230,8 +326,13 @@ def held_port() -> Iterator[int]:
 def run_reverser(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
     return subprocess.run(
-        [str(REVERSER), *argv], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=COMMAND_TIMEOUT_S, check=False,
+        [str(REVERSER), *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
     )
 
 
@@ -279,11 +380,20 @@ def test_errors_inside_exception_groups_and_from_aiokafka_are_translated() -> No
     refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed ('127.0.0.1', 1)")
     bare = KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily.AF_INET: 2>)]")
     for raised, code, text in [
-        (ExceptionGroup("stages", [ValueError("a bug"), refused]), ExitCode.UNAVAILABLE,
-         "cannot connect to 127.0.0.1:1: connection refused"),
+        (
+            ExceptionGroup("stages", [ValueError("a bug"), refused]),
+            ExitCode.UNAVAILABLE,
+            "cannot connect to 127.0.0.1:1: connection refused",
+        ),
         (bare, ExitCode.UNAVAILABLE, "Kafka: no bootstrap server answered: check log.bootstrap_servers"),
-        (OSError(errno.EADDRINUSE, "error while attempting to bind on address ('127.0.0.1', 9444): "
-                 "address already in use"), ExitCode.UNAVAILABLE, "cannot listen on 127.0.0.1:9444"),
+        (
+            OSError(
+                errno.EADDRINUSE,
+                "error while attempting to bind on address ('127.0.0.1', 9444): address already in use",
+            ),
+            ExitCode.UNAVAILABLE,
+            "cannot listen on 127.0.0.1:9444",
+        ),
     ]:
         error = translate(raised)
         assert error is not None
@@ -316,8 +426,16 @@ def test_a_reader_that_went_away_is_not_an_error(command: tuple[str, ...], tmp_p
     os.close(read_end)
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
     try:
-        result = subprocess.run([str(REVERSER), *command], stdout=write_end, stderr=subprocess.PIPE,
-                                cwd=tmp_path, env=env, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+        result = subprocess.run(
+            [str(REVERSER), *command],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
     finally:
         os.close(write_end)
     assert result.stderr == ""

@@ -27,13 +27,15 @@ HEAVY_MODULES = ("aiokafka", "aiohttp", "kubernetes_asyncio", "pydantic", "git",
 
 def reverser(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [str(REVERSER), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False
+    )
 
 
 def head_commit() -> str:
-    return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_version_flag_and_subcommand_name_the_build() -> None:
@@ -108,9 +110,21 @@ def test_debug_and_log_level_after_the_subcommand(tmp_path: Path) -> None:
 
 def test_a_wheel_records_the_commit_it_was_built_from(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(tmp_path), str(REPO_ROOT)],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     (wheel,) = tmp_path.glob("reverser_pipeline-*.whl")
     with zipfile.ZipFile(wheel) as archive:

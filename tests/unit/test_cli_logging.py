@@ -24,8 +24,14 @@ WARNING_TEXT = "REVERSER_WORKDR names no setting"
 
 def reverser(*args: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), "lag", "--workdir", str(tmp_path / "none"), *args],
-                          capture_output=True, text=True, env={**clean, **env}, timeout=60, check=False)
+    return subprocess.run(
+        [str(REVERSER), "lag", "--workdir", str(tmp_path / "none"), *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=60,
+        check=False,
+    )
 
 
 def test_the_environment_sets_the_level_and_the_flag_wins(tmp_path: Path) -> None:
@@ -44,8 +50,11 @@ def test_a_bad_level_in_the_environment_is_a_usage_error(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("args", "env"),
-    [(("--log-format", "json"), {}), ((), {"REVERSER_LOG_FORMAT": "json"}),
-     (("--log-format", "json"), {"REVERSER_LOG_FORMAT": "text"})],
+    [
+        (("--log-format", "json"), {}),
+        ((), {"REVERSER_LOG_FORMAT": "json"}),
+        (("--log-format", "json"), {"REVERSER_LOG_FORMAT": "text"}),
+    ],
 )
 def test_json_logs_are_one_object_per_line(
     args: tuple[str, ...], env: dict[str, str], tmp_path: Path
@@ -64,8 +73,9 @@ def test_json_lines_carry_the_traceback_and_no_credentials() -> None:
         raise RuntimeError("push to https://bot:hunter2@git.example/repo.git failed")
     except RuntimeError:
         url = "https://bot:hunter2@git.example/repo.git"
-        record = logging.LogRecord("pipeline.commit", logging.ERROR, __file__, 1, "cloning %s", (url,),
-                                   sys.exc_info())
+        record = logging.LogRecord(
+            "pipeline.commit", logging.ERROR, __file__, 1, "cloning %s", (url,), sys.exc_info()
+        )
     line = JsonFormatter().format(record)
     assert "\n" not in line
     assert "hunter2" not in line

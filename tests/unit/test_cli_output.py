@@ -25,15 +25,21 @@ from pipeline.log.topics import TopicNames
 REVERSER = Path(sys.executable).with_name("reverser")
 #: Read commands on the embedded log, as typed after `reverser` (each gets `--workdir`).
 COMMANDS = (
-    ("lag",), ("topics", "list"), ("topics", "describe"), ("topics", "check"), ("dead-letter", "list"),
-    ("dead-letter", "show", "0"), ("replay", "facts"),
+    ("lag",),
+    ("topics", "list"),
+    ("topics", "describe"),
+    ("topics", "check"),
+    ("dead-letter", "list"),
+    ("dead-letter", "show", "0"),
+    ("replay", "facts"),
 )
 
 
 def reverser(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,9 @@ REVERSER = Path(sys.executable).with_name("reverser")
 
 def reverser(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVERSER_")}
-    return subprocess.run([str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [str(REVERSER), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 @pytest.fixture
@@ -49,8 +50,9 @@ def test_list_shows_each_topic_with_its_settings_and_offsets(workdir: Path) -> N
 
 def test_describe_names_one_topic_with_or_without_the_prefix(workdir: Path) -> None:
     short = reverser("topics", "describe", "branch-work", "--workdir", str(workdir), "--output", "json")
-    full = reverser("topics", "describe", "reverser.branch-work", "--workdir", str(workdir),
-                    "--output", "json")
+    full = reverser(
+        "topics", "describe", "reverser.branch-work", "--workdir", str(workdir), "--output", "json"
+    )
     assert short.returncode == full.returncode == 0, short.stderr
     assert short.stdout == full.stdout
     [topic] = json.loads(short.stdout)["topics"]

@@ -59,11 +59,14 @@ def test_a_cross_field_error_names_the_field_in_plain_words(tmp_path: Path) -> N
 
 def test_an_env_variable_with_an_unknown_section_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="pipeline.config"):
-        settings = load_settings(None, environ={
-            "REVERSER_LGO__TOPIC_PREFIX": "a",
-            "REVERSER_WORKDR": "/tmp/w",
-            "REVERSER_NO_SKIPS": "1",  # the test harness's, not a setting: left alone
-        })
+        settings = load_settings(
+            None,
+            environ={
+                "REVERSER_LGO__TOPIC_PREFIX": "a",
+                "REVERSER_WORKDR": "/tmp/w",
+                "REVERSER_NO_SKIPS": "1",  # the test harness's, not a setting: left alone
+            },
+        )
     assert settings.log.topic_prefix == "reverser"
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == [

@@ -27,8 +27,11 @@ def read(path: Path) -> str:
 
 
 def links(path: Path) -> list[Path]:
-    return [(path.parent / target).resolve() for target in LINK.findall(read(path))
-            if not target.startswith(("http://", "https://", "mailto:"))]
+    return [
+        (path.parent / target).resolve()
+        for target in LINK.findall(read(path))
+        if not target.startswith(("http://", "https://", "mailto:"))
+    ]
 
 
 def test_the_docs_index_lists_every_document_and_every_link_resolves() -> None:
@@ -54,7 +57,7 @@ def test_the_license_file_is_the_license_pyproject_declares() -> None:
 def test_the_changelog_has_an_unreleased_section_with_what_moved_where() -> None:
     headings = [line for line in read(REPO_ROOT / "CHANGELOG.md").splitlines() if line.startswith("#")]
     unreleased = headings.index("## [Unreleased]")
-    following = headings[unreleased + 1:]
+    following = headings[unreleased + 1 :]
     section = following[: next((i for i, h in enumerate(following) if h.startswith("## ")), len(following))]
     assert "### What moved where" in section
     released = [h for h in following if h.startswith("## [")]
@@ -71,11 +74,12 @@ def test_the_make_targets_contributing_names_exist() -> None:
 
 
 def test_the_pre_commit_hooks_run_the_venvs_ruff_mypy_and_import_contract() -> None:
+    """The hooks check with the venv's tools, the same checks as `make lint`, formatting included."""
     config = yaml.safe_load(read(REPO_ROOT / ".pre-commit-config.yaml"))
     [repo] = config["repos"]
     assert repo["repo"] == "local"
     entries = {hook["id"]: hook["entry"].split()[0] for hook in repo["hooks"]}
-    assert set(entries) == {"ruff", "mypy", "import-contract"}
+    assert set(entries) == {"ruff", "ruff-format", "mypy", "import-contract"}
     scripts = Path(sys.executable).parent
     for tool in entries.values():
         assert tool.startswith(".venv/bin/"), tool

@@ -757,7 +757,11 @@ def test_categories() -> None:
     assert category(Reason.WRITE_ERROR) == "error"
     assert category(Reason.NO_ATTRIBUTION_FACT) == "skipped"
     dropped = (
-        Reason.STAGE, Reason.DRY_RUN, Reason.NIL_EVENT, Reason.MALFORMED_EVENT, Reason.NON_SCALE_SUBRESOURCE
+        Reason.STAGE,
+        Reason.DRY_RUN,
+        Reason.NIL_EVENT,
+        Reason.MALFORMED_EVENT,
+        Reason.NON_SCALE_SUBRESOURCE,
     )
     for reason in dropped:
         assert category(reason) == "dropped"

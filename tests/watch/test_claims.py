@@ -106,8 +106,10 @@ async def test_two_watchers_without_election_see_each_other(
     first, second = await two_watchers(kube, topics_log, settings, tmp_path, elected=False)
     try:
         await wait_for(
-            lambda: first.manager.claims.rival_counts() == {"src": 1}
-            and second.manager.claims.rival_counts() == {"src": 1},
+            lambda: (
+                first.manager.claims.rival_counts() == {"src": 1}
+                and second.manager.claims.rival_counts() == {"src": 1}
+            ),
             what="both watchers to see the other",
         )
         assert detected() == before + 2  # once per watcher and rival, not per claim
