@@ -228,6 +228,8 @@ def _styled(old: Any, new: Any) -> Any:
     if not isinstance(new, str):
         return new
     multiline = "\n" in new
+    if multiline and not _blockable(new):
+        return DoubleQuotedScalarString(new)
     if isinstance(old, LiteralScalarString | FoldedScalarString) and multiline:
         return type(old)(new)
     if isinstance(old, DoubleQuotedScalarString | SingleQuotedScalarString) and not multiline:
@@ -235,6 +237,17 @@ def _styled(old: Any, new: Any) -> Any:
     if multiline and all(not line.endswith((" ", "\t")) for line in new.split("\n")):
         return LiteralScalarString(new)
     return new
+
+
+def _blockable(text: str) -> bool:
+    """Whether a block scalar can hold `text` in a document edited in place.
+
+    Text ending in several line breaks, or made of line breaks only, needs keep chomping (`|+`),
+    and a kept block takes in the blank lines that follow it in the file (the ones before the
+    next key's comment): the value read back would grow. Such text is written double-quoted.
+    """
+    body = text.rstrip("\n")
+    return bool(body) and len(text) - len(body) <= 1
 
 
 def _container(node: Any, key: str | int) -> bool:
