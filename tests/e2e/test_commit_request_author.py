@@ -11,7 +11,6 @@ resources' route.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.e2e.kube import ALICE, grant_cluster_admin, kube_client
 from tests.e2e.service_process import ServiceProcess
 from tests.e2e.test_commit_requests import NAMESPACE, WAIT_S, Setup, _objects, _status
 from tests.e2e.test_custom_resources import create, custom_object, install_crds, service_config
+from tests.e2e.webhooks import admission_webhook
 from tests.support.net import free_port
 from tests.support.wait import wait_for
 
@@ -71,33 +71,18 @@ def setup(controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 async def _prepare(plane: ControlPlane, remote: GitRemote, port: int) -> None:
     await grant_cluster_admin(plane.kubeconfig)
-    webhook = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "reverser-facts"},
-        "webhooks": [
+    webhook = admission_webhook(
+        f"https://127.0.0.1:{port}/admission-webhook/{ROUTE}/{TOKEN}",
+        plane.pki.ca.read_bytes(),
+        rules=[
             {
-                "name": "facts.reverser.invalid",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Ignore",
-                "matchPolicy": "Equivalent",
-                "timeoutSeconds": 5,
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{port}/admission-webhook/{ROUTE}/{TOKEN}",
-                    "caBundle": base64.b64encode(plane.pki.ca.read_bytes()).decode(),
-                },
-                "rules": [
-                    {
-                        "operations": ["CREATE"],
-                        "apiGroups": [GROUP],
-                        "apiVersions": [VERSION],
-                        "resources": [Kind.COMMIT_REQUEST.plural],
-                    }
-                ],
+                "operations": ["CREATE"],
+                "apiGroups": [GROUP],
+                "apiVersions": [VERSION],
+                "resources": [Kind.COMMIT_REQUEST.plural],
             }
         ],
-    }
+    )
     async with kube_client(plane.kubeconfig) as api:
         await install_crds(api)
         await client.CoreV1Api(api).create_namespace(
