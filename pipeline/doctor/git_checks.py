@@ -28,6 +28,11 @@ AREA = "git"
 _EMPTY_TREE = b""
 
 
+def _check(provider: ProviderSettings, check: str, status: Status, detail: str, fix: str = "") -> Check:
+    """One row of this area about `provider`."""
+    return Check(area=AREA, subject=provider.name, check=check, status=status, detail=detail, fix=fix)
+
+
 def _branches(settings: Settings, provider: ProviderSettings) -> list[str]:
     mine = [t for t in settings.targets if t.provider == provider.name]
     return sorted({t.branch or provider.default_branch for t in mine})
@@ -35,50 +40,21 @@ def _branches(settings: Settings, provider: ProviderSettings) -> list[str]:
 
 def _credential_checks(provider: ProviderSettings) -> list[Check]:
     if provider.credentials_secret is not None:
-        return [
-            Check(
-                area=AREA,
-                subject=provider.name,
-                check="credentials",
-                status=Status.INFO,
-                detail=f"from Secret {provider.credentials_secret.describe()} (read as the commit "
-                "worker reads it; the next checks use it)",
-            )
-        ]
+        detail = f"from Secret {provider.credentials_secret.describe()} (read as the commit worker reads it; "
+        return [_check(provider, "credentials", Status.INFO, detail + "the next checks use it)")]
     missing = [
         name for name in (provider.username_env, provider.password_env) if name and name not in os.environ
     ]
     if missing:
+        names = ", ".join(missing)
+        fix = f"set {names} in the service's environment (in the chart: `env` with a secretKeyRef)"
         return [
-            Check(
-                area=AREA,
-                subject=provider.name,
-                check="credentials",
-                status=Status.FAIL,
-                detail=f"environment variable(s) not set: {', '.join(missing)}",
-                fix=f"set {', '.join(missing)} in the service's environment "
-                "(in the chart: `env` with a secretKeyRef)",
-            )
+            _check(provider, "credentials", Status.FAIL, f"environment variable(s) not set: {names}", fix)
         ]
     if provider.password_env is None:
-        return [
-            Check(
-                area=AREA,
-                subject=provider.name,
-                check="credentials",
-                status=Status.INFO,
-                detail="none configured (anonymous or transport-level access)",
-            )
-        ]
-    return [
-        Check(
-            area=AREA,
-            subject=provider.name,
-            check="credentials",
-            status=Status.OK,
-            detail=f"from {provider.password_env}",
-        )
-    ]
+        detail = "none configured (anonymous or transport-level access)"
+        return [_check(provider, "credentials", Status.INFO, detail)]
+    return [_check(provider, "credentials", Status.OK, f"from {provider.password_env}")]
 
 
 def _remote_fix(exc: GitRemoteError, provider: ProviderSettings) -> str:
@@ -108,28 +84,17 @@ async def _push_check(repo: LocalRepo, provider: ProviderSettings, branch: str, 
     try:
         await repo.push(branch, sha, tip, dry_run=True)
     except PushRejected as exc:
-        return Check(
-            area=AREA,
-            subject=provider.name,
-            check=check,
-            status=Status.FAIL,
-            detail=str(exc),
-            fix="the branch moved during the check; run doctor again",
+        return _check(
+            provider, check, Status.FAIL, str(exc), "the branch moved during the check; run doctor again"
         )
     except GitRemoteError as exc:
-        return Check(
-            area=AREA,
-            subject=provider.name,
-            check=check,
-            status=Status.FAIL,
-            detail=str(exc),
-            fix=f"the remote refuses pushes to {branch}: give the credentials write access and allow this "
-            "identity to push to the branch (branch protection, push rules, receive-pack enabled)",
+        fix = (
+            f"the remote refuses pushes to {branch}: give the credentials write access and allow this "
+            "identity to push to the branch (branch protection, push rules, receive-pack enabled)"
         )
+        return _check(provider, check, Status.FAIL, str(exc), fix)
     state = "exists" if tip else "would be created"
-    return Check(
-        area=AREA, subject=provider.name, check=check, status=Status.OK, detail=f"dry run ok ({state})"
-    )
+    return _check(provider, check, Status.OK, f"dry run ok ({state})")
 
 
 async def _one_provider(
@@ -148,25 +113,11 @@ async def _one_provider(
             heads = await repo.remote_heads()
         except GitRemoteError as exc:
             checks.append(
-                Check(
-                    area=AREA,
-                    subject=provider.name,
-                    check="remote reachable",
-                    status=Status.FAIL,
-                    detail=str(exc),
-                    fix=_remote_fix(exc, provider),
-                )
+                _check(provider, "remote reachable", Status.FAIL, str(exc), _remote_fix(exc, provider))
             )
             return checks
-        checks.append(
-            Check(
-                area=AREA,
-                subject=provider.name,
-                check="remote reachable",
-                status=Status.OK,
-                detail=f"{redact_url(provider.url)}: {len(heads)} branch(es)",
-            )
-        )
+        reachable = f"{redact_url(provider.url)}: {len(heads)} branch(es)"
+        checks.append(_check(provider, "remote reachable", Status.OK, reachable))
         for branch in _branches(settings, provider):
             checks.append(await _push_check(repo, provider, branch, heads.get(branch)))
         return checks
@@ -187,13 +138,7 @@ async def check_providers(settings: Settings, reader: ObjectReader | None = None
             for provider in settings.providers:
                 if not _branches(settings, provider):
                     checks.append(
-                        Check(
-                            area=AREA,
-                            subject=provider.name,
-                            check="targets",
-                            status=Status.INFO,
-                            detail="no target writes to this provider",
-                        )
+                        _check(provider, "targets", Status.INFO, "no target writes to this provider")
                     )
                     continue
                 checks += await _one_provider(settings, provider, Path(scratch), reader or objects.read)
