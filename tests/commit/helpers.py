@@ -192,3 +192,8 @@ def foreign_push(remote: Path, workdir: Path, path: str, content: str, branch: s
         f"human edit {path}",
     )
     git(clone, "push", "-q", "origin", f"HEAD:{branch}")
+
+
+def replay_argv(config: Path, *extra: str) -> list[str]:
+    """`reverser replay branch` of provider `git`, branch `main`, with the config file and `extra`."""
+    return ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main", *extra]

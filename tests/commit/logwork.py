@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pipeline.codec.branch_work import WorkItem, work_record
 from pipeline.commit.consumer import CommitWorker, group_id_for
 from pipeline.config import Settings
+from pipeline.log import open_log
 from pipeline.log.api import Log, TopicNotFoundError, TopicPartition
 from pipeline.log.topics import TopicNames, topic_specs
 
@@ -63,3 +64,14 @@ async def commit_all(log: Log, settings: Settings) -> CommitWorker:
     finally:
         await worker.stop()
     return worker
+
+
+async def commit_items(settings: Settings, items: Sequence[WorkItem]) -> None:
+    """Append `items` to the settings' own log and run a commit worker until they are settled."""
+    log = open_log(settings)
+    await log.start()
+    try:
+        await append_work(log, settings, items)
+        await commit_all(log, settings)
+    finally:
+        await log.close()

@@ -19,7 +19,7 @@ from pipeline.commit.replay_cli import ReplayRequest, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
 from pipeline.exitcodes import ExitCode
 from pipeline.log import open_log
-from tests.commit.helpers import Work, bare_remote, cm, foreign_push, git, log_lines
+from tests.commit.helpers import Work, bare_remote, cm, foreign_push, git, log_lines, replay_argv
 from tests.commit.httpgit import GitHttpServer, serving
 from tests.commit.logwork import append_work
 from tests.conftest import unique_prefix
@@ -105,17 +105,7 @@ def test_replay_refuses_an_unsafe_into(tmp_path: Path, into: str, capsys: pytest
     cfg.embedded_log_dir.mkdir(parents=True)  # a workdir a service ran in: only the flag is wrong
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
-    argv = [
-        "replay",
-        "branch",
-        "--config",
-        str(config),
-        "--provider",
-        "git",
-        "--branch",
-        "main",
-        f"--into={into}",
-    ]
+    argv = replay_argv(config, f"--into={into}")
     assert main(argv) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "--into: " in err

@@ -11,15 +11,13 @@ import pytest
 import yaml
 
 from pipeline.cli import main
-from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.git.repo import GitRemoteError
 from pipeline.commit.replay_cli import ReplayRequest, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, SecretReference, Settings, TargetSettings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason
-from pipeline.log import open_log
-from tests.commit.helpers import ALICE, BOB, NOBODY, Work, bare_remote, cm, files, log_lines
+from tests.commit.helpers import ALICE, BOB, NOBODY, Work, bare_remote, cm, files, log_lines, replay_argv
 from tests.commit.httpgit import serving
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import commit_items
 from tests.conftest import unique_prefix
 
 
@@ -45,16 +43,7 @@ async def _live_run(cfg: Settings) -> None:
     t2 = Work(target="t2", path="second", start=w.offset, step_ms=200)
     t2.observed_ms = w.observed_ms + 10_000
     items += [t2.create(cm("u1"), BOB, rv="70"), t2.create(cm("u2"), BOB, rv="71"), t2.delete("u1", rv="72")]
-    log = open_log(cfg)
-    await log.start()
-    try:
-        await append_work(log, cfg, items)
-        worker = CommitWorker(cfg, log)
-        await worker.start()
-        await wait_settled(log, cfg)
-        await worker.stop()
-    finally:
-        await log.close()
+    await commit_items(cfg, items)
 
 
 def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,20 +53,7 @@ def test_replay_branch_into_empty_directory(tmp_path: Path, capsys: pytest.Captu
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     into = tmp_path / "rebuilt.git"
-    argv = [
-        "replay",
-        "branch",
-        "--config",
-        str(config),
-        "--provider",
-        "git",
-        "--branch",
-        "main",
-        "--into",
-        str(into),
-        "--from",
-        "history",
-    ]
+    argv = replay_argv(config, "--into", str(into), "--from", "history")
     code = main(argv)
     assert code == 0
     out, err = capsys.readouterr()
@@ -116,7 +92,7 @@ def test_rebuild_from_object_state_into_an_empty_remote_has_the_live_tree(
 ) -> None:
     _, live, config = _config(tmp_path)
     into = tmp_path / "rebuilt.git"
-    base = ["replay", "branch", "--config", str(config), "--provider", "git", "--branch", "main"]
+    base = replay_argv(config)
     assert main([*base, "--into", str(into)]) == 0
     out, err = capsys.readouterr()
     assert "rebuilt main from" in out
@@ -162,18 +138,7 @@ def test_rebuild_into_a_drifted_remote_adds_updates_and_removes(
     ):
         subprocess.run(["git", "-C", str(clone), *args], check=True)
 
-    argv = [
-        "replay",
-        "branch",
-        "--config",
-        str(config),
-        "--provider",
-        "git",
-        "--branch",
-        "main",
-        "--into",
-        str(drifted),
-    ]
+    argv = replay_argv(config, "--into", str(drifted))
     assert main(argv) == 0
     capsys.readouterr()
     expected = {**files(live), "live/README.md": "not an object document\n"}
@@ -205,18 +170,7 @@ def test_history_replay_into_a_branch_with_extra_documents_removes_them(
     ):
         subprocess.run(["git", "-C", str(clone), *args], check=True)
     before = files(live)
-    argv = [
-        "replay",
-        "branch",
-        "--config",
-        str(config),
-        "--provider",
-        "git",
-        "--branch",
-        "main",
-        "--from",
-        "history",
-    ]
+    argv = replay_argv(config, "--from", "history")
     assert main(argv) == 0
     capsys.readouterr()
     after = files(live)

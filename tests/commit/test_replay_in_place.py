@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commit.consumer import CommitWorker
 from pipeline.commit.replay_cli import ReplayRequest, Source, replay_branch
 from pipeline.config import LogSettings, ProviderSettings, Settings, TargetSettings
-from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, foreign_push, log_lines
-from tests.commit.logwork import append_work, wait_settled
+from tests.commit.logwork import commit_items
 from tests.commit.test_in_place import FEATURES_DOC, MULTI, MULTI_PATH, SETTINGS_DOC
 from tests.conftest import unique_prefix
 
@@ -64,16 +62,7 @@ async def _live_run(cfg: Settings) -> None:
         w.create(cm("fresh", colour="blue"), BOB, rv="5"),
         w.update(cm("app-settings", level="warn", region="eu-1"), BOB, rv="6"),
     ]
-    log = open_log(cfg)
-    await log.start()
-    try:
-        await append_work(log, cfg, items)
-        worker = CommitWorker(cfg, log)
-        await worker.start()
-        await wait_settled(log, cfg)
-        await worker.stop()
-    finally:
-        await log.close()
+    await commit_items(cfg, items)
 
 
 def _user_files(tree: dict[str, str]) -> dict[str, str]:
