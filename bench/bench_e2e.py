@@ -7,6 +7,13 @@ the latency is the time from its response to the first accepted push whose commi
 version or a later one of the same object (a version replaced inside a commit window is published
 by the window's commit). Reported as p50/p99 and as a ratio of (commit window + attribution
 grace), the floor the design sets: a change waits for its window to close and for the grace.
+
+Halfway through, the replica that owns the first target's branch is SIGKILLed and restarted
+`RESTART_AFTER_S` later, as an OOM kill and a pod restart would do. The changes sent from the kill
+until `RECOVERY_S` after it are the ones the crash held up: their p50 is reported beside the steady
+p50 of the changes sent before the kill, with the target of issue 32 (post-kill p50 <= steady p50
++ the commit window). `REVERSER_BENCH_E2E_RATE` and `REVERSER_BENCH_E2E_DURATION_S` change the
+load (the defaults fit a 2-core machine); `REVERSER_BENCH_E2E_KILL=0` leaves the kill out.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import os
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes_asyncio import client
@@ -29,8 +38,12 @@ from tests.chaos.workload import fingerprint
 from tests.e2e.cluster.controlplane import build_binaries
 from tests.e2e.kube import kube_client
 
-RATE = 50.0  # mutations per second, both users together
-DURATION_S = 60.0
+RATE = float(os.environ.get("REVERSER_BENCH_E2E_RATE", "50"))  # mutations per second, both users
+DURATION_S = float(os.environ.get("REVERSER_BENCH_E2E_DURATION_S", "60"))
+KILL = os.environ.get("REVERSER_BENCH_E2E_KILL", "1") != "0"
+RESTART_AFTER_S = 5.0
+# the changes sent this long after the kill are the ones the crash held up
+RECOVERY_S = RESTART_AFTER_S + COMMIT_WINDOW_S + GRACE_MS / 1000
 OBJECTS = 40  # ConfigMaps per user
 SETTLE_TIMEOUT_S = 180.0
 USERS = ("alice", "bob")
@@ -49,7 +62,19 @@ def _caught_up(env: ChaosEnv, latest: dict[tuple[str, str], int]) -> bool:
     return True
 
 
-def _latencies(sent: list[tuple[str, str, int, float]], transitions: list[Transition]) -> list[float]:
+Sent = tuple[str, str, int, float]  # branch, path, version sent, response time (monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """The owner kill: which replica, the branches it owned, and when (monotonic)."""
+
+    replica: int
+    branches: frozenset[str]
+    at: float
+
+
+def _latencies(sent: list[Sent], transitions: list[Transition]) -> list[float]:
     """Per mutation: first push of a version >= its own, minus its response time."""
     by_file: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
     for t in transitions:
@@ -67,7 +92,8 @@ async def _run(env: ChaosEnv) -> None:
     targets = env.targets[: len(USERS)]
     seq = 0
     latest: dict[tuple[str, str], int] = {}
-    sent: list[tuple[str, str, int, float]] = []
+    sent: list[Sent] = []
+    kill: Kill | None = None
     async with contextlib.AsyncExitStack() as stack:
         clients = {user: await stack.enter_async_context(kube_client(env.kubeconfig, user)) for user in USERS}
         for user, target in zip(USERS, targets, strict=True):
@@ -106,12 +132,18 @@ async def _run(env: ChaosEnv) -> None:
         started = time.monotonic()
         tasks = []
         total = int(RATE * DURATION_S)
+        restart: asyncio.Task[None] | None = None
         for n in range(total):
             delay = started + n / RATE - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(mutate(n)))
+            if KILL and kill is None and n == total // 2:
+                kill = await _kill_owner(env, targets[0].branch)
+                restart = asyncio.create_task(_restart_later(env.replicas[kill.replica].start))
         await asyncio.gather(*tasks)
+        if restart is not None:
+            await restart
         elapsed = time.monotonic() - started
         caught_up = await _settle(env, latest)
         sampling.cancel()
@@ -135,9 +167,50 @@ async def _run(env: ChaosEnv) -> None:
         f"{floor:.0f} s): p50 {p50 / floor:.2f}x, p99 {p99 / floor:.2f}x "
         f"(target p99 <= 1.0x + 1 s = {floor + 1:.0f} s)"
     )
+    if kill is not None:
+        for line in _kill_report(kill, sent, transitions, p50):
+            print(line)
     for line in stage_report(sampler):
         print(line)
     print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+async def _kill_owner(env: ChaosEnv, branch: str) -> Kill:
+    """SIGKILL the replica whose commit worker owns `branch` (the first replica if none says)."""
+    owners = env.branch_owners()
+    victim = owners.get(branch, 0)
+    owned = frozenset(b for b, index in owners.items() if index == victim) | {branch}
+    at = time.monotonic()
+    await asyncio.to_thread(env.replicas[victim].kill)
+    print(
+        f"  SIGKILLed replica-{victim} (owner of {', '.join(sorted(owned))}); "
+        f"restart in {RESTART_AFTER_S:.0f} s"
+    )
+    return Kill(victim, owned, at)
+
+
+async def _restart_later(start: Callable[[], None]) -> None:
+    await asyncio.sleep(RESTART_AFTER_S)
+    await asyncio.to_thread(start)
+
+
+def _kill_report(kill: Kill, sent: list[Sent], transitions: list[Transition], steady_p50: float) -> list[str]:
+    """Steady p50 (sent before the kill) against the p50 of the changes the kill held up."""
+    before = [s for s in sent if s[3] < kill.at]
+    held = [s for s in sent if s[0] in kill.branches and kill.at <= s[3] < kill.at + RECOVERY_S]
+    before_p50 = percentile(_latencies(before, transitions), 0.5)
+    held_latencies = _latencies(held, transitions)
+    held_p50 = percentile(held_latencies, 0.5)
+    bound = before_p50 + COMMIT_WINDOW_S
+    return [
+        f"  owner kill: {len(held_latencies)} changes of its branches sent in the "
+        f"{RECOVERY_S:.0f} s after it",
+        f"    steady p50 before the kill {before_p50:.2f} s; post-kill p50 {held_p50:.2f} s "
+        f"({held_p50 / before_p50:.2f}x the steady p50; "
+        f"target <= steady p50 + commit window = {bound:.2f} s: "
+        f"{'met' if held_p50 <= bound else 'NOT met'})",
+        f"    (all changes, kill included: p50 {steady_p50:.2f} s)",
+    ]
 
 
 async def _settle(env: ChaosEnv, latest: dict[tuple[str, str], int]) -> bool:

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from pipeline.config import Settings
 from pipeline.gitcredentials import ObjectReader
+from pipeline.incarnation import Incarnation
 from pipeline.log.api import Log
 
 
@@ -71,3 +72,11 @@ class OpsRoutes(Protocol):
     def __call__(
         self, settings: Settings, components: Callable[[], Sequence[Component]]
     ) -> list[web.RouteDef]: ...
+
+
+@runtime_checkable
+class Succeeding(Protocol):
+    """A stage that holds something a crash leaves held until it times out (a Lease): the service
+    gives it the replica's incarnation record, to take back what its previous run held."""
+
+    def use_incarnation(self, incarnation: Incarnation) -> None: ...

@@ -80,6 +80,7 @@ class LeaseElector:
         *,
         duration_s: float,
         renew_s: float,
+        predecessor: str = "",
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         sleep: Sleep = asyncio.sleep,
@@ -92,6 +93,9 @@ class LeaseElector:
         self.identity = identity
         self.duration_s = duration_s
         self.renew_s = renew_s
+        # the identity this replica's crashed previous run held the Lease under (pipeline.incarnation):
+        # a Lease it holds is taken at once, as a released one would be
+        self._predecessor = predecessor
         self._clock = clock
         self._wall_clock = wall_clock
         self._sleep = sleep
@@ -183,8 +187,15 @@ class LeaseElector:
             lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
             return await self._write("PUT", self._path, lease)
         duration_s = float(spec.get("leaseDurationSeconds") or self.duration_s)
-        if holder and now - self._observed[1] < duration_s:
+        if holder and holder != self._predecessor and now - self._observed[1] < duration_s:
             return False
+        if holder and holder == self._predecessor:
+            logger.info(
+                "lease %s/%s: taking it over from this replica's previous run %s",
+                self.namespace,
+                self.name,
+                holder,
+            )
         lease["spec"] = self._spec(transitions + 1, None)
         return await self._write("PUT", self._path, lease)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from pipeline.incarnation import Incarnation
 from pipeline.log.partitioner import murmur2_partition
 
 # Three copies, two in sync: one broker may fail without losing or refusing acknowledged writes.
@@ -565,6 +566,10 @@ class Log(StartedByAsyncWith):
 
     def __init__(self) -> None:
         self._owners: set[HandedOut] = set()
+        #: The replica's record of its group memberships, set by `reverser run` before `start`:
+        #: a backend whose groups outlive a crashed process (Kafka's session timeout) hands the
+        #: previous run's members back through it. The embedded log's groups die with the process.
+        self.incarnation: Incarnation | None = None
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -24,6 +24,7 @@ from pipeline.component import (
     ObjectReading,
     OpsRoutes,
     Reconfigurable,
+    Succeeding,
 )
 from pipeline.config import ConfigError, Settings, split_host_port
 from pipeline.customresources import component as customresources_component
@@ -32,6 +33,7 @@ from pipeline.customresources.follower import ConfigFollower
 from pipeline.customresources.retire import retired_work
 from pipeline.customresources.state import ConfigState
 from pipeline.exitcodes import CommandError, ExitCode
+from pipeline.incarnation import Incarnation
 from pipeline.lag import component as lag_component
 from pipeline.log import Log, open_log
 from pipeline.log.retrying import until_done
@@ -110,6 +112,9 @@ class Service:
         self._applying = asyncio.Lock()
         self.config_version = 0
         self.log = log_ if log_ is not None else open_log(settings)
+        # a log handed in is shared with others: only a log of its own carries this run's record
+        self._owns_log = log_ is None
+        self._incarnation: Incarnation | None = None
         self._factories = factories if factories is not None else list(COMPONENT_FACTORIES)
         self.components: list[Component] = []
         self._starting: list[Component] = []
@@ -132,6 +137,9 @@ class Service:
         Every stage is built before the first one starts, so `/readyz` (served from the start)
         names the stages still to come instead of calling a half-started replica ready.
         """
+        self._incarnation = Incarnation.claim(self.settings.workdir)
+        if self._owns_log:
+            self.log.incarnation = self._incarnation
         await self.log.start()
         try:
             created = await self.log.create_topics(topic_specs(self.settings))
@@ -157,6 +165,8 @@ class Service:
                     component.use_config_refresh(self.refresh_config)
                 if isinstance(component, ObjectReading):
                     component.use_object_reader(self._objects.read)
+                if isinstance(component, Succeeding) and self._incarnation is not None:
+                    component.use_incarnation(self._incarnation)
             await self._probe.check()
             self._probing = asyncio.create_task(
                 self._probe.run(self._refresh_health), name="readiness log probe"
@@ -344,6 +354,9 @@ class Service:
             self._ops = None
         await self._objects.close()
         await self.log.close()
+        if self._incarnation is not None:
+            self._incarnation.close()
+            self._incarnation = None
 
     def readiness(self) -> tuple[bool, list[str]]:
         """(ready, the unmet conditions): the log answers, every stage started, every stage ready."""

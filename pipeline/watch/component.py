@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pipeline.config import Settings
+from pipeline.incarnation import Incarnation
 from pipeline.kube.client import open_client
 from pipeline.log.api import Log
 from pipeline.watch.manager import ClientFactory, WatchManager
@@ -28,6 +29,9 @@ class WatchComponent:
         self.manager = WatchManager(
             settings, log, options=options, client_factory=client_factory, identity=identity
         )
+
+    def use_incarnation(self, incarnation: Incarnation) -> None:
+        self.manager.incarnation = incarnation
 
     async def start(self) -> None:
         await self.manager.start()

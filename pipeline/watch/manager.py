@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetSettings
+from pipeline.incarnation import Incarnation
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
@@ -116,6 +117,8 @@ class WatchManager:
     ) -> None:
         names = TopicNames.for_prefix(settings.log.topic_prefix)
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # the replica's record of what it holds, for a restart after a crash (given by the service)
+        self.incarnation: Incarnation | None = None
         self._leadership: asyncio.Queue[str] = asyncio.Queue()
         self._fenced: set[str] = set()
         self._leadership_worker: asyncio.Task[None] | None = None
@@ -458,6 +461,10 @@ class WatchManager:
                 continue
             cluster = _Cluster(cluster_settings, client, ClusterCapabilities())
             if cluster_settings.leader_election:
+                predecessor = ""
+                if self.incarnation is not None:
+                    predecessor = self.incarnation.predecessor_lease_identity
+                    self.incarnation.holds_leases_as(self.identity)
                 cluster.elector = LeaseElector(
                     client,
                     lease_namespace(cluster_settings.lease_namespace),
@@ -465,6 +472,7 @@ class WatchManager:
                     self.identity,
                     duration_s=cluster_settings.lease_duration_s,
                     renew_s=cluster_settings.lease_renew_s,
+                    predecessor=predecessor,
                 )
                 changed = self._leadership_changed(name)
                 cluster.election = asyncio.create_task(

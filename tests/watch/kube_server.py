@@ -333,6 +333,15 @@ class FakeKubeApiServer:
         self.leases[key] = body
         return web.json_response(body, status=201 if request.method == "POST" else 200)
 
+    def hold_lease(self, namespace: str, name: str, holder: str, duration_s: int) -> None:
+        """A Lease `holder` has just renewed (a process that holds it, or held it when it was killed)."""
+        self.leases[(namespace, name)] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(self._next_rv())},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "leaseTransitions": 0},
+        }
+
     def set_lease_holder(self, namespace: str, name: str, holder: str) -> None:
         """Another process takes the lease (as if it won after this one stopped renewing)."""
         lease = self.leases[(namespace, name)]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import Settings
+from pipeline.incarnation import Incarnation
 from pipeline.kube.lease import POD_NAMESPACE_ENV, lease_namespace
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
@@ -132,3 +133,61 @@ async def test_an_unconfigured_lease_lands_in_the_pods_namespace(
         assert not [key for key in kube.leases if key[0] != "reverser-system"]
     finally:
         await component.stop()
+
+
+def _crashed_run_held(workdir: Path, identity: str) -> Incarnation:
+    """The record a SIGKILLed run leaves (its Lease identity), claimed by the next run."""
+    crashed = Incarnation.claim(workdir)
+    assert crashed is not None
+    crashed.holds_leases_as(identity)
+    crashed.close()  # the kernel drops the lock of a killed process the same way
+    restarted = Incarnation.claim(workdir)
+    assert restarted is not None
+    return restarted
+
+
+async def test_a_restarted_replica_takes_the_lease_its_crashed_run_held_at_once(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    config = elected(settings, kube.kubeconfig(tmp_path), lease_duration_s=300.0)
+    # the killed run's Lease, renewed just before the kill, would block any other holder for 300 s
+    kube.hold_lease("ops", "reverser-watch-src", "replica-1-run-1", duration_s=300)
+    incarnation = _crashed_run_held(tmp_path / "work", "replica-1-run-1")
+    restarted = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1-run-2")
+    restarted.use_incarnation(incarnation)
+    await restarted.start()
+    try:
+        await wait_for(lambda: streaming(restarted), what="the restarted run to take the Lease over")
+        assert kube.leases[("ops", "reverser-watch-src")]["spec"]["holderIdentity"] == "replica-1-run-2"
+        assert kube.leases[("ops", "reverser-watch-src")]["spec"]["leaseTransitions"] == 1
+    finally:
+        await restarted.stop()
+        incarnation.close()
+
+
+async def test_a_lease_held_by_another_replica_is_not_taken_for_a_predecessor(
+    kube: FakeKubeApiServer, topics_log: Log, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    config = elected(settings, kube.kubeconfig(tmp_path), lease_duration_s=300.0)
+    other = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-2")
+    await other.start()
+    incarnation = _crashed_run_held(tmp_path / "work", "replica-1-run-1")
+    restarted = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1-run-2")
+    restarted.use_incarnation(incarnation)
+    try:
+        await wait_for(lambda: streaming(other), what="the other replica to lead")
+        await restarted.start()
+        renewed = kube.leases[("ops", "reverser-watch-src")]["metadata"]["resourceVersion"]
+        # the other replica renews while the restarted one tries: it keeps the Lease
+        await wait_for(
+            lambda: kube.leases[("ops", "reverser-watch-src")]["metadata"]["resourceVersion"] != renewed,
+            what="a renewal by the holder",
+        )
+        assert kube.leases[("ops", "reverser-watch-src")]["spec"]["holderIdentity"] == "replica-2"
+        assert restarted.manager.streams == {}
+    finally:
+        await restarted.stop()
+        await other.stop()
+        incarnation.close()

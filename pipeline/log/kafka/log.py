@@ -24,6 +24,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
+from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.config import LogSettings
@@ -79,6 +80,7 @@ TOPIC_METADATA_TTL_S = 60.0
 
 _GROUP_ID_NOT_FOUND = 69
 _NON_EMPTY_GROUP = 68
+_UNKNOWN_MEMBER_ID = 25
 _TOPIC_ALREADY_EXISTS = 36
 
 
@@ -483,6 +485,23 @@ class KafkaLog(Log):
         finally:
             with contextlib.suppress(Exception):
                 await stop_client(consumer)
+
+    async def expel_member(self, group_id: str, member_id: str) -> bool:
+        """Send LeaveGroup for another process's `member_id`: the coordinator drops it and rebalances
+        now instead of after its session timeout. False when the group no longer knew the member."""
+        admin, _ = self._require()
+
+        async def leave() -> Any:
+            coordinator = await admin.find_coordinator(group_id)
+            return await admin._send_request(LeaveGroupRequest(group_id, member_id), coordinator)
+
+        response = await self.retrier.run("expel_member", leave)
+        code = int(response.error_code)
+        if code == 0:
+            return True
+        if code == _UNKNOWN_MEMBER_ID:
+            return False
+        raise translate(kafka_errors.for_code(code)(), f"expel member of group {group_id!r}")
 
     async def delete_group(self, group_id: str) -> None:
         admin, _ = self._require()
