@@ -64,9 +64,10 @@ class Incarnation:
         members, lease = _read(workdir / RECORD_FILE)
         return cls(workdir, fd, members, lease)
 
-    def predecessor_member(self, group_id: str) -> str | None:
-        """The member id the previous run had in `group_id`, handed out once."""
-        return self._previous_members.pop(group_id, None)
+    def take_predecessor_members(self) -> dict[str, str]:
+        """Group id to the member id the previous run had in it, handed out once."""
+        members, self._previous_members = self._previous_members, {}
+        return members
 
     @property
     def predecessor_lease_identity(self) -> str:

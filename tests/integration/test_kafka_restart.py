@@ -97,8 +97,8 @@ async def test_a_restarted_replica_expels_its_dead_member_instead_of_waiting_out
         assert incarnation is not None, "the killed run released the workdir"
         restarted = KafkaLog(settings)
         restarted.incarnation = incarnation
-        await restarted.start()
         before = _expelled()
+        await restarted.start()  # expels the dead run's member as soon as it is connected
         try:
             member = restarted.group_consumer(group, [topic])
             await member.start()  # LogUnavailableError after 60 s without the expulsion
@@ -124,8 +124,8 @@ async def test_a_member_the_group_already_dropped_is_not_an_error(
     assert incarnation is not None
     log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=kafka_bootstrap, topic_prefix=prefix))
     log.incarnation = incarnation
-    await log.start()
     before = _expelled()
+    await log.start()
     try:
         await log.create_topics([TopicSpec(topic, partitions=1)])
         member = log.group_consumer(group, [topic])

@@ -59,9 +59,8 @@ def test_a_sigkilled_run_hands_its_memberships_and_lease_to_the_next(
     assert incarnation is not None
     try:
         assert incarnation.predecessor_lease_identity == "replica-7-run-1"
-        assert incarnation.predecessor_member("router") == "member-of-the-dead-run"
-        assert incarnation.predecessor_member("router") is None, "handed out once"
-        assert incarnation.predecessor_member("commit") is None
+        assert incarnation.take_predecessor_members() == {"router": "member-of-the-dead-run"}
+        assert incarnation.take_predecessor_members() == {}, "handed out once"
     finally:
         incarnation.close()
 
@@ -80,13 +79,12 @@ def test_a_clean_stop_leaves_nothing_to_take(tmp_path: Path) -> None:
     first.close()
     second = Incarnation.claim(tmp_path)
     assert second is not None
-    assert second.predecessor_member("router") is None
-    assert second.predecessor_member("commit") == "m-2"
+    assert second.take_predecessor_members() == {"commit": "m-2"}
     second.close()
     # the second run recorded nothing of its own: a third finds nothing
     third = Incarnation.claim(tmp_path)
     assert third is not None
-    assert third.predecessor_member("commit") is None
+    assert third.take_predecessor_members() == {}
     assert third.predecessor_lease_identity == ""
     third.close()
 
@@ -99,13 +97,17 @@ def test_a_new_member_id_replaces_the_old_one(tmp_path: Path) -> None:
     first.close()
     second = Incarnation.claim(tmp_path)
     assert second is not None
-    assert second.predecessor_member("router") == "m-2"
+    assert second.take_predecessor_members() == {"router": "m-2"}
     second.close()
 
 
 @pytest.mark.parametrize(
     "record",
-    ['{"members": ', '["not", "an", "object"]', '{"members": {"router": 7, "": "x"}, "lease_identity": 3}'],
+    [
+        '{"members": ',
+        '["not", "an", "object"]',
+        '{"members": {"router": 7, "commit": ""}, "lease_identity": 3}',
+    ],
 )
 def test_an_unreadable_record_is_ignored(
     tmp_path: Path, record: str, caplog: pytest.LogCaptureFixture
@@ -114,6 +116,6 @@ def test_an_unreadable_record_is_ignored(
     with caplog.at_level(logging.WARNING, logger="pipeline.incarnation"):
         incarnation = Incarnation.claim(tmp_path)
     assert incarnation is not None
-    assert incarnation.predecessor_member("router") is None
+    assert incarnation.take_predecessor_members() == {}
     assert incarnation.predecessor_lease_identity == ""
     incarnation.close()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
-from prometheus_client import Counter
 
 from pipeline.log.api import (
     Fetched,
@@ -27,14 +25,6 @@ from pipeline.log.kafka.read import fetch_round
 if TYPE_CHECKING:
     from pipeline.log.kafka.log import KafkaLog
 
-
-logger = logging.getLogger(__name__)
-
-EXPELLED = Counter(
-    "reverser_log_kafka_group_members_expelled_total",
-    "Group members of this replica's crashed previous run expelled at start (instead of waiting out "
-    "their session timeout)",
-)
 
 #: How long `start()` of a group member waits for its first assignment.
 GROUP_JOIN_TIMEOUT_MS = 60_000
@@ -106,7 +96,6 @@ class KafkaGroupMember(GroupConsumer):
         # for the group join, which takes as long as the other members need to hand their
         # partitions over; that wait is bounded by GROUP_JOIN_TIMEOUT_MS below, not by the
         # per-request retry budget of `connect` (under which a new member gave up and exited).
-        await self._expel_predecessor()
         consumer = await self._log.connect("connect group member", factory, start_client)
         self._consumer = consumer
         try:
@@ -126,24 +115,6 @@ class KafkaGroupMember(GroupConsumer):
             raise LogUnavailableError(
                 f"group {self.group_id!r}: no partition assignment within {GROUP_JOIN_TIMEOUT_MS} ms"
             ) from exc
-
-    async def _expel_predecessor(self) -> None:
-        """Hand back the membership a crashed run of this replica left in the group (see
-        pipeline.incarnation): the join then waits for the live members only."""
-        incarnation = self._log.incarnation
-        previous = incarnation.predecessor_member(self.group_id) if incarnation is not None else None
-        if previous is None:
-            return
-        try:
-            expelled = await self._log.expel_member(self.group_id, previous)
-        except LogError as exc:  # the session timeout still removes it
-            logger.warning(
-                "group %s: cannot expel the previous run's member %s: %s", self.group_id, previous, exc
-            )
-            return
-        if expelled:
-            EXPELLED.inc()
-            logger.info("group %s: expelled the previous run's member %s", self.group_id, previous)
 
     def _record_membership(self) -> None:
         """Remember this member's id for the next run of this replica (after a crash)."""

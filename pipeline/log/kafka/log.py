@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
+from prometheus_client import Counter
 
 from pipeline.config import LogSettings
 from pipeline.log.api import (
@@ -81,6 +83,14 @@ TOPIC_METADATA_TTL_S = 60.0
 _GROUP_ID_NOT_FOUND = 69
 _NON_EMPTY_GROUP = 68
 _UNKNOWN_MEMBER_ID = 25
+
+logger = logging.getLogger(__name__)
+
+EXPELLED = Counter(
+    "reverser_log_kafka_group_members_expelled",
+    "Group members of this replica's crashed previous run expelled at start (instead of waiting out "
+    "their session timeout)",
+)
 _TOPIC_ALREADY_EXISTS = 36
 
 
@@ -170,6 +180,25 @@ class KafkaLog(Log):
         except BaseException:
             await self.close()
             raise
+        await self._expel_predecessors()
+
+    async def _expel_predecessors(self) -> None:
+        """Hand back every membership a crashed run of this replica left (see pipeline.incarnation)
+        as soon as the log is up, not when each stage joins: the live replicas take the dead
+        member's partitions while this process is still starting its stages."""
+        if self.incarnation is None:
+            return
+        for group_id, member_id in self.incarnation.take_predecessor_members().items():
+            try:
+                expelled = await self.expel_member(group_id, member_id)
+            except LogError as exc:  # its session timeout still removes it
+                logger.warning(
+                    "group %s: cannot expel the previous run's member %s: %s", group_id, member_id, exc
+                )
+                continue
+            if expelled:
+                EXPELLED.inc()
+                logger.info("group %s: expelled the previous run's member %s", group_id, member_id)
 
     def new_manual_consumer(self) -> AIOKafkaConsumer:
         """A consumer without a group that reads committed records from positions it is given
