@@ -630,7 +630,14 @@ class Decider:
         book = self._tracked(end)
         keep: set[str] = set()
         changes: dict[str, LiveChange] = {}
-        for obj in done.snapshot.objects:
+        listed: set[tuple[str, str]] = set()
+        # the plan takes the collected objects over one by one, so an object's record is released
+        # as its file and state are made: the collected list and the plan never both hold it whole
+        objects, done.snapshot.objects = done.snapshot.objects, []
+        objects.reverse()
+        while objects:
+            obj = objects.pop()
+            listed.add((obj.namespace, obj.name))
             yield
             try:
                 path = canonical_path(
@@ -683,8 +690,7 @@ class Decider:
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
         if prune and homes is not None:
-            listed = frozenset((o.namespace, o.name) for o in done.snapshot.objects)
-            yield from self._sweep_homes(end, homes, listed, frozenset(keep), writes, changes)
+            yield from self._sweep_homes(end, homes, frozenset(listed), frozenset(keep), writes, changes)
         plan = _plan(
             PlanKind.SNAPSHOT,
             end.target,

@@ -56,5 +56,7 @@ def canonical_json(value: Any) -> bytes:
         and b"0.0000" not in out
         and _SMALL_EXPONENT not in out.translate(_DIGITS_TO_ZERO)
     ):
-        return out
+        # orjson hands back its whole write buffer (16 KiB and up for a 1 KiB object); a snapshot
+        # holds thousands of these payloads, so keep an exact-size copy instead
+        return bytes(memoryview(out))
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -588,6 +588,23 @@ def test_a_snapshot_keeps_what_was_written_after_its_revision() -> None:
     assert plan.sweep.keep == {"live/team-a/configmaps/a.yaml", "live/team-a/configmaps/late.yaml"}
 
 
+def test_a_snapshot_plan_takes_the_collected_objects_over() -> None:
+    """The collected list gives each object up to the plan as it is planned (issue 32): a first
+    sync never holds a record's object and its planned file and state side by side for all."""
+    d = decider(book=True)
+    items = Work().snapshot(1, [cm("a"), cm("b"), cm("c")])
+    end = items[-1]
+    assert isinstance(end.body, ResyncEnd)
+    done = finish(d, items)
+    steps = d.snapshot_steps(done, end, end.body, DictTree())
+    next(steps)
+    assert done.snapshot.objects == []
+    plan, skips = run_steps(steps)
+    assert skips == []
+    assert list(plan.writes) == [f"live/team-a/configmaps/{n}.yaml" for n in "abc"]
+    assert len(plan.states) == 3
+
+
 def test_a_snapshot_without_an_end_revision_takes_its_begins() -> None:
     d = decider()
     items = Work().snapshot(1, [cm("a")], rv="77")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -85,3 +86,17 @@ def test_broken_lines_are_refused() -> None:
 @pytest.mark.parametrize("value", [1e-5, 1.5e-7, -2.5e-300, math.inf, {"a": math.nan}, 2**64, {1: "int key"}])
 def test_values_orjson_writes_differently(value: object) -> None:
     assert canonical_json(value) == _reference(value)
+
+
+def test_canonical_bytes_hold_no_more_memory_than_their_length() -> None:
+    """A snapshot holds thousands of canonical payloads until its chunk is written: each must cost
+    about its length, not the encoder's whole write buffer (orjson's is 16 KiB and more)."""
+    value = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "x" * 1024}}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [canonical_json(value) for _ in range(100)]
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < len(kept) * (len(kept[0]) + 256)
