@@ -203,20 +203,20 @@ class RequestDesk:
 
         The caller commits the window on `CLOSE_NOW` and settles the record on `NOTHING`.
         """
-        action = decide(window, item.target, body.close_delay_s)
+        action = decide(window, item.stream.target, body.close_delay_s)
         logger.info(
             "%s %s: CommitRequest %s/%s for target %s: %s",
             self._provider,
             self._branch,
             body.namespace,
             body.name,
-            item.target,
+            item.stream.target,
             action,
         )
         if action is FlushAction.NOTHING:
             why = why_nothing(window)
             await self._tell(
-                nothing_to_commit(body, item.target, self._provider, self._branch, why, self._now_ms())
+                nothing_to_commit(body, item.stream.target, self._provider, self._branch, why, self._now_ms())
             )
         else:
             assert window is not None
@@ -242,4 +242,4 @@ class RequestDesk:
         between the push and the report (a second report of the same sha changes no status)."""
         sha = carrying_commit(commits, self._provider, self._branch, item.partition, item.offset)
         if sha is not None:
-            await self.pushed([(item.target, sha, [body])], True, "")
+            await self.pushed([(item.stream.target, sha, [body])], True, "")
