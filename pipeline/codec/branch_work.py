@@ -100,6 +100,8 @@ class WorkAuthor(AvroRecord):
 
     `event_time_ms` is when the change was made according to the matched audit fact (its stage
     time), 0 when no fact names it; commit windows measure silence in it (docs/commit-worker.md).
+    `tier` stays a string: its closed set (`pipeline.attribution.Tier`) is attribution's, a layer
+    above the records, and the commit worker only copies it into a trailer.
     """
 
     outcome: Outcome
@@ -107,7 +109,7 @@ class WorkAuthor(AvroRecord):
     display_name: str = ""
     email: str = ""
     tier: str = "absent"
-    actor_kind: str = ActorKind.NONE
+    actor_kind: ActorKind = ActorKind.NONE
     event_time_ms: int = 0
 
 
@@ -224,7 +226,7 @@ class LateAuthor(AvroRecord):
     observation time is how late the fact was.
     """
 
-    operation: str
+    operation: Operation
     namespace: str
     name: str
     uid: str

@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.avro_binary import read_bytes, read_long, read_whole
 from pipeline.codec.binding import AvroRecord
-from pipeline.codec.branch_work import Outcome, WorkAuthor
+from pipeline.codec.branch_work import ActorKind, Outcome, WorkAuthor
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -144,6 +144,7 @@ _LEADING_STRINGS: Final = 12
 # username, displayName, email, tier, actorKind
 _AUTHOR_STRINGS: Final = 5
 _OUTCOMES: Final = tuple(Outcome)
+_ACTOR_KINDS: Final = {kind.value: kind for kind in ActorKind}
 _BOOLEANS: Final = {0: False, 1: True}
 
 
@@ -195,7 +196,10 @@ def _read_state_v2(data: bytes) -> tuple[ObjectState, int]:
     offset, pos = read_long(data, pos, OBJECT_STATE)
     committed_at_ms, pos = read_long(data, pos, OBJECT_STATE)
     target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv = leading
-    username, display_name, email, tier, actor_kind = author
+    username, display_name, email, tier, actor_name = author
+    actor_kind = _ACTOR_KINDS.get(actor_name)
+    if actor_kind is None:
+        raise DecodeError(f"{OBJECT_STATE}: author actor kind {actor_name!r}")
     state = ObjectState(
         target,
         provider,
