@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from pipeline.config import LogBackend
 from pipeline.log.partitioner import murmur2_partition
 
 # Three copies, two in sync: one broker may fail without losing or refusing acknowledged writes.
@@ -561,7 +562,8 @@ class Log(StartedByAsyncWith):
     The readers and group members it hands out are tracked here, so closing the log closes them.
     """
 
-    kind: str
+    #: `KAFKA` or `EMBEDDED`: which backend this is
+    kind: LogBackend
 
     def __init__(self) -> None:
         self._owners: set[HandedOut] = set()

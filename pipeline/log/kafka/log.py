@@ -26,7 +26,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.config import LogSettings
+from pipeline.config import LogBackend, LogSettings
 from pipeline.log.api import (
     DEFAULT_MAX_MESSAGE_BYTES,
     AppendResult,
@@ -93,7 +93,7 @@ class _CachedLimits:
 class KafkaLog(Log):
     """The log on a Kafka-compatible cluster: one producer, one admin client, one offsets client."""
 
-    kind = "kafka"
+    kind = LogBackend.KAFKA
 
     def __init__(self, settings: LogSettings) -> None:
         super().__init__()
