@@ -86,7 +86,11 @@ def target_prefix(target: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ObjectState(AvroRecord):
-    """One object as last committed: content, version, author and the work record that produced it."""
+    """One object as last committed: content, version, author and the work record that produced it.
+
+    It names an object (`key`), not the watch stream that delivered it: the scope that stream
+    watched is not part of the record, so it carries no `StreamId`.
+    """
 
     target: str
     provider: str
