@@ -21,6 +21,7 @@ from pathlib import Path
 import git
 
 from pipeline.codec.branch_work import WorkAuthor, WorkItem, Write
+from pipeline.codec.stream_id import StreamId
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.identity import Identity
@@ -155,13 +156,8 @@ def worker_path_rate(base: Path, root: Path) -> float:
                 n,
                 "git",
                 "main",
-                "t1",
                 "live",
-                "default",
-                "",
-                "v1",
-                "configmaps",
-                f"ns-{ns:02d}",
+                StreamId("t1", "default", "", "v1", "configmaps", f"ns-{ns:02d}"),
                 1_700_000_000_000 + n,
                 Write(
                     "UPDATE",

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import Settings, check_bootstrap_servers, load_settings
+from pipeline.config import LogBackend, Settings, check_bootstrap_servers, load_settings
 from pipeline.exitcodes import usage_error
 
 __all__ = [
@@ -69,7 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     (the entry point turns it into exit code `ExitCode.USAGE`, see `pipeline.exitcodes`), or
     `CommandError` (USAGE) when a read-only command's embedded log does not exist."""
     settings = load_with_overrides(args)
-    if getattr(args, _READS_EXISTING_LOG, False) and settings.log.effective_backend == "embedded":
+    if getattr(args, _READS_EXISTING_LOG, False) and settings.log.effective_backend == LogBackend.EMBEDDED:
         directory = settings.embedded_log_dir
         if not directory.is_dir():
             raise usage_error(
@@ -87,7 +87,7 @@ def load_with_overrides(args: argparse.Namespace) -> Settings:
         overrides["workdir"] = args.workdir
     if getattr(args, "bootstrap_server", None):
         overrides["log"] = settings.log.model_copy(
-            update={"bootstrap_servers": args.bootstrap_server, "backend": "kafka"}
+            update={"bootstrap_servers": args.bootstrap_server, "backend": LogBackend.KAFKA}
         )
     if getattr(args, "audit_addr", None):
         overrides["audit"] = settings.audit.model_copy(update={"addr": args.audit_addr})

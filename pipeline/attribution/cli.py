@@ -31,7 +31,7 @@ from pipeline.attribution.kinds import group_resource_for
 from pipeline.attribution.model import MATCHED_ON, Matched, Tier
 from pipeline.attribution.resolver import Resolver, query_from_watch_object
 from pipeline.commandline import settings_from_args
-from pipeline.config import AttributionSettings, Settings
+from pipeline.config import AttributionSettings, LogBackend, Settings
 from pipeline.exitcodes import ExitCode, usage_error
 from pipeline.facts.admission import InvalidReview, Review, parse_review, reduce_review
 from pipeline.facts.records import build_records
@@ -260,7 +260,7 @@ def _main(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     with tempfile.TemporaryDirectory(prefix="reverser-resolve-") as workdir:
         log_settings = settings.log
-        if log_settings.effective_backend == "kafka":
+        if log_settings.effective_backend == LogBackend.KAFKA:
             prefix = f"{log_settings.topic_prefix}-resolve-{uuid.uuid4().hex[:10]}"
             log_settings = log_settings.model_copy(update={"topic_prefix": prefix})
         settings = settings.model_copy(update={"workdir": Path(workdir), "log": log_settings})

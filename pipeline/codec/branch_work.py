@@ -14,6 +14,7 @@ from typing import ClassVar, Final
 
 from pipeline.codec import BRANCH_WORK, SCHEMA_HEADER, codec
 from pipeline.codec.binding import AvroRecord, Wire
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.watch_event import EventType, SnapshotBegin, SnapshotObject
 from pipeline.config import TargetSettings
 from pipeline.log.api import PendingRecord, Record
@@ -99,6 +100,8 @@ class WorkAuthor(AvroRecord):
 
     `event_time_ms` is when the change was made according to the matched audit fact (its stage
     time), 0 when no fact names it; commit windows measure silence in it (docs/commit-worker.md).
+    `tier` stays a string: its closed set (`pipeline.attribution.Tier`) is attribution's, a layer
+    above the records, and the commit worker only copies it into a trailer.
     """
 
     outcome: Outcome
@@ -106,7 +109,7 @@ class WorkAuthor(AvroRecord):
     display_name: str = ""
     email: str = ""
     tier: str = "absent"
-    actor_kind: str = ActorKind.NONE
+    actor_kind: ActorKind = ActorKind.NONE
     event_time_ms: int = 0
 
 
@@ -223,7 +226,7 @@ class LateAuthor(AvroRecord):
     observation time is how late the fact was.
     """
 
-    operation: str
+    operation: Operation
     namespace: str
     name: str
     uid: str
@@ -251,13 +254,8 @@ class WorkItem(AvroRecord):
     offset: int
     provider: str
     branch: str
-    target: str
     path: str
-    cluster: str
-    group: str
-    version: str
-    resource: str
-    scope: str
+    stream: StreamId
     observed_at_ms: int
     body: Body
     source_partition: int = 0
@@ -266,15 +264,17 @@ class WorkItem(AvroRecord):
     avro_fields = {
         "partition": Wire(local=True),
         "offset": Wire(local=True),
+        "stream": Wire(spread=True),
         "observed_at_ms": "source.observedAtMs",
         "source_partition": "source.partition",
         "source_offset": "source.offset",
     }
 
     @property
-    def stream(self) -> tuple[str, str, str, str]:
+    def snapshot_key(self) -> tuple[str, str, str, str]:
         """(target, group, resource, scope): the unit a snapshot epoch belongs to."""
-        return (self.target, self.group, self.resource, self.scope)
+        stream = self.stream
+        return (stream.target, stream.group, stream.resource, stream.scope)
 
     @classmethod
     def for_target(cls, target: TargetSettings, branch: str, observed_at_ms: int, body: Body) -> WorkItem:
@@ -284,13 +284,8 @@ class WorkItem(AvroRecord):
             offset=0,
             provider=target.provider,
             branch=branch,
-            target=target.name,
             path=target.path,
-            cluster=target.cluster,
-            group="",
-            version="",
-            resource="",
-            scope="",
+            stream=StreamId(target.name, target.cluster, "", "", "", ""),
             observed_at_ms=observed_at_ms,
             body=body,
         )
@@ -306,7 +301,7 @@ def work_record(item: WorkItem) -> PendingRecord:
     return PendingRecord(
         encode_work(item),
         key=branch_key(item.provider, item.branch),
-        headers=(codec(BRANCH_WORK).header, ("target", item.target.encode())),
+        headers=(codec(BRANCH_WORK).header, ("target", item.stream.target.encode())),
     )
 
 

@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
 from pipeline.codec.avro_binary import read_bytes, read_long, read_whole
 from pipeline.codec.binding import AvroRecord
-from pipeline.codec.branch_work import Outcome, WorkAuthor
+from pipeline.codec.branch_work import ActorKind, Outcome, WorkAuthor
 from pipeline.log.api import PendingRecord, Record
 
 __all__ = [
@@ -86,7 +86,11 @@ def target_prefix(target: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ObjectState(AvroRecord):
-    """One object as last committed: content, version, author and the work record that produced it."""
+    """One object as last committed: content, version, author and the work record that produced it.
+
+    It names an object (`key`), not the watch stream that delivered it: the scope that stream
+    watched is not part of the record, so it carries no `StreamId`.
+    """
 
     target: str
     provider: str
@@ -144,6 +148,7 @@ _LEADING_STRINGS: Final = 12
 # username, displayName, email, tier, actorKind
 _AUTHOR_STRINGS: Final = 5
 _OUTCOMES: Final = tuple(Outcome)
+_ACTOR_KINDS: Final = {kind.value: kind for kind in ActorKind}
 _BOOLEANS: Final = {0: False, 1: True}
 
 
@@ -195,7 +200,10 @@ def _read_state_v2(data: bytes) -> tuple[ObjectState, int]:
     offset, pos = read_long(data, pos, OBJECT_STATE)
     committed_at_ms, pos = read_long(data, pos, OBJECT_STATE)
     target, provider, branch, path, cluster, group, version, resource, namespace, name, uid, rv = leading
-    username, display_name, email, tier, actor_kind = author
+    username, display_name, email, tier, actor_name = author
+    actor_kind = _ACTOR_KINDS.get(actor_name)
+    if actor_kind is None:
+        raise DecodeError(f"{OBJECT_STATE}: author actor kind {actor_name!r}")
     state = ObjectState(
         target,
         provider,

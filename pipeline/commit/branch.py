@@ -284,8 +284,8 @@ class BranchWorker:
         if redelivered and not isinstance(item.body, LateAuthor):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             if isinstance(item.body, TargetDeleted):
-                self._retiring.discard(item.target)
-                self._deleted.add(item.target)
+                self._retiring.discard(item.stream.target)
+                self._deleted.add(item.stream.target)
             if isinstance(item.body, CommitRequested) and self._remote_tip is not None:
                 commits = flush.first_parents(self.repo.read_commit, self._remote_tip)
                 await self._requests.redelivered(commits, item, item.body)
@@ -329,26 +329,26 @@ class BranchWorker:
         not remembered: after a restart the `TargetDeleted` may be behind the committed offset,
         so the FIFO asks once per target whether one still follows this record on the partition.
         """
-        if self._decide.target(item.target) is not None:
+        if self._decide.target(item.stream.target) is not None:
             return False
-        if item.target in self._deleted:
+        if item.stream.target in self._deleted:
             return True
         deletion_ahead = self._ports.deletion_ahead
-        if deletion_ahead is None or item.target in self._retiring:
+        if deletion_ahead is None or item.stream.target in self._retiring:
             return False
         if await deletion_ahead(item):
-            self._retiring.add(item.target)
+            self._retiring.add(item.stream.target)
             return False
         logger.warning(
             "%s %s: target %s is not in the configuration and no TargetDeleted of it follows "
             "offset %d:%d on the log: its records are skipped",
             self.provider.name,
             self.branch,
-            item.target,
+            item.stream.target,
             item.partition,
             item.offset,
         )
-        self._deleted.add(item.target)
+        self._deleted.add(item.stream.target)
         return True
 
     # late authors (pipeline.commit.notes) ----------------------------------------------------
@@ -376,8 +376,9 @@ class BranchWorker:
         self._settle(done)
 
     def _sealed(self, item: WorkItem) -> bool:
-        sensitive = self._decide.sensitive(self._decide.target(item.target))
-        return is_sensitive(item.group, item.resource, sensitive)
+        stream = item.stream
+        sensitive = self._decide.sensitive(self._decide.target(stream.target))
+        return is_sensitive(stream.group, stream.resource, sensitive)
 
     def update_targets(self, settings: Settings) -> None:
         """A changed configuration's targets apply from the next record on (a removed target's
@@ -460,7 +461,7 @@ class BranchWorker:
         candidates = self._decide.absent_candidates(snapshot, end, self._tree)
         written = [path for path in candidates if await self._written_here(path)]
         for plan in self._decide.absent_plans(snapshot, end, body, written):
-            metrics.SNAPSHOT_DELETES.labels(end.target, plan.byline.kind).inc(len(plan.writes))
+            metrics.SNAPSHOT_DELETES.labels(end.stream.target, plan.byline.kind).inc(len(plan.writes))
             await self._commit(plan, [])
 
     async def _written_here(self, path: str) -> bool:
@@ -488,9 +489,10 @@ class BranchWorker:
         redelivery finds it done); the open window is committed first, because that trailer
         claims every earlier offset of the partition.
         """
-        self._retiring.discard(item.target)
-        self._deleted.add(item.target)
-        self._skip_snapshot(self._decide.snapshots.drop_target(item.target))
+        stream = item.stream
+        self._retiring.discard(stream.target)
+        self._deleted.add(stream.target)
+        self._skip_snapshot(self._decide.snapshots.drop_target(stream.target))
         await self._finalize(CloseReason.TARGET_DELETED)
         plan = self._decide.retire(item, body, self._tree)
         folder = plan.retired.folder if plan.retired is not None else ""
@@ -498,7 +500,7 @@ class BranchWorker:
             "%s %s: target %s deleted (%s, prune %s): %s",
             self.provider.name,
             self.branch,
-            item.target,
+            stream.target,
             body.reason,
             body.prune,
             f"removing {len(plan.writes)} document(s) under {folder or '.'}/"

@@ -439,7 +439,7 @@ class CommitWorker(RebalanceListener):
         """Whether this process's configuration has the item's provider and target (else it may be
         behind the config topic: a provider or target added live, or a target deleted)."""
         known = item.provider in self._access or item.provider in self._parked
-        return known and any(t.name == item.target for t in self.settings.targets)
+        return known and any(t.name == item.stream.target for t in self.settings.targets)
 
     def _branch_for(self, item: WorkItem, tp: TopicPartition) -> _Branch:
         key = (item.provider, item.branch)
@@ -524,12 +524,12 @@ class CommitWorker(RebalanceListener):
                             if isinstance(found.body, TargetDeleted) and (
                                 found.provider,
                                 found.branch,
-                                found.target,
-                            ) == (item.provider, item.branch, item.target):
+                                found.stream.target,
+                            ) == (item.provider, item.branch, item.stream.target):
                                 return True
             return False
 
-        what = f"looking for target {item.target}'s deletion on {tp}"
+        what = f"looking for target {item.stream.target}'s deletion on {tp}"
         return await until_done(scan, log_retry(), logger, what)
 
     async def _report_result(self, result: TargetResult | RequestResult) -> None:

@@ -239,7 +239,7 @@ class Decider:
     def _tracked(self, item: WorkItem) -> StateBook | None:
         """The state book when `item`'s target is configured on this branch (work routed here under
         an older configuration must not describe the target's current branch)."""
-        if self.book is None or item.target not in self.own_targets():
+        if self.book is None or item.stream.target not in self.own_targets():
             return None
         return self.book
 
@@ -253,7 +253,8 @@ class Decider:
     def _operations(self, item: WorkItem, scope: str) -> frozenset[str]:
         """The changes the target's rules let reach Git for the item's type in `scope`
         (`pipeline.targetrules`); all for a target this configuration does not have."""
-        target = self.target(item.target)
+        stream = item.stream
+        target = self.target(stream.target)
         if target is None:
             return ALL_OPERATIONS
         rules = self._rules.get(target.name)
@@ -262,7 +263,7 @@ class Decider:
                 rules = self._rules[target.name] = TargetRules.of(target)
             except SelectorError:
                 return ALL_OPERATIONS
-        return rules.operations(GroupResource(item.group, item.resource), scope)
+        return rules.operations(GroupResource(stream.group, stream.resource), scope)
 
     def filtered(self, item: WorkItem, operation: Operation, scope: str) -> bool:
         """Whether the rules keep `operation` of this item's type in `scope` from Git."""
@@ -282,13 +283,17 @@ class Decider:
                 yield
                 self._recall(item, body.namespace, body.name, body.resource_version, body.uid)
                 if homes is not None:
-                    self._remember(item.target, item.path, item.group, item.resource, body, homes)
+                    self._remember(
+                        item.stream.target, item.path, item.stream.group, item.stream.resource, body, homes
+                    )
             elif isinstance(body, ResyncChunk):
                 for obj in body.objects:
                     yield
                     self._recall(item, obj.namespace, obj.name, obj.resource_version, obj.uid)
                     if homes is not None:
-                        self._remember(item.target, item.path, item.group, item.resource, obj, homes)
+                        self._remember(
+                            item.stream.target, item.path, item.stream.group, item.stream.resource, obj, homes
+                        )
 
     def remember_states(self, states: Iterable[ObjectState], homes: Homes) -> Steps[None]:
         """Keep the objects of files edited in place, as last committed, for their next change: a
@@ -319,7 +324,7 @@ class Decider:
     def _recall(self, item: WorkItem, namespace: str, name: str, version: str, uid: str) -> None:
         try:
             path = canonical_path(
-                normalize_target_path(item.path), item.group, item.resource, namespace, name
+                normalize_target_path(item.path), item.stream.group, item.stream.resource, namespace, name
             )
         except LayoutError:
             return
@@ -331,11 +336,12 @@ class Decider:
         Covers a crash after the push and before the object-state append; snapshot sweeps of such
         work are not re-derived (the next snapshot removes those objects; docs/commit-worker.md).
         """
+        stream = item.stream
         book = self._tracked(item)
         if book is None:
             return []
-        target = self.target(item.target)
-        sealed = is_sensitive(item.group, item.resource, self.sensitive(target))
+        target = self.target(stream.target)
+        sealed = is_sensitive(stream.group, stream.resource, self.sensitive(target))
         body = item.body
         found: list[PendingRecord | None] = []
         if isinstance(body, Write):
@@ -353,6 +359,7 @@ class Decider:
         self, item: WorkItem, obj: ResyncObject, sealed: bool, author: WorkAuthor, document: bytes | None
     ) -> ObjectState:
         """The state record; `document` is the rendered file as committed (rendered here when None)."""
+        stream = item.stream
         if sealed:
             document = b""
         elif document is None:
@@ -361,14 +368,14 @@ class Decider:
             except RenderError:
                 document = b""
         return ObjectState(
-            target=item.target,
+            target=stream.target,
             provider=self.provider.name,
             branch=self.branch,
             path=item.path,
-            cluster=item.cluster,
-            group=item.group,
-            version=item.version,
-            resource=item.resource,
+            cluster=stream.cluster,
+            group=stream.group,
+            version=stream.version,
+            resource=stream.resource,
             namespace=obj.namespace,
             name=obj.name,
             uid=obj.uid,
@@ -386,11 +393,12 @@ class Decider:
         self, item: WorkItem, write: Write, sealed: bool, document: bytes | None
     ) -> PendingRecord | None:
         """The object-state record a committed `Write` implies (None: the topic has it already)."""
+        stream = item.stream
         book = self._tracked(item)
         if book is None:
             return None
         if write.operation == Operation.DELETE:
-            key = ObjectKey(item.target, item.group, item.resource, write.namespace, write.name)
+            key = ObjectKey(stream.target, stream.group, stream.resource, write.namespace, write.name)
             return book.remove(key, (item.partition, item.offset))
         obj = ResyncObject(
             write.namespace, write.name, write.uid, write.resource_version, write.object_json or b"null"
@@ -406,7 +414,7 @@ class Decider:
         encryption configured, a plaintext record, a document with a plaintext field outside the
         readable ones of `pipeline.sealing.readable`) is refused here so it never reaches Git.
         """
-        where = f"branch work {_where(item)}: {item.resource} {namespace}/{name} not written"
+        where = f"branch work {_where(item)}: {item.stream.resource} {namespace}/{name} not written"
         try:
             SealedDocument.parse(content)
         except PlaintextFieldError as exc:
@@ -438,16 +446,19 @@ class Decider:
         object is compared with it. With `homes` (the folders' home indexes) it carries the change
         the in-place writer places when the window is committed (`pipeline.commit.inplace`).
         """
-        target = self.target(item.target)
+        stream = item.stream
+        target = self.target(stream.target)
         prune = target.prune if target is not None else Prune.NEVER
         deleting = write.operation == Operation.DELETE
         sensitive = self.sensitive(target)
-        sealed = is_sensitive(item.group, item.resource, sensitive)
+        sealed = is_sensitive(stream.group, stream.resource, sensitive)
         content: bytes | None = None
         obj: dict[str, Any] | None = None
         try:
             folder = normalize_target_path(item.path)
-            path = canonical_path(folder, item.group, item.resource, write.namespace, write.name, sensitive)
+            path = canonical_path(
+                folder, stream.group, stream.resource, write.namespace, write.name, sensitive
+            )
             if not deleting and not sealed:
                 obj = parse_object_json(write.object_json or b"null")
                 content = render_object(obj)
@@ -491,22 +502,23 @@ class Decider:
         delete's kind is not known (the canonical file is then deleted, as without an index).
         A sealed object (a sensitive type; `obj` is its SOPS document) is always rewritten
         whole, so nothing of it is kept."""
+        stream = item.stream
         folder_path = normalize_target_path(item.path)
         folder = homes.folder(folder_path)
         if folder is None:
             return None
-        target = self.target(item.target)
-        sealed = is_sensitive(item.group, item.resource, self.sensitive(target))
+        target = self.target(stream.target)
+        sealed = is_sensitive(stream.group, stream.resource, self.sensitive(target))
         before = None if sealed else self.seen.get(path)
         after = live_object(obj) if obj is not None else None
         known = after or before
         kind = known.get("kind") if known is not None else None
         if not isinstance(kind, str) or not kind:
-            kind = kind_of(folder, item.group, item.resource, namespace, name)
+            kind = kind_of(folder, stream.group, stream.resource, namespace, name)
         if not kind:
             return None
-        key = HomeKey(item.group, kind, namespace, name)
-        placed = placed_object(key, item.version, item.resource, known, sensitive=sealed)
+        key = HomeKey(stream.group, kind, namespace, name)
+        placed = placed_object(key, stream.version, stream.resource, known, sensitive=sealed)
         templated = target is not None and target.placement_policy.applies(placed)
         kept = not sealed and remembered(folder, key, path, placed=templated)
         self.seen.note(path, after if kept else None)
@@ -527,7 +539,7 @@ class Decider:
             return CloseReason.MAX_AGE
         if window.request_due(made_ms):
             return CloseReason.COMMIT_REQUEST
-        if window.key != CommitWindow.key_of(write.author, staged.item.target):
+        if window.key != CommitWindow.key_of(write.author, staged.item.stream.target):
             return CloseReason.AUTHOR_CHANGE
         return None
 
@@ -537,16 +549,21 @@ class Decider:
         window = self.window
         if window is None:
             window = self.window = CommitWindow(
-                CommitWindow.key_of(write.author, item.target),
+                CommitWindow.key_of(write.author, item.stream.target),
                 write.author,
-                item.target,
+                item.stream.target,
                 deadline=0.0,
                 silence_s=staged.silence_s,
                 max_age_s=staged.max_age_s,
                 opened_at=now,
             )
         obj = ChangedObject(
-            write.operation, item.group, item.version, item.resource, write.namespace, write.name
+            write.operation,
+            item.stream.group,
+            item.stream.version,
+            item.stream.resource,
+            write.namespace,
+            write.name,
         )
         window.add(
             staged.path,
@@ -620,10 +637,11 @@ class Decider:
         One step per object (rendering, hashing and encoding its state record), so a large
         snapshot is planned in slices (`pipeline.slices`).
         """
-        target = self.target(end.target)
+        stream = end.stream
+        target = self.target(stream.target)
         target_path = normalize_target_path(end.path)
         sensitive = self.sensitive(target)
-        sealed = is_sensitive(end.group, end.resource, sensitive)
+        sealed = is_sensitive(stream.group, stream.resource, sensitive)
         writes: Writes = {}
         states: list[PendingRecord] = []
         skips: list[Skip] = []
@@ -641,7 +659,7 @@ class Decider:
             yield
             try:
                 path = canonical_path(
-                    target_path, end.group, end.resource, obj.namespace, obj.name, sensitive
+                    target_path, stream.group, stream.resource, obj.namespace, obj.name, sensitive
                 )
             except LayoutError as exc:
                 skips.append(Skip(SkipReason.BAD_RECORD, self._bad(end, exc), warn=True))
@@ -676,7 +694,12 @@ class Decider:
                 if state is not None:
                     states.append(state)
             changed = ChangedObject(
-                Operation.UPDATE, end.group, end.version, end.resource, obj.namespace, obj.name
+                Operation.UPDATE,
+                stream.group,
+                stream.version,
+                stream.resource,
+                obj.namespace,
+                obj.name,
             )
             writes[path] = (content, changed)
         opened = done.snapshot.begin.body
@@ -686,21 +709,28 @@ class Decider:
         # objects written after the list's revision are not in it, and must not be swept
         keep |= self.versions.newer_than(revision)
         prune = target is not None and target.prune == Prune.ALWAYS
-        prune = prune and not self.filtered(end, Operation.DELETE, end.scope)
+        prune = prune and not self.filtered(end, Operation.DELETE, stream.scope)
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
         if prune and homes is not None:
             yield from self._sweep_homes(end, homes, frozenset(listed), frozenset(keep), writes, changes)
         plan = _plan(
             PlanKind.SNAPSHOT,
-            end.target,
+            stream.target,
             self._at((end.partition, end.offset)),
             Byline.committer(self.committer, self._time_s(end.observed_at_ms)),
             writes,
             observed_at_ms=done.snapshot.begin.observed_at_ms,
-            sweep=Sweep(target_path, end.group, end.resource, end.scope, frozenset(keep), prune=prune),
+            sweep=Sweep(
+                target_path,
+                stream.group,
+                stream.resource,
+                stream.scope,
+                frozenset(keep),
+                prune=prune,
+            ),
             states=states,
-            resource=end.resource,
+            resource=stream.resource,
             revision=revision,
             template=target.commit_message if target is not None else None,
             changes=changes,
@@ -721,29 +751,35 @@ class Decider:
         `place` turns into the document's removal, or into nothing when the document may not go.
         The canonical sweep only lists canonical paths, so without these such a document stayed
         until a delete event came for it."""
+        stream = end.stream
         folder_path = normalize_target_path(end.path)
         folder = homes.folder(folder_path)
         if folder is None:
             return
-        sensitive = self.sensitive(self.target(end.target))
-        sealed = is_sensitive(end.group, end.resource, sensitive)
-        for key in unlisted_homes(folder, end.group, end.resource, end.scope, listed):
+        sensitive = self.sensitive(self.target(stream.target))
+        sealed = is_sensitive(stream.group, stream.resource, sensitive)
+        for key in unlisted_homes(folder, stream.group, stream.resource, stream.scope, listed):
             yield
             try:
                 path = canonical_path(
-                    folder_path, end.group, end.resource, key.namespace, key.name, sensitive
+                    folder_path, stream.group, stream.resource, key.namespace, key.name, sensitive
                 )
             except LayoutError:
                 continue
             if path in keep or path in writes:
                 continue
-            placed = placed_object(key, end.version, end.resource, None, sensitive=sealed)
+            placed = placed_object(key, stream.version, stream.resource, None, sensitive=sealed)
             self.seen.note(path, None)
             changes[path] = LiveChange(folder_path, key, placed, None, None, swept=True)
             writes[path] = (
                 None,
                 ChangedObject(
-                    Operation.DELETE, end.group, end.version, end.resource, key.namespace, key.name
+                    Operation.DELETE,
+                    stream.group,
+                    stream.version,
+                    stream.resource,
+                    key.namespace,
+                    key.name,
                 ),
             )
 
@@ -751,9 +787,10 @@ class Decider:
         self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: frozenset[str]
     ) -> Steps[list[PendingRecord]]:
         """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
+        stream = end.stream
         target_path = normalize_target_path(end.path)
         found: list[PendingRecord] = []
-        for key in list(book.live_keys(end.target, end.group, end.resource, end.scope or None)):
+        for key in list(book.live_keys(stream.target, stream.group, stream.resource, stream.scope or None)):
             yield
             try:
                 path = canonical_path(
@@ -772,11 +809,11 @@ class Decider:
         hands them to `absent_plans`; under another prune mode, or when the rules keep deletions
         from Git, there are none.
         """
-        target = self.target(end.target)
+        target = self.target(end.stream.target)
         sweep = snapshot.sweep
         if sweep is None or target is None or target.prune != Prune.ON_EVENT:
             return []
-        if self.filtered(end, Operation.DELETE, end.scope):
+        if self.filtered(end, Operation.DELETE, end.stream.scope):
             return []
         return orphans(tree, sweep)
 
@@ -785,6 +822,7 @@ class Decider:
         DELETE would be: under the author the deletion evidence names for the file's object
         (matched by uid, or by name for a name-keyed delete), else unknown. They claim the snapshot's
         offset but settle nothing: the snapshot's own commit does."""
+        stream = end.stream
         sweep = snapshot.sweep
         assert sweep is not None
         evidence = body.removals or ()
@@ -801,17 +839,19 @@ class Decider:
             window = windows.get(author)
             if window is None:
                 window = windows[author] = CommitWindow(
-                    CommitWindow.key_of(author, end.target),
+                    CommitWindow.key_of(author, stream.target),
                     author,
-                    end.target,
+                    stream.target,
                     deadline=0.0,
                     silence_s=0.0,
                     max_age_s=0.0,
                 )
-            obj = ChangedObject(Operation.DELETE, end.group, end.version, end.resource, namespace, name)
+            obj = ChangedObject(
+                Operation.DELETE, stream.group, stream.version, stream.resource, namespace, name
+            )
             window.add(path, None, obj, author, here, end.observed_at_ms)
             self.versions.applied(path, snapshot.revision)
-            key = ObjectKey(end.target, end.group, end.resource, namespace, name)
+            key = ObjectKey(stream.target, stream.group, stream.resource, namespace, name)
             if book is not None and (tombstone := book.remove(key, here)):
                 states.setdefault(author, []).append(tombstone)
         return [self.window_plan(window, states.get(author, [])) for author, window in windows.items()]
@@ -825,12 +865,12 @@ class Decider:
         states: list[PendingRecord] = []
         if body.remove_files and self.book is not None:
             here = (item.partition, item.offset)
-            for key in list(self.book.target_keys(item.target)):
+            for key in list(self.book.target_keys(item.stream.target)):
                 if tombstone := self.book.remove(key, here):
                     states.append(tombstone)
         return _plan(
             PlanKind.RETIRE,
-            item.target,
+            item.stream.target,
             self._at((item.partition, item.offset)),
             Byline.committer(self.committer, self._time_s(item.observed_at_ms)),
             _deletes(gone),

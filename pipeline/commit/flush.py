@@ -24,6 +24,7 @@ from pipeline.codec.branch_work import CommitRequested, WorkItem
 from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
 from pipeline.commit.commits import CommitInfo
 from pipeline.commit.messages import parse_offset
+from pipeline.commit.position import LogPosition
 from pipeline.commit.window import CommitWindow
 from pipeline.config import CommitMessageSettings
 
@@ -143,10 +144,8 @@ def request_results(
     ]
 
 
-def carrying_commit(
-    commits: Iterable[CommitInfo], provider: str, branch: str, partition: int, offset: int
-) -> str | None:
-    """The commit whose trailer first claims `(partition, offset)`, walking first parents from the tip.
+def carrying_commit(commits: Iterable[CommitInfo], at: LogPosition) -> str | None:
+    """The commit whose trailer first claims the record `at`, walking first parents from the tip.
 
     A redelivered request is skipped because the branch already carries it; its result (lost when
     the process died between the push and the report) is the oldest commit of this FIFO whose
@@ -154,10 +153,10 @@ def carrying_commit(
     """
     found: str | None = None
     for info in commits:
-        claimed = parse_offset(info.trailers(), provider, branch)
-        if claimed is None or claimed[0] != partition:
+        claimed = parse_offset(info.trailers(), at.provider, at.branch)
+        if claimed is None or claimed[0] != at.partition:
             continue
-        if claimed[1] < offset:
+        if claimed[1] < at.offset:
             break
         found = info.sha
     return found
@@ -203,20 +202,20 @@ class RequestDesk:
 
         The caller commits the window on `CLOSE_NOW` and settles the record on `NOTHING`.
         """
-        action = decide(window, item.target, body.close_delay_s)
+        action = decide(window, item.stream.target, body.close_delay_s)
         logger.info(
             "%s %s: CommitRequest %s/%s for target %s: %s",
             self._provider,
             self._branch,
             body.namespace,
             body.name,
-            item.target,
+            item.stream.target,
             action,
         )
         if action is FlushAction.NOTHING:
             why = why_nothing(window)
             await self._tell(
-                nothing_to_commit(body, item.target, self._provider, self._branch, why, self._now_ms())
+                nothing_to_commit(body, item.stream.target, self._provider, self._branch, why, self._now_ms())
             )
         else:
             assert window is not None
@@ -240,6 +239,6 @@ class RequestDesk:
     async def redelivered(self, commits: Iterable[CommitInfo], item: WorkItem, body: CommitRequested) -> None:
         """A request the branch already carries: report its commit again, in case the process died
         between the push and the report (a second report of the same sha changes no status)."""
-        sha = carrying_commit(commits, self._provider, self._branch, item.partition, item.offset)
+        sha = carrying_commit(commits, LogPosition(self._provider, self._branch, item.partition, item.offset))
         if sha is not None:
-            await self.pushed([(item.target, sha, [body])], True, "")
+            await self.pushed([(item.stream.target, sha, [body])], True, "")

@@ -34,6 +34,7 @@ from pipeline.gotemplate.commitdata import (
 )
 from pipeline.gotemplate.values import GoStruct
 from pipeline.msgtemplate import clean_line, clean_rendered
+from pipeline.operation import Operation
 
 __all__ = ["reconcile_lines", "window_lines"]
 
@@ -44,7 +45,7 @@ class _Object(Protocol):
     """An object a window changed (`messages.ChangedObject`)."""
 
     @property
-    def operation(self) -> str: ...
+    def operation(self) -> Operation: ...
     @property
     def group(self) -> str: ...
     @property
@@ -64,7 +65,7 @@ def _object_name(target: str) -> str:
 
 def _resource(obj: _Object) -> Resource:
     return Resource(
-        clean_line(obj.operation),
+        obj.operation,
         clean_line(obj.group),
         clean_line(obj.version),
         clean_line(obj.resource),

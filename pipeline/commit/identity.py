@@ -8,6 +8,7 @@ blamed on the operator.
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Final, NamedTuple
 
 from pipeline.codec.branch_work import ActorKind, Outcome
@@ -20,6 +21,7 @@ __all__ = [
     "COMMITTER_KIND",
     "UNRESOLVED",
     "UNRESOLVED_KIND",
+    "AuthorKind",
     "Identity",
     "author_identity",
     "author_kind",
@@ -41,10 +43,25 @@ class Identity(NamedTuple):
         return f"{self.name} <{self.email}>"
 
 
+class AuthorKind(StrEnum):
+    """Who authored a commit, as the commits metric's `author_kind` label says: an actor's kind
+    (`ActorKind`'s user or service account), `UNRESOLVED`, or the committer itself."""
+
+    USER = ActorKind.USER.value
+    SERVICE_ACCOUNT = ActorKind.SERVICE_ACCOUNT.value
+    UNRESOLVED = "unresolved"
+    COMMITTER = "committer"
+
+    @classmethod
+    def of_actor(cls, actor: ActorKind) -> AuthorKind:
+        """The author kind of a named actor (`ActorKind.NONE` has none: it is unresolved)."""
+        return cls.UNRESOLVED if actor is ActorKind.NONE else cls(actor.value)
+
+
 #: The `author_kind` of commits the committer authors (snapshots, retired targets, no attribution).
-COMMITTER_KIND = "committer"
+COMMITTER_KIND: Final = AuthorKind.COMMITTER
 #: The `author_kind` of commits authored by `UNRESOLVED`.
-UNRESOLVED_KIND = "unresolved"
+UNRESOLVED_KIND: Final = AuthorKind.UNRESOLVED
 
 UNRESOLVED = Identity("unknown (attribution unresolved)", "attribution-unresolved@gitops-reverser.invalid")
 
@@ -67,7 +84,7 @@ def _clean_name(display_name: str) -> str | None:
 
 
 def author_identity(
-    outcome: str, username: str, display_name: str, email: str, committer: Identity
+    outcome: Outcome, username: str, display_name: str, email: str, committer: Identity
 ) -> Identity:
     """The commit author for one window (outcome is the work item's RESOLVED/UNRESOLVED/NOT_ATTEMPTED)."""
     if outcome == Outcome.RESOLVED and username:
@@ -80,10 +97,10 @@ def author_identity(
     return UNRESOLVED
 
 
-def author_kind(outcome: str, username: str) -> str:
+def author_kind(outcome: Outcome, username: str) -> AuthorKind:
     """`user`, `serviceaccount`, `unresolved` or `committer`: the label of the commits metric."""
     if outcome == Outcome.RESOLVED and username:
-        return ActorKind.of(username)
+        return AuthorKind.of_actor(ActorKind.of(username))
     if outcome == Outcome.NOT_ATTEMPTED:
         return COMMITTER_KIND
     return UNRESOLVED_KIND

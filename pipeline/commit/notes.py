@@ -221,7 +221,7 @@ class LateAuthors:
     def _path(self, item: WorkItem, late: LateAuthor) -> str | None:
         try:
             folder = normalize_target_path(item.path)
-            return canonical_path(folder, item.group, item.resource, late.namespace, late.name)
+            return canonical_path(folder, item.stream.group, item.stream.resource, late.namespace, late.name)
         except LayoutError:
             return None
 
@@ -280,14 +280,14 @@ class LateAuthors:
             except yaml.YAMLError:
                 return None
         state = ObjectState(
-            target=item.target,
+            target=item.stream.target,
             provider=self._provider,
             branch=self._branch,
             path=item.path,
-            cluster=item.cluster,
-            group=item.group,
-            version=item.version,
-            resource=item.resource,
+            cluster=item.stream.cluster,
+            group=item.stream.group,
+            version=item.stream.version,
+            resource=item.stream.resource,
             namespace=late.namespace,
             name=late.name,
             uid=late.uid,

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Protocol, TypedDict
 
 from pipeline.codec.branch_work import CommitRequested
-from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, Identity
+from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, AuthorKind, Identity
 from pipeline.commit.inplace import LiveChange, same_sealed
 from pipeline.commit.layout import in_scope, is_sealed_path
 from pipeline.commit.messages import (
@@ -131,7 +131,7 @@ class Byline:
     message, the `Reverser-Attribution` trailer values and the author time (seconds)."""
 
     identity: Identity
-    kind: str
+    kind: AuthorKind
     label: str
     time_s: int
     attributions: tuple[str, ...] = ()

@@ -399,7 +399,7 @@ async def _from_history(job: _Job) -> int:
                 except DecodeError as exc:
                     report.note(f"warning: {tp}@{record.offset} undecodable, skipped: {exc}")
                     continue
-                if item.target not in chosen:
+                if item.stream.target not in chosen:
                     continue
                 await worker.handle(item)
                 used += 1

@@ -80,20 +80,20 @@ class SnapshotBook:
 
     def begin(self, item: WorkItem, body: ResyncBegin) -> Skipped | None:
         """Open a snapshot; an unfinished older one of the same stream is superseded."""
-        older = self._open.pop(item.stream, None)
-        self._open[item.stream] = Collected(body.epoch, item, offsets=[(item.partition, item.offset)])
+        older = self._open.pop(item.snapshot_key, None)
+        self._open[item.snapshot_key] = Collected(body.epoch, item, offsets=[(item.partition, item.offset)])
         if older is None:
             return None
         return Skipped(
             SkipReason.SUPERSEDED_SNAPSHOT,
             older.offsets,
-            f"snapshot epoch {older.epoch} of {'/'.join(item.stream)} superseded by epoch {body.epoch} "
+            f"snapshot epoch {older.epoch} of {'/'.join(item.snapshot_key)} superseded by epoch {body.epoch} "
             "before it finished",
         )
 
     def chunk(self, item: WorkItem, body: ResyncChunk) -> Skipped | None:
         """Add a chunk to its snapshot; a chunk of no open snapshot (or another epoch) is stale."""
-        snapshot = self._open.get(item.stream)
+        snapshot = self._open.get(item.snapshot_key)
         if snapshot is None or snapshot.epoch != body.epoch:
             return Skipped(SkipReason.STALE_SNAPSHOT, [(item.partition, item.offset)])
         snapshot.objects.extend(body.objects)
@@ -104,16 +104,16 @@ class SnapshotBook:
     def end(self, item: WorkItem, body: ResyncEnd) -> Skipped | Complete:
         """Close a snapshot: complete when the chunk and object counts match the end marker."""
         here = (item.partition, item.offset)
-        snapshot = self._open.get(item.stream)
+        snapshot = self._open.get(item.snapshot_key)
         if snapshot is None or snapshot.epoch != body.epoch:
             return Skipped(SkipReason.STALE_SNAPSHOT, [here])
-        del self._open[item.stream]
+        del self._open[item.snapshot_key]
         offsets = [*snapshot.offsets, here]
         if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
             return Skipped(
                 SkipReason.INCOMPLETE_SNAPSHOT,
                 offsets,
-                f"snapshot epoch {body.epoch} of {'/'.join(item.stream)} is incomplete "
+                f"snapshot epoch {body.epoch} of {'/'.join(item.snapshot_key)} is incomplete "
                 f"({snapshot.chunks}/{body.chunks} chunks, {len(snapshot.objects)}/{body.objects} "
                 "objects); no sweep",
             )

@@ -20,9 +20,15 @@ from pipeline.config.environment import ENV_PREFIX
 from pipeline.config.errors import ConfigError
 from pipeline.config.lag import LagSettings, LagThreshold
 from pipeline.config.loading import load_settings, revalidate
-from pipeline.config.log import Compression, LogSettings, SaslSettings, TlsSettings, TopicSettings
+from pipeline.config.log import Compression, LogBackend, LogSettings, SaslSettings, TlsSettings, TopicSettings
 from pipeline.config.metrics import MetricsSettings
-from pipeline.config.providers import CommitterSettings, ProviderSettings, SigningSettings, SshSettings
+from pipeline.config.providers import (
+    CommitterSettings,
+    ProviderSettings,
+    SigningFormat,
+    SigningSettings,
+    SshSettings,
+)
 from pipeline.config.references import KnownHostsReference, KubeconfigSecretReference, SecretReference
 from pipeline.config.settings import Settings, shares_folder
 from pipeline.config.targets import (
@@ -59,6 +65,7 @@ __all__ = [
     "KustomizeSettings",
     "LagSettings",
     "LagThreshold",
+    "LogBackend",
     "LogSettings",
     "MetricsSettings",
     "PlacementSettings",
@@ -66,6 +73,7 @@ __all__ = [
     "SaslSettings",
     "SecretReference",
     "Settings",
+    "SigningFormat",
     "SigningSettings",
     "SshSettings",
     "TargetSettings",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
 from pipeline.config.addresses import BootstrapServers
-from pipeline.config.section import Section
+from pipeline.config.section import Section, closed_set
 
 
 class TlsSettings(Section):
@@ -84,10 +84,18 @@ class Compression(StrEnum):
     ZSTD = "zstd"
 
 
+class LogBackend(StrEnum):
+    """Which log backs the pipeline; a `Log`'s `kind` is one of the two concrete ones."""
+
+    AUTO = "auto"
+    KAFKA = "kafka"
+    EMBEDDED = "embedded"
+
+
 class LogSettings(Section):
     """Which log backs the pipeline. No bootstrap servers means the embedded file log."""
 
-    backend: Literal["auto", "kafka", "embedded"] = "auto"
+    backend: Annotated[LogBackend, closed_set(LogBackend)] = LogBackend.AUTO
     """`kafka`, `embedded`, or `auto`: Kafka when bootstrap_servers is set, else the embedded file log."""
     bootstrap_servers: BootstrapServers = ""
     """Comma-separated Kafka brokers HOST:PORT; empty: the embedded log under workdir."""
@@ -122,10 +130,11 @@ class LogSettings(Section):
     best; lz4 is cheaper on CPU; none for a broker that refuses both. The embedded log ignores it."""
 
     @property
-    def effective_backend(self) -> Literal["kafka", "embedded"]:
-        if self.backend == "auto":
-            return "kafka" if self.bootstrap_servers else "embedded"
-        return self.backend
+    def effective_backend(self) -> LogBackend:
+        """`KAFKA` or `EMBEDDED`: `AUTO` resolved by whether bootstrap servers are set."""
+        if self.backend == LogBackend.AUTO:
+            return LogBackend.KAFKA if self.bootstrap_servers else LogBackend.EMBEDDED
+        return LogBackend(self.backend)
 
     @model_validator(mode="after")
     def _kafka_needs_servers(self) -> LogSettings:

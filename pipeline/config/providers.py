@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from pipeline.config.references import KnownHostsReference, SecretReference
-from pipeline.config.section import Section
+from pipeline.config.section import Section, closed_set
 from pipeline.gitnames import check_branch_name, check_remote_url, check_url_without_password, origin_of
 
 # An OpenPGP key as gpg's `--local-user` takes it: a key id (8 or 16 hex digits) or a fingerprint
@@ -70,6 +71,13 @@ class SshSettings(Section):
         return self.private_key_file is not None or self.private_key_env is not None
 
 
+class SigningFormat(StrEnum):
+    """How commits are signed: git's `gpg.format`."""
+
+    SSH = "ssh"
+    OPENPGP = "openpgp"
+
+
 class SigningSettings(Section):
     """Commit signing: `ssh` (gpg.format=ssh, a private key) or `openpgp` (a GnuPG secret key).
 
@@ -77,7 +85,7 @@ class SigningSettings(Section):
     committer's email; for SSH the verifier's allowed-signers file maps that email to the key.
     """
 
-    format: Literal["ssh", "openpgp"]
+    format: Annotated[SigningFormat, closed_set(SigningFormat)]
     """`ssh` (gpg.format=ssh with a private key) or `openpgp` (a GnuPG secret key)."""
     key_file: Path | None = None
     """Signing key file."""

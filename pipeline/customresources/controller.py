@@ -426,7 +426,7 @@ class ConfigController:
             logger.info(
                 "published configuration version %d%s",
                 version,
-                "".join(f"; target {item.target} deleted" for item in deleted),
+                "".join(f"; target {item.stream.target} deleted" for item in deleted),
             )
         await self._ensure_signing_keys(store, compiled)
         if reread or not self._validations:

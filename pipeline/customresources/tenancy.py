@@ -31,6 +31,7 @@ from pipeline.config import (
     NAMESPACE_PLACEHOLDER,
     EncryptionSettings,
     ProviderSettings,
+    SigningFormat,
     SshSettings,
     TargetSettings,
     TenantGrant,
@@ -519,7 +520,9 @@ class TenantBoundary:
         if signing is not None:
             secret = signing.key_secret
             own_secret = secret is not None and secret.namespace == namespace
-            plain = signing.format == "ssh" and signing.gpg_home is None and signing.key_id is None
+            plain = (
+                signing.format == SigningFormat.SSH and signing.gpg_home is None and signing.key_id is None
+            )
             if not (own_secret and plain and signing.key_file is None and signing.key_env is None):
                 found.append("signing")
         return found

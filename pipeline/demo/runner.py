@@ -18,6 +18,7 @@ from pipeline.commit.git.sshremote import write_private_file
 from pipeline.config import (
     AuditSettings,
     EncryptionSettings,
+    LogBackend,
     LogSettings,
     ProviderSettings,
     Settings,
@@ -80,7 +81,7 @@ def demo_settings(base: Settings) -> Settings:
     return base.model_copy(
         update={
             "workdir": workdir,
-            "log": LogSettings(backend="embedded", topic_prefix=base.log.topic_prefix, fsync=False),
+            "log": LogSettings(backend=LogBackend.EMBEDDED, topic_prefix=base.log.topic_prefix, fsync=False),
             "audit": AuditSettings(addr=base.audit.addr, allow_plain_http=True),
             "lag": base.lag.model_copy(update={"poll_interval_s": LAG_POLL_INTERVAL_S}),
             "providers": [

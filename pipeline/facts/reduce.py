@@ -23,6 +23,7 @@ from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.config import AuditSettings
 from pipeline.facts.timeutil import parse_rfc3339_us
 from pipeline.models import GroupResource
+from pipeline.operation import Operation
 
 __all__ = [
     "DEFAULT_UID_CAP",
@@ -98,12 +99,12 @@ DISPLAY_NAME_EXTRA = "configbutler.ai/claims/display-name"
 EMAIL_EXTRA = "configbutler.ai/claims/email"
 
 # Lower-cased verb -> operation; anything else (get, list, watch, proxy, ...) is not a mutation.
-_MUTATIONS = {
-    "create": "CREATE",
-    "update": "UPDATE",
-    "patch": "UPDATE",
-    "delete": "DELETE",
-    "deletecollection": "DELETE",
+_MUTATIONS: Final[dict[str, Operation]] = {
+    "create": Operation.CREATE,
+    "update": Operation.UPDATE,
+    "patch": Operation.UPDATE,
+    "delete": Operation.DELETE,
+    "deletecollection": Operation.DELETE,
 }
 
 _CATEGORIES: dict[str, Category] = {
@@ -319,7 +320,7 @@ def reduce_event(event: object, *, uid_cap: int = DEFAULT_UID_CAP) -> Reduction:
     name = _text(object_ref, "name")
     uid = _text(object_ref, "uid")
     if not (namespace and name and uid):
-        order = (request_md, response_md) if operation == "DELETE" else (response_md, request_md)
+        order = (request_md, response_md) if operation is Operation.DELETE else (response_md, request_md)
         for metadata in order:
             if metadata is not None:
                 namespace = namespace or _text(metadata, "namespace")

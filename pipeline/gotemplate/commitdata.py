@@ -20,6 +20,7 @@ from functools import lru_cache
 from pipeline.gotemplate.execute import execute
 from pipeline.gotemplate.parse import Node, TemplateSyntaxError, parse
 from pipeline.gotemplate.values import GoMap, GoSlice, GoStruct, RenderError
+from pipeline.operation import Operation
 
 __all__ = [
     "DEFAULTS",
@@ -63,7 +64,7 @@ class GoTemplateError(ValueError):
 class Resource:
     """One object of a commit, as GR's `ResourceRef` names it."""
 
-    operation: str
+    operation: Operation
     group: str
     version: str
     resource: str
@@ -183,9 +184,9 @@ def render(text: str, data: GoStruct) -> str:
 
 
 def _samples(kind: MessageKind) -> list[GoStruct]:
-    create = Resource("CREATE", "apps", "v1", "deployments", "default", "example")
-    update = Resource("UPDATE", "", "v1", "configmaps", "default", "settings")
-    delete = Resource("DELETE", "apps", "v1", "deployments", "default", "old")
+    create = Resource(Operation.CREATE, "apps", "v1", "deployments", "default", "example")
+    update = Resource(Operation.UPDATE, "", "v1", "configmaps", "default", "settings")
+    delete = Resource(Operation.DELETE, "apps", "v1", "deployments", "default", "old")
     if kind is MessageKind.EVENT:
         return [
             event_data(r, user, "example-target")

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter
 
-from pipeline.config import LagSettings
+from pipeline.config import LagSettings, LogBackend
 from pipeline.lag.evaluator import Commit
 from pipeline.lag.monitor import CommitFeed
 from pipeline.log.api import Log, Reader, Record, TopicNotFoundError, TopicPartition
@@ -218,7 +218,7 @@ class ConsumerOffsetsFeed:
 
 def commit_feed_for(log: Log, settings: LagSettings) -> CommitFeed | None:
     """The commit feed a backend offers: Kafka has `__consumer_offsets`, the embedded log none."""
-    if log.kind != "kafka":
+    if log.kind != LogBackend.KAFKA:
         return None
     return ConsumerOffsetsFeed(
         log, min_distance_ms=int(settings.poll_interval_s * 1000), keep=settings.window

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.config import Settings
+from pipeline.config import LogBackend, Settings
 from pipeline.log.api import (
     DEFAULT_MAX_MESSAGE_BYTES,
     RECORD_OVERHEAD_BYTES,
@@ -67,7 +67,7 @@ __all__ = [
 
 def open_log(settings: Settings) -> Log:
     """The configured log, not yet started: Kafka when bootstrap servers are set, else embedded."""
-    if settings.log.effective_backend == "kafka":
+    if settings.log.effective_backend == LogBackend.KAFKA:
         from pipeline.log.kafka import KafkaLog
 
         return KafkaLog(settings.log)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from pipeline.config import LogBackend
 from pipeline.incarnation import Incarnation
 from pipeline.log.partitioner import murmur2_partition
 
@@ -562,7 +563,8 @@ class Log(StartedByAsyncWith):
     The readers and group members it hands out are tracked here, so closing the log closes them.
     """
 
-    kind: str
+    #: `KAFKA` or `EMBEDDED`: which backend this is
+    kind: LogBackend
 
     def __init__(self) -> None:
         self._owners: set[HandedOut] = set()

@@ -133,7 +133,7 @@ class LateWatch:
             metrics.LATE_DELAY.observe(max(now_ms - item.observed_at_ms, 0) / 1000)
         logger.info(
             "late fact: %s %s/%s@%s (branch-work %d:%d) was made by %s (%s)",
-            item.resource,
+            item.stream.resource,
             query.namespace,
             query.name,
             query.resource_version,

@@ -325,7 +325,9 @@ class Service:
             logger,
             f"appending the deletion of target(s) {', '.join(sorted(gone))}",
         )
-        logger.info("reload: target(s) %s removed from the file", ", ".join(item.target for item in items))
+        logger.info(
+            "reload: target(s) %s removed from the file", ", ".join(item.stream.target for item in items)
+        )
 
     async def stop(self) -> None:
         self._starting = []

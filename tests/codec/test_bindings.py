@@ -45,6 +45,7 @@ from pipeline.codec.credentials_report import CredentialsReport
 from pipeline.codec.dead_letter import DeadLetter, ReplayReceipt, SourceRef
 from pipeline.codec.fact_batch import AuthorFact, FactBatch
 from pipeline.codec.object_state import ObjectState
+from pipeline.codec.stream_id import StreamId
 from pipeline.codec.stream_report import ReportedStream, StreamReport
 from pipeline.codec.target_result import TargetResult
 from pipeline.codec.watch_claim import Claim
@@ -187,7 +188,7 @@ def test_local_fields_stay_off_the_wire_and_come_from_the_reader() -> None:
 
 def _work_avro() -> dict[str, Any]:
     item = WorkItem(
-        0, 0, "p", "b", "t", "path", "c", "", "v1", "pods", "", 5, BODIES["commit-requested"], 4, 6
+        0, 0, "p", "b", "path", StreamId("t", "c", "", "v1", "pods", ""), 5, BODIES["commit-requested"], 4, 6
     )
     return item.to_avro()
 

@@ -16,6 +16,7 @@ from pipeline.codec.branch_work import (
     WorkItem,
     Write,
 )
+from pipeline.codec.stream_id import StreamId
 
 ALICE = WorkAuthor("RESOLVED", "alice@example.com", "Alice Example", "alice@example.com", "exact", "user")
 BOB = WorkAuthor("RESOLVED", "bob", "Bob", "not-an-email", "collection", "user")
@@ -70,13 +71,8 @@ class Work:
             offset=self.offset,
             provider=self.provider,
             branch=self.branch,
-            target=target or self.target,
             path=self.path if path is None else path,
-            cluster="default",
-            group=group,
-            version=version,
-            resource=resource,
-            scope=scope,
+            stream=StreamId(target or self.target, "default", group, version, resource, scope),
             observed_at_ms=self.observed_ms,
             body=body,
         )

@@ -683,7 +683,7 @@ def test_absent_candidates_are_the_orphans_under_on_event_only() -> None:
         assert other[0].absent_candidates(other[1], other[2], TREE) == []
     d, plan, end = absent_setup()
     assert d.absent_candidates(replace(plan, sweep=None), end, TREE) == []
-    assert d.absent_candidates(plan, replace(end, target="t9"), TREE) == []
+    assert d.absent_candidates(plan, replace(end, stream=replace(end.stream, target="t9")), TREE) == []
 
 
 def test_absent_files_are_deleted_under_the_author_the_evidence_names() -> None:

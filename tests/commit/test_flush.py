@@ -16,6 +16,7 @@ from pipeline.codec.commit_request_result import RequestOutcome, RequestResult
 from pipeline.codec.target_result import TargetResult
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.flush import FlushAction, carrying_commit, decide, first_parents
+from pipeline.commit.position import LogPosition
 from pipeline.config import TargetSettings
 from tests.commit.helpers import BOB, Work, cm, files, git, log_lines
 from tests.commit.test_branch_worker import Harness
@@ -207,6 +208,7 @@ async def test_carrying_commit_is_the_oldest_claiming_the_offset(tmp_path: Path)
     await h.worker.push()
     commits = list(first_parents(h.worker.repo.read_commit, remote_tip(h.remote)))
     shas = [c.sha for c in reversed(commits)]
-    assert [carrying_commit(commits, "git", "main", 0, offset) for offset in (0, 1, 2)] == shas
-    assert carrying_commit(commits, "git", "main", 0, 3) is None
-    assert carrying_commit(commits, "git", "main", 1, 0) is None
+    assert [carrying_commit(commits, LogPosition("git", "main", 0, offset)) for offset in (0, 1, 2)] == shas
+    assert carrying_commit(commits, LogPosition("git", "main", 0, 3)) is None
+    assert carrying_commit(commits, LogPosition("git", "main", 1, 0)) is None
+    assert carrying_commit(commits, LogPosition("git", "other", 0, 0)) is None

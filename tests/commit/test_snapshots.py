@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pipeline.codec.branch_work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
+from pipeline.codec.stream_id import StreamId
 from pipeline.commit.snapshots import Complete, Skipped, SnapshotBook, push_due_at
 
 
@@ -15,7 +16,9 @@ class Stream:
 
     def item(self, body: Body) -> WorkItem:
         self.offset += 1
-        return WorkItem(0, self.offset, "git", "main", "t", "live", "c", "", "v1", self.resource, "", 0, body)
+        return WorkItem(
+            0, self.offset, "git", "main", "live", StreamId("t", "c", "", "v1", self.resource, ""), 0, body
+        )
 
 
 def objects(n: int) -> tuple[ResyncObject, ...]:
@@ -91,7 +94,7 @@ def test_a_deleted_targets_unfinished_snapshots_are_dropped_and_others_kept() ->
     chunk = ResyncChunk(1, 0, objects(1))
     book.chunk(mine.item(chunk), chunk)
     elsewhere = WorkItem(
-        0, 50, "git", "main", "u", "other", "c", "", "v1", "configmaps", "", 0, ResyncBegin(3, "")
+        0, 50, "git", "main", "other", StreamId("u", "c", "", "v1", "configmaps", ""), 0, ResyncBegin(3, "")
     )
     book.begin(elsewhere, ResyncBegin(3, ""))
     assert book.drop_target("nobody") is None

@@ -103,7 +103,7 @@ def test_the_record_goes_to_the_targets_branch_of_the_requests_namespace() -> No
     settings = _settings()
     item = request_work(_request({"gitTargetRef": {"name": "apps"}, "message": "m"}), settings, HOME, 99)
     assert item is not None
-    assert (item.provider, item.branch, item.target, item.path) == (
+    assert (item.provider, item.branch, item.stream.target, item.path) == (
         "team-a/repo",
         "rel",
         "team-a/apps",

@@ -43,7 +43,7 @@ def _bodies(before: CompiledConfig, after: CompiledConfig) -> dict[str, TargetDe
     found: dict[str, TargetDeleted] = {}
     for item in items:
         assert isinstance(item.body, TargetDeleted)
-        found[item.target] = item.body
+        found[item.stream.target] = item.body
     return found
 
 
@@ -77,7 +77,7 @@ def test_the_work_is_keyed_to_the_targets_own_branch_and_folder() -> None:
     )
     assert len(items) == 1
     item = items[0]
-    assert (item.provider, item.branch, item.target, item.path) == (
+    assert (item.provider, item.branch, item.stream.target, item.path) == (
         "team-a/repo",
         "release",
         "team-a/rel",

@@ -36,8 +36,8 @@ from pipeline.codec import (
     DecodeError,
     codec,
 )
+from pipeline.codec.branch_work import ActorKind, decode_work, encode_work
 from pipeline.codec.branch_work import Kind as WorkKind
-from pipeline.codec.branch_work import decode_work, encode_work
 from pipeline.codec.config_state import (
     CONFIG_KEY,
     ConfigStateRecord,
@@ -72,7 +72,20 @@ SLOW = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 def records(name: str) -> st.SearchStrategy[dict[str, Any]]:
-    return strategy(codec(name).current.raw)
+    """Records drawn from the schema, every author's `actorKind` (a string on the wire, a closed set
+    in the records) one of `ActorKind`."""
+    drawn = st.tuples(strategy(codec(name).current.raw), st.sampled_from(list(ActorKind)))
+    return drawn.map(lambda pair: _with_actor_kind(pair[0], pair[1].value))
+
+
+def _with_actor_kind(value: Any, kind: str) -> Any:
+    """`value` with every `actorKind` in it set to `kind`."""
+    if isinstance(value, dict):
+        found = {key: _with_actor_kind(item, kind) for key, item in value.items()}
+        return {**found, "actorKind": kind} if "actorKind" in value else found
+    if isinstance(value, list | tuple):
+        return type(value)(_with_actor_kind(item, kind) for item in value)
+    return value
 
 
 def read_back(name: str, record: dict[str, Any], key: bytes | None = None) -> Record:
@@ -144,6 +157,18 @@ def test_a_target_deleted_with_an_unknown_prune_mode_does_not_decode(
     record = {**record, "body": (WorkKind.TARGET_DELETED.value, body)}
     with pytest.raises(DecodeError, match="unknown prune"):
         decode_work(read_back(BRANCH_WORK, record))
+
+
+@given(records(OBJECT_STATE), st.text(max_size=8).filter(lambda t: t not in set(ActorKind)))
+def test_an_author_with_an_unknown_actor_kind_does_not_decode(record: dict[str, Any], kind: str) -> None:
+    """The actor kind is a string on the wire but a closed set: both decoders refuse anything else."""
+    record = _with_actor_kind(record, kind)
+    written = read_back(OBJECT_STATE, record, b"t/g/r/n/o")
+    assert written.value is not None
+    with pytest.raises(DecodeError, match="actor"):
+        decode_state_v2(written.value)
+    with pytest.raises(DecodeError, match="actorKind"):
+        ObjectState.from_avro(record)
 
 
 @given(records(WATCH_CURSOR), st.binary(min_size=1, max_size=20))

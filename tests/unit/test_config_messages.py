@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, load_settings
+from pipeline.config import ConfigError, LogBackend, load_settings
 
 
 def error_of(environ: dict[str, str], config: Path | None = None) -> str:
@@ -75,3 +75,27 @@ def test_an_env_variable_with_an_unknown_section_is_warned_about(caplog: pytest.
         "environment variable REVERSER_WORKDR names no setting and is ignored "
         "(did you mean REVERSER_WORKDIR?)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("environ", "backend"),
+    [
+        ({}, LogBackend.EMBEDDED),
+        ({"REVERSER_LOG__BOOTSTRAP_SERVERS": "broker:9092"}, LogBackend.KAFKA),
+        ({"REVERSER_LOG__BACKEND": "kafka", "REVERSER_LOG__BOOTSTRAP_SERVERS": "b:9092"}, LogBackend.KAFKA),
+        (
+            {"REVERSER_LOG__BACKEND": "embedded", "REVERSER_LOG__BOOTSTRAP_SERVERS": "b:9092"},
+            LogBackend.EMBEDDED,
+        ),
+    ],
+)
+def test_the_log_backend_is_read_into_its_enum(environ: dict[str, str], backend: LogBackend) -> None:
+    settings = load_settings(None, environ=environ)
+    assert settings.log.effective_backend is backend
+    assert isinstance(settings.log.backend, LogBackend)
+
+
+def test_a_log_backend_outside_its_set_is_refused_by_name() -> None:
+    message = error_of({"REVERSER_LOG__BACKEND": "redpanda"})
+    assert "log.backend" in message
+    assert "REVERSER_LOG__BACKEND" in message

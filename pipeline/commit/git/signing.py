@@ -17,7 +17,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 
 from pipeline.commit.git.keyfiles import KeyFile, key_path
 from pipeline.commit.git.sshremote import write_private_file
-from pipeline.config import ProviderSettings
+from pipeline.config import ProviderSettings, SigningFormat
 from pipeline.gitcredentials import CredentialsReason, load_private_key
 
 __all__ = [
@@ -210,7 +210,7 @@ def commit_signer(provider: ProviderSettings, keys_dir: Path, environ: dict[str,
             "which only a process reading the cluster can use",
             CredentialsReason.UNREACHABLE,
         )
-    if settings.format == "ssh":
+    if settings.format == SigningFormat.SSH:
         return SshSigner(_ssh_key(provider, keys_dir, environ))
     signer = GpgSigner(settings.gpg_home, settings.key_id or provider.committer.email)
     if not any(committer in uid for uid in signer.user_ids()):

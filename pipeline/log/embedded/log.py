@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter
 
+from pipeline.config import LogBackend
 from pipeline.log.api import (
     DEFAULT_MAX_MESSAGE_BYTES,
     AppendResult,
@@ -135,7 +136,7 @@ class Placed(NamedTuple):
 class EmbeddedLog(Log):
     """A Kafka-compatible log in `directory`; one process at a time (see the module docstring)."""
 
-    kind = "embedded"
+    kind = LogBackend.EMBEDDED
 
     def __init__(
         self,

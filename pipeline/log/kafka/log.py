@@ -29,7 +29,7 @@ from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from prometheus_client import Counter
 
-from pipeline.config import LogSettings
+from pipeline.config import LogBackend, LogSettings
 from pipeline.log.api import (
     DEFAULT_MAX_MESSAGE_BYTES,
     AppendResult,
@@ -105,7 +105,7 @@ class _CachedLimits:
 class KafkaLog(Log):
     """The log on a Kafka-compatible cluster: one producer, one admin client, one offsets client."""
 
-    kind = "kafka"
+    kind = LogBackend.KAFKA
 
     def __init__(self, settings: LogSettings) -> None:
         super().__init__()
