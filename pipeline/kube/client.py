@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import aiohttp
 
@@ -118,6 +118,10 @@ def _ignore_undecodable() -> None:
     """The default `on_undecodable`: a caller that keeps no count still gets the error logged."""
 
 
+#: Lines a watch decodes per step (`WatchConnection.batches`).
+BATCH_LINES: Final = 100
+
+
 class WatchConnection:
     """An open watch response, read as one JSON event per line; lines may be arbitrarily long.
 
@@ -140,10 +144,13 @@ class WatchConnection:
                 yield event
 
     async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
-        """Decoded events, a list per network read, until the server ends the stream.
+        """Decoded events, a list per network read (or per `BATCH_LINES` lines of a longer read),
+        until the server ends the stream.
 
-        A read holds as many lines as arrived; handing them on together costs a reader one
-        queue operation per read instead of one per event. An abrupt close raises
+        Handing a read's events on together costs a reader one queue operation per read instead
+        of one per event. A read holds as many lines as arrived, megabytes during a snapshot:
+        decoded at once it held the event loop and kept thousands of objects alive, so it is
+        decoded a part at a time, as the reader asks for it. An abrupt close raises
         `aiohttp.ClientPayloadError` (or a connection error); a clean end of the stream just ends
         the iteration.
         """
@@ -153,9 +160,10 @@ class WatchConnection:
             data = pending + chunk if pending else chunk
             lines = data.split(b"\n")
             pending = lines.pop()
-            batch = [event for line in lines if (event := decode(line)) is not None]
-            if batch:
-                yield batch
+            for start in range(0, len(lines), BATCH_LINES):
+                batch = [e for line in lines[start : start + BATCH_LINES] if (e := decode(line)) is not None]
+                if batch:
+                    yield batch
         event = decode(pending)
         if event is not None:
             yield [event]

@@ -60,7 +60,9 @@ class StreamOptions:
     backoff_max_s: float = CLUSTER_DEFAULTS.watch_backoff_max_s
     healthy_after_s: float = CLUSTER_DEFAULTS.watch_backoff_max_s
     watch_timeout_s: int = CLUSTER_DEFAULTS.watch_timeout_s
-    queue_reads: int = 16
+    # parts of network reads waiting for the writer, each at most `BATCH_LINES` (100) events:
+    # with the writer's batch, memory holds about as many as the 1,024 single events before
+    queue_reads: int = 8
     batch_max: int = 500
     list_page_size: int = CLUSTER_DEFAULTS.watch_list_page_size
     slice_ms: float = CLUSTER_DEFAULTS.watch_slice_ms
@@ -430,7 +432,11 @@ class WatchStream:
                 size += len(item) if isinstance(item, list) else 0
             records: list[PendingRecord] = []
             new_rv = ""
-            for item in batch:
+            # taken off the batch as it goes, so a read's decoded events are freed once handled:
+            # held to the batch's end they outlived collections and a full one walked them all
+            batch.reverse()
+            while batch:
+                item = batch.pop()
                 if isinstance(item, _End):
                     await self._write(records, new_rv)
                     return
