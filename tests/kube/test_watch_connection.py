@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ClusterSettings
-from pipeline.kube.client import KubeClient, WatchConnection, open_client
+from pipeline.kube.client import BATCH_LINES, KubeClient, WatchConnection, open_client
 from tests.support.wait import wait_for
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
 
@@ -94,3 +94,29 @@ async def test_batches_hold_each_read_s_lines_in_order_across_split_reads(
     assert all(batches)
     names = [event["object"]["metadata"]["name"] for batch in batches for event in batch]
     assert names == ["cm-x", "cm-y", "cm-z"]
+
+
+async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, tmp_path: Path) -> None:
+    """250 short lines in one write arrive in one read; no part handed on holds more than
+    `BATCH_LINES` events, and together they are every event in order."""
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    connection = await client.watch(_PATH, [], 30.0)
+    names = [f"cm-{n:03d}" for n in range(250)]
+    try:
+        await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
+        kube.inject_raw(
+            b"".join(
+                json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
+                for name in names
+            )
+        )
+        batches: list[list[dict[str, Any]]] = []
+        async for batch in connection.batches():
+            batches.append(batch)
+            if batch[-1]["object"]["metadata"]["name"] == names[-1]:
+                break
+    finally:
+        connection.close()
+        await client.close()
+    assert all(0 < len(batch) <= BATCH_LINES for batch in batches)
+    assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names
