@@ -102,7 +102,8 @@ def _count_undecodable() -> None:
 
 
 def _count_types(events: list[dict[str, Any]]) -> None:
-    """Count a read's events by type: one counter update per type, not per event."""
+    """Count a part's events by type: one counter update per type, not per event (counted as
+    received, so events after an `ERROR` in the same part are counted though not handled)."""
     for event_type, count in collections.Counter([event.get("type") for event in events]).items():
         metrics.event_counter(str(event_type or "unknown")).inc(count)
 
@@ -382,9 +383,9 @@ class WatchStream:
 
     # -- reading --------------------------------------------------------------------------
     async def _pump(self, connection: WatchConnection, queue: asyncio.Queue[_QueueItem]) -> None:
-        """Move the events of each network read into the bounded queue; a full queue blocks the
-        reader. One queue item per read, not per event: per event, the queue was a tenth of the
-        watch path's CPU."""
+        """Move the events of each part of a network read into the bounded queue; a full queue
+        blocks the reader. One queue item per part, not per event: per event, the queue was a
+        tenth of the watch path's CPU."""
         try:
             async for events in connection.batches():
                 await queue.put(events)
@@ -420,8 +421,8 @@ class WatchStream:
             await self._consume(queue)
 
     async def _consume(self, queue: asyncio.Queue[_QueueItem]) -> None:
-        """Handle events in batches of at least `batch_max` events when that many wait (the
-        reads queued so far): one append per batch, then the cursor."""
+        """Handle the queued parts of reads together, until they hold `batch_max` events or the
+        queue is empty: one append per batch, then the cursor."""
         slicer = self._slicer
         while True:
             batch = [await queue.get()]
