@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -82,9 +83,18 @@ class PendingRecord:
     def size_bytes(self) -> int:
         """Key, value and header bytes as Kafka counts them against `max.message.bytes` (UTF-8 names)."""
         size = len(self.key or b"") + len(self.value or b"")
-        for name, value in self.headers:
-            size += len(name.encode()) + len(value)
+        headers = self.headers
+        if headers:
+            size += _headers_size(headers) if isinstance(headers, tuple) else _headers_bytes(headers)
         return size
+
+
+def _headers_bytes(headers: Headers) -> int:
+    return sum(len(name.encode()) + len(value) for name, value in headers)
+
+
+#: a writer sends the same headers with many records, each checked against the size limit
+_headers_size = functools.lru_cache(maxsize=1024)(_headers_bytes)
 
 
 #: What one record costs against `max.message.bytes` beyond its key, value and header bytes: Kafka

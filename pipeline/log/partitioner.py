@@ -6,6 +6,8 @@ topic written by one backend and read by the other keeps every key's records in 
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["murmur2", "murmur2_partition", "to_positive"]
 
 _SEED = 0x9747B28C
@@ -44,8 +46,13 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
+@functools.lru_cache(maxsize=4096)
 def murmur2_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for `key` among `partitions`."""
+    """The partition Kafka's default partitioner picks for `key` among `partitions`.
+
+    Remembered for the last few thousand keys: a writer sends many records under one key (a
+    watch stream's every event), and the hash in Python cost microseconds per record.
+    """
     if partitions <= 0:
         raise ValueError(f"partitions must be positive, got {partitions}")
     return to_positive(murmur2(key)) % partitions

@@ -28,18 +28,23 @@ __all__ = ["RecordBuilder", "live_event", "snapshot_object", "stream_head"]
 _ENVELOPE_BYTES = 4096
 
 
+def _text(value: Any) -> str:
+    """A metadata string as the record holds it: missing or empty is ""."""
+    return value if type(value) is str else str(value or "")
+
+
 def live_event(event_type: str, meta: dict[str, Any], deleting: bool, payload: bytes) -> LiveEvent:
     """The live event of an object with metadata `meta`, serialised as `payload`."""
     labels = meta.get("labels")
     return LiveEvent(
-        type=event_type,
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
-        resource_version=str(meta.get("resourceVersion") or ""),
-        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
-        deleting=deleting,
-        object_json=payload,
+        event_type,
+        _text(meta.get("namespace")),
+        _text(meta.get("name")),
+        _text(meta.get("uid")),
+        _text(meta.get("resourceVersion")),
+        {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) and labels else {},
+        deleting,
+        payload,
     )
 
 

@@ -7,11 +7,12 @@ Against the watch-protocol test server over real HTTP.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import ClusterSettings
-from pipeline.kube.client import KubeClient, WatchConnection, open_client
+from pipeline.kube.client import BATCH_LINES, KubeClient, WatchConnection, open_client
 from tests.support.wait import wait_for
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
 
@@ -66,3 +67,56 @@ async def test_a_caller_without_a_callback_still_reads_past_them(
     connection = await client.watch(_PATH, [], 30.0)
     events = await watch_with_garbage(kube, client, connection)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "cm-b")]
+
+
+async def test_batches_hold_each_read_s_lines_in_order_across_split_reads(
+    kube: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    """A line cut between two network writes is joined; a write of several lines comes out as
+    events in server order; a blank line and a line of whitespace are no events."""
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    connection = await client.watch(_PATH, [], 30.0)
+    try:
+        await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
+        line = json.dumps({"type": "ADDED", "object": configmap("cm-x")}).encode()
+        second = json.dumps({"type": "ADDED", "object": configmap("cm-y")}).encode()
+        kube.inject_raw(line[:40])
+        kube.inject_raw(line[40:] + b"\n" + second + b"\n \t\r\n\n")
+        kube.put(configmap("cm-z"))
+        batches: list[list[dict[str, Any]]] = []
+        async for batch in connection.batches():
+            batches.append(batch)
+            if batch[-1]["object"]["metadata"]["name"] == "cm-z":
+                break
+    finally:
+        connection.close()
+        await client.close()
+    assert all(batches)
+    names = [event["object"]["metadata"]["name"] for batch in batches for event in batch]
+    assert names == ["cm-x", "cm-y", "cm-z"]
+
+
+async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, tmp_path: Path) -> None:
+    """250 short lines in one write arrive in one read; no part handed on holds more than
+    `BATCH_LINES` events, and together they are every event in order."""
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    connection = await client.watch(_PATH, [], 30.0)
+    names = [f"cm-{n:03d}" for n in range(250)]
+    try:
+        await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
+        kube.inject_raw(
+            b"".join(
+                json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
+                for name in names
+            )
+        )
+        batches: list[list[dict[str, Any]]] = []
+        async for batch in connection.batches():
+            batches.append(batch)
+            if batch[-1]["object"]["metadata"]["name"] == names[-1]:
+                break
+    finally:
+        connection.close()
+        await client.close()
+    assert all(0 < len(batch) <= BATCH_LINES for batch in batches)
+    assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names

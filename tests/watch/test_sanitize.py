@@ -133,3 +133,155 @@ def test_sanitize_is_an_idempotent_allowlist(obj: dict[str, Any]) -> None:
     assert set(clean) <= ALLOWED_TOP
     assert sanitize(clean) == clean
     assert sanitized_json(clean) == sanitized_json(json.loads(sanitized_json(clean)))
+
+
+def _reference_sanitize(obj: dict[str, Any]) -> dict[str, Any]:
+    """The allowlist read plainly, as `sanitize` was written before it was made faster: the
+    model the property test below holds the faster version to."""
+    label_prefixes = ("kustomize.toolkit.fluxcd.io/", "kro.run/", "applyset.kubernetes.io/")
+    annotation_keys = {
+        "argocd.argoproj.io/tracking-id",
+        "argocd.argoproj.io/installation-id",
+        "kcp.io/cluster",
+    }
+    annotation_prefixes = (
+        "kubectl.kubernetes.io/",
+        "control-plane.alpha.kubernetes.io/",
+        "deployment.kubernetes.io/",
+        "autoscaling.alpha.kubernetes.io/",
+        "kustomize.toolkit.fluxcd.io/",
+        "applyset.kubernetes.io/",
+    )
+    spec_removals = {
+        "Service": (
+            "clusterIP",
+            "clusterIPs",
+            "healthCheckNodePort",
+            "ipFamilies",
+            "ipFamilyPolicy",
+            "internalTrafficPolicy",
+        ),
+        "Pod": ("nodeName",),
+        "PersistentVolumeClaim": ("volumeName", "volumeMode"),
+    }
+    top_level = [key for key in TOP_LEVEL_ORDER if key not in ("apiVersion", "kind", "metadata")]
+    out: dict[str, Any] = {}
+    for key in ("apiVersion", "kind"):
+        if key in obj:
+            out[key] = obj[key]
+    source_meta = obj.get("metadata")
+    meta: dict[str, Any] = {}
+    if isinstance(source_meta, dict):
+        for key in ("name", "namespace"):
+            if source_meta.get(key):
+                meta[key] = source_meta[key]
+        labels = source_meta.get("labels")
+        labels = (
+            {k: v for k, v in labels.items() if not str(k).startswith(label_prefixes)}
+            if isinstance(labels, dict)
+            else {}
+        )
+        if labels:
+            meta["labels"] = labels
+        annotations = source_meta.get("annotations")
+        annotations = (
+            {
+                k: v
+                for k, v in annotations.items()
+                if k not in annotation_keys and not str(k).startswith(annotation_prefixes)
+            }
+            if isinstance(annotations, dict)
+            else {}
+        )
+        if annotations:
+            meta["annotations"] = annotations
+    out["metadata"] = meta
+    for key in top_level:
+        if key in obj:
+            out[key] = obj[key]
+    removals = spec_removals.get(str(obj.get("kind", "")))
+    if removals and isinstance(out.get("spec"), dict):
+        out["spec"] = {k: v for k, v in out["spec"].items() if k not in removals}
+    return out
+
+
+TOP_LEVEL_ORDER = (
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+    "data",
+    "binaryData",
+    "rules",
+    "subjects",
+    "roleRef",
+    "webhooks",
+    "template",
+    "involvedObject",
+    "reason",
+    "message",
+    "type",
+    "eventTime",
+)
+
+_meta_keys = st.sampled_from(
+    [
+        "app",
+        "kro.run/owned",
+        "kustomize.toolkit.fluxcd.io/name",
+        "applyset.kubernetes.io/id",
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "deployment.kubernetes.io/revision",
+        "argocd.argoproj.io/tracking-id",
+        "kcp.io/cluster",
+        "argocd.argoproj.io/sync-wave",
+    ]
+) | st.text(max_size=12)
+_meta_maps = st.dictionaries(_meta_keys, st.text(max_size=4), max_size=5) | json_values
+_metadata = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.text(max_size=4) | st.none(),
+        "namespace": st.text(max_size=4) | st.integers(0, 2),
+        "labels": _meta_maps,
+        "annotations": _meta_maps,
+        "uid": st.text(max_size=4),
+        "resourceVersion": st.text(max_size=4),
+    },
+)
+_spec = st.dictionaries(
+    st.sampled_from(["clusterIP", "ipFamilies", "nodeName", "volumeName", "volumeMode", "ports", "x"]),
+    json_values,
+)
+_objects = st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": st.sampled_from(["v1", "apps/v1"]),
+        "kind": st.sampled_from(["Service", "Pod", "PersistentVolumeClaim", "ConfigMap"]) | json_values,
+        "metadata": _metadata | json_values,
+        "spec": _spec | json_values,
+        "status": json_values,
+        "data": json_values,
+        "type": json_values,
+        "immutable": st.booleans(),
+    },
+)
+
+
+def _key_orders(value: Any) -> Any:
+    """The keys of every mapping in `value`, in insertion order (equality of dicts ignores it)."""
+    if isinstance(value, dict):
+        return [(k, _key_orders(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_key_orders(v) for v in value]
+    return value
+
+
+@given(_objects)
+def test_sanitize_matches_the_plain_reading_of_the_allowlist(obj: dict[str, Any]) -> None:
+    before = json.dumps(obj, sort_keys=True)
+    clean, expected = sanitize(obj), _reference_sanitize(obj)
+    assert clean == expected
+    assert _key_orders(clean) == _key_orders(expected)
+    assert sanitized_json(clean) == sanitized_json(expected)
+    assert json.dumps(obj, sort_keys=True) == before  # the input is left untouched

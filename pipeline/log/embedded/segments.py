@@ -11,6 +11,7 @@ every record are kept in `array('q')` indexes, so a read is one `pread` of the e
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 import zlib
@@ -73,13 +74,27 @@ def encode_frame(
         body += key
     if value:
         body += value
+    if headers:
+        body += _encoded_headers(headers) if isinstance(headers, tuple) else _headers_bytes(headers)
+    return _PREFIX.pack(len(body), zlib.crc32(body)) + body
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded_headers(headers: Headers) -> bytes:
+    """`_headers_bytes`, remembered: a writer sends the same headers with many records."""
+    return _headers_bytes(headers)
+
+
+def _headers_bytes(headers: Headers) -> bytes:
+    """The frame bytes of `headers`."""
+    out = bytearray()
     for name, header_value in headers:
         encoded = name.encode()
-        body += _HEADER_NAME.pack(len(encoded))
-        body += encoded
-        body += _HEADER_VALUE.pack(len(header_value))
-        body += header_value
-    return _PREFIX.pack(len(body), zlib.crc32(body)) + body
+        out += _HEADER_NAME.pack(len(encoded))
+        out += encoded
+        out += _HEADER_VALUE.pack(len(header_value))
+        out += header_value
+    return bytes(out)
 
 
 def _decode_frames(topic: str, partition: int, data: bytes, count: int) -> list[Record]:
