@@ -46,7 +46,7 @@ from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, 
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.refusals import TargetRefusals, refusal_of
-from pipeline.commit.snapshots import Skipped, push_due_at
+from pipeline.commit.snapshots import Carried, Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.config import KustomizeSettings, ProviderSettings, Settings, TargetSettings
@@ -279,13 +279,15 @@ class BranchWorker:
     async def handle(self, item: WorkItem) -> None:
         """Apply one work record (the caller keeps log order and calls `sync` first)."""
         here = (item.partition, item.offset)
-        # a late author makes no commit, so no trailer covers it; noting it again changes nothing
-        redelivered = item.offset <= self._skip.get(item.partition, -1)
-        if redelivered and not isinstance(item.body, LateAuthor):
+        # a late author makes no commit, so no trailer covers it; noting it again changes nothing.
+        # A snapshot's records are collected again: its end says whether the branch carries it.
+        redelivered = self._carried(item)
+        if redelivered and not isinstance(item.body, LateAuthor | ResyncBegin | ResyncChunk | ResyncEnd):
             metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc()
             if isinstance(item.body, TargetDeleted):
                 self._retiring.discard(item.stream.target)
                 self._deleted.add(item.stream.target)
+                self._skip_snapshot(self._decide.snapshots.drop_target(item.stream.target))
             if isinstance(item.body, CommitRequested) and self._remote_tip is not None:
                 commits = flush.first_parents(self.repo.read_commit, self._remote_tip)
                 await self._requests.redelivered(commits, item, item.body)
@@ -319,6 +321,10 @@ class BranchWorker:
         else:
             await self._end(item, body)
         metrics.PENDING.labels(*self._labels).set(self.unsettled)
+
+    def _carried(self, item: WorkItem) -> bool:
+        """Whether the branch tip's `Reverser-Offset` claims `item` (at or below it, same partition)."""
+        return item.offset <= self._skip.get(item.partition, -1)
 
     async def _gone(self, item: WorkItem) -> bool:
         """Whether `item` belongs to a target already deleted at its place in the log.
@@ -436,9 +442,14 @@ class BranchWorker:
             await self._apply_snapshot(item, body)
 
     async def _apply_snapshot(self, item: WorkItem, body: ResyncEnd) -> None:
-        outcome = self._decide.snapshots.end(item, body)
+        outcome = self._decide.snapshots.end(item, body, carried=self._carried(item))
         if isinstance(outcome, Skipped):
             self._skip_snapshot(outcome)
+            return
+        if isinstance(outcome, Carried):
+            metrics.SKIPPED.labels(metrics.SkipReason.ALREADY_COMMITTED).inc(len(outcome.offsets))
+            self._emit(self._decide.carried(outcome, item))
+            self._settle(outcome.offsets)
             return
         await self._finalize(CloseReason.SNAPSHOT)
         plan, skips = await self._slicer.drive(

@@ -76,7 +76,7 @@ from pipeline.commit.plan import (
     orphans,
 )
 from pipeline.commit.position import LogPosition, Offset
-from pipeline.commit.snapshots import Complete, SnapshotBook
+from pipeline.commit.snapshots import Carried, Complete, SnapshotBook
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
@@ -331,27 +331,35 @@ class Decider:
         self.versions.applied(path, version, uid)
 
     def redelivered(self, item: WorkItem) -> list[PendingRecord]:
-        """Object state of work the branch already carries: written again unless the topic has it.
+        """Object state of a write the branch already carries: written again unless the topic has it.
 
-        Covers a crash after the push and before the object-state append; snapshot sweeps of such
-        work are not re-derived (the next snapshot removes those objects; docs/commit-worker.md).
+        Covers a crash after the push and before the object-state append. A snapshot's records are
+        not judged one by one: its end says whether the branch carries it (`carried`).
         """
         stream = item.stream
         book = self._tracked(item)
-        if book is None:
+        body = item.body
+        if book is None or not isinstance(body, Write):
             return []
         target = self.target(stream.target)
+        if body.operation == Operation.DELETE and (target is None or target.prune == Prune.NEVER):
+            return []
         sealed = is_sensitive(stream.group, stream.resource, self.sensitive(target))
-        body = item.body
-        found: list[PendingRecord | None] = []
-        if isinstance(body, Write):
-            if body.operation == Operation.DELETE and (target is None or target.prune == Prune.NEVER):
-                return []
-            found.append(self._write_state(item, body, sealed, None))
-        elif isinstance(body, ResyncChunk):
-            found += [
-                book.upsert(self._state_of(item, o, sealed, SNAPSHOT_AUTHOR, None)) for o in body.objects
-            ]
+        found = self._write_state(item, body, sealed, None)
+        return [found] if found is not None else []
+
+    def carried(self, done: Carried, end: WorkItem) -> list[PendingRecord]:
+        """Object state of a snapshot the branch already carries, written again unless the topic
+        has it; its sweep is not re-derived (the next snapshot removes those objects;
+        docs/commit-worker.md)."""
+        book = self._tracked(end)
+        if book is None:
+            return []
+        stream = end.stream
+        sealed = is_sensitive(stream.group, stream.resource, self.sensitive(self.target(stream.target)))
+        found = [
+            book.upsert(self._state_of(end, o, sealed, SNAPSHOT_AUTHOR, None)) for o in done.snapshot.objects
+        ]
         return [r for r in found if r is not None]
 
     # object state ------------------------------------------------------------------------------

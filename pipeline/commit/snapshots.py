@@ -4,6 +4,8 @@ A watch stream's snapshot reaches a branch as `ResyncBegin`, chunks and `ResyncE
 snapshot a record belongs to, when a newer epoch supersedes an unfinished one, when a record is
 stale and when a finished snapshot is complete enough to sweep the branch are decisions about
 the records only; `SnapshotBook` makes them and says what to settle without a commit and why.
+Whether a snapshot is already on the branch is judged at its end, never by its first records: a
+window of another stream committed while it was open claims offsets past its `ResyncBegin`.
 `push_due_at` decides when the next push may run. `BranchWorker` applies the outcomes (metrics,
 logs, Git) and is tested with a real repository; these are tested without one.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pipeline.codec.branch_work import ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 from pipeline.commit.metrics import SkipReason
 
-__all__ = ["Collected", "Complete", "Skipped", "SnapshotBook", "push_due_at"]
+__all__ = ["Carried", "Collected", "Complete", "Skipped", "SnapshotBook", "push_due_at"]
 
 Offset = tuple[int, int]
 Stream = tuple[str, str, str, str]
@@ -44,6 +46,15 @@ class Skipped:
 @dataclass(frozen=True, slots=True)
 class Complete:
     """A snapshot whose end marker matched what arrived: commit it (and sweep) with `offsets`."""
+
+    snapshot: Collected
+    offsets: list[Offset]
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A complete snapshot whose end the branch tip's trailer claims: its commit is on the branch,
+    so settle `offsets` without a commit (and write its objects' states again)."""
 
     snapshot: Collected
     offsets: list[Offset]
@@ -101,8 +112,14 @@ class SnapshotBook:
         snapshot.offsets.append((item.partition, item.offset))
         return None
 
-    def end(self, item: WorkItem, body: ResyncEnd) -> Skipped | Complete:
-        """Close a snapshot: complete when the chunk and object counts match the end marker."""
+    def end(self, item: WorkItem, body: ResyncEnd, *, carried: bool = False) -> Skipped | Complete | Carried:
+        """Close a snapshot: complete when the chunk and object counts match the end marker.
+
+        `carried` says the branch tip's `Reverser-Offset` is at or past this end marker: a complete
+        snapshot was then committed by the previous owner (its commit claims this offset) and is
+        `Carried`, not committed again. Its begin and chunks were collected here like any others,
+        because a trailer past them proves nothing about a snapshot whose end it does not reach.
+        """
         here = (item.partition, item.offset)
         snapshot = self._open.get(item.snapshot_key)
         if snapshot is None or snapshot.epoch != body.epoch:
@@ -117,7 +134,7 @@ class SnapshotBook:
                 f"({snapshot.chunks}/{body.chunks} chunks, {len(snapshot.objects)}/{body.objects} "
                 "objects); no sweep",
             )
-        return Complete(snapshot, offsets)
+        return Carried(snapshot, offsets) if carried else Complete(snapshot, offsets)
 
 
 def push_due_at(now: float, last_push: float | None, cooldown_s: float) -> float:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.codec.branch_work import WorkAuthor
+from pipeline.codec.branch_work import TargetDeleted, WorkAuthor
 from pipeline.commit.branch import BranchWorker
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.ports import BranchPorts
@@ -452,6 +452,54 @@ async def test_restart_skips_work_already_on_the_branch(h: Harness) -> None:
     await h.settle_time(5)
     assert len(log_lines(h.remote)) == 3
     assert [o for o in h.settled if o == (0, 0)] == [(0, 0), (0, 0)]
+
+
+async def test_a_snapshot_redelivered_whole_below_the_trailer_is_not_committed_again(h: Harness) -> None:
+    """Its end is at the branch tip's trailer: its records are collected again and settle at the
+    end without a second `reconciled` commit."""
+    items = Work().snapshot(1, [cm("a"), cm("b"), cm("c")])
+    await h.feed(*items)
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s") == ["reconciled 3 configmaps (last resourceVersion: 100)"]
+    h.worker = h.new_worker()
+    await h.feed(*items)
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s") == ["reconciled 3 configmaps (last resourceVersion: 100)"]
+    assert sorted(h.settled) == sorted([(i.partition, i.offset) for i in items] * 2)
+    assert h.worker.unsettled == 0
+
+
+async def test_a_redelivered_target_deletion_drops_the_snapshot_it_cut_short(tmp_path: Path) -> None:
+    """A target deleted while its snapshot was open: on redelivery below the trailer the snapshot's
+    records are collected again, so the deletion must drop them again or they never settle."""
+    targets = [
+        TargetSettings(name="t1", provider="git", path="live"),
+        TargetSettings(name="gone", provider="git", path="gone", prune="Always"),
+    ]
+    h = Harness(tmp_path, targets=targets)
+    w = Work(target="gone", path="gone")
+    await h.feed(w.create(cm("old")))
+    await h.settle_time(5)
+    begin, chunk, _ = w.snapshot(1, [cm("a")])
+    deleted = w._item(
+        TargetDeleted("Always", True, 2, "GitTarget gone was deleted"),
+        group="",
+        version="",
+        resource="",
+        scope="",
+    )
+    items = [begin, chunk, deleted]
+    await h.feed(*items)
+    await h.settle_time(5)
+    assert log_lines(h.remote, fmt="%s")[-1] == "removed gone/ of deleted target gone (prune Always)"
+    assert h.worker.unsettled == 0
+    h.worker = h.new_worker()
+    settled_before = len(h.settled)
+    await h.feed(*items)
+    await h.settle_time(5)
+    assert h.worker.unsettled == 0
+    assert sorted(h.settled[settled_before:]) == sorted((i.partition, i.offset) for i in items)
+    assert files(h.remote) == {}
 
 
 async def test_crash_between_commit_and_push_loses_nothing(h: Harness) -> None:

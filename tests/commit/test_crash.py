@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from pipeline.codec.branch_work import CommitRequested, TargetDeleted, WorkItem
+from pipeline.commit.consumer import CommitWorker
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
-from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, log_lines
+from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, git, log_lines
 from tests.commit.logwork import append_work
 from tests.commit.objstate import as_files, first_read, raw_keys
 from tests.support.process import KILLED_MEMBER_SESSION_TIMEOUT_MS
+from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,12 +44,13 @@ def run_worker(settings_file: Path, crash_at: str | None) -> int:
     return done.returncode
 
 
-async def _append(cfg: Settings, items: list[WorkItem]) -> None:
-    """Append work from the test process (its own log client, closed before a worker runs)."""
+async def _append(cfg: Settings, items: list[WorkItem]) -> list[tuple[int, int]]:
+    """Append work from the test process (its own log client, closed before a worker runs);
+    returns where each item landed."""
     log = open_log(cfg)
     await log.start()
     try:
-        await append_work(log, cfg, items)
+        return await append_work(log, cfg, items)
     finally:
         await log.close()
 
@@ -171,3 +174,80 @@ async def test_sigkill_around_a_commit_request_then_restart_commits_it_once(
     assert run_worker(settings_file, None) == 0
     assert log_lines(remote, fmt="%s") == ["save both"]
     assert sorted(files(remote)) == ["live/team-a/configmaps/a.yaml", "live/team-a/configmaps/b.yaml"]
+
+
+async def _run_until_pushed(cfg: Settings, remote: Path, subject: str) -> None:
+    """A worker in this process, stopped cleanly once `subject` is on the remote."""
+    log = open_log(cfg)
+    await log.start()
+    worker = CommitWorker(cfg, log)
+    await worker.start()
+    try:
+        await wait_for(lambda: subject in log_lines(remote, fmt="%s"), f"{subject!r} pushed", timeout_s=60)
+    finally:
+        await worker.stop()
+        await log.close()
+
+
+@pytest.mark.parametrize("restart", ["pushed", "state-written", "stop"])
+async def test_a_snapshot_interleaved_with_another_streams_commit_survives_a_restart(
+    settings: Settings, tmp_path: Path, restart: str
+) -> None:
+    """Stream S (configmaps of team-a) begins a snapshot; a write of stream T (team-b) on the same
+    branch is committed and pushed, its `Reverser-Offset` claiming an offset past S's ResyncBegin
+    and first chunk; the worker goes (SIGKILL after that push or after its object-state append,
+    or a clean stop) before S's second chunk and end. The restarted worker is handed S's begin and
+    first chunk again, below the branch tip's trailer: the snapshot still lands whole (every listed
+    object written, the unlisted one swept under prune Always), T's change stays, no commit twice,
+    and object-state matches the tree."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = settings.model_copy(
+        update={
+            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
+            # a window of zero commits every write at once: T's commit lands between S's chunks
+            "providers": [
+                ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
+            ],
+            "targets": [TargetSettings(name="t1", provider="git", path="live", prune="Always")],
+        }
+    )
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(cfg.model_dump_json())
+    w = Work(step_ms=10)
+    await _append(cfg, [w.create(cm("stale"))])
+    assert run_worker(settings_file, None) == 0
+
+    begin, first, second, end = w.snapshot(1, [cm("a"), cm("b"), cm("c")], rv="100")
+    other = w.create(cm("t", namespace="team-b"), BOB, scope="team-b")
+    landed = await _append(cfg, [begin, first, other])
+    if restart == "stop":
+        await _run_until_pushed(cfg, remote, "[CREATE] v1/configmaps/t")
+    else:
+        assert run_worker(settings_file, restart) == -9
+    assert log_lines(remote, fmt="%s") == ["[CREATE] v1/configmaps/stale", "[CREATE] v1/configmaps/t"]
+    trailer = git(remote, "log", "-1", "--format=%(trailers:key=Reverser-Offset,valueonly)", "main")
+    assert trailer.strip() == f"{landed[2][0]}:{landed[2][1]}", "T's commit claims past S's begin"
+    assert landed[0][1] < landed[1][1] < landed[2][1]
+
+    await _append(cfg, [second, end])
+    assert run_worker(settings_file, None) == 0
+
+    subjects = log_lines(remote, fmt="%s")
+    assert subjects == [
+        "[CREATE] v1/configmaps/stale",
+        "[CREATE] v1/configmaps/t",
+        "reconciled 4 configmaps (last resourceVersion: 100)",  # a, b, c written; stale swept
+    ]
+    assert sorted(files(remote)) == [
+        "live/team-a/configmaps/a.yaml",
+        "live/team-a/configmaps/b.yaml",
+        "live/team-a/configmaps/c.yaml",
+        "live/team-b/configmaps/t.yaml",
+    ]
+    log = open_log(cfg)
+    await log.start()
+    try:
+        states = await first_read(log, cfg)
+    finally:
+        await log.close()
+    assert as_files(states) == files(remote)

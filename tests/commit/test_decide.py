@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal, overload
 
 import pytest
 from hypothesis import given, settings
@@ -34,7 +34,7 @@ from pipeline.commit.messages import ChangedObject
 from pipeline.commit.metrics import SkipReason
 from pipeline.commit.plan import Byline, Plan, PlanKind, Retired
 from pipeline.commit.position import LogPosition
-from pipeline.commit.snapshots import Complete
+from pipeline.commit.snapshots import Carried, Complete
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason
 from pipeline.commit.yamlrender import RenderError, render_object
@@ -153,7 +153,11 @@ def apply(d: Decider, item: WorkItem, now: float = 0.0) -> list[Closed]:
     return closed
 
 
-def finish(d: Decider, items: list[WorkItem]) -> Complete:
+@overload
+def finish(d: Decider, items: list[WorkItem]) -> Complete: ...
+@overload
+def finish(d: Decider, items: list[WorkItem], *, carried: Literal[True]) -> Carried: ...
+def finish(d: Decider, items: list[WorkItem], *, carried: bool = False) -> Complete | Carried:
     for item in items[:-1]:
         body = item.body
         if isinstance(body, ResyncChunk):
@@ -162,8 +166,8 @@ def finish(d: Decider, items: list[WorkItem]) -> Complete:
             assert d.snapshots.begin(item, body) is None  # type: ignore[arg-type]
     end = items[-1]
     assert isinstance(end.body, ResyncEnd)
-    done = d.snapshots.end(end, end.body)
-    assert isinstance(done, Complete)
+    done = d.snapshots.end(end, end.body, carried=carried)
+    assert isinstance(done, Carried if carried else Complete)
     return done
 
 
@@ -823,11 +827,21 @@ def test_redelivered_work_writes_its_state_again_unless_the_topic_has_it() -> No
     found = d.redelivered(create)
     assert [r.key for r in found] == [b"t1//configmaps/team-a/a"]
     assert d.redelivered(create) == []
-    chunk = work.snapshot(1, [cm("b"), cm("c")])[1]
-    assert [r.key for r in d.redelivered(chunk)] == [b"t1//configmaps/team-a/b", b"t1//configmaps/team-a/c"]
-    begin = work.snapshot(2, [])[0]
-    assert d.redelivered(begin) == []
+    items = work.snapshot(1, [cm("b"), cm("c")])
+    assert [d.redelivered(item) for item in items] == [[], [], []], "a snapshot is judged at its end"
     assert [r.value for r in d.redelivered(work.delete("a", rv="2"))] == [None]
+
+
+def test_a_carried_snapshot_writes_its_objects_states_again_unless_the_topic_has_them() -> None:
+    d = decider(book=True)
+    assert d.book is not None
+    d.book.upsert(state("b", (0, 9)))
+    items = Work().snapshot(1, [cm("b"), cm("c")])
+    done = finish(d, items, carried=True)
+    found = d.carried(done, items[-1])
+    assert [r.key for r in found] == [b"t1//configmaps/team-a/c"], "b's state is on the topic"
+    assert d.carried(done, items[-1]) == [], "written once"
+    assert decider().carried(done, items[-1]) == [], "no book"
 
 
 def test_redelivered_deletes_under_prune_never_write_no_state() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.codec.branch_work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 from pipeline.codec.stream_id import StreamId
-from pipeline.commit.snapshots import Complete, Skipped, SnapshotBook, push_due_at
+from pipeline.commit.snapshots import Carried, Complete, Skipped, SnapshotBook, push_due_at
 
 
 class Stream:
@@ -104,3 +104,25 @@ def test_a_deleted_targets_unfinished_snapshots_are_dropped_and_others_kept() ->
     assert "deleted target t" in skipped.detail
     assert book.offsets == 1  # the other target's snapshot stays open
     assert book.drop_target("t") is None
+
+
+def test_a_snapshot_is_judged_at_its_end_whatever_a_trailer_says_of_its_first_records() -> None:
+    """The branch tip's trailer may claim a snapshot's begin and chunks (another stream's window
+    was committed while it was open) without its end: they are collected again, and only an end
+    the trailer claims makes the snapshot `Carried` (already on the branch) instead of `Complete`."""
+    book, s = SnapshotBook(), Stream()
+    book.begin(s.item(ResyncBegin(5, "")), ResyncBegin(5, ""))
+    chunk = ResyncChunk(5, 0, objects(2))
+    book.chunk(s.item(chunk), chunk)
+    end = ResyncEnd(5, 1, 2, "")
+    done = book.end(s.item(end), end, carried=True)
+    assert isinstance(done, Carried)
+    assert done.offsets == [(0, 1), (0, 2), (0, 3)]
+    assert [o.name for o in done.snapshot.objects] == ["o0", "o1"]
+    assert book.offsets == 0
+    short = ResyncEnd(6, 2, 2, "")
+    book.begin(s.item(ResyncBegin(6, "")), ResyncBegin(6, ""))
+    book.chunk(s.item(ResyncChunk(6, 0, objects(2))), ResyncChunk(6, 0, objects(2)))
+    skipped = book.end(s.item(short), short, carried=True)
+    assert isinstance(skipped, Skipped)
+    assert skipped.reason == "incomplete_snapshot", "a carried end of an incomplete snapshot is no commit"
