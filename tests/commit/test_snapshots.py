@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pipeline.codec.branch_work import Body, ResyncBegin, ResyncChunk, ResyncEnd, ResyncObject, WorkItem
 from pipeline.codec.stream_id import StreamId
 from pipeline.commit.snapshots import Carried, Complete, Skipped, SnapshotBook, push_due_at
@@ -126,3 +131,97 @@ def test_a_snapshot_is_judged_at_its_end_whatever_a_trailer_says_of_its_first_re
     skipped = book.end(s.item(short), short, carried=True)
     assert isinstance(skipped, Skipped)
     assert skipped.reason == "incomplete_snapshot", "a carried end of an incomplete snapshot is no commit"
+
+
+# a restart in the middle of interleaved streams -------------------------------------------------
+
+# One record of a branch's log: a snapshot record of stream "a" or "b", or a write of another
+# stream that its window commits at once (so its commit's trailer is its own offset).
+Step = tuple[str, str, bool]  # (kind, stream, end marker short of what arrived)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["begin", "chunk", "end", "write"]), st.sampled_from(["a", "b"]), st.booleans()
+    ),
+    max_size=25,
+)
+
+
+def records(plan: list[Step]) -> list[WorkItem | None]:
+    """The log the steps make (None for another stream's write), offsets 0, 1, ... of partition 0."""
+    epoch = {"a": 0, "b": 0}
+    chunks = {"a": 0, "b": 0}
+    found: list[WorkItem | None] = []
+    for offset, (kind, stream, short) in enumerate(plan):
+        body: Body
+        if kind == "write":
+            found.append(None)
+            continue
+        if kind == "begin":
+            epoch[stream] += 1
+            chunks[stream] = 0
+            body = ResyncBegin(epoch[stream], "")
+        elif kind == "chunk":
+            chunks[stream] += 1
+            body = ResyncChunk(epoch[stream], chunks[stream] - 1, objects(1))
+        else:
+            body = ResyncEnd(epoch[stream], chunks[stream] + short, chunks[stream] + short, "")
+        found.append(
+            WorkItem(0, offset, "git", "main", "live", StreamId("t", "c", "", "v1", stream, ""), 0, body)
+        )
+    return found
+
+
+@dataclass
+class Run:
+    """What one owner of the branch did: its commits (by the offset their trailer claims), the
+    snapshots it found already on the branch, and the offsets it settled."""
+
+    commits: list[int] = field(default_factory=list)
+    carried: list[int] = field(default_factory=list)
+    settled: set[int] = field(default_factory=set)
+
+
+def run(log: list[WorkItem | None], start: int, stop: int, trailer: int) -> Run:
+    """The worker's rule: records at or below the tip's trailer are skipped, except a snapshot's,
+    which the book collects again and judges at its end."""
+    book, done = SnapshotBook(), Run()
+    for offset in range(start, stop):
+        item = log[offset]
+        if item is None:
+            if offset > trailer:
+                done.commits.append(offset)
+            done.settled.add(offset)
+            continue
+        body = item.body
+        if isinstance(body, ResyncBegin):
+            outcome: Skipped | Complete | Carried | None = book.begin(item, body)
+        elif isinstance(body, ResyncChunk):
+            outcome = book.chunk(item, body)
+        else:
+            assert isinstance(body, ResyncEnd)
+            outcome = book.end(item, body, carried=offset <= trailer)
+            if isinstance(outcome, Complete):
+                done.commits.append(offset)
+            elif isinstance(outcome, Carried):
+                done.carried.append(offset)
+        if outcome is not None:
+            done.settled.update(o for _, o in outcome.offsets)
+    return done
+
+
+@settings(max_examples=300, deadline=None)
+@given(plan=steps, data=st.data())
+def test_a_restart_anywhere_commits_every_snapshot_once(plan: list[Step], data: st.DataObject) -> None:
+    """Kill the worker after any record: the next owner starts at the oldest unsettled offset with
+    the trailer of the last commit pushed; together they commit exactly what one uninterrupted run
+    commits, each once, however the snapshots interleave with other streams' commits."""
+    log = records(plan)
+    whole = run(log, 0, len(log), -1)
+    crash = data.draw(st.integers(min_value=0, max_value=len(log)))
+    before = run(log, 0, crash, -1)
+    trailer = max(before.commits, default=-1)
+    restart = min(set(range(crash)) - before.settled, default=crash)
+    after = run(log, restart, len(log), trailer)
+    assert before.commits + after.commits == whole.commits
+    assert set(after.carried) <= set(before.commits)
+    assert before.settled | after.settled == whole.settled
