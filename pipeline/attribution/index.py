@@ -634,8 +634,8 @@ class FactIndex:
         keys: list[WaiterKey] = []
         if uid and rv:
             keys.append((scope, _K_EXACT, uid, rv))
-        if uid and query.content_key and query.exact_capable:
-            keys.append((scope, _K_EXACT, uid, query.content_key))
+        if uid and query.exact_capable:
+            keys.extend((scope, _K_EXACT, uid, key) for key in (query.content_key, query.scale_key) if key)
         if not query.exact_capable:
             if uid:
                 keys.append((scope, _K_LATEST, uid))
@@ -682,15 +682,20 @@ class FactIndex:
                 return Attribution(Tier.DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
         admitted: _Fact | None = None
-        if uid and query.content_key and not removal:
-            # The admission slot is looked at first so the two sources can be held to agree.
-            key = query.content_key
-            claim = conflicts.get((uid, key)) if conflicts else None
-            if claim is not None and claim[1][_AT_MS] >= cutoff:
-                return _conflict(claim)
-            fact = scope.exact.get((uid, key))
-            if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
-                admitted = fact
+        admitted_tier = Tier.ADMISSION
+        if uid and not removal:
+            # The admission slots (by content, then by scale) are looked at first so the two sources
+            # can be held to agree.
+            for key, tier in ((query.content_key, Tier.ADMISSION), (query.scale_key, Tier.SCALE)):
+                if not key:
+                    continue
+                claim = conflicts.get((uid, key)) if conflicts else None
+                if claim is not None and claim[1][_AT_MS] >= cutoff:
+                    return _conflict(claim)
+                fact = scope.exact.get((uid, key))
+                if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
+                    admitted, admitted_tier = fact, tier
+                    break
         if uid and rv:
             claim = conflicts.get((uid, rv)) if conflicts else None
             if claim is not None and claim[1][_AT_MS] >= cutoff:
@@ -706,7 +711,7 @@ class FactIndex:
                         return _conflict((fact, admitted))
                     return Attribution(Tier.EXACT, _answer(fact))
         if admitted is not None:
-            return Attribution(Tier.ADMISSION, _answer(admitted))
+            return Attribution(admitted_tier, _answer(admitted))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:

@@ -56,6 +56,9 @@ class AuthorLookup(Protocol):
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor: ...
 
+    def forget_versions(self) -> None:
+        """Partitions moved: forget the object versions seen, which another member may have passed."""
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         """Authors of a snapshot chunk's objects that changed while the watch was down."""
 
@@ -397,6 +400,8 @@ class Router:
     def _forget(self, revoked: set[TopicPartition]) -> None:
         """Drop unemitted work of partitions this member lost; the new owner re-reads them."""
         self._resets += 1
+        if self._lookup is not None:
+            self._lookup.forget_versions()
         for tp in revoked:
             self._reset_at[tp.partition] = self._resets
             self._committed_at.pop(tp.partition, None)

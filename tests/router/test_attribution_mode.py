@@ -47,6 +47,10 @@ class HoldingLookup:
         await self._never.wait()
         raise AssertionError("unreachable")
 
+    def forget_versions(self) -> None:
+
+        pass
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         self.calls.append("catch_up")
         await self._never.wait()
@@ -72,6 +76,10 @@ class ResolverLookup:
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
         return work_author(await self.resolver.resolve(query_for(watch)))
+
+    def forget_versions(self) -> None:
+
+        pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         return []

@@ -56,6 +56,10 @@ class ScriptedLookup:
     def ready(self) -> bool:
         return True
 
+    def forget_versions(self) -> None:
+
+        pass
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         return []
 
