@@ -56,8 +56,8 @@ MATCHED_ON: Final[Mapping[Tier, str]] = {
     Tier.EXACT: "an audit fact of the event's uid and resourceVersion",
     Tier.ADMISSION: "an admission fact of the event's uid whose content key is the event's content key",
     Tier.SCALE: (
-        "an admission fact of a scale of the event's uid, made from the version the watch showed before"
-        " the event and to the event's spec.replicas"
+        "an admission fact of a scale of the event's uid to the event's spec.replicas, made from a"
+        " version between the one mirrored before the event and the event's"
     ),
     Tier.DELETECOLLECTION_BODY_UID: "a deletecollection fact whose response listed the event's uid",
     Tier.LATEST: "the latest fact of the event's uid, which is a delete",
@@ -196,8 +196,8 @@ class FactQuery(NamedTuple):
     its own write produced. Removals (False) may consult the sticky, latest and collection tiers.
     `event_ms` is when the change happened at the latest (the watch's observation time; 0 if
     unknown): a resolution is held until the route's audit watermark passes it. `content_key`
-    names the version as an admission fact does (the `admission` tier), `scale_key` as a scale's
-    admission fact does (the `scale` tier).
+    names the version as an admission fact does (the `admission` tier); `previous_rv` and `replicas`
+    let a scale's admission fact name it (the `scale` tier).
     """
 
     route: str
@@ -213,9 +213,11 @@ class FactQuery(NamedTuple):
     # The key of the event's sanitized content, which an admission fact names its version by
     # ("" when unknown: a sealed payload, or a recording without bodies).
     content_key: str = ""
-    # The key a scale fact names this version by: the object's previous version on the watch and
-    # the event's spec.replicas (pipeline.content.scale); "" when the router does not know both.
-    scale_key: str = ""
+    # The object's previous version the router mirrored ("" when it does not know it) and the
+    # event's spec.replicas (-1: none): a scale fact made from a version from `previous_rv` on
+    # (and before this one) to this count made this version (pipeline.content.scale).
+    previous_rv: str = ""
+    replicas: int = -1
 
 
 class Attribution(NamedTuple):

@@ -1,12 +1,13 @@
-"""The scale key: the object version a write through the `scale` subresource makes.
+"""The scale key: which object version a write through the `scale` subresource makes.
 
-A Scale AdmissionReview carries the parent's uid and its resourceVersion before the write
-(`oldObject`), and the new replica count, but never the parent's content or the version the write
-will get, so the content key cannot name it. The version a scale makes is the one directly after
-the old resourceVersion whose `spec.replicas` is the new count; the router knows an event's
-predecessor (the object's previous version on the watch) and its `spec.replicas`, so both sides
-can name the version by the same key (docs/attribution.md, "Scale facts"). The prefix keeps a scale
-key from ever equalling a resourceVersion or a content key in the fact index's exact slots.
+A Scale AdmissionReview carries the parent's uid, its resourceVersion before the write
+(`oldObject`) and the new replica count, but never the parent's content or the version the write
+will get, so the content key cannot name it. The version a scale makes is the first one after the
+old resourceVersion, with the new count. The router knows the event's resourceVersion, its
+`spec.replicas` and the object's previous version it mirrored (versions in between changed only
+what is not mirrored, such as status), so the index can join them (docs/attribution.md, "Scale
+facts"). The prefix keeps a scale key from ever equalling a resourceVersion or a content key in the
+fact index's exact slots.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "SCALED_RESOURCES",
     "SCALE_KEY_PREFIX",
     "is_scale_key",
+    "parse_scale_key",
     "scale_key",
     "spec_replicas",
     "spec_replicas_json",
@@ -45,6 +47,16 @@ def scale_key(previous_rv: str, replicas: int) -> str:
 
 def is_scale_key(value: str) -> bool:
     return value.startswith(SCALE_KEY_PREFIX)
+
+
+def parse_scale_key(value: str) -> tuple[str, int] | None:
+    """(the version the scale started from, its new count) of a scale key; None if it is not one."""
+    if not value.startswith(SCALE_KEY_PREFIX):
+        return None
+    previous_rv, _, count = value[len(SCALE_KEY_PREFIX) :].rpartition(":")
+    if not previous_rv or not count.isdigit() or not count.isascii():
+        return None
+    return previous_rv, int(count)
 
 
 def spec_replicas(obj: object) -> int | None:

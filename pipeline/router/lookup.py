@@ -13,7 +13,7 @@ from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
 from pipeline.content.key import content_key
-from pipeline.content.scale import scale_key, spec_replicas_json
+from pipeline.content.scale import spec_replicas_json
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, changed_objects
 from pipeline.router.versions import Predecessors
@@ -47,8 +47,8 @@ def query_for(watch: WatchRecord, previous_rv: str = "") -> FactQuery:
 
     The change happened no later than the watch observed it, so the observation time is the event
     time the resolution holds for (see docs/attribution.md, "Waiting"). `previous_rv` is the
-    object's version before this event when the router knows it (`Predecessors`): with the event's
-    spec.replicas it makes the key a scale's admission fact names the version by.
+    object's previous version the router mirrored, when it knows it (`Predecessors`): with the
+    event's spec.replicas it lets a scale's admission fact name the version (the `scale` tier).
     """
     body = watch.body
     if not isinstance(body, LiveEvent):
@@ -57,7 +57,7 @@ def query_for(watch: WatchRecord, previous_rv: str = "") -> FactQuery:
     if previous_rv and query.exact_capable:
         replicas = spec_replicas_json(body.object_json)
         if replicas is not None:
-            return query._replace(scale_key=scale_key(previous_rv, replicas))
+            return query._replace(previous_rv=previous_rv, replicas=replicas)
     return query
 
 
@@ -89,7 +89,7 @@ def _query(
     )
 
 
-#: Scale keys of unresolved events kept for the late watch (as many as it watches at once).
+#: Predecessors of unresolved events kept for the late watch (as many as it watches at once).
 _UNRESOLVED_SCALES_MAX: Final = 10_000
 
 
@@ -119,9 +119,9 @@ class IndexLookup:
         self._follower = follower
         self._resolver = resolver
         self._predecessors = Predecessors()
-        # The scale keys of unresolved events, which the late watch's query (rebuilt from the
-        # record, after the memory moved on) cannot make again.
-        self._unresolved_scales: dict[tuple[str, str, str, str], str] = {}
+        # (previous version, replicas) of unresolved events, which the late watch's query (rebuilt
+        # from the record, after the memory moved on) cannot know again.
+        self._unresolved_scales: dict[tuple[str, str, str, str], tuple[str, int]] = {}
 
     async def wait_ready(self) -> None:
         await self._follower.wait_ready()
@@ -133,10 +133,10 @@ class IndexLookup:
         # (the router starts these in log order, so the memory sees each object's versions in order)
         query = query_for(watch, self._predecessors.live(watch))
         result = await self._resolver.resolve(query)
-        if query.scale_key and not result.resolved:
+        if query.previous_rv and not result.resolved:
             if len(self._unresolved_scales) >= _UNRESOLVED_SCALES_MAX:
                 self._unresolved_scales.clear()
-            self._unresolved_scales[_version_of(query)] = query.scale_key
+            self._unresolved_scales[_version_of(query)] = (query.previous_rv, query.replicas)
         return work_author(result)
 
     def forget_versions(self) -> None:
@@ -144,9 +144,9 @@ class IndexLookup:
 
     async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
         """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""
-        scale = self._unresolved_scales.pop(_version_of(query), "")
-        if scale and not query.scale_key:
-            query = query._replace(scale_key=scale)
+        scale = self._unresolved_scales.pop(_version_of(query), None)
+        if scale is not None and not query.previous_rv:
+            query = query._replace(previous_rv=scale[0], replicas=scale[1])
         found = await await_late(self._resolver.index, query, window_s)
         return None if found is None else work_author(found)
 

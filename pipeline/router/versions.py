@@ -1,11 +1,13 @@
-"""The version each scalable object had before its newest event: what a scale fact names.
+"""The version of each scalable object the router mirrored last: where a scale fact's range starts.
 
 A scale's admission fact names the version it makes by the parent's resourceVersion before the
 write and the new replica count (pipeline.content.scale). The watch delivers every version of an
-object in order on its stream, and the router admits records in log order per partition, so the
-previous event of the same object, remembered as records are admitted, is that predecessor. What
-the memory cannot vouch for it does not guess: the first event of an object after a start, after a
-gap (a snapshot's changed objects) or after partitions moved gets no predecessor, so no scale fact
+object in order on its stream, except those that change nothing mirrored (status writes, which it
+drops); the router admits records in log order per partition, so the previous event of the same
+object, remembered as records are admitted, is the last mirrored version before the event, and
+the scale that made the event started from it or from a version after it. What the memory cannot
+vouch for it does not guess: the first event of an object after a start, after a gap (a
+snapshot's changed objects) or after partitions moved gets no previous version, so no scale fact
 can name it (docs/attribution.md, "Scale facts").
 """
 

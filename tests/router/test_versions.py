@@ -26,7 +26,8 @@ from pipeline.codec.watch_event import (
     StreamHead,
     WatchRecord,
 )
-from pipeline.content.scale import scale_key, spec_replicas_json
+from pipeline.content.key import content_key
+from pipeline.content.scale import is_scale_key, parse_scale_key, scale_key, spec_replicas_json
 from pipeline.models import GroupResource
 from pipeline.router import versions
 from pipeline.router.lookup import IndexLookup, query_for
@@ -115,11 +116,38 @@ def test_forgetting_after_partitions_moved_and_starting_over_when_full(
     assert memory.live(event("13")) == ""
 
 
-def test_the_query_carries_the_scale_key_only_for_a_write_with_a_count_and_a_predecessor() -> None:
-    assert query_for(event("11"), "10").scale_key == scale_key("10", 2)
-    assert query_for(event("11")).scale_key == ""
-    assert query_for(event("11", replicas=None), "10").scale_key == ""
-    assert query_for(event("11", deleting=True), "10").scale_key == ""
+def test_the_memory_holds_its_cap_of_objects_and_starts_over_past_it() -> None:
+    memory = Predecessors()
+    for n in range(versions.MAX_OBJECTS):
+        memory.live(event("1", uid=f"d{n}"))
+    assert len(memory) == versions.MAX_OBJECTS
+    assert memory.live(event("2", uid="d0")) == "1"
+    memory.live(event("1", uid="another"))
+    assert len(memory) == 1
+
+
+def test_the_query_carries_the_previous_version_only_for_a_write_with_a_count() -> None:
+    found = query_for(event("11"), "10")
+    assert (found.previous_rv, found.replicas) == ("10", 2)
+    for found in (query_for(event("11")), query_for(event("11", replicas=None), "10")):
+        assert (found.previous_rv, found.replicas) == ("", -1)
+    assert query_for(event("11", deleting=True), "10").previous_rv == ""
+
+
+def test_a_scale_key_is_told_apart_from_a_resource_version_and_a_content_key() -> None:
+    assert is_scale_key(scale_key("41", 3))
+    assert parse_scale_key(scale_key("41", 3)) == ("41", 3)
+    assert parse_scale_key(scale_key("a:b", 3)) == ("a:b", 3)
+    for value in (
+        "41",
+        content_key(b"{}"),
+        "scale:41",
+        "scale::3",
+        "scale:41:x",
+        "scale:41:-3",
+        "scale:41:\u0663",
+    ):
+        assert not is_scale_key(value) or parse_scale_key(value) is None, value
 
 
 def test_the_replica_count_is_read_only_from_an_integer() -> None:
