@@ -139,8 +139,8 @@ class IndexLookup:
             self._unresolved_scales[_version_of(query)] = (query.previous_rv, query.replicas)
         return work_author(result)
 
-    def forget_versions(self) -> None:
-        self._predecessors.forget()
+    def resume_versions(self, partition: int, committed: int) -> None:
+        self._predecessors.resume(partition, committed)
 
     async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
         """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""

@@ -56,8 +56,9 @@ class AuthorLookup(Protocol):
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor: ...
 
-    def forget_versions(self) -> None:
-        """Partitions moved: forget the object versions seen, which another member may have passed."""
+    def resume_versions(self, partition: int, committed: int) -> None:
+        """A partition restarts at `committed`: forget the object versions it admitted if another
+        member admitted records past them."""
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         """Authors of a snapshot chunk's objects that changed while the watch was down."""
@@ -400,8 +401,6 @@ class Router:
     def _forget(self, revoked: set[TopicPartition]) -> None:
         """Drop unemitted work of partitions this member lost; the new owner re-reads them."""
         self._resets += 1
-        if self._lookup is not None:
-            self._lookup.forget_versions()
         for tp in revoked:
             self._reset_at[tp.partition] = self._resets
             self._committed_at.pop(tp.partition, None)
@@ -446,6 +445,8 @@ class Router:
                 committed = (await self._log.beginning_offsets([tp]))[tp]
             await self._consumer.seek(tp, committed)
             self._forget({tp})
+            if self._lookup is not None:
+                self._lookup.resume_versions(tp.partition, committed)
             logger.info("router resumes %s at its committed offset %d", tp, committed)
         except LogError as exc:
             await self._close_producers({tp})

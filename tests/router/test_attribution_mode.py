@@ -47,8 +47,7 @@ class HoldingLookup:
         await self._never.wait()
         raise AssertionError("unreachable")
 
-    def forget_versions(self) -> None:
-
+    def resume_versions(self, partition: int, committed: int) -> None:
         pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
@@ -77,8 +76,7 @@ class ResolverLookup:
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
         return work_author(await self.resolver.resolve(query_for(watch)))
 
-    def forget_versions(self) -> None:
-
+    def resume_versions(self, partition: int, committed: int) -> None:
         pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:

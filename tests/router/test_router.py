@@ -56,8 +56,7 @@ class ScriptedLookup:
     def ready(self) -> bool:
         return True
 
-    def forget_versions(self) -> None:
-
+    def resume_versions(self, partition: int, committed: int) -> None:
         pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:

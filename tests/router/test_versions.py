@@ -50,11 +50,13 @@ def event(
     gr: GroupResource = DEPLOY,
     route: str = "default",
     deleting: bool = False,
+    partition: int = 0,
+    offset: int = 0,
 ) -> WatchRecord:
     spec = {} if replicas is None else {"replicas": replicas}
     obj = {"metadata": {"name": "web", "namespace": "shop", "uid": uid}, "spec": spec}
     body = LiveEvent(kind, "shop", "web", uid, rv, {}, deleting, json.dumps(obj).encode())
-    return WatchRecord(0, 0, head(gr, route), 1_000, body)
+    return WatchRecord(partition, offset, head(gr, route), 1_000, body)
 
 
 def chunk(versions: dict[str, str], since: str = "") -> WatchRecord:
@@ -66,9 +68,22 @@ def test_each_event_gets_the_version_before_it_and_the_first_gets_none() -> None
     memory = Predecessors()
     assert [memory.live(event(rv)) for rv in ("10", "11", "15")] == ["", "10", "11"]
     assert memory.live(event("15")) == "11", "a redelivered event keeps its predecessor"
-    assert memory.live(event("12")) == "", "an older event (a re-read) gets none"
-    assert memory.live(event("16")) == "15", "and leaves the memory as it was"
+    assert memory.live(event("11")) == "10", "and so does a re-read of an older one"
+    assert memory.live(event("10")) == ""
+    assert memory.live(event("12")) == "", "a version never admitted, older than the newest: none"
+    assert memory.live(event("x16")) == "", "a version that does not compare: none"
+    assert memory.live(event("16")) == "15", "and the memory is as it was"
     assert memory.live(event("7", uid="d2")) == "", "objects are apart"
+
+
+def test_the_history_keeps_the_newest_versions() -> None:
+    memory = Predecessors()
+    for rv in range(1, 12):
+        memory.live(event(str(rv)))
+    kept = list(range(11 - versions.HISTORY + 1, 12))
+    assert memory.live(event(str(kept[1]))) == str(kept[0])
+    assert memory.live(event(str(kept[0]))) == ""
+    assert memory.live(event(str(kept[0] - 1))) == ""
 
 
 def test_objects_on_other_routes_or_kinds_are_apart_and_unscalable_kinds_are_not_kept() -> None:
@@ -101,14 +116,27 @@ def test_a_snapshot_chunk_gives_the_next_event_its_predecessor_but_not_backwards
     assert memory.live(event("23")) == "22"
 
 
-def test_forgetting_after_partitions_moved_and_starting_over_when_full(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_partition_taken_back_after_another_member_advanced_it_is_forgotten() -> None:
     memory = Predecessors()
-    memory.live(event("10"))
-    memory.forget()
-    assert memory.live(event("11")) == ""
+    memory.live(event("10", offset=4))
+    memory.live(event("20", uid="d2", partition=1, offset=7))
+    memory.resume(0, 5)  # restarts right after what it admitted: nobody else admitted anything
+    assert memory.live(event("11", offset=5)) == "10"
+    memory.resume(0, 3)  # a retried transaction: re-reads what it admitted
+    assert memory.live(event("11", offset=5)) == "10"
+    memory.resume(2, 50)  # a partition it never admitted from: nothing to forget
+    memory.resume(0, 9)  # another member admitted offsets 6 to 8 meanwhile
+    assert memory.live(event("12", offset=9)) == ""
+    assert memory.live(event("13", offset=10)) == "12"
+    assert memory.live(event("21", uid="d2", partition=1, offset=8)) == "20", "other partitions stay"
+    memory.resume(0, 11)
+    assert memory.live(event("14", offset=11)) == "13", "what it admitted after the resume counts"
+
+
+def test_starting_over_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = Predecessors()
     monkeypatch.setattr(versions, "MAX_OBJECTS", 2)
+    memory.live(event("11"))
     memory.live(event("1", uid="d2"))
     assert memory.live(event("12")) == "11", "a known object is updated in place"
     memory.live(event("1", uid="d3"))
@@ -163,24 +191,23 @@ def test_the_replica_count_is_read_only_from_an_integer() -> None:
 
 
 @given(st.lists(st.integers(1, 50), min_size=1, max_size=30))
-def test_a_predecessor_is_always_the_version_seen_directly_before(stream: list[int]) -> None:
+def test_a_predecessor_is_always_the_version_admitted_directly_before(stream: list[int]) -> None:
     """Model: the live events of one object in log order, re-reads and repeats included. The memory
-    keeps the versions it accepted, each newer than the last; an event newer than the last gets the
-    last, a repeat of the last gets the one before it, and anything older gets none."""
+    keeps the versions it accepted, each newer than the last (the newest few); an event newer than
+    the last gets the last, one it kept gets the one kept before it, anything else gets none."""
     memory = Predecessors()
     accepted: list[int] = []
     for rv in stream:
         previous = memory.live(event(str(rv)))
-        if accepted and rv == accepted[-1]:
-            assert previous == (str(accepted[-2]) if len(accepted) > 1 else "")
-        elif accepted and rv > accepted[-1]:
-            assert previous == str(accepted[-1])
+        kept = accepted[-versions.HISTORY :]
+        if rv in kept:
+            at = kept.index(rv)
+            assert previous == (str(kept[at - 1]) if at else "")
+        elif not accepted or rv > accepted[-1]:
+            assert previous == (str(accepted[-1]) if accepted else "")
             accepted.append(rv)
-        elif accepted:
-            assert previous == ""
         else:
             assert previous == ""
-            accepted.append(rv)
 
 
 async def test_successive_scales_through_the_lookup_and_a_late_fact_for_one_of_them() -> None:
