@@ -142,6 +142,12 @@ class IndexLookup:
     def resume_versions(self, partition: int, committed: int) -> None:
         self._predecessors.resume(partition, committed)
 
+    def note_version(self, watch: WatchRecord) -> None:
+        if watch.is_live:
+            self._predecessors.live(watch)
+        else:
+            self._predecessors.snapshot(watch)
+
     async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
         """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""
         scale = self._unresolved_scales.pop(_version_of(query), None)

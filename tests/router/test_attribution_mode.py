@@ -50,6 +50,9 @@ class HoldingLookup:
     def resume_versions(self, partition: int, committed: int) -> None:
         pass
 
+    def note_version(self, watch: WatchRecord) -> None:
+        pass
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         self.calls.append("catch_up")
         await self._never.wait()
@@ -77,6 +80,9 @@ class ResolverLookup:
         return work_author(await self.resolver.resolve(query_for(watch)))
 
     def resume_versions(self, partition: int, committed: int) -> None:
+        pass
+
+    def note_version(self, watch: WatchRecord) -> None:
         pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
