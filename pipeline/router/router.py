@@ -8,7 +8,6 @@ work item on `branch-work` twice (see docs/router.md).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -473,14 +472,13 @@ class Router:
         assert self._lookup is not None
         start = (await self._log.beginning_offsets([tp]))[tp]
         extent = Extent({tp: max(start, committed - VERSION_READ_BACK_RECORDS)}, {tp: committed})
-        async with contextlib.aclosing(read_to_end(self._log, extent)) as chunks:
-            async for chunk in chunks:
-                for record in chunk.records:
-                    try:
-                        watch = decode_watch_event(record)
-                    except DecodeError:
-                        continue  # parked on the dead-letter topic when it was first read
-                    self._lookup.note_version(watch)
+        async for chunk in read_to_end(self._log, extent):  # (to its end: the reader closes)
+            for record in chunk.records:
+                try:
+                    watch = decode_watch_event(record)
+                except DecodeError:
+                    continue  # parked on the dead-letter topic when it was first read
+                self._lookup.note_version(watch)
 
     async def _close_producers(self, tps: set[TopicPartition]) -> None:
         for tp in tps:

@@ -209,12 +209,11 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
                 "web", NAMESPACE, {"spec": {"replicas": replicas}}
             )
         expected.append((user, f"scale web to {replicas}", deploy_path("web")))
-        await asyncio.to_thread(
-            env.remote.wait_for,
-            lambda r, n=replicas: f"replicas: {n}" in r.files().get(deploy_path("web"), ""),
-            WAIT_S,
-            f"scale to {replicas}",
-        )
+
+        def scaled(remote: GitRemote, replicas: int = replicas) -> bool:
+            return f"replicas: {replicas}" in remote.files().get(deploy_path("web"), "")
+
+        await asyncio.to_thread(env.remote.wait_for, scaled, WAIT_S, f"scale to {replicas}")
     async with kube_client(env.plane.kubeconfig, FINALIZER_SA) as api:
         core = client.CoreV1Api(api)
         await core.create_namespaced_config_map(
