@@ -234,3 +234,17 @@ async def test_successive_scales_through_the_lookup_and_a_late_fact_for_one_of_t
     found = await asyncio.wait_for(late, 5.0)
     assert found is not None
     assert (found.username, found.tier) == ("carol", "scale")
+
+
+def test_the_resume_boundaries_are_what_this_member_admitted() -> None:
+    memory = Predecessors()
+    memory.live(event("10", offset=0))
+    memory.resume(0, 2)  # one record past what it admitted: another member admitted offset 1
+    assert memory.live(event("11", offset=2)) == ""
+    memory.resume(0, 5)  # forgets again, and counts offset 4 as the last one admitted
+    memory.live(event("12", offset=1))  # old records read back: what it admitted stays at 4
+    memory.live(event("13", offset=1))
+    memory.resume(0, 5)
+    assert memory.live(event("13", offset=1)) == "12", "nothing past offset 4 was admitted elsewhere"
+    memory.resume(0, 6)  # offset 5 was
+    assert memory.live(event("14", offset=6)) == ""
