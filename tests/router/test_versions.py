@@ -59,9 +59,9 @@ def event(
     return WatchRecord(partition, offset, head(gr, route), 1_000, body)
 
 
-def chunk(versions: dict[str, str], since: str = "") -> WatchRecord:
+def chunk(versions: dict[str, str], since: str = "", offset: int = 0) -> WatchRecord:
     objects = tuple(SnapshotObject("shop", "web", uid, rv, b"{}") for uid, rv in versions.items())
-    return WatchRecord(0, 0, head(), 1_000, SnapshotChunk(1, 0, objects, since))
+    return WatchRecord(0, offset, head(), 1_000, SnapshotChunk(1, 0, objects, since))
 
 
 def test_each_event_gets_the_version_before_it_and_the_first_gets_none() -> None:
@@ -248,3 +248,17 @@ def test_the_resume_boundaries_are_what_this_member_admitted() -> None:
     assert memory.live(event("13", offset=1)) == "12", "nothing past offset 4 was admitted elsewhere"
     memory.resume(0, 6)  # offset 5 was
     assert memory.live(event("14", offset=6)) == ""
+
+
+def test_a_snapshot_chunk_counts_as_admitted_when_the_partition_resumes() -> None:
+    memory = Predecessors()
+    memory.snapshot(chunk({"d1": "20"}, offset=3))
+    memory.resume(0, 9)  # offsets 4 to 8 were admitted by another member
+    assert memory.live(event("21", offset=9)) == ""
+
+
+def test_a_newer_snapshot_version_replaces_what_the_memory_held() -> None:
+    memory = Predecessors()
+    memory.live(event("10"))
+    memory.snapshot(chunk({"d1": "20"}, since="10"))
+    assert memory.live(event("21")) == "20"
