@@ -47,8 +47,9 @@ from pipeline.attribution.model import (
 from pipeline.attribution.watermark import Watermarks
 from pipeline.codec.fact_batch import AuthorFact, FactRow, fact_row
 from pipeline.config import AttributionSettings
+from pipeline.content.scale import SCALE_KEY_PREFIX, parse_scale_key
 from pipeline.kube.selector import SelectorError, parse_selector
-from pipeline.models import GroupResource
+from pipeline.models import GroupResource, compare_versions
 
 __all__ = ["NAME_STAMP_MARGIN_MS", "FactIndex", "IndexLimits", "stamped_by"]
 
@@ -113,6 +114,44 @@ def _conflict(claim: tuple[_Fact, _Fact]) -> Attribution:
     return Attribution(Tier.CONFLICT, None, (_answer(claim[0]), _answer(claim[1])))
 
 
+def _scaled(scope: _Scope, query: FactQuery, cutoff: int) -> _Fact | Attribution | None:
+    """The scale fact that made the event's version, a conflict, or None (docs/attribution.md,
+    "Scale facts").
+
+    The version a scale makes is the first after the one it started from, with its count. Every
+    version between the one the router mirrored before the event (`previous_rv`) and the event's
+    changed nothing mirrored, so no successful scale started there except the event's own: a fact
+    of the event's count started from a version in [previous_rv, event) is its scale. Without
+    `previous_rv`, or with versions that do not compare, nothing is claimed.
+    """
+    if not query.previous_rv or query.replicas < 0:
+        return None
+    facts: list[tuple[int, _Fact]] = []
+    for key in scope.scale_keys(query.uid):
+        parsed = parse_scale_key(key)
+        if parsed is None or parsed[1] != query.replicas:
+            continue
+        started = parsed[0]
+        if compare_versions(started, query.resource_version) != -1:
+            continue
+        if compare_versions(query.previous_rv, started) not in (-1, 0):
+            continue
+        claim = scope.conflicts.get((query.uid, key)) if scope.conflicts else None
+        if claim is not None and claim[1][_AT_MS] >= cutoff:
+            return _conflict(claim)
+        fact = scope.exact.get((query.uid, key))
+        if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
+            facts.append((int(started), fact))
+    if not facts:
+        return None
+    newest = max(facts)[1]
+    other = next((fact for _, fact in facts if fact[0][0] != newest[0][0]), None)
+    if other is not None:
+        # two users' scales to this count both started in the range: neither is trusted
+        return _conflict((other, newest))
+    return newest
+
+
 #: The `attribution` section's defaults: the one place the index's limits are written down.
 _DEFAULTS: Final = AttributionSettings()
 
@@ -160,6 +199,7 @@ class _Scope:
         "removals",
         "route",
         "rv_only",
+        "scales",
         "stale",
     )
 
@@ -170,6 +210,10 @@ class _Scope:
         self.removals: dict[str, _Fact] = {}
         self.rv_only: dict[str, _Fact] = {}
         self.by_name: dict[tuple[str, str], _Fact] = {}
+        # uid -> the scale keys its exact slots were filed under (pipeline.content.scale): a scale
+        # fact is found by a range of versions, not one key. Not entries of their own: a key whose
+        # slot is gone is dropped when next seen, and by the sweep.
+        self.scales: dict[str, set[str]] = {}
         self.collections: deque[StoredCollection] = deque()
         # (uid, rv) of an exact slot, or (uid, None) of a sticky removal slot, claimed by two
         # different users: (the first fact, the later conflicting one). Counts as one entry.
@@ -281,6 +325,20 @@ class _Scope:
         """Drop stale references and reallocate, so a rewrite storm gives its memory back."""
         self.order = deque(ref for ref in self.order if self.holds(ref))
         self.stale = 0
+        for uid in list(self.scales):
+            self.scale_keys(uid)
+
+    def scale_keys(self, uid: str) -> list[str]:
+        """The scale keys of `uid` whose exact slot (or conflict) is still held; drops the others."""
+        keys = self.scales.get(uid)
+        if not keys:
+            return []
+        conflicts = self.conflicts
+        gone = [k for k in keys if (uid, k) not in self.exact and (uid, k) not in conflicts]
+        keys.difference_update(gone)
+        if not keys:
+            del self.scales[uid]
+        return list(keys)
 
     def expire(self, cutoff_ms: int) -> int:
         """Remove TTL-expired entries (never the sticky removals); returns how many."""
@@ -439,6 +497,8 @@ class FactIndex:
                 self._file_collection(scope, who, verb, namespace, row, at)
             elif uid:
                 stored: _Fact = (who, verb, audit_id, namespace, name, uid, rv, at, stage_us)
+                if rv.startswith(SCALE_KEY_PREFIX):
+                    scope.scales.setdefault(uid, set()).add(rv)
                 added = 0
                 old_exact = old_removal = None
                 if rv:
@@ -636,9 +696,10 @@ class FactIndex:
             keys.append((scope, _K_EXACT, uid, rv))
         if uid and query.content_key and query.exact_capable:
             keys.append((scope, _K_EXACT, uid, query.content_key))
+        if uid and (not query.exact_capable or query.replicas >= 0):
+            # (every fact of the uid wakes it: a scale fact's key is not known in advance)
+            keys.append((scope, _K_LATEST, uid))
         if not query.exact_capable:
-            if uid:
-                keys.append((scope, _K_LATEST, uid))
             keys.append((scope, _K_COLLECTION, ns))
         if rv:
             keys.append((scope, _K_RV, rv))
@@ -682,8 +743,10 @@ class FactIndex:
                 return Attribution(Tier.DELETE_STICKY, _answer(sticky))
         held: Attribution | None = None
         admitted: _Fact | None = None
+        admitted_tier = Tier.ADMISSION
         if uid and query.content_key and not removal:
-            # The admission slot is looked at first so the two sources can be held to agree.
+            # The admission slots (by content, then by scale) are looked at first so the two sources
+            # can be held to agree.
             key = query.content_key
             claim = conflicts.get((uid, key)) if conflicts else None
             if claim is not None and claim[1][_AT_MS] >= cutoff:
@@ -691,6 +754,12 @@ class FactIndex:
             fact = scope.exact.get((uid, key))
             if fact is not None and fact[_AT_MS] >= cutoff and not is_removal_verb(fact[_VERB]):
                 admitted = fact
+        if admitted is None and uid and not removal and scope.scales:
+            scaled = _scaled(scope, query, cutoff)
+            if isinstance(scaled, Attribution):
+                return scaled
+            if scaled is not None:
+                admitted, admitted_tier = scaled, Tier.SCALE
         if uid and rv:
             claim = conflicts.get((uid, rv)) if conflicts else None
             if claim is not None and claim[1][_AT_MS] >= cutoff:
@@ -706,7 +775,7 @@ class FactIndex:
                         return _conflict((fact, admitted))
                     return Attribution(Tier.EXACT, _answer(fact))
         if admitted is not None:
-            return Attribution(Tier.ADMISSION, _answer(admitted))
+            return Attribution(admitted_tier, _answer(admitted))
         if removal:
             found = self._removal_ladder(scope, query, cutoff, now, held)
             if found is not None:

@@ -27,7 +27,7 @@ __all__ = ["LATE_NAME_MARGIN_MS", "LATE_TIERS", "await_late", "names_late"]
 
 #: Tiers a late answer may come from: each names the change itself, not a neighbour of it.
 LATE_TIERS: Final = frozenset(
-    {Tier.EXACT, Tier.ADMISSION, Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.LATEST}
+    {Tier.EXACT, Tier.ADMISSION, Tier.SCALE, Tier.DELETE_STICKY, Tier.DELETECOLLECTION_BODY_UID, Tier.LATEST}
 )
 
 

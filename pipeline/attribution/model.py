@@ -31,6 +31,9 @@ class Tier(StrEnum):
     EXACT = "exact"
     # An admission fact of the same uid whose content key is the event's (pipeline.content.key).
     ADMISSION = "admission"
+    # An admission fact of a scale of the event's uid, made from the event's predecessor version
+    # with the event's replica count (pipeline.content.scale).
+    SCALE = "scale"
     DELETECOLLECTION_BODY_UID = "deletecollection_body_uid"
     LATEST = "latest"
     NAME = "name"
@@ -52,6 +55,10 @@ MATCHED_ON: Final[Mapping[Tier, str]] = {
     Tier.DELETE_STICKY: "a delete fact of the event's uid",
     Tier.EXACT: "an audit fact of the event's uid and resourceVersion",
     Tier.ADMISSION: "an admission fact of the event's uid whose content key is the event's content key",
+    Tier.SCALE: (
+        "an admission fact of a scale of the event's uid to the event's spec.replicas, made from a"
+        " version between the one mirrored before the event and the event's"
+    ),
     Tier.DELETECOLLECTION_BODY_UID: "a deletecollection fact whose response listed the event's uid",
     Tier.LATEST: "the latest fact of the event's uid, which is a delete",
     Tier.NAME: "the latest fact of the event's namespace and name (a delete for a removal, else a write)",
@@ -189,7 +196,8 @@ class FactQuery(NamedTuple):
     its own write produced. Removals (False) may consult the sticky, latest and collection tiers.
     `event_ms` is when the change happened at the latest (the watch's observation time; 0 if
     unknown): a resolution is held until the route's audit watermark passes it. `content_key`
-    names the version as an admission fact does (the `admission` tier).
+    names the version as an admission fact does (the `admission` tier); `previous_rv` and `replicas`
+    let a scale's admission fact name it (the `scale` tier).
     """
 
     route: str
@@ -205,6 +213,11 @@ class FactQuery(NamedTuple):
     # The key of the event's sanitized content, which an admission fact names its version by
     # ("" when unknown: a sealed payload, or a recording without bodies).
     content_key: str = ""
+    # The object's previous version the router mirrored ("" when it does not know it) and the
+    # event's spec.replicas (-1: none): a scale fact made from a version from `previous_rv` on
+    # (and before this one) to this count made this version (pipeline.content.scale).
+    previous_rv: str = ""
+    replicas: int = -1
 
 
 class Attribution(NamedTuple):

@@ -16,7 +16,11 @@ What admission cannot know is decided here, explicitly:
 - a request that fails after admission (a later webhook's denial, a conflict) leaves a fact no
   watch event will ever match; it ages out with the TTL;
 - sensitive types (Secrets) get no content key: a digest of a Secret's data on the log could be
-  guessed offline. They are named by the name tier, deletes by uid as always.
+  guessed offline. They are named by the name tier, deletes by uid as always;
+- a write through the `scale` subresource names its version by the scale key
+  (`pipeline.content.scale`: the parent's uid, its resourceVersion before the write and the new
+  replica count), because a Scale is not the object and its content key would match nothing; a
+  scale that leaves the count as it was stores nothing: no fact.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Final, NamedTuple
 from pipeline.codec.fact_batch import AuthorFact
 from pipeline.content.key import content_key
 from pipeline.content.sanitize import sanitize, sanitized_json
+from pipeline.content.scale import SCALED_RESOURCES, scale_key, spec_replicas
 from pipeline.content.sensitivity import is_sensitive
 from pipeline.facts.reduce import DISPLAY_NAME_EXTRA, EMAIL_EXTRA, EventReason, Reduction, user_extra
 from pipeline.models import GroupResource
@@ -129,7 +134,19 @@ def reduce_review(review: Review, received_us: int) -> Reduction:
         return Reduction(EventReason.NO_ATTRIBUTION_FACT, gr, None)
     uid = key = ""
     if subresource:
-        pass  # a Scale is not the object: its name answers (the name tier), never a version
+        replicas, before = spec_replicas(new), spec_replicas(old)
+        if replicas is not None and replicas == before:
+            return Reduction(EventReason.UNCHANGED_CONTENT, gr, None)
+        # A Scale's metadata is its parent's: uid, and the resourceVersion the write starts from.
+        # Without both (or for a custom resource, whose scale may map to another field than
+        # `spec.replicas`) the fact names no version and its name answers (the name tier).
+        old_metadata = old.get("metadata") if isinstance(old, dict) else None
+        previous_rv = _text(old_metadata, "resourceVersion")
+        uid = _text(metadata, "uid") or _text(old_metadata, "uid")
+        if uid and previous_rv and replicas is not None and (gr.group, gr.resource) in SCALED_RESOURCES:
+            key = scale_key(previous_rv, replicas)
+        else:
+            uid = ""
     elif verb == "delete":
         uid = _text(metadata, "uid")
     else:

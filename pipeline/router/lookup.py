@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Final
 
 from pipeline.attribution import Attribution, FactFollower, FactQuery, Resolver
 from pipeline.attribution.late import await_late
@@ -12,8 +13,10 @@ from pipeline.authormode import DEFAULT_ATTRIBUTION_MODE, AttributionMode
 from pipeline.codec.branch_work import Operation, Outcome, Removal, WorkAuthor
 from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotEnd, SnapshotObject, WatchRecord
 from pipeline.content.key import content_key
+from pipeline.content.scale import spec_replicas_json
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, changed_objects
+from pipeline.router.versions import Predecessors
 
 
 class Needs(StrEnum):
@@ -39,16 +42,23 @@ def needs(watch: WatchRecord, mode: AttributionMode = DEFAULT_ATTRIBUTION_MODE) 
     return Needs.CONFIGURED if mode is AttributionMode.CONFIGURED_AUTHOR else need
 
 
-def query_for(watch: WatchRecord) -> FactQuery:
+def query_for(watch: WatchRecord, previous_rv: str = "") -> FactQuery:
     """The join query of a live event; removals (DELETED or Terminating) are not exact-capable.
 
     The change happened no later than the watch observed it, so the observation time is the event
-    time the resolution holds for (see docs/attribution.md, "Waiting").
+    time the resolution holds for (see docs/attribution.md, "Waiting"). `previous_rv` is the
+    object's previous version the router mirrored, when it knows it (`Predecessors`): with the
+    event's spec.replicas it lets a scale's admission fact name the version (the `scale` tier).
     """
     body = watch.body
     if not isinstance(body, LiveEvent):
         raise TypeError(f"only live events are attributed, not {watch.kind}")
-    return _query(watch, body, body.labels, body.type != EventType.DELETED and not body.deleting)
+    query = _query(watch, body, body.labels, body.type != EventType.DELETED and not body.deleting)
+    if previous_rv and query.exact_capable:
+        replicas = spec_replicas_json(body.object_json)
+        if replicas is not None:
+            return query._replace(previous_rv=previous_rv, replicas=replicas)
+    return query
 
 
 def snapshot_query(watch: WatchRecord, obj: SnapshotObject) -> FactQuery:
@@ -79,6 +89,14 @@ def _query(
     )
 
 
+#: Predecessors of unresolved events kept for the late watch (as many as it watches at once).
+_UNRESOLVED_SCALES_MAX: Final = 10_000
+
+
+def _version_of(query: FactQuery) -> tuple[str, str, str, str]:
+    return (query.route, query.group_resource.key, query.uid, query.resource_version)
+
+
 def work_author(result: Attribution) -> WorkAuthor:
     """The author stored in branch work for a resolution (UNRESOLVED names nobody)."""
     if not result.resolved:
@@ -100,6 +118,10 @@ class IndexLookup:
     def __init__(self, follower: FactFollower, resolver: Resolver) -> None:
         self._follower = follower
         self._resolver = resolver
+        self._predecessors = Predecessors()
+        # (previous version, replicas) of unresolved events, which the late watch's query (rebuilt
+        # from the record, after the memory moved on) cannot know again.
+        self._unresolved_scales: dict[tuple[str, str, str, str], tuple[str, int]] = {}
 
     async def wait_ready(self) -> None:
         await self._follower.wait_ready()
@@ -108,10 +130,29 @@ class IndexLookup:
         return self._follower.ready()
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
-        return work_author(await self._resolver.resolve(query_for(watch)))
+        # (the router starts these in log order, so the memory sees each object's versions in order)
+        query = query_for(watch, self._predecessors.live(watch))
+        result = await self._resolver.resolve(query)
+        if query.previous_rv and not result.resolved:
+            if len(self._unresolved_scales) >= _UNRESOLVED_SCALES_MAX:
+                self._unresolved_scales.clear()
+            self._unresolved_scales[_version_of(query)] = (query.previous_rv, query.replicas)
+        return work_author(result)
+
+    def resume_versions(self, partition: int, committed: int) -> None:
+        self._predecessors.resume(partition, committed)
+
+    def note_version(self, watch: WatchRecord) -> None:
+        if watch.is_live:
+            self._predecessors.live(watch)
+        else:
+            self._predecessors.snapshot(watch)
 
     async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
         """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""
+        scale = self._unresolved_scales.pop(_version_of(query), None)
+        if scale is not None and not query.previous_rv:
+            query = query._replace(previous_rv=scale[0], replicas=scale[1])
         found = await await_late(self._resolver.index, query, window_s)
         return None if found is None else work_author(found)
 
@@ -123,6 +164,7 @@ class IndexLookup:
         committer) and counted.
         """
         changed = changed_objects(watch)
+        self._predecessors.snapshot(watch)
         results = await asyncio.gather(*(self._resolver.resolve(snapshot_query(watch, o)) for o in changed))
         caught: list[CaughtUp] = []
         for obj, result in zip(changed, results, strict=True):

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from pipeline.attribution import FactQuery
 from pipeline.backoff import log_retry
@@ -36,6 +36,7 @@ from pipeline.log.api import (
     TransactionalProducer,
 )
 from pipeline.log.retrying import until_done
+from pipeline.log.scan import Extent, read_to_end
 from pipeline.log.topics import TopicNames
 from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
@@ -44,6 +45,12 @@ from pipeline.router.lookup import Needs, needs
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 logger = logging.getLogger(__name__)
+
+#: Records read back before a partition's committed offset when this member takes it: the object
+#: versions they carry let the first events after it join scale facts (docs/attribution.md,
+#: "Scale facts"). A few seconds' worth of a busy partition; an object last changed earlier waits
+#: for its next event.
+VERSION_READ_BACK_RECORDS: Final = 10_000
 
 
 class AuthorLookup(Protocol):
@@ -55,6 +62,14 @@ class AuthorLookup(Protocol):
     def ready(self) -> bool: ...
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor: ...
+
+    def resume_versions(self, partition: int, committed: int) -> None:
+        """A partition restarts at `committed`: forget the object versions it admitted if another
+        member admitted records past them."""
+
+    def note_version(self, watch: WatchRecord) -> None:
+        """A record before the partition's committed offset, read back so the object versions it
+        carries are known to the records after it (pipeline/router/versions.py)."""
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         """Authors of a snapshot chunk's objects that changed while the watch was down."""
@@ -441,12 +456,29 @@ class Router:
                 committed = (await self._log.beginning_offsets([tp]))[tp]
             await self._consumer.seek(tp, committed)
             self._forget({tp})
+            if self._lookup is not None:
+                self._lookup.resume_versions(tp.partition, committed)
+                await self._read_back_versions(tp, committed)
             logger.info("router resumes %s at its committed offset %d", tp, committed)
         except LogError as exc:
             await self._close_producers({tp})
             logger.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
             return False
         return True
+
+    async def _read_back_versions(self, tp: TopicPartition, committed: int) -> None:
+        """Feed the lookup the last `VERSION_READ_BACK_RECORDS` records before `committed`, so an
+        object's first event after the partition moved here still knows the version before it."""
+        assert self._lookup is not None
+        start = (await self._log.beginning_offsets([tp]))[tp]
+        extent = Extent({tp: max(start, committed - VERSION_READ_BACK_RECORDS)}, {tp: committed})
+        async for chunk in read_to_end(self._log, extent):  # (to its end: the reader closes)
+            for record in chunk.records:
+                try:
+                    watch = decode_watch_event(record)
+                except DecodeError:
+                    continue  # parked on the dead-letter topic when it was first read
+                self._lookup.note_version(watch)
 
     async def _close_producers(self, tps: set[TopicPartition]) -> None:
         for tp in tps:

@@ -186,14 +186,50 @@ def test_an_update_of_bodies_without_metadata_is_kept_by_name_not_taken_for_a_no
     assert (result.fact.name, result.fact.uid, result.fact.resource_version) == ("web", "", "")
 
 
-def test_a_scale_is_answered_by_name_and_a_secret_never_gets_a_content_key() -> None:
-    scale = {
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {"name": "web", "namespace": "shop", "uid": "d-1"},
-    }
-    fact = reduce(review("UPDATE", scale, scale, resource=("apps", "deployments"), sub="scale")).fact
+def scale_of(replicas: int | None, rv: str = "41", uid: str = "d-1") -> dict[str, Any]:
+    """A Scale as the apiserver builds it from its parent: the parent's name, uid and version."""
+    meta = {"name": "web", "namespace": "shop", "uid": uid, "resourceVersion": rv}
+    scale: dict[str, Any] = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta}
+    if replicas is not None:
+        scale["spec"] = {"replicas": replicas}
+    return scale
+
+
+def test_a_scale_names_the_version_it_makes_by_the_parents_uid_old_version_and_new_count() -> None:
+    for resource in (("apps", "deployments"), ("apps", "statefulsets"), ("", "replicationcontrollers")):
+        document = review("UPDATE", scale_of(5), scale_of(3), resource=resource, sub="scale")
+        fact = reduce(document).fact
+        assert (fact.name, fact.uid, fact.resource_version) == ("web", "d-1", "scale:41:5"), resource
+    # a scale to the count it already has stores nothing: no fact
+    result = reduce(review("UPDATE", scale_of(3), scale_of(3), resource=("apps", "deployments"), sub="scale"))
+    assert (result.fact, result.reason) == (None, EventReason.UNCHANGED_CONTENT)
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "resource"),
+    [
+        (scale_of(5), scale_of(3, rv=""), ("apps", "deployments")),  # no old version to start from
+        (scale_of(5), None, ("apps", "deployments")),
+        (scale_of(None), scale_of(3), ("apps", "deployments")),  # no count
+        (scale_of(5, uid=""), scale_of(3, uid=""), ("apps", "deployments")),  # no uid
+        (scale_of(5), scale_of(3), ("example.com", "widgets")),  # its scale may map to another field
+    ],
+)
+def test_a_scale_that_cannot_name_its_version_is_answered_by_name(
+    new: dict[str, Any], old: dict[str, Any] | None, resource: tuple[str, str]
+) -> None:
+    fact = reduce(review("UPDATE", new, old, resource=resource, sub="scale")).fact
     assert (fact.name, fact.uid, fact.resource_version) == ("web", "", "")
+
+
+def test_the_uid_of_a_scale_comes_from_the_old_object_when_the_new_one_has_none() -> None:
+    fact = reduce(
+        review("UPDATE", scale_of(5, uid=""), scale_of(3), resource=("apps", "deployments"), sub="scale")
+    ).fact
+    assert (fact.uid, fact.resource_version) == ("d-1", "scale:41:5")
+
+
+def test_a_secret_never_gets_a_content_key() -> None:
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.content.scale import is_scale_key
 from tests.chaos.workload import Mutation
 
 __all__ = [
@@ -38,7 +39,9 @@ __all__ = [
 ]
 
 UNKNOWN_AUTHOR = "unknown (attribution unresolved)"
-# A name-only fact (a scale's: a Scale is not the object) ties to a scale only in time: its review
+# A scale's fact names the version by the Deployment's resourceVersion before the write and the new
+# replica count (pipeline.content.scale), neither of which the Git history shows: it ties to a scale
+# by its replica count and in time, like a name-only fact (a scale's from an older pipeline): its review
 # arrived before the response (by at most the webhook's timeout and the request), or after it when
 # the replica holding the review was paused or cut off (by at most the longest such fault).
 NAME_FACT_BEFORE_S = 15.0
@@ -86,7 +89,7 @@ class SeenFact:
     resource: str  # "configmaps", "deployments"
     namespace: str
     name: str
-    content_key: str  # "" where the fact names no version (a scale, a delete)
+    content_key: str  # its content or scale key; "" where it names no version (a delete)
     stage_s: float  # when its review arrived, on the workload's clock (time.monotonic())
 
 
@@ -207,7 +210,7 @@ def _wanted(mutation: Mutation, version_key: str) -> tuple[str, ...]:
     if mutation.fingerprint is None:
         return ("delete", mutation.user, resource, namespace, name)
     if mutation.op == "scale":
-        return ("name", mutation.user, resource, namespace, name)
+        return ("scale", mutation.user, resource, namespace, name, mutation.fingerprint.rsplit("/", 1)[-1])
     return ("content", mutation.user, resource, namespace, name, version_key)
 
 
@@ -217,6 +220,8 @@ def _offered(fact: SeenFact) -> tuple[str, ...]:
         return ("delete", *where)
     if not fact.content_key:
         return ("name", *where)
+    if is_scale_key(fact.content_key):
+        return ("scale", *where, fact.content_key.rsplit(":", 1)[-1])
     return ("content", *where, fact.content_key)
 
 
@@ -233,11 +238,12 @@ def check_facts(verdict: Verdict, version_keys: Mapping[str, str], facts: Iterab
 
     def found(mutation: Mutation, transition: Transition) -> bool:
         wanted = _wanted(mutation, version_keys.get(f"{transition.sha}:{transition.path}", ""))
-        if wanted[0] != "name":
+        if wanted[0] != "scale":
             return wanted in offered
         # one user may scale one Deployment more than once: only a review of about that time counts
         earliest, latest = mutation.at - NAME_FACT_BEFORE_S, mutation.at + NAME_FACT_AFTER_S
-        return any(earliest <= at <= latest for at in offered.get(wanted, []))
+        by_name = ("name", *wanted[1:-1])
+        return any(earliest <= at <= latest for at in [*offered.get(wanted, []), *offered.get(by_name, [])])
 
     for mutation, transition in [*verdict.named, *verdict.late]:
         check.named += 1

@@ -204,3 +204,17 @@ def test_a_misattributed_change_counts_against_the_named_share() -> None:
     )
     check = check_facts(verdict, {f"c1:{PATH}": "content:k1"}, [cm_fact("alice", "content:k1")])
     assert (check.named, check.changes, check.named_pct) == (1, 2, 50.0)
+
+
+def test_a_scale_is_matched_by_a_scale_fact_of_its_replica_count_and_time() -> None:
+    scale = Mutation(1, "carol", "scale", "b0", DEPLOY, "4/3", 10.0)
+    verdict = judge([scale], [Transition("b0", DEPLOY, "4/3", "c1", "carol", 14.0)], WINDOW_S)
+    keys = {f"c1:{DEPLOY}": "content:k1"}
+
+    def scale_fact(user: str, replicas: int, stage_s: float) -> SeenFact:
+        return SeenFact(user, "update", "deployments", "team-0", "web", f"scale:41:{replicas}", stage_s)
+
+    assert check_facts(verdict, keys, [scale_fact("carol", 3, 9.0)]).unmatched == []
+    # another count, another user, another time: not this scale's fact
+    for other in (scale_fact("carol", 4, 9.0), scale_fact("bob", 3, 9.0), scale_fact("carol", 3, 50.1)):
+        assert len(check_facts(verdict, keys, [other]).unmatched) == 1, other

@@ -201,6 +201,19 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
     await asyncio.to_thread(
         env.remote.wait_for, lambda r: "replicas: 3" in r.files().get(deploy_path("web"), ""), WAIT_S, "scale"
     )
+    # users take turns scaling one Deployment: each scale's fact names the version it made (its
+    # predecessor and count), so a later scale's fact never shadows an earlier one's
+    for user, replicas in ((ALICE, 4), (CAROL, 6), (ALICE, 2)):
+        async with kube_client(env.plane.kubeconfig, user) as api:
+            await client.AppsV1Api(api).patch_namespaced_deployment_scale(
+                "web", NAMESPACE, {"spec": {"replicas": replicas}}
+            )
+        expected.append((user, f"scale web to {replicas}", deploy_path("web")))
+
+        def scaled(remote: GitRemote, replicas: int = replicas) -> bool:
+            return f"replicas: {replicas}" in remote.files().get(deploy_path("web"), "")
+
+        await asyncio.to_thread(env.remote.wait_for, scaled, WAIT_S, f"scale to {replicas}")
     async with kube_client(env.plane.kubeconfig, FINALIZER_SA) as api:
         core = client.CoreV1Api(api)
         await core.create_namespaced_config_map(
@@ -243,7 +256,7 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
             author, tiers = author_of(commit)
             if author == user:
                 named_right += 1
-                assert tiers <= {Tier.ADMISSION, Tier.DELETE_STICKY, Tier.NAME}, (what, tiers)
+                assert tiers <= {Tier.ADMISSION, Tier.DELETE_STICKY, Tier.SCALE}, (what, tiers)
                 seen[what] = tiers
             elif author.startswith("unknown"):
                 unknown.append(what)
@@ -261,11 +274,13 @@ async def test_every_single_writer_change_is_named_without_an_audit_webhook(env:
     assert _unresolved(env) == unresolved_before
     removals = env.service.metric_sum("reverser_attribution_resolutions_total", tier=Tier.DELETE_STICKY)
     assert removals >= 5, removals  # the counter is the one resolutions go to: sa-made, 3 batch, held
-    # a version is named by its content (not merely by name), a scale by name, a delete by uid (a
-    # commit's trailers list the tiers of every change it holds: bob's patch and scale share one)
+    # a version is named by its content (not merely by name), a scale by the version it made, a
+    # delete by uid (a commit's trailers list the tiers of every change it holds: bob's patch and
+    # scale share one)
     for what in ("create app", "create web", "patch app", "create sa-made", "update app"):
         assert Tier.ADMISSION in seen[what], (what, seen[what])
-    assert Tier.NAME in seen["scale web"]
+    for what in ("scale web", "scale web to 4", "scale web to 6", "scale web to 2"):
+        assert Tier.SCALE in seen[what], (what, seen[what])
     for what in ("create shared", "bob updates shared", "carol updates shared"):
         assert Tier.ADMISSION in seen[what], (what, seen[what])
     # deletions by the object's uid: each collection member, and the held object at its first

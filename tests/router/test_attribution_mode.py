@@ -47,6 +47,12 @@ class HoldingLookup:
         await self._never.wait()
         raise AssertionError("unreachable")
 
+    def resume_versions(self, partition: int, committed: int) -> None:
+        pass
+
+    def note_version(self, watch: WatchRecord) -> None:
+        pass
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         self.calls.append("catch_up")
         await self._never.wait()
@@ -72,6 +78,12 @@ class ResolverLookup:
 
     async def author_for(self, watch: WatchRecord) -> WorkAuthor:
         return work_author(await self.resolver.resolve(query_for(watch)))
+
+    def resume_versions(self, partition: int, committed: int) -> None:
+        pass
+
+    def note_version(self, watch: WatchRecord) -> None:
+        pass
 
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         return []

@@ -56,6 +56,12 @@ class ScriptedLookup:
     def ready(self) -> bool:
         return True
 
+    def resume_versions(self, partition: int, committed: int) -> None:
+        pass
+
+    def note_version(self, watch: WatchRecord) -> None:
+        pass
+
     async def catch_up(self, watch: WatchRecord) -> list[CaughtUp]:
         return []
 

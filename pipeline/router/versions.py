@@ -1,0 +1,106 @@
+"""The versions of each scalable object the router mirrored: where a scale fact's range starts.
+
+A scale's admission fact names the version it makes by the parent's resourceVersion before the
+write and the new replica count (pipeline.content.scale). The watch delivers every version of an
+object in order on its stream, except those that change nothing mirrored (status writes, which it
+drops); the router admits records in log order per partition, so the versions of one object it
+admitted, in order, give each event the last mirrored version before it, and the scale that made
+the event started from that version or one after it. A re-read (after a transaction was retried)
+finds its event's predecessor in the same history. What the memory cannot vouch for it does not
+guess: an object's first event after a start or after a snapshot gap gets no previous version, and
+a partition that another member advanced while this one did not own it is forgotten when taken
+back (docs/attribution.md, "Scale facts").
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.codec.watch_event import EventType, LiveEvent, SnapshotChunk, WatchRecord
+from pipeline.content.scale import SCALED_RESOURCES
+from pipeline.models import compare_versions
+
+__all__ = ["HISTORY", "MAX_OBJECTS", "Predecessors"]
+
+#: Objects remembered at once; past it the memory starts over (a few events go without a range).
+MAX_OBJECTS: Final = 65_536
+#: Versions kept per object: enough for a re-read of the records of a retried transaction.
+HISTORY: Final = 8
+
+_ObjectKey = tuple[str, str, str]  # (route, group/resource key, uid)
+
+
+class Predecessors:
+    """Per scalable object: the versions admitted, oldest first, and the partition they came on."""
+
+    __slots__ = ("_admitted", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: dict[_ObjectKey, tuple[int, tuple[str, ...]]] = {}
+        # per partition, the highest offset admitted
+        self._admitted: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def resume(self, partition: int, committed: int) -> None:
+        """The partition restarts at `committed`: past what this memory admitted, another member
+        admitted versions it never saw, so its objects are forgotten."""
+        admitted = self._admitted.get(partition)
+        if admitted is None or committed <= admitted + 1:
+            return
+        self._seen = {key: seen for key, seen in self._seen.items() if seen[0] != partition}
+        self._admitted[partition] = committed - 1
+
+    def _remember(self, key: _ObjectKey, partition: int, history: tuple[str, ...]) -> None:
+        if len(self._seen) >= MAX_OBJECTS and key not in self._seen:
+            self._seen.clear()
+        self._seen[key] = (partition, history[-HISTORY:])
+
+    def _admit(self, watch: WatchRecord) -> None:
+        if watch.offset > self._admitted.get(watch.partition, -1):
+            self._admitted[watch.partition] = watch.offset
+
+    def live(self, watch: WatchRecord) -> str:
+        """The version mirrored before this live event ("" when unknown); remembers the event's.
+
+        A re-read event gets the predecessor it had; an event older than every version kept, or
+        one that does not compare, gets none and leaves the memory as it was.
+        """
+        body = watch.body
+        gr = watch.stream.group_resource
+        if not isinstance(body, LiveEvent) or (gr.group, gr.resource) not in SCALED_RESOURCES:
+            return ""
+        self._admit(watch)
+        key = (watch.head.route, gr.key, body.uid)
+        version = body.resource_version
+        if body.type == EventType.DELETED or body.deleting or not body.uid:
+            self._seen.pop(key, None)
+            return ""
+        seen = self._seen.get(key)
+        if seen is None:
+            self._remember(key, watch.partition, (version,))
+            return ""
+        history = seen[1]
+        if version in history:
+            at = history.index(version)
+            return history[at - 1] if at else ""
+        if compare_versions(history[-1], version) != -1:
+            return ""
+        self._remember(key, watch.partition, (*history, version))
+        return history[-1]
+
+    def snapshot(self, watch: WatchRecord) -> None:
+        """Remember the versions a snapshot chunk lists: each is the predecessor of the object's
+        next live event (the watch resumes at the list's version), never known before it."""
+        body = watch.body
+        gr = watch.stream.group_resource
+        if not isinstance(body, SnapshotChunk) or (gr.group, gr.resource) not in SCALED_RESOURCES:
+            return
+        self._admit(watch)
+        for obj in body.objects:
+            if obj.uid:
+                key = (watch.head.route, gr.key, obj.uid)
+                seen = self._seen.get(key)
+                if seen is None or compare_versions(seen[1][-1], obj.resource_version) == -1:
+                    self._remember(key, watch.partition, (obj.resource_version,))
