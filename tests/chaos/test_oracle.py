@@ -76,6 +76,28 @@ def test_another_persons_write_on_another_watch_stream_does_not_decide_the_windo
     assert [x.seq for x in judge(mutations, history, WINDOW_S).lost] == [1]
 
 
+def test_a_write_in_flight_beside_another_does_not_order_them() -> None:
+    # Found by seed 11: the robot's create and its apply 1.6 s later were committed as one window;
+    # alice's write on the same stream was answered 0.18 ms after the create, but was sent before
+    # the create was answered, so the apiserver may have stored it first.
+    create = Mutation(1, "robot", "create", "b0", PATH, "1", 10.0, sent=9.99)
+    beside = Mutation(
+        2, "alice", "apply", "b0", "clusters/chaos/team-0/configmaps/b.yaml", "2", 10.00018, 9.995
+    )
+    apply = Mutation(3, "robot", "apply", "b0", PATH, "3", 11.6, sent=11.59)
+    history = [Transition("b0", beside.path, "2", "c1", "alice", None), t("3", "robot", "c2")]
+    verdict = judge([create, beside, apply], history, WINDOW_S)
+    assert (verdict.lost, verdict.merged) == ([], 1)
+    # sent after the create was answered: certainly stored between the two, so the create is lost
+    after = Mutation(2, "alice", "apply", "b0", beside.path, "2", 10.3, sent=10.2)
+    verdict = judge([create, after, apply], history, WINDOW_S)
+    assert [x.seq for x in verdict.lost] == [1]
+    # answered after the apply was sent: it may have been stored after the apply
+    overlapping = Mutation(2, "alice", "apply", "b0", beside.path, "2", 11.595, sent=10.2)
+    verdict = judge([create, overlapping, apply], history, WINDOW_S)
+    assert (verdict.lost, verdict.merged) == ([], 1)
+
+
 def test_removing_a_file_no_commit_showed_is_merged_not_lost() -> None:
     # Found by seed 101: alice created and deleted an object inside one window; Git never saw it.
     assert judge([m(1, "alice", "1", 10.0), m(2, "alice", None, 11.0)], [], WINDOW_S).merged == 2

@@ -12,6 +12,7 @@ in the Git history and know exactly who made it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import time
 from collections.abc import Callable
@@ -69,6 +70,18 @@ class Mutation:
     path: str
     fingerprint: str | None
     at: float  # time.monotonic() when the response came back
+    # time.monotonic() before the request was sent (0: not recorded); with `at` it bounds when the
+    # apiserver stored the write, which response times alone cannot order
+    sent: float = 0.0
+
+    @property
+    def started(self) -> float:
+        """No later than the request was sent (its response time when that was not recorded)."""
+        return self.sent or self.at
+
+
+# when the current worker's action began: before any request it sends (each worker is its own task)
+_ACTION_STARTED: contextvars.ContextVar[float] = contextvars.ContextVar("action_started", default=0.0)
 
 
 def fingerprint(obj: dict[str, Any]) -> str:
@@ -112,7 +125,8 @@ class Workload:
         return self._seq
 
     def _record(self, user: str, op: str, target: Target, path: str, fp: str | None, seq: int) -> None:
-        self.mutations.append(Mutation(seq, user, op, target.branch, path, fp, time.monotonic()))
+        sent = _ACTION_STARTED.get()
+        self.mutations.append(Mutation(seq, user, op, target.branch, path, fp, time.monotonic(), sent))
 
     async def run(self, interval_s: tuple[float, float]) -> None:
         await asyncio.gather(*(self._worker(i, interval_s) for i in range(self.workers)))
@@ -126,6 +140,7 @@ class Workload:
             target = self.targets[rng.choice([0, 0, 1, 1, *range(len(self.targets))])]
             user = rng.choice([*USERS, ROBOT])
             counter += 1
+            _ACTION_STARTED.set(time.monotonic())  # each worker is a task: its own context
             try:
                 await self._act(rng, index, counter, target, user, objects[target.name])
             except client.ApiException as exc:
