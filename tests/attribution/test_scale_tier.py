@@ -239,3 +239,33 @@ def test_each_scale_names_its_own_author_or_nobody_never_another_user(
             assert found.tier == Tier.CONFLICT
         else:
             assert found.tier == Tier.ABSENT
+
+
+def test_a_scale_to_zero_replicas_is_named() -> None:
+    # zero is a count like any other (a Deployment scaled down to nothing); only a missing count is not
+    index = make_index()
+    index.apply(ROUTE, DEPLOY, scale_fact("carol", "20", 0))
+    found = index.lookup(scaled("21", "20", 0))
+    assert (found.tier, found.author) == (Tier.SCALE, "carol")
+
+
+def test_a_scale_fact_answers_until_the_end_of_its_ttl() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=60)
+    index.apply(ROUTE, DEPLOY, scale_fact("alice", "10", 2))
+    clock.now += 60  # exactly the TTL: still held
+    found = index.lookup(scaled("11", "10", 2))
+    assert (found.tier, found.author) == (Tier.SCALE, "alice")
+
+
+def test_a_scale_conflict_lasts_as_long_as_its_newest_claim() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=60)
+    index.apply(ROUTE, DEPLOY, scale_fact("alice", "10", 2))
+    clock.now += 30
+    index.apply(ROUTE, DEPLOY, scale_fact("bob", "10", 2))
+    clock.now += 60  # alice's claim is past the TTL, bob's is at its very end
+    index.sweep()
+    found = index.lookup(scaled("11", "10", 2))
+    assert found.tier == Tier.CONFLICT, "the slot two users claimed never answers with one of them"
+    assert {c.identity.author for c in found.candidates} == {"alice", "bob"}
