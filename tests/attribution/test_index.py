@@ -344,3 +344,26 @@ def test_name_tier_never_credits_a_write_stamped_after_the_event_was_seen() -> N
     )
     # with no observation time (a recording) the name tier answers as before
     assert (index.lookup(create).tier, index.lookup(create).author) == (Tier.NAME, "bob")
+
+
+def test_the_creator_is_the_create_fact_while_it_is_the_newest_for_its_uid() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=60)
+    assert index.creator(ROUTE, CM, "u1") is None, "nothing filed"
+    index.apply(ROUTE, CM, [fact("alice", "create", name="req", uid="u1", rv="5")])
+    created = index.creator(ROUTE, CM, "u1")
+    assert created is not None
+    assert (created.identity.author, created.verb) == ("alice", "create")
+    assert index.creator(ROUTE, CM, "u2") is None, "another uid"
+    index.apply(ROUTE, CM, [fact("bob", "update", name="req", uid="u1", rv="6")])
+    assert index.creator(ROUTE, CM, "u1") is None, "a later write is newer than the create"
+    index.apply(ROUTE, CM, [fact("carol", "create", name="other", uid="u3", rv="7")])
+    clock.now += 61
+    assert index.creator(ROUTE, CM, "u3") is None, "past the TTL"
+
+
+def test_deletion_candidates_name_each_object_by_namespace_and_name() -> None:
+    index = make_index()
+    index.apply(ROUTE, CM, [fact("alice", "delete", ns="team-a", name="gone", uid="u1", rv="9")])
+    assert index.deletion_candidates(ROUTE, CM, "team-a") == [("u1", "team-a", "gone")]
+    assert index.deletion_candidates(ROUTE, CM, "team-b") == []
