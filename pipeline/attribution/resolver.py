@@ -20,7 +20,7 @@ from pipeline.attribution.index import FactIndex
 from pipeline.attribution.model import ABSENT_ATTRIBUTION, Attribution, FactQuery, Tier, is_removal_verb
 from pipeline.attribution.watermark import hold_s
 from pipeline.content.key import content_key
-from pipeline.content.sanitize import sanitize, sanitized_json
+from pipeline.content.sanitize import metadata_terminating, sanitize, sanitized_json
 from pipeline.models import GroupResource
 
 __all__ = ["MISROUTE_STREAK", "Resolver", "query_from_watch_object"]
@@ -224,7 +224,7 @@ def query_from_watch_object(
     metadata = _mapping(obj.get("metadata"))
     raw_labels = _mapping(metadata.get("labels"))
     labels = {str(k): str(v) for k, v in raw_labels.items() if v is not None}
-    exact_capable = event_type != "DELETED" and not metadata.get("deletionTimestamp")
+    exact_capable = event_type != "DELETED" and not metadata_terminating(metadata)
     return FactQuery(
         route=route,
         group_resource=gr,

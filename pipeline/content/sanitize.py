@@ -9,11 +9,12 @@ with repositories the upstream operator wrote.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from pipeline.content.fastjson import canonical_json
 
-__all__ = ["content_hash", "is_terminating", "sanitize", "sanitized_json"]
+__all__ = ["content_hash", "is_terminating", "metadata_terminating", "sanitize", "sanitized_json"]
 
 _TOP_LEVEL = (
     "spec",
@@ -133,4 +134,9 @@ def content_hash(payload: bytes, deleting: bool) -> bytes:
 def is_terminating(obj: dict[str, Any]) -> bool:
     """True when `metadata.deletionTimestamp` is set: the object is already being deleted."""
     meta = obj.get("metadata")
-    return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
+    return isinstance(meta, dict) and metadata_terminating(meta)
+
+
+def metadata_terminating(meta: Mapping[str, Any]) -> bool:
+    """`is_terminating` for a caller that already holds the object's metadata."""
+    return bool(meta.get("deletionTimestamp"))

@@ -23,7 +23,13 @@ import aiohttp
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings
-from pipeline.content.sanitize import content_hash, is_terminating, sanitize, sanitized_json
+from pipeline.content.sanitize import (
+    content_hash,
+    is_terminating,
+    metadata_terminating,
+    sanitize,
+    sanitized_json,
+)
 from pipeline.kube.client import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
@@ -512,7 +518,7 @@ class WatchStream:
         self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
     ) -> None:
         uid = str(meta.get("uid") or "")
-        deleting = bool(meta.get("deletionTimestamp"))  # `is_terminating`, on the metadata in hand
+        deleting = metadata_terminating(meta)
         clean = sanitize(obj)
         canonical = sanitized_json(clean)
         if event_type == "DELETED":
