@@ -40,7 +40,7 @@ from pipeline.commit.homes import BranchHomes
 from pipeline.commit.inplace import LiveChange, place
 from pipeline.commit.kustomize import RenderCheck
 from pipeline.commit.layout import is_sealed_path, is_sensitive, normalize_target_path
-from pipeline.commit.messages import parse_offset, trusted_offset
+from pipeline.commit.messages import names_fifo, trusted_offset
 from pipeline.commit.notes import LateAuthors
 from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, message_for
 from pipeline.commit.ports import BranchPorts
@@ -313,9 +313,10 @@ class BranchWorker:
                 metrics.RECEIVE_DELAY_SECONDS.labels(*self._labels).observe(max(delay_s, 0.0))
             await self._write(item, body)
         elif isinstance(body, ResyncBegin):
-            self._skip_snapshot(self._decide.snapshots.begin(item, body))
+            self._skip_snapshot(self._decide.snapshots.begin(item, body, carried=redelivered))
         elif isinstance(body, ResyncChunk):
             self._skip_snapshot(self._decide.snapshots.chunk(item, body))
+            await self._part(item)
         elif isinstance(body, LateAuthor):
             await self._late_author(item, body)
         else:
@@ -460,6 +461,29 @@ class BranchWorker:
         await self._delete_absent(plan, item, body)
         await self._commit(plan, outcome.offsets)
 
+    async def _part(self, item: WorkItem) -> None:
+        """Commit and push a full part of the snapshot `item` belongs to, so its plan is released
+        before the next part is planned (`providers[].snapshot_part_objects` bounds the memory).
+
+        The part settles no offset and claims none: the snapshot's records settle with its last
+        commit, and a restart before that reads them again from the begin, each part then writing
+        what the tree has (no second commit). Pushed at once, past the cooldown: a part held for
+        the cooldown would hold its plan too.
+        """
+        snapshot = self._decide.snapshots.part_due(item, self.provider.snapshot_part_objects)
+        if snapshot is None:
+            return
+        with gcpolicy.long_lived():
+            plan, skips = await self._slicer.drive(
+                self._decide.part_steps(snapshot, item, self._tree, self._homes)
+            )
+        for skip in skips:
+            self._report_skip(skip)
+        await self._commit(plan, [])
+        del plan
+        if self._pending:
+            await self.push()
+
     async def _delete_absent(self, snapshot: Plan, end: WorkItem, body: ResyncEnd) -> None:
         """Under `OnEvent`, delete what this pipeline wrote and the snapshot no longer lists.
 
@@ -491,7 +515,7 @@ class BranchWorker:
             return False
         info = self.repo.read_commit(sha)
         own = info.committer == identity_line(self.committer)
-        return own and parse_offset(info.trailers(), self.provider.name, self.branch) is not None
+        return own and names_fifo(info.trailers(), self.provider.name, self.branch)
 
     async def _retire(self, item: WorkItem, body: TargetDeleted) -> None:
         """A deleted target: its unfinished snapshots end, and under `remove_files` its documents go.

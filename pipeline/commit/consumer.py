@@ -469,7 +469,7 @@ class CommitWorker(RebalanceListener):
                 history=functools.partial(self._history, tp.topic),
                 log_ends=self._log_ends,
                 load_state=functools.partial(load_object_state, self.log, self.state_topic),
-                on_state=self._state_out.extend,
+                on_state=self._hold_states,
                 on_result=self._report_result if self.settings.custom_resources.enabled else None,
                 reject=functools.partial(self._reject, tp.topic),
                 deletion_ahead=functools.partial(self._deletion_ahead, tp.topic),
@@ -624,6 +624,12 @@ class CommitWorker(RebalanceListener):
                 await branch.worker.stop(reason)
         finally:
             branch.worker.repo.close()
+
+    def _hold_states(self, states: list[PendingRecord]) -> None:
+        """Hold object-state records for the next commit round, and wake it: a snapshot's part
+        settles no offset, and its records must not wait for the timer (they are its plan's size)."""
+        self._state_out.extend(states)
+        self._settled.set()
 
     # offsets -------------------------------------------------------------------------------
     def _settle_one(self, tp: TopicPartition, offset: int) -> None:

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, Unpack
 
 from pipeline.codec.branch_work import (
@@ -76,7 +76,7 @@ from pipeline.commit.plan import (
     orphans,
 )
 from pipeline.commit.position import LogPosition, Offset
-from pipeline.commit.snapshots import Carried, Complete, SnapshotBook
+from pipeline.commit.snapshots import Carried, Collected, Complete, SnapshotBook
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.versions import VersionLedger
 from pipeline.commit.window import CloseReason, CommitWindow, event_time_ms, window_limits_s
@@ -181,6 +181,23 @@ def _deletes(paths: Iterable[str]) -> Writes:
 
 def _where(item: WorkItem) -> str:
     return f"{item.partition}:{item.offset}"
+
+
+def _begin_revision(snapshot: Collected) -> str:
+    """The list's revision as its `ResyncBegin` gave it (its end may name a newer one)."""
+    opened = snapshot.begin.body
+    return opened.resource_version if isinstance(opened, ResyncBegin) else ""
+
+
+@dataclass(slots=True)
+class _Listed:
+    """What the objects a snapshot (or one of its parts) holds make: the plan's writes, object
+    states, in-place changes, and the objects left out."""
+
+    writes: Writes = field(default_factory=dict)
+    states: list[PendingRecord] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    changes: dict[str, LiveChange] = field(default_factory=dict)
 
 
 class Decider:
@@ -637,70 +654,133 @@ class Decider:
 
         Each listed object is written as its event would be (CREATE when its file is new, UPDATE
         else), through the same rule filter, version check and sealing check as a `Write`. The
-        sweep keeps what the snapshot listed and what was written after the list's revision;
-        under prune `Always` it deletes the rest of the scope, and their object states go too.
-        With `homes`, an object that lives in a file edited in place is left as that file has it
-        and remembered for its next change; a new one goes where the placement puts it.
+        sweep keeps what the snapshot listed (in this commit and in its parts before it) and what
+        was written after the list's revision; under prune `Always` it deletes the rest of the
+        scope, and their object states go too. With `homes`, an object that lives in a file edited
+        in place is left as that file has it and remembered for its next change; a new one goes
+        where the placement puts it.
 
         One step per object (rendering, hashing and encoding its state record), so a large
         snapshot is planned in slices (`pipeline.slices`).
         """
+        snapshot = done.snapshot
         stream = end.stream
         target = self.target(stream.target)
         target_path = normalize_target_path(end.path)
         sensitive = self.sensitive(target)
-        sealed = is_sensitive(stream.group, stream.resource, sensitive)
-        writes: Writes = {}
-        states: list[PendingRecord] = []
-        skips: list[Skip] = []
+        listed = yield from self._listed_steps(snapshot, end, tree, homes)
+        states = listed.states
+        revision = body.resource_version or _begin_revision(snapshot)
+        # objects written after the list's revision are not in it, and must not be swept
+        keep = frozenset(snapshot.keep | self.versions.newer_than(revision))
+        prune = target is not None and target.prune == Prune.ALWAYS
+        prune = prune and not self.filtered(end, Operation.DELETE, stream.scope)
         book = self._tracked(end)
-        keep: set[str] = set()
-        changes: dict[str, LiveChange] = {}
-        listed: set[tuple[str, str]] = set()
+        if prune and book is not None:
+            states += yield from self._swept_states(book, end, sensitive, keep)
+        if prune and homes is not None:
+            yield from self._sweep_homes(
+                end, homes, frozenset(snapshot.listed), keep, listed.writes, listed.changes
+            )
+        plan = _plan(
+            PlanKind.SNAPSHOT,
+            stream.target,
+            self._at((end.partition, end.offset)),
+            Byline.committer(self.committer, self._time_s(end.observed_at_ms)),
+            listed.writes,
+            observed_at_ms=snapshot.begin.observed_at_ms,
+            sweep=Sweep(target_path, stream.group, stream.resource, stream.scope, keep, prune=prune),
+            states=states,
+            resource=stream.resource,
+            revision=revision,
+            template=target.commit_message if target is not None else None,
+            changes=listed.changes,
+        )
+        return plan, listed.skips
+
+    def part_steps(
+        self, snapshot: Collected, item: WorkItem, tree: Files, homes: Homes | None = None
+    ) -> Steps[tuple[Plan, list[Skip]]]:
+        """One part of a snapshot committed in parts (`SnapshotBook.part_due`): the objects it holds,
+        written as `snapshot_steps` writes them, without a sweep. The plan claims no offset
+        (`PlanKind.SNAPSHOT_PART`): a restart must read the snapshot again from its `ResyncBegin`,
+        and then the part writes what the tree already has. What it listed is kept on `snapshot`
+        for the sweep of the last part; its objects are released as they are planned."""
+        stream = item.stream
+        target = self.target(stream.target)
+        listed = yield from self._listed_steps(snapshot, item, tree, homes)
+        snapshot.parts += 1
+        plan = _plan(
+            PlanKind.SNAPSHOT_PART,
+            stream.target,
+            self._at((item.partition, item.offset)),
+            Byline.committer(self.committer, self._time_s(item.observed_at_ms)),
+            listed.writes,
+            observed_at_ms=snapshot.begin.observed_at_ms,
+            states=listed.states,
+            resource=stream.resource,
+            revision=_begin_revision(snapshot),
+            template=target.commit_message if target is not None else None,
+            changes=listed.changes,
+        )
+        return plan, listed.skips
+
+    def _listed_steps(
+        self, snapshot: Collected, item: WorkItem, tree: Files, homes: Homes | None
+    ) -> Steps[_Listed]:
+        """The writes, object states and in-place changes of the objects `snapshot` holds; each
+        object's name and canonical path join the snapshot's `listed` and `keep`."""
+        stream = item.stream
+        target = self.target(stream.target)
+        target_path = normalize_target_path(item.path)
+        sensitive = self.sensitive(target)
+        sealed = is_sensitive(stream.group, stream.resource, sensitive)
+        found = _Listed()
+        book = self._tracked(item)
         # the plan takes the collected objects over one by one, so an object's record is released
         # as its file and state are made: the collected list and the plan never both hold it whole
-        objects, done.snapshot.objects = done.snapshot.objects, []
+        objects, snapshot.objects = snapshot.objects, []
         objects.reverse()
         while objects:
             obj = objects.pop()
-            listed.add((obj.namespace, obj.name))
+            snapshot.listed.add((obj.namespace, obj.name))
             yield
             try:
                 path = canonical_path(
                     target_path, stream.group, stream.resource, obj.namespace, obj.name, sensitive
                 )
             except LayoutError as exc:
-                skips.append(Skip(SkipReason.BAD_RECORD, self._bad(end, exc), warn=True))
+                found.skips.append(Skip(SkipReason.BAD_RECORD, self._bad(item, exc), warn=True))
                 continue
-            keep.add(path)
+            snapshot.keep.add(path)
             operation = Operation.CREATE if tree.get(path) is None else Operation.UPDATE
-            if self.filtered(end, operation, obj.namespace):
+            if self.filtered(item, operation, obj.namespace):
                 continue
             if self.versions.is_older(path, obj.resource_version):
-                skips.append(self._older(end, path, obj.resource_version))
+                found.skips.append(self._older(item, path, obj.resource_version))
                 continue
             content: bytes | Skip
             if sealed:
-                content = self.sealed_content(end, obj.namespace, obj.name, obj.object_json)
+                content = self.sealed_content(item, obj.namespace, obj.name, obj.object_json)
             else:
                 try:
                     parsed = parse_object_json(obj.object_json)
                     content = render_object(parsed)
                 except RenderError as exc:
-                    content = Skip(SkipReason.BAD_RECORD, self._bad(end, exc), warn=True)
+                    content = Skip(SkipReason.BAD_RECORD, self._bad(item, exc), warn=True)
             if isinstance(content, Skip):
-                skips.append(content)
+                found.skips.append(content)
                 continue
             if homes is not None:
                 live = sealed_object(content) if sealed else parsed
-                change = self._change(end, obj.namespace, obj.name, path, live, homes, listed=True)
+                change = self._change(item, obj.namespace, obj.name, path, live, homes, listed=True)
                 if change is not None:
-                    changes[path] = change
+                    found.changes[path] = change
             self.versions.applied(path, obj.resource_version, obj.uid)
             if book is not None:
-                state = book.upsert(self._state_of(end, obj, sealed, SNAPSHOT_AUTHOR, content))
+                state = book.upsert(self._state_of(item, obj, sealed, SNAPSHOT_AUTHOR, content))
                 if state is not None:
-                    states.append(state)
+                    found.states.append(state)
             changed = ChangedObject(
                 Operation.UPDATE,
                 stream.group,
@@ -709,41 +789,8 @@ class Decider:
                 obj.namespace,
                 obj.name,
             )
-            writes[path] = (content, changed)
-        opened = done.snapshot.begin.body
-        revision = body.resource_version or (
-            opened.resource_version if isinstance(opened, ResyncBegin) else ""
-        )
-        # objects written after the list's revision are not in it, and must not be swept
-        keep |= self.versions.newer_than(revision)
-        prune = target is not None and target.prune == Prune.ALWAYS
-        prune = prune and not self.filtered(end, Operation.DELETE, stream.scope)
-        if prune and book is not None:
-            states += yield from self._swept_states(book, end, sensitive, frozenset(keep))
-        if prune and homes is not None:
-            yield from self._sweep_homes(end, homes, frozenset(listed), frozenset(keep), writes, changes)
-        plan = _plan(
-            PlanKind.SNAPSHOT,
-            stream.target,
-            self._at((end.partition, end.offset)),
-            Byline.committer(self.committer, self._time_s(end.observed_at_ms)),
-            writes,
-            observed_at_ms=done.snapshot.begin.observed_at_ms,
-            sweep=Sweep(
-                target_path,
-                stream.group,
-                stream.resource,
-                stream.scope,
-                frozenset(keep),
-                prune=prune,
-            ),
-            states=states,
-            resource=stream.resource,
-            revision=revision,
-            template=target.commit_message if target is not None else None,
-            changes=changes,
-        )
-        return plan, skips
+            found.writes[path] = (content, changed)
+        return found
 
     def _sweep_homes(
         self,

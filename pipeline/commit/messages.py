@@ -32,6 +32,7 @@ __all__ = [
     "ChangedObject",
     "Reconciled",
     "api_version",
+    "names_fifo",
     "parse_offset",
     "reconcile_message",
     "template_values",
@@ -71,10 +72,13 @@ def api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-def _trailers(at: LogPosition, attributions: Iterable[str]) -> list[str]:
+def _trailers(at: LogPosition, attributions: Iterable[str], *, claims: bool = True) -> list[str]:
+    """The attribution, branch and offset trailers; without `claims` the commit names its FIFO but
+    claims no offset (a snapshot's part: a restart must not skip the snapshot's begin)."""
     lines = [f"{ATTRIBUTION_TRAILER}: {clean_line(a)}" for a in attributions]
     lines.append(f"{BRANCH_TRAILER}: {clean_line(at.provider)} {clean_line(at.branch)}")
-    lines.append(f"{OFFSET_TRAILER}: {at.partition}:{at.offset}")
+    if claims:
+        lines.append(f"{OFFSET_TRAILER}: {at.partition}:{at.offset}")
     return lines
 
 
@@ -152,10 +156,13 @@ def reconcile_message(
     at: LogPosition,
     changed: Sequence[str],
     template: CommitMessageSettings | None = None,
+    *,
+    claims: bool = True,
 ) -> str:
     """`reconciled N <resource> (last resourceVersion: R)`, listing the N paths a snapshot changed;
-    a target's Go `reconcile_template` writes the text instead (the trailers follow either way)."""
-    trailers = _trailers(at, [f"snapshot {target}"])
+    a target's Go `reconcile_template` writes the text instead (the trailers follow either way).
+    A part of a snapshot committed in parts names its FIFO but claims no offset (`claims`)."""
+    trailers = _trailers(at, [f"snapshot {target}"], claims=claims)
     count = len(changed)
     written = reconcile_lines(template, count, target, what.group, what.version, what.resource, what.revision)
     if written is not None:
@@ -188,6 +195,11 @@ def rebuild_message(target: str, source: str, changed: Sequence[str]) -> str:
     a rebuild consumed no branch-work record)."""
     subject = f"rebuilt {target} from {source}: {len(changed)} change(s)"
     return "\n".join([clean_line(subject), "", *(clean_line(p) for p in changed)]) + "\n"
+
+
+def names_fifo(trailers: dict[str, list[str]], provider: str, branch: str) -> bool:
+    """Whether a commit's `Reverser-Branch` trailer names this FIFO (whether or not it claims an offset)."""
+    return f"{provider} {branch}" in trailers.get(BRANCH_TRAILER, [])
 
 
 def parse_offset(trailers: dict[str, list[str]], provider: str, branch: str) -> tuple[int, int] | None:

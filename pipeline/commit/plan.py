@@ -113,6 +113,8 @@ class PlanKind(StrEnum):
 
     WINDOW = "window"
     SNAPSHOT = "snapshot"
+    # a part of a snapshot committed in parts: no sweep, and its commit claims no offset
+    SNAPSHOT_PART = "snapshot_part"
     REBUILD = "rebuild"
     RETIRE = "retire"
 
@@ -161,8 +163,9 @@ class PlanParts(TypedDict, total=False):
 class Plan:
     """One closed window, finished snapshot, retired target or rebuild, ready to become a commit.
 
-    `at` is the branch-work record its trailers claim (a rebuild claims none); `size` is the bytes
-    of its rendered writes, kept so the unpushed backlog is bounded without summing them again.
+    `at` is the branch-work record its trailers claim (a rebuild and a snapshot's part claim
+    none); `size` is the bytes of its rendered writes, kept so the unpushed backlog is bounded
+    without summing them again.
     """
 
     kind: PlanKind
@@ -356,14 +359,16 @@ def message_for(plan: Plan, applied: Applied) -> str:
         return retire_message(
             plan.target, retired.folder, retired.prune, retired.reason, plan.at, applied.paths
         )
-    if plan.kind is PlanKind.SNAPSHOT:
+    if plan.kind in (PlanKind.SNAPSHOT, PlanKind.SNAPSHOT_PART):
+        first = next((obj for _, obj in plan.writes.values()), None)
         what = Reconciled(
-            plan.sweep.group if plan.sweep is not None else "",
-            next((obj.version for _, obj in plan.writes.values()), ""),
+            plan.sweep.group if plan.sweep is not None else first.group if first is not None else "",
+            first.version if first is not None else "",
             plan.resource,
             plan.revision,
         )
-        return reconcile_message(what, plan.target, plan.at, applied.paths, plan.template)
+        claims = plan.kind is PlanKind.SNAPSHOT
+        return reconcile_message(what, plan.target, plan.at, applied.paths, plan.template, claims=claims)
     byline = plan.byline
     username = "" if byline.kind in (COMMITTER_KIND, UNRESOLVED_KIND) else byline.label
     return window_message(

@@ -25,13 +25,24 @@ Stream = tuple[str, str, str, str]
 
 @dataclass(slots=True)
 class Collected:
-    """A snapshot being collected between ResyncBegin and ResyncEnd."""
+    """A snapshot being collected between ResyncBegin and ResyncEnd.
+
+    `in_parts` snapshots are committed part by part as their chunks arrive (`part_due`): `objects`
+    then holds only the part being filled, `received` counts every object the chunks carried, and
+    `listed`/`keep` remember what the committed parts listed, for the sweep of the last part.
+    """
 
     epoch: int
     begin: WorkItem
     objects: list[ResyncObject] = field(default_factory=list)
     chunks: int = 0
     offsets: list[Offset] = field(default_factory=list)
+    in_parts: bool = False
+    received: int = 0
+    parts: int = 0
+    # (namespace, name) of every object the committed parts listed, and their canonical paths
+    listed: set[tuple[str, str]] = field(default_factory=set)
+    keep: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +100,19 @@ class SnapshotBook:
             f"{len(gone)} unfinished snapshot(s) of deleted target {target} dropped",
         )
 
-    def begin(self, item: WorkItem, body: ResyncBegin) -> Skipped | None:
-        """Open a snapshot; an unfinished older one of the same stream is superseded."""
+    def begin(self, item: WorkItem, body: ResyncBegin, *, carried: bool = False) -> Skipped | None:
+        """Open a snapshot; an unfinished older one of the same stream is superseded.
+
+        A snapshot is committed in parts unless the branch tip's `Reverser-Offset` is at or past its
+        `ResyncBegin` (`carried`): the tip may then hold the whole snapshot, or parts of it with a
+        later commit on top, and only its end can say which, so it is collected whole as before. A
+        part claims no offset, so a snapshot begun after the tip's claim stays after it until its
+        last part, and a restart reads it again from its begin.
+        """
         older = self._open.pop(item.snapshot_key, None)
-        self._open[item.snapshot_key] = Collected(body.epoch, item, offsets=[(item.partition, item.offset)])
+        self._open[item.snapshot_key] = Collected(
+            body.epoch, item, offsets=[(item.partition, item.offset)], in_parts=not carried
+        )
         if older is None:
             return None
         return Skipped(
@@ -108,9 +128,19 @@ class SnapshotBook:
         if snapshot is None or snapshot.epoch != body.epoch:
             return Skipped(SkipReason.STALE_SNAPSHOT, [(item.partition, item.offset)])
         snapshot.objects.extend(body.objects)
+        snapshot.received += len(body.objects)
         snapshot.chunks += 1
         snapshot.offsets.append((item.partition, item.offset))
         return None
+
+    def part_due(self, item: WorkItem, part_objects: int) -> Collected | None:
+        """The snapshot of `item`'s stream when it is committed in parts and holds a full part
+        (`part_objects` objects or more): its held objects are to be committed now, without a sweep
+        and without settling an offset (its offsets settle with the last part)."""
+        snapshot = self._open.get(item.snapshot_key)
+        if snapshot is None or not snapshot.in_parts or len(snapshot.objects) < part_objects:
+            return None
+        return snapshot
 
     def end(self, item: WorkItem, body: ResyncEnd, *, carried: bool = False) -> Skipped | Complete | Carried:
         """Close a snapshot: complete when the chunk and object counts match the end marker.
@@ -126,12 +156,12 @@ class SnapshotBook:
             return Skipped(SkipReason.STALE_SNAPSHOT, [here])
         del self._open[item.snapshot_key]
         offsets = [*snapshot.offsets, here]
-        if snapshot.chunks != body.chunks or len(snapshot.objects) != body.objects:
+        if snapshot.chunks != body.chunks or snapshot.received != body.objects:
             return Skipped(
                 SkipReason.INCOMPLETE_SNAPSHOT,
                 offsets,
                 f"snapshot epoch {body.epoch} of {'/'.join(item.snapshot_key)} is incomplete "
-                f"({snapshot.chunks}/{body.chunks} chunks, {len(snapshot.objects)}/{body.objects} "
+                f"({snapshot.chunks}/{body.chunks} chunks, {snapshot.received}/{body.objects} "
                 "objects); no sweep",
             )
         return Carried(snapshot, offsets) if carried else Complete(snapshot, offsets)

@@ -251,3 +251,56 @@ async def test_a_snapshot_interleaved_with_another_streams_commit_survives_a_res
     finally:
         await log.close()
     assert as_files(states) == files(remote)
+
+
+@pytest.mark.parametrize("crash_at", ["committed", "pushed", "state-written"])
+async def test_sigkill_between_the_parts_of_a_snapshot_then_restart_commits_each_part_once(
+    settings: Settings, tmp_path: Path, crash_at: str
+) -> None:
+    """A snapshot of five objects in chunks of two, committed in parts of two objects
+    (`snapshot_part_objects`); the worker is killed after its first part's commit, push, or
+    object-state append, before the snapshot's end. A part claims no offset, so the restarted
+    worker reads the snapshot again from its begin: the part it already pushed writes what the
+    branch has and makes no second commit, the rest land once, the last part sweeps the object
+    the snapshot no longer lists, and object-state matches the tree."""
+    remote = bare_remote(tmp_path / "remote.git")
+    cfg = settings.model_copy(
+        update={
+            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
+            "providers": [
+                ProviderSettings(
+                    name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0, snapshot_part_objects=2
+                )
+            ],
+            "targets": [TargetSettings(name="t1", provider="git", path="live", prune="Always")],
+        }
+    )
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(cfg.model_dump_json())
+    w = Work(step_ms=10)
+    await _append(cfg, [w.create(cm("stale"))])
+    assert run_worker(settings_file, None) == 0
+
+    names = ["a", "b", "c", "d", "e"]
+    await _append(cfg, w.snapshot(1, [cm(n) for n in names], rv="100", chunk_size=2))
+    assert run_worker(settings_file, crash_at) == -9
+    pushed_before = log_lines(remote, fmt="%s")
+    assert len(pushed_before) == (1 if crash_at == "committed" else 2), "the kill came between two parts"
+    assert run_worker(settings_file, None) == 0
+
+    part = "reconciled 2 configmaps (last resourceVersion: 100)"
+    # two parts of two objects each, then the last part: e written and stale swept
+    assert log_lines(remote, fmt="%s") == ["[CREATE] v1/configmaps/stale", part, part, part]
+    trailers = git(remote, "log", "--format=%(trailers:key=Reverser-Offset,valueonly)%x00", "main")
+    claimed = [t.strip() for t in trailers.split("\0") if t.strip()]
+    assert len(claimed) == 2, "only the stale write and the snapshot's last part claim an offset"
+    assert sorted(files(remote)) == [f"live/team-a/configmaps/{n}.yaml" for n in names]
+    log = open_log(cfg)
+    await log.start()
+    try:
+        raw = await raw_keys(log, cfg)
+        states = await first_read(log, cfg)
+    finally:
+        await log.close()
+    assert as_files(states) == files(remote)
+    assert all(count == 1 for (key, _), count in raw.items() if not key.endswith(b"/stale")), raw

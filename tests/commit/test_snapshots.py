@@ -133,6 +133,34 @@ def test_a_snapshot_is_judged_at_its_end_whatever_a_trailer_says_of_its_first_re
     assert skipped.reason == "incomplete_snapshot", "a carried end of an incomplete snapshot is no commit"
 
 
+def test_a_snapshot_in_parts_hands_each_full_part_over_and_counts_every_object_at_its_end() -> None:
+    book, s = SnapshotBook(), Stream()
+    book.begin(s.item(ResyncBegin(3, "1")), ResyncBegin(3, "1"))
+    first = s.item(ResyncChunk(3, 0, objects(2)))
+    book.chunk(first, ResyncChunk(3, 0, objects(2)))
+    assert book.part_due(first, 3) is None, "two objects are not a part of three"
+    second = s.item(ResyncChunk(3, 1, objects(2)))
+    book.chunk(second, ResyncChunk(3, 1, objects(2)))
+    part = book.part_due(second, 3)
+    assert part is not None
+    assert len(part.objects) == 4
+    part.objects = []  # the part's plan takes them
+    assert book.part_due(second, 3) is None
+    end = ResyncEnd(3, 2, 4, "9")
+    done = book.end(s.item(end), end)
+    assert isinstance(done, Complete), "objects given to parts still count for the end marker"
+    assert [o for _, o in done.offsets] == [1, 2, 3, 4], "every offset settles with the last part"
+
+
+def test_a_snapshot_begun_at_or_below_the_tip_trailer_is_collected_whole() -> None:
+    """The tip may then hold the snapshot, or its parts under a later commit: only its end says."""
+    book, s = SnapshotBook(), Stream()
+    book.begin(s.item(ResyncBegin(3, "1")), ResyncBegin(3, "1"), carried=True)
+    chunk = s.item(ResyncChunk(3, 0, objects(5)))
+    book.chunk(chunk, ResyncChunk(3, 0, objects(5)))
+    assert book.part_due(chunk, 1) is None
+
+
 # a restart in the middle of interleaved streams -------------------------------------------------
 
 # One record of a branch's log: a snapshot record of stream "a" or "b", or a write of another
@@ -147,7 +175,8 @@ steps = st.lists(
 
 
 def records(plan: list[Step]) -> list[WorkItem | None]:
-    """The log the steps make (None for another stream's write), offsets 0, 1, ... of partition 0."""
+    """The log the steps make (None for another stream's write), offsets 0, 1, ... of partition 0.
+    Each chunk carries one object named after its stream, epoch and place."""
     epoch = {"a": 0, "b": 0}
     chunks = {"a": 0, "b": 0}
     found: list[WorkItem | None] = []
@@ -162,7 +191,10 @@ def records(plan: list[Step]) -> list[WorkItem | None]:
             body = ResyncBegin(epoch[stream], "")
         elif kind == "chunk":
             chunks[stream] += 1
-            body = ResyncChunk(epoch[stream], chunks[stream] - 1, objects(1))
+            name = f"{stream}{epoch[stream]}-{chunks[stream]}"
+            body = ResyncChunk(
+                epoch[stream], chunks[stream] - 1, (ResyncObject("ns", name, name, "1", b"{}"),)
+            )
         else:
             body = ResyncEnd(epoch[stream], chunks[stream] + short, chunks[stream] + short, "")
         found.append(
@@ -174,16 +206,24 @@ def records(plan: list[Step]) -> list[WorkItem | None]:
 @dataclass
 class Run:
     """What one owner of the branch did: its commits (by the offset their trailer claims), the
-    snapshots it found already on the branch, and the offsets it settled."""
+    snapshots it found already on the branch, the offsets it settled, the parts that changed the
+    branch (by the offset of the chunk that filled them; they claim none) and the objects of the
+    snapshots it committed complete."""
 
     commits: list[int] = field(default_factory=list)
     carried: list[int] = field(default_factory=list)
     settled: set[int] = field(default_factory=set)
+    parts: list[int] = field(default_factory=list)
+    complete: set[str] = field(default_factory=set)
 
 
-def run(log: list[WorkItem | None], start: int, stop: int, trailer: int) -> Run:
+def run(
+    log: list[WorkItem | None], start: int, stop: int, trailer: int, tree: set[str], part_objects: int
+) -> Run:
     """The worker's rule: records at or below the tip's trailer are skipped, except a snapshot's,
-    which the book collects again and judges at its end."""
+    which the book collects again and judges at its end. A snapshot begun past the trailer is
+    committed in parts of `part_objects` (`tree` is the branch's files: a part that writes only
+    what it has makes no commit); the rest of it, and a snapshot collected whole, at its end."""
     book, done = SnapshotBook(), Run()
     for offset in range(start, stop):
         item = log[offset]
@@ -194,14 +234,25 @@ def run(log: list[WorkItem | None], start: int, stop: int, trailer: int) -> Run:
             continue
         body = item.body
         if isinstance(body, ResyncBegin):
-            outcome: Skipped | Complete | Carried | None = book.begin(item, body)
+            outcome: Skipped | Complete | Carried | None = book.begin(item, body, carried=offset <= trailer)
         elif isinstance(body, ResyncChunk):
             outcome = book.chunk(item, body)
+            part = book.part_due(item, part_objects)
+            if part is not None:
+                names = {o.name for o in part.objects}
+                part.objects = []
+                part.listed.update(("ns", name) for name in names)
+                if names - tree:
+                    done.parts.append(offset)
+                tree |= names
         else:
             assert isinstance(body, ResyncEnd)
             outcome = book.end(item, body, carried=offset <= trailer)
             if isinstance(outcome, Complete):
                 done.commits.append(offset)
+                names = {o.name for o in outcome.snapshot.objects}
+                done.complete |= names | {name for _, name in outcome.snapshot.listed}
+                tree |= names
             elif isinstance(outcome, Carried):
                 done.carried.append(offset)
         if outcome is not None:
@@ -209,19 +260,27 @@ def run(log: list[WorkItem | None], start: int, stop: int, trailer: int) -> Run:
     return done
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(plan=steps, data=st.data())
 def test_a_restart_anywhere_commits_every_snapshot_once(plan: list[Step], data: st.DataObject) -> None:
-    """Kill the worker after any record: the next owner starts at the oldest unsettled offset with
-    the trailer of the last commit pushed; together they commit exactly what one uninterrupted run
-    commits, each once, however the snapshots interleave with other streams' commits."""
+    """Kill the worker after any record, between two parts of a snapshot too: the next owner starts
+    at the oldest unsettled offset with the trailer of the last commit pushed (a part claims
+    none); together they commit exactly the snapshot ends and writes one uninterrupted run
+    commits, each once, however the snapshots interleave with other streams' commits, and every
+    object of a complete snapshot is on the branch. A part given again after the restart writes
+    what the branch has, so it makes no second commit."""
+    part_objects = data.draw(st.sampled_from([1, 2, 3, 1_000]))
     log = records(plan)
-    whole = run(log, 0, len(log), -1)
+    whole_tree: set[str] = set()
+    whole = run(log, 0, len(log), -1, whole_tree, part_objects)
     crash = data.draw(st.integers(min_value=0, max_value=len(log)))
-    before = run(log, 0, crash, -1)
+    tree: set[str] = set()
+    before = run(log, 0, crash, -1, tree, part_objects)
     trailer = max(before.commits, default=-1)
     restart = min(set(range(crash)) - before.settled, default=crash)
-    after = run(log, restart, len(log), trailer)
+    after = run(log, restart, len(log), trailer, tree, part_objects)
     assert before.commits + after.commits == whole.commits
     assert set(after.carried) <= set(before.commits)
     assert before.settled | after.settled == whole.settled
+    assert whole.complete <= tree, "an object of a complete snapshot is lost"
+    assert tree <= whole_tree, "a restart wrote what one run never writes"
