@@ -468,11 +468,14 @@ class BranchWorker:
         The part settles no offset and claims none: the snapshot's records settle with its last
         commit, and a restart before that reads them again from the begin, each part then writing
         what the tree has (no second commit). Pushed at once, past the cooldown: a part held for
-        the cooldown would hold its plan too.
+        the cooldown would hold its plan too. The open window is committed first, as before a
+        snapshot's end: an attributed write routed inside the snapshot goes under its author
+        before the part that lists its object.
         """
         snapshot = self._decide.snapshots.part_due(item, self.provider.snapshot_part_objects)
         if snapshot is None:
             return
+        await self._finalize(CloseReason.SNAPSHOT)
         with gcpolicy.long_lived():
             plan, skips = await self._slicer.drive(
                 self._decide.part_steps(snapshot, item, self._tree, self._homes)

@@ -43,6 +43,7 @@ from pipeline.commit.parking import ParkedWork
 from pipeline.commit.ports import BranchPorts, Hook
 from pipeline.commit.position import Offset
 from pipeline.commit.window import CloseReason
+from pipeline.commit.workqueue import WorkQueue
 from pipeline.config import ProviderSettings, Settings
 from pipeline.gitcredentials import CredentialsError, CredentialsReason, ObjectReader
 from pipeline.log.api import (
@@ -66,7 +67,6 @@ __all__ = ["CommitWorker", "UnknownProviderError", "group_id_for", "remote_auth"
 
 logger = logging.getLogger(__name__)
 
-QUEUE_ITEMS = 1000
 # How far before a branch tip's offset a new owner reads to learn which versions are written.
 VERSION_LOOKBACK_RECORDS = 10_000
 # Empty fetches (of 500 ms each) after which that read gives up.
@@ -475,7 +475,7 @@ class CommitWorker(RebalanceListener):
                 deletion_ahead=functools.partial(self._deletion_ahead, tp.topic),
             ),
         )
-        queue: asyncio.Queue[WorkItem] = asyncio.Queue(QUEUE_ITEMS)
+        queue = WorkQueue()
         lock = asyncio.Lock()
         task = asyncio.create_task(self._run_branch(worker, queue, lock), name=f"commit-{key[0]}-{key[1]}")
         task.add_done_callback(self._task_done)

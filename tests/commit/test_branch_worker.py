@@ -56,6 +56,7 @@ class Harness:
         size_cap: int = 8 * 1024 * 1024,
         targets: list[TargetSettings] | None = None,
         max_age_s: float | None = None,
+        part_objects: int = 5_000,
     ) -> None:
         self.tmp_path = tmp_path
         self.remote = bare_remote(tmp_path / "remote.git")
@@ -66,6 +67,7 @@ class Harness:
             commit_window_max_s=max_age_s,
             push_cooldown_s=cooldown_s,
             window_max_bytes=size_cap,
+            snapshot_part_objects=part_objects,
         )
         self.settings = Settings(
             workdir=tmp_path / "work",
@@ -346,6 +348,54 @@ async def test_snapshot_closes_open_window_first(h: Harness) -> None:
         "Alice Example|[CREATE] v1/configmaps/live",
         "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 100)",
     ]
+
+
+async def test_a_snapshot_larger_than_a_part_is_pushed_in_parts_and_swept_by_its_last(tmp_path: Path) -> None:
+    """Issue 32: with `snapshot_part_objects: 3`, seven objects in chunks of two become a part of
+    four (the chunk that filled it), a part of three, and the end's commit, which only sweeps.
+    Each part is on the remote before the snapshot ends, claims no offset and settles nothing; the
+    end settles every record of the snapshot."""
+    h = Harness(tmp_path, prune="Always", part_objects=3)
+    w = Work()
+    await h.feed(*w.snapshot(1, [cm("gone")], rv="10"))
+    names = [f"o{i}" for i in range(7)]
+    begin, *chunks, end = w.snapshot(2, [cm(n) for n in names], rv="20", chunk_size=2)
+    await h.feed(begin, *chunks[:2])
+    assert sorted(files(h.remote)) == sorted(
+        f"live/team-a/configmaps/{n}.yaml" for n in ["gone", "o0", "o1", "o2", "o3"]
+    ), "the first part is pushed as soon as it is full"
+    settled = len(h.settled)
+    await h.feed(*chunks[2:])
+    assert len(h.settled) == settled, "a part settles no offset"
+    await h.feed(end)
+    await h.settle_time()
+    assert log_lines(h.remote, fmt="%s") == [
+        "reconciled 1 configmaps (last resourceVersion: 10)",
+        "reconciled 4 configmaps (last resourceVersion: 20)",
+        "reconciled 3 configmaps (last resourceVersion: 20)",
+        "reconciled 1 configmaps (last resourceVersion: 20)",  # gone swept
+    ]
+    offsets = git(h.remote, "log", "--format=%(trailers:key=Reverser-Offset,valueonly)%x00", "main")
+    assert [t.strip() for t in offsets.split("\0")][:4] == [
+        f"0:{end.offset}",
+        "",
+        "",
+        f"0:{begin.offset - 1}",
+    ]
+    assert sorted(files(h.remote)) == sorted(f"live/team-a/configmaps/{n}.yaml" for n in names)
+    assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+async def test_a_snapshot_part_commits_the_open_window_first(tmp_path: Path) -> None:
+    h = Harness(tmp_path, part_objects=1)
+    w = Work()
+    await h.feed(w.create(cm("live")))
+    await h.feed(*w.snapshot(1, [cm("live"), cm("snap")], chunk_size=1))
+    assert log_lines(h.remote, fmt="%an|%s") == [
+        "Alice Example|[CREATE] v1/configmaps/live",
+        "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 100)",
+    ]
+    assert "live/team-a/configmaps/snap.yaml" in files(h.remote)
 
 
 async def test_two_targets_on_one_branch_split_windows(tmp_path: Path) -> None:

@@ -154,3 +154,17 @@ def test_a_kubeconfig_secret_cluster_loads(tmp_path: Path) -> None:
         tmp_path,
         "clusters: [{name: a, in_cluster: true}, {name: b, kubeconfig_secret: {namespace: r, name: k}}]\n",
     )
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_a_snapshot_part_size_below_one_object_is_named(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.0\.snapshot_part_objects: "):
+        load(tmp_path, f"providers: [{{name: git, url: /srv/git, snapshot_part_objects: {value}}}]\n")
+
+
+def test_the_snapshot_part_size_defaults_to_five_thousand_objects(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("providers: [{name: git, url: /srv/git, snapshot_part_objects: 1}]\n", encoding="utf-8")
+    assert load_settings(config, environ={}).providers[0].snapshot_part_objects == 1
+    config.write_text("providers: [{name: git, url: /srv/git}]\n", encoding="utf-8")
+    assert load_settings(config, environ={}).providers[0].snapshot_part_objects == 5_000
