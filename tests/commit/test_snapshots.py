@@ -273,6 +273,8 @@ def test_a_restart_anywhere_commits_every_snapshot_once(plan: list[Step], data: 
     log = records(plan)
     whole_tree: set[str] = set()
     whole = run(log, 0, len(log), -1, whole_tree, part_objects)
+    unparted = run(log, 0, len(log), -1, set(), 1_000)
+    assert (whole.commits, whole.complete) == (unparted.commits, unparted.complete), "parts change no outcome"
     crash = data.draw(st.integers(min_value=0, max_value=len(log)))
     tree: set[str] = set()
     before = run(log, 0, crash, -1, tree, part_objects)
