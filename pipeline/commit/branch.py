@@ -483,7 +483,7 @@ class BranchWorker:
         for skip in skips:
             self._report_skip(skip)
         await self._commit(plan, [])
-        del plan
+        del plan  # the push below releases the part's plan: nothing here may keep it past that
         if self._pending:
             await self.push()
 

@@ -709,7 +709,6 @@ class Decider:
         stream = item.stream
         target = self.target(stream.target)
         listed = yield from self._listed_steps(snapshot, item, tree, homes)
-        snapshot.parts += 1
         plan = _plan(
             PlanKind.SNAPSHOT_PART,
             stream.target,

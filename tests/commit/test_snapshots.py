@@ -206,14 +206,12 @@ def records(plan: list[Step]) -> list[WorkItem | None]:
 @dataclass
 class Run:
     """What one owner of the branch did: its commits (by the offset their trailer claims), the
-    snapshots it found already on the branch, the offsets it settled, the parts that changed the
-    branch (by the offset of the chunk that filled them; they claim none) and the objects of the
-    snapshots it committed complete."""
+    snapshots it found already on the branch, the offsets it settled and the objects of the
+    snapshots it committed complete (a part claims no offset, so it is no commit here)."""
 
     commits: list[int] = field(default_factory=list)
     carried: list[int] = field(default_factory=list)
     settled: set[int] = field(default_factory=set)
-    parts: list[int] = field(default_factory=list)
     complete: set[str] = field(default_factory=set)
 
 
@@ -242,8 +240,6 @@ def run(
                 names = {o.name for o in part.objects}
                 part.objects = []
                 part.listed.update(("ns", name) for name in names)
-                if names - tree:
-                    done.parts.append(offset)
                 tree |= names
         else:
             assert isinstance(body, ResyncEnd)
