@@ -257,19 +257,20 @@ async def test_a_snapshot_interleaved_with_another_streams_commit_survives_a_res
 async def test_sigkill_between_the_parts_of_a_snapshot_then_restart_commits_each_part_once(
     settings: Settings, tmp_path: Path, crash_at: str
 ) -> None:
-    """A snapshot of five objects in chunks of two, committed in parts of two objects
-    (`snapshot_part_objects`); the worker is killed after its first part's commit, push, or
-    object-state append, before the snapshot's end. A part claims no offset, so the restarted
-    worker reads the snapshot again from its begin: the part it already pushed writes what the
-    branch has and makes no second commit, the rest land once, the last part sweeps the object
-    the snapshot no longer lists, and object-state matches the tree."""
+    """A snapshot of seven objects in chunks of one, committed in parts of one object
+    (`snapshot_part_objects`); the worker is killed after its first part's commit, after its push,
+    or after the first object-state append (which the consumer makes when it gets to it: after the
+    first part's push, before the snapshot's end). A part claims no offset, so the restarted
+    worker reads the snapshot again from its begin: the parts it already pushed write what the
+    branch has and make no second commit, the rest land once, the snapshot's last commit sweeps
+    the object it no longer lists, and object-state matches the tree."""
     remote = bare_remote(tmp_path / "remote.git")
     cfg = settings.model_copy(
         update={
             "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
             "providers": [
                 ProviderSettings(
-                    name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0, snapshot_part_objects=2
+                    name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0, snapshot_part_objects=1
                 )
             ],
             "targets": [TargetSettings(name="t1", provider="git", path="live", prune="Always")],
@@ -281,19 +282,26 @@ async def test_sigkill_between_the_parts_of_a_snapshot_then_restart_commits_each
     await _append(cfg, [w.create(cm("stale"))])
     assert run_worker(settings_file, None) == 0
 
-    names = ["a", "b", "c", "d", "e"]
-    await _append(cfg, w.snapshot(1, [cm(n) for n in names], rv="100", chunk_size=2))
+    names = [f"o{i}" for i in range(7)]
+    await _append(cfg, w.snapshot(1, [cm(n) for n in names], rv="100", chunk_size=1))
     assert run_worker(settings_file, crash_at) == -9
     pushed_before = log_lines(remote, fmt="%s")
-    assert len(pushed_before) == (1 if crash_at == "committed" else 2), "the kill came between two parts"
+    if crash_at == "committed":
+        assert len(pushed_before) == 1, "the first part was committed, not pushed"
+    elif crash_at == "pushed":
+        assert len(pushed_before) == 2, "the first part was pushed"
+    else:
+        assert 2 <= len(pushed_before) < 1 + len(names) + 1, "the kill came between two parts"
     assert run_worker(settings_file, None) == 0
 
-    part = "reconciled 2 configmaps (last resourceVersion: 100)"
-    # two parts of two objects each, then the last part: e written and stale swept
-    assert log_lines(remote, fmt="%s") == ["[CREATE] v1/configmaps/stale", part, part, part]
+    part = "reconciled 1 configmaps (last resourceVersion: 100)"
+    # a part per object, then the snapshot's last commit, which only sweeps stale
+    subjects = log_lines(remote, fmt="%s")
+    assert subjects == ["[CREATE] v1/configmaps/stale", *[part] * (len(names) + 1)]
+    assert subjects[: len(pushed_before)] == pushed_before
     trailers = git(remote, "log", "--format=%(trailers:key=Reverser-Offset,valueonly)%x00", "main")
     claimed = [t.strip() for t in trailers.split("\0") if t.strip()]
-    assert len(claimed) == 2, "only the stale write and the snapshot's last part claim an offset"
+    assert len(claimed) == 2, "only the stale write and the snapshot's last commit claim an offset"
     assert sorted(files(remote)) == [f"live/team-a/configmaps/{n}.yaml" for n in names]
     log = open_log(cfg)
     await log.start()
