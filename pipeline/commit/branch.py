@@ -46,7 +46,7 @@ from pipeline.commit.plan import Applied, Plan, Refused, apply_steps, blob_sha, 
 from pipeline.commit.ports import BranchPorts
 from pipeline.commit.position import Offset
 from pipeline.commit.refusals import TargetRefusals, refusal_of
-from pipeline.commit.snapshots import Carried, Skipped, push_due_at
+from pipeline.commit.snapshots import Carried, Collected, Skipped, push_due_at
 from pipeline.commit.statebook import StateBook
 from pipeline.commit.window import CloseReason, CommitWindow
 from pipeline.config import KustomizeSettings, ProviderSettings, Settings, TargetSettings
@@ -475,11 +475,16 @@ class BranchWorker:
         snapshot = self._decide.snapshots.part_due(item, self.provider.snapshot_part_objects)
         if snapshot is None:
             return
-        await self._finalize(CloseReason.SNAPSHOT)
+        # the index entries its commit adds are long-lived, as at a snapshot's end (`_end`): left
+        # in the collector's walks, each full collection would walk every part before it
         with gcpolicy.long_lived():
-            plan, skips = await self._slicer.drive(
-                self._decide.part_steps(snapshot, item, self._tree, self._homes)
-            )
+            await self._commit_part(snapshot, item)
+
+    async def _commit_part(self, snapshot: Collected, item: WorkItem) -> None:
+        await self._finalize(CloseReason.SNAPSHOT)
+        plan, skips = await self._slicer.drive(
+            self._decide.part_steps(snapshot, item, self._tree, self._homes)
+        )
         for skip in skips:
             self._report_skip(skip)
         await self._commit(plan, [])
