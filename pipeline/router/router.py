@@ -472,13 +472,16 @@ class Router:
         assert self._lookup is not None
         start = (await self._log.beginning_offsets([tp]))[tp]
         extent = Extent({tp: max(start, committed - VERSION_READ_BACK_RECORDS)}, {tp: committed})
+        read = 0
         async for chunk in read_to_end(self._log, extent):  # (to its end: the reader closes)
             for record in chunk.records:
+                read += 1
                 try:
                     watch = decode_watch_event(record)
                 except DecodeError:
                     continue  # parked on the dead-letter topic when it was first read
                 self._lookup.note_version(watch)
+        logger.info("router read %d record(s) of %s back for the versions before %d", read, tp, committed)
 
     async def _close_producers(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
