@@ -178,6 +178,9 @@ class Router:
         # a fetch that returned at reset count N are dropped if their partition was reset after N.
         self._resets = 0
         self._reset_at: dict[int, int] = {}
+        # Partitions being taken over: their records are dropped (and read again from the committed
+        # offset), so no event is attributed while its object's history is still being read back.
+        self._taking_over: set[int] = set()
         # Held while a transaction is in flight: a rebalance waits for it before handing over.
         self._publishing = asyncio.Lock()
         # The offset this member last committed per partition (dropped on a reset): where a
@@ -295,9 +298,12 @@ class Router:
             fetched_at = self._resets
             for record in fetched.records:
                 await self._slots.acquire()
-                if self._reset_at.get(record.partition, 0) > fetched_at:
+                if (
+                    self._reset_at.get(record.partition, 0) > fetched_at
+                    or record.partition in self._taking_over
+                ):
                     logger.debug(
-                        "dropping %s[%d]@%d: fetched before a reset",
+                        "dropping %s[%d]@%d: fetched before a reset or during a takeover",
                         record.topic,
                         record.partition,
                         record.offset,
@@ -430,6 +436,8 @@ class Router:
     async def _take_over(self, assigned: set[TopicPartition]) -> None:
         """Restart every assigned partition at its committed offset, behind its own producer."""
         async with self._publishing:
+            # (all at once: the consumer may fetch any of them while the first is taken over)
+            self._taking_over.update(tp.partition for tp in assigned)
             for tp in sorted(assigned):
                 await self._restart_at_committed(tp)
 
@@ -440,10 +448,13 @@ class Router:
         aborted; only then is the committed offset final, so it is read here rather than trusted
         from the group join, which may have raced with that transaction. Returns False (logged)
         when the log did not answer: the partition then has no producer, and its next publish
-        tries again, so nothing is committed for it before this succeeded.
+        tries again, so nothing is committed for it before this succeeded. Until it is done the
+        partition's fetched records are dropped (`_taking_over`) and read again after the seek: an
+        event attributed while the versions before it are still being read back gets no range.
         """
         assert self._consumer is not None
         self._forget({tp})
+        self._taking_over.add(tp.partition)
         try:
             if tp not in self._producers:
                 producer = self._log.transactional_producer(transactional_id(self._group_id, tp))
@@ -454,16 +465,18 @@ class Router:
                 # nothing committed yet: the group's reset policy (earliest), stated explicitly,
                 # because the consumer may already have read past it while this ran
                 committed = (await self._log.beginning_offsets([tp]))[tp]
-            await self._consumer.seek(tp, committed)
-            self._forget({tp})
             if self._lookup is not None:
                 self._lookup.resume_versions(tp.partition, committed)
                 await self._read_back_versions(tp, committed)
+            await self._consumer.seek(tp, committed)
+            self._forget({tp})
             logger.info("router resumes %s at its committed offset %d", tp, committed)
         except LogError as exc:
             await self._close_producers({tp})
             logger.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
             return False
+        finally:
+            self._taking_over.discard(tp.partition)
         return True
 
     async def _read_back_versions(self, tp: TopicPartition, committed: int) -> None:

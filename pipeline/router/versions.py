@@ -65,21 +65,25 @@ class Predecessors:
         if watch.offset > self._admitted.get(watch.partition, -1):
             self._admitted[watch.partition] = watch.offset
 
-    def _place(self, key: _ObjectKey, partition: int, version: str, object_json: bytes) -> int | None:
-        """Where `version` stands in the object's history once admitted (None: not placed, it is
-        older than the newest kept or does not compare); remembers a newer version at the end."""
+    def _place(
+        self, key: _ObjectKey, partition: int, version: str, object_json: bytes
+    ) -> tuple[_Version, _Version] | None:
+        """The admitted version before `version` and `version` itself, once admitted; None when no
+        version is kept before it (the object is new here, or `version` is the oldest kept), or it
+        is older than the newest kept or does not compare. A newer version is remembered."""
         seen = self._seen.get(key)
         if seen is None:
             self._remember(key, partition, ((version, replica_shape(object_json)),))
-            return 0
+            return None
         history = seen[1]
-        for at, (kept, _) in enumerate(history):
-            if kept == version:
-                return at
+        for at, kept in enumerate(history):
+            if kept[0] == version:
+                return (history[at - 1], kept) if at else None
         if compare_versions(history[-1][0], version) != -1:
             return None
-        self._remember(key, partition, (*history, (version, replica_shape(object_json))))
-        return len(history) if len(history) < HISTORY else HISTORY - 1
+        placed = (version, replica_shape(object_json))
+        self._remember(key, partition, (*history, placed))
+        return history[-1], placed
 
     def live(self, watch: WatchRecord) -> str:
         """The version mirrored before this live event ("" when unknown); remembers the event's.
@@ -96,8 +100,8 @@ class Predecessors:
         if body.type == EventType.DELETED or body.deleting or not body.uid:
             self._seen.pop(key, None)
             return ""
-        at = self._place(key, watch.partition, body.resource_version, body.object_json)
-        return self._seen[key][1][at - 1][0] if at else ""
+        placed = self._place(key, watch.partition, body.resource_version, body.object_json)
+        return placed[0][0] if placed else ""
 
     def snapshot(self, watch: WatchRecord) -> dict[str, str]:
         """Remember the versions a snapshot chunk lists (each the predecessor of the object's next
@@ -120,10 +124,10 @@ class Predecessors:
             if not obj.uid:
                 continue
             key = (watch.head.route, gr.key, obj.uid)
-            at = self._place(key, watch.partition, obj.resource_version, obj.object_json)
-            if not at or not body.since:
+            placed = self._place(key, watch.partition, obj.resource_version, obj.object_json)
+            if placed is None or not body.since:
                 continue
-            (before, before_shape), (_, shape) = self._seen[key][1][at - 1 : at + 1]
+            (before, before_shape), (_, shape) = placed
             if shape is not None and shape == before_shape:
                 previous[obj.uid] = before
         return previous
