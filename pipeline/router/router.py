@@ -42,6 +42,7 @@ from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
 from pipeline.router.late import LateWatch, late_candidates
 from pipeline.router.lookup import Needs, needs
+from pipeline.slices import Slicer
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 logger = logging.getLogger(__name__)
@@ -170,6 +171,9 @@ class Router:
         self._group_id = group_id
         self._fetch_max = fetch_max_records
         self._slots = asyncio.Semaphore(max_in_flight)
+        # Decoding a fetch of snapshot chunks (up to 4 MiB each) or encoding their work is CPU:
+        # both give the loop back between records once a slice is used up (pipeline/slices.py).
+        self._slicer = Slicer()
         self._pending: dict[int, deque[_Pending]] = {}
         self._progress = asyncio.Event()
         self._consumer: GroupConsumer | None = None
@@ -314,6 +318,8 @@ class Router:
                 metrics.IN_FLIGHT.inc()
                 self._pending.setdefault(record.partition, deque()).append(self._admit(record))
                 self.stats.consumed += 1
+                if self._slicer.due():
+                    await self._slicer.pause()
             if fetched.records:
                 self._progress.set()
             else:
@@ -535,11 +541,7 @@ class Router:
         while they waited for the lock) are dropped: the partition is re-read from its commit.
         """
         tp = TopicPartition(self._topics.watch_events, partition)
-        if self._reset_at.get(partition, 0) > popped_at:
-            logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
-            for _ in items:
-                self._slots.release()
-            metrics.IN_FLIGHT.dec(len(items))
+        if self._dropped_after_reset(tp, items, popped_at):
             return
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
@@ -552,6 +554,11 @@ class Router:
             work, late = self._work_for(pending)
             unresolved.extend((len(records) + i, work[i], query) for i, query in late)
             records.extend(work_record(item) for item in work)
+            if self._slicer.due():
+                await self._slicer.pause()
+        # a pause above let a reset in: its items are re-read from the commit, as at the top
+        if self._dropped_after_reset(tp, items, popped_at):
+            return
         assert self._consumer is not None
         offsets = self._consumer.committable({tp: items[-1].source.offset + 1})
         committed = await self._commit_until_done(
@@ -602,6 +609,16 @@ class Router:
         items = work_items(watch, destination, author, caught_up, removals)
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
         return items, late_candidates(watch, author, caught_up)
+
+    def _dropped_after_reset(self, tp: TopicPartition, items: list[_Pending], popped_at: int) -> bool:
+        """Whether `tp` was reset since `items` were taken from its queue; if so they are dropped."""
+        if self._reset_at.get(tp.partition, 0) <= popped_at:
+            return False
+        logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
+        for _ in items:
+            self._slots.release()
+        metrics.IN_FLIGHT.dec(len(items))
+        return True
 
     async def _commit_until_done(
         self,
