@@ -123,18 +123,28 @@ def _scaled(scope: _Scope, query: FactQuery, cutoff: int) -> _Fact | Attribution
     changed nothing mirrored, so no successful scale started there except the event's own: a fact
     of the event's count started from a version in [previous_rv, event) is its scale. Without
     `previous_rv`, or with versions that do not compare, nothing is claimed.
+
+    A snapshot object caught up after a watch gap (`caught_up`) may have been scaled several times
+    in its range (the router vouches that nothing but the count changed). Its fact must then be
+    the last write with a fact: no scale fact of another count started after it, and no other fact
+    of the object filed after it.
     """
     if not query.previous_rv or query.replicas < 0:
         return None
     facts: list[tuple[int, _Fact]] = []
+    last_other_count = -1  # the newest start in the range of a scale to another count
     for key in scope.scale_keys(query.uid):
         parsed = parse_scale_key(key)
-        if parsed is None or parsed[1] != query.replicas:
+        if parsed is None:
             continue
         started = parsed[0]
         if compare_versions(started, query.resource_version) != -1:
             continue
         if compare_versions(query.previous_rv, started) not in (-1, 0):
+            continue
+        if parsed[1] != query.replicas:
+            if query.caught_up and _held(scope, (query.uid, key), cutoff):
+                last_other_count = max(last_other_count, int(started))
             continue
         claim = scope.conflicts.get((query.uid, key)) if scope.conflicts else None
         if claim is not None and claim[1][_AT_MS] >= cutoff:
@@ -144,12 +154,29 @@ def _scaled(scope: _Scope, query: FactQuery, cutoff: int) -> _Fact | Attribution
             facts.append((int(started), fact))
     if not facts:
         return None
-    newest = max(facts)[1]
+    started_newest, newest = max(facts)
     other = next((fact for _, fact in facts if fact[0][0] != newest[0][0]), None)
     if other is not None:
         # two users' scales to this count both started in the range: neither is trusted
         return _conflict((other, newest))
+    if query.caught_up:
+        if last_other_count > started_newest:
+            return None  # the count changed again after it; what set it back has no fact here
+        latest = scope.latest.get(query.uid)
+        if latest is not None and latest is not newest:
+            # a later write: another user's is a rival for the version, the same user's changed
+            # the count (a content fact of the final version would have answered first)
+            return _conflict((latest, newest)) if latest[0][0] != newest[0][0] else None
     return newest
+
+
+def _held(scope: _Scope, slot: tuple[str, str], cutoff: int) -> bool:
+    """Whether a fact (or a claim of two) in the exact slot is still within its TTL."""
+    fact = scope.exact.get(slot)
+    if fact is not None and fact[_AT_MS] >= cutoff:
+        return True
+    claim = scope.conflicts.get(slot) if scope.conflicts else None
+    return claim is not None and claim[1][_AT_MS] >= cutoff
 
 
 #: The `attribution` section's defaults: the one place the index's limits are written down.

@@ -218,6 +218,10 @@ class FactQuery(NamedTuple):
     # (and before this one) to this count made this version (pipeline.content.scale).
     previous_rv: str = ""
     replicas: int = -1
+    # A snapshot object caught up after a watch gap: its range may hold several writes the watch
+    # never saw (only scales, `pipeline.router.versions`), so a scale fact must also be the newest
+    # fact of its object (docs/attribution.md, "Scale facts").
+    caught_up: bool = False
 
 
 class Attribution(NamedTuple):

@@ -34,7 +34,10 @@ _SETTLING_TIERS: Final = frozenset(
 
 
 def _awaits_better(query: FactQuery, found: Attribution) -> bool:
-    """A removal matched only to a conflicting exact slot keeps waiting for deletion evidence."""
+    """A removal matched only to a conflicting exact slot keeps waiting for deletion evidence; a
+    caught-up object's scale answer holds for the whole wait, so a later fact can still refuse it."""
+    if query.caught_up and found.tier == Tier.SCALE:
+        return True
     if query.exact_capable or found.tier in _SETTLING_TIERS:
         return False
     if found.fact is None:

@@ -31,6 +31,8 @@ MAX_VARINT_BYTES: Final = 10
 
 # zigzag varints of -64..63 are one byte: most lengths, counts and flags
 _ONE_BYTE: Final = {n: bytes([(n << 1) ^ (n >> 63)]) for n in range(-64, 64)}
+# zigzag varints of 64..8191 are two bytes
+_TWO_BYTES_END: Final = 8192
 
 
 def write_long(value: int) -> bytes:
@@ -38,6 +40,9 @@ def write_long(value: int) -> bytes:
     small = _ONE_BYTE.get(value)
     if small is not None:
         return small
+    if 0 < value < _TWO_BYTES_END:
+        # most payload lengths: zigzag 2n, low seven bits with the continuation bit, then the rest
+        return bytes((((value << 1) & 0x7F) | 0x80, value >> 6))
     n = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
     out = bytearray()
     while n > 0x7F:

@@ -13,7 +13,8 @@ change (they are what Git holds and what unchanged-event detection hashes):
   again by `json` (a Deployment's `creationTimestamp: null` template pays the slower write).
 
 The checks are substring searches over a copy with every digit mapped to `0`: a regular
-expression over a 600-byte line cost more than parsing it.
+expression over a 600-byte line cost more than parsing it. Output without `e-` anywhere needs no
+copy for the exponent check.
 
 Everything else (key order, escapes, non-ASCII, large exponents) is byte-identical; a property
 test pins both functions to the standard library.
@@ -44,8 +45,12 @@ def loads(data: bytes) -> Any:
         return json.loads(data)
 
 
-def canonical_json(value: Any) -> bytes:
-    """`json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()`."""
+def canonical_json(value: Any, *, held: bool = True) -> bytes:
+    """`json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()`.
+
+    `held=False` is for bytes the caller drops at once (a live watch event's are hashed and
+    copied into its record): they skip the exact-size copy below.
+    """
     try:
         out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:
@@ -54,9 +59,9 @@ def canonical_json(value: Any) -> bytes:
         out
         and b"null" not in out
         and b"0.0000" not in out
-        and _SMALL_EXPONENT not in out.translate(_DIGITS_TO_ZERO)
+        and (b"e-" not in out or _SMALL_EXPONENT not in out.translate(_DIGITS_TO_ZERO))
     ):
         # orjson hands back its whole write buffer (16 KiB and up for a 1 KiB object); a snapshot
-        # holds thousands of these payloads, so keep an exact-size copy instead
-        return bytes(memoryview(out))
+        # holds thousands of these payloads, so it keeps an exact-size copy instead
+        return bytes(memoryview(out)) if held else out
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

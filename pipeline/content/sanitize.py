@@ -32,6 +32,9 @@ _TOP_LEVEL = (
     "eventTime",
 )
 
+_TOP_LEVEL_KEYS = frozenset(_TOP_LEVEL)
+_TOP_LEVEL_ORDER = {key: index for index, key in enumerate(_TOP_LEVEL)}
+
 _LABEL_PREFIXES = ("kustomize.toolkit.fluxcd.io/", "kro.run/", "applyset.kubernetes.io/")
 
 _ANNOTATION_KEYS = frozenset(
@@ -61,12 +64,11 @@ _KIND_SPEC_REMOVALS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _clean_labels(labels: Any) -> dict[str, Any]:
-    if not isinstance(labels, dict) or not labels:
-        return {}
-    if not any(str(k).startswith(_LABEL_PREFIXES) for k in labels):
-        return dict(labels)  # the common case: nothing to drop, copied without a loop in Python
-    return {k: v for k, v in labels.items() if not str(k).startswith(_LABEL_PREFIXES)}
+def _clean_labels(labels: dict[Any, Any]) -> dict[Any, Any]:
+    for key in labels:
+        if str(key).startswith(_LABEL_PREFIXES):
+            return {k: v for k, v in labels.items() if not str(k).startswith(_LABEL_PREFIXES)}
+    return dict(labels)  # the common case: nothing to drop, copied without a loop in Python
 
 
 def _clean_annotations(annotations: Any) -> dict[str, Any]:
@@ -82,8 +84,9 @@ def _clean_annotations(annotations: Any) -> dict[str, Any]:
 def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
     """A new object holding only the allowlisted fields of `obj` (which is left untouched).
 
-    It runs once per watch event, so it looks each field up once and skips empty label and
-    annotation maps without a call; a property test pins it to the plain reading of the rules.
+    It runs once per watch event, so it looks each field up once, skips empty label and
+    annotation maps without a call and finds the allowlisted top-level fields with one set
+    operation; a property test pins it, key order included, to the plain reading of the rules.
     """
     out: dict[str, Any] = {}
     if "apiVersion" in obj:
@@ -100,7 +103,7 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
         if namespace:
             meta["namespace"] = namespace
         labels = source_meta.get("labels")
-        if labels:
+        if labels and isinstance(labels, dict):
             labels = _clean_labels(labels)
             if labels:
                 meta["labels"] = labels
@@ -110,8 +113,14 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
             if annotations:
                 meta["annotations"] = annotations
     out["metadata"] = meta
-    for key in _TOP_LEVEL:
-        if key in obj:
+    # a set operation finds the one or two allowlisted fields an object has, in C; they are
+    # added in the allowlist's order, as a loop over it did
+    present = _TOP_LEVEL_KEYS.intersection(obj)
+    if len(present) == 1:
+        (key,) = present
+        out[key] = obj[key]
+    elif present:
+        for key in sorted(present, key=_TOP_LEVEL_ORDER.__getitem__):
             out[key] = obj[key]
     removals = _KIND_SPEC_REMOVALS.get(str(obj.get("kind", "")))
     if removals and isinstance(out.get("spec"), dict):
@@ -119,9 +128,10 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def sanitized_json(sanitized: dict[str, Any]) -> bytes:
-    """Canonical JSON (sorted keys, compact) so equal content always has equal bytes."""
-    return canonical_json(sanitized)
+def sanitized_json(sanitized: dict[str, Any], *, held: bool = True) -> bytes:
+    """Canonical JSON (sorted keys, compact) so equal content always has equal bytes; `held=False`
+    for bytes dropped at once (`pipeline.content.fastjson.canonical_json`)."""
+    return canonical_json(sanitized, held=held)
 
 
 def content_hash(payload: bytes, deleting: bool) -> bytes:

@@ -12,15 +12,18 @@ fact index's exact slots.
 
 from __future__ import annotations
 
-import json
+import hashlib
 from collections.abc import Mapping
 from typing import Final
+
+from pipeline.content import fastjson
 
 __all__ = [
     "SCALED_RESOURCES",
     "SCALE_KEY_PREFIX",
     "is_scale_key",
     "parse_scale_key",
+    "replica_shape",
     "scale_key",
     "spec_replicas",
     "spec_replicas_json",
@@ -69,6 +72,25 @@ def spec_replicas(obj: object) -> int | None:
 def spec_replicas_json(object_json: bytes) -> int | None:
     """`spec.replicas` of a serialised object; None when it has none or is not JSON."""
     try:
-        return spec_replicas(json.loads(object_json))
+        return spec_replicas(fastjson.loads(object_json))
     except ValueError:
         return None
+
+
+def replica_shape(object_json: bytes) -> bytes | None:
+    """A digest of a mirrored object without its `spec.replicas`; None when it has no count.
+
+    Two versions of one object with the same shape differ at most in their count. A watch gap
+    whose snapshot shows an object of its shape before the gap was changed only by scales (or
+    by writes that were undone), so a scale fact may name it (docs/attribution.md, "Scale facts").
+    The object is the watch's sanitized canonical JSON, so equal content gives equal bytes.
+    """
+    try:
+        obj = fastjson.loads(object_json)
+    except ValueError:
+        return None
+    if spec_replicas(obj) is None:
+        return None
+    spec = {key: value for key, value in obj["spec"].items() if key != "replicas"}
+    rest = {key: value for key, value in obj.items() if key != "spec"}
+    return hashlib.blake2b(fastjson.canonical_json([rest, spec]), digest_size=16).digest()

@@ -8,6 +8,8 @@ JSON without the generated models.
 kubernetes-asyncio is imported when the first client is opened, not with this module: its
 package imports every generated model (about 0.4 s), which every `reverser` command and every
 replica without a cluster (commit workers, the lag monitor, `config check`) paid for nothing.
+That import runs in a worker thread (`_import_kubernetes`): on the event loop it held every other
+task for 0.3-0.5 s while the watch stage started, in the middle of `reverser run`'s start.
 
 A client may be given a way to read its credentials again (`Reauthenticate`): when the server
 answers 401, it asks for them once (at most every `REAUTH_INTERVAL_S`, however many requests met
@@ -18,8 +20,10 @@ every stream, discovery and Lease of the cluster without reopening it.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -51,6 +55,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: The kubernetes-asyncio modules the client factories use, imported off the loop on first use.
+_KUBERNETES_MODULES: Final = ("kubernetes_asyncio.client", "kubernetes_asyncio.config")
 
 _AUTH = ["BearerToken"]
 _CONNECT_TIMEOUT_S = 10.0
@@ -438,8 +445,21 @@ async def access_allowed(
     return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
 
+def _import_modules(names: Sequence[str]) -> None:
+    for name in names:
+        importlib.import_module(name)
+
+
+async def _import_kubernetes() -> None:
+    """Import kubernetes-asyncio in a worker thread the first time (see the module docstring);
+    the loop runs its other tasks meanwhile (the import gives up the GIL as any Python code does)."""
+    if not all(name in sys.modules for name in _KUBERNETES_MODULES):
+        await asyncio.to_thread(_import_modules, _KUBERNETES_MODULES)
+
+
 async def open_client(cluster: ClusterSettings) -> KubeClient:
     """A client for one configured cluster, from its kubeconfig or the pod's service account."""
+    await _import_kubernetes()
     from kubernetes_asyncio import config as kube_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 
@@ -467,6 +487,7 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
 
 async def api_client_from_dict(kubeconfig: dict[str, Any]) -> ApiClient:
     """The API client of a kubeconfig already read (a Secret's), at its current context."""
+    await _import_kubernetes()
     from kubernetes_asyncio import config as kube_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 

@@ -54,19 +54,28 @@ def query_for(watch: WatchRecord, previous_rv: str = "") -> FactQuery:
     if not isinstance(body, LiveEvent):
         raise TypeError(f"only live events are attributed, not {watch.kind}")
     query = _query(watch, body, body.labels, body.type != EventType.DELETED and not body.deleting)
-    if previous_rv and query.exact_capable:
-        replicas = spec_replicas_json(body.object_json)
+    return _with_range(query, body.object_json, previous_rv) if query.exact_capable else query
+
+
+def snapshot_query(watch: WatchRecord, obj: SnapshotObject, previous_rv: str = "") -> FactQuery:
+    """The join query of a snapshot object: exact-capable (snapshots leave out Terminating objects).
+
+    The object was changed no later than the chunk was observed, which is its event time. Its
+    `previous_rv` is the version the router mirrored before the gap, given only when the object was
+    changed in nothing but its count since (`Predecessors.snapshot`); the query is marked
+    `caught_up`, which the `scale` tier holds to a stricter rule (docs/attribution.md, "Scale facts").
+    """
+    query = _with_range(_query(watch, obj, {}, True), obj.object_json, previous_rv)
+    return query._replace(caught_up=True) if query.previous_rv else query
+
+
+def _with_range(query: FactQuery, object_json: bytes, previous_rv: str) -> FactQuery:
+    """`query` with the scale tier's range and count, when the previous version and a count are known."""
+    if previous_rv:
+        replicas = spec_replicas_json(object_json)
         if replicas is not None:
             return query._replace(previous_rv=previous_rv, replicas=replicas)
     return query
-
-
-def snapshot_query(watch: WatchRecord, obj: SnapshotObject) -> FactQuery:
-    """The join query of a snapshot object: exact-capable (snapshots leave out Terminating objects).
-
-    The object was changed no later than the chunk was observed, which is its event time.
-    """
-    return _query(watch, obj, {}, True)
 
 
 def _query(
@@ -119,9 +128,9 @@ class IndexLookup:
         self._follower = follower
         self._resolver = resolver
         self._predecessors = Predecessors()
-        # (previous version, replicas) of unresolved events, which the late watch's query (rebuilt
-        # from the record, after the memory moved on) cannot know again.
-        self._unresolved_scales: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+        # The scale ranges of unresolved events and caught-up objects, which the late watch's query
+        # (rebuilt from the record, after the memory moved on) cannot know again.
+        self._unresolved_scales: dict[tuple[str, str, str, str], FactQuery] = {}
 
     async def wait_ready(self) -> None:
         await self._follower.wait_ready()
@@ -133,11 +142,14 @@ class IndexLookup:
         # (the router starts these in log order, so the memory sees each object's versions in order)
         query = query_for(watch, self._predecessors.live(watch))
         result = await self._resolver.resolve(query)
+        self._keep_range(query, result)
+        return work_author(result)
+
+    def _keep_range(self, query: FactQuery, result: Attribution) -> None:
         if query.previous_rv and not result.resolved:
             if len(self._unresolved_scales) >= _UNRESOLVED_SCALES_MAX:
                 self._unresolved_scales.clear()
-            self._unresolved_scales[_version_of(query)] = (query.previous_rv, query.replicas)
-        return work_author(result)
+            self._unresolved_scales[_version_of(query)] = query
 
     def resume_versions(self, partition: int, committed: int) -> None:
         self._predecessors.resume(partition, committed)
@@ -150,9 +162,11 @@ class IndexLookup:
 
     async def late_author(self, query: FactQuery, window_s: float) -> WorkAuthor | None:
         """The author a fact filed after the hold names for `query`, once one pins it (None: none in time)."""
-        scale = self._unresolved_scales.pop(_version_of(query), None)
-        if scale is not None and not query.previous_rv:
-            query = query._replace(previous_rv=scale[0], replicas=scale[1])
+        kept = self._unresolved_scales.pop(_version_of(query), None)
+        if kept is not None and not query.previous_rv:
+            query = query._replace(
+                previous_rv=kept.previous_rv, replicas=kept.replicas, caught_up=kept.caught_up
+            )
         found = await await_late(self._resolver.index, query, window_s)
         return None if found is None else work_author(found)
 
@@ -164,10 +178,12 @@ class IndexLookup:
         committer) and counted.
         """
         changed = changed_objects(watch)
-        self._predecessors.snapshot(watch)
-        results = await asyncio.gather(*(self._resolver.resolve(snapshot_query(watch, o)) for o in changed))
+        previous = self._predecessors.snapshot(watch)
+        queries = [snapshot_query(watch, o, previous.get(o.uid, "")) for o in changed]
+        results = await asyncio.gather(*(self._resolver.resolve(q) for q in queries))
         caught: list[CaughtUp] = []
-        for obj, result in zip(changed, results, strict=True):
+        for obj, query, result in zip(changed, queries, results, strict=True):
+            self._keep_range(query, result)
             metrics.SNAPSHOT_CHANGES.labels("attributed" if result.resolved else "unresolved").inc()
             verb = result.fact.verb if result.fact is not None else ""
             caught.append(CaughtUp(obj, Operation.of_verb(verb), work_author(result)))

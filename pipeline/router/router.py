@@ -42,6 +42,7 @@ from pipeline.router import metrics
 from pipeline.router.events import CaughtUp, Destination, work_items
 from pipeline.router.late import LateWatch, late_candidates
 from pipeline.router.lookup import Needs, needs
+from pipeline.slices import Slicer
 from pipeline.tasks import cancel_all, logged_failure, task_failure
 
 logger = logging.getLogger(__name__)
@@ -170,6 +171,9 @@ class Router:
         self._group_id = group_id
         self._fetch_max = fetch_max_records
         self._slots = asyncio.Semaphore(max_in_flight)
+        # Decoding a fetch of snapshot chunks (up to 4 MiB each) or encoding their work is CPU:
+        # both give the loop back between records once a slice is used up (pipeline/slices.py).
+        self._slicer = Slicer()
         self._pending: dict[int, deque[_Pending]] = {}
         self._progress = asyncio.Event()
         self._consumer: GroupConsumer | None = None
@@ -178,6 +182,9 @@ class Router:
         # a fetch that returned at reset count N are dropped if their partition was reset after N.
         self._resets = 0
         self._reset_at: dict[int, int] = {}
+        # Partitions being taken over: their records are dropped (and read again from the committed
+        # offset), so no event is attributed while its object's history is still being read back.
+        self._taking_over: set[int] = set()
         # Held while a transaction is in flight: a rebalance waits for it before handing over.
         self._publishing = asyncio.Lock()
         # The offset this member last committed per partition (dropped on a reset): where a
@@ -295,9 +302,12 @@ class Router:
             fetched_at = self._resets
             for record in fetched.records:
                 await self._slots.acquire()
-                if self._reset_at.get(record.partition, 0) > fetched_at:
+                if (
+                    self._reset_at.get(record.partition, 0) > fetched_at
+                    or record.partition in self._taking_over
+                ):
                     logger.debug(
-                        "dropping %s[%d]@%d: fetched before a reset",
+                        "dropping %s[%d]@%d: fetched before a reset or during a takeover",
                         record.topic,
                         record.partition,
                         record.offset,
@@ -308,6 +318,8 @@ class Router:
                 metrics.IN_FLIGHT.inc()
                 self._pending.setdefault(record.partition, deque()).append(self._admit(record))
                 self.stats.consumed += 1
+                if self._slicer.due():
+                    await self._slicer.pause()
             if fetched.records:
                 self._progress.set()
             else:
@@ -430,6 +442,8 @@ class Router:
     async def _take_over(self, assigned: set[TopicPartition]) -> None:
         """Restart every assigned partition at its committed offset, behind its own producer."""
         async with self._publishing:
+            # (all at once: the consumer may fetch any of them while the first is taken over)
+            self._taking_over.update(tp.partition for tp in assigned)
             for tp in sorted(assigned):
                 await self._restart_at_committed(tp)
 
@@ -440,10 +454,13 @@ class Router:
         aborted; only then is the committed offset final, so it is read here rather than trusted
         from the group join, which may have raced with that transaction. Returns False (logged)
         when the log did not answer: the partition then has no producer, and its next publish
-        tries again, so nothing is committed for it before this succeeded.
+        tries again, so nothing is committed for it before this succeeded. Until it is done the
+        partition's fetched records are dropped (`_taking_over`) and read again after the seek: an
+        event attributed while the versions before it are still being read back gets no range.
         """
         assert self._consumer is not None
         self._forget({tp})
+        self._taking_over.add(tp.partition)
         try:
             if tp not in self._producers:
                 producer = self._log.transactional_producer(transactional_id(self._group_id, tp))
@@ -454,16 +471,18 @@ class Router:
                 # nothing committed yet: the group's reset policy (earliest), stated explicitly,
                 # because the consumer may already have read past it while this ran
                 committed = (await self._log.beginning_offsets([tp]))[tp]
-            await self._consumer.seek(tp, committed)
-            self._forget({tp})
             if self._lookup is not None:
                 self._lookup.resume_versions(tp.partition, committed)
                 await self._read_back_versions(tp, committed)
+            await self._consumer.seek(tp, committed)
+            self._forget({tp})
             logger.info("router resumes %s at its committed offset %d", tp, committed)
         except LogError as exc:
             await self._close_producers({tp})
             logger.warning("taking %s over failed (%s); trying again with its next records", tp, exc)
             return False
+        finally:
+            self._taking_over.discard(tp.partition)
         return True
 
     async def _read_back_versions(self, tp: TopicPartition, committed: int) -> None:
@@ -472,13 +491,16 @@ class Router:
         assert self._lookup is not None
         start = (await self._log.beginning_offsets([tp]))[tp]
         extent = Extent({tp: max(start, committed - VERSION_READ_BACK_RECORDS)}, {tp: committed})
+        read = 0
         async for chunk in read_to_end(self._log, extent):  # (to its end: the reader closes)
             for record in chunk.records:
+                read += 1
                 try:
                     watch = decode_watch_event(record)
                 except DecodeError:
                     continue  # parked on the dead-letter topic when it was first read
                 self._lookup.note_version(watch)
+        logger.info("router read %d record(s) of %s back for the versions before %d", read, tp, committed)
 
     async def _close_producers(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
@@ -519,11 +541,7 @@ class Router:
         while they waited for the lock) are dropped: the partition is re-read from its commit.
         """
         tp = TopicPartition(self._topics.watch_events, partition)
-        if self._reset_at.get(partition, 0) > popped_at:
-            logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
-            for _ in items:
-                self._slots.release()
-            metrics.IN_FLIGHT.dec(len(items))
+        if self._dropped_after_reset(tp, items, popped_at):
             return
         records: list[PendingRecord] = []
         dead: list[PendingRecord] = []
@@ -536,6 +554,11 @@ class Router:
             work, late = self._work_for(pending)
             unresolved.extend((len(records) + i, work[i], query) for i, query in late)
             records.extend(work_record(item) for item in work)
+            if self._slicer.due():
+                await self._slicer.pause()
+        # a pause above let a reset in: its items are re-read from the commit, as at the top
+        if self._dropped_after_reset(tp, items, popped_at):
+            return
         assert self._consumer is not None
         offsets = self._consumer.committable({tp: items[-1].source.offset + 1})
         committed = await self._commit_until_done(
@@ -586,6 +609,16 @@ class Router:
         items = work_items(watch, destination, author, caught_up, removals)
         metrics.WORK_ITEMS.labels(destination.provider, destination.branch).inc(len(items))
         return items, late_candidates(watch, author, caught_up)
+
+    def _dropped_after_reset(self, tp: TopicPartition, items: list[_Pending], popped_at: int) -> bool:
+        """Whether `tp` was reset since `items` were taken from its queue; if so they are dropped."""
+        if self._reset_at.get(tp.partition, 0) <= popped_at:
+            return False
+        logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
+        for _ in items:
+            self._slots.release()
+        metrics.IN_FLIGHT.dec(len(items))
+        return True
 
     async def _commit_until_done(
         self,

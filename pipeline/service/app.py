@@ -137,6 +137,7 @@ class Service:
         Every stage is built before the first one starts, so `/readyz` (served from the start)
         names the stages still to come instead of calling a half-started replica ready.
         """
+        gcpolicy.after_imports()
         self._incarnation = Incarnation.claim(self.settings.workdir)
         if self._owns_log:
             self.log.incarnation = self._incarnation

@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.codec.watch_event import (
     Body,
     LiveEvent,
+    LiveFields,
     SnapshotBegin,
     SnapshotChunk,
     SnapshotEnd,
@@ -22,7 +23,7 @@ from pipeline.codec.watch_event import (
 from pipeline.log.api import PendingRecord, max_value_bytes
 from pipeline.watch.resolve import StreamSpec
 
-__all__ = ["RecordBuilder", "live_event", "snapshot_object", "stream_head"]
+__all__ = ["RecordBuilder", "live_event", "live_fields", "snapshot_object", "stream_head"]
 
 # Room for the envelope, key and headers around the objects of a chunk.
 _ENVELOPE_BYTES = 4096
@@ -33,19 +34,33 @@ def _text(value: Any) -> str:
     return value if type(value) is str else str(value or "")
 
 
-def live_event(event_type: str, meta: dict[str, Any], deleting: bool, payload: bytes) -> LiveEvent:
-    """The live event of an object with metadata `meta`, serialised as `payload`."""
-    labels = meta.get("labels")
-    return LiveEvent(
+def live_fields(event_type: str, meta: dict[str, Any], deleting: bool, payload: bytes) -> LiveFields:
+    """The live event of an object with metadata `meta`, serialised as `payload`, as the tuple
+    of its fields (what the watch writes per event, `WatchEventWriter.live_record`); the strings
+    are read as `_text` reads them, inline."""
+    get = meta.get
+    namespace, name, uid, version, labels = (
+        get("namespace"),
+        get("name"),
+        get("uid"),
+        get("resourceVersion"),
+        get("labels"),
+    )
+    return (
         event_type,
-        _text(meta.get("namespace")),
-        _text(meta.get("name")),
-        _text(meta.get("uid")),
-        _text(meta.get("resourceVersion")),
+        namespace if type(namespace) is str else str(namespace or ""),
+        name if type(name) is str else str(name or ""),
+        uid if type(uid) is str else str(uid or ""),
+        version if type(version) is str else str(version or ""),
         {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) and labels else {},
         deleting,
         payload,
     )
+
+
+def live_event(event_type: str, meta: dict[str, Any], deleting: bool, payload: bytes) -> LiveEvent:
+    """The live event of an object with metadata `meta`, serialised as `payload`."""
+    return LiveEvent(*live_fields(event_type, meta, deleting, payload))
 
 
 def snapshot_object(meta: dict[str, Any], payload: bytes) -> SnapshotObject:
@@ -92,7 +107,7 @@ class RecordBuilder:
         deleting: bool,
         payload: bytes,
     ) -> PendingRecord:
-        return self._record(live_event(event_type, meta, deleting, payload))
+        return self._writer.live_record(live_fields(event_type, meta, deleting, payload), self._clock_ms())
 
     def begin(self, epoch: int, resource_version: str = "") -> PendingRecord:
         return self._record(SnapshotBegin(epoch, resource_version))

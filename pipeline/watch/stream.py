@@ -494,7 +494,15 @@ class WatchStream:
             if event_rv is not None and event_rv <= self._floor:
                 metrics.DROPPED.labels(DropReason.COVERED_BY_LIST).inc()
                 return ""
-        await self._live(event_type, obj, meta, records)
+        # the live event, in this coroutine: one per event (a second, awaited, cost as much as
+        # the Avro record); only a sealed or custom payload awaits anything
+        deleting = metadata_terminating(meta)
+        clean = sanitize(obj)
+        canonical = sanitized_json(clean, held=False)  # hashed, and copied into the record
+        if self._unchanged(event_type, meta, canonical, deleting):
+            return rv
+        payload = canonical if self._plain else await self._payload(obj, clean, canonical)
+        self._append_live(event_type, meta, deleting, payload, records)
         return rv
 
     def _ignored_watchlist(self) -> None:
@@ -514,22 +522,28 @@ class WatchStream:
             return canonical
         return await self._sealer.seal(clean, canonical, self.spec.group_resource)
 
-    async def _live(
-        self, event_type: str, obj: dict[str, Any], meta: dict[str, Any], records: list[PendingRecord]
-    ) -> None:
+    def _unchanged(self, event_type: str, meta: dict[str, Any], canonical: bytes, deleting: bool) -> bool:
+        """Stage the event's content digest; True (counted) when it equals what the log holds."""
         uid = str(meta.get("uid") or "")
-        deleting = metadata_terminating(meta)
-        clean = sanitize(obj)
-        canonical = sanitized_json(clean)
         if event_type == "DELETED":
             self._staged[uid] = None
-        else:
-            digest = content_hash(canonical, deleting)
-            if self._written_hash(uid) == digest:
-                metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
-                return
-            self._staged[uid] = digest
-        payload = canonical if self._plain else await self._payload(obj, clean, canonical)
+            return False
+        digest = content_hash(canonical, deleting)
+        if self._written_hash(uid) == digest:
+            metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
+            return True
+        self._staged[uid] = digest
+        return False
+
+    def _append_live(
+        self,
+        event_type: str,
+        meta: dict[str, Any],
+        deleting: bool,
+        payload: bytes,
+        records: list[PendingRecord],
+    ) -> None:
+        """Append the live event's record to `records`, unless it is over the topic's limit."""
         record = self._builder.live(event_type, meta, deleting, payload)
         if not self._builder.fits(record):
             metrics.DROPPED.labels(DropReason.TOO_LARGE).inc()

@@ -26,11 +26,12 @@ from pipeline.codec.watch_event import (
     StreamHead,
     WatchRecord,
 )
+from pipeline.content.fastjson import canonical_json
 from pipeline.content.key import content_key
-from pipeline.content.scale import is_scale_key, parse_scale_key, scale_key, spec_replicas_json
+from pipeline.content.scale import is_scale_key, parse_scale_key, replica_shape, scale_key, spec_replicas_json
 from pipeline.models import GroupResource
 from pipeline.router import versions
-from pipeline.router.lookup import IndexLookup, query_for
+from pipeline.router.lookup import IndexLookup, query_for, snapshot_query
 from pipeline.router.versions import Predecessors
 
 DEPLOY = GroupResource("apps", "deployments")
@@ -262,3 +263,133 @@ def test_a_newer_snapshot_version_replaces_what_the_memory_held() -> None:
     memory.live(event("10"))
     memory.snapshot(chunk({"d1": "20"}, since="10"))
     assert memory.live(event("21")) == "20"
+
+
+def deployment(replicas: int, image: str = "web:1") -> bytes:
+    """A Deployment's sanitized canonical JSON, as the watch mirrors it."""
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}},
+    }
+    return canonical_json(obj)
+
+
+def content_event(rv: str, replicas: int, image: str = "web:1", *, offset: int = 0) -> WatchRecord:
+    body = LiveEvent(EventType.MODIFIED, "shop", "web", "d1", rv, {}, False, deployment(replicas, image))
+    return WatchRecord(0, offset, head(), 1_000, body)
+
+
+def content_chunk(objects: dict[str, tuple[str, bytes]], since: str = "", offset: int = 0) -> WatchRecord:
+    snapshot = tuple(SnapshotObject("shop", "web", uid, rv, body) for uid, (rv, body) in objects.items())
+    return WatchRecord(0, offset, head(), 1_000, SnapshotChunk(1, 0, snapshot, since))
+
+
+def test_a_shape_ignores_the_count_and_nothing_else() -> None:
+    assert replica_shape(deployment(2)) == replica_shape(deployment(7)) is not None
+    assert replica_shape(deployment(2)) != replica_shape(deployment(2, image="web:2"))
+    labelled = json.loads(deployment(2))
+    labelled["metadata"]["labels"] = {"tier": "front"}
+    assert replica_shape(canonical_json(labelled)) != replica_shape(deployment(2))
+    moved = json.loads(deployment(2))
+    moved["spec"]["paused"] = True
+    assert replica_shape(canonical_json(moved)) != replica_shape(deployment(2))
+    for document in (b'{"spec":{}}', b'{"spec":{"replicas":true}}', b"[]", b"\xff", b""):
+        assert replica_shape(document) is None, document
+
+
+def test_a_gap_snapshot_gets_the_version_before_it_only_when_the_count_alone_changed() -> None:
+    memory = Predecessors()
+    memory.live(content_event("10", 2))
+    memory.snapshot(content_chunk({"d2": ("11", deployment(1))}))  # a baseline: remembered, no range
+    gap = content_chunk({"d1": ("20", deployment(5)), "d2": ("21", deployment(4))}, since="15")
+    assert memory.snapshot(gap) == {"d1": "10", "d2": "11"}
+    assert memory.snapshot(gap) == {"d1": "10", "d2": "11"}, "a re-read chunk keeps its ranges"
+    assert memory.live(content_event("22", 6)) == "20", "the next live event starts from the snapshot"
+    changed = content_chunk({"d1": ("30", deployment(6, image="web:2"))}, since="25")
+    assert memory.snapshot(changed) == {}, "the image changed in the gap: more than scales happened"
+    assert memory.live(content_event("31", 6, image="web:2")) == "30"
+
+
+def test_a_snapshot_with_no_gap_or_an_unknown_object_gets_no_range() -> None:
+    memory = Predecessors()
+    assert memory.snapshot(content_chunk({"d1": ("20", deployment(5))}, since="15")) == {}, "unknown"
+    assert memory.snapshot(content_chunk({"d1": ("21", deployment(6))})) == {}, "a baseline: no gap"
+    assert memory.snapshot(content_chunk({"d1": ("19", deployment(6))}, since="15")) == {}, "older"
+    assert memory.snapshot(content_chunk({"": ("30", deployment(6))}, since="25")) == {}, "no uid"
+    assert memory.snapshot(content_event("40", 3)) == {}, "not a chunk"
+
+
+def test_a_gap_range_after_the_history_is_full_still_names_the_version_before() -> None:
+    memory = Predecessors()
+    for rv in range(10, 10 + versions.HISTORY):
+        memory.live(content_event(str(rv), rv))
+    last = str(9 + versions.HISTORY)
+    assert memory.snapshot(content_chunk({"d1": ("90", deployment(3))}, since="50")) == {"d1": last}
+    assert memory.snapshot(content_chunk({"d1": ("90", deployment(3))}, since="50")) == {"d1": last}
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("live", "gap", "baseline")), st.integers(1, 4), st.sampled_from("ab")),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_a_gap_range_is_given_exactly_when_the_shape_before_it_matches(
+    steps: list[tuple[str, int, str]],
+) -> None:
+    """Model: one Deployment's records in log order, each a newer version with a count and an image.
+    A gap chunk gets the version before it whenever the memory held one and the image (everything
+    but the count) is the same as that version's; nothing else ever gets a range."""
+    memory = Predecessors()
+    kept: tuple[str, str] | None = None  # (version, image) the memory holds last
+    for n, (how, replicas, image) in enumerate(steps):
+        rv = str(100 + n)
+        if how == "live":
+            assert memory.live(content_event(rv, replicas, image)) == (kept[0] if kept else "")
+        else:
+            since = "99" if how == "gap" else ""
+            found = memory.snapshot(content_chunk({"d1": (rv, deployment(replicas, image))}, since))
+            vouched = how == "gap" and kept is not None and kept[1] == image
+            assert found == ({"d1": kept[0]} if vouched and kept else {})
+        kept = (rv, image)
+
+
+async def test_a_scale_made_in_a_watch_gap_is_named_through_the_lookup() -> None:
+    """The production lookup on a real index: a gap chunk whose object was only scaled gets the
+    range, and the scale fact names it; an object whose image also changed stays unknown."""
+    index = FactIndex(IndexLimits())
+    lookup = IndexLookup(None, Resolver(index, grace_ms=0))  # type: ignore[arg-type]  # no follower needed
+    await lookup.author_for(content_event("10", 2))
+    index.apply(
+        "default",
+        DEPLOY,
+        [AuthorFact("carol", verb="update", name="web", uid="d1", resource_version=scale_key("12", 5))],
+    )
+    [caught] = await lookup.catch_up(content_chunk({"d1": ("20", deployment(5))}, since="15"))
+    assert (caught.author.username, caught.author.tier) == ("carol", "scale")
+    index.apply(
+        "default",
+        DEPLOY,
+        [AuthorFact("dave", verb="update", name="web", uid="d1", resource_version=scale_key("21", 6))],
+    )
+    [caught] = await lookup.catch_up(content_chunk({"d1": ("30", deployment(6, image="web:2"))}, since="25"))
+    assert caught.author.outcome == Outcome.UNRESOLVED
+
+
+async def test_a_gap_scale_whose_fact_comes_late_is_named_by_the_late_watch_with_its_range() -> None:
+    index = FactIndex(IndexLimits())
+    lookup = IndexLookup(None, Resolver(index, grace_ms=0))  # type: ignore[arg-type]  # no follower needed
+    await lookup.author_for(content_event("10", 2))
+    gap = content_chunk({"d1": ("20", deployment(5))}, since="15")
+    [caught] = await lookup.catch_up(gap)
+    assert caught.author.outcome == Outcome.UNRESOLVED
+    late = asyncio.ensure_future(lookup.late_author(snapshot_query(gap, caught.obj), 5.0))
+    await asyncio.sleep(0.05)
+    fact = AuthorFact("erin", verb="update", name="web", uid="d1", resource_version=scale_key("14", 5))
+    index.apply("default", DEPLOY, [fact])
+    found = await asyncio.wait_for(late, 5.0)
+    assert found is not None
+    assert (found.username, found.tier) == ("erin", "scale")

@@ -7,6 +7,7 @@ another thread through real HTTP.
 
 from __future__ import annotations
 
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -16,7 +17,7 @@ import pytest
 
 from pipeline.config import LogSettings, MetricsSettings, Settings
 from pipeline.service.app import Service
-from pipeline.service.ops import HealthSnapshot, health_answer, readiness_answer
+from pipeline.service.ops import SWITCH_INTERVAL_S, HealthSnapshot, OpsServer, health_answer, readiness_answer
 from tests.conftest import unique_prefix
 from tests.support.wait import wait_for
 
@@ -131,3 +132,32 @@ async def test_a_taken_metrics_port_is_an_error_at_start(tmp_path: Path) -> None
             await second.start()
     finally:
         await first.stop()
+
+
+async def test_the_switch_interval_is_short_while_the_server_runs_and_restored_after() -> None:
+    # the ops thread takes the GIL from a busy main thread only after the switch interval
+    before = sys.getswitchinterval()
+    assert before > SWITCH_INTERVAL_S  # the interpreter's default (5 ms): else this proves nothing
+    server = OpsServer("127.0.0.1", 0, stall_fail_s=5.0)
+    await server.start()
+    try:
+        during = sys.getswitchinterval()
+        status, _ = _get(f"http://127.0.0.1:{server.port}/healthz")
+    finally:
+        await server.stop()
+    assert (during, status) == (SWITCH_INTERVAL_S, 200)
+    assert sys.getswitchinterval() == before
+
+
+async def test_a_failed_start_restores_the_switch_interval(tmp_path: Path) -> None:
+    before = sys.getswitchinterval()
+    first = OpsServer("127.0.0.1", 0, stall_fail_s=5.0)
+    await first.start()
+    try:
+        taken = OpsServer("127.0.0.1", first.port or 0, stall_fail_s=5.0)
+        with pytest.raises(OSError, match="address already in use"):
+            await taken.start()
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S  # the first still runs
+    finally:
+        await first.stop()
+    assert sys.getswitchinterval() == before

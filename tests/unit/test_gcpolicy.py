@@ -124,6 +124,77 @@ def test_the_service_freezes_what_start_up_built_once_per_process(tmp_path: Path
     assert second == "(False, False) True"
 
 
+def test_the_service_freezes_what_the_imports_built_before_its_first_stage_starts(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import asyncio, gc
+        from pathlib import Path
+        from pipeline import gcpolicy
+        from pipeline.config import LogSettings, MetricsSettings, Settings
+        from pipeline.service.app import Service
+
+        def frozen(obj):
+            return gc.is_tracked(obj) and not any(o is obj for g in range(3) for o in gc.get_objects(g))
+
+        imported = ["built by the imports"]
+        seen = []
+
+        class Stage:
+            name = "probe"
+
+            async def start(self):
+                seen.append((frozen(imported), gcpolicy.configured()))
+
+            async def stop(self):
+                pass
+
+            def ready(self):
+                return True
+
+        async def main():
+            settings = Settings(
+                workdir=Path({str(tmp_path)!r}),
+                log=LogSettings(backend="embedded", topic_prefix="gcpolicy-imports"),
+                metrics=MetricsSettings(addr="127.0.0.1:0"),
+            )
+            service = Service(settings, factories=[lambda settings, log: Stage()])
+            await service.start()
+            await service.stop()
+
+        gc.disable()  # no collection of its own may freeze anything here
+        assert not frozen(imported)
+        asyncio.run(main())
+        print(seen, gcpolicy.after_imports())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    # frozen before the first stage started, long before `configure` (once the start is done);
+    # and only once per process
+    assert done.stdout.strip() == "[(True, False)] False"
+
+
+def test_after_imports_freezes_once_per_process(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import gc
+        from pipeline import gcpolicy
+
+        gc.disable()
+        print(gcpolicy.after_imports(), gc.get_freeze_count() > 0)
+        later = ["built after"]
+        print(gcpolicy.after_imports(), gc.is_tracked(later) and any(o is later for o in gc.get_objects(0)))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True True", "False True"]
+
+
 class _Node:
     """A container that can be part of a reference cycle and be watched through a weak reference."""
 

@@ -14,6 +14,7 @@ from pipeline.codec.watch_event import (
     Body,
     EventType,
     LiveEvent,
+    LiveFields,
     SnapshotBegin,
     SnapshotChunk,
     SnapshotEnd,
@@ -23,9 +24,13 @@ from pipeline.codec.watch_event import (
     decode_watch_event,
     encode_body,
 )
-from pipeline.log.api import Record
+from pipeline.log.api import PendingRecord, Record
 
-texts = st.text(max_size=40) | st.text(max_size=300)
+texts = (
+    st.text(max_size=40)
+    | st.text(max_size=300)
+    | st.text(alphabet=st.characters(max_codepoint=127), max_size=70)
+)
 longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 payloads = st.binary(max_size=400)
@@ -105,3 +110,47 @@ def test_one_writer_over_many_records_stays_identical(
     writer = WatchEventWriter(head)
     for body, at_ms in items:
         assert writer.encode(body, at_ms) == writer.encode_generic(body, at_ms)
+
+
+def _fields(event: LiveEvent) -> LiveFields:
+    return (
+        event.type,
+        event.namespace,
+        event.name,
+        event.uid,
+        event.resource_version,
+        event.labels,
+        event.deleting,
+        event.object_json,
+    )
+
+
+@given(heads, lives, longs, st.sampled_from([0, 63, 64, 8191, 8192, 70_000]))
+def test_a_live_event_from_its_fields_is_the_live_event_record(
+    head: StreamHead, event: LiveEvent, at_ms: int, payload_bytes: int
+) -> None:
+    """The watch writes a live event from a tuple of its fields, never building the `LiveEvent`:
+    the same bytes as fastavro's, at payload lengths on each side of a varint's byte boundary."""
+    event = LiveEvent(*_fields(event)[:-1], event.object_json + b"{" * payload_bytes)
+    writer = WatchEventWriter(head)
+    written = writer.live_record(_fields(event), at_ms)
+    assert written.value == writer.encode_generic(event, at_ms)
+    assert written == PendingRecord(writer.encode(event, at_ms), writer.key, writer.headers)
+
+
+def test_a_live_event_with_long_or_non_ascii_identity_is_fastavros() -> None:
+    """Names of 253 characters and non-ASCII text take more than one length byte or more bytes
+    than characters; both must still be written as fastavro writes them."""
+    head = StreamHead("r", StreamId("t", "c", "", "v1", "configmaps", "ns"))
+    writer = WatchEventWriter(head)
+    for fields in (
+        ("MODIFIED", "ns", "n" * 253, "u" * 36, "9" * 20, {"k" * 63: "v" * 64}, True, b"{}"),
+        ("ADDED", "\u00e9t\u00e9", "\u65e5\u672c", "\U0001f600", "", {"\u00e9": "\u00e8"}, False, b""),
+        ("DELETED", "", "", "", "", {}, False, b"x" * 8192),
+    ):
+        assert writer.encode_live(fields, 5) == writer.encode_generic(LiveEvent(*fields), 5)
+
+
+@pytest.mark.parametrize("value", [-65, -64, 63, 64, 65, 127, 128, 8191, 8192, 8193, 2**31, -(2**63)])
+def test_long_writer_at_the_varint_boundaries(value: int) -> None:
+    assert write_long(value) == codec(WATCH_EVENT).encode(_begin_envelope(value))[9:-1]
