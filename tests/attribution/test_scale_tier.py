@@ -419,3 +419,18 @@ def test_a_gap_scale_names_the_last_writer_unless_two_later_facts_were_lost(
         after = made[named + 1 :]
         assert len(after) >= 2, (made, found.author)
         assert not any(arrived for _, arrived in after), (made, found.author)
+
+
+def test_only_a_caught_up_scale_answer_is_held() -> None:
+    async def scenario() -> None:
+        index = make_index(Clock())
+        resolver = Resolver(index, grace_ms=5000)
+        index.apply(ROUTE, DEPLOY, scale_fact("alice", "10", 5))
+        index.apply(ROUTE, DEPLOY, count_update("bob", 4, uid="d2"))
+        found = await asyncio.wait_for(resolver.resolve(scaled("20", "10", 5)), 1.0)
+        assert (found.tier, found.author) == (Tier.SCALE, "alice"), "a live range answers at once"
+        caught_content = caught("20", "10", 4, uid="d2")._replace(content_key=content_key(b"4"))
+        found = await asyncio.wait_for(resolver.resolve(caught_content), 1.0)
+        assert (found.tier, found.author) == (Tier.ADMISSION, "bob"), "a content answer is not held"
+
+    asyncio.run(scenario())
