@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,26 +56,36 @@ async def _append(cfg: Settings, items: list[WorkItem]) -> list[tuple[int, int]]
         await log.close()
 
 
+def crash_settings(settings: Settings, remote: Path, prune: str = "", **provider: Any) -> Settings:
+    """A crash test's settings: the killed member's partitions reach its successor after the
+    broker's minimum session; one provider on `remote` with no push cooldown; one target `t1`."""
+    target = TargetSettings(name="t1", provider="git", path="live", **({"prune": prune} if prune else {}))
+    return settings.model_copy(
+        update={
+            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
+            "providers": [ProviderSettings(name="git", url=str(remote), push_cooldown_s=0, **provider)],
+            "targets": [target],
+        }
+    )
+
+
+def written(tmp_path: Path, cfg: Settings) -> Path:
+    """`cfg` as the settings file a worker process reads."""
+    path = tmp_path / "settings.json"
+    path.write_text(cfg.model_dump_json())
+    return path
+
+
 @pytest.mark.parametrize("crash_at", ["committed", "pushed", "state-written"])
 async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     settings: Settings, tmp_path: Path, crash_at: str
 ) -> None:
     remote = bare_remote(tmp_path / "remote.git")
-    cfg = settings.model_copy(
-        update={
-            # the killed worker's partitions reach its successor after the broker's minimum
-            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
-            "providers": [
-                ProviderSettings(name="git", url=str(remote), commit_window_s=1, push_cooldown_s=0)
-            ],
-            "targets": [TargetSettings(name="t1", provider="git", path="live")],
-        }
-    )
+    cfg = crash_settings(settings, remote, commit_window_s=1)
     w = Work(step_ms=10_000)
     items = [w.create(cm(f"o{i}"), BOB if i % 2 else ALICE) for i in range(6)]
     await _append(cfg, items)
-    settings_file = tmp_path / "settings.json"
-    settings_file.write_text(cfg.model_dump_json())
+    settings_file = written(tmp_path, cfg)
 
     assert run_worker(settings_file, crash_at) == -9
     pushed_before = log_lines(remote, fmt="%s") if crash_at != "committed" else []
@@ -151,15 +162,7 @@ async def test_sigkill_around_a_commit_request_then_restart_commits_it_once(
     (before the push) or after the push (before the offsets): the restarted one, given the same
     records again, leaves exactly one commit under the request's message."""
     remote = bare_remote(tmp_path / "remote.git")
-    cfg = settings.model_copy(
-        update={
-            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
-            "providers": [
-                ProviderSettings(name="git", url=str(remote), commit_window_s=300, push_cooldown_s=0)
-            ],
-            "targets": [TargetSettings(name="t1", provider="git", path="live")],
-        }
-    )
+    cfg = crash_settings(settings, remote, commit_window_s=300)
     w = Work(step_ms=10)
     request = CommitRequested("team-a", "save-1", "uid-1", "save both", 0)
     items = [
@@ -168,8 +171,7 @@ async def test_sigkill_around_a_commit_request_then_restart_commits_it_once(
         w._item(request, group="", version="", resource="", scope=""),
     ]
     await _append(cfg, items)
-    settings_file = tmp_path / "settings.json"
-    settings_file.write_text(cfg.model_dump_json())
+    settings_file = written(tmp_path, cfg)
     assert run_worker(settings_file, crash_at) == -9
     assert run_worker(settings_file, None) == 0
     assert log_lines(remote, fmt="%s") == ["save both"]
@@ -201,18 +203,9 @@ async def test_a_snapshot_interleaved_with_another_streams_commit_survives_a_res
     object written, the unlisted one swept under prune Always), T's change stays, no commit twice,
     and object-state matches the tree."""
     remote = bare_remote(tmp_path / "remote.git")
-    cfg = settings.model_copy(
-        update={
-            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
-            # a window of zero commits every write at once: T's commit lands between S's chunks
-            "providers": [
-                ProviderSettings(name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0)
-            ],
-            "targets": [TargetSettings(name="t1", provider="git", path="live", prune="Always")],
-        }
-    )
-    settings_file = tmp_path / "settings.json"
-    settings_file.write_text(cfg.model_dump_json())
+    # a window of zero commits every write at once: T's commit lands between S's chunks
+    cfg = crash_settings(settings, remote, commit_window_s=0, prune="Always")
+    settings_file = written(tmp_path, cfg)
     w = Work(step_ms=10)
     await _append(cfg, [w.create(cm("stale"))])
     assert run_worker(settings_file, None) == 0
@@ -265,19 +258,8 @@ async def test_sigkill_between_the_parts_of_a_snapshot_then_restart_commits_each
     branch has and make no second commit, the rest land once, the snapshot's last commit sweeps
     the object it no longer lists, and object-state matches the tree."""
     remote = bare_remote(tmp_path / "remote.git")
-    cfg = settings.model_copy(
-        update={
-            "log": settings.log.model_copy(update={"session_timeout_ms": KILLED_MEMBER_SESSION_TIMEOUT_MS}),
-            "providers": [
-                ProviderSettings(
-                    name="git", url=str(remote), commit_window_s=0, push_cooldown_s=0, snapshot_part_objects=1
-                )
-            ],
-            "targets": [TargetSettings(name="t1", provider="git", path="live", prune="Always")],
-        }
-    )
-    settings_file = tmp_path / "settings.json"
-    settings_file.write_text(cfg.model_dump_json())
+    cfg = crash_settings(settings, remote, commit_window_s=0, snapshot_part_objects=1, prune="Always")
+    settings_file = written(tmp_path, cfg)
     w = Work(step_ms=10)
     await _append(cfg, [w.create(cm("stale"))])
     assert run_worker(settings_file, None) == 0
