@@ -13,6 +13,7 @@ from pipeline.attribution import FactIndex, IndexLimits, Tier
 from pipeline.attribution.model import StoredFact
 from pipeline.codec.fact_batch import AuthorFact
 from pipeline.config import AttributionSettings
+from pipeline.content.scale import scale_key
 from pipeline.models import GroupResource
 from tests.attribution.helpers import CM, DEPLOY, ROUTE, T0, Clock, fact, make_index, query, removal
 
@@ -541,3 +542,63 @@ def test_the_limits_defaults_are_the_attribution_sections() -> None:
         from_section.max_facts,
         from_section.collection_window_ms,
     ) == (5_000, 3, 8, 2_000)
+
+
+def test_a_content_key_two_users_claimed_is_a_conflict_while_other_slots_are_claimed_too() -> None:
+    index = make_index()
+    # another object's slot is already claimed, so the scope holds conflicts
+    index.apply(ROUTE, CM, [fact("alice", "update", name="x", uid="u9", rv="5")])
+    index.apply(ROUTE, CM, [fact("bob", "update", name="x", uid="u9", rv="5")])
+    key = "content:" + "ab" * 32
+    index.apply(ROUTE, CM, [fact("alice", "update", name="web", uid="u1", rv=key)])
+    index.apply(ROUTE, CM, [fact("carol", "update", name="web", uid="u1", rv=key)])
+    found = index.lookup(query(uid="u1", rv="12", name="web")._replace(content_key=key))
+    assert found.tier == Tier.CONFLICT
+    assert {c.identity.author for c in found.candidates} == {"alice", "carol"}
+
+
+def test_deletion_candidates_leave_out_collections_expired_or_of_another_namespace() -> None:
+    clock = Clock()
+    index = make_index(clock, ttl_s=60)
+    index.apply(ROUTE, CM, [fact("bob", "deletecollection", ns="team-a", uids=["u-old"])])
+    clock.now += 61
+    index.apply(ROUTE, CM, [fact("bob", "deletecollection", ns="team-a", uids=["u-new"])])
+    index.apply(ROUTE, CM, [fact("bob", "deletecollection", ns="team-b", uids=["u-b"])])
+    assert index.deletion_candidates(ROUTE, CM, "team-a") == [("u-new", "team-a", "")]
+    assert sorted(index.deletion_candidates(ROUTE, CM, "")) == [
+        ("u-b", "team-b", ""),
+        ("u-new", "team-a", ""),
+    ]
+
+
+def test_name_only_facts_are_still_evicted_oldest_first_after_a_compaction() -> None:
+    """A rewrite storm of one name compacts the order; the names it did not rewrite must still be
+    on it, so the per-type cap evicts the oldest of them and keeps the newest."""
+    index = make_index(max_facts_per_type=4)
+    for name in ("n1", "n2", "n3", "n4"):
+        index.apply(ROUTE, CM, [fact("alice", "update", name=name)])
+    for _ in range(200):  # every rewrite leaves a stale reference behind: compactions
+        index.apply(ROUTE, CM, [fact("bob", "update", name="n4")])
+    index.apply(ROUTE, CM, [fact("carol", "update", name="n5")])
+    assert index.lookup(query(name="n5")).author == "carol"
+    assert index.lookup(query(name="n1")).tier == Tier.ABSENT, "the oldest name was evicted"
+    assert index.lookup(query(name="n2")).author == "alice"
+
+
+def test_a_later_scale_counts_while_its_claim_outlives_its_first_fact() -> None:
+    """The first claimant's exact slot ages out before the claim, which lives as long as the later
+    fact: a gap's later scale of another count still refuses the earlier scale until then."""
+    clock = Clock()
+    index = make_index(clock, ttl_s=60)
+    index.apply(ROUTE, DEPLOY, [fact("bob", "update", name="web", uid="d1", rv=scale_key("12", 3))])
+    clock.now += 40
+    index.apply(ROUTE, DEPLOY, [fact("carol", "update", name="web", uid="d1", rv=scale_key("12", 3))])
+    clock.now += 1
+    index.apply(ROUTE, DEPLOY, [fact("alice", "update", name="web", uid="d1", rv=scale_key("10", 5))])
+    caught = query(uid="d1", rv="20", name="web", gr=DEPLOY)._replace(
+        previous_rv="10", replicas=5, caught_up=True
+    )
+    clock.now = T0 + 100  # bob's slot is gone; the claim's later fact is exactly at its TTL
+    assert index.lookup(caught).tier == Tier.ABSENT
+    clock.now += 0.001
+    assert index.lookup(caught).author == "alice", "the claim aged out too"
