@@ -24,7 +24,7 @@ from pipeline.commit.consumer import load_object_state
 from pipeline.config import LogSettings
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import TopicNames
-from tests.chaos.env import COMMIT_WINDOW_S, ChaosEnv, FactSource, chaos_env
+from tests.chaos.env import COMMIT_WINDOW_S, ChaosEnv, FactSource, chaos_env, fact_source
 from tests.chaos.history import first_pushes, read_transitions, version_keys
 from tests.chaos.oracle import check_facts, judge
 from tests.chaos.test_chaos import (
@@ -47,7 +47,7 @@ READY_TIMEOUT_S = 240.0
 
 
 def test_a_replica_killed_mid_burst_leaves_no_change_unknown(chaos_bin_dir: Path, tmp_path: Path) -> None:
-    with chaos_env(tmp_path, chaos_bin_dir) as env:
+    with chaos_env(tmp_path, chaos_bin_dir, fact_source()) as env:
         asyncio.run(_burst(env))
 
 
