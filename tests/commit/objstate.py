@@ -9,6 +9,7 @@ from pipeline.commit.consumer import load_object_state
 from pipeline.commit.layout import canonical_path, normalize_target_path
 from pipeline.commit.yamlrender import parse_object_json, render_object
 from pipeline.config import Settings
+from pipeline.log import open_log
 from pipeline.log.api import Log, TopicPartition
 from pipeline.log.topics import TopicNames
 from tests.conformance.test_log_conformance import read_all
@@ -35,6 +36,16 @@ async def raw_keys(log: Log, settings: Settings) -> Counter[tuple[bytes, str]]:
             version = "" if record.value is None else decode_state(record).resource_version
             found[(record.key, version)] += 1
     return found
+
+
+async def read_back(settings: Settings) -> tuple[Counter[tuple[bytes, str]], dict[ObjectKey, ObjectState]]:
+    """`raw_keys` and `first_read` of a log opened for the purpose (a worker process wrote it)."""
+    log = open_log(settings)
+    await log.start()
+    try:
+        return await raw_keys(log, settings), await first_read(log, settings)
+    finally:
+        await log.close()
 
 
 def as_files(states: dict[ObjectKey, ObjectState]) -> dict[str, str]:

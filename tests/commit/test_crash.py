@@ -20,7 +20,7 @@ from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.log import open_log
 from tests.commit.helpers import ALICE, BOB, Work, bare_remote, cm, files, git, log_lines
 from tests.commit.logwork import append_work
-from tests.commit.objstate import as_files, first_read, raw_keys
+from tests.commit.objstate import as_files, first_read, read_back
 from tests.support.process import KILLED_MEMBER_SESSION_TIMEOUT_MS
 from tests.support.wait import wait_for
 
@@ -98,13 +98,7 @@ async def test_sigkill_then_restart_has_no_duplicate_and_no_loss(
     assert subjects[: len(pushed_before)] == pushed_before
     assert sorted(files(remote)) == [f"live/team-a/configmaps/o{i}.yaml" for i in range(6)]
     # object-state: every version exactly once, whichever side of its append the kill came
-    log = open_log(cfg)
-    await log.start()
-    try:
-        raw = await raw_keys(log, cfg)
-        states = await first_read(log, cfg)
-    finally:
-        await log.close()
+    raw, states = await read_back(cfg)
     assert raw == Counter({(f"t1//configmaps/team-a/o{i}".encode(), "1"): 1 for i in range(6)})
     assert as_files(states) == files(remote)
 
@@ -285,12 +279,6 @@ async def test_sigkill_between_the_parts_of_a_snapshot_then_restart_commits_each
     claimed = [t.strip() for t in trailers.split("\0") if t.strip()]
     assert len(claimed) == 2, "only the stale write and the snapshot's last commit claim an offset"
     assert sorted(files(remote)) == [f"live/team-a/configmaps/{n}.yaml" for n in names]
-    log = open_log(cfg)
-    await log.start()
-    try:
-        raw = await raw_keys(log, cfg)
-        states = await first_read(log, cfg)
-    finally:
-        await log.close()
+    raw, states = await read_back(cfg)
     assert as_files(states) == files(remote)
     assert all(count == 1 for (key, _), count in raw.items() if not key.endswith(b"/stale")), raw
