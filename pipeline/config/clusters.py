@@ -13,6 +13,9 @@ from pipeline.config.references import KubeconfigSecretReference
 from pipeline.config.section import DNS_LABEL, Section
 from pipeline.slices import DEFAULT_SLICE_MS
 
+#: The most shards a cluster's watch may be split into (one Lease and one producer each).
+MAX_WATCH_SHARDS: Final = 64
+
 
 class ClusterSettings(Section):
     """A source cluster; its name is the audit route its facts arrive on."""
@@ -63,6 +66,10 @@ class ClusterSettings(Section):
     """How long a Lease holder keeps leadership without renewing, in seconds."""
     lease_renew_s: float = Field(default=2.0, gt=0)
     """How often the holder renews its Lease, in seconds."""
+    watch_shards: int = Field(default=1, ge=1, le=MAX_WATCH_SHARDS)
+    """Shards the cluster's watch streams are split into by group/resource, each with its own Lease
+    (`<lease name>-shard-<n>`) and fencing, dealt out evenly over the live replicas; more than one
+    needs leader_election. 1: one replica watches the whole cluster."""
     watch_claim_interval_s: float = Field(default=5.0, gt=0)
     """How often a watcher writes its claim on watch-claims (detects a second watcher), in seconds."""
 
@@ -107,6 +114,11 @@ class ClusterSettings(Section):
             raise ValueError("watch_backoff_max_s must be >= watch_backoff_initial_s")
         if self.lease_renew_s >= self.lease_duration_s:
             raise ValueError("lease_renew_s must be shorter than lease_duration_s")
+        if self.watch_shards > 1 and not self.leader_election:
+            raise ValueError(
+                "watch_shards > 1 needs leader_election: true (without it every replica watches "
+                "every shard, and each change is written once per replica)"
+            )
         return self
 
 

@@ -15,12 +15,19 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.backoff import Sleep
 from pipeline.kube.client import KubeClient, KubeError
 
-__all__ = ["POD_NAMESPACE_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "LeaseElector", "lease_namespace"]
+__all__ = [
+    "POD_NAMESPACE_ENV",
+    "SERVICE_ACCOUNT_NAMESPACE_FILE",
+    "LeaseElector",
+    "Standing",
+    "lease_namespace",
+    "micro_time",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +70,22 @@ def lease_namespace(
     return FALLBACK_LEASE_NAMESPACE
 
 
-def _micro_time(seconds: float) -> str:
+class Standing(Protocol):
+    """Whether this replica should hold a Lease at all (a watch shard's assignment), asked each round.
+
+    Without one, an elector takes any vacant Lease and keeps it while it can renew (one Lease per
+    cluster). With one, it takes a vacant Lease only when `may_take` agrees (given how long this
+    replica has seen the Lease vacant, in seconds) and stops renewing once `may_keep` says no, so
+    the owner can stop its work and `release` the Lease to the replica that should hold it.
+    """
+
+    def may_take(self, vacant_s: float) -> bool: ...
+
+    def may_keep(self) -> bool: ...
+
+
+def micro_time(seconds: float) -> str:
+    """A Lease's MicroTime field (`renewTime`, `acquireTime`) for a wall-clock moment."""
     moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -81,6 +103,7 @@ class LeaseElector:
         duration_s: float,
         renew_s: float,
         predecessor: str = "",
+        standing: Standing | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         sleep: Sleep = asyncio.sleep,
@@ -96,12 +119,17 @@ class LeaseElector:
         # the identity this replica's crashed previous run held the Lease under (pipeline.incarnation):
         # a Lease it holds is taken at once, as a released one would be
         self._predecessor = predecessor
+        self._standing = standing
         self._clock = clock
         self._wall_clock = wall_clock
         self._sleep = sleep
         self._observed: tuple[str, float] | None = None  # (record resourceVersion, when seen)
         self._last_renewed = float("-inf")
+        self._vacant_since: float | None = None
         self.leading = False
+        #: The last round gave the Lease up because `standing` said so; the owner releases it once
+        #: its work has stopped.
+        self.handing_over = False
 
     async def run(
         self, on_started: Callable[[], Awaitable[None]], on_stopped: Callable[[], Awaitable[None]]
@@ -153,7 +181,7 @@ class LeaseElector:
             logger.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, exc)
 
     def _spec(self, transitions: int, acquired: str | None) -> dict[str, Any]:
-        now = _micro_time(self._wall_clock())
+        now = micro_time(self._wall_clock())
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.duration_s)),
@@ -174,6 +202,8 @@ class LeaseElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(0, None),
             }
+            if self._standing is not None and not self._standing.may_take(0.0):
+                return False
             return await self._write("POST", self._collection, body)
         meta = lease.get("metadata") or {}
         spec = lease.get("spec") or {}
@@ -184,10 +214,20 @@ class LeaseElector:
             self._observed = (record, now)
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
+            if self._standing is not None and not self._standing.may_keep():
+                self.handing_over = True
+                return False
+            self.handing_over = False
             lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
             return await self._write("PUT", self._path, lease)
+        self.handing_over = False
         duration_s = float(spec.get("leaseDurationSeconds") or self.duration_s)
         if holder and holder != self._predecessor and now - self._observed[1] < duration_s:
+            self._vacant_since = None
+            return False
+        if self._vacant_since is None:
+            self._vacant_since = now
+        if self._standing is not None and not self._standing.may_take(now - self._vacant_since):
             return False
         if holder and holder == self._predecessor:
             logger.info(
@@ -208,4 +248,5 @@ class LeaseElector:
                 return False
             raise
         self._last_renewed = self._clock()
+        self._vacant_since = None
         return True

@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.codec.stream_report import ReportedStream, StreamReport, encode_report
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetSettings
@@ -24,15 +24,18 @@ from pipeline.incarnation import Incarnation
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
 from pipeline.kube.lease import LeaseElector, lease_namespace
+from pipeline.kube.roster import Roster
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.sealing import Sealer, SealingError, sealer_for
+from pipeline.tasks import cancel_all
 from pipeline.watch import metrics
 from pipeline.watch.claims import ClaimWatcher
 from pipeline.watch.cursors import CursorStore
 from pipeline.watch.metrics import StreamState
 from pipeline.watch.plan import desired_streams, plan_streams
 from pipeline.watch.resolve import RuleProblem, StreamSpec, resolve_target
+from pipeline.watch.shards import ShardStanding, shard_key, shard_lease_name, shard_of
 from pipeline.watch.stream import ClusterCapabilities, StreamOptions, WatchStream
 from pipeline.watch.writer import FencedWriter, watch_transactional_id
 
@@ -64,22 +67,23 @@ def _sealers(settings: Settings) -> tuple[dict[str, Sealer], dict[str, str]]:
 
 
 @dataclass(slots=True)
-class _Cluster:
-    settings: ClusterSettings
-    client: KubeClient
-    capabilities: ClusterCapabilities
+class _Shard:
+    """One shard of a cluster's watch: its Lease (with leader election) and fencing producer."""
+
+    index: int
+    key: str
     elector: LeaseElector | None = None
     election: asyncio.Task[None] | None = None
     writer: FencedWriter | None = None
 
     @property
     def leading(self) -> bool:
-        """Whether this replica may watch the cluster (always, without leader election)."""
+        """Whether this replica may watch the shard (always, without leader election)."""
         return self.elector is None or self.elector.leading
 
     @property
     def writable(self) -> bool:
-        """Leading, and (with leader election) holding the cluster's fencing producer."""
+        """Leading, and (with leader election) holding the shard's fencing producer."""
         return self.leading and (self.elector is None or self.writer is not None)
 
     async def close_writer(self) -> None:
@@ -88,18 +92,45 @@ class _Cluster:
             try:
                 await writer.close()
             except LogError as exc:
-                logger.warning("closing the fenced writer of cluster %s failed: %s", self.settings.name, exc)
+                logger.warning("closing the fenced writer of %s failed: %s", self.key, exc)
 
     async def close(self) -> None:
-        """End the election (releasing the lease) and the connection; streams must be stopped."""
+        """End the election (releasing the Lease) and the producer; streams must be stopped."""
         if self.election is not None:
-            self.election.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.election
+            await cancel_all([self.election])
             self.election = None
         await self.close_writer()
         if self.elector is not None:
             await self.elector.release()
+
+
+@dataclass(slots=True)
+class _Cluster:
+    settings: ClusterSettings
+    client: KubeClient
+    capabilities: ClusterCapabilities
+    shards: list[_Shard] = field(default_factory=list)
+    roster: Roster | None = None
+    roster_task: asyncio.Task[None] | None = None
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica watches some shard of the cluster."""
+        return any(shard.leading for shard in self.shards)
+
+    def shard_for(self, spec: StreamSpec) -> _Shard:
+        """The shard whose leader runs `spec` (by its group/resource)."""
+        return self.shards[shard_of(spec.stream.group, spec.stream.resource, len(self.shards))]
+
+    async def close(self) -> None:
+        """End the elections (releasing the Leases), the roster and the connection."""
+        for shard in self.shards:
+            await shard.close()
+        if self.roster_task is not None:
+            await cancel_all([self.roster_task])
+            self.roster_task = None
+        if self.roster is not None:
+            await self.roster.release()
         await self.client.close()
 
 
@@ -119,8 +150,8 @@ class WatchManager:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # the replica's record of what it holds, for a restart after a crash (given by the service)
         self.incarnation: Incarnation | None = None
-        self._leadership: asyncio.Queue[str] = asyncio.Queue()
-        self._fenced: set[str] = set()
+        self._leadership: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._fenced: set[tuple[str, int]] = set()
         self._leadership_worker: asyncio.Task[None] | None = None
         self._log = log_
         self._topic = names.watch_events
@@ -163,76 +194,87 @@ class WatchManager:
         self.started = True
 
     def _watched(self) -> Mapping[str, bool]:
-        """Clusters this process watches now (it leads them and runs streams), with their election mode."""
-        running = {spec.stream.cluster for spec in self.streams}
+        """Shards (`shard_key`: a cluster's name when unsharded) this process watches now (it leads
+        them and runs streams), with their election mode."""
+        running = {
+            self._clusters[spec.stream.cluster].shard_for(spec).key
+            for spec in self.streams
+            if spec.stream.cluster in self._clusters
+        }
         return {
-            name: cluster.settings.leader_election
-            for name, cluster in self._clusters.items()
-            if cluster.leading and name in running
+            shard.key: cluster.settings.leader_election
+            for cluster in self._clusters.values()
+            for shard in cluster.shards
+            if shard.leading and shard.key in running
         }
 
     async def _follow_leadership(self) -> None:
-        """Start a cluster's streams when this replica wins its lease, stop them when it loses it."""
+        """Start a shard's streams when this replica wins its Lease, stop them when it loses it."""
         while True:
-            name = await self._leadership.get()
+            name, index = await self._leadership.get()
             try:
                 async with self._lock:
                     cluster = self._clusters.get(name)
-                    if cluster is None:
+                    if cluster is None or index >= len(cluster.shards):
                         continue
-                    if name in self._fenced and cluster.elector is not None:
-                        self._fenced.discard(name)
-                        metrics.FENCED.labels(name).inc()
-                        logger.warning(
-                            "cluster %s: a newer leader fenced this replica's writes; it stops watching",
-                            name,
-                        )
-                        cluster.elector.step_down()
-                    if cluster.leading:
-                        # Fence every earlier leader first, then read the cursors it left: nothing
-                        # it still holds can land after them.
-                        await self._take_writer(cluster)
-                        await self.cursors.load()
-                        await self._apply_locked(self._settings)
-                    else:
-                        mine = [spec for spec in self.streams if spec.stream.cluster == name]
-                        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
-                        for spec in mine:
-                            metrics.STREAM_STOPS.labels(spec.stream.target, "leadership_lost").inc()
-                        await cluster.close_writer()
+                    await self._leadership_changed_locked(cluster, cluster.shards[index])
             except Exception:
-                logger.exception("following the leadership of cluster %s failed", name)
+                logger.exception("following the leadership of cluster %s shard %d failed", name, index)
 
-    async def _take_writer(self, cluster: _Cluster) -> None:
-        """Start the cluster's fencing producer (leader election only); on failure, step down."""
-        if cluster.elector is None:
+    async def _leadership_changed_locked(self, cluster: _Cluster, shard: _Shard) -> None:
+        name = cluster.settings.name
+        if (name, shard.index) in self._fenced and shard.elector is not None:
+            self._fenced.discard((name, shard.index))
+            metrics.FENCED.labels(name).inc()
+            logger.warning("%s: a newer leader fenced this replica's writes; it stops watching", shard.key)
+            shard.elector.step_down()
+        if shard.leading:
+            # Fence every earlier leader first, then read the cursors it left: nothing it still
+            # holds can land after them.
+            await self._take_writer(cluster, shard)
+            await self.cursors.load()
+            await self._apply_locked(self._settings)
             return
-        await cluster.close_writer()
+        mine = [
+            spec for spec in self.streams if spec.stream.cluster == name and cluster.shard_for(spec) is shard
+        ]
+        await asyncio.gather(*(self.streams.pop(spec).stop() for spec in mine))
+        for spec in mine:
+            metrics.STREAM_STOPS.labels(spec.stream.target, "leadership_lost").inc()
+        await shard.close_writer()
+        if shard.elector is not None and shard.elector.handing_over:
+            # the shard moves to the replica the roster now assigns it to: hand the Lease over now
+            logger.info("%s: handed over to the replica it is assigned to", shard.key)
+            await shard.elector.release()
+
+    async def _take_writer(self, cluster: _Cluster, shard: _Shard) -> None:
+        """Start the shard's fencing producer (leader election only); on failure, step down."""
+        if shard.elector is None:
+            return
+        await shard.close_writer()
         writer = FencedWriter(
             self._log,
-            watch_transactional_id(self._settings.log.topic_prefix, cluster.settings.name),
+            watch_transactional_id(self._settings.log.topic_prefix, shard.key),
             self.identity,
         )
         try:
             await writer.start()
         except LogError as exc:
-            logger.warning(
-                "cluster %s: cannot take the fencing producer (%s); retrying", cluster.settings.name, exc
-            )
-            cluster.elector.step_down()
+            logger.warning("%s: cannot take the fencing producer (%s); retrying", shard.key, exc)
+            shard.elector.step_down()
             return
-        cluster.writer = writer
+        shard.writer = writer
 
-    def _fenced_by_successor(self, name: str) -> Callable[[], None]:
+    def _fenced_by_successor(self, name: str, index: int) -> Callable[[], None]:
         def notify() -> None:
-            self._fenced.add(name)
-            self._leadership.put_nowait(name)
+            self._fenced.add((name, index))
+            self._leadership.put_nowait((name, index))
 
         return notify
 
-    def _leadership_changed(self, name: str) -> Callable[[], Awaitable[None]]:
+    def _leadership_changed(self, name: str, index: int) -> Callable[[], Awaitable[None]]:
         async def notify() -> None:
-            self._leadership.put_nowait(name)
+            self._leadership.put_nowait((name, index))
 
         return notify
 
@@ -246,47 +288,46 @@ class WatchManager:
             except Exception:
                 logger.exception("watch rediscovery failed; trying again next interval")
 
-    def _reports_due(self) -> list[tuple[_Cluster, tuple[ReportedStream, ...]]]:
-        """Led clusters whose streams (or their states) differ from what was last reported."""
+    def _reports_due(self) -> list[tuple[_Shard, tuple[ReportedStream, ...]]]:
+        """Led shards whose streams (or their states) differ from what was last reported."""
         due = []
-        for name, cluster in self._clusters.items():
-            if not cluster.writable:
-                continue
-            entries = tuple(
-                sorted(
-                    ReportedStream(
-                        spec.identity,
-                        stream.state == StreamState.STREAMING,
-                        f"{stream.state}: {stream.reason}",
+        for cluster in self._clusters.values():
+            for shard in cluster.shards:
+                if not shard.writable:
+                    continue
+                entries = tuple(
+                    sorted(
+                        ReportedStream(
+                            spec.identity,
+                            stream.state == StreamState.STREAMING,
+                            f"{stream.state}: {stream.reason}",
+                        )
+                        for spec, stream in self.streams.items()
+                        if spec.stream.cluster == cluster.settings.name and cluster.shard_for(spec) is shard
                     )
-                    for spec, stream in self.streams.items()
-                    if spec.stream.cluster == name
                 )
-            )
-            if self._reported.get(name) != entries:
-                due.append((cluster, entries))
+                if self._reported.get(shard.key) != entries:
+                    due.append((shard, entries))
         return due
 
     async def _report_loop(self) -> None:
         """Custom-resource mode: tell the controller (through the config topic) which streams run.
 
         A rule's `Reconciling` condition is True until every stream it resolved to is streaming;
-        only the replica leading the cluster knows, and it writes through the cluster's fenced
-        producer, so a deposed leader cannot report streams it no longer runs.
+        only the replica leading a shard knows, and it writes through the shard's fenced producer,
+        so a deposed leader cannot report streams it no longer runs. A sharded cluster reports per
+        shard (`<cluster>/shard-<n>`).
         """
         while True:
             await asyncio.sleep(REPORT_INTERVAL_S)
-            for cluster, entries in self._reports_due():
-                name = cluster.settings.name
-                report = StreamReport(name, int(time.time() * 1000), entries)
+            for shard, entries in self._reports_due():
+                report = StreamReport(shard.key, int(time.time() * 1000), entries)
                 try:
-                    await (cluster.writer or self._log).append_many(
-                        self._config_topic, [encode_report(report)]
-                    )
+                    await (shard.writer or self._log).append_many(self._config_topic, [encode_report(report)])
                 except LogError as exc:
-                    logger.warning("reporting the streams of cluster %s failed (retrying): %s", name, exc)
+                    logger.warning("reporting the streams of %s failed (retrying): %s", shard.key, exc)
                     continue
-                self._reported[name] = entries
+                self._reported[shard.key] = entries
 
     async def stop(self) -> None:
         await self.claims.stop()
@@ -321,7 +362,7 @@ class WatchManager:
             self.streams,
             desired,
             retired_clusters=set(retired),
-            writable=lambda name: self._clusters[name].writable,
+            writable=lambda spec: self._clusters[spec.stream.cluster].shard_for(spec).writable,
             previous_targets=self._targets,
             targets=settings.targets,
         )
@@ -333,18 +374,19 @@ class WatchManager:
         for spec in plan.start:
             metrics.STREAM_STARTS.labels(spec.stream.target).inc()
             cluster = self._clusters[spec.stream.cluster]
+            shard = cluster.shard_for(spec)
             sealer = self._sealers.get(spec.stream.target)
             stream = WatchStream(
                 spec,
                 cluster.client,
-                cluster.writer or self._log,
+                shard.writer or self._log,
                 self._topic,
                 self.cursors,
                 self._options or StreamOptions.of(settings, cluster.settings),
                 cluster.capabilities,
                 fresh=spec.cursor_key in plan.fresh,
                 sealer=sealer if sealer is not None and sealer.applies_to(spec.group_resource) else None,
-                on_fenced=self._fenced_by_successor(spec.stream.cluster),
+                on_fenced=self._fenced_by_successor(spec.stream.cluster, shard.index),
             )
             self.streams[spec] = stream
             stream.start()
@@ -460,26 +502,63 @@ class WatchManager:
                 logger.error("cluster %s: %s", name, failed[name])
                 continue
             cluster = _Cluster(cluster_settings, client, ClusterCapabilities())
-            if cluster_settings.leader_election:
-                predecessor = ""
-                if self.incarnation is not None:
-                    predecessor = self.incarnation.predecessor_lease_identity
-                    self.incarnation.holds_leases_as(self.identity)
-                cluster.elector = LeaseElector(
-                    client,
-                    lease_namespace(cluster_settings.lease_namespace),
-                    cluster_settings.effective_lease_name,
-                    self.identity,
-                    duration_s=cluster_settings.lease_duration_s,
-                    renew_s=cluster_settings.lease_renew_s,
-                    predecessor=predecessor,
-                )
-                changed = self._leadership_changed(name)
-                cluster.election = asyncio.create_task(
-                    cluster.elector.run(changed, changed), name=f"watch lease {name}"
-                )
+            self._elect(cluster)
             self._clusters[name] = cluster
         return failed, retired
+
+    def _elect(self, cluster: _Cluster) -> None:
+        """Give the cluster its shards, and with leader election a Lease election for each (and a
+        roster of the live replicas, which deals a sharded cluster's shards out)."""
+        settings = cluster.settings
+        name, count = settings.name, settings.watch_shards
+        if not settings.leader_election:
+            cluster.shards = [_Shard(0, name)]
+            return
+        predecessor = ""
+        if self.incarnation is not None:
+            predecessor = self.incarnation.predecessor_lease_identity
+            self.incarnation.holds_leases_as(self.identity)
+        namespace = lease_namespace(settings.lease_namespace)
+        base = settings.effective_lease_name
+        if count > 1:
+            cluster.roster = Roster(
+                cluster.client,
+                namespace,
+                base,
+                self.identity,
+                duration_s=settings.lease_duration_s,
+                renew_s=settings.lease_renew_s,
+                predecessor=predecessor,
+            )
+            cluster.roster_task = asyncio.create_task(cluster.roster.run(), name=f"watch roster {name}")
+        for index in range(count):
+            shard = _Shard(index, shard_key(name, index, count))
+            roster = cluster.roster
+            shard.elector = LeaseElector(
+                cluster.client,
+                namespace,
+                shard_lease_name(base, index, count),
+                self.identity,
+                duration_s=settings.lease_duration_s,
+                renew_s=settings.lease_renew_s,
+                predecessor=predecessor,
+                standing=None
+                if roster is None
+                else ShardStanding(
+                    self.identity,
+                    base,
+                    index,
+                    count,
+                    settings.lease_duration_s,
+                    roster.members,
+                    roster.listed,
+                ),
+            )
+            changed = self._leadership_changed(name, index)
+            shard.election = asyncio.create_task(
+                shard.elector.run(changed, changed), name=f"watch lease {shard.key}"
+            )
+            cluster.shards.append(shard)
 
     # -- metrics ---------------------------------------------------------------------------
     def stream_views(self) -> Iterable[WatchStream]:
@@ -487,6 +566,13 @@ class WatchManager:
 
     def leadership(self) -> Iterable[tuple[str, bool]]:
         return [(name, cluster.leading) for name, cluster in sorted(self._clusters.items())]
+
+    def shards_led(self) -> Iterable[tuple[str, int, int]]:
+        """(cluster, shards this replica leads, shards in all) of each cluster."""
+        return [
+            (name, sum(shard.leading for shard in cluster.shards), len(cluster.shards))
+            for name, cluster in sorted(self._clusters.items())
+        ]
 
     def concurrent_watchers(self) -> Iterable[tuple[str, int]]:
         return sorted(self.claims.rival_counts().items())

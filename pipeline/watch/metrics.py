@@ -133,6 +133,8 @@ class WatchSource(Protocol):
 
     def leadership(self) -> Iterable[tuple[str, bool]]: ...
 
+    def shards_led(self) -> Iterable[tuple[str, int, int]]: ...
+
     def concurrent_watchers(self) -> Iterable[tuple[str, int]]: ...
 
 
@@ -161,6 +163,16 @@ class _StreamCollector(Collector):
             "1 when this replica holds the cluster's lease (or runs without leader election)",
             labels=["cluster"],
         )
+        shards_led = GaugeMetricFamily(
+            "reverser_watch_shards_led",
+            "Watch shards of the cluster this replica leads (watch_shards; 1 and 1 when unsharded)",
+            labels=["cluster"],
+        )
+        shards_total = GaugeMetricFamily(
+            "reverser_watch_shards",
+            "Watch shards the cluster is split into (watch_shards)",
+            labels=["cluster"],
+        )
         concurrent = GaugeMetricFamily(
             "reverser_watch_concurrent_watchers",
             "Other processes watching a cluster this replica watches, right now (0 when alone)",
@@ -169,6 +181,8 @@ class _StreamCollector(Collector):
         rivals: Tally[str] = Tally()
         counted: Tally[str] = Tally()
         leading_by_cluster: dict[str, bool] = {}
+        led: Tally[str] = Tally()
+        configured: dict[str, int] = {}
         problem_count: Tally[tuple[str, str]] = Tally()
         now_ms = time.time() * 1000
         for source in list(_sources):
@@ -182,6 +196,9 @@ class _StreamCollector(Collector):
                 rivals[cluster] += count
             for cluster, leading in source.leadership():
                 leading_by_cluster[cluster] = leading_by_cluster.get(cluster, False) or leading
+            for cluster, count, total in source.shards_led():
+                led[cluster] += count
+                configured[cluster] = total
         for state in StreamState:
             states.add_metric([state], counted.get(state, 0))
         for (target, reason), count in sorted(problem_count.items()):
@@ -192,8 +209,13 @@ class _StreamCollector(Collector):
             leaders.add_metric([cluster], 1.0 if leading else 0.0)
         for cluster, count in sorted(rivals.items()):
             concurrent.add_metric([cluster], float(count))
+        for cluster, total in sorted(configured.items()):
+            shards_led.add_metric([cluster], float(led.get(cluster, 0)))
+            shards_total.add_metric([cluster], float(total))
         yield problems
         yield leaders
+        yield shards_led
+        yield shards_total
         yield concurrent
 
 

@@ -26,12 +26,12 @@ class StreamPlan:
     `stop` streams are no longer wanted; `restart` streams are wanted but their cluster's
     connection settings changed, so they stop and start again on the new client and resume from
     their cursors. `start` are the wanted streams not running once those stopped (restarted ones
-    included) on clusters this replica may write for; `fresh` are the cursor keys among them that
-    replace a stopped stream (a new selector or version under the same key) and must snapshot
-    instead of resuming. `forget` are the cursor keys of stopped streams nothing runs under any
-    more (tombstoned, so re-adding one later starts with a snapshot). `resnapshot` are the
-    running streams (after the changes) of targets whose `prune` became `Always`: only a fresh
-    snapshot sweeps what they left behind.
+    included) that this replica may write for (it leads their shard); `fresh` are the cursor
+    keys among them that replace a stopped stream (a new selector or version under the same
+    key) and must snapshot instead of resuming. `forget` are the cursor keys of stopped streams
+    nothing runs under any more (tombstoned, so re-adding one later starts with a snapshot).
+    `resnapshot` are the running streams (after the changes) of targets whose `prune` became
+    `Always`: only a fresh snapshot sweeps what they left behind.
     """
 
     stop: list[StreamSpec]
@@ -76,7 +76,7 @@ def plan_streams(
     desired: Collection[StreamSpec],
     *,
     retired_clusters: Collection[str],
-    writable: Callable[[str], bool],
+    writable: Callable[[StreamSpec], bool],
     previous_targets: Mapping[str, TargetSettings],
     targets: Sequence[TargetSettings],
 ) -> StreamPlan:
@@ -84,7 +84,7 @@ def plan_streams(
     stop = [spec for spec in running if spec not in desired]
     restart = [spec for spec in running if spec in desired and spec.stream.cluster in retired_clusters]
     left = {spec for spec in running if spec not in stop and spec not in restart}
-    start = [spec for spec in desired if spec not in left and writable(spec.stream.cluster)]
+    start = [spec for spec in desired if spec not in left and writable(spec)]
     stopped_keys = {spec.cursor_key for spec in stop}
     after = left | set(start)
     widened = {

@@ -30,9 +30,10 @@ class Appender(Protocol):
     async def append_many(self, topic: str, records: Sequence[PendingRecord]) -> object: ...
 
 
-def watch_transactional_id(topic_prefix: str, cluster: str) -> str:
-    """One transactional id per source cluster: its leaders fence each other through it."""
-    return f"{topic_prefix}.watch.{cluster}"
+def watch_transactional_id(topic_prefix: str, shard: str) -> str:
+    """One transactional id per watch shard (`pipeline.watch.shards.shard_key`: the cluster's name
+    when it is not sharded): the shard's leaders fence each other through it."""
+    return f"{topic_prefix}.watch.{shard}"
 
 
 class FencedWriter:

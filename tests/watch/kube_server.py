@@ -310,12 +310,35 @@ class FakeKubeApiServer:
         return self._list(gr, namespace, query)
 
     async def _lease(self, request: web.Request, namespace: str, name: str | None) -> web.Response:
-        """Leases with optimistic concurrency: a stale resourceVersion is a 409 Conflict."""
+        """Leases with optimistic concurrency: a stale resourceVersion is a 409 Conflict. A list
+        takes an equality `labelSelector` (`key=value`), as the watch roster asks."""
+        if request.method == "GET" and name is None:
+            selector = request.query.get("labelSelector", "")
+            label, _, value = selector.partition("=")
+            items = [
+                lease
+                for (ns, _), lease in sorted(self.leases.items())
+                if ns == namespace
+                and (not label or (lease["metadata"].get("labels") or {}).get(label) == value)
+            ]
+            return web.json_response(
+                {"kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1", "items": items}
+            )
         if request.method == "GET" and name is not None:
             found = self.leases.get((namespace, name))
             if found is None:
                 return self._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
             return web.json_response(found)
+        if request.method == "DELETE" and name is not None:
+            found = self.leases.get((namespace, name))
+            if found is None:
+                return self._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+            options = await request.json() if request.can_read_body else {}
+            wanted = (options.get("preconditions") or {}).get("resourceVersion")
+            if wanted is not None and wanted != found["metadata"]["resourceVersion"]:
+                return self._status(409, "Conflict", "the object has been modified")
+            del self.leases[(namespace, name)]
+            return web.json_response({"kind": "Status", "status": "Success"})
         body = await request.json()
         key = (namespace, name or str(body["metadata"]["name"]))
         existing = self.leases.get(key)

@@ -49,7 +49,7 @@ async def test_a_leader_that_missed_its_lease_cannot_append_after_its_successor_
     fenced_before = metric("reverser_watch_fenced_total", cluster="src")
     try:
         await wait_for(lambda: streaming(zombie), what="the first replica to lead")
-        elector = zombie.manager._clusters["src"].elector
+        elector = zombie.manager._clusters["src"].shards[0].elector
         assert elector is not None
         elector._sleep = never  # its renewals stop, as in a pause; its watch stays connected
         await successor.start()

@@ -19,7 +19,7 @@ def target(name: str = "t", *, cluster: str = "c", prune: str = "OnEvent") -> Ta
     return TargetSettings(name=name, provider="git", cluster=cluster, prune=prune)  # type: ignore[arg-type]
 
 
-def everywhere(_cluster: str) -> bool:
+def everywhere(_spec: StreamSpec) -> bool:
     return True
 
 
@@ -75,13 +75,13 @@ def test_streams_of_a_reconnected_cluster_restart_and_resume() -> None:
     assert plan.fresh == plan.forget == frozenset()
 
 
-def test_only_writable_clusters_get_new_streams() -> None:
-    led, follower = spec("configmaps"), spec("configmaps", cluster="standby")
+def test_only_streams_of_led_shards_get_started() -> None:
+    led, follower, other_shard = spec("configmaps"), spec("configmaps", cluster="standby"), spec("secrets")
     plan = plan_streams(
         [],
-        {led, follower},
+        {led, follower, other_shard},
         retired_clusters=(),
-        writable=lambda cluster: cluster == "c",
+        writable=lambda s: s.stream.cluster == "c" and s.stream.resource == "configmaps",
         previous_targets={},
         targets=[],
     )

@@ -1,0 +1,121 @@
+"""Watch shards: which replica watches which resource types of a cluster (pure decisions).
+
+With `watch_shards: 1` (the default) one Lease elects the single replica that watches a whole
+cluster. A cluster with many watched types can instead be split into shards by group/resource:
+every shard has its own Lease and its own fencing transactional id, so each shard has exactly
+the guarantees of today's single leader, and the shards spread over the replicas.
+
+Who *should* hold a shard is decided here, from the live replicas (the roster) alone, so every
+replica that sees the same roster computes the same assignment without talking to the others:
+the shards are dealt out in rendezvous-hash order with exact quotas, so no replica holds more
+than one shard more than another, and a replica joining or leaving moves few shards. Who *does*
+hold a shard is still the Lease's business: a replica takes a vacant shard Lease only when the
+assignment gives it the shard (or when the shard has been vacant too long, see `may_take`), and
+gives a held one back when the assignment moves it to another live replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "ORPHAN_AFTER_DURATIONS",
+    "ShardStanding",
+    "assign_shards",
+    "may_take",
+    "shard_key",
+    "shard_lease_name",
+    "shard_of",
+]
+
+#: A shard Lease vacant for this many lease durations may be taken by any replica, whatever the
+#: assignment says: replicas whose rosters disagree must not leave a shard unwatched for good.
+ORPHAN_AFTER_DURATIONS = 2.0
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def shard_of(group: str, resource: str, shards: int) -> int:
+    """The shard that watches `group/resource`: a stable hash, the same in every process.
+
+    All streams of one type land in one shard, so one writer appends every event of a
+    (route, group/resource) key and the log keeps their order.
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    return _digest(f"{group}/{resource}") % shards
+
+
+def shard_lease_name(base: str, shard: int, shards: int) -> str:
+    """One shard keeps the cluster's Lease name (an unsharded cluster is unchanged)."""
+    return base if shards == 1 else f"{base}-shard-{shard}"
+
+
+def shard_key(cluster: str, shard: int, shards: int) -> str:
+    """How claims, stream reports and logs name a shard: the cluster's own name when unsharded."""
+    return cluster if shards == 1 else f"{cluster}/shard-{shard}"
+
+
+def assign_shards(lease_base: str, shards: int, members: Collection[str]) -> dict[int, str]:
+    """Shard → the replica that should hold it, for the live `members` (empty: no assignment).
+
+    Every member gets `shards // n` shards and the first `shards % n` of them, in a hash order
+    of their own, one more: exact quotas, so the spread is even. Each shard, in order, goes to
+    the member with the highest rendezvous weight for it that still has room. The order of
+    `members` does not matter.
+    """
+    ranked = sorted(set(members), key=lambda m: (_digest(f"{lease_base}|member|{m}"), m))
+    if not ranked:
+        return {}
+    base_quota, extra = divmod(shards, len(ranked))
+    room = {m: base_quota + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    assignment: dict[int, str] = {}
+    for shard in range(shards):
+        weights = sorted(ranked, key=lambda m: (_digest(f"{lease_base}|{shard}|{m}"), m), reverse=True)
+        owner = next(m for m in weights if room[m] > 0)
+        room[owner] -= 1
+        assignment[shard] = owner
+    return assignment
+
+
+def may_take(
+    shard: int, identity: str, assignment: Mapping[int, str], *, vacant_s: float, duration_s: float
+) -> bool:
+    """Whether `identity` may take shard `shard`'s vacant Lease now.
+
+    The assigned replica may at once; any replica may once the Lease has stayed vacant for
+    `ORPHAN_AFTER_DURATIONS` lease durations (the assigned one is gone, or sees another roster).
+    """
+    return assignment.get(shard) == identity or vacant_s >= ORPHAN_AFTER_DURATIONS * duration_s
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStanding:
+    """A shard Lease's `Standing` (`pipeline.kube.lease`): the assignment over the live roster.
+
+    Until the roster has been listed once, only this replica is known, so the replica takes no
+    shard (it would take them all) and gives none up.
+    """
+
+    identity: str
+    lease_base: str
+    shard: int
+    shards: int
+    duration_s: float
+    members: Callable[[], Collection[str]]
+    listed: Callable[[], bool]
+
+    def may_take(self, vacant_s: float) -> bool:
+        if not self.listed():
+            return False
+        assignment = assign_shards(self.lease_base, self.shards, self.members())
+        return may_take(self.shard, self.identity, assignment, vacant_s=vacant_s, duration_s=self.duration_s)
+
+    def may_keep(self) -> bool:
+        if not self.listed():
+            return True
+        return assign_shards(self.lease_base, self.shards, self.members()).get(self.shard) == self.identity
