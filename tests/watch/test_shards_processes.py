@@ -1,0 +1,177 @@
+"""Shard hand-over with real processes: three `reverser run` replicas on the real broker share a
+cluster's three watch shards; the replica leading the ConfigMaps' shard is SIGKILLed.
+
+What must hold: the shards spread one per replica; after the kill a survivor takes the dead one's
+shard once its Lease lapses, resumes from its cursor, and writes every change made meanwhile; and
+per watched type the writers after the steady state form at most one hand-over (the old owner's
+records, then only the new owner's), so no two processes ever wrote one type at the same time.
+The apiserver is the watch-protocol test server (over real HTTP); `make e2e` runs sharding on a
+real one (`tests/e2e/test_watch_shards.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.log.topics import topic_specs
+from pipeline.watch.shards import assign_shards, shard_of
+from pipeline.watch.writer import WRITER_HEADER
+from tests.conftest import started_log
+from tests.support.process import ReverserProcess, bare_remote, base_config
+from tests.support.wait import wait_for
+from tests.watch.conftest import kinds, read_events
+from tests.watch.kube_server import FakeKubeApiServer
+
+SHARDS = 3
+LEASE_BASE = "reverser-watch-src"
+TYPES = {
+    ("", "configmaps"): ("v1", "ConfigMap"),
+    ("two.example.com", "widgets"): ("two.example.com/v1", "Widget"),
+    ("", "services"): ("v1", "Service"),
+    ("apps", "deployments"): ("apps/v1", "Deployment"),
+}
+
+
+def replica_config(settings: Settings, workdir: Path, kubeconfig: Path, remote: Path) -> dict[str, Any]:
+    return {
+        **base_config(settings, workdir),
+        "clusters": [
+            {
+                "name": "src",
+                "kubeconfig": str(kubeconfig),
+                "leader_election": True,
+                "lease_namespace": "ops",
+                "lease_duration_s": 2.0,
+                "lease_renew_s": 0.2,
+                "watch_shards": SHARDS,
+            }
+        ],
+        "providers": [{"name": "git", "url": remote.as_uri()}],
+        "targets": [
+            {
+                "name": "t1",
+                "provider": "git",
+                "branch": "main",
+                "path": "t1",
+                "cluster": "src",
+                "rules": [
+                    {
+                        "resources": [f"{g}/{r}" if g else r for g, r in TYPES],
+                        "namespaces": ["team-a"],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def holders(kube: FakeKubeApiServer) -> dict[int, str]:
+    found = {}
+    for shard in range(SHARDS):
+        lease = kube.leases.get(("ops", f"{LEASE_BASE}-shard-{shard}"))
+        found[shard] = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+    return found
+
+
+def put_all(kube: FakeKubeApiServer, suffix: str) -> set[str]:
+    names = set()
+    for (_, resource), (api_version, kind) in TYPES.items():
+        name = f"{resource[:-1]}-{suffix}"
+        body: dict[str, Any] = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "team-a"},
+        }
+        kube.put(body)
+        names.add(f"ADDED {name}")
+    return names
+
+
+@pytest.mark.parametrize("backend", ["kafka"], indirect=True)
+async def test_a_sigkilled_shard_leader_hands_its_shard_over_without_loss_or_overlap(
+    kube: FakeKubeApiServer, settings: Settings, tmp_path: Path
+) -> None:
+    kube.namespaces["team-a"] = "Active"
+    async with started_log(settings) as log:
+        await log.create_topics(topic_specs(settings))
+    kubeconfig = kube.kubeconfig(tmp_path)
+    remote = bare_remote(tmp_path / "remote.git")
+    replicas = [
+        ReverserProcess(tmp_path, f"r{i}", replica_config(settings, tmp_path / f"w{i}", kubeconfig, remote))
+        for i in range(3)
+    ]
+
+    pids: dict[int, ReverserProcess] = {}
+
+    def identity_of(holder: str) -> ReverserProcess | None:
+        return next((r for pid, r in pids.items() if f"-{pid}-" in holder), None)
+
+    try:
+        for replica in replicas:
+            replica.start()
+            assert replica.pid is not None
+            pids[replica.pid] = replica
+        for replica in replicas:
+            await wait_for(replica.ready, timeout_s=180, what=f"{replica.name} to be ready")
+
+        def spread() -> bool:
+            held = holders(kube)
+            owners = {identity_of(h) for h in held.values()}
+            return (
+                None not in owners
+                and len(owners) == SHARDS
+                and held == assign_shards(LEASE_BASE, SHARDS, list(held.values()))
+            )
+
+        await wait_for(spread, timeout_s=60, what="one shard per replica")
+        steady = holders(kube)
+        before = put_all(kube, "before")
+
+        async def on_the_log(names: set[str]) -> bool:
+            async with started_log(settings) as log:
+                return names <= set(kinds(await read_events(log, settings)))
+
+        await wait_for(lambda: on_the_log(before), timeout_s=60, what="the first changes on the log")
+        async with started_log(settings) as log:
+            steady_count = len(await read_events(log, settings))
+
+        victim_shard = shard_of("", "configmaps", SHARDS)
+        victim = identity_of(steady[victim_shard])
+        assert victim is not None
+        await asyncio.to_thread(victim.kill)
+        during = put_all(kube, "during")  # made while the shard has no live leader
+        await wait_for(
+            lambda: identity_of(holders(kube)[victim_shard]) not in (None, victim),
+            timeout_s=60,
+            what="a survivor to take the dead replica's shard",
+        )
+        after = put_all(kube, "after")
+        await wait_for(
+            lambda: on_the_log(before | during | after), timeout_s=90, what="every change on the log"
+        )
+        async with started_log(settings) as log:
+            events = (await read_events(log, settings))[steady_count:]
+    finally:
+        codes = [await asyncio.to_thread(r.stop) for r in replicas]
+    survivors = [code for r, code in zip(replicas, codes, strict=True) if r is not victim]
+    assert survivors == [0, 0], "".join(r.log_tail() for r in replicas)
+
+    by_type: dict[tuple[str, str], list[str]] = {}
+    for event in events:
+        writer = event["_headers"][WRITER_HEADER].decode()
+        owner = identity_of(writer)
+        assert owner is not None, writer
+        by_type.setdefault((event["group"], event["resource"]), []).append(owner.name)
+    for (group, resource), writers in by_type.items():
+        first = identity_of(steady[shard_of(group, resource, SHARDS)])
+        assert first is not None
+        switches = [i for i in range(1, len(writers)) if writers[i] != writers[i - 1]]
+        assert len(switches) <= 1, f"{group}/{resource} written in turns: {writers}"
+        assert writers[0] == first.name or switches == [], f"{group}/{resource}: {writers}"
+    cm_writers = by_type[("", "configmaps")]
+    assert cm_writers[-1] != victim.name  # the survivor wrote the changes after the kill
