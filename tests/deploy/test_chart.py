@@ -143,6 +143,32 @@ def test_lease_roles_follow_configured_lease_names_and_namespaces(helm: Path) ->
     assert roles["ops"]["rules"][1]["resourceNames"] == ["b-lease"]
 
 
+def test_a_sharded_cluster_gets_its_shard_leases_and_the_roster_rule_only_where_it_elects(
+    helm: Path, tmp_path: Path
+) -> None:
+    objects = render(
+        helm,
+        "--set-json",
+        'config.clusters=[{"name":"a","in_cluster":true,"watch_shards":3},'
+        '{"name":"b","kubeconfig":"/k","lease_namespace":"ops"}]',
+    )
+    roles = {
+        r["metadata"]["namespace"]: r
+        for r in by_kind(objects, "Role")
+        if r["metadata"]["name"].endswith("-leases")
+    }
+    _create, named_rule, roster = roles[NAMESPACE]["rules"]
+    assert named_rule["resourceNames"] == [f"reverser-watch-a-shard-{n}" for n in range(3)]
+    assert roster == {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["list", "get", "update", "delete"],
+    }
+    assert len(roles["ops"]["rules"]) == 2  # an unsharded cluster's namespace: no roster rights
+    settings = load_settings(rendered_config(objects, tmp_path), environ={})
+    assert [c.watch_shards for c in settings.clusters] == [3, 1]
+
+
 def test_custom_resources_get_the_controller_role_and_lease(helm: Path, tmp_path: Path) -> None:
     objects = render(
         helm,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.config import ConfigError, load_settings
 from pipeline.watch.shards import (
     ORPHAN_AFTER_DURATIONS,
     ShardStanding,
@@ -113,3 +115,30 @@ def test_before_its_first_listing_a_replica_takes_nothing_and_gives_nothing_up()
     alone = standing("a", 0, {"a"}, listed=False)
     assert not alone.may_take(1000.0)
     assert alone.may_keep()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "message"),
+    [
+        ("{name: c, watch_shards: 2}", r"clusters\.0: .*watch_shards > 1 needs leader_election"),
+        (
+            "{name: c, leader_election: true, watch_shards: 0}",
+            r"clusters\.0\.watch_shards: .*greater than or equal to 1",
+        ),
+        (
+            "{name: c, leader_election: true, watch_shards: 65}",
+            r"clusters\.0\.watch_shards: .*less than or equal to 64",
+        ),
+    ],
+)
+def test_bad_shard_counts_are_named(tmp_path: Path, cluster: str, message: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"clusters: [{cluster}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_settings(config, environ={})
+
+
+def test_a_sharded_cluster_with_leader_election_loads(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("clusters: [{name: c, leader_election: true, watch_shards: 4}]\n", encoding="utf-8")
+    assert load_settings(config, environ={}).clusters[0].watch_shards == 4

@@ -110,7 +110,8 @@ configured-author (no audit webhook is set up by that quickstart).
 {{- toJson $clusters }}
 {{- end }}
 
-{{/* Lease names per lease namespace, as JSON: {"<namespace>": ["reverser-watch-<cluster>", ...]}. */}}
+{{/* Lease names per lease namespace, as JSON: {"<namespace>": ["reverser-watch-<cluster>", ...]}
+(a sharded cluster's: reverser-watch-<cluster>-shard-<n>). */}}
 {{- define "reverser.leases" -}}
 {{- $leases := dict }}
 {{- $resources := get (default dict $.Values.config) "custom_resources" | default dict }}
@@ -118,7 +119,14 @@ configured-author (no audit webhook is set up by that quickstart).
 {{- range $c := $clusters }}
 {{- if $c.leader_election }}
 {{- $name := default (printf "reverser-watch-%s" $c.name) (get $c "lease_name") }}
+{{- $shards := int (default 1 (get $c "watch_shards")) }}
+{{- if gt $shards 1 }}
+{{- range $shard := until $shards }}
+{{- $_ := set $leases $c.lease_namespace (append (default list (get $leases $c.lease_namespace)) (printf "%s-shard-%d" $name $shard) | uniq) }}
+{{- end }}
+{{- else }}
 {{- $_ := set $leases $c.lease_namespace (append (default list (get $leases $c.lease_namespace)) $name | uniq) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if and (include "reverser.customResources" .) $clusters }}
@@ -459,4 +467,15 @@ webhooks:
     namespaceSelector:
       {{- toYaml . | nindent 6 }}
     {{- end }}
+{{- end }}
+
+{{/* Lease namespaces holding a watch roster (a cluster with watch_shards > 1), as JSON: {"<namespace>": true}. */}}
+{{- define "reverser.rosters" -}}
+{{- $rosters := dict }}
+{{- range $c := (include "reverser.clusters" . | fromJsonArray) }}
+{{- if and $c.leader_election (gt (int (default 1 (get $c "watch_shards"))) 1) }}
+{{- $_ := set $rosters $c.lease_namespace true }}
+{{- end }}
+{{- end }}
+{{- toJson $rosters }}
 {{- end }}
