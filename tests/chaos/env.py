@@ -4,6 +4,10 @@ etcd + kube-apiserver (its audit webhook pointed at HAProxy), a three-node KRaft
 three `reverser run` replicas with leader election on, HAProxy spreading the audit webhook over
 them, and a smart-HTTP Git remote (basic auth) that can be told to refuse service.
 
+`CHAOS_WATCH_SHARDS=N` splits the cluster's watch into N shards (`watch_shards`), dealt out over
+the replicas, so the leader faults hit one shard's leader and the others go on (docs/chaos.md,
+"Sharded watching"); the default, 1, is one watch leader.
+
 `CHAOS_FACTS=admission` runs the managed-cluster shape instead: the apiserver has no audit backend
 and calls a validating admission webhook (`failurePolicy: Ignore`, TLS, a path token) through the
 same HAProxy and relays, so the faults on the audit path hit the admission path
@@ -69,6 +73,7 @@ GIT_PASSWORD_ENV = "CHAOS_GIT_PASSWORD"
 REPO = "remote.git"
 BINDING = "chaos-actors"
 FACTS_ENV = "CHAOS_FACTS"
+SHARDS_ENV = "CHAOS_WATCH_SHARDS"
 ADMISSION_TOKEN_ENV = "CHAOS_ADMISSION_TOKEN"
 ADMISSION_TOKEN = "chaos-admission-path-token-7d2e"  # a throwaway path token of the loopback webhook
 
@@ -83,6 +88,11 @@ class FactSource(StrEnum):
 def fact_source() -> FactSource:
     """CHAOS_FACTS (default `audit`: the run as it always was)."""
     return FactSource(os.environ.get(FACTS_ENV) or FactSource.AUDIT)
+
+
+def watch_shards() -> int:
+    """CHAOS_WATCH_SHARDS (default 1: one watch leader, the run as it always was)."""
+    return int(os.environ.get(SHARDS_ENV) or 1)
 
 
 @dataclass
@@ -117,8 +127,12 @@ class ChaosEnv:
             return None
 
     def watch_leaders(self) -> list[int]:
-        """Indexes of the replicas that report holding the watch lease."""
+        """Indexes of the replicas that report holding the watch lease (with shards: some shard's)."""
         return [i for i, r in enumerate(self.replicas) if (self.metric(r, "reverser_watch_leader") or 0) > 0]
+
+    def shards_led(self, index: int) -> int:
+        """How many watch shards replica `index` reports leading (0 while it does not answer)."""
+        return int(self.metric(self.replicas[index], "reverser_watch_shards_led") or 0)
 
     def branch_owners(self) -> dict[str, int]:
         """Branch to the index of the replica whose commit worker owns its partition."""
@@ -168,6 +182,7 @@ def _replica_config(
                 "lease_namespace": "kube-system",
                 "lease_duration_s": LEASE_DURATION_S,
                 "lease_renew_s": LEASE_RENEW_S,
+                **({"watch_shards": watch_shards()} if watch_shards() > 1 else {}),
             }
         ],
         "providers": [

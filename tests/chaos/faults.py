@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.log.topics import TopicNames
-from tests.chaos.env import MAX_WAIT_MS, ChaosEnv
+from tests.chaos.env import MAX_WAIT_MS, ChaosEnv, watch_shards
 from tests.support.kafka_leaders import partition_leaders
 
 __all__ = ["Fault", "FaultLog", "Faults"]
@@ -142,10 +142,12 @@ class Faults:
         await self._kill_and_restart(self.rng.choice(candidates))
 
     async def pause_leader(self) -> None:
-        """SIGSTOP the watch leader until another replica holds the lease, then SIGCONT it.
+        """SIGSTOP a watch leader until other replicas lead what it led, then SIGCONT it.
 
         Whatever the resumed process gets acknowledged on watch-events before it notices it lost
-        the lease is a zombie write.
+        its Leases is a zombie write. With shards, the others must lead every shard; once resumed,
+        the replica may be dealt a shard again, so its writes are counted only until it first
+        reports leading none.
         """
         leaders = self.env.watch_leaders()
         if not leaders:
@@ -153,10 +155,12 @@ class Faults:
             return
         index = leaders[0]
         zombie = self.env.replicas[index]
+        shards = watch_shards()
         before = self.env.metric(zombie, "reverser_watch_records_total") or 0.0
         zombie.pause()
+        others = [i for i in range(len(self.env.replicas)) if i != index]
         took_over = await _poll(
-            lambda: any(i != index for i in self.env.watch_leaders()), LEADER_TAKEOVER_TIMEOUT_S
+            lambda: sum(self.env.shards_led(i) for i in others) >= shards, LEADER_TAKEOVER_TIMEOUT_S
         )
         if not took_over:
             self.log.notes.append("pause_watch_leader: no other replica took the lease while it was stopped")

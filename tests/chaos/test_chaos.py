@@ -31,7 +31,16 @@ from pipeline.log.api import TopicPartition
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.topics import TopicNames
-from tests.chaos.env import BRANCHES, COMMIT_WINDOW_S, GRACE_MS, ChaosEnv, FactSource, chaos_env, fact_source
+from tests.chaos.env import (
+    BRANCHES,
+    COMMIT_WINDOW_S,
+    GRACE_MS,
+    ChaosEnv,
+    FactSource,
+    chaos_env,
+    fact_source,
+    watch_shards,
+)
 from tests.chaos.faults import Fault, Faults
 from tests.chaos.history import first_pushes, read_files, read_transitions, version_keys
 from tests.chaos.oracle import FactCheck, SeenFact, Verdict, check_facts, judge, percentile
@@ -164,7 +173,7 @@ def _summary(seed: int, workload: Workload, faults: Faults, verdict: Verdict, co
         f"misattributed={len(verdict.misattributed)} unknown={len(verdict.unknown)} late={len(verdict.late)} "
         f"phantom={len(verdict.phantom)} merged={verdict.merged} zombie_writes={faults.log.zombie_writes} "
         f"convergence_s={convergence_s:.1f} latency_p50_s={p50:.2f} latency_p99_s={p99:.2f} "
-        f"window_plus_grace_s={COMMIT_WINDOW_S + GRACE_MS / 1000:.1f}"
+        f"window_plus_grace_s={COMMIT_WINDOW_S + GRACE_MS / 1000:.1f} watch_shards={watch_shards()}"
     )
 
 
