@@ -19,11 +19,13 @@ from pipeline.watch.cli import resolve_all
 from pipeline.watch.manager import ClientFactory
 from pipeline.watch.resolve import RuleProblem, StreamSpec
 
-__all__ = ["LEASE_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
+__all__ = ["LEASE_VERBS", "ROSTER_VERBS", "STREAM_VERBS", "access_allowed", "check_clusters"]
 
 AREA = "cluster"
 STREAM_VERBS = ("list", "watch")
 LEASE_VERBS = ("get", "create", "update")
+#: What a sharded cluster's roster needs on top (its member Leases, named after replica identities).
+ROSTER_VERBS = ("list", "delete")
 
 
 def _rule(group: str, resource: str, verbs: Iterable[str], namespace: str) -> str:
@@ -76,9 +78,10 @@ async def _stream_checks(client: KubeClient, cluster: str, specs: list[StreamSpe
 
 async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
     namespace = lease_namespace(cluster.lease_namespace)
+    verbs = LEASE_VERBS + (ROSTER_VERBS if cluster.watch_shards > 1 else ())
     denied = [
         verb
-        for verb in LEASE_VERBS
+        for verb in verbs
         if not (await access_allowed(client, verb, "coordination.k8s.io", "leases", namespace))[0]
     ]
     subject = f"lease {namespace}/{cluster.effective_lease_name}"
@@ -89,7 +92,7 @@ async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
             check=f"may hold {subject}",
             status=Status.FAIL,
             detail="denied: " + ", ".join(denied),
-            fix=f"grant get, create, update on leases.coordination.k8s.io with a Role in namespace "
+            fix=f"grant {', '.join(verbs)} on leases.coordination.k8s.io with a Role in namespace "
             f"{namespace} (the chart's rbac.create does), or set clusters[].lease_namespace",
         )
     return Check(
@@ -97,7 +100,7 @@ async def _lease_check(client: KubeClient, cluster: ClusterSettings) -> Check:
         subject=cluster.name,
         check=f"may hold {subject}",
         status=Status.OK,
-        detail="get, create, update allowed",
+        detail=f"{', '.join(verbs)} allowed",
     )
 
 

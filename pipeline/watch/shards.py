@@ -97,8 +97,9 @@ def may_take(
 class ShardStanding:
     """A shard Lease's `Standing` (`pipeline.kube.lease`): the assignment over the live roster.
 
-    Until the roster has been listed once, only this replica is known, so the replica takes no
-    shard (it would take them all) and gives none up.
+    Until the roster has been listed once, only this replica is known, so the replica takes only
+    orphaned shards (it would otherwise take them all) and gives none up: a replica that cannot
+    read the roster at all still watches what nobody else does.
     """
 
     identity: str
@@ -111,7 +112,8 @@ class ShardStanding:
 
     def may_take(self, vacant_s: float) -> bool:
         if not self.listed():
-            return False
+            # no roster (yet, or not readable: its errors are logged): only orphaned shards
+            return may_take(self.shard, self.identity, {}, vacant_s=vacant_s, duration_s=self.duration_s)
         assignment = assign_shards(self.lease_base, self.shards, self.members())
         return may_take(self.shard, self.identity, assignment, vacant_s=vacant_s, duration_s=self.duration_s)
 

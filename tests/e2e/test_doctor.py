@@ -75,7 +75,7 @@ async def restricted_token(admin: Path) -> str:
         return token
 
 
-def settings_for(tmp_path: Path, kubeconfig: Path) -> Settings:
+def settings_for(tmp_path: Path, kubeconfig: Path, shards: int = 1) -> Settings:
     return Settings.model_validate(
         {
             "workdir": str(tmp_path / "work"),
@@ -85,6 +85,7 @@ def settings_for(tmp_path: Path, kubeconfig: Path) -> Settings:
                     "kubeconfig": str(kubeconfig),
                     "leader_election": True,
                     "lease_namespace": NAMESPACE,
+                    "watch_shards": shards,
                 }
             ],
             "providers": [{"name": "git", "url": str(tmp_path / "remote.git")}],
@@ -125,6 +126,10 @@ def test_admin_passes_and_an_rbac_gap_fails_with_the_role_to_grant(
     lease = checks[f"may hold lease {NAMESPACE}/reverser-watch-c"]
     assert lease.status is Status.FAIL
     assert lease.detail == "denied: get, create, update"
+    sharded = by_check(asyncio.run(check_clusters(settings_for(tmp_path, restricted, shards=2))))
+    roster = sharded[f"may hold lease {NAMESPACE}/reverser-watch-c"]
+    assert roster.detail == "denied: get, create, update, list, delete"
+    assert "grant get, create, update, list, delete" in roster.fix
 
 
 def test_an_unreachable_apiserver_fails_reachability(plane: ControlPlane, tmp_path: Path) -> None:

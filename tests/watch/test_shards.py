@@ -111,9 +111,11 @@ def test_a_standing_follows_the_assignment_of_the_live_members() -> None:
         assert not standing(other, shard, members).may_keep()
 
 
-def test_before_its_first_listing_a_replica_takes_nothing_and_gives_nothing_up() -> None:
+def test_before_its_first_listing_a_replica_takes_only_orphans_and_gives_nothing_up() -> None:
     alone = standing("a", 0, {"a"}, listed=False)
-    assert not alone.may_take(1000.0)
+    assert not alone.may_take(0.0)
+    assert not alone.may_take(10.0 * ORPHAN_AFTER_DURATIONS - 0.1)
+    assert alone.may_take(10.0 * ORPHAN_AFTER_DURATIONS)  # a roster it cannot read must not stop it
     assert alone.may_keep()
 
 
