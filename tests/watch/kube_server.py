@@ -365,6 +365,14 @@ class FakeKubeApiServer:
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "leaseTransitions": 0},
         }
 
+    def lease_holders(self, namespace: str, names: list[str]) -> list[str]:
+        """The holder of each named Lease ("" for none, or no such Lease)."""
+        found = []
+        for name in names:
+            lease = self.leases.get((namespace, name)) or {}
+            found.append(str((lease.get("spec") or {}).get("holderIdentity") or ""))
+        return found
+
     def set_lease_holder(self, namespace: str, name: str, holder: str) -> None:
         """Another process takes the lease (as if it won after this one stopped renewing)."""
         lease = self.leases[(namespace, name)]

@@ -22,10 +22,11 @@ from pipeline.log.topics import topic_specs
 from pipeline.watch.shards import assign_shards, shard_of
 from pipeline.watch.writer import WRITER_HEADER
 from tests.conftest import started_log
-from tests.support.process import ReverserProcess, bare_remote, base_config
+from tests.support.process import ReverserProcess, bare_remote
 from tests.support.wait import wait_for
 from tests.watch.conftest import kinds, read_events
 from tests.watch.kube_server import FakeKubeApiServer
+from tests.watch.test_fencing_processes import replica_config as fencing_replica_config
 
 SHARDS = 3
 LEASE_BASE = "reverser-watch-src"
@@ -38,44 +39,17 @@ TYPES = {
 
 
 def replica_config(settings: Settings, workdir: Path, kubeconfig: Path, remote: Path) -> dict[str, Any]:
-    return {
-        **base_config(settings, workdir),
-        "clusters": [
-            {
-                "name": "src",
-                "kubeconfig": str(kubeconfig),
-                "leader_election": True,
-                "lease_namespace": "ops",
-                "lease_duration_s": 2.0,
-                "lease_renew_s": 0.2,
-                "watch_shards": SHARDS,
-            }
-        ],
-        "providers": [{"name": "git", "url": remote.as_uri()}],
-        "targets": [
-            {
-                "name": "t1",
-                "provider": "git",
-                "branch": "main",
-                "path": "t1",
-                "cluster": "src",
-                "rules": [
-                    {
-                        "resources": [f"{g}/{r}" if g else r for g, r in TYPES],
-                        "namespaces": ["team-a"],
-                    }
-                ],
-            }
-        ],
-    }
+    """The fencing test's replica, with its cluster in shards and a rule over every type."""
+    config = fencing_replica_config(settings, workdir, kubeconfig, remote)
+    config["clusters"][0]["watch_shards"] = SHARDS
+    resources = [f"{g}/{r}" if g else r for g, r in TYPES]
+    config["targets"][0]["rules"] = [{"resources": resources, "namespaces": ["team-a"]}]
+    return config
 
 
 def holders(kube: FakeKubeApiServer) -> dict[int, str]:
-    found = {}
-    for shard in range(SHARDS):
-        lease = kube.leases.get(("ops", f"{LEASE_BASE}-shard-{shard}"))
-        found[shard] = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
-    return found
+    names = [f"{LEASE_BASE}-shard-{shard}" for shard in range(SHARDS)]
+    return dict(enumerate(kube.lease_holders("ops", names)))
 
 
 def put_all(kube: FakeKubeApiServer, suffix: str) -> set[str]:

@@ -42,11 +42,8 @@ def sharded(settings: Settings, kubeconfig: Path) -> Settings:
 
 
 def holders(kube: FakeKubeApiServer) -> dict[int, str]:
-    found = {}
-    for shard in range(SHARDS):
-        lease = kube.leases.get(("ops", f"{LEASE_BASE}-shard-{shard}"))
-        found[shard] = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
-    return found
+    names = [f"{LEASE_BASE}-shard-{shard}" for shard in range(SHARDS)]
+    return dict(enumerate(kube.lease_holders("ops", names)))
 
 
 def running(components: list[WatchComponent]) -> Counter[str]:
