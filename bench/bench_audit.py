@@ -35,6 +35,8 @@ from typing import Any
 
 import aiohttp
 
+from bench.kafka import kafka_bootstrap
+
 EVENTS_PER_BATCH = 400
 DISTINCT_BATCHES = 25
 IN_FLIGHT = 4
@@ -284,24 +286,6 @@ def run_backend(backend: str, bootstrap: str, bodies: list[bytes], baseline: flo
                 process.kill()
 
 
-def _bootstrap() -> tuple[str, contextlib.AbstractContextManager[Any]]:
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not configured:
-        with contextlib.suppress(OSError):
-            configured = Path("/tmp/reverser-dev-kafka").read_text().strip()
-    if configured:
-        return configured, contextlib.nullcontext()
-    from tests.integration.kafka.broker import KafkaBroker
-
-    directory = tempfile.TemporaryDirectory(prefix="bench-kafka-")
-    broker = KafkaBroker(Path(directory.name))
-    broker.start()
-    stack = contextlib.ExitStack()
-    stack.enter_context(directory)
-    stack.callback(broker.stop)
-    return broker.bootstrap, stack
-
-
 def main() -> None:
     seconds = float(os.environ.get("BENCH_AUDIT_SECONDS", "10"))
     bodies = make_bodies()
@@ -314,7 +298,7 @@ def main() -> None:
     )
     run_backend("embedded", "", bodies, baseline, seconds)
     run_backend(EMBEDDED_NO_FSYNC, "", bodies, baseline, seconds)
-    bootstrap, broker = _bootstrap()
+    bootstrap, broker = kafka_bootstrap()
     with broker:
         run_backend("kafka", bootstrap, bodies, baseline, seconds)
 
