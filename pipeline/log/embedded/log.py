@@ -22,9 +22,9 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from prometheus_client import Counter
 
@@ -50,7 +50,13 @@ from pipeline.log.api import (
 from pipeline.log.embedded.files import previous_version, spec_to_json, write_json
 from pipeline.log.embedded.groups import EmbeddedGroupMember, GroupState, load_group_offsets, rebalance
 from pipeline.log.embedded.reading import EmbeddedReader
-from pipeline.log.embedded.segments import PartitionLog, RetentionOutcome, fsync_directory
+from pipeline.log.embedded.segments import (
+    PartitionLog,
+    RetentionOutcome,
+    finish_compaction,
+    fsync_directory,
+    run_compaction,
+)
 from pipeline.log.embedded.syncing import GroupSync
 from pipeline.log.embedded.transactions import (
     EmbeddedTransactionalProducer,
@@ -58,6 +64,9 @@ from pipeline.log.embedded.transactions import (
 )
 
 logger = logging.getLogger(__name__)
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
@@ -96,6 +105,18 @@ class RetentionReport(NamedTuple):
     deleted_segments: int
     deleted_records: int
     compacted_records: int
+
+
+def _report(outcomes: Sequence[RetentionOutcome]) -> RetentionReport:
+    """Add up a pass's outcomes, and count them."""
+    report = (
+        RetentionReport(*(sum(column) for column in zip(*outcomes, strict=True)))
+        if outcomes
+        else RetentionReport(0, 0, 0)
+    )
+    RETENTION_DELETED_SEGMENTS.inc(report.deleted_segments)
+    COMPACTED_RECORDS.inc(report.compacted_records)
+    return report
 
 
 def _now_ms() -> int:
@@ -158,6 +179,7 @@ class EmbeddedLog(Log):
         self._epochs: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
+        self._thread_step: asyncio.Future[Any] | None = None
         self._group_sync: GroupSync[tuple[OpenTopic, PartitionLog], list[_SyncJob]] = GroupSync(
             _begin_sync, _run_sync, _end_sync
         )
@@ -183,6 +205,10 @@ class EmbeddedLog(Log):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
             self._retention_task = None
+        if self._thread_step is not None:
+            with contextlib.suppress(Exception):
+                await self._thread_step
+            self._thread_step = None
         await self._group_sync.drain()
         await self._close_owners()
         for topic in self._topics.values():
@@ -411,36 +437,80 @@ class EmbeddedLog(Log):
 
     # retention ------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> RetentionReport:
-        """Apply retention.ms / retention.bytes and compaction to every partition now.
+        """Apply retention.ms / retention.bytes and compaction to every partition now, in one go.
 
-        Runs periodically on a background task; tests call it with an explicit `now_ms` to age the
-        log deterministically. Segments older than `segment.ms` are rolled first, as Kafka would on
-        the next append, so an idle topic still ages out.
+        Tests call it with an explicit `now_ms` to age the log deterministically; the background
+        task runs `retention_pass`, the same with compaction's reading and writing in a thread.
+        Segments older than `segment.ms` are rolled first, as Kafka would on the next append, so
+        an idle topic still ages out.
         """
         self._require_started()
         now = _now_ms() if now_ms is None else now_ms
-        totals = [0, 0, 0]
-        for topic in self._topics.values():
+        outcomes: list[RetentionOutcome] = []
+        for topic, partition in self._retention_targets(now):
+            if topic.spec.cleanup_policy == "compact":
+                outcomes.append(partition.compact(now, self.tombstone_retention_ms))
+            else:
+                outcomes.append(self._delete_retention(topic, partition, now))
+        return _report(outcomes)
+
+    async def retention_pass(self, now_ms: int | None = None) -> RetentionReport:
+        """`enforce_retention` without holding the loop: compaction reads and writes in a thread.
+
+        Appends and reads go on meanwhile; only the swap of a partition's segment list happens on
+        the loop (`PartitionLog.swap_compacted`). Closing the log waits for the thread's step.
+        """
+        self._require_started()
+        now = _now_ms() if now_ms is None else now_ms
+        outcomes: list[RetentionOutcome] = []
+        for topic, partition in self._retention_targets(now):
+            if topic.spec.cleanup_policy != "compact":
+                outcomes.append(self._delete_retention(topic, partition, now))
+                continue
+            plan = partition.plan_compaction(now, self.tombstone_retention_ms)
+            if plan is None:
+                continue
+            partition.compacting = True
+            try:
+                compacted = await self._in_thread(run_compaction, plan)
+                if not self.started:
+                    compacted.discard()
+                    break
+                outcomes.append(partition.swap_compacted(compacted))
+                await self._in_thread(finish_compaction, compacted)
+            finally:
+                partition.compacting = False
+        return _report(outcomes)
+
+    async def _in_thread(self, work: Callable[[_A], _R], arg: _A) -> _R:
+        """`work(arg)` in a worker thread that `close` waits for, even when this task is cancelled."""
+        step = asyncio.ensure_future(asyncio.to_thread(work, arg))
+        self._thread_step = step
+        try:
+            return await asyncio.shield(step)
+        finally:
+            if step.done():
+                self._thread_step = None
+
+    def _retention_targets(self, now_ms: int) -> list[tuple[OpenTopic, PartitionLog]]:
+        """Every partition, each rolled first when its active segment is `segment.ms` old."""
+        targets = []
+        for topic in list(self._topics.values()):
             spec = topic.spec
             segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
             for partition in topic.partitions:
-                partition.roll_if_older(now, segment_ms)
-                outcome: RetentionOutcome
-                if spec.cleanup_policy == "compact":
-                    outcome = partition.compact(now, self.tombstone_retention_ms)
-                else:
-                    outcome = partition.delete_retention(now, spec.retention_ms, spec.retention_bytes)
-                for i, value in enumerate(outcome):
-                    totals[i] += value
-        RETENTION_DELETED_SEGMENTS.inc(totals[0])
-        COMPACTED_RECORDS.inc(totals[2])
-        return RetentionReport(*totals)
+                partition.roll_if_older(now_ms, segment_ms)
+                targets.append((topic, partition))
+        return targets
+
+    def _delete_retention(self, topic: OpenTopic, partition: PartitionLog, now_ms: int) -> RetentionOutcome:
+        return partition.delete_retention(now_ms, topic.spec.retention_ms, topic.spec.retention_bytes)
 
     async def _retention_loop(self) -> None:
         while True:
             await asyncio.sleep(self.retention_interval_s)
             try:
-                self.enforce_retention()
+                await self.retention_pass()
             except OSError:
                 logger.exception("embedded log: retention pass failed; retrying next interval")
 

@@ -24,18 +24,23 @@ from typing import NamedTuple
 from pipeline.log.api import Headers, LogError, Record
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "INDEX_SUFFIX",
     "SEGMENT_SUFFIX",
+    "Compacted",
+    "CompactionPlan",
     "PartitionLog",
     "RetentionOutcome",
     "Segment",
     "encode_frame",
+    "finish_compaction",
     "fsync_directory",
+    "run_compaction",
 ]
 
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
-_CLEANED_SUFFIX = ".cleaned"
+CLEANED_SUFFIX = ".cleaned"
 # Sidecar index of a closed segment: magic, base offset and byte size of the segment it covers,
 # record count, crc32 of the arrays, then the offsets, positions and timestamps (native int64).
 # An index that does not match its segment exactly is ignored and rebuilt by scanning.
@@ -308,6 +313,7 @@ class PartitionLog:
 
     __slots__ = (
         "_bases",
+        "compacting",
         "directory",
         "durable_offset",
         "fsync",
@@ -330,13 +336,15 @@ class PartitionLog:
         # an append waiting for its group fsync is not acknowledged yet, so nobody may act on it.
         self.durable_offset = 0
         self.last_timestamp = 0
+        # A compaction runs in a thread for this partition: no second one may plan meanwhile.
+        self.compacting = False
 
     @classmethod
     def open(cls, topic: str, partition: int, directory: Path, fsync: bool) -> tuple[PartitionLog, int]:
         """Load (or create) a partition directory; returns it and the torn bytes cut from its tail."""
         log = cls(topic, partition, directory, fsync)
         directory.mkdir(parents=True, exist_ok=True)
-        for leftover in [*directory.glob(f"*{_CLEANED_SUFFIX}"), *directory.glob("*.tmp")]:
+        for leftover in [*directory.glob(f"*{CLEANED_SUFFIX}"), *directory.glob("*.tmp")]:
             leftover.unlink()
         paths = sorted(directory.glob(f"*{SEGMENT_SUFFIX}"))
         for orphan in directory.glob(f"*{INDEX_SUFFIX}"):
@@ -513,52 +521,181 @@ class PartitionLog:
         return RetentionOutcome(len(removed), records, 0)
 
     def compact(self, now_ms: int, tombstone_retention_ms: int) -> RetentionOutcome:
-        """Keep only the newest record per key in closed segments; drop old tombstones."""
-        latest: dict[bytes | None, int] = {}
-        for segment in self.segments:
-            for record in segment.iter_all(self.topic, self.partition):
-                latest[record.key] = record.offset
-        removed_records = 0
-        removed_segments = 0
-        survivors: list[Segment] = []
-        for position, segment in enumerate(self.segments):
-            if position == len(self.segments) - 1 or not segment.offsets:
-                survivors.append(segment)
-                continue
-            keep = [
-                r
-                for r in segment.iter_all(self.topic, self.partition)
-                if latest.get(r.key) == r.offset
-                and (r.value is not None or now_ms - r.timestamp_ms < tombstone_retention_ms)
-            ]
-            dropped = len(segment) - len(keep)
-            if not dropped:
-                survivors.append(segment)
-                continue
-            removed_records += dropped
-            if not keep and position > 0:
-                segment.delete()
-                removed_segments += 1
-                continue
-            survivors.append(self._rewrite(segment, keep))
-        self.segments = survivors
-        self._bases = [s.base for s in survivors]
-        return RetentionOutcome(removed_segments, 0, removed_records)
+        """Keep only the newest record per key in closed segments; drop old tombstones (all at once).
 
-    def _rewrite(self, segment: Segment, keep: list[Record]) -> Segment:
-        cleaned = segment.path.with_name(segment.path.name + _CLEANED_SUFFIX)
-        with cleaned.open("wb") as out:
-            for r in keep:
-                out.write(encode_frame(r.offset, r.timestamp_ms, r.key, r.value, r.headers))
-            out.flush()
-            os.fsync(out.fileno())
-        segment.close()
-        os.replace(cleaned, segment.path)
-        rewritten, _ = Segment.load(segment.path, verify=False)
-        rewritten.write_index()
-        return rewritten
+        The same three steps `EmbeddedLog.retention_pass` runs with the middle one in a thread.
+        """
+        plan = self.plan_compaction(now_ms, tombstone_retention_ms)
+        if plan is None:
+            return RetentionOutcome(0, 0, 0)
+        compacted = run_compaction(plan)
+        outcome = self.swap_compacted(compacted)
+        finish_compaction(compacted)
+        return outcome
+
+    def plan_compaction(self, now_ms: int, tombstone_retention_ms: int) -> CompactionPlan | None:
+        """What a compaction may read and rewrite, captured now (None when nothing is closed).
+
+        Only the closed segments are rewritten; the active one is scanned up to its durable end
+        too, so its newer values supersede theirs. Records not durable yet supersede nothing.
+        """
+        if len(self.segments) < 2 or self.compacting:
+            return None
+        limit = self.visible_offset
+        scans = [
+            _Scan(segment.path, len(segment.offsets), segment.size)
+            for segment in self.segments
+            if segment.offsets and segment.offsets[0] < limit
+        ]
+        return CompactionPlan(
+            self.topic,
+            self.partition,
+            tuple(self.segments[:-1]),
+            tuple(scans),
+            limit,
+            now_ms,
+            tombstone_retention_ms,
+            self.fsync,
+        )
+
+    def swap_compacted(self, compacted: Compacted) -> RetentionOutcome:
+        """Put a compaction's segments in place of the ones it read (on the loop, in one step).
+
+        Appends and rolls only ever add segments after the ones compacted, so these are still the
+        first ones; if they are not (a second pass got there first), the result is thrown away.
+        """
+        sealed = compacted.plan.sealed
+        if tuple(self.segments[: len(sealed)]) != sealed or len(self.segments) == len(sealed):
+            compacted.discard()
+            return RetentionOutcome(0, 0, 0)
+        survivors: list[Segment] = []
+        deleted = 0
+        for old, new in zip(sealed, compacted.replacements, strict=True):
+            if new is None:
+                old.delete()
+                deleted += 1
+            elif new is old:
+                survivors.append(old)
+            else:
+                old.close()
+                os.replace(new.path.with_name(new.path.name + CLEANED_SUFFIX), new.path)
+                survivors.append(new)
+        self.segments = survivors + self.segments[len(sealed) :]
+        self._bases = [s.base for s in self.segments]
+        return RetentionOutcome(deleted, 0, compacted.removed_records)
 
     def close(self) -> None:
         for segment in self.segments:
             segment.sync()
             segment.close()
+
+
+class _Scan(NamedTuple):
+    """A segment's first `count` records (`size` bytes), as a compaction reads them."""
+
+    path: Path
+    count: int
+    size: int
+
+
+class CompactionPlan(NamedTuple):
+    """A compaction's input, captured on the loop: the closed segments to rewrite, the records to
+    read for the newest offset of each key, and the durable end beyond which nothing counts."""
+
+    topic: str
+    partition: int
+    sealed: tuple[Segment, ...]
+    scans: tuple[_Scan, ...]
+    limit: int
+    now_ms: int
+    tombstone_retention_ms: int
+    fsync: bool
+
+
+class Compacted(NamedTuple):
+    """A compaction's result: per closed segment itself (unchanged), None (to delete) or its
+    rewrite, written (and fsynced) next to it as `<name>.cleaned`."""
+
+    plan: CompactionPlan
+    replacements: list[Segment | None]
+    removed_records: int
+
+    def discard(self) -> None:
+        for old, new in zip(self.plan.sealed, self.replacements, strict=True):
+            if new is not None and new is not old:
+                new.path.with_name(new.path.name + CLEANED_SUFFIX).unlink(missing_ok=True)
+
+
+def _read_all(topic: str, partition: int, scan: _Scan) -> list[Record]:
+    """A segment's first records, through a descriptor of this thread's own."""
+    fd = os.open(scan.path, os.O_RDONLY)
+    try:
+        return _decode_frames(topic, partition, os.pread(fd, scan.size, 0), scan.count)
+    finally:
+        os.close(fd)
+
+
+def run_compaction(plan: CompactionPlan) -> Compacted:
+    """Read and rewrite the planned segments; safe in a worker thread while the loop appends.
+
+    It reads only bytes that never change (closed segments, the active one's durable prefix) and
+    writes only `.cleaned` files; the loop's segments are untouched until `swap_compacted`.
+    """
+    topic, partition, limit = plan.topic, plan.partition, plan.limit
+    latest: dict[bytes | None, int] = {}
+    by_path: dict[Path, list[Record]] = {}
+    for scan in plan.scans:
+        records = by_path[scan.path] = _read_all(topic, partition, scan)
+        for record in records:
+            if record.offset < limit:
+                latest[record.key] = record.offset
+    replacements: list[Segment | None] = []
+    removed = 0
+    for position, segment in enumerate(plan.sealed):
+        keep = [
+            r
+            for r in by_path.get(segment.path, [])
+            if latest.get(r.key) == r.offset
+            and (r.value is not None or plan.now_ms - r.timestamp_ms < plan.tombstone_retention_ms)
+        ]
+        dropped = len(segment.offsets) - len(keep)
+        if not segment.offsets or not dropped:
+            replacements.append(segment)
+        elif not keep and position > 0:
+            replacements.append(None)
+        else:
+            replacements.append(_write_cleaned(segment, keep))
+        if segment.offsets:
+            removed += dropped
+    return Compacted(plan, replacements, removed)
+
+
+def _write_cleaned(segment: Segment, keep: list[Record]) -> Segment:
+    """`keep` written and fsynced as `<segment>.cleaned`; returned indexed, under the segment's name."""
+    rewritten = Segment(segment.path, segment.base)
+    cleaned = segment.path.with_name(segment.path.name + CLEANED_SUFFIX)
+    with cleaned.open("wb") as out:
+        for r in keep:
+            frame = encode_frame(r.offset, r.timestamp_ms, r.key, r.value, r.headers)
+            rewritten.offsets.append(r.offset)
+            rewritten.positions.append(rewritten.size)
+            rewritten.timestamps.append(r.timestamp_ms)
+            rewritten.size += len(frame)
+            out.write(frame)
+        out.flush()
+        os.fsync(out.fileno())
+    return rewritten
+
+
+def finish_compaction(compacted: Compacted) -> None:
+    """After the swap: index the rewritten segments and make the renames durable (any thread).
+
+    A crash before this leaves a stale index, which the next open ignores and rebuilds.
+    """
+    for old, new in zip(compacted.plan.sealed, compacted.replacements, strict=True):
+        if new is not None and new is not old:
+            new.write_index()
+    if compacted.plan.fsync and any(
+        new is not old for old, new in zip(compacted.plan.sealed, compacted.replacements, strict=True)
+    ):
+        fsync_directory(compacted.plan.sealed[0].path.parent)
