@@ -2,13 +2,16 @@
 
 A compaction reads and rewrites its segments in a thread: appends and fetches on the loop are
 answered meanwhile, and the swap at the end keeps every offset, every newest value per key and
-every append made during the pass. A worker thread parked on a `threading.Event` stands in for a
-large compaction or a slow disk, so the tests decide the order, not timing.
+every append made during the pass. A transaction commit and a segment roll fsync in threads too,
+and still acknowledge only what is durable and show a transaction only whole. A worker thread
+parked on a `threading.Event` stands in for a large compaction or a slow disk (`SlowDisk` wraps
+the real `os.fsync`), so the tests decide the order, not timing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -19,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.log import PendingRecord, Record, TopicPartition, TopicSpec
+from pipeline.log import GroupOffsets, LogError, PendingRecord, Record, TopicPartition, TopicSpec
 from pipeline.log.embedded import EmbeddedLog
 from pipeline.log.embedded import log as embedded_log_module
 from pipeline.log.embedded.segments import CLEANED_SUFFIX, finish_compaction, run_compaction
@@ -200,3 +203,166 @@ def test_appends_interleaved_with_a_compaction_keep_every_offset_and_newest_valu
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(scenario(Path(directory)))
+
+
+class SlowDisk:
+    """`os.fsync` standing in for a slow or failing disk: an fsync in a worker thread whose path
+    `matches` waits for `release` (or raises `fail`); one on the event loop's thread is recorded
+    in `on_loop`, the stall this module is about. The real fsync runs in every other case."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, matches: Callable[[str, int], bool]) -> None:
+        self.matches = matches
+        self.seen: dict[str, int] = {}
+        self.on_loop: list[str] = []
+        self.synced: list[str] = []
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.fail: OSError | None = None
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if threading.current_thread() is threading.main_thread():
+                self.on_loop.append(path)
+            else:
+                self.seen[path] = self.seen.get(path, 0) + 1
+                if self.matches(path, self.seen[path]):
+                    self.held.set()
+                    self.release.wait()
+                    if self.fail is not None:
+                        raise self.fail
+            real(fd)
+            self.synced.append(path)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    async def reached_or(self, task: asyncio.Task[_T]) -> None:
+        """Wait until an fsync is held, or `task` finished without one (the fsync ran on the loop)."""
+        held = asyncio.ensure_future(asyncio.to_thread(self.held.wait))
+        await asyncio.wait({held, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not held.done():
+            self.held.set()
+            self.release.set()
+            await held
+
+
+async def test_a_transaction_fsyncs_in_threads_and_shows_its_records_only_once_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("out", 1), TopicSpec("other", 1), TopicSpec("in", 1)])
+        out, other = TopicPartition("out", 0), TopicPartition("other", 0)
+        producer = log.transactional_producer("router-0")
+        await producer.start()
+        # Hold the fsync of the second intent written: the `committed` one, the commit point.
+        disk = SlowDisk(monkeypatch, lambda path, n: path.endswith("router-0.json.tmp") and n == 2)
+        offsets = GroupOffsets("router", {TopicPartition("in", 0): 7})
+        records = [PendingRecord(f"r{i}".encode(), partition=0) for i in range(3)]
+        commit = asyncio.create_task(producer.commit({"out": records}, offsets))
+        await disk.reached_or(commit)
+        assert not commit.done(), "the commit's fsyncs ran on the event loop"
+
+        # The loop goes on: an append elsewhere is acknowledged, a reader is answered.
+        assert (await log.append("other", b"elsewhere", partition=0)).offset == 0
+        assert await log.end_offsets([out, other]) == {out: 0, other: 1}
+        # The records are durable but the commit point is not: nobody sees them yet, and an
+        # append after them is written but not acknowledged before the transaction is.
+        behind = asyncio.create_task(log.append("out", b"after", partition=0))
+        reader = log.reader()
+        await reader.assign({out: 0})
+        assert (await reader.fetch(timeout_ms=0)).records == []
+        assert not behind.done()
+        assert await log.group_offsets("router") == {}
+
+        disk.release.set()
+        results = await commit
+        assert [r.offset for r in results] == [0, 1, 2]
+        assert (await behind).offset == 3
+        assert [r.value for r in (await reader.fetch(timeout_ms=0)).records] == [
+            b"r0",
+            b"r1",
+            b"r2",
+            b"after",
+        ]
+        await reader.close()
+        assert await log.group_offsets("router") == {TopicPartition("in", 0): 7}
+        assert not list((tmp_path / "log" / "transactions").iterdir())
+        assert disk.on_loop == []
+    finally:
+        await log.close()
+
+
+async def test_a_new_segment_is_fsynced_in_the_group_fsync_before_its_records_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EmbeddedLog(tmp_path / "log", segment_bytes=256)
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("t", 1)])
+        tp = TopicPartition("t", 0)
+        await log.append("t", b"x" * 100, partition=0)
+        partition_dir = str(tmp_path / "log" / "topics" / "t" / "0")
+        disk = SlowDisk(monkeypatch, lambda path, _: path == partition_dir)
+        batch = [PendingRecord(b"y" * 100, partition=0) for _ in range(3)]
+        rolling = asyncio.create_task(log.append_many("t", batch))
+        await disk.reached_or(rolling)
+        assert not rolling.done(), "the new segment's fsyncs ran on the event loop"
+        assert len(log.partition(tp).segments) > 1
+        assert await log.end_offsets([tp]) == {tp: 1}
+
+        disk.release.set()
+        assert [r.offset for r in await rolling] == [1, 2, 3]
+        assert await log.end_offsets([tp]) == {tp: 4}
+        assert partition_dir in disk.synced
+        closed = [str(segment.path) for segment in log.partition(tp).segments[:-1]]
+        assert set(closed) <= set(disk.synced)
+        assert disk.on_loop == []
+    finally:
+        await log.close()
+
+
+async def test_a_failed_directory_fsync_fails_the_roll_and_the_next_sync_does_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EmbeddedLog(tmp_path / "log", segment_bytes=256)
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("t", 1)])
+        tp = TopicPartition("t", 0)
+        partition_dir = str(tmp_path / "log" / "topics" / "t" / "0")
+        disk = SlowDisk(monkeypatch, lambda path, n: path == partition_dir and n == 1)
+        disk.fail = OSError(5, "Input/output error")
+        disk.release.set()
+        with pytest.raises(LogError, match="Input/output error"):
+            await log.append_many("t", [PendingRecord(b"y" * 100, partition=0) for _ in range(4)])
+        assert await log.end_offsets([tp]) == {tp: 0}
+        assert partition_dir not in disk.synced
+
+        await log.append("t", b"z", partition=0)
+        assert partition_dir in disk.synced
+        assert await log.end_offsets([tp]) == {tp: 5}
+        assert disk.on_loop == []
+    finally:
+        await log.close()
+
+
+async def test_a_retention_pass_rolls_and_deletes_without_an_fsync_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("aged", 1, retention_ms=1, segment_ms=1)])
+        tp = TopicPartition("aged", 0)
+        results = await log.append_many("aged", [PendingRecord(b"v", partition=0) for _ in range(3)])
+        disk = SlowDisk(monkeypatch, lambda _path, _n: False)
+        report = await log.retention_pass(now_ms=results[-1].timestamp_ms + 1000)
+        assert (report.deleted_segments, report.deleted_records) == (1, 3)
+        assert await log.beginning_offsets([tp]) == {tp: 3}
+        assert str(tmp_path / "log" / "topics" / "aged" / "0") in disk.synced
+        assert disk.on_loop == []
+        assert (await log.append("aged", b"next", partition=0)).offset == 3
+    finally:
+        await log.close()

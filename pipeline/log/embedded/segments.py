@@ -315,13 +315,16 @@ class PartitionLog:
         "_bases",
         "compacting",
         "directory",
+        "directory_dirty",
         "durable_offset",
         "fsync",
+        "hold_from",
         "last_timestamp",
         "next_offset",
         "partition",
         "segments",
         "topic",
+        "unsynced",
     )
 
     def __init__(self, topic: str, partition: int, directory: Path, fsync: bool) -> None:
@@ -338,6 +341,12 @@ class PartitionLog:
         self.last_timestamp = 0
         # A compaction runs in a thread for this partition: no second one may plan meanwhile.
         self.compacting = False
+        # An unfinished transaction wrote from this offset: nothing from it on is visible yet.
+        self.hold_from: int | None = None
+        # Rolled while the group fsync does the syncing: descriptors (duplicates) of closed
+        # segments it has yet to fsync, and whether the directory (a new segment) needs one.
+        self.unsynced: list[int] = []
+        self.directory_dirty = False
 
     @classmethod
     def open(cls, topic: str, partition: int, directory: Path, fsync: bool) -> tuple[PartitionLog, int]:
@@ -378,8 +387,10 @@ class PartitionLog:
 
     @property
     def visible_offset(self) -> int:
-        """The end readers see: every record with fsync off, the durable ones with it on."""
-        return min(self.durable_offset, self.next_offset) if self.fsync else self.next_offset
+        """The end readers see: every record with fsync off, the durable ones with it on, and
+        none from an unfinished transaction's first record on."""
+        end = min(self.durable_offset, self.next_offset) if self.fsync else self.next_offset
+        return end if self.hold_from is None else min(end, self.hold_from)
 
     def synced(self, offset: int) -> None:
         """A group fsync covered every record below `offset`."""
@@ -388,20 +399,44 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def roll_if_older(self, now_ms: int, segment_ms: int) -> None:
+    def roll_if_older(self, now_ms: int, segment_ms: int, *, defer: bool = False) -> bool:
         """Start a new segment when the active one's first record is `segment_ms` old (Kafka's rule)."""
         active = self.active
         if active.offsets and now_ms - active.timestamps[0] >= segment_ms:
-            self.roll()
+            self.roll(defer=defer)
+            return True
+        return False
 
-    def roll(self) -> None:
-        """Close the active segment (fsynced, index written) and start one at the log-end offset."""
-        self.active.sync()
-        self.active.close()
-        self.active.write_index()
-        self.durable_offset = self.next_offset
-        self.segments.append(Segment.create(self.directory, self.next_offset, self.fsync))
+    def roll(self, *, defer: bool = False) -> None:
+        """Close the active segment (index written) and start one at the log-end offset.
+
+        The closed segment and the directory are fsynced here, or with `defer` (and fsync on) by
+        the next group fsync, which takes them from `unsynced` / `directory_dirty`: the records
+        of either segment are durable, and visible, only once it returned.
+        """
+        closing = self.active
+        deferring = defer and self.fsync
+        if deferring:
+            self.unsynced.append(os.dup(closing.fd()))
+            self.directory_dirty = True
+        else:
+            self.sync_deferred()
+            closing.sync()
+            self.durable_offset = self.next_offset
+        closing.close()
+        closing.write_index()
+        self.segments.append(Segment.create(self.directory, self.next_offset, self.fsync and not deferring))
         self._bases.append(self.next_offset)
+
+    def sync_deferred(self) -> None:
+        """Fsync here what deferred rolls left to the group fsync (a roll or close that cannot wait)."""
+        while self.unsynced:
+            fd = self.unsynced[0]
+            os.fsync(fd)
+            os.close(self.unsynced.pop(0))
+        if self.directory_dirty:
+            fsync_directory(self.directory)
+            self.directory_dirty = False
 
     def truncate_to(self, offset: int) -> int:
         """Remove every record at or after `offset` (an unfinished transaction); returns how many.
@@ -438,7 +473,7 @@ class PartitionLog:
 
         `sync=False` leaves the fsync to the caller's group fsync (`pipeline.log.embedded.syncing`).
         """
-        self.roll_if_older(now_ms, segment_ms)
+        self.roll_if_older(now_ms, segment_ms, defer=not sync)
         timestamp = max(now_ms, self.last_timestamp)
         placed: list[tuple[int, int]] = []
         chunk: list[tuple[int, int, bytes]] = []
@@ -450,7 +485,7 @@ class PartitionLog:
                 if chunk:
                     self._write(chunk, timestamp, sync)
                     chunk, chunk_bytes = [], 0
-                self.roll()
+                self.roll(defer=not sync)
             chunk.append((offset, timestamp, frame))
             chunk_bytes += len(frame)
             placed.append((offset, timestamp))
@@ -488,9 +523,12 @@ class PartitionLog:
         return None
 
     def delete_retention(
-        self, now_ms: int, retention_ms: int | None, retention_bytes: int | None
+        self, now_ms: int, retention_ms: int | None, retention_bytes: int | None, *, defer: bool = False
     ) -> RetentionOutcome:
-        """Delete whole segments past `retention.ms` or beyond `retention.bytes`; moves log-start."""
+        """Delete whole segments past `retention.ms` or beyond `retention.bytes`; moves log-start.
+
+        `defer` leaves the fsyncs of a roll (every segment expired) to the group fsync (`roll`).
+        """
         doomed = 0
         if retention_ms is not None and retention_ms >= 0:
             for segment in self.segments:
@@ -510,7 +548,7 @@ class PartitionLog:
         if doomed == 0:
             return RetentionOutcome(0, 0, 0)
         if doomed == len(self.segments):
-            self.roll()
+            self.roll(defer=defer)
         removed = self.segments[:doomed]
         del self.segments[:doomed]
         del self._bases[:doomed]
@@ -536,8 +574,9 @@ class PartitionLog:
     def plan_compaction(self, now_ms: int, tombstone_retention_ms: int) -> CompactionPlan | None:
         """What a compaction may read and rewrite, captured now (None when nothing is closed).
 
-        Only the closed segments are rewritten; the active one is scanned up to its durable end
-        too, so its newer values supersede theirs. Records not durable yet supersede nothing.
+        Only the closed segments are rewritten; the active one is read too, so its newer values
+        supersede theirs. Records not visible yet (not durable, or an unfinished transaction's)
+        supersede nothing and are kept.
         """
         if len(self.segments) < 2 or self.compacting:
             return None
@@ -545,7 +584,7 @@ class PartitionLog:
         scans = [
             _Scan(segment.path, len(segment.offsets), segment.size)
             for segment in self.segments
-            if segment.offsets and segment.offsets[0] < limit
+            if segment.offsets
         ]
         return CompactionPlan(
             self.topic,
@@ -585,16 +624,17 @@ class PartitionLog:
         return RetentionOutcome(deleted, 0, compacted.removed_records)
 
     def close(self) -> None:
+        self.sync_deferred()
         for segment in self.segments:
             segment.sync()
             segment.close()
 
 
 class _Scan(NamedTuple):
-    """A segment's first `count` records (`size` bytes), as a compaction reads them."""
+    """A segment's first `records` records (`size` bytes), as a compaction reads them."""
 
     path: Path
-    count: int
+    records: int
     size: int
 
 
@@ -630,7 +670,7 @@ def _read_all(topic: str, partition: int, scan: _Scan) -> list[Record]:
     """A segment's first records, through a descriptor of this thread's own."""
     fd = os.open(scan.path, os.O_RDONLY)
     try:
-        return _decode_frames(topic, partition, os.pread(fd, scan.size, 0), scan.count)
+        return _decode_frames(topic, partition, os.pread(fd, scan.size, 0), scan.records)
     finally:
         os.close(fd)
 
@@ -655,8 +695,11 @@ def run_compaction(plan: CompactionPlan) -> Compacted:
         keep = [
             r
             for r in by_path.get(segment.path, [])
-            if latest.get(r.key) == r.offset
-            and (r.value is not None or plan.now_ms - r.timestamp_ms < plan.tombstone_retention_ms)
+            if r.offset >= limit
+            or (
+                latest.get(r.key) == r.offset
+                and (r.value is not None or plan.now_ms - r.timestamp_ms < plan.tombstone_retention_ms)
+            )
         ]
         dropped = len(segment.offsets) - len(keep)
         if not segment.offsets or not dropped:
