@@ -366,3 +366,31 @@ async def test_a_retention_pass_rolls_and_deletes_without_an_fsync_on_the_loop(
         assert (await log.append("aged", b"next", partition=0)).offset == 3
     finally:
         await log.close()
+
+
+async def test_a_cancelled_commit_still_finishes_whole_before_its_caller_sees_the_cancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        await log.create_topics([TopicSpec("out", 1), TopicSpec("in", 1)])
+        out = TopicPartition("out", 0)
+        producer = log.transactional_producer("router-0")
+        await producer.start()
+        disk = SlowDisk(monkeypatch, lambda path, n: path.endswith("router-0.json.tmp") and n == 2)
+        offsets = GroupOffsets("router", {TopicPartition("in", 0): 2})
+        commit = asyncio.create_task(producer.commit({"out": [PendingRecord(b"a", partition=0)]}, offsets))
+        await disk.reached_or(commit)
+        commit.cancel()
+        await asyncio.sleep(0)
+        assert not commit.done()
+        assert await log.end_offsets([out]) == {out: 0}
+        disk.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await commit
+        assert await log.end_offsets([out]) == {out: 1}
+        assert await log.group_offsets("router") == {TopicPartition("in", 0): 2}
+        assert not list((tmp_path / "log" / "transactions").iterdir())
+    finally:
+        await log.close()
