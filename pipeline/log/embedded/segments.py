@@ -666,68 +666,84 @@ class Compacted(NamedTuple):
                 new.path.with_name(new.path.name + CLEANED_SUFFIX).unlink(missing_ok=True)
 
 
-def _read_all(topic: str, partition: int, scan: _Scan) -> list[Record]:
-    """A segment's first records, through a descriptor of this thread's own."""
+def _read_prefix(scan: _Scan) -> bytes:
+    """A segment's first `scan.size` bytes, through a descriptor of this thread's own."""
     fd = os.open(scan.path, os.O_RDONLY)
     try:
-        return _decode_frames(topic, partition, os.pread(fd, scan.size, 0), scan.records)
+        return os.pread(fd, scan.size, 0)
     finally:
         os.close(fd)
+
+
+def _frame_keys(data: bytes, count: int) -> Iterator[tuple[int, int, bytes | None, bool, int, int]]:
+    """`(offset, timestamp, key, tombstone, start, end)` of the first `count` frames of `data`.
+
+    No `Record` is built: a compaction of 100,000 records that kept them all alive set off full
+    garbage collections (45-90 ms, every thread stopped) from its worker thread.
+    """
+    pos = 0
+    for _ in range(count):
+        length = _PREFIX.unpack_from(data, pos)[0]
+        start = pos + _PREFIX.size
+        offset, timestamp, key_len, value_len, _headers = _BODY.unpack_from(data, start)
+        cursor = start + _BODY.size
+        key = data[cursor : cursor + key_len] if key_len >= 0 else None
+        end = start + length
+        yield offset, timestamp, key, value_len < 0, pos, end
+        pos = end
 
 
 def run_compaction(plan: CompactionPlan) -> Compacted:
     """Read and rewrite the planned segments; safe in a worker thread while the loop appends.
 
-    It reads only bytes that never change (closed segments, the active one's durable prefix) and
-    writes only `.cleaned` files; the loop's segments are untouched until `swap_compacted`.
+    It reads only bytes that never change (closed segments, the active one's prefix written
+    before the plan) and writes only `.cleaned` files; the loop's segments are untouched until
+    `swap_compacted`. Kept frames are copied byte for byte.
     """
-    topic, partition, limit = plan.topic, plan.partition, plan.limit
+    limit = plan.limit
     latest: dict[bytes | None, int] = {}
-    by_path: dict[Path, list[Record]] = {}
+    contents: dict[Path, tuple[bytes, int]] = {}
     for scan in plan.scans:
-        records = by_path[scan.path] = _read_all(topic, partition, scan)
-        for record in records:
-            if record.offset < limit:
-                latest[record.key] = record.offset
+        data = _read_prefix(scan)
+        contents[scan.path] = (data, scan.records)
+        for offset, _, key, _, _, _ in _frame_keys(data, scan.records):
+            if offset < limit:
+                latest[key] = offset
     replacements: list[Segment | None] = []
     removed = 0
     for position, segment in enumerate(plan.sealed):
-        keep = [
-            r
-            for r in by_path.get(segment.path, [])
-            if r.offset >= limit
-            or (
-                latest.get(r.key) == r.offset
-                and (r.value is not None or plan.now_ms - r.timestamp_ms < plan.tombstone_retention_ms)
-            )
-        ]
-        dropped = len(segment.offsets) - len(keep)
+        data, count = contents.get(segment.path, (b"", 0))
+        kept = bytearray()
+        rewritten = Segment(segment.path, segment.base)
+        for offset, timestamp, key, tombstone, start, end in _frame_keys(data, count):
+            if offset >= limit or (
+                latest.get(key) == offset
+                and (not tombstone or plan.now_ms - timestamp < plan.tombstone_retention_ms)
+            ):
+                rewritten.offsets.append(offset)
+                rewritten.positions.append(len(kept))
+                rewritten.timestamps.append(timestamp)
+                kept += data[start:end]
+        rewritten.size = len(kept)
+        dropped = len(segment.offsets) - len(rewritten.offsets)
         if not segment.offsets or not dropped:
             replacements.append(segment)
-        elif not keep and position > 0:
+        elif not kept and position > 0:
             replacements.append(None)
         else:
-            replacements.append(_write_cleaned(segment, keep))
+            _write_cleaned(rewritten, kept)
+            replacements.append(rewritten)
         if segment.offsets:
             removed += dropped
     return Compacted(plan, replacements, removed)
 
 
-def _write_cleaned(segment: Segment, keep: list[Record]) -> Segment:
-    """`keep` written and fsynced as `<segment>.cleaned`; returned indexed, under the segment's name."""
-    rewritten = Segment(segment.path, segment.base)
-    cleaned = segment.path.with_name(segment.path.name + CLEANED_SUFFIX)
-    with cleaned.open("wb") as out:
-        for r in keep:
-            frame = encode_frame(r.offset, r.timestamp_ms, r.key, r.value, r.headers)
-            rewritten.offsets.append(r.offset)
-            rewritten.positions.append(rewritten.size)
-            rewritten.timestamps.append(r.timestamp_ms)
-            rewritten.size += len(frame)
-            out.write(frame)
+def _write_cleaned(rewritten: Segment, kept: bytearray) -> None:
+    """`kept` written and fsynced as `<segment>.cleaned`, for the swap to rename."""
+    with rewritten.path.with_name(rewritten.path.name + CLEANED_SUFFIX).open("wb") as out:
+        out.write(kept)
         out.flush()
         os.fsync(out.fileno())
-    return rewritten
 
 
 def finish_compaction(compacted: Compacted) -> None:
