@@ -32,13 +32,15 @@ LISTENER_ERRORS = Counter(
 
 
 class GroupState:
-    __slots__ = ("lock", "members", "name", "next_member", "offsets")
+    __slots__ = ("lock", "members", "name", "next_member", "offsets", "write_lock")
 
     def __init__(self, name: str, offsets: dict[TopicPartition, int]) -> None:
         self.name = name
         self.offsets = offsets
         self.members: list[EmbeddedGroupMember] = []
         self.lock = asyncio.Lock()
+        # One write of the offsets file at a time (each in a thread), the newest offsets last.
+        self.write_lock = asyncio.Lock()
         self.next_member = 0
 
 
@@ -95,7 +97,7 @@ class EmbeddedGroupMember(Fetcher, GroupConsumer):
         self.position_map[tp] = offset
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self._log.store_group_offsets(self.group_id, offsets)
+        await self._log.persist_group_offsets(self.group_id, offsets)
 
     async def committed(self, tp: TopicPartition) -> int | None:
         self._log.require_started()

@@ -6,9 +6,11 @@ gap reports, consumer groups with committed offsets and rebalance callbacks, tra
 fencing per transactional id. Durability: every append is written to the OS before it is
 acknowledged (it survives a process crash); with `fsync=True` (the service's default) records,
 group offsets and the directories that name them are fsynced before the acknowledgement too, so
-they also survive a power loss. Plain appends share a group fsync run in a thread
-(`syncing.GroupSync`), so the loop never waits on the disk; readers see a record only once it is
-durable. A lock file keeps a second process (a second replica) out.
+they also survive a power loss. Appends (a transaction's records too) share a group fsync run in a
+thread (`syncing.GroupSync`), which also covers the segments a roll closed and created, and the
+other fsyncs (transaction intents, group offsets, compaction) run in threads as well, so the loop
+never waits on the disk; readers see a record only once it is durable (and a transaction's only
+once it committed). A lock file keeps a second process (a second replica) out.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from prometheus_client import Counter
 
@@ -50,14 +53,23 @@ from pipeline.log.api import (
 from pipeline.log.embedded.files import previous_version, spec_to_json, write_json
 from pipeline.log.embedded.groups import EmbeddedGroupMember, GroupState, load_group_offsets, rebalance
 from pipeline.log.embedded.reading import EmbeddedReader
-from pipeline.log.embedded.segments import PartitionLog, RetentionOutcome, fsync_directory
-from pipeline.log.embedded.syncing import GroupSync
+from pipeline.log.embedded.segments import (
+    PartitionLog,
+    RetentionOutcome,
+    finish_compaction,
+    fsync_directory,
+    run_compaction,
+)
+from pipeline.log.embedded.syncing import GroupSync, in_thread
 from pipeline.log.embedded.transactions import (
     EmbeddedTransactionalProducer,
     recover_transactions,
 )
 
 logger = logging.getLogger(__name__)
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
@@ -96,6 +108,18 @@ class RetentionReport(NamedTuple):
     deleted_segments: int
     deleted_records: int
     compacted_records: int
+
+
+def _report(outcomes: Sequence[RetentionOutcome]) -> RetentionReport:
+    """Add up a pass's outcomes, and count them."""
+    report = (
+        RetentionReport(*(sum(column) for column in zip(*outcomes, strict=True)))
+        if outcomes
+        else RetentionReport(0, 0, 0)
+    )
+    RETENTION_DELETED_SEGMENTS.inc(report.deleted_segments)
+    COMPACTED_RECORDS.inc(report.compacted_records)
+    return report
 
 
 def _now_ms() -> int:
@@ -158,9 +182,12 @@ class EmbeddedLog(Log):
         self._epochs: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
+        self._thread_step: asyncio.Future[Any] | None = None
         self._group_sync: GroupSync[tuple[OpenTopic, PartitionLog], list[_SyncJob]] = GroupSync(
             _begin_sync, _run_sync, _end_sync
         )
+        self._holds: dict[PartitionLog, asyncio.Future[None]] = {}
+        self.transaction_lock = asyncio.Lock()
 
     # lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -183,6 +210,10 @@ class EmbeddedLog(Log):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
             self._retention_task = None
+        if self._thread_step is not None:
+            with contextlib.suppress(Exception):
+                await self._thread_step
+            self._thread_step = None
         await self._group_sync.drain()
         await self._close_owners()
         for topic in self._topics.values():
@@ -321,14 +352,31 @@ class EmbeddedLog(Log):
 
     # writing --------------------------------------------------------------------------------
     async def _append(self, placement: Placement) -> list[AppendResult]:
-        """Write now, acknowledge once durable: the group fsync that began after the write returned."""
+        """Write now, acknowledge once durable: the group fsync that began after the write returned.
+
+        Records written after an unfinished transaction's (on one of its partitions) are
+        acknowledged only once it finished: a crash before its commit point rolls them back too.
+        """
         placed = self.placed(placement)
-        if not self.fsync:
-            return self.write_placed(placed)
-        results = self.write_placed(placed, sync=False)
-        ticket = 0
+        results = await self.write_durably([placed])
         for number in placed.by_partition:
-            ticket = self._group_sync.written((placed.topic, placed.topic.partitions[number]))
+            partition = placed.topic.partitions[number]
+            last = max(r.offset for r in results if r.partition == number)
+            while (held := self._holds.get(partition)) is not None and last >= (partition.hold_from or 0):
+                await asyncio.shield(held)
+        return results
+
+    async def write_durably(self, placed: Sequence[Placed]) -> list[AppendResult]:
+        """Write now (offsets in order), return once a group fsync begun after the write returned."""
+        if not self.fsync:
+            return [result for p in placed for result in self.write_placed(p)]
+        results = [result for p in placed for result in self.write_placed(p, sync=False)]
+        ticket = 0
+        for p in placed:
+            for number in p.by_partition:
+                ticket = self._group_sync.written((p.topic, p.topic.partitions[number]))
+        if not ticket:
+            return results
         durable = asyncio.ensure_future(self._group_sync.durable(ticket))
         try:
             await asyncio.shield(durable)
@@ -340,8 +388,31 @@ class EmbeddedLog(Log):
                 await durable
             raise
         except OSError as exc:
-            raise LogError(f"cannot fsync {placed.topic.spec.name}: {exc.strerror or exc}") from exc
+            names = ", ".join(sorted({p.topic.spec.name for p in placed}))
+            raise LogError(f"cannot fsync {names}: {exc.strerror or exc}") from exc
         return results
+
+    @contextlib.contextmanager
+    def holding(self, placed: Sequence[Placed]) -> Iterator[None]:
+        """Keep what is written to `placed`'s partitions from now on invisible until the block ends.
+
+        A transaction holds its partitions from before its intent is written until its commit
+        point, so no reader sees part of it and no append after it is acknowledged before it.
+        One transaction at a time (`transaction_lock`), so holds never overlap.
+        """
+        held = {(p.topic, p.topic.partitions[number]) for p in placed for number in p.by_partition}
+        released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for _, partition in held:
+            partition.hold_from = partition.next_offset
+            self._holds[partition] = released
+        try:
+            yield
+        finally:
+            for topic, partition in held:
+                partition.hold_from = None
+                del self._holds[partition]
+                topic.wake()
+            released.set_result(None)
 
     def placed(self, placement: Placement) -> Placed:
         """Checked records grouped by partition; keyless records without one go round-robin."""
@@ -411,36 +482,94 @@ class EmbeddedLog(Log):
 
     # retention ------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> RetentionReport:
-        """Apply retention.ms / retention.bytes and compaction to every partition now.
+        """Apply retention.ms / retention.bytes and compaction to every partition now, in one go.
 
-        Runs periodically on a background task; tests call it with an explicit `now_ms` to age the
-        log deterministically. Segments older than `segment.ms` are rolled first, as Kafka would on
-        the next append, so an idle topic still ages out.
+        Tests call it with an explicit `now_ms` to age the log deterministically; the background
+        task runs `retention_pass`, the same with compaction's reading and writing in a thread.
+        Segments older than `segment.ms` are rolled first, as Kafka would on the next append, so
+        an idle topic still ages out.
         """
         self._require_started()
         now = _now_ms() if now_ms is None else now_ms
-        totals = [0, 0, 0]
-        for topic in self._topics.values():
+        outcomes: list[RetentionOutcome] = []
+        for topic, partition in self._retention_targets(now):
+            if topic.spec.cleanup_policy == "compact":
+                outcomes.append(partition.compact(now, self.tombstone_retention_ms))
+            else:
+                outcomes.append(self._delete_retention(topic, partition, now))
+        return _report(outcomes)
+
+    async def retention_pass(self, now_ms: int | None = None) -> RetentionReport:
+        """`enforce_retention` without holding the loop: compaction reads and writes in a thread.
+
+        Appends and reads go on meanwhile; only the swap of a partition's segment list happens on
+        the loop (`PartitionLog.swap_compacted`). Closing the log waits for the thread's step.
+        """
+        self._require_started()
+        now = _now_ms() if now_ms is None else now_ms
+        outcomes: list[RetentionOutcome] = []
+        targets = self._retention_targets(now, defer=True)
+        compacted_targets = []
+        for topic, partition in targets:
+            if topic.spec.cleanup_policy == "compact":
+                compacted_targets.append(partition)
+            else:
+                outcomes.append(self._delete_retention(topic, partition, now, defer=True))
+        ticket = 0
+        for key in targets:
+            if key[1].unsynced or key[1].directory_dirty:
+                ticket = self._group_sync.written(key)
+        if ticket:
+            await self._group_sync.durable(ticket)
+        for partition in compacted_targets:
+            plan = partition.plan_compaction(now, self.tombstone_retention_ms)
+            if plan is None:
+                continue
+            partition.compacting = True
+            try:
+                compacted = await self._in_thread(run_compaction, plan)
+                if not self.started:
+                    compacted.discard()
+                    break
+                outcomes.append(partition.swap_compacted(compacted))
+                await self._in_thread(finish_compaction, compacted)
+            finally:
+                partition.compacting = False
+        return _report(outcomes)
+
+    async def _in_thread(self, work: Callable[[_A], _R], arg: _A) -> _R:
+        """`work(arg)` in a worker thread that `close` waits for, even when this task is cancelled."""
+        step = asyncio.ensure_future(asyncio.to_thread(work, arg))
+        self._thread_step = step
+        try:
+            return await asyncio.shield(step)
+        finally:
+            if step.done():
+                self._thread_step = None
+
+    def _retention_targets(self, now_ms: int, *, defer: bool = False) -> list[tuple[OpenTopic, PartitionLog]]:
+        """Every partition, each rolled first when its active segment is `segment.ms` old (with
+        `defer`, its fsyncs left to the group fsync)."""
+        targets = []
+        for topic in list(self._topics.values()):
             spec = topic.spec
             segment_ms = spec.segment_ms if spec.segment_ms is not None else DEFAULT_SEGMENT_MS
             for partition in topic.partitions:
-                partition.roll_if_older(now, segment_ms)
-                outcome: RetentionOutcome
-                if spec.cleanup_policy == "compact":
-                    outcome = partition.compact(now, self.tombstone_retention_ms)
-                else:
-                    outcome = partition.delete_retention(now, spec.retention_ms, spec.retention_bytes)
-                for i, value in enumerate(outcome):
-                    totals[i] += value
-        RETENTION_DELETED_SEGMENTS.inc(totals[0])
-        COMPACTED_RECORDS.inc(totals[2])
-        return RetentionReport(*totals)
+                partition.roll_if_older(now_ms, segment_ms, defer=defer)
+                targets.append((topic, partition))
+        return targets
+
+    def _delete_retention(
+        self, topic: OpenTopic, partition: PartitionLog, now_ms: int, *, defer: bool = False
+    ) -> RetentionOutcome:
+        spec = topic.spec
+        return partition.delete_retention(now_ms, spec.retention_ms, spec.retention_bytes, defer=defer)
 
     async def _retention_loop(self) -> None:
         while True:
             await asyncio.sleep(self.retention_interval_s)
             try:
-                self.enforce_retention()
+                await self.retention_pass()
             except OSError:
                 logger.exception("embedded log: retention pass failed; retrying next interval")
 
@@ -460,9 +589,14 @@ class EmbeddedLog(Log):
         return group
 
     def _persist_group(self, group: GroupState) -> None:
+        path, content = self._group_file(group)
+        write_json(path, content, fsync=self.fsync, keep_previous=True)
+
+    def _group_file(self, group: GroupState) -> tuple[Path, dict[str, Any]]:
+        """Where a group's offsets live, and their content now."""
         path = self.directory / "groups" / f"{urllib.parse.quote(group.name, safe='')}.json"
         entries = [[tp.topic, tp.partition, offset] for tp, offset in sorted(group.offsets.items())]
-        write_json(path, {"group": group.name, "offsets": entries}, fsync=self.fsync, keep_previous=True)
+        return path, {"group": group.name, "offsets": entries}
 
     async def list_groups(self) -> list[str]:
         self._require_started()
@@ -481,7 +615,15 @@ class EmbeddedLog(Log):
                 f"group {group_id!r} has {len(group.members)} active members; "
                 "stop them before committing offsets from outside"
             )
-        self.store_group_offsets(group_id, offsets)
+        await self.persist_group_offsets(group_id, offsets)
+
+    async def persist_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """`store_group_offsets` with the file written (and fsynced) in a worker thread."""
+        group = self.group(group_id)
+        group.offsets.update(offsets)
+        async with group.write_lock:
+            path, content = self._group_file(group)
+            await in_thread(partial(write_json, path, content, self.fsync, keep_previous=True))
 
     def store_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Store checked offsets durably (`Log.commit_group_offsets`, `GroupConsumer.commit`, a
@@ -505,11 +647,14 @@ class EmbeddedLog(Log):
 
 class _SyncJob(NamedTuple):
     """One partition in a group fsync: a duplicate of its segment's descriptor (the loop may
-    roll and close the segment while the thread syncs) and the offset the sync makes durable."""
+    roll and close the segment while the thread syncs), those of segments rolled since the last
+    sync, the directory when a roll created a segment in it, and the offset the sync makes durable."""
 
     topic: OpenTopic
     partition: PartitionLog
     fd: int
+    closed: list[int]
+    directory: Path | None
     end: int
 
 
@@ -517,23 +662,36 @@ def _begin_sync(written: Collection[tuple[OpenTopic, PartitionLog]]) -> list[_Sy
     jobs: list[_SyncJob] = []
     try:
         for topic, partition in written:
-            jobs.append(_SyncJob(topic, partition, os.dup(partition.active.fd()), partition.next_offset))
+            fd = os.dup(partition.active.fd())
+            closed, partition.unsynced = partition.unsynced, []
+            directory = partition.directory if partition.directory_dirty else None
+            partition.directory_dirty = False
+            jobs.append(_SyncJob(topic, partition, fd, closed, directory, partition.next_offset))
     except OSError:
-        for job in jobs:
-            os.close(job.fd)
+        _end_sync(jobs, False)
         raise
     return jobs
 
 
 def _run_sync(jobs: list[_SyncJob]) -> None:
     for job in jobs:
+        for fd in job.closed:
+            os.fsync(fd)
         os.fsync(job.fd)
+        if job.directory is not None:
+            fsync_directory(job.directory)
 
 
 def _end_sync(jobs: list[_SyncJob], ok: bool) -> None:
-    """Close the duplicates; after a good sync the records are visible: wake their readers."""
+    """Close the duplicates; after a good sync the records are visible: wake their readers.
+    After a failed one, the rolled segments and the directory wait for the next sync again."""
     for job in jobs:
         os.close(job.fd)
         if ok:
+            for fd in job.closed:
+                os.close(fd)
             job.partition.synced(job.end)
             job.topic.wake()
+        else:
+            job.partition.unsynced[:0] = job.closed
+            job.partition.directory_dirty |= job.directory is not None

@@ -15,15 +15,17 @@ does (which files, what counts as durable afterwards) is the caller's `begin` / 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Collection
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import Counter
 
-__all__ = ["FSYNCS", "GroupSync"]
+__all__ = ["FSYNCS", "GroupSync", "in_thread"]
 
 K = TypeVar("K")
 J = TypeVar("J")
+R = TypeVar("R")
 
 FSYNCS = Counter(
     "reverser_log_embedded_group_fsyncs",
@@ -117,3 +119,18 @@ class GroupSync(Generic[K, J]):
                 else:
                     waiter.set_exception(OSError(failure.errno, failure.strerror))
         self._waiters = waiting
+
+
+async def in_thread(work: Callable[..., R], *args: Any) -> R:
+    """`work(*args)` in a worker thread, off the loop; a cancelled caller still waits for it.
+
+    A thread cannot be stopped: returning early would let the next writer of the same file (a
+    transaction intent, a group's offsets) start while this one still writes.
+    """
+    step = asyncio.ensure_future(asyncio.to_thread(work, *args))
+    try:
+        return await asyncio.shield(step)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await step
+        raise

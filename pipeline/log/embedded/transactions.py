@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import urllib.parse
 from pathlib import Path
@@ -20,6 +22,7 @@ from pipeline.log.api import (
 )
 from pipeline.log.embedded.files import DAMAGED_FILES, group_offsets_of, read_json, write_json
 from pipeline.log.embedded.segments import fsync_directory
+from pipeline.log.embedded.syncing import in_thread
 from pipeline.log.faults import crash_point
 
 if TYPE_CHECKING:
@@ -55,67 +58,80 @@ class EmbeddedTransactionalProducer(TransactionalProducer):
     async def _commit(self, placements: list[Placement], offsets: GroupOffsets | None) -> list[AppendResult]:
         if self._epoch is None:
             raise LogError(f"transactional producer {self.transactional_id!r} is not started")
-        return commit_transaction(self._log, self.transactional_id, self._epoch, placements, offsets)
+        # Once begun, a commit runs to its end (as the synchronous one did): a caller cancelled
+        # meanwhile waits for it, so no transaction stops halfway in a running process.
+        work = asyncio.ensure_future(
+            commit_transaction(self._log, self.transactional_id, self._epoch, placements, offsets)
+        )
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await work
+            raise
 
     async def close(self) -> None:
         self._epoch = None
 
 
-def commit_transaction(
+async def commit_transaction(
     log: EmbeddedLog,
     transactional_id: str,
     epoch: int,
     placements: list[Placement],
     offsets: GroupOffsets | None,
 ) -> list[AppendResult]:
-    """Write a transaction all or nothing, across a crash at any point.
+    """Write a transaction all or nothing, across a crash at any point, without holding the loop.
 
-    Everything here is synchronous, so no reader sees a partial transaction while the process
-    runs. Across a crash, an intent file decides: written as `prepared` (with each partition's
-    end offset) before the records, replaced by `committed` (with the group offsets) once they
-    are written: the commit point. Opening the log rolls a `prepared` transaction back and
-    completes a `committed` one (`recover_transactions`). Records and offsets arrive checked
-    (`TransactionalProducer.commit`).
+    Every fsync runs in a worker thread. One transaction at a time; its partitions are held
+    (`EmbeddedLog.holding`) from before its intent until its commit point, so no reader sees part
+    of it and no append written after it is acknowledged before that point. Across a crash, an
+    intent file decides: written (and fsynced) as `prepared` (with each partition's end offset)
+    before the records, replaced by `committed` (with the group offsets) once they are durable:
+    the commit point. Opening the log rolls a `prepared` transaction back and completes a
+    `committed` one (`recover_transactions`). Returns once the records and offsets are durable.
+    Records and offsets arrive checked (`TransactionalProducer.commit`).
     """
     log.require_started()
-    newest = log.epoch(transactional_id)
-    if newest != epoch:
-        FENCED_WRITES.inc()
-        raise FencedError(
-            f"transactional id {transactional_id!r}: a newer producer (epoch "
-            f"{newest}) has started; this one (epoch {epoch}) is fenced"
-        )
-    placed = [log.placed(placement) for placement in placements]
-    intent_path = log.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
-    if placed:
-        ends = [
-            [p.topic.spec.name, number, p.topic.partitions[number].next_offset]
-            for p in placed
-            for number in p.by_partition
-        ]
-        write_json(intent_path, {"state": "prepared", "truncate": ends}, log.fsync)
-        crash_point("embedded-transaction-prepared")
-    results = [result for p in placed for result in log.write_placed(p)]
-    if offsets is None:
-        forget_intent(log, intent_path)
+    async with log.transaction_lock:
+        newest = log.epoch(transactional_id)
+        if newest != epoch:
+            FENCED_WRITES.inc()
+            raise FencedError(
+                f"transactional id {transactional_id!r}: a newer producer (epoch "
+                f"{newest}) has started; this one (epoch {epoch}) is fenced"
+            )
+        placed = [log.placed(placement) for placement in placements]
+        intent_path = log.directory / "transactions" / f"{urllib.parse.quote(transactional_id, safe='')}.json"
+        with log.holding(placed):
+            if placed:
+                ends = [
+                    [p.topic.spec.name, number, p.topic.partitions[number].next_offset]
+                    for p in placed
+                    for number in p.by_partition
+                ]
+                await in_thread(write_json, intent_path, {"state": "prepared", "truncate": ends}, log.fsync)
+                crash_point("embedded-transaction-prepared")
+            results = await log.write_durably(placed)
+            if offsets is None:
+                await in_thread(forget_intent, intent_path, log.fsync)
+                return results
+            crash_point("embedded-transaction-written")
+            entries = [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.offsets.items())]
+            if placed:
+                committed = {"state": "committed", "group": offsets.group_id, "offsets": entries}
+                await in_thread(write_json, intent_path, committed, log.fsync)
+                crash_point("embedded-transaction-committed")
+        await log.persist_group_offsets(offsets.group_id, offsets.offsets)
+        await in_thread(forget_intent, intent_path, log.fsync)
         return results
-    crash_point("embedded-transaction-written")
-    entries = [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.offsets.items())]
-    if placed:
-        write_json(
-            intent_path, {"state": "committed", "group": offsets.group_id, "offsets": entries}, log.fsync
-        )
-        crash_point("embedded-transaction-committed")
-    log.store_group_offsets(offsets.group_id, offsets.offsets)
-    forget_intent(log, intent_path)
-    return results
 
 
-def forget_intent(log: EmbeddedLog, path: Path) -> None:
+def forget_intent(path: Path, fsync: bool) -> None:
     """Remove a finished transaction's intent durably, so a power loss cannot replay it later."""
     if path.exists():
         path.unlink()
-        if log.fsync:
+        if fsync:
             fsync_directory(path.parent)
 
 
