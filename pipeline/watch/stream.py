@@ -23,6 +23,7 @@ import aiohttp
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings
+from pipeline.content import fastjson
 from pipeline.content.sanitize import (
     content_hash,
     is_terminating,
@@ -30,6 +31,7 @@ from pipeline.content.sanitize import (
     sanitize,
     sanitized_json,
 )
+from pipeline.content.watchline import decode_watch_line
 from pipeline.kube.client import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
@@ -169,6 +171,8 @@ class WatchStream:
         self._sealer = sealer
         # the payload is the canonical JSON itself: no coroutine to await per event
         self._plain = sealer is None and payload is None
+        # what the stream reads of a line, unless `payload` is handed the whole object
+        self._decode = fastjson.loads if payload is not None else decode_watch_line
         self._client = client
         self._log = log_
         self._topic = topic
@@ -341,7 +345,7 @@ class WatchStream:
 
     async def _open(self, query: list[tuple[str, str]]) -> WatchConnection:
         return await self._client.watch(
-            self._path, query, self._options.watch_timeout_s + 30.0, _count_undecodable
+            self._path, query, self._options.watch_timeout_s + 30.0, _count_undecodable, self._decode
         )
 
     async def _resume(self, resource_version: str) -> None:
