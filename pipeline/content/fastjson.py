@@ -57,7 +57,7 @@ def decoder(shape: type) -> Callable[[bytes], Any]:
     object), or that msgspec refuses, comes back whole from `loads`: more fields than the shape's,
     the ones it names the same.
     """
-    decode = msgspec.json.Decoder(shape).decode
+    decode: Callable[[bytes], Any] = msgspec.json.Decoder(shape).decode
 
     def decode_shaped(data: bytes) -> Any:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -99,7 +99,7 @@ def _written(event: Any) -> tuple[Any, ...]:
         return ("undecodable", isinstance(event, dict) and "object" in event)
     obj = event["object"]
     meta = _meta(obj)
-    read = (event.get("type"), obj.get("code"), obj.get("reason"), obj.get("message"))
+    read: tuple[Any, ...] = (event.get("type"), obj.get("code"), obj.get("reason"), obj.get("message"))
     read += tuple(repr(meta.get(key)) for key in sorted(STREAM_METADATA | {"annotations"}))
     try:
         canonical = sanitized_json(sanitize(obj))
@@ -131,7 +131,7 @@ def test_shaped_decoding_writes_what_the_whole_line_wrote(event: dict[str, Any])
 
 def test_the_bench_lines_write_the_same_records() -> None:
     for n, obj in enumerate(_updates()[:300]):
-        obj["metadata"]["resourceVersion"] = str(1000 + n)
+        cast(dict[str, Any], obj["metadata"])["resourceVersion"] = str(1000 + n)
         line = _line({"type": "MODIFIED", "object": obj})
         shaped = decode_watch_line(line)
         assert "managedFields" not in shaped["object"]["metadata"]
