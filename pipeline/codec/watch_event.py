@@ -196,6 +196,11 @@ def _live_parts(fields: LiveFields, parts: list[bytes]) -> None:
         *_text(uid),
         *_text(resource_version),
     )
+    _live_rest(labels, deleting, obj, parts)
+
+
+def _live_rest(labels: Mapping[str, str], deleting: bool, obj: bytes | None, parts: list[bytes]) -> None:
+    """Append a live event's fields after its identity (labels, deleting, object) to `parts`."""
     if labels:
         parts.append(write_long(len(labels)))
         for key, value in labels.items():
@@ -309,8 +314,31 @@ class WatchEventWriter:
         if observed_at_ms != last_ms:
             stamp = write_long(observed_at_ms)
             self._last_ms = (observed_at_ms, stamp)
-        parts = [self._prefix, stamp]
-        _live_parts(fields, parts)
+        # the identity's four strings are short: their one-byte lengths go in with them, in one
+        # list, rather than a call per string (a longer one raises IndexError: the general path)
+        event_type, namespace, name, uid, resource_version, labels, deleting, obj = fields
+        ns, nm, ui, rv = namespace.encode(), name.encode(), uid.encode(), resource_version.encode()
+        lengths = _ONE_BYTE_LENGTHS
+        try:
+            parts = [
+                self._prefix,
+                stamp,
+                b"\x00",
+                _EVENT_TYPES[event_type],
+                lengths[len(ns)],
+                ns,
+                lengths[len(nm)],
+                nm,
+                lengths[len(ui)],
+                ui,
+                lengths[len(rv)],
+                rv,
+            ]
+        except IndexError:
+            parts = [self._prefix, stamp]
+            _live_parts(fields, parts)
+            return b"".join(parts)
+        _live_rest(labels, deleting, obj, parts)
         return b"".join(parts)
 
     def encode_generic(self, body: Body, observed_at_ms: int) -> bytes:

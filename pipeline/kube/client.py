@@ -133,16 +133,21 @@ class WatchConnection:
     """An open watch response, read as one JSON event per line; lines may be arbitrarily long.
 
     An undecodable line is logged, skipped and reported to `on_undecodable`: the count belongs to
-    the caller (the watch stage's `reverser_watch_events_dropped_total`), not to this layer.
+    the caller (the watch stage's `reverser_watch_events_dropped_total`), not to this layer. Lines
+    are parsed by `decode` (`fastjson.loads`, or a decoder of only the fields the caller reads).
     """
 
-    __slots__ = ("_on_undecodable", "_response")
+    __slots__ = ("_decode", "_on_undecodable", "_response")
 
     def __init__(
-        self, response: aiohttp.ClientResponse, on_undecodable: Callable[[], None] = _ignore_undecodable
+        self,
+        response: aiohttp.ClientResponse,
+        on_undecodable: Callable[[], None] = _ignore_undecodable,
+        decode: Callable[[bytes], Any] = fastjson.loads,
     ) -> None:
         self._response = response
         self._on_undecodable = on_undecodable
+        self._decode = decode
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Decoded events until the server ends the stream (`batches`, one at a time)."""
@@ -183,7 +188,7 @@ class WatchConnection:
         if not line or line.isspace():  # not `strip()`, which copies every line
             return None
         try:
-            event = fastjson.loads(line)
+            event = self._decode(line)
         except ValueError as exc:
             self._on_undecodable()
             logger.error("skipping an undecodable watch event (%d bytes): %s", len(line), exc)
@@ -338,14 +343,16 @@ class KubeClient:
         query: Sequence[tuple[str, str]],
         read_timeout_s: float,
         on_undecodable: Callable[[], None] = _ignore_undecodable,
+        decode: Callable[[bytes], Any] = fastjson.loads,
     ) -> WatchConnection:
         """Open a watch; the server's refusal (410, WatchList unsupported, ...) raises KubeError.
 
-        `on_undecodable` is called once per event line that is skipped as undecodable.
+        `on_undecodable` is called once per event line that is skipped as undecodable; `decode`
+        parses each line (`WatchConnection`).
         """
         timeout = aiohttp.ClientTimeout(sock_connect=_CONNECT_TIMEOUT_S, sock_read=read_timeout_s)
         response = await self._request(path, [*query, ("watch", "true")], timeout)
-        return WatchConnection(response, on_undecodable)
+        return WatchConnection(response, on_undecodable, decode)
 
     async def list_pages(
         self, path: str, query: Sequence[tuple[str, str]], page_size: int

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ import aiohttp
 from pipeline.backoff import Backoff, Sleep
 from pipeline.codec.watch_cursor import Cursor
 from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings
+from pipeline.content import fastjson
 from pipeline.content.sanitize import (
     content_hash,
     is_terminating,
@@ -30,6 +31,7 @@ from pipeline.content.sanitize import (
     sanitize,
     sanitized_json,
 )
+from pipeline.content.watchline import decode_watch_line
 from pipeline.kube.client import KubeClient, KubeError, WatchConnection, collection_path
 from pipeline.log.api import FencedError, LogError, PendingRecord
 from pipeline.sealing import Sealer, SealingError
@@ -169,6 +171,8 @@ class WatchStream:
         self._sealer = sealer
         # the payload is the canonical JSON itself: no coroutine to await per event
         self._plain = sealer is None and payload is None
+        # what the stream reads of a line, unless `payload` is handed the whole object
+        self._decode = fastjson.loads if payload is not None else decode_watch_line
         self._client = client
         self._log = log_
         self._topic = topic
@@ -341,7 +345,7 @@ class WatchStream:
 
     async def _open(self, query: list[tuple[str, str]]) -> WatchConnection:
         return await self._client.watch(
-            self._path, query, self._options.watch_timeout_s + 30.0, _count_undecodable
+            self._path, query, self._options.watch_timeout_s + 30.0, _count_undecodable, self._decode
         )
 
     async def _resume(self, resource_version: str) -> None:
@@ -453,7 +457,9 @@ class WatchStream:
                 _count_types(item)
                 for event in item:
                     try:
-                        rv = await self._handle(event, records)
+                        rv = self._handle(event, records)
+                        if not isinstance(rv, str):
+                            rv = await rv
                     except KubeError:
                         await self._write(records, new_rv)
                         raise
@@ -463,8 +469,11 @@ class WatchStream:
                         await slicer.pause()
             await self._write(records, new_rv)
 
-    async def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str:
-        """Turn one event into records (appended to `records`); returns the RV the cursor may take."""
+    def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str | Coroutine[Any, Any, str]:
+        """Turn one event into records (appended to `records`); returns the RV the cursor may take,
+        or a coroutine that does once awaited, for what waits (a WatchList snapshot's object, a
+        sealed or custom payload). A plain stream's live event awaits nothing, so it is handled
+        without a coroutine (creating and running one cost about 0.3 CPU-µs per event)."""
         event_type = str(event.get("type") or "")
         obj: dict[str, Any] = event["object"]
         meta = _meta(obj)
@@ -487,23 +496,40 @@ class WatchStream:
         if self._snapshot is not None:
             if event_type != "ADDED":
                 self._ignored_watchlist()
-            records.extend(await self._add_to_snapshot(obj))
-            return ""
+            return self._snapshot_event(obj, records)
         if self._floor is not None and not _removes(event_type, obj):
             event_rv = _rv_floor(rv)
             if event_rv is not None and event_rv <= self._floor:
                 metrics.DROPPED.labels(DropReason.COVERED_BY_LIST).inc()
                 return ""
-        # the live event, in this coroutine: one per event (a second, awaited, cost as much as
-        # the Avro record); only a sealed or custom payload awaits anything
         deleting = metadata_terminating(meta)
         clean = sanitize(obj)
         canonical = sanitized_json(clean, held=False)  # hashed, and copied into the record
         if self._unchanged(event_type, meta, canonical, deleting):
             return rv
-        payload = canonical if self._plain else await self._payload(obj, clean, canonical)
-        self._append_live(event_type, meta, deleting, payload, records)
+        if not self._plain:
+            return self._append_payload(event_type, obj, clean, canonical, records)
+        self._append_live(event_type, meta, deleting, canonical, records)
         return rv
+
+    async def _snapshot_event(self, obj: dict[str, Any], records: list[PendingRecord]) -> str:
+        """`_handle` of a WatchList snapshot's object."""
+        records.extend(await self._add_to_snapshot(obj))
+        return ""
+
+    async def _append_payload(
+        self,
+        event_type: str,
+        obj: dict[str, Any],
+        clean: dict[str, Any],
+        canonical: bytes,
+        records: list[PendingRecord],
+    ) -> str:
+        """The end of `_handle` for a live event whose payload is sealed or custom (awaited)."""
+        meta = _meta(obj)
+        payload = await self._payload(obj, clean, canonical)
+        self._append_live(event_type, meta, metadata_terminating(meta), payload, records)
+        return str(meta.get("resourceVersion") or "")
 
     def _ignored_watchlist(self) -> None:
         """Initial events are only ADDEDs closed by the end bookmark; anything else means the

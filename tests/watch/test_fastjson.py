@@ -1,7 +1,8 @@
 """`pipeline.content.fastjson` gives the standard library's results, byte for byte, on any JSON value.
 
-The corners where orjson differs (integers beyond 64 bits, floats below 1e-4, NaN and infinity,
-non-UTF-8 input) are generated on purpose, next to ordinary Kubernetes-like objects.
+The corners where msgspec (parsing) or orjson (writing) differ (integers beyond 64 bits, floats
+below 1e-4, NaN and infinity, non-UTF-8 input) are generated on purpose, next to ordinary
+Kubernetes-like objects.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def test_loads_is_the_standard_librarys(value: Any, indent: bool) -> None:
         (json.dumps({"s": "\u00e9"}).encode("utf-16"), "\u00e9"),
     ],
 )
-def test_the_corners_orjson_gets_differently(line: bytes, expected: object) -> None:
+def test_the_corners_where_parsers_differ(line: bytes, expected: object) -> None:
     (got,) = loads(line).values()
     assert repr(got) == repr(expected)
 
