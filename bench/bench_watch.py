@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pipeline.config import (
     ClusterSettings,
+    LogBackend,
     LogSettings,
     ProviderSettings,
     Settings,
@@ -132,7 +133,7 @@ def baseline_rate(lines: list[bytes]) -> Rate:
 def _settings(workdir: Path, kubeconfig: Path, fsync: bool, namespace: str = NAMESPACE) -> Settings:
     return Settings(
         workdir=workdir,
-        log=LogSettings(backend="embedded", topic_prefix="bench", fsync=fsync),
+        log=LogSettings(backend=LogBackend.EMBEDDED, topic_prefix="bench", fsync=fsync),
         clusters=[ClusterSettings(name="src", kubeconfig=kubeconfig)],
         providers=[ProviderSettings(name="git", url="file:///dev/null")],
         targets=[
