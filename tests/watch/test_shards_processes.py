@@ -3,8 +3,8 @@ cluster's three watch shards; the replica leading the ConfigMaps' shard is SIGKI
 
 What must hold: the shards spread one per replica; after the kill a survivor takes the dead one's
 shard once its Lease lapses, resumes from its cursor, and writes every change made meanwhile; and
-per watched type the writers after the steady state form at most one hand-over (the old owner's
-records, then only the new owner's), so no two processes ever wrote one type at the same time.
+per watched type the writers after the steady state change no more often than the type's shard
+Lease changed holder, so no process wrote a type again without winning its Lease back.
 The apiserver is the watch-protocol test server (over real HTTP); `make e2e` runs sharding on a
 real one (`tests/e2e/test_watch_shards.py`).
 """
@@ -50,6 +50,15 @@ def replica_config(settings: Settings, workdir: Path, kubeconfig: Path, remote: 
 def holders(kube: FakeKubeApiServer) -> dict[int, str]:
     names = [f"{LEASE_BASE}-shard-{shard}" for shard in range(SHARDS)]
     return dict(enumerate(kube.lease_holders("ops", names)))
+
+
+def transitions(kube: FakeKubeApiServer) -> dict[int, int]:
+    """Each shard Lease's `leaseTransitions`: how often it changed holder."""
+    found = {}
+    for shard in range(SHARDS):
+        lease = kube.leases.get(("ops", f"{LEASE_BASE}-shard-{shard}")) or {}
+        found[shard] = int((lease.get("spec") or {}).get("leaseTransitions") or 0)
+    return found
 
 
 def put_all(kube: FakeKubeApiServer, suffix: str) -> set[str]:
@@ -104,6 +113,7 @@ async def test_a_sigkilled_shard_leader_hands_its_shard_over_without_loss_or_ove
 
         await wait_for(spread, timeout_s=60, what="one shard per replica")
         steady = holders(kube)
+        steady_transitions = transitions(kube)
         before = put_all(kube, "before")
 
         async def on_the_log(names: set[str]) -> bool:
@@ -111,8 +121,6 @@ async def test_a_sigkilled_shard_leader_hands_its_shard_over_without_loss_or_ove
                 return names <= set(kinds(await read_events(log, settings)))
 
         await wait_for(lambda: on_the_log(before), timeout_s=60, what="the first changes on the log")
-        async with started_log(settings) as log:
-            steady_count = len(await read_events(log, settings))
 
         victim_shard = shard_of("", "configmaps", SHARDS)
         victim = identity_of(steady[victim_shard])
@@ -129,7 +137,12 @@ async def test_a_sigkilled_shard_leader_hands_its_shard_over_without_loss_or_ove
             lambda: on_the_log(before | during | after), timeout_s=90, what="every change on the log"
         )
         async with started_log(settings) as log:
-            events = (await read_events(log, settings))[steady_count:]
+            # the live events of the objects made after the steady state: a type's live events share
+            # one key, so their log order is the order they were written (snapshot records of the
+            # start-up hand-overs may sit in other partitions)
+            made = before | during | after
+            logged = await read_events(log, settings)
+            events = [e for e, kind in zip(logged, kinds(logged), strict=True) if kind in made]
     finally:
         codes = [await asyncio.to_thread(r.stop) for r in replicas]
     survivors = [code for r, code in zip(replicas, codes, strict=True) if r is not victim]
@@ -141,11 +154,14 @@ async def test_a_sigkilled_shard_leader_hands_its_shard_over_without_loss_or_ove
         owner = identity_of(writer)
         assert owner is not None, writer
         by_type.setdefault((event["group"], event["resource"]), []).append(owner.name)
+    moves = {shard: n - steady_transitions[shard] for shard, n in transitions(kube).items()}
     for (group, resource), writers in by_type.items():
-        first = identity_of(steady[shard_of(group, resource, SHARDS)])
-        assert first is not None
         switches = [i for i in range(1, len(writers)) if writers[i] != writers[i - 1]]
-        assert len(switches) <= 1, f"{group}/{resource} written in turns: {writers}"
-        assert writers[0] == first.name or switches == [], f"{group}/{resource}: {writers}"
+        # every change of writer is a hand-over of the type's shard Lease (a loaded host may hand
+        # a shard over more than once); a writer that came back without one would be a zombie
+        shard = shard_of(group, resource, SHARDS)
+        assert len(switches) <= moves[shard], (
+            f"{group}/{resource} written in turns: {writers}, shard Lease moves {moves}"
+        )
     cm_writers = by_type[("", "configmaps")]
     assert cm_writers[-1] != victim.name  # the survivor wrote the changes after the kill
