@@ -7,8 +7,8 @@ the guarantees of today's single leader, and the shards spread over the replicas
 
 Who *should* hold a shard is decided here, from the live replicas (the roster) alone, so every
 replica that sees the same roster computes the same assignment without talking to the others:
-the shards are dealt out in rendezvous-hash order with exact quotas, so no replica holds more
-than one shard more than another, and a replica joining or leaving moves few shards. Who *does*
+the shards are dealt out by rendezvous weight with exact quotas, so no replica holds more than
+one shard more than another, and a replica joining or leaving moves few shards. Who *does*
 hold a shard is still the Lease's business: a replica takes a vacant shard Lease only when the
 assignment gives it the shard (or when the shard has been vacant too long, see `may_take`), and
 gives a held one back when the assignment moves it to another live replica.
@@ -63,22 +63,31 @@ def shard_key(cluster: str, shard: int, shards: int) -> str:
 def assign_shards(lease_base: str, shards: int, members: Collection[str]) -> dict[int, str]:
     """Shard → the replica that should hold it, for the live `members` (empty: no assignment).
 
-    Every member gets `shards // n` shards and the first `shards % n` of them, in a hash order
-    of their own, one more: exact quotas, so the spread is even. Each shard, in order, goes to
-    the member with the highest rendezvous weight for it that still has room. The order of
-    `members` does not matter.
+    Every member gets `shards // n` shards, and `shards % n` of them one more: exact quotas, so the
+    spread is even. The (shard, member) pairs are taken by rendezvous weight, strongest first, and
+    a pair whose shard is still free and whose member still has room wins. Which members get the
+    extra shard follows the weights too, not the members' order, so a replica leaving moves its own
+    shards and few others. The order of `members` does not matter.
     """
-    ranked = sorted(set(members), key=lambda m: (_digest(f"{lease_base}|member|{m}"), m))
-    if not ranked:
+    live = sorted(set(members))
+    if not live:
         return {}
-    base_quota, extra = divmod(shards, len(ranked))
-    room = {m: base_quota + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    quota, extra = divmod(shards, len(live))
+    held = dict.fromkeys(live, 0)
+    pairs = sorted(
+        ((_digest(f"{lease_base}|{shard}|{m}"), m, shard) for shard in range(shards) for m in live),
+        reverse=True,
+    )
     assignment: dict[int, str] = {}
-    for shard in range(shards):
-        weights = sorted(ranked, key=lambda m: (_digest(f"{lease_base}|{shard}|{m}"), m), reverse=True)
-        owner = next(m for m in weights if room[m] > 0)
-        room[owner] -= 1
-        assignment[shard] = owner
+    for _, member, shard in pairs:
+        if shard in assignment or held[member] > quota:
+            continue
+        if held[member] == quota:
+            if extra == 0:
+                continue
+            extra -= 1
+        assignment[shard] = member
+        held[member] += 1
     return assignment
 
 

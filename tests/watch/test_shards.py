@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipeline.config import ConfigError, load_settings
@@ -72,6 +72,8 @@ def test_every_replica_computes_the_same_assignment(shards: int, members: set[st
 
 
 @given(shards=st.integers(min_value=2, max_value=32), members=st.sets(identities, min_size=2, max_size=6))
+# dealt in shard order with member-ordered extras, this moved 4 shards besides the leaver's 9
+@example(shards=26, members={"622d78", "3", "0000"})
 def test_a_replica_leaving_moves_its_shards_and_few_others(shards: int, members: set[str]) -> None:
     before = assign_shards("lease", shards, members)
     gone = sorted(members)[0]
