@@ -231,7 +231,7 @@ class WatchManager:
         if shard.leading:
             # Fence every earlier leader first, then read the cursors it left: nothing it still
             # holds can land after them.
-            await self._take_writer(cluster, shard)
+            await self._take_writer(shard)
             await self.cursors.load()
             await self._apply_locked(self._settings)
             return
@@ -247,7 +247,7 @@ class WatchManager:
             logger.info("%s: handed over to the replica it is assigned to", shard.key)
             await shard.elector.release()
 
-    async def _take_writer(self, cluster: _Cluster, shard: _Shard) -> None:
+    async def _take_writer(self, shard: _Shard) -> None:
         """Start the shard's fencing producer (leader election only); on failure, step down."""
         if shard.elector is None:
             return
@@ -564,11 +564,9 @@ class WatchManager:
     def stream_views(self) -> Iterable[WatchStream]:
         return list(self.streams.values())
 
-    def leadership(self) -> Iterable[tuple[str, bool]]:
-        return [(name, cluster.leading) for name, cluster in sorted(self._clusters.items())]
-
     def shards_led(self) -> Iterable[tuple[str, int, int]]:
-        """(cluster, shards this replica leads, shards in all) of each cluster."""
+        """(cluster, shards this replica leads, shards in all) of each cluster; leading any of them
+        is what `reverser_watch_leader` reports."""
         return [
             (name, sum(shard.leading for shard in cluster.shards), len(cluster.shards))
             for name, cluster in sorted(self._clusters.items())

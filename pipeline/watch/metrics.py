@@ -131,8 +131,6 @@ class WatchSource(Protocol):
 
     def problem_reasons(self) -> Iterable[tuple[str, str]]: ...
 
-    def leadership(self) -> Iterable[tuple[str, bool]]: ...
-
     def shards_led(self) -> Iterable[tuple[str, int, int]]: ...
 
     def concurrent_watchers(self) -> Iterable[tuple[str, int]]: ...
@@ -180,7 +178,6 @@ class _StreamCollector(Collector):
         )
         rivals: Tally[str] = Tally()
         counted: Tally[str] = Tally()
-        leading_by_cluster: dict[str, bool] = {}
         led: Tally[str] = Tally()
         configured: dict[str, int] = {}
         problem_count: Tally[tuple[str, str]] = Tally()
@@ -194,8 +191,6 @@ class _StreamCollector(Collector):
             problem_count.update(source.problem_reasons())
             for cluster, count in source.concurrent_watchers():
                 rivals[cluster] += count
-            for cluster, leading in source.leadership():
-                leading_by_cluster[cluster] = leading_by_cluster.get(cluster, False) or leading
             for cluster, count, total in source.shards_led():
                 led[cluster] += count
                 configured[cluster] = total
@@ -205,8 +200,8 @@ class _StreamCollector(Collector):
             problems.add_metric([target, reason], count)
         yield states
         yield ages
-        for cluster, leading in sorted(leading_by_cluster.items()):
-            leaders.add_metric([cluster], 1.0 if leading else 0.0)
+        for cluster in sorted(configured):
+            leaders.add_metric([cluster], 1.0 if led.get(cluster, 0) else 0.0)
         for cluster, count in sorted(rivals.items()):
             concurrent.add_metric([cluster], float(count))
         for cluster, total in sorted(configured.items()):
