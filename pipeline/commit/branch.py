@@ -460,6 +460,10 @@ class BranchWorker:
             self._report_skip(skip)
         await self._delete_absent(plan, item, body)
         await self._commit(plan, outcome.offsets)
+        if outcome.snapshot.parts and self._pending:
+            # the last part of a snapshot committed in parts goes out at once like the others:
+            # held for the cooldown it held its plan, and a first sync's end, for seconds
+            await self.push(bulk=True)
 
     async def _part(self, item: WorkItem) -> None:
         """Commit and push a full part of the snapshot `item` belongs to, so its plan is released
@@ -488,9 +492,10 @@ class BranchWorker:
         for skip in skips:
             self._report_skip(skip)
         await self._commit(plan, [])
+        snapshot.parts += 1
         del plan  # the push below releases the part's plan: nothing here may keep it past that
         if self._pending:
-            await self.push()
+            await self.push(bulk=True)
 
     async def _delete_absent(self, snapshot: Plan, end: WorkItem, body: ResyncEnd) -> None:
         """Under `OnEvent`, delete what this pipeline wrote and the snapshot no longer lists.
@@ -666,7 +671,7 @@ class BranchWorker:
         if not applied.changed:
             return None, applied.refusals
         tree = self._tree.write()
-        await self._slicer.drive(self._homes.committed(tree, applied.files))
+        await self._slicer.drive(self._homes.committed(tree, applied.files, applied.rendered))
         author = Signature(plan.byline.identity, plan.byline.time_s)
         committer = Signature(self.committer, int(self._wall()))
         sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))
@@ -781,8 +786,9 @@ class BranchWorker:
         assert self._push_due is not None
         return idle or self.backlogged or now >= self._push_due + self.provider.push_cooldown_s
 
-    async def push(self) -> bool:
-        """Push unpushed commits with a lease on the remote tip, replaying them after a conflict."""
+    async def push(self, *, bulk: bool = False) -> bool:
+        """Push unpushed commits with a lease on the remote tip, replaying them after a conflict;
+        `bulk` for a snapshot part's thousands of new files (`LocalRepo.push`)."""
         self._push_due = None
         if not self._pending:
             if self._late.waiting:
@@ -793,7 +799,7 @@ class BranchWorker:
             started = self._clock()
             await asyncio.to_thread(self.repo.set_branch, self.branch, self._tip)
             try:
-                await self.repo.push(self.branch, self._tip, self._remote_tip)
+                await self.repo.push(self.branch, self._tip, self._remote_tip, bulk=bulk)
             except PushRejected as exc:
                 metrics.PUSHES.labels(*self._labels, metrics.PushResult.REJECTED).inc()
                 logger.info("%s; fetching and replaying %d commit(s)", exc, len(self._pending))

@@ -15,6 +15,7 @@ blob is in the object store is kept as its id and read back when the planner edi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pipeline.commit.git.objstore import ObjectStore, object_id
 from pipeline.commit.git.tree import changed_files
@@ -63,17 +64,33 @@ class BranchHomes:
                     folder.update(changed_path, None if sha is None else store.read(sha), sha)
         self.root = root
 
-    def update(self, path: str, data: bytes | None, blob: bytes | None = None) -> None:
+    def update(
+        self,
+        path: str,
+        data: bytes | None,
+        blob: bytes | None = None,
+        holds: Mapping[str, Any] | None = None,
+    ) -> None:
         """`path` holds `data` now (None: deleted), in whichever folder holds it; `blob` is its id
-        when the object store holds it (the folder then keeps only the id)."""
+        when the object store holds it (the folder then keeps only the id); `holds` is the object
+        `data` is the canonical rendering of, if it is one."""
         for folder in self._folders.values():
-            folder.update(path, data, blob)
+            folder.update(path, data, blob, holds)
 
-    def committed(self, root: bytes, files: Mapping[str, bytes | None]) -> Steps[None]:
+    def committed(
+        self,
+        root: bytes,
+        files: Mapping[str, bytes | None],
+        rendered: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
-        from the content in hand, without comparing trees or reading blobs. One step per file
-        (each is parsed), so a snapshot's commit is indexed in slices (`pipeline.slices`)."""
+        from the content in hand, without comparing trees or reading blobs; a file in `rendered`
+        (path to the object it is the canonical rendering of) is indexed from its object, the
+        others are parsed. One step per file, so a snapshot's commit is indexed in slices
+        (`pipeline.slices`)."""
+        objects = rendered or {}
         for path, data in files.items():
             yield
-            self.update(path, data, None if data is None else object_id(b"blob", data))
+            blob = None if data is None else object_id(b"blob", data)
+            self.update(path, data, blob, objects.get(path))
         self.root = root

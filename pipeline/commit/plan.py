@@ -8,10 +8,10 @@ the remote already has produces no second commit.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from pipeline.codec.branch_work import CommitRequested
 from pipeline.commit.identity import COMMITTER_KIND, UNRESOLVED_KIND, AuthorKind, Identity
@@ -219,6 +219,8 @@ class Applied:
     placed: list[EditKind] = field(default_factory=list)
     # the new content of every file it changed (None: deleted), for the home index (homes.py)
     files: dict[str, bytes | None] = field(default_factory=dict)
+    # the object each canonical write is the rendering of: the home index learns the file from it
+    rendered: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def changed_file(self, verb: str, path: str, data: bytes | None) -> None:
         """Record one changed file (`verb`: create, update or delete)."""
@@ -319,6 +321,8 @@ def apply_steps(
         store_blob(content)
         applied.objects.append(obj)
         applied.changed_file("create" if existing is None else "update", path, content)
+        if change is not None and change.after is not None and not change.placed.sensitive:
+            applied.rendered[path] = change.after
     sweep = plan.sweep
     if sweep is not None:
         for orphan in orphans(tree, sweep):

@@ -39,6 +39,8 @@ class Collected:
     offsets: list[Offset] = field(default_factory=list)
     in_parts: bool = False
     received: int = 0
+    # how many parts were committed before the end (the end then pushes at once, as they did)
+    parts: int = 0
     # (namespace, name) of every object the committed parts listed, and their canonical paths
     listed: set[tuple[str, str]] = field(default_factory=set)
     keep: set[str] = field(default_factory=set)

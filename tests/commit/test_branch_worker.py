@@ -386,6 +386,25 @@ async def test_a_snapshot_larger_than_a_part_is_pushed_in_parts_and_swept_by_its
     assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
 
 
+async def test_the_end_of_a_snapshot_in_parts_is_pushed_at_once_a_snapshot_of_one_part_waits(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: the last commit of a first sync in parts waited out the push cooldown behind its
+    own parts (3.8 s of a 10.7 s first sync of 20,000 objects). It goes out at once, like the
+    parts; a snapshot that fits one part is still pushed with the cooldown, batched with the rest."""
+    h = Harness(tmp_path, prune="Always", part_objects=3)
+    w = Work()
+    names = [f"o{i}" for i in range(5)]
+    await h.feed(*w.snapshot(1, [cm(n) for n in names], rv="10", chunk_size=2))
+    assert sorted(files(h.remote)) == sorted(f"live/team-a/configmaps/{n}.yaml" for n in names), (
+        "the end is on the remote with no time passed"
+    )
+    await h.feed(*w.snapshot(2, [cm("o0"), cm("new")], rv="20"))
+    assert "live/team-a/configmaps/new.yaml" not in files(h.remote), "one part waits for the cooldown"
+    await h.settle_time()
+    assert "live/team-a/configmaps/new.yaml" in files(h.remote)
+
+
 async def test_a_snapshot_part_commits_the_open_window_first(tmp_path: Path) -> None:
     h = Harness(tmp_path, part_objects=1)
     w = Work()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.codec.object_state import ObjectState
-from pipeline.intent.homes import ObjectKey
+from pipeline.intent.homes import ObjectKey, build_index
 from tests.commit.helpers import Work, cm, files
 from tests.commit.test_branch_worker import Harness
 
@@ -81,3 +81,24 @@ async def test_a_full_collection_during_a_snapshot_part_freezes_what_the_part_in
     later = ["built after the part"]
     gc.collect()
     assert not _frozen(later)
+
+
+async def test_the_index_the_worker_keeps_from_its_own_writes_is_the_one_its_tree_gives(
+    tmp_path: Path,
+) -> None:
+    """The worker indexes the canonical files it writes from the objects in hand instead of
+    parsing them back (issue 32); after a first sync, live changes and a delete, that index must
+    be the one a fresh read of the pushed tree builds."""
+    h = Harness(tmp_path, part_objects=2)
+    work = Work()
+    await h.feed(*work.snapshot(1, [cm(f"cm-{n}", x=str(n)) for n in range(5)], chunk_size=2))
+    await h.feed(work.update(cm("cm-1", x="changed")), work.create(cm("cm-9", "team-b")), work.delete("cm-3"))
+    await h.settle_time()
+    pushed = files(h.remote)
+    assert "live/team-a/configmaps/cm-3.yaml" not in pushed
+    assert "live/team-b/configmaps/cm-9.yaml" in pushed
+    folder = h.worker._homes.folder("live")  # the worker's own index, read here as a test may
+    assert folder is not None
+    built = build_index({path: text.encode() for path, text in pushed.items()}, "live")
+    assert folder.index.homes == built.homes
+    assert folder.index.kinds == built.kinds

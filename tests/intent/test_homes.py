@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.commit.yamlrender import render_object
 from pipeline.intent.documents import IntentRefusal, RefusalReason
 from pipeline.intent.homes import (
     FolderIndex,
@@ -254,3 +257,42 @@ def test_an_index_ignores_files_outside_its_folder_and_counts_documents() -> Non
     assert set(folder.files) == {"mine/two.yaml"}
     assert folder.documents("mine/two.yaml") == 2
     assert folder.index.kinds == {("", "", "a"): ("ConfigMap",), ("", "", "b"): ("ConfigMap",)}
+
+
+_NAMES = st.one_of(
+    st.text(min_size=1, max_size=20),
+    st.sampled_from(["cm-1", "gotk-sync", "1", "true", "x: y", "# generated", "---", "~"]),
+)
+_RENDERED = st.builds(
+    lambda api_version, kind, name, namespace, extra: {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, **({"namespace": namespace} if namespace is not None else {})},
+        **extra,
+    },
+    st.sampled_from(["v1", "apps/v1", "example.com/v1beta1", "1", "a/b/c"]),
+    st.sampled_from(["ConfigMap", "Deployment", "Widget", "true"]),
+    _NAMES,
+    st.one_of(st.none(), _NAMES),
+    st.dictionaries(
+        st.sampled_from(["data", "spec", "status"]),
+        st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=40), max_size=3),
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_RENDERED, st.sampled_from(["live/ns/configmaps/x.yaml", "live/gotk-sync.yaml", "live/a.yml"]))
+def test_a_file_indexed_from_the_object_it_renders_equals_the_file_parsed(
+    obj: dict[str, Any], path: str
+) -> None:
+    """The commit worker indexes its own canonical writes from the object in hand (issue 32: the
+    read-back was a quarter of a first sync's CPU); that must be what parsing the file finds."""
+    data = render_object(obj)
+    parsed, held = FolderIndex(), FolderIndex()
+    parsed.update(path, data)
+    held.update(path, data, holds=obj)
+    _same(held.index, parsed.index)
+    assert held.documents(path) == parsed.documents(path) == 1
+    assert held.files == parsed.files

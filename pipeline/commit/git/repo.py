@@ -45,6 +45,9 @@ __all__ = [
     "identity_line",
 ]
 
+#: `git -c` options that make pack-objects send stored objects without searching for deltas
+_NO_DELTA_SEARCH = ("-c", "pack.window=0")
+
 logger = logging.getLogger(__name__)
 
 GC_EVERY_PACKS = 50
@@ -450,14 +453,21 @@ class LocalRepo:
         if code != 0:
             raise self._failure("fetch", output)
 
-    async def push(self, branch: str, sha: str, expected: str | None, *, dry_run: bool = False) -> None:
+    async def push(
+        self, branch: str, sha: str, expected: str | None, *, dry_run: bool = False, bulk: bool = False
+    ) -> None:
         """Set the remote branch to `sha` only if it still points at `expected` (None: absent).
 
         `dry_run` goes through authentication and the remote's receive-pack ref advertisement
         without updating anything (`reverser doctor` uses it to prove the branch is pushable).
+        `bulk` sends the new objects as they are stored, without git's search for deltas between
+        them: for a snapshot part of thousands of new files that search was most of the push (0.8
+        of 1.2 s for 5,000 files beside 45,000), while a change of a few files keeps it, because
+        its new trees delta against the remote's.
         """
         ref = f"refs/heads/{branch}"
         code, output = await self._remote(
+            *(_NO_DELTA_SEARCH if bulk else ()),
             "push",
             "--porcelain",
             *(["--dry-run"] if dry_run else []),
