@@ -128,9 +128,11 @@ class ObjectState(AvroRecord):
         return ObjectKey(self.target, self.group, self.resource, self.namespace, self.name)
 
 
-def state_record(state: ObjectState) -> PendingRecord:
-    """The record that makes `state` the current version of its object."""
-    return PendingRecord(encode_state_v2(state), key=state.key.encode(), headers=(_STATE_HEADER,))
+def state_record(state: ObjectState, key: ObjectKey | None = None) -> PendingRecord:
+    """The record that makes `state` the current version of its object (`key`: its key, when
+    the caller has it already)."""
+    named = state.key if key is None else key
+    return PendingRecord(encode_state_v2(state), key=named.encode(), headers=(_STATE_HEADER,))
 
 
 def encode_state_v2(state: ObjectState) -> bytes:
