@@ -13,7 +13,9 @@ Halfway through, the replica that owns the first target's branch is SIGKILLed an
 until `RECOVERY_S` after it are the ones the crash held up: their p50 is reported beside the steady
 p50 of the changes sent before the kill, with the target of issue 32 (post-kill p50 <= steady p50
 + the commit window). `REVERSER_BENCH_E2E_RATE` and `REVERSER_BENCH_E2E_DURATION_S` change the
-load (the defaults fit a 2-core machine); `REVERSER_BENCH_E2E_KILL=0` leaves the kill out.
+load (the defaults fit a 2-core machine), `REVERSER_BENCH_E2E_OBJECTS` the ConfigMaps per user
+(default one per 2 mutations/s of the rate, at least 40); `REVERSER_BENCH_E2E_KILL=0` leaves the
+kill out.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ KILL = os.environ.get("REVERSER_BENCH_E2E_KILL", "1") != "0"
 RESTART_AFTER_S = 5.0
 # the changes sent this long after the kill are the ones the crash held up
 RECOVERY_S = RESTART_AFTER_S + COMMIT_WINDOW_S + GRACE_MS / 1000
-OBJECTS = 40  # ConfigMaps per user
+# ConfigMaps per user: one object's patches go one at a time, so the objects bound the patches in
+# flight (80 objects at a 0.5 s round trip cap the rate near 160/s); by default one per 2/s sent
+OBJECTS = int(os.environ.get("REVERSER_BENCH_E2E_OBJECTS", str(max(40, int(RATE) // 2))))
 SETTLE_TIMEOUT_S = 180.0
 USERS = ("alice", "bob")
 
