@@ -16,9 +16,11 @@ gives a held one back when the assignment moves it to another live replica.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 __all__ = [
     "ORPHAN_AFTER_DURATIONS",
@@ -123,10 +125,20 @@ class ShardStanding:
         if not self.listed():
             # no roster (yet, or not readable: its errors are logged): only orphaned shards
             return may_take(self.shard, self.identity, {}, vacant_s=vacant_s, duration_s=self.duration_s)
-        assignment = assign_shards(self.lease_base, self.shards, self.members())
+        assignment = self._assignment()
         return may_take(self.shard, self.identity, assignment, vacant_s=vacant_s, duration_s=self.duration_s)
 
     def may_keep(self) -> bool:
         if not self.listed():
             return True
-        return assign_shards(self.lease_base, self.shards, self.members()).get(self.shard) == self.identity
+        return self._assignment().get(self.shard) == self.identity
+
+    def _assignment(self) -> Mapping[int, str]:
+        return _dealt(self.lease_base, self.shards, frozenset(self.members()))
+
+
+@functools.lru_cache(maxsize=8)
+def _dealt(lease_base: str, shards: int, members: frozenset[str]) -> Mapping[int, str]:
+    """`assign_shards`, remembered: every shard's Lease asks on every round, and the roster rarely
+    changes between them. A read-only view, as the same mapping answers them all."""
+    return MappingProxyType(assign_shards(lease_base, shards, members))

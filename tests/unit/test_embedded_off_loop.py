@@ -11,12 +11,13 @@ the real `os.fsync`), so the tests decide the order, not timing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,10 +35,20 @@ _T = TypeVar("_T")
 
 @pytest.fixture
 async def log(tmp_path: Path) -> AsyncIterator[EmbeddedLog]:
-    embedded = EmbeddedLog(tmp_path / "log", segment_bytes=512)
+    async with started(
+        tmp_path / "log", [TopicSpec("state", 1, "compact", segment_ms=HOUR_MS)], segment_bytes=512
+    ) as embedded:
+        yield embedded
+
+
+@contextlib.asynccontextmanager
+async def started(path: Path, topics: list[TopicSpec], **options: Any) -> AsyncIterator[EmbeddedLog]:
+    """An embedded log at `path` holding `topics` (`options` as `EmbeddedLog` takes them), closed
+    on the way out."""
+    embedded = EmbeddedLog(path, **options)
     await embedded.start()
-    await embedded.create_topics([TopicSpec("state", 1, "compact", segment_ms=HOUR_MS)])
     try:
+        await embedded.create_topics(topics)
         yield embedded
     finally:
         await embedded.close()
@@ -249,10 +260,9 @@ class SlowDisk:
 async def test_a_transaction_fsyncs_in_threads_and_shows_its_records_only_once_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = EmbeddedLog(tmp_path / "log")
-    await log.start()
-    try:
-        await log.create_topics([TopicSpec("out", 1), TopicSpec("other", 1), TopicSpec("in", 1)])
+    async with started(
+        tmp_path / "log", [TopicSpec("out", 1), TopicSpec("other", 1), TopicSpec("in", 1)]
+    ) as log:
         out, other = TopicPartition("out", 0), TopicPartition("other", 0)
         producer = log.transactional_producer("router-0")
         await producer.start()
@@ -290,17 +300,12 @@ async def test_a_transaction_fsyncs_in_threads_and_shows_its_records_only_once_c
         assert await log.group_offsets("router") == {TopicPartition("in", 0): 7}
         assert not list((tmp_path / "log" / "transactions").iterdir())
         assert disk.on_loop == []
-    finally:
-        await log.close()
 
 
 async def test_a_new_segment_is_fsynced_in_the_group_fsync_before_its_records_show(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = EmbeddedLog(tmp_path / "log", segment_bytes=256)
-    await log.start()
-    try:
-        await log.create_topics([TopicSpec("t", 1)])
+    async with started(tmp_path / "log", [TopicSpec("t", 1)], segment_bytes=256) as log:
         tp = TopicPartition("t", 0)
         await log.append("t", b"x" * 100, partition=0)
         partition_dir = str(tmp_path / "log" / "topics" / "t" / "0")
@@ -319,17 +324,12 @@ async def test_a_new_segment_is_fsynced_in_the_group_fsync_before_its_records_sh
         closed = [str(segment.path) for segment in log.partition(tp).segments[:-1]]
         assert set(closed) <= set(disk.synced)
         assert disk.on_loop == []
-    finally:
-        await log.close()
 
 
 async def test_a_failed_directory_fsync_fails_the_roll_and_the_next_sync_does_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = EmbeddedLog(tmp_path / "log", segment_bytes=256)
-    await log.start()
-    try:
-        await log.create_topics([TopicSpec("t", 1)])
+    async with started(tmp_path / "log", [TopicSpec("t", 1)], segment_bytes=256) as log:
         tp = TopicPartition("t", 0)
         partition_dir = str(tmp_path / "log" / "topics" / "t" / "0")
         disk = SlowDisk(monkeypatch, lambda path, n: path == partition_dir and n == 1)
@@ -344,17 +344,12 @@ async def test_a_failed_directory_fsync_fails_the_roll_and_the_next_sync_does_it
         assert partition_dir in disk.synced
         assert await log.end_offsets([tp]) == {tp: 5}
         assert disk.on_loop == []
-    finally:
-        await log.close()
 
 
 async def test_a_retention_pass_rolls_and_deletes_without_an_fsync_on_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = EmbeddedLog(tmp_path / "log")
-    await log.start()
-    try:
-        await log.create_topics([TopicSpec("aged", 1, retention_ms=1, segment_ms=1)])
+    async with started(tmp_path / "log", [TopicSpec("aged", 1, retention_ms=1, segment_ms=1)]) as log:
         tp = TopicPartition("aged", 0)
         results = await log.append_many("aged", [PendingRecord(b"v", partition=0) for _ in range(3)])
         disk = SlowDisk(monkeypatch, lambda _path, _n: False)
@@ -364,17 +359,12 @@ async def test_a_retention_pass_rolls_and_deletes_without_an_fsync_on_the_loop(
         assert str(tmp_path / "log" / "topics" / "aged" / "0") in disk.synced
         assert disk.on_loop == []
         assert (await log.append("aged", b"next", partition=0)).offset == 3
-    finally:
-        await log.close()
 
 
 async def test_a_cancelled_commit_still_finishes_whole_before_its_caller_sees_the_cancel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = EmbeddedLog(tmp_path / "log")
-    await log.start()
-    try:
-        await log.create_topics([TopicSpec("out", 1), TopicSpec("in", 1)])
+    async with started(tmp_path / "log", [TopicSpec("out", 1), TopicSpec("in", 1)]) as log:
         out = TopicPartition("out", 0)
         producer = log.transactional_producer("router-0")
         await producer.start()
@@ -392,5 +382,3 @@ async def test_a_cancelled_commit_still_finishes_whole_before_its_caller_sees_th
         assert await log.end_offsets([out]) == {out: 1}
         assert await log.group_offsets("router") == {TopicPartition("in", 0): 2}
         assert not list((tmp_path / "log" / "transactions").iterdir())
-    finally:
-        await log.close()
