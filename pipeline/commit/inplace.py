@@ -16,7 +16,7 @@ Everything here is pure: the worker hands in the folder's index and files.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -256,7 +256,7 @@ def _place_sealed(
     return plan_new_file(folder.index, folder.files, path, content.decode("utf-8"))
 
 
-def _sweepable(folder: FolderIndex, homes: list[Home], canonical: str) -> bool:
+def _sweepable(folder: FolderIndex, homes: Sequence[Home], canonical: str) -> bool:
     """Whether a sweep may remove the one document in `homes`: it is the only one claiming the
     object, nothing blocks an edit of its file (another tool's file, an unmodelled kustomization,
     a shared base), and it is not the object's own canonical file (the canonical sweep's, which

@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -82,9 +82,21 @@ class Unreadable:
     refusal: IntentRefusal
 
 
+# One tuple per kind for `HomeIndex.kinds`: nearly every name has one kind, and a first sync indexes
+# every object, so each name shares its kind's tuple instead of holding one of its own.
+_KIND_TUPLES: dict[str, tuple[str, ...]] = {}
+
+
+def _kinds_of(kind: str) -> tuple[str, ...]:
+    return _KIND_TUPLES.setdefault(kind, (kind,))
+
+
 @dataclass(slots=True)
 class HomeIndex:
-    homes: dict[ObjectKey, list[Home]] = field(default_factory=dict)
+    """Which documents hold each object. Held for every object of a branch for as long as its
+    worker runs, so its values are tuples (a tuple of one home is half a list of one)."""
+
+    homes: dict[ObjectKey, tuple[Home, ...]] = field(default_factory=dict)
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
@@ -93,13 +105,13 @@ class HomeIndex:
     # (a sorted tuple: nearly always one kind, and a tuple of one is a fifth of a set's memory)
     kinds: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
 
-    def candidates(self, key: ObjectKey) -> list[Home]:
+    def candidates(self, key: ObjectKey) -> Sequence[Home]:
         """Every document that claims `key` (a document without a namespace claims it when no
         document with one does)."""
         homes = self.homes.get(key)
         if not homes and key.namespace:
             homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
-        return homes or []
+        return homes or ()
 
     def home_of(self, key: ObjectKey) -> Home | None:
         """The one home of `key`; raises IntentRefusal when two documents claim it or it may not be
@@ -120,15 +132,15 @@ class HomeIndex:
         return frozenset(h.path for homes in self.homes.values() for h in homes)
 
     def add(self, key: ObjectKey, home: Home) -> None:
-        self.homes.setdefault(key, []).append(home)
+        self.homes[key] = (*self.homes.get(key, ()), home)
         named = (key.group, key.namespace, key.name)
         kinds = self.kinds.get(named, ())
         if key.kind not in kinds:
-            self.kinds[named] = tuple(sorted((*kinds, key.kind)))
+            self.kinds[named] = tuple(sorted((*kinds, key.kind))) if kinds else _kinds_of(key.kind)
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
-        kept = [h for h in self.homes.get(key, []) if h.path != path]
+        kept = tuple(h for h in self.homes.get(key, ()) if h.path != path)
         if kept:
             self.homes[key] = kept
             return
@@ -261,6 +273,25 @@ def _rendered(path: str, data: bytes, obj: Mapping[str, Any]) -> _Parsed:
     return _Parsed(() if entry is None else (entry,), 1, owner_of(path, data))
 
 
+def _compact(parsed: _Parsed) -> _Parsed | ObjectKey:
+    """`parsed` as `FolderIndex` holds it: the key of its one object when it is a plain file of
+    one document naming one object (`_expand` gives the `_Parsed` back)."""
+    if (
+        parsed.documents == 1
+        and len(parsed.entries) == 1
+        and parsed.entries[0].document == 0
+        and parsed.owner is None
+        and parsed.unreadable is None
+    ):
+        entry = parsed.entries[0]
+        return ObjectKey(entry.group, entry.kind, entry.namespace, entry.name)
+    return parsed
+
+
+def _expand(key: ObjectKey) -> _Parsed:
+    return _Parsed((_Entry(0, key.group, key.kind, key.namespace, key.name),), 1)
+
+
 class FolderIndex:
     """The homes of one target folder, kept current file by file.
 
@@ -272,16 +303,17 @@ class FolderIndex:
     (`pipeline.intent.files`), so the index does not hold a copy of the branch's content.
     """
 
-    __slots__ = ("_blocked", "_keys", "_parsed", "_prefix", "_reached", "_reader", "files", "index")
+    __slots__ = ("_blocked", "_parsed", "_prefix", "_reached", "_reader", "files", "index")
 
     def __init__(self, target_path: str = "", reader: BlobReader | None = None) -> None:
         self._prefix = f"{target_path.rstrip('/')}/" if target_path else ""
         self._reader = reader
         self.files = FolderFiles(reader)
         self.index = HomeIndex()
-        self._parsed: dict[str, _Parsed] = {}
-        # the object keys each file's documents were indexed under
-        self._keys: dict[str, list[ObjectKey]] = {}
+        # What each file holds, parsed. A file of one document naming one object in its own
+        # namespace (the worker's own files: nearly every file after a first sync) is held as that
+        # object's key, the one its home is indexed under, instead of a `_Parsed` of its own.
+        self._parsed: dict[str, _Parsed | ObjectKey] = {}
         self._reached: dict[str, set[str]] = {}
         self._blocked: dict[str, IntentRefusal] = {}
 
@@ -324,7 +356,7 @@ class FolderIndex:
             if is_kustomization_file(path):
                 self._read_kustomization(path, data)
             else:
-                self._parsed[path] = _parse(path, data)
+                self._parsed[path] = _compact(_parse(path, data))
         yield from self._assemble()
 
     def update(
@@ -361,13 +393,13 @@ class FolderIndex:
         if data is None:
             self._parsed.pop(path, None)
             return
-        self._parsed[path] = _parse(path, data) if holds is None else _rendered(path, data, holds)
+        self._parsed[path] = _compact(_parse(path, data) if holds is None else _rendered(path, data, holds))
         self._index(path)
 
     def documents(self, path: str) -> int:
         """How many documents with content the file at `path` holds (0 when it is not indexed)."""
         parsed = self._parsed.get(path)
-        return parsed.documents if parsed is not None else 0
+        return 0 if parsed is None else 1 if isinstance(parsed, ObjectKey) else parsed.documents
 
     def _read_kustomization(self, path: str, data: bytes) -> None:
         try:
@@ -382,20 +414,38 @@ class FolderIndex:
         index.homes.clear()
         index.kinds.clear()
         index.unreadable.clear()
-        self._keys.clear()
         self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
         for path in sorted(self._parsed):
             yield
             self._index(path)
 
+    def _claims(self, path: str) -> Iterator[tuple[ObjectKey, int, str]]:
+        """The keys `path`'s documents are indexed under, each with its document and the namespace
+        the document writes itself; derived again when the file is unindexed, so the index keeps
+        no list of them (`_reached` changes only in `_assemble`, which indexes every file anew)."""
+        held = self._parsed.get(path)
+        if held is None:
+            return
+        if isinstance(held, ObjectKey):
+            if not self._reached.get(path):
+                yield held, 0, held.namespace
+                return
+            held = _expand(held)
+        namespaces = self._reached.get(path, set())
+        for entry in held.entries:
+            rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
+            for namespace in sorted(rendered):
+                yield ObjectKey(entry.group, entry.kind, namespace, entry.name), entry.document, entry.namespace
+
     def _unindex(self, path: str) -> None:
-        for key in self._keys.pop(path, []):
+        for key, _document, _own in self._claims(path):
             self.index.drop(key, path)
         if any(u.path == path for u in self.index.unreadable):
             self.index.unreadable = [u for u in self.index.unreadable if u.path != path]
 
     def _index(self, path: str) -> None:
-        parsed = self._parsed[path]
+        held = self._parsed[path]
+        parsed = _expand(held) if isinstance(held, ObjectKey) else held
         if parsed.unreadable is not None:
             self.index.unreadable.append(Unreadable(path, parsed.unreadable))
             return
@@ -409,20 +459,15 @@ class FolderIndex:
             refusal = IntentRefusal(
                 RefusalReason.SHARED_BASE, f"{path} is a base that {len(namespaces)} render roots share"
             )
-        keys = self._keys.setdefault(path, [])
-        for entry in parsed.entries:
-            rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
-            for namespace in sorted(rendered):
-                source = (
-                    NamespaceSource.KUSTOMIZATION
-                    if namespace and namespace != entry.namespace
-                    else NamespaceSource.DOCUMENT
-                    if namespace
-                    else NamespaceSource.NONE
-                )
-                key = ObjectKey(entry.group, entry.kind, namespace, entry.name)
-                self.index.add(key, Home(path, entry.document, source, refusal))
-                keys.append(key)
+        for key, document, own in self._claims(path):
+            source = (
+                NamespaceSource.KUSTOMIZATION
+                if key.namespace and key.namespace != own
+                else NamespaceSource.DOCUMENT
+                if key.namespace
+                else NamespaceSource.NONE
+            )
+            self.index.add(key, Home(path, document, source, refusal))
 
 
 def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:
