@@ -402,6 +402,7 @@ class Router:
         await self._slots.acquire()
         size = len(record.value or b"")
         while self._held_bytes and self._held_bytes + size > MAX_HELD_BYTES:
+            self._progress.set()  # the emitter frees room: it must see what was admitted so far
             self._room.clear()
             await self._room.wait()
         self._held_bytes += size
