@@ -121,8 +121,8 @@ def kind_of(folder: FolderIndex, group: str, resource: str, namespace: str, name
     object): the one kind indexed under that name whose resource Kubernetes would guess as
     `resource` (or spell as the kind itself, as `Endpoints`); "" when none or several match."""
     kinds = {
-        *folder.index.kinds.get((group, namespace, name), ()),
-        *folder.index.kinds.get((group, "", name), ()),
+        *folder.index.kinds_named(group, namespace, name),
+        *folder.index.kinds_named(group, "", name),
     }
     found = sorted(k for k in kinds if resource in (guess_resource(k), k.lower()))
     return found[0] if len(found) == 1 else ""
@@ -132,9 +132,11 @@ def indexed(folder: FolderIndex, group: str, namespace: str, name: str) -> bool:
     """Whether an object of that name may live in a file edited in place (a cheap test before an
     object's JSON is read to find out): a document of that name is indexed, or the folder has a
     kustomization a new object may be placed beside."""
-    kinds = folder.index.kinds
+    index = folder.index
     return (
-        bool(folder.index.kustomizations) or (group, namespace, name) in kinds or (group, "", name) in kinds
+        bool(index.kustomizations)
+        or bool(index.kinds_named(group, namespace, name))
+        or bool(index.kinds_named(group, "", name))
     )
 
 

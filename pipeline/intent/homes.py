@@ -82,15 +82,6 @@ class Unreadable:
     refusal: IntentRefusal
 
 
-# One tuple per kind for `HomeIndex.kinds`: nearly every name has one kind, and a first sync indexes
-# every object, so each name shares its kind's tuple instead of holding one of its own.
-_KIND_TUPLES: dict[str, tuple[str, ...]] = {}
-
-
-def _kinds_of(kind: str) -> tuple[str, ...]:
-    return _KIND_TUPLES.setdefault(kind, (kind,))
-
-
 @dataclass(slots=True)
 class HomeIndex:
     """Which documents hold each object. Held for every object of a branch for as long as its
@@ -100,10 +91,17 @@ class HomeIndex:
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
-    # (group, namespace, name) -> the kinds indexed under it: a delete carries no object, so the
-    # worker finds its kind here
-    # (a sorted tuple: nearly always one kind, and a tuple of one is a fifth of a set's memory)
-    kinds: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
+    # group -> kind -> how many keys of it are indexed. A delete carries no object, so the worker
+    # finds its kind by looking its name up under each kind of its group (a handful), instead of
+    # an entry per object name (`kinds_named`)
+    group_kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def kinds_named(self, group: str, namespace: str, name: str) -> tuple[str, ...]:
+        """The kinds of `group` indexed under `namespace/name`, sorted."""
+        homes = self.homes
+        return tuple(
+            sorted(k for k in self.group_kinds.get(group, ()) if ObjectKey(group, k, namespace, name) in homes)
+        )
 
     def candidates(self, key: ObjectKey) -> Sequence[Home]:
         """Every document that claims `key` (a document without a namespace claims it when no
@@ -132,25 +130,28 @@ class HomeIndex:
         return frozenset(h.path for homes in self.homes.values() for h in homes)
 
     def add(self, key: ObjectKey, home: Home) -> None:
-        self.homes[key] = (*self.homes.get(key, ()), home)
-        named = (key.group, key.namespace, key.name)
-        kinds = self.kinds.get(named, ())
-        if key.kind not in kinds:
-            self.kinds[named] = tuple(sorted((*kinds, key.kind))) if kinds else _kinds_of(key.kind)
+        held = self.homes.get(key)
+        if held is None:
+            kinds = self.group_kinds.setdefault(key.group, {})
+            kinds[key.kind] = kinds.get(key.kind, 0) + 1
+        self.homes[key] = (*(held or ()), home)
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
-        kept = tuple(h for h in self.homes.get(key, ()) if h.path != path)
+        held = self.homes.get(key)
+        if held is None:
+            return
+        kept = tuple(h for h in held if h.path != path)
         if kept:
             self.homes[key] = kept
             return
-        self.homes.pop(key, None)
-        named = (key.group, key.namespace, key.name)
-        kinds = tuple(k for k in self.kinds.get(named, ()) if k != key.kind)
-        if kinds:
-            self.kinds[named] = kinds
-        else:
-            self.kinds.pop(named, None)
+        del self.homes[key]
+        kinds = self.group_kinds[key.group]
+        kinds[key.kind] -= 1
+        if not kinds[key.kind]:
+            del kinds[key.kind]
+            if not kinds:
+                del self.group_kinds[key.group]
 
 
 def _describe(key: ObjectKey) -> str:
@@ -412,7 +413,7 @@ class FolderIndex:
         step per file."""
         index = self.index
         index.homes.clear()
-        index.kinds.clear()
+        index.group_kinds.clear()
         index.unreadable.clear()
         self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
         for path in sorted(self._parsed):

@@ -101,4 +101,4 @@ async def test_the_index_the_worker_keeps_from_its_own_writes_is_the_one_its_tre
     assert folder is not None
     built = build_index({path: text.encode() for path, text in pushed.items()}, "live")
     assert folder.index.homes == built.homes
-    assert folder.index.kinds == built.kinds
+    assert folder.index.group_kinds == built.group_kinds
