@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge
 
-from pipeline import gcpolicy
+from pipeline import gcpolicy, mallocpolicy
 from pipeline.audit import component as audit_component
 from pipeline.backoff import log_retry
 from pipeline.codec.branch_work import work_record
@@ -128,6 +128,7 @@ class Service:
         )
         self._probing: asyncio.Task[None] | None = None
         self._lag: asyncio.Task[None] | None = None
+        self._trimming: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self._objects = ClusterObjects(settings)
 
@@ -138,6 +139,7 @@ class Service:
         names the stages still to come instead of calling a half-started replica ready.
         """
         gcpolicy.after_imports()
+        mallocpolicy.configure()
         self._incarnation = Incarnation.claim(self.settings.workdir)
         if self._owns_log:
             self.log.incarnation = self._incarnation
@@ -175,6 +177,7 @@ class Service:
             await self._start_ops_server()
             self._publishing = asyncio.create_task(self._publish_health(), name="ops health")
             self._lag = asyncio.create_task(watch_loop_lag(), name="event loop lag")
+            self._trimming = asyncio.create_task(mallocpolicy.trim_forever(), name="malloc trim")
             while self._starting:
                 component = self._starting[0]
                 await component.start()
@@ -340,12 +343,12 @@ class Service:
         if self._config is not None:
             await self._config.close()
             self._config = None
-        for task in (self._probing, self._lag, self._publishing):
+        for task in (self._probing, self._lag, self._trimming, self._publishing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._probing = self._lag = self._publishing = None
+        self._probing = self._lag = self._trimming = self._publishing = None
         for component in reversed(self.components):
             try:
                 await component.stop()
