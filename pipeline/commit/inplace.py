@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -269,7 +270,7 @@ def _sweepable(folder: FolderIndex, homes: Sequence[Home], canonical: str) -> bo
 
 
 def unlisted_homes(
-    folder: FolderIndex, group: str, resource: str, scope: str, listed: frozenset[tuple[str, str]]
+    folder: FolderIndex, group: str, resource: str, scope: str, listed: AbstractSet[tuple[str, str]]
 ) -> list[HomeKey]:
     """The objects of `group/resource` that documents of `folder` hold and a snapshot of `scope`
     ("" for every namespace) does not list (`listed`: its `(namespace, name)` pairs): the sweep's
