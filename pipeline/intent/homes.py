@@ -85,9 +85,10 @@ class Unreadable:
 @dataclass(slots=True)
 class HomeIndex:
     """Which documents hold each object. Held for every object of a branch for as long as its
-    worker runs, so its values are tuples (a tuple of one home is half a list of one)."""
+    worker runs, so an object's one home is held as itself and only several as a tuple (read them
+    with `candidates`)."""
 
-    homes: dict[ObjectKey, tuple[Home, ...]] = field(default_factory=dict)
+    homes: dict[ObjectKey, Home | tuple[Home, ...]] = field(default_factory=dict)
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
@@ -107,9 +108,9 @@ class HomeIndex:
         """Every document that claims `key` (a document without a namespace claims it when no
         document with one does)."""
         homes = self.homes.get(key)
-        if not homes and key.namespace:
+        if homes is None and key.namespace:
             homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
-        return homes or ()
+        return _several(homes)
 
     def home_of(self, key: ObjectKey) -> Home | None:
         """The one home of `key`; raises IntentRefusal when two documents claim it or it may not be
@@ -127,23 +128,23 @@ class HomeIndex:
         return home
 
     def files(self) -> frozenset[str]:
-        return frozenset(h.path for homes in self.homes.values() for h in homes)
+        return frozenset(h.path for homes in self.homes.values() for h in _several(homes))
 
     def add(self, key: ObjectKey, home: Home) -> None:
         held = self.homes.get(key)
         if held is None:
             kinds = self.group_kinds.setdefault(key.group, {})
             kinds[key.kind] = kinds.get(key.kind, 0) + 1
-        self.homes[key] = (*(held or ()), home)
+        self.homes[key] = home if held is None else (*_several(held), home)
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
         held = self.homes.get(key)
         if held is None:
             return
-        kept = tuple(h for h in held if h.path != path)
+        kept = tuple(h for h in _several(held) if h.path != path)
         if kept:
-            self.homes[key] = kept
+            self.homes[key] = kept[0] if len(kept) == 1 else kept
             return
         del self.homes[key]
         kinds = self.group_kinds[key.group]
@@ -152,6 +153,12 @@ class HomeIndex:
             del kinds[key.kind]
             if not kinds:
                 del self.group_kinds[key.group]
+
+
+def _several(homes: Home | tuple[Home, ...] | None) -> tuple[Home, ...]:
+    if homes is None:
+        return ()
+    return (homes,) if isinstance(homes, Home) else homes
 
 
 def _describe(key: ObjectKey) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline.commit.branch import BranchWorker
 from pipeline.intent.files import FolderFiles
+from pipeline.intent.homes import Home
 from tests.commit.helpers import Work, cm, files, git
 from tests.commit.test_branch_worker import Harness
 
@@ -80,7 +81,7 @@ async def test_a_worker_that_starts_on_a_large_branch_reads_it_without_holding_i
 
 async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: Path) -> None:
     """After a first sync the worker keeps, per object, one key shared by the file's parse and its
-    home, a tuple of homes, a count per kind (not a kinds entry per name), the tree's own blob id in the index,
+    home, the home itself (no list or tuple), a count per kind (not a kinds entry per name), the tree's own blob id in the index,
     and a state-book entry with no tuple of its own: each of these was a separate object per
     object before (issue 32's memory budget; what is kept per object is structural, not timed)."""
     h = Harness(tmp_path)
@@ -97,9 +98,9 @@ async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: P
     assert folder is not None
     index = folder.index
     assert len(index.homes) == OBJECTS
-    for key, homes in index.homes.items():
-        assert type(homes) is tuple and len(homes) == 1
-        path = homes[0].path
+    for key, home in index.homes.items():
+        assert type(home) is Home  # one home is held as itself, not in a tuple or list
+        path = home.path
         assert folder._parsed[path] is key  # the file's parse is the home's own key
         assert folder.files.blob(path) is h.worker._tree.get(path)  # one blob id, the tree's
     assert index.group_kinds == {"": {"ConfigMap": OBJECTS}}  # no entry per object name
@@ -115,6 +116,6 @@ async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: P
     await h.settle_time()
     assert len(index.homes) == OBJECTS - 1
     assert index.group_kinds == {"": {"ConfigMap": OBJECTS - 1}}
-    for key, homes in index.homes.items():
-        assert folder._parsed[homes[0].path] is key
+    for key, home in index.homes.items():
+        assert type(home) is Home and folder._parsed[home.path] is key
     _assert_reads_the_remote(folder.files, h.remote)

@@ -195,7 +195,8 @@ def _homes(index: HomeIndex) -> dict[ObjectKey, list[tuple[str, int, str, str]]]
     a refusal by what it says (two refusals are two exceptions)."""
     return {
         key: sorted((h.path, h.document, h.namespace_source, str(h.blocked or "")) for h in homes)
-        for key, homes in index.homes.items()
+        for key in index.homes
+        for homes in [index.candidates(key)]
     }
 
 
