@@ -20,7 +20,14 @@ from typing import Final
 from urllib.parse import quote, unquote
 
 from pipeline.codec import OBJECT_STATE, SCHEMA_HEADER, DecodeError, codec
-from pipeline.codec.avro_binary import read_bytes, read_long, read_whole
+from pipeline.codec.avro_binary import (
+    read_bytes,
+    read_long,
+    read_whole,
+    write_bytes,
+    write_long,
+    write_string,
+)
 from pipeline.codec.binding import AvroRecord
 from pipeline.codec.branch_work import ActorKind, Outcome, WorkAuthor
 from pipeline.log.api import PendingRecord, Record
@@ -31,6 +38,7 @@ __all__ = [
     "ObjectState",
     "decode_state",
     "decode_state_v2",
+    "encode_state_v2",
     "state_record",
     "target_prefix",
     "tombstone_record",
@@ -120,9 +128,49 @@ class ObjectState(AvroRecord):
         return ObjectKey(self.target, self.group, self.resource, self.namespace, self.name)
 
 
-def state_record(state: ObjectState) -> PendingRecord:
-    """The record that makes `state` the current version of its object."""
-    return codec(OBJECT_STATE).record(state.to_avro(), key=state.key.encode())
+def state_record(state: ObjectState, key: ObjectKey | None = None) -> PendingRecord:
+    """The record that makes `state` the current version of its object (`key`: its key, when
+    the caller has it already)."""
+    named = state.key if key is None else key
+    return PendingRecord(encode_state_v2(state), key=named.encode(), headers=(_STATE_HEADER,))
+
+
+def encode_state_v2(state: ObjectState) -> bytes:
+    """`state` as an `object_state/2` payload, written straight from the dataclass.
+
+    A first sync writes one state per object: fastavro's writer, with the dict `to_avro` builds
+    for it, was most of that cost. The bytes are fastavro's (`tests/unit/test_codec_formats.py`).
+    """
+    author = state.author
+    return b"".join(
+        (
+            write_string(state.target),
+            write_string(state.provider),
+            write_string(state.branch),
+            write_string(state.path),
+            write_string(state.cluster),
+            write_string(state.group),
+            write_string(state.version),
+            write_string(state.resource),
+            write_string(state.namespace),
+            write_string(state.name),
+            write_string(state.uid),
+            write_string(state.resource_version),
+            write_bytes(state.object_json),
+            b"\x01" if state.sealed else b"\x00",
+            write_bytes(state.document),
+            _OUTCOME_INDEXES[author.outcome],
+            write_string(author.username),
+            write_string(author.display_name),
+            write_string(author.email),
+            write_string(author.tier),
+            write_string(author.actor_kind),
+            write_long(author.event_time_ms),
+            write_long(state.partition),
+            write_long(state.offset),
+            write_long(state.committed_at_ms),
+        )
+    )
 
 
 def tombstone_record(key: ObjectKey) -> PendingRecord:
@@ -150,6 +198,8 @@ _AUTHOR_STRINGS: Final = 5
 _OUTCOMES: Final = tuple(Outcome)
 _ACTOR_KINDS: Final = {kind.value: kind for kind in ActorKind}
 _BOOLEANS: Final = {0: False, 1: True}
+_OUTCOME_INDEXES: Final = {outcome: write_long(index) for index, outcome in enumerate(_OUTCOMES)}
+_STATE_HEADER: Final = (SCHEMA_HEADER, HAND_WRITTEN)
 
 
 def _strings(data: bytes, pos: int, count: int, into: list[str]) -> int:

@@ -59,13 +59,14 @@ class StateBook:
     def upsert(self, state: ObjectState) -> PendingRecord | None:
         """The record that makes `state` current, or None when the topic already has it or newer."""
         mark = (state.partition, state.offset)
-        entry = self._entries.get(state.key)
+        key = state.key
+        entry = self._entries.get(key)
         if entry is not None and (
             entry.mark >= mark or (not entry.removed and entry.resource_version == state.resource_version)
         ):
             return None
-        self._entries[state.key] = _Entry(*mark, state.resource_version, False, _named(state))
-        return state_record(state)
+        self._entries[key] = _Entry(*mark, state.resource_version, False, _named(state))
+        return state_record(state, key)
 
     def reauthor(self, state: ObjectState) -> PendingRecord | None:
         """The record naming a late author of the current version, or None when that version is not

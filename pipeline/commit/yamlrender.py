@@ -86,8 +86,26 @@ class _NaturalKey:
 
 
 def sorted_natural(keys: Sequence[str]) -> list[str]:
-    """Keys in yaml.v3's natural order."""
+    """Keys in yaml.v3's natural order.
+
+    The same few key sets (an object's `metadata`, a container, a label set) come back in object
+    after object, and each sort calls a Python comparison per pair: short sets are remembered
+    (`_CACHED_KEY_SETS` of at most `_CACHED_SET_KEYS` keys of at most `_CACHED_KEY_CHARS`
+    characters, so the cache stays under a few MiB whatever the objects hold).
+    """
+    if len(keys) <= _CACHED_SET_KEYS and all(type(k) is str and len(k) <= _CACHED_KEY_CHARS for k in keys):
+        return list(_sorted_natural_cached(tuple(keys)))
     return sorted(keys, key=_NaturalKey)
+
+
+_CACHED_KEY_SETS = 2048
+_CACHED_SET_KEYS = 16
+_CACHED_KEY_CHARS = 63
+
+
+@functools.lru_cache(maxsize=_CACHED_KEY_SETS)
+def _sorted_natural_cached(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(keys, key=_NaturalKey))
 
 
 def _top_level_order(keys: Sequence[str]) -> list[str]:
@@ -172,11 +190,9 @@ _ALWAYS_CONSTRUCTED = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:nu
 _NUMBERS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
 
 
-def _plain_type(text: str) -> bool | None:
-    """For a simple text whose reading is certain: whether plain reads it back as itself (True)
+def _simple_type(text: str) -> bool | None:
+    """For a `_SIMPLE` text whose reading is certain: whether plain reads it back as itself (True)
     or as another type (False); None when only reading it back can tell."""
-    if _SIMPLE.fullmatch(text) is None:
-        return None
     tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
     if tag == _STR_TAG:
         return True
@@ -186,17 +202,22 @@ def _plain_type(text: str) -> bool | None:
 
 
 def _plain_ok(text: str) -> bool:
+    if _SIMPLE.fullmatch(text) is not None:
+        # without spaces, quotes or unprintable characters only these structural checks can fail
+        if text == "-" or text.endswith(":") or text.startswith(("---", "...")):
+            return False
+        known = _simple_type(text)
+        return known if known is not None else _read_back(text) == text
     if not text or text != text.strip(" ") or text.startswith(("---", "...")):
         return False
     if not _all_printable(text) or _has_indicator(text):
         return False
-    known = _plain_type(text)
-    return known if known is not None else _read_back(text) == text
+    return _read_back(text) == text
 
 
 def _resolves_elsewhere(text: str) -> bool:
     """yaml.v3 double-quotes strings that plain would read as another type (`"true"`, `"1"`)."""
-    known = _plain_type(text)
+    known = _simple_type(text) if _SIMPLE.fullmatch(text) is not None else None
     if known is not None:
         return not known
     value = _read_back(text)

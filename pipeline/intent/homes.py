@@ -45,6 +45,7 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 _FOREIGN_FILES = frozenset({"gotk-components.yaml", "gotk-sync.yaml"})
 _FOREIGN_HEADER = re.compile(r"^#\s*(Source: |.*\bgenerated\b|.*do not edit)", re.IGNORECASE)
 _HEADER_LINES = 5
+_HEADER_BYTES = 4096
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -170,7 +171,11 @@ def owner_of(path: str, data: bytes) -> str | None:
     """The reason `path` belongs to another tool, or None when a person keeps it."""
     if posixpath.basename(path) in _FOREIGN_FILES:
         return f"{path} is written by Flux"
-    head = data[:4096].decode("utf-8", "replace").splitlines()[:_HEADER_LINES]
+    if data.find(b"#", 0, _HEADER_BYTES) < 0:
+        # a header is a comment line: without a `#` in the head there is none to read (and a `#`
+        # byte is always the character, UTF-8 never uses it inside another)
+        return None
+    head = data[:_HEADER_BYTES].decode("utf-8", "replace").splitlines()[:_HEADER_LINES]
     for line in head:
         if _FOREIGN_HEADER.search(line.strip()):
             return f"{path} says it is generated ({line.strip()[:80]!r})"

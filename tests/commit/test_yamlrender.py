@@ -202,3 +202,20 @@ def test_a_value_its_resolved_type_cannot_hold_is_quoted_not_an_error(value: str
     rendered (it once raised out of the renderer and stopped the branch)."""
     text = render_object({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": value}})
     assert yaml.safe_load(text)["data"]["k"] == value
+
+
+@given(st.lists(st.lists(st.text(alphabet="ab01-.Z", max_size=4), max_size=20), min_size=2, max_size=6))
+@settings(max_examples=200)
+def test_remembered_key_orders_are_the_comparison_order(key_sets: list[list[str]]) -> None:
+    """Short key sets are sorted once and remembered; whatever the cache holds, each answer is
+    the pairwise comparison's, and no caller can change what it remembers."""
+    import functools
+
+    def compare(a: str, b: str) -> int:
+        return -1 if natural_key_less(a, b) else 1 if natural_key_less(b, a) else 0
+
+    for keys in [*key_sets, *key_sets]:
+        got = sorted_natural(keys)
+        assert got == sorted(keys, key=functools.cmp_to_key(compare))
+        got.reverse()
+        assert sorted_natural(keys) == sorted(keys, key=functools.cmp_to_key(compare))

@@ -56,7 +56,13 @@ from pipeline.codec.fact_batch import (
     encode_fact_batch,
 )
 from pipeline.codec.object_state import HAND_WRITTEN as STATE_HAND_WRITTEN
-from pipeline.codec.object_state import ObjectState, decode_state, decode_state_v2
+from pipeline.codec.object_state import (
+    ObjectState,
+    decode_state,
+    decode_state_v2,
+    encode_state_v2,
+    state_record,
+)
 from pipeline.codec.stream_report import decode_report, encode_report
 from pipeline.codec.target_result import PushOutcome, decode_result, encode_result
 from pipeline.codec.watch_claim import decode_claim, encode_claim
@@ -229,6 +235,8 @@ def test_object_state_fast_path_agrees_with_fastavro(record: dict[str, Any]) -> 
     assert written.value is not None
     assert decode_state_v2(written.value) == state
     assert decode_state(written) == state
+    assert encode_state_v2(state) == written.value, "the hand-written writer writes fastavro's bytes"
+    assert state_record(state).headers == written.headers
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
