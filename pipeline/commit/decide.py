@@ -682,9 +682,7 @@ class Decider:
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, keep)
         if prune and homes is not None:
-            yield from self._sweep_homes(
-                end, homes, snapshot.listed, keep, listed.writes, listed.changes
-            )
+            yield from self._sweep_homes(end, homes, snapshot.listed, keep, listed.writes, listed.changes)
         plan = _plan(
             PlanKind.SNAPSHOT,
             stream.target,

@@ -102,7 +102,9 @@ class HomeIndex:
         """The kinds of `group` indexed under `namespace/name`, sorted."""
         homes = self.homes
         return tuple(
-            sorted(k for k in self.group_kinds.get(group, ()) if ObjectKey(group, k, namespace, name) in homes)
+            sorted(
+                k for k in self.group_kinds.get(group, ()) if ObjectKey(group, k, namespace, name) in homes
+            )
         )
 
     def candidates(self, key: ObjectKey) -> Sequence[Home]:
@@ -448,7 +450,11 @@ class FolderIndex:
         for entry in held.entries:
             rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
             for namespace in sorted(rendered):
-                yield ObjectKey(entry.group, entry.kind, namespace, entry.name), entry.document, entry.namespace
+                yield (
+                    ObjectKey(entry.group, entry.kind, namespace, entry.name),
+                    entry.document,
+                    entry.namespace,
+                )
 
     def _unindex(self, path: str) -> None:
         for key, _document, _own in self._claims(path):

@@ -48,7 +48,14 @@ def test_plain_files_are_held_as_ids_and_other_modes_survive_a_rewrite(tmp_path:
     assert all(isinstance(entry, bytes) for entry in live[-1].entries.values())  # ids, no tuples
     listing = _git(repo, "ls-tree", "-r", root.hex())
     modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
-    assert modes == {"link": "120000", "run.sh": "100755", "live/a.yaml": f"{BLOB_MODE:o}", "live/b.yaml": "100644"}
+    assert modes == {
+        "link": "120000",
+        "run.sh": "100755",
+        "live/a.yaml": f"{BLOB_MODE:o}",
+        "live/b.yaml": "100644",
+    }
     assert _git(repo, "cat-file", "-p", f"{root.hex()}:live/b.yaml") == "b: 2\n"
-    assert tree.get("run.sh") is not None and tree.get("live") is None  # a folder is not a file
-    assert tree.delete("live/a.yaml") and not tree.delete("live/a.yaml")
+    assert tree.get("run.sh") is not None
+    assert tree.get("live") is None  # a folder is not a file
+    assert tree.delete("live/a.yaml")
+    assert not tree.delete("live/a.yaml")

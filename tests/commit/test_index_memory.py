@@ -81,9 +81,10 @@ async def test_a_worker_that_starts_on_a_large_branch_reads_it_without_holding_i
 
 async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: Path) -> None:
     """After a first sync the worker keeps, per object, one key shared by the file's parse and its
-    home, the home itself (no list or tuple), a count per kind (not a kinds entry per name), the tree's own blob id in the index,
-    and a state-book entry with no tuple of its own: each of these was a separate object per
-    object before (issue 32's memory budget; what is kept per object is structural, not timed)."""
+    home, the home itself (no list or tuple), a count per kind (not a kinds entry per name), the
+    tree's own blob id in the index, and a state-book entry with no tuple of its own: each of these
+    was a separate object per object before (issue 32's memory budget; what is kept per object is
+    structural, not timed)."""
     h = Harness(tmp_path)
 
     async def no_state(_targets: frozenset[str]) -> list[Any]:
@@ -91,7 +92,9 @@ async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: P
 
     h.worker = h.new_worker(load_state=no_state, on_state=lambda _states: None)
     work = Work()
-    await h.feed(*work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8))
+    await h.feed(
+        *work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8)
+    )
     await h.settle_time()
     assert len(files(h.remote)) == OBJECTS
     folder = h.worker._homes.folder("live")
@@ -117,5 +120,6 @@ async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: P
     assert len(index.homes) == OBJECTS - 1
     assert index.group_kinds == {"": {"ConfigMap": OBJECTS - 1}}
     for key, home in index.homes.items():
-        assert type(home) is Home and folder._parsed[home.path] is key
+        assert type(home) is Home
+        assert folder._parsed[home.path] is key
     _assert_reads_the_remote(folder.files, h.remote)

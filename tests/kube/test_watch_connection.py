@@ -135,7 +135,10 @@ async def test_a_read_takes_at_most_read_bytes_and_lines_may_span_reads(
     client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
     connection = await client.watch(_PATH, [], 30.0)
     names = [f"cm-{n:03d}" for n in range(250)]
-    lines = [json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n" for name in names]
+    lines = [
+        json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
+        for name in names
+    ]
     try:
         await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
         kube.inject_raw(b"".join(lines))

@@ -15,7 +15,8 @@ import pytest
 from pipeline.config import Settings
 from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import Log
-from pipeline.router import Router, router as router_module
+from pipeline.router import Router
+from pipeline.router import router as router_module
 from tests.router.test_router import configmap, destinations, prepare, read_work
 from tests.support.wait import wait_for
 

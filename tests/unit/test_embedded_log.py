@@ -444,13 +444,17 @@ async def test_a_fetch_holds_at_most_its_byte_budget_and_at_least_one_record(
         await embedded.create_topics([TopicSpec("big", 1)])
         tp = TopicPartition("big", 0)
         sizes = [300, 300, 300, 300, 2500, 10, 10, 300]
-        await embedded.append_many("big", [PendingRecord(bytes([n]) * size, partition=0) for n, size in enumerate(sizes)])
+        await embedded.append_many(
+            "big", [PendingRecord(bytes([n]) * size, partition=0) for n, size in enumerate(sizes)]
+        )
         reader = embedded.reader()
         await reader.assign({tp: 0})
         batches: list[list[int]] = []
         while fetched := (await reader.fetch(timeout_ms=0, max_records=500)).records:
             batches.append([len(r.value or b"") for r in fetched])
-            assert [r.offset for r in fetched] == list(range(sum(map(len, batches)) - len(fetched), sum(map(len, batches))))
+            assert [r.offset for r in fetched] == list(
+                range(sum(map(len, batches)) - len(fetched), sum(map(len, batches)))
+            )
         await reader.close()
     finally:
         await embedded.close()

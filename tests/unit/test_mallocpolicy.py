@@ -15,7 +15,18 @@ import pytest
 
 from pipeline import mallocpolicy
 
-_FIELDS = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -51,10 +62,18 @@ def test_freed_heap_pages_are_given_back() -> None:
 
 async def test_the_service_trims_on_its_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(mallocpolicy, "give_back", lambda: calls.append(1) or True)
+    thrice = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def counted() -> bool:  # runs in a worker thread, as the real one does
+        calls.append(1)
+        if len(calls) == 3:
+            loop.call_soon_threadsafe(thrice.set)
+        return True
+
+    monkeypatch.setattr(mallocpolicy, "give_back", counted)
     task = asyncio.create_task(mallocpolicy.trim_forever(interval_s=0))
-    while len(calls) < 3:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(thrice.wait(), 30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
