@@ -45,7 +45,9 @@ def test_plain_files_are_held_as_ids_and_other_modes_survive_a_rewrite(tmp_path:
 
     live = tree._chain("live", create=False)
     assert live is not None
-    assert all(isinstance(entry, bytes) for entry in live[-1].entries.values())  # ids, no tuples
+    entries = live[-1].entries
+    assert entries is not None
+    assert all(isinstance(entry, bytes) for entry in entries.values())  # ids, no tuples
     listing = _git(repo, "ls-tree", "-r", root.hex())
     modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
     assert modes == {
