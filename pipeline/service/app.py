@@ -128,7 +128,6 @@ class Service:
         )
         self._probing: asyncio.Task[None] | None = None
         self._lag: asyncio.Task[None] | None = None
-        self._trimming: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self._objects = ClusterObjects(settings)
 
@@ -177,7 +176,6 @@ class Service:
             await self._start_ops_server()
             self._publishing = asyncio.create_task(self._publish_health(), name="ops health")
             self._lag = asyncio.create_task(watch_loop_lag(), name="event loop lag")
-            self._trimming = asyncio.create_task(mallocpolicy.trim_forever(), name="malloc trim")
             while self._starting:
                 component = self._starting[0]
                 await component.start()
@@ -343,12 +341,12 @@ class Service:
         if self._config is not None:
             await self._config.close()
             self._config = None
-        for task in (self._probing, self._lag, self._trimming, self._publishing):
+        for task in (self._probing, self._lag, self._publishing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._probing = self._lag = self._trimming = self._publishing = None
+        self._probing = self._lag = self._publishing = None
         for component in reversed(self.components):
             try:
                 await component.stop()
