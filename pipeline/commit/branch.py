@@ -671,7 +671,7 @@ class BranchWorker:
         if not applied.changed:
             return None, applied.refusals
         tree = self._tree.write()
-        await self._slicer.drive(self._homes.committed(tree, applied.files, applied.rendered))
+        await self._slicer.drive(self._homes.committed(tree, applied.files, applied.rendered, self._tree.get))
         author = Signature(plan.byline.identity, plan.byline.time_s)
         committer = Signature(self.committer, int(self._wall()))
         sha = self.repo.commit(tree, self._tip, author, committer, message_for(plan, applied))

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Unpack
 
@@ -671,17 +672,17 @@ class Decider:
         listed = yield from self._listed_steps(snapshot, end, tree, homes)
         states = listed.states
         revision = body.resource_version or _begin_revision(snapshot)
-        # objects written after the list's revision are not in it, and must not be swept
-        keep = frozenset(snapshot.keep | self.versions.newer_than(revision))
+        # objects written after the list's revision are not in it, and must not be swept; the
+        # finished snapshot's own set is used, not copied (it names every object of the collection)
+        snapshot.keep.update(self.versions.newer_than(revision))
+        keep = snapshot.keep
         prune = target is not None and target.prune == Prune.ALWAYS
         prune = prune and not self.filtered(end, Operation.DELETE, stream.scope)
         book = self._tracked(end)
         if prune and book is not None:
             states += yield from self._swept_states(book, end, sensitive, keep)
         if prune and homes is not None:
-            yield from self._sweep_homes(
-                end, homes, frozenset(snapshot.listed), keep, listed.writes, listed.changes
-            )
+            yield from self._sweep_homes(end, homes, snapshot.listed, keep, listed.writes, listed.changes)
         plan = _plan(
             PlanKind.SNAPSHOT,
             stream.target,
@@ -795,8 +796,8 @@ class Decider:
         self,
         end: WorkItem,
         homes: Homes,
-        listed: frozenset[tuple[str, str]],
-        keep: frozenset[str],
+        listed: AbstractSet[tuple[str, str]],
+        keep: AbstractSet[str],
         writes: Writes,
         changes: dict[str, LiveChange],
     ) -> Steps[None]:
@@ -838,7 +839,7 @@ class Decider:
             )
 
     def _swept_states(
-        self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: frozenset[str]
+        self, book: StateBook, end: WorkItem, sensitive: frozenset[GroupResource], keep: AbstractSet[str]
     ) -> Steps[list[PendingRecord]]:
         """Tombstones for the objects of a snapshot's scope that the snapshot no longer lists."""
         stream = end.stream

@@ -14,7 +14,7 @@ blob is in the object store is kept as its id and read back when the planner edi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.commit.git.objstore import ObjectStore, object_id
@@ -82,15 +82,20 @@ class BranchHomes:
         root: bytes,
         files: Mapping[str, bytes | None],
         rendered: Mapping[str, Mapping[str, Any]] | None = None,
+        blob_at: Callable[[str], bytes | None] | None = None,
     ) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
         from the content in hand, without comparing trees or reading blobs; a file in `rendered`
         (path to the object it is the canonical rendering of) is indexed from its object, the
-        others are parsed. One step per file, so a snapshot's commit is indexed in slices
+        others are parsed. `blob_at` reads a file's blob id from the tree just written, so the
+        index keeps the tree's own id (one object per file, not two equal ones) instead of hashing
+        the content again. One step per file, so a snapshot's commit is indexed in slices
         (`pipeline.slices`)."""
         objects = rendered or {}
         for path, data in files.items():
             yield
-            blob = None if data is None else object_id(b"blob", data)
+            blob = None
+            if data is not None:
+                blob = (blob_at(path) if blob_at is not None else None) or object_id(b"blob", data)
             self.update(path, data, blob, objects.get(path))
         self.root = root

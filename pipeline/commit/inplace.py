@@ -16,7 +16,8 @@ Everything here is pure: the worker hands in the folder's index and files.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -121,8 +122,8 @@ def kind_of(folder: FolderIndex, group: str, resource: str, namespace: str, name
     object): the one kind indexed under that name whose resource Kubernetes would guess as
     `resource` (or spell as the kind itself, as `Endpoints`); "" when none or several match."""
     kinds = {
-        *folder.index.kinds.get((group, namespace, name), ()),
-        *folder.index.kinds.get((group, "", name), ()),
+        *folder.index.kinds_named(group, namespace, name),
+        *folder.index.kinds_named(group, "", name),
     }
     found = sorted(k for k in kinds if resource in (guess_resource(k), k.lower()))
     return found[0] if len(found) == 1 else ""
@@ -132,9 +133,11 @@ def indexed(folder: FolderIndex, group: str, namespace: str, name: str) -> bool:
     """Whether an object of that name may live in a file edited in place (a cheap test before an
     object's JSON is read to find out): a document of that name is indexed, or the folder has a
     kustomization a new object may be placed beside."""
-    kinds = folder.index.kinds
+    index = folder.index
     return (
-        bool(folder.index.kustomizations) or (group, namespace, name) in kinds or (group, "", name) in kinds
+        bool(index.kustomizations)
+        or bool(index.kinds_named(group, namespace, name))
+        or bool(index.kinds_named(group, "", name))
     )
 
 
@@ -256,7 +259,7 @@ def _place_sealed(
     return plan_new_file(folder.index, folder.files, path, content.decode("utf-8"))
 
 
-def _sweepable(folder: FolderIndex, homes: list[Home], canonical: str) -> bool:
+def _sweepable(folder: FolderIndex, homes: Sequence[Home], canonical: str) -> bool:
     """Whether a sweep may remove the one document in `homes`: it is the only one claiming the
     object, nothing blocks an edit of its file (another tool's file, an unmodelled kustomization,
     a shared base), and it is not the object's own canonical file (the canonical sweep's, which
@@ -267,7 +270,7 @@ def _sweepable(folder: FolderIndex, homes: list[Home], canonical: str) -> bool:
 
 
 def unlisted_homes(
-    folder: FolderIndex, group: str, resource: str, scope: str, listed: frozenset[tuple[str, str]]
+    folder: FolderIndex, group: str, resource: str, scope: str, listed: AbstractSet[tuple[str, str]]
 ) -> list[HomeKey]:
     """The objects of `group/resource` that documents of `folder` hold and a snapshot of `scope`
     ("" for every namespace) does not list (`listed`: its `(namespace, name)` pairs): the sweep's

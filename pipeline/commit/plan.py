@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypedDict
@@ -95,7 +96,8 @@ class Sweep:
     group: str
     resource: str
     scope: str
-    keep: frozenset[str]
+    # a finished snapshot's own set of paths (not copied: it names every object it listed)
+    keep: AbstractSet[str]
     prune: bool
 
 

@@ -24,11 +24,19 @@ Mark = tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    mark: Mark
+    """Held for every object of the branch for as long as its worker runs: the position as two
+    fields, not a tuple of its own (`mark` builds it when asked)."""
+
+    partition: int
+    offset: int
     resource_version: str
     removed: bool
     # whether the current record names an author (a late author never replaces one)
     named: bool = False
+
+    @property
+    def mark(self) -> Mark:
+        return (self.partition, self.offset)
 
 
 def _named(state: ObjectState) -> bool:
@@ -42,7 +50,7 @@ class StateBook:
 
     def __init__(self, known: Iterable[ObjectState] = ()) -> None:
         self._entries: dict[ObjectKey, _Entry] = {
-            s.key: _Entry((s.partition, s.offset), s.resource_version, False, _named(s)) for s in known
+            s.key: _Entry(s.partition, s.offset, s.resource_version, False, _named(s)) for s in known
         }
 
     def __len__(self) -> int:
@@ -57,7 +65,7 @@ class StateBook:
             entry.mark >= mark or (not entry.removed and entry.resource_version == state.resource_version)
         ):
             return None
-        self._entries[key] = _Entry(mark, state.resource_version, False, _named(state))
+        self._entries[key] = _Entry(*mark, state.resource_version, False, _named(state))
         return state_record(state, key)
 
     def reauthor(self, state: ObjectState) -> PendingRecord | None:
@@ -73,7 +81,7 @@ class StateBook:
             or entry.named
         ):
             return None
-        self._entries[state.key] = _Entry(mark, state.resource_version, False, True)
+        self._entries[state.key] = _Entry(*mark, state.resource_version, False, True)
         return state_record(state)
 
     def remove(self, key: ObjectKey, mark: Mark) -> PendingRecord | None:
@@ -81,7 +89,7 @@ class StateBook:
         entry = self._entries.get(key)
         if entry is None or entry.removed or entry.mark >= mark:
             return None
-        self._entries[key] = _Entry(mark, entry.resource_version, True)
+        self._entries[key] = _Entry(*mark, entry.resource_version, True)
         return tombstone_record(key)
 
     def target_keys(self, target: str) -> Iterator[ObjectKey]:

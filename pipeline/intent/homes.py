@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -85,22 +85,35 @@ class Unreadable:
 
 @dataclass(slots=True)
 class HomeIndex:
-    homes: dict[ObjectKey, list[Home]] = field(default_factory=dict)
+    """Which documents hold each object. Held for every object of a branch for as long as its
+    worker runs, so an object's one home is held as itself and only several as a tuple (read them
+    with `candidates`)."""
+
+    homes: dict[ObjectKey, Home | tuple[Home, ...]] = field(default_factory=dict)
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
-    # (group, namespace, name) -> the kinds indexed under it: a delete carries no object, so the
-    # worker finds its kind here
-    # (a sorted tuple: nearly always one kind, and a tuple of one is a fifth of a set's memory)
-    kinds: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
+    # group -> kind -> how many keys of it are indexed. A delete carries no object, so the worker
+    # finds its kind by looking its name up under each kind of its group (a handful), instead of
+    # an entry per object name (`kinds_named`)
+    group_kinds: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def candidates(self, key: ObjectKey) -> list[Home]:
+    def kinds_named(self, group: str, namespace: str, name: str) -> tuple[str, ...]:
+        """The kinds of `group` indexed under `namespace/name`, sorted."""
+        homes = self.homes
+        return tuple(
+            sorted(
+                k for k in self.group_kinds.get(group, ()) if ObjectKey(group, k, namespace, name) in homes
+            )
+        )
+
+    def candidates(self, key: ObjectKey) -> Sequence[Home]:
         """Every document that claims `key` (a document without a namespace claims it when no
         document with one does)."""
         homes = self.homes.get(key)
-        if not homes and key.namespace:
+        if homes is None and key.namespace:
             homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
-        return homes or []
+        return _several(homes)
 
     def home_of(self, key: ObjectKey) -> Home | None:
         """The one home of `key`; raises IntentRefusal when two documents claim it or it may not be
@@ -118,28 +131,37 @@ class HomeIndex:
         return home
 
     def files(self) -> frozenset[str]:
-        return frozenset(h.path for homes in self.homes.values() for h in homes)
+        return frozenset(h.path for homes in self.homes.values() for h in _several(homes))
 
     def add(self, key: ObjectKey, home: Home) -> None:
-        self.homes.setdefault(key, []).append(home)
-        named = (key.group, key.namespace, key.name)
-        kinds = self.kinds.get(named, ())
-        if key.kind not in kinds:
-            self.kinds[named] = tuple(sorted((*kinds, key.kind)))
+        held = self.homes.get(key)
+        if held is None:
+            kinds = self.group_kinds.setdefault(key.group, {})
+            kinds[key.kind] = kinds.get(key.kind, 0) + 1
+        self.homes[key] = home if held is None else (*_several(held), home)
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
-        kept = [h for h in self.homes.get(key, []) if h.path != path]
-        if kept:
-            self.homes[key] = kept
+        held = self.homes.get(key)
+        if held is None:
             return
-        self.homes.pop(key, None)
-        named = (key.group, key.namespace, key.name)
-        kinds = tuple(k for k in self.kinds.get(named, ()) if k != key.kind)
-        if kinds:
-            self.kinds[named] = kinds
-        else:
-            self.kinds.pop(named, None)
+        kept = tuple(h for h in _several(held) if h.path != path)
+        if kept:
+            self.homes[key] = kept[0] if len(kept) == 1 else kept
+            return
+        del self.homes[key]
+        kinds = self.group_kinds[key.group]
+        kinds[key.kind] -= 1
+        if not kinds[key.kind]:
+            del kinds[key.kind]
+            if not kinds:
+                del self.group_kinds[key.group]
+
+
+def _several(homes: Home | tuple[Home, ...] | None) -> tuple[Home, ...]:
+    if homes is None:
+        return ()
+    return (homes,) if isinstance(homes, Home) else homes
 
 
 def _describe(key: ObjectKey) -> str:
@@ -266,6 +288,25 @@ def _rendered(path: str, data: bytes, obj: Mapping[str, Any]) -> _Parsed:
     return _Parsed(() if entry is None else (entry,), 1, owner_of(path, data))
 
 
+def _compact(parsed: _Parsed) -> _Parsed | ObjectKey:
+    """`parsed` as `FolderIndex` holds it: the key of its one object when it is a plain file of
+    one document naming one object (`_expand` gives the `_Parsed` back)."""
+    if (
+        parsed.documents == 1
+        and len(parsed.entries) == 1
+        and parsed.entries[0].document == 0
+        and parsed.owner is None
+        and parsed.unreadable is None
+    ):
+        entry = parsed.entries[0]
+        return ObjectKey(entry.group, entry.kind, entry.namespace, entry.name)
+    return parsed
+
+
+def _expand(key: ObjectKey) -> _Parsed:
+    return _Parsed((_Entry(0, key.group, key.kind, key.namespace, key.name),), 1)
+
+
 class FolderIndex:
     """The homes of one target folder, kept current file by file.
 
@@ -277,16 +318,17 @@ class FolderIndex:
     (`pipeline.intent.files`), so the index does not hold a copy of the branch's content.
     """
 
-    __slots__ = ("_blocked", "_keys", "_parsed", "_prefix", "_reached", "_reader", "files", "index")
+    __slots__ = ("_blocked", "_parsed", "_prefix", "_reached", "_reader", "files", "index")
 
     def __init__(self, target_path: str = "", reader: BlobReader | None = None) -> None:
         self._prefix = f"{target_path.rstrip('/')}/" if target_path else ""
         self._reader = reader
         self.files = FolderFiles(reader)
         self.index = HomeIndex()
-        self._parsed: dict[str, _Parsed] = {}
-        # the object keys each file's documents were indexed under
-        self._keys: dict[str, list[ObjectKey]] = {}
+        # What each file holds, parsed. A file of one document naming one object in its own
+        # namespace (the worker's own files: nearly every file after a first sync) is held as that
+        # object's key, the one its home is indexed under, instead of a `_Parsed` of its own.
+        self._parsed: dict[str, _Parsed | ObjectKey] = {}
         self._reached: dict[str, set[str]] = {}
         self._blocked: dict[str, IntentRefusal] = {}
 
@@ -329,7 +371,7 @@ class FolderIndex:
             if is_kustomization_file(path):
                 self._read_kustomization(path, data)
             else:
-                self._parsed[path] = _parse(path, data)
+                self._parsed[path] = _compact(_parse(path, data))
         yield from self._assemble()
 
     def update(
@@ -366,13 +408,13 @@ class FolderIndex:
         if data is None:
             self._parsed.pop(path, None)
             return
-        self._parsed[path] = _parse(path, data) if holds is None else _rendered(path, data, holds)
+        self._parsed[path] = _compact(_parse(path, data) if holds is None else _rendered(path, data, holds))
         self._index(path)
 
     def documents(self, path: str) -> int:
         """How many documents with content the file at `path` holds (0 when it is not indexed)."""
         parsed = self._parsed.get(path)
-        return parsed.documents if parsed is not None else 0
+        return 0 if parsed is None else 1 if isinstance(parsed, ObjectKey) else parsed.documents
 
     def _read_kustomization(self, path: str, data: bytes) -> None:
         try:
@@ -385,22 +427,44 @@ class FolderIndex:
         step per file."""
         index = self.index
         index.homes.clear()
-        index.kinds.clear()
+        index.group_kinds.clear()
         index.unreadable.clear()
-        self._keys.clear()
         self._reached, self._blocked = _namespaces(index.kustomizations, index.refused_kustomizations)
         for path in sorted(self._parsed):
             yield
             self._index(path)
 
+    def _claims(self, path: str) -> Iterator[tuple[ObjectKey, int, str]]:
+        """The keys `path`'s documents are indexed under, each with its document and the namespace
+        the document writes itself; derived again when the file is unindexed, so the index keeps
+        no list of them (`_reached` changes only in `_assemble`, which indexes every file anew)."""
+        held = self._parsed.get(path)
+        if held is None:
+            return
+        if isinstance(held, ObjectKey):
+            if not self._reached.get(path):
+                yield held, 0, held.namespace
+                return
+            held = _expand(held)
+        namespaces = self._reached.get(path, set())
+        for entry in held.entries:
+            rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
+            for namespace in sorted(rendered):
+                yield (
+                    ObjectKey(entry.group, entry.kind, namespace, entry.name),
+                    entry.document,
+                    entry.namespace,
+                )
+
     def _unindex(self, path: str) -> None:
-        for key in self._keys.pop(path, []):
+        for key, _document, _own in self._claims(path):
             self.index.drop(key, path)
         if any(u.path == path for u in self.index.unreadable):
             self.index.unreadable = [u for u in self.index.unreadable if u.path != path]
 
     def _index(self, path: str) -> None:
-        parsed = self._parsed[path]
+        held = self._parsed[path]
+        parsed = _expand(held) if isinstance(held, ObjectKey) else held
         if parsed.unreadable is not None:
             self.index.unreadable.append(Unreadable(path, parsed.unreadable))
             return
@@ -414,20 +478,15 @@ class FolderIndex:
             refusal = IntentRefusal(
                 RefusalReason.SHARED_BASE, f"{path} is a base that {len(namespaces)} render roots share"
             )
-        keys = self._keys.setdefault(path, [])
-        for entry in parsed.entries:
-            rendered = {n or entry.namespace for n in namespaces} or {entry.namespace}
-            for namespace in sorted(rendered):
-                source = (
-                    NamespaceSource.KUSTOMIZATION
-                    if namespace and namespace != entry.namespace
-                    else NamespaceSource.DOCUMENT
-                    if namespace
-                    else NamespaceSource.NONE
-                )
-                key = ObjectKey(entry.group, entry.kind, namespace, entry.name)
-                self.index.add(key, Home(path, entry.document, source, refusal))
-                keys.append(key)
+        for key, document, own in self._claims(path):
+            source = (
+                NamespaceSource.KUSTOMIZATION
+                if key.namespace and key.namespace != own
+                else NamespaceSource.DOCUMENT
+                if key.namespace
+                else NamespaceSource.NONE
+            )
+            self.index.add(key, Home(path, document, source, refusal))
 
 
 def build_index(files: Mapping[str, bytes], target_path: str = "") -> HomeIndex:

@@ -245,7 +245,7 @@ def plan_change(
     except IntentRefusal as refusal:
         if refusal.reason is not RefusalReason.SHARED_BASE or live[1] is None or live[0] is None:
             raise
-        homes = index.homes[key]
+        homes = index.candidates(key)
         return _overlay_edit(index, files, key, homes[0].path, live)
     if home is None:
         return None

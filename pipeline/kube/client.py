@@ -127,6 +127,10 @@ def _ignore_undecodable() -> None:
 
 #: Lines a watch decodes per step (`WatchConnection.batches`).
 BATCH_LINES: Final = 100
+#: Bytes taken from a watch response per read. Taking whatever had arrived joined megabytes into
+#: one buffer during a snapshot and split them into lines at once, two copies of the read held
+#: while its events were decoded (issue 32's memory budget); the response keeps the rest.
+READ_BYTES: Final = 256 * 1024
 
 
 class WatchConnection:
@@ -156,19 +160,19 @@ class WatchConnection:
                 yield event
 
     async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
-        """Decoded events, a list per network read (or per `BATCH_LINES` lines of a longer read),
-        until the server ends the stream.
+        """Decoded events, a list per read of at most `READ_BYTES` (or per `BATCH_LINES` lines of
+        a longer read), until the server ends the stream.
 
         Handing a read's events on together costs a reader one queue operation per read instead
-        of one per event. A read holds as many lines as arrived, megabytes during a snapshot:
-        decoded at once it held the event loop and kept thousands of objects alive, so it is
-        decoded a part at a time, as the reader asks for it. An abrupt close raises
+        of one per event. A read holds a few hundred lines during a snapshot: decoded at once they
+        held the event loop and kept their objects alive, so a read is decoded a part at a time,
+        as the reader asks for it. An abrupt close raises
         `aiohttp.ClientPayloadError` (or a connection error); a clean end of the stream just ends
         the iteration.
         """
         pending = b""
         decode = self._decode_event
-        async for chunk in self._response.content.iter_any():
+        async for chunk in self._response.content.iter_chunked(READ_BYTES):
             data = pending + chunk if pending else chunk
             lines = data.split(b"\n")
             pending = lines.pop()

@@ -138,6 +138,12 @@ class _Rebalance(RebalanceListener):
         await self._router._take_over(assigned)
 
 
+#: Bytes of consumed records the router holds until their work is emitted (at least one record):
+#: `max_in_flight` counts records, and 2,000 snapshot chunks of up to 4 MiB each are a whole
+#: first sync's collection, decoded, ahead of the emitter (issue 32's memory budget).
+MAX_HELD_BYTES = 16 * 1024 * 1024
+
+
 class Router:
     """Consumer-group member on watch events that appends attributed work to branch partitions.
 
@@ -171,6 +177,9 @@ class Router:
         self._group_id = group_id
         self._fetch_max = fetch_max_records
         self._slots = asyncio.Semaphore(max_in_flight)
+        # the value bytes of the records holding a slot, bounded by MAX_HELD_BYTES
+        self._held_bytes = 0
+        self._room = asyncio.Event()
         # Decoding a fetch of snapshot chunks (up to 4 MiB each) or encoding their work is CPU:
         # both give the loop back between records once a slice is used up (pipeline/slices.py).
         self._slicer = Slicer()
@@ -301,7 +310,7 @@ class Router:
             # once their partition is reset while they wait for a slot.
             fetched_at = self._resets
             for record in fetched.records:
-                await self._slots.acquire()
+                await self._hold(record)
                 if (
                     self._reset_at.get(record.partition, 0) > fetched_at
                     or record.partition in self._taking_over
@@ -312,7 +321,7 @@ class Router:
                         record.partition,
                         record.offset,
                     )
-                    self._slots.release()
+                    self._let_go(record)
                     continue
                 await self._know_target(record)
                 metrics.IN_FLIGHT.inc()
@@ -387,6 +396,23 @@ class Router:
         self._refreshed_for.add(target)
         await self.refresh_config()
 
+    async def _hold(self, record: Record) -> None:
+        """Take a slot and room for `record`'s bytes, waiting while the held records fill either
+        (a record larger than the bound is taken once nothing else is held)."""
+        await self._slots.acquire()
+        size = len(record.value or b"")
+        while self._held_bytes and self._held_bytes + size > MAX_HELD_BYTES:
+            self._progress.set()  # the emitter frees room: it must see what was admitted so far
+            self._room.clear()
+            await self._room.wait()
+        self._held_bytes += size
+
+    def _let_go(self, record: Record) -> None:
+        """Give back what `_hold` took for `record`."""
+        self._slots.release()
+        self._held_bytes -= len(record.value or b"")
+        self._room.set()
+
     def _admit(self, record: Record) -> _Pending:
         try:
             watch = decode_watch_event(record)
@@ -430,7 +456,7 @@ class Router:
             self._quiet_at.pop(tp.partition, None)
             for pending in self._pending.pop(tp.partition, deque()):
                 pending.cancel()
-                self._slots.release()
+                self._let_go(pending.source)
                 metrics.IN_FLIGHT.dec()
 
     async def _release(self, revoked: set[TopicPartition]) -> None:
@@ -578,8 +604,8 @@ class Router:
             self.stats.work_items += len(records)
             self.stats.committed.update(offsets)
             self._committed_at[partition] = offsets[tp]
-        for _ in items:
-            self._slots.release()
+        for pending in items:
+            self._let_go(pending.source)
         metrics.IN_FLIGHT.dec(len(items))
 
     def _work_for(self, pending: _Pending) -> tuple[list[WorkItem], list[tuple[int, FactQuery]]]:
@@ -615,8 +641,8 @@ class Router:
         if self._reset_at.get(tp.partition, 0) <= popped_at:
             return False
         logger.debug("dropping %d records of %s read before it was reset", len(items), tp)
-        for _ in items:
-            self._slots.release()
+        for pending in items:
+            self._let_go(pending.source)
         metrics.IN_FLIGHT.dec(len(items))
         return True
 

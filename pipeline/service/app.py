@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge
 
-from pipeline import gcpolicy
+from pipeline import gcpolicy, mallocpolicy
 from pipeline.audit import component as audit_component
 from pipeline.backoff import log_retry
 from pipeline.codec.branch_work import work_record
@@ -138,6 +138,7 @@ class Service:
         names the stages still to come instead of calling a half-started replica ready.
         """
         gcpolicy.after_imports()
+        mallocpolicy.configure()
         self._incarnation = Incarnation.claim(self.settings.workdir)
         if self._owns_log:
             self.log.incarnation = self._incarnation

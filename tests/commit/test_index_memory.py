@@ -9,10 +9,13 @@ bare remote; the property is structural (bytes held by the index), not a timing.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+from typing import Any
 
 from pipeline.commit.branch import BranchWorker
 from pipeline.intent.files import FolderFiles
+from pipeline.intent.homes import Home
 from tests.commit.helpers import Work, cm, files, git
 from tests.commit.test_branch_worker import Harness
 
@@ -74,3 +77,49 @@ async def test_a_worker_that_starts_on_a_large_branch_reads_it_without_holding_i
     assert "again" in on_remote["live/team-a/configmaps/cm-004.yaml"]
     assert held.held_bytes == 0
     _assert_reads_the_remote(held, h.remote)
+
+
+async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: Path) -> None:
+    """After a first sync the worker keeps, per object, one key shared by the file's parse and its
+    home, the home itself (no list or tuple), a count per kind (not a kinds entry per name), the
+    tree's own blob id in the index, and a state-book entry with no tuple of its own: each of these
+    was a separate object per object before (issue 32's memory budget; what is kept per object is
+    structural, not timed)."""
+    h = Harness(tmp_path)
+
+    async def no_state(_targets: frozenset[str]) -> list[Any]:
+        return []
+
+    h.worker = h.new_worker(load_state=no_state, on_state=lambda _states: None)
+    work = Work()
+    await h.feed(
+        *work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8)
+    )
+    await h.settle_time()
+    assert len(files(h.remote)) == OBJECTS
+    folder = h.worker._homes.folder("live")
+    assert folder is not None
+    index = folder.index
+    assert len(index.homes) == OBJECTS
+    for key, home in index.homes.items():
+        assert type(home) is Home  # one home is held as itself, not in a tuple or list
+        path = home.path
+        assert folder._parsed[path] is key  # the file's parse is the home's own key
+        assert folder.files.blob(path) is h.worker._tree.get(path)  # one blob id, the tree's
+    assert index.group_kinds == {"": {"ConfigMap": OBJECTS}}  # no entry per object name
+    assert not hasattr(folder, "_keys")
+    book = h.worker._decide.book
+    assert book is not None
+    entries = list(book._entries.values())
+    assert len(entries) == OBJECTS
+    assert not any(isinstance(ref, tuple) for entry in entries for ref in gc.get_referents(entry))
+
+    # a later change and a delete keep the shapes, and the index stays exact
+    await h.feed(work.update(cm("cm-007", data="changed")), work.delete("cm-003"))
+    await h.settle_time()
+    assert len(index.homes) == OBJECTS - 1
+    assert index.group_kinds == {"": {"ConfigMap": OBJECTS - 1}}
+    for key, home in index.homes.items():
+        assert type(home) is Home
+        assert folder._parsed[home.path] is key
+    _assert_reads_the_remote(folder.files, h.remote)

@@ -49,9 +49,8 @@ async def test_a_full_collection_during_a_sync_freezes_the_home_index_and_only_t
     # the worker's own index, read here as a test may
     folder = worker._homes.folder("live")
     assert folder is not None
-    homes = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-1")]
-    assert _frozen(homes)
-    assert _frozen(homes[0])
+    home = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-1")]  # one home: held as itself
+    assert _frozen(home)
     # the sync is over: a later full collection leaves what is built since in the generations
     later = ["built after the sync"]
     gc.collect()
@@ -76,8 +75,8 @@ async def test_a_full_collection_during_a_snapshot_part_freezes_what_the_part_in
     assert sorted(files(h.remote)) == ["live/team-a/configmaps/cm-0.yaml"], "the first part is pushed"
     folder = h.worker._homes.folder("live")  # the worker's own index, read here as a test may
     assert folder is not None
-    homes = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-0")]
-    assert _frozen(homes)
+    home = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-0")]
+    assert _frozen(home)
     later = ["built after the part"]
     gc.collect()
     assert not _frozen(later)
@@ -101,4 +100,4 @@ async def test_the_index_the_worker_keeps_from_its_own_writes_is_the_one_its_tre
     assert folder is not None
     built = build_index({path: text.encode() for path, text in pushed.items()}, "live")
     assert folder.index.homes == built.homes
-    assert folder.index.kinds == built.kinds
+    assert folder.index.group_kinds == built.group_kinds

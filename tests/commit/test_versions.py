@@ -167,3 +167,15 @@ async def test_a_delete_older_than_the_snapshot_after_it_still_removes_the_file(
         "Reverser Pipeline|reconciled 1 configmaps (last resourceVersion: 20)",  # c at v2
     ]
     assert sorted(h.settled) == [(0, i) for i in range(w.offset)]
+
+
+def test_a_uuid_is_held_as_its_16_bytes_and_any_uid_reads_back_as_given() -> None:
+    # the ledger holds a uid per path for as long as the worker runs (issue 32's memory budget)
+    ledger = VersionLedger()
+    kube_uid = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+    for path, uid in [("a.yaml", kube_uid), ("b.yaml", "uid-b"), ("c.yaml", kube_uid.upper())]:
+        ledger.applied(path, "1", uid)
+        assert ledger.uid_of(path) == uid
+    assert ledger._uids["a.yaml"] == bytes.fromhex(kube_uid.replace("-", ""))
+    assert ledger._uids["c.yaml"] == kube_uid.upper()  # would not read back as given: kept as is
+    assert ledger.uid_of("missing.yaml") == ""

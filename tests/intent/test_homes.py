@@ -195,13 +195,14 @@ def _homes(index: HomeIndex) -> dict[ObjectKey, list[tuple[str, int, str, str]]]
     a refusal by what it says (two refusals are two exceptions)."""
     return {
         key: sorted((h.path, h.document, h.namespace_source, str(h.blocked or "")) for h in homes)
-        for key, homes in index.homes.items()
+        for key in index.homes
+        for homes in [index.candidates(key)]
     }
 
 
 def _same(updated: HomeIndex, built: HomeIndex) -> None:
     assert _homes(updated) == _homes(built)
-    assert updated.kinds == built.kinds
+    assert updated.group_kinds == built.group_kinds
     assert updated.kustomizations == built.kustomizations
     assert updated.refused_kustomizations.keys() == built.refused_kustomizations.keys()
     assert sorted(u.path for u in updated.unreadable) == sorted(u.path for u in built.unreadable)
@@ -256,7 +257,9 @@ def test_an_index_ignores_files_outside_its_folder_and_counts_documents() -> Non
     folder.update("mine/notes.txt", b"not yaml")
     assert set(folder.files) == {"mine/two.yaml"}
     assert folder.documents("mine/two.yaml") == 2
-    assert folder.index.kinds == {("", "", "a"): ("ConfigMap",), ("", "", "b"): ("ConfigMap",)}
+    assert folder.index.group_kinds == {"": {"ConfigMap": 2}}
+    assert folder.index.kinds_named("", "", "a") == folder.index.kinds_named("", "", "b") == ("ConfigMap",)
+    assert folder.index.kinds_named("", "", "theirs") == ()
 
 
 _NAMES = st.one_of(

@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipeline.config import ClusterSettings
+from pipeline.kube import client as client_module
 from pipeline.kube.client import BATCH_LINES, KubeClient, WatchConnection, open_client
 from tests.support.wait import wait_for
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
@@ -120,3 +123,32 @@ async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, 
         await client.close()
     assert all(0 < len(batch) <= BATCH_LINES for batch in batches)
     assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names
+
+
+async def test_a_read_takes_at_most_read_bytes_and_lines_may_span_reads(
+    kube: FakeKubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot's megabytes were joined into one buffer and split into lines at once; a read now
+    takes at most `READ_BYTES` (lowered here), so a part holds the lines of one such read, and a
+    line cut between two reads is whole again."""
+    monkeypatch.setattr(client_module, "READ_BYTES", 1000)
+    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
+    connection = await client.watch(_PATH, [], 30.0)
+    names = [f"cm-{n:03d}" for n in range(250)]
+    lines = [
+        json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
+        for name in names
+    ]
+    try:
+        await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
+        kube.inject_raw(b"".join(lines))
+        batches: list[list[dict[str, Any]]] = []
+        async for batch in connection.batches():
+            batches.append(batch)
+            if batch[-1]["object"]["metadata"]["name"] == names[-1]:
+                break
+    finally:
+        connection.close()
+        await client.close()
+    assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names
+    assert max(len(batch) for batch in batches) <= 1000 // len(lines[0]) + 1

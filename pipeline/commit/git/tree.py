@@ -21,14 +21,33 @@ TREE_MODE = 0o040000
 _FILE_MODES = frozenset({BLOB_MODE, 0o100755})
 
 
+# A tree entry as held: a plain file (mode 100644, nearly every entry) as its blob id alone, any
+# other as (mode, id). A branch worker holds every file of its tree for as long as it runs, and a
+# tuple per file was a quarter of what the tree held per file.
+_Entry = bytes | tuple[int, bytes]
+
+
+def _held(mode: int, sha: bytes) -> _Entry:
+    return sha if mode == BLOB_MODE else (mode, sha)
+
+
+def _mode_sha(entry: _Entry) -> tuple[int, bytes]:
+    return (BLOB_MODE, entry) if isinstance(entry, bytes) else entry
+
+
+def _is_tree(entry: _Entry | None) -> bool:
+    return isinstance(entry, tuple) and entry[0] == TREE_MODE
+
+
 class _Dir:
-    """One tree: entries are `name -> (mode, binsha)`; a changed subtree lives in `children`."""
+    """One tree: entries are `name -> blob id or (mode, id)` (`_Entry`); a changed subtree lives
+    in `children`."""
 
     __slots__ = ("children", "entries", "sha")
 
     def __init__(self, sha: bytes | None) -> None:
         self.sha = sha
-        self.entries: dict[str, tuple[int, bytes]] | None = None if sha is not None else {}
+        self.entries: dict[str, _Entry] | None = None if sha is not None else {}
         self.children: dict[str, _Dir] = {}
 
 
@@ -45,11 +64,11 @@ class GitTree:
         # which clears it.
         self._chains: dict[str, list[_Dir]] = {}
 
-    def _load(self, node: _Dir) -> dict[str, tuple[int, bytes]]:
+    def _load(self, node: _Dir) -> dict[str, _Entry]:
         if node.entries is None:
             assert node.sha is not None
             data = self._store.read(node.sha)
-            node.entries = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
+            node.entries = {name: _held(mode, sha) for sha, mode, name in tree_entries_from_data(data)}
         return node.entries
 
     def _child(self, node: _Dir, part: str, create: bool) -> _Dir | None:
@@ -57,7 +76,7 @@ class GitTree:
         if child is not None:
             return child
         entry = self._load(node).get(part)
-        if entry is not None and entry[0] == TREE_MODE:
+        if isinstance(entry, tuple) and entry[0] == TREE_MODE:
             child = _Dir(entry[1])
         elif not create:
             return None
@@ -89,7 +108,9 @@ class GitTree:
         if chain is None:
             return None
         entry = self._load(chain[-1]).get(name)
-        return entry[1] if entry is not None and entry[0] != TREE_MODE else None
+        if entry is None or _is_tree(entry):
+            return None
+        return _mode_sha(entry)[1]
 
     def put(self, path: str, blob_sha: bytes) -> None:
         """Place a blob at `path`, creating folders on the way."""
@@ -97,10 +118,9 @@ class GitTree:
         chain = self._chain(parents, create=True)
         assert chain is not None
         entries = self._load(chain[-1])
-        existing = entries.get(name)
-        if name in chain[-1].children or (existing is not None and existing[0] == TREE_MODE):
+        if name in chain[-1].children or _is_tree(entries.get(name)):
             raise IsADirectoryError(f"{path!r} is a folder")
-        entries[name] = (BLOB_MODE, blob_sha)
+        entries[name] = blob_sha
         for dirty in chain:
             dirty.sha = None
 
@@ -112,7 +132,7 @@ class GitTree:
             return False
         entries = self._load(chain[-1])
         entry = entries.get(name)
-        if entry is None or entry[0] == TREE_MODE:
+        if entry is None or _is_tree(entry):
             return False
         del entries[name]
         for dirty in chain:
@@ -128,14 +148,14 @@ class GitTree:
         node = self._listing(folder)
         if node is None:
             return []
-        return sorted(n for n, (mode, _sha) in self._load(node).items() if mode != TREE_MODE)
+        return sorted(n for n, entry in self._load(node).items() if not _is_tree(entry))
 
     def folders(self, folder: str) -> list[str]:
         """Names of the sub-folders directly inside `folder` ("" = root)."""
         node = self._listing(folder)
         if node is None:
             return []
-        names = {n for n, (mode, _sha) in self._load(node).items() if mode == TREE_MODE}
+        names = {n for n, entry in self._load(node).items() if _is_tree(entry)}
         names.update(node.children)
         return sorted(names)
 
@@ -165,17 +185,18 @@ class GitTree:
         return node.sha
 
 
-def _order(item: tuple[str, tuple[int, bytes]]) -> str:
+def _order(item: tuple[str, _Entry]) -> str:
     """Git's tree order: by name bytes, folders as if followed by '/' (UTF-8 keeps code-point order)."""
-    name, (mode, _sha) = item
-    return name + "/" if mode == TREE_MODE else name
+    name, entry = item
+    return name + "/" if _is_tree(entry) else name
 
 
-def _serialise(entries: dict[str, tuple[int, bytes]]) -> bytes:
-    return b"".join(
-        b"%o %s\x00%s" % (mode, name.encode("utf-8"), sha)
-        for name, (mode, sha) in sorted(entries.items(), key=_order)
-    )
+def _serialise(entries: dict[str, _Entry]) -> bytes:
+    parts = []
+    for name, entry in sorted(entries.items(), key=_order):
+        mode, sha = _mode_sha(entry)
+        parts.append(b"%o %s\x00%s" % (mode, name.encode("utf-8"), sha))
+    return b"".join(parts)
 
 
 def _entries(store: ObjectStore, sha: bytes | None) -> dict[str, tuple[int, bytes]]:

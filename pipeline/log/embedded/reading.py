@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from pipeline.log.embedded.log import EmbeddedLog
 
 
+#: Bytes of records one fetch returns at most (at least one record, however large): a fetch of
+#: `max_records` snapshot chunks of up to `max_message_bytes` each would otherwise hold hundreds
+#: of MiB in the fetching stage while it works through them (Kafka's `fetch.max.bytes`).
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
 GAP_RECORDS = Counter(
     "reverser_log_embedded_gap_records",
     "Records a reader or group member lost because retention deleted them before they were read.",
@@ -107,6 +112,7 @@ async def fetch_records(log: EmbeddedLog, owner: Fetcher, timeout_ms: int, max_r
 def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
     records: list[Record] = []
     gaps: list[Gap] = []
+    fetched_bytes = 0
     positions = owner.positions()
     tps = sorted(positions)
     if not tps:
@@ -114,7 +120,7 @@ def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
     start = owner.rotation % len(tps)
     owner.rotation += 1
     for tp in tps[start:] + tps[:start]:
-        if len(records) >= max_records:
+        if len(records) >= max_records or (records and fetched_bytes >= FETCH_MAX_BYTES):
             break
         topic = log.find_topic(tp.topic)
         if topic is None or tp.partition >= len(topic.partitions):
@@ -128,7 +134,10 @@ def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
             position = partition.log_start
         visible = partition.visible_offset
         if position < visible:
-            batch = partition.read(position, min(max_records - len(records), visible - position))
+            batch = partition.read(
+                position, min(max_records - len(records), visible - position), FETCH_MAX_BYTES - fetched_bytes
+            )
+            fetched_bytes += sum(len(record.value or b"") + len(record.key or b"") for record in batch)
             if batch and batch[-1].offset >= visible:  # compaction left gaps below `visible`
                 batch = [record for record in batch if record.offset < visible]
             if batch:

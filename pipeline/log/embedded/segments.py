@@ -273,6 +273,18 @@ class Segment:
             pos += len(frame)
         self.size = pos
 
+    def end_of(self, index: int) -> int:
+        """The file position where the `index`-th record's frame ends."""
+        return self.positions[index + 1] if index + 1 < len(self.positions) else self.size
+
+    def fitting(self, index: int, count: int, max_bytes: int) -> int:
+        """How many of the `count` records from the `index`-th fit in `max_bytes` of frames."""
+        start = self.positions[index]
+        if self.end_of(index + count - 1) - start <= max_bytes:
+            return count
+        # positions[j] is where record j-1 ends: the first past the budget bounds the batch
+        return bisect_right(self.positions, start + max_bytes, index + 1, index + count) - index - 1
+
     def read(self, topic: str, partition: int, index: int, count: int) -> list[Record]:
         """`count` records starting at the `index`-th record of this segment."""
         end_index = index + count
@@ -501,9 +513,12 @@ class PartitionLog:
             self.durable_offset = self.next_offset
         self.last_timestamp = timestamp
 
-    def read(self, position: int, max_records: int) -> list[Record]:
-        """Up to `max_records` records with offsets >= `position` (which must be >= log_start)."""
+    def read(self, position: int, max_records: int, max_bytes: int | None = None) -> list[Record]:
+        """Up to `max_records` records with offsets >= `position` (which must be >= log_start),
+        in at most `max_bytes` of frames when given (at least one record: one larger than that
+        is read alone)."""
         records: list[Record] = []
+        budget = max_bytes
         index = max(bisect_right(self._bases, position) - 1, 0)
         while index < len(self.segments) and len(records) < max_records:
             segment = self.segments[index]
@@ -511,6 +526,12 @@ class PartitionLog:
             available = len(segment.offsets) - start
             if available > 0:
                 count = min(available, max_records - len(records))
+                if budget is not None:
+                    # at least one record: a record larger than the budget is read alone
+                    count = segment.fitting(start, count, budget) or (0 if records else 1)
+                    if not count:
+                        break
+                    budget -= segment.end_of(start + count - 1) - segment.positions[start]
                 records.extend(segment.read(self.topic, self.partition, start, count))
             index += 1
         return records
