@@ -99,21 +99,20 @@ async def test_batches_hold_each_read_s_lines_in_order_across_split_reads(
     assert names == ["cm-x", "cm-y", "cm-z"]
 
 
-async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, tmp_path: Path) -> None:
-    """250 short lines in one write arrive in one read; no part handed on holds more than
-    `BATCH_LINES` events, and together they are every event in order."""
+def _added(name: str) -> bytes:
+    return json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
+
+
+async def _read_batches(
+    kube: FakeKubeApiServer, tmp_path: Path, names: list[str]
+) -> list[list[dict[str, Any]]]:
+    """Open a watch, write one ADDED line per name in one go, and read parts until the last name."""
     client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
     connection = await client.watch(_PATH, [], 30.0)
-    names = [f"cm-{n:03d}" for n in range(250)]
+    batches: list[list[dict[str, Any]]] = []
     try:
         await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
-        kube.inject_raw(
-            b"".join(
-                json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
-                for name in names
-            )
-        )
-        batches: list[list[dict[str, Any]]] = []
+        kube.inject_raw(b"".join(_added(name) for name in names))
         async for batch in connection.batches():
             batches.append(batch)
             if batch[-1]["object"]["metadata"]["name"] == names[-1]:
@@ -121,6 +120,14 @@ async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, 
     finally:
         connection.close()
         await client.close()
+    return batches
+
+
+async def test_a_long_read_is_decoded_a_part_at_a_time(kube: FakeKubeApiServer, tmp_path: Path) -> None:
+    """250 short lines in one write arrive in one read; no part handed on holds more than
+    `BATCH_LINES` events, and together they are every event in order."""
+    names = [f"cm-{n:03d}" for n in range(250)]
+    batches = await _read_batches(kube, tmp_path, names)
     assert all(0 < len(batch) <= BATCH_LINES for batch in batches)
     assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names
 
@@ -132,23 +139,7 @@ async def test_a_read_takes_at_most_read_bytes_and_lines_may_span_reads(
     takes at most `READ_BYTES` (lowered here), so a part holds the lines of one such read, and a
     line cut between two reads is whole again."""
     monkeypatch.setattr(client_module, "READ_BYTES", 1000)
-    client = await open_client(ClusterSettings(name="src", kubeconfig=kube.kubeconfig(tmp_path)))
-    connection = await client.watch(_PATH, [], 30.0)
     names = [f"cm-{n:03d}" for n in range(250)]
-    lines = [
-        json.dumps({"type": "ADDED", "object": {"metadata": {"name": name}}}).encode() + b"\n"
-        for name in names
-    ]
-    try:
-        await wait_for(lambda: kube.watch_count == 1, what="the watch to open")
-        kube.inject_raw(b"".join(lines))
-        batches: list[list[dict[str, Any]]] = []
-        async for batch in connection.batches():
-            batches.append(batch)
-            if batch[-1]["object"]["metadata"]["name"] == names[-1]:
-                break
-    finally:
-        connection.close()
-        await client.close()
+    batches = await _read_batches(kube, tmp_path, names)
     assert [event["object"]["metadata"]["name"] for batch in batches for event in batch] == names
-    assert max(len(batch) for batch in batches) <= 1000 // len(lines[0]) + 1
+    assert max(len(batch) for batch in batches) <= 1000 // len(_added(names[0])) + 1
