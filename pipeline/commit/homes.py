@@ -64,25 +64,18 @@ class BranchHomes:
                     folder.update(changed_path, None if sha is None else store.read(sha), sha)
         self.root = root
 
-    def update(
-        self,
-        path: str,
-        data: bytes | None,
-        blob: bytes | None = None,
-        holds: Mapping[str, Any] | None = None,
-    ) -> None:
+    def update(self, path: str, data: bytes | None, blob: bytes | None = None) -> None:
         """`path` holds `data` now (None: deleted), in whichever folder holds it; `blob` is its id
-        when the object store holds it (the folder then keeps only the id); `holds` is the object
-        `data` is the canonical rendering of, if it is one."""
+        when the object store holds it (the folder then keeps only the id)."""
         for folder in self._folders.values():
-            folder.update(path, data, blob, holds)
+            folder.update(path, data, blob)
 
     def committed(
         self,
         root: bytes,
         files: Mapping[str, bytes | None],
-        rendered: Mapping[str, Mapping[str, Any]] | None = None,
-        blob_at: Callable[[str], bytes | None] | None = None,
+        rendered: Mapping[str, Mapping[str, Any]],
+        blob_at: Callable[[str], bytes | None],
     ) -> Steps[None]:
         """The worker's own commit made the tree `root` by writing `files`: the indexes learn them
         from the content in hand, without comparing trees or reading blobs; a file in `rendered`
@@ -91,11 +84,9 @@ class BranchHomes:
         index keeps the tree's own id (one object per file, not two equal ones) instead of hashing
         the content again. One step per file, so a snapshot's commit is indexed in slices
         (`pipeline.slices`)."""
-        objects = rendered or {}
         for path, data in files.items():
             yield
-            blob = None
-            if data is not None:
-                blob = (blob_at(path) if blob_at is not None else None) or object_id(b"blob", data)
-            self.update(path, data, blob, objects.get(path))
+            blob = None if data is None else blob_at(path) or object_id(b"blob", data)
+            for folder in self._folders.values():
+                folder.update(path, data, blob, rendered.get(path))
         self.root = root

@@ -72,7 +72,8 @@ class StateBook:
         """The record naming a late author of the current version, or None when that version is not
         current any more (changed or removed since) or its record already names an author."""
         mark = (state.partition, state.offset)
-        entry = self._entries.get(state.key)
+        key = state.key
+        entry = self._entries.get(key)
         if (
             entry is None
             or entry.removed
@@ -81,8 +82,8 @@ class StateBook:
             or entry.named
         ):
             return None
-        self._entries[state.key] = _Entry(*mark, state.resource_version, False, True)
-        return state_record(state)
+        self._entries[key] = _Entry(*mark, state.resource_version, False, True)
+        return state_record(state, key)
 
     def remove(self, key: ObjectKey, mark: Mark) -> PendingRecord | None:
         """The tombstone for `key`, or None when it is absent, already removed, or changed later."""
