@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from pipeline.log.api import (
     GroupOffsets,
     Log,
     LogUnavailableError,
+    PendingRecord,
     Placement,
     TopicPartition,
     TransactionalProducer,
@@ -130,6 +131,12 @@ async def wait_committed(log: Log, group: str, tp: TopicPartition, offset: int) 
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{group} never committed {offset} on {tp}: {await log.group_offsets(group)}")
+
+
+def added(names: Iterable[str]) -> list[PendingRecord]:
+    """The live ADDED events of ConfigMaps `names` (resourceVersion 1) in the `shop` target's stream."""
+    builder = WatchRecordBuilder("default", "default", "shop", "shop")
+    return [builder.live(WatchStep("ADDED", configmap(name, "1"))) for name in names]
 
 
 async def append_live(log: Log, topics: TopicNames, steps: Sequence[WatchStep], target: str = "shop") -> None:

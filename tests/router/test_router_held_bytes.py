@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from pipeline.config import Settings
-from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import Log
 from pipeline.router import Router
 from pipeline.router import router as router_module
-from tests.router.test_router import configmap, destinations, prepare, read_work
+from tests.router.test_router import added, destinations, prepare, read_work
 from tests.support.wait import wait_for
 
 OBJECTS = 12
@@ -28,8 +27,7 @@ async def test_the_router_holds_at_most_its_byte_bound_of_records(
     any_log: Log, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topics = await prepare(any_log, settings)
-    builder = WatchRecordBuilder("default", "default", "shop", "shop")
-    records = [builder.live(WatchStep("ADDED", configmap(f"cm-{n:02d}", "1"))) for n in range(OBJECTS)]
+    records = added(f"cm-{n:02d}" for n in range(OBJECTS))
     largest = max(len(r.value or b"") for r in records)
     bound = 2 * largest + 1  # room for two records, never three
     monkeypatch.setattr(router_module, "MAX_HELD_BYTES", bound)

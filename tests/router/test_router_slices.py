@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 from pipeline.config import Settings
-from pipeline.demo.recording import WatchRecordBuilder, WatchStep
 from pipeline.log.api import Log, TopicPartition
 from pipeline.router import Router
 from pipeline.slices import Slicer
-from tests.router.test_router import configmap, destinations, prepare, read_work
+from tests.router.test_router import added, destinations, prepare, read_work
 from tests.support.wait import wait_for
 
 OBJECTS = 6
@@ -39,8 +38,7 @@ async def test_the_router_pauses_between_records_once_a_slice_is_used_up(
     any_log: Log, settings: Settings, monkeypatch: pytest.MonkeyPatch, slice_ms: float
 ) -> None:
     topics = await prepare(any_log, settings)
-    builder = WatchRecordBuilder("default", "default", "shop", "shop")
-    records = [builder.live(WatchStep("ADDED", configmap(f"cm-{n}", "1"))) for n in range(OBJECTS)]
+    records = added(f"cm-{n}" for n in range(OBJECTS))
     await any_log.append_many(topics.watch_events, records)
     router = Router(any_log, topics, destinations(), None, group_id=f"g-slices-{slice_ms:.0f}")
     router._slicer = Slicer(slice_ms)
@@ -89,8 +87,7 @@ async def test_a_reset_during_a_pause_drops_the_batch_instead_of_committing_it(
     any_log: Log, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topics = await prepare(any_log, settings)
-    builder = WatchRecordBuilder("default", "default", "shop", "shop")
-    records = [builder.live(WatchStep("ADDED", configmap(f"cm-{n}", "1"))) for n in range(OBJECTS)]
+    records = added(f"cm-{n}" for n in range(OBJECTS))
     appended = await any_log.append_many(topics.watch_events, records)
     assert len({result.partition for result in appended}) == 1  # one stream: one partition
     router = Router(any_log, topics, destinations(), None, group_id="g-slices-reset", max_in_flight=SLOTS)
