@@ -566,9 +566,14 @@ class WatchManager:
 
     def shards_led(self) -> Iterable[tuple[str, int, int]]:
         """(cluster, shards this replica leads, shards in all) of each cluster; leading any of them
-        is what `reverser_watch_leader` reports."""
+        is what `reverser_watch_leader` reports.
+
+        A shard counts once its fencing producer is held (`writable`), not when its Lease is won:
+        until then an earlier leader, paused past its Lease, may still get writes acknowledged, so
+        a replica reporting the shard earlier would claim a fence that is not yet up.
+        """
         return [
-            (name, sum(shard.leading for shard in cluster.shards), len(cluster.shards))
+            (name, sum(shard.writable for shard in cluster.shards), len(cluster.shards))
             for name, cluster in sorted(self._clusters.items())
         ]
 

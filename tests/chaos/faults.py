@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import os
 import random
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -23,7 +24,7 @@ from pipeline.log.topics import TopicNames
 from tests.chaos.env import MAX_WAIT_MS, ChaosEnv, watch_shards
 from tests.support.kafka_leaders import partition_leaders
 
-__all__ = ["Fault", "FaultLog", "Faults"]
+__all__ = ["Fault", "FaultLog", "Faults", "ZombieWindow"]
 
 OWNERSHIP_MOVE_TIMEOUT_S = 90.0
 LEADER_TAKEOVER_TIMEOUT_S = 60.0
@@ -50,12 +51,30 @@ class Fault(StrEnum):
     CUT_AUDIT_NETWORK = "cut_audit_network"
 
 
+@dataclass(frozen=True)
+class ZombieWindow:
+    """A paused watch leader from its SIGCONT until it reported leading nothing: whatever it got
+    committed on the watch topics in between, under its writer header, is a zombie write."""
+
+    writer_prefix: str  # `<host>-<pid>-`: the replica's identity (pipeline.watch.manager) up to its nonce
+    resumed_ms: int
+    stepped_down_ms: int
+
+    def holds(self, writer: bytes | None, timestamp_ms: int) -> bool:
+        return (
+            writer is not None
+            and writer.decode(errors="replace").startswith(self.writer_prefix)
+            and self.resumed_ms <= timestamp_ms <= self.stepped_down_ms
+        )
+
+
 @dataclass
 class FaultLog:
     """What the faults did: counts by kind, and the observations the oracle checks."""
 
     counts: Counter[str] = field(default_factory=Counter)
-    zombie_writes: int = 0
+    zombie_windows: list[ZombieWindow] = field(default_factory=list)
+    zombie_writes: int = 0  # counted from the log after the run (test_chaos), over zombie_windows
     ownership_moves: list[tuple[list[str], bool]] = field(default_factory=list)  # (branches, moved)
     foreign_files: list[tuple[str, str]] = field(default_factory=list)  # (branch, path)
     notes: list[str] = field(default_factory=list)
@@ -144,10 +163,13 @@ class Faults:
     async def pause_leader(self) -> None:
         """SIGSTOP a watch leader until other replicas lead what it led, then SIGCONT it.
 
-        Whatever the resumed process gets acknowledged on watch-events before it notices it lost
-        its Leases is a zombie write. With shards, the others must lead every shard; once resumed,
-        the replica may be dealt a shard again, so its writes are counted only until it first
-        reports leading none.
+        Whatever the resumed process gets committed on the watch topics before it notices it lost
+        its Leases is a zombie write. It is resumed only once the others report leading every shard,
+        which they do once they hold the shard's fencing producer. Its writes are read back from
+        the log after the run (`ZombieWindow`), not counted by its own metric: a transaction it
+        committed just before the SIGSTOP is acknowledged to it after the SIGCONT, and is no zombie
+        write. Once resumed, the replica may be dealt a shard again, so its writes are counted only
+        until it first reports leading none.
         """
         leaders = self.env.watch_leaders()
         if not leaders:
@@ -156,7 +178,7 @@ class Faults:
         index = leaders[0]
         zombie = self.env.replicas[index]
         shards = watch_shards()
-        before = self.env.metric(zombie, "reverser_watch_records_total") or 0.0
+        pid = zombie.pid
         zombie.pause()
         others = [i for i in range(len(self.env.replicas)) if i != index]
         took_over = await _poll(
@@ -164,15 +186,17 @@ class Faults:
         )
         if not took_over:
             self.log.notes.append("pause_watch_leader: no other replica took the lease while it was stopped")
+        resumed_ms = int(time.time() * 1000)
         zombie.resume()
         stepped_down = await _poll(
             lambda: self.env.metric(zombie, "reverser_watch_leader") == 0.0, STEP_DOWN_TIMEOUT_S
         )
         if not stepped_down:
             self.log.notes.append("pause_watch_leader: the resumed replica still reports the lease")
-        after = self.env.metric(zombie, "reverser_watch_records_total") or before
-        if took_over:
-            self.log.zombie_writes += int(after - before)
+        if took_over and pid is not None:
+            self.log.zombie_windows.append(
+                ZombieWindow(f"{socket.gethostname()}-{pid}-", resumed_ms, int(time.time() * 1000))
+            )
 
     async def pause_audit_holder(self) -> None:
         """SIGSTOP a replica the moment it holds an audit batch (sent to it, not answered), SIGCONT later.

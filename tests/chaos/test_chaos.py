@@ -31,6 +31,7 @@ from pipeline.log.api import TopicPartition
 from pipeline.log.kafka import KafkaLog
 from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.topics import TopicNames
+from pipeline.watch.writer import WRITER_HEADER
 from tests.chaos.env import (
     BRANCHES,
     COMMIT_WINDOW_S,
@@ -41,7 +42,7 @@ from tests.chaos.env import (
     fact_source,
     watch_shards,
 )
-from tests.chaos.faults import Fault, Faults
+from tests.chaos.faults import Fault, Faults, ZombieWindow
 from tests.chaos.history import first_pushes, read_files, read_transitions, version_keys
 from tests.chaos.oracle import FactCheck, SeenFact, Verdict, check_facts, judge, percentile
 from tests.chaos.workload import Target, Workload
@@ -138,6 +139,25 @@ async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
         await log.close()
 
 
+async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> int:
+    """Records committed on the watch topics by a paused leader between its SIGCONT and its step-down."""
+    if not windows:
+        return 0
+    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
+    await log.start()
+    try:
+        topics = TopicNames.for_prefix(env.topic_prefix)
+        count = 0
+        for topic in (topics.watch_events, topics.watch_cursors):
+            async for chunk in read_to_end(log, await extent_of(log, topic)):
+                for record in chunk.records:
+                    writer = record.header(WRITER_HEADER)
+                    count += any(window.holds(writer, record.timestamp_ms) for window in windows)
+        return count
+    finally:
+        await log.close()
+
+
 def _fact_summary(check: FactCheck) -> str:
     return (
         f"admission facts: named right {check.named} of {check.changes} single-writer changes "
@@ -210,6 +230,7 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     converged, diffs = await _settle(lambda: _differences(env), CONVERGENCE_TIMEOUT_S)
     convergence_s = time.monotonic() - last_fault_end
     drained, lag = await _settle(lambda: _group_lag(env), LAG_TIMEOUT_S)
+    faults.log.zombie_writes = await _zombie_writes(env, faults.log.zombie_windows)
 
     published = first_pushes(env.repo, env.git.pushes)
     transitions = [
@@ -233,6 +254,7 @@ async def _run(env: ChaosEnv, seed: int) -> None:
         "owners_at_start": owners_at_start,
         "ownership_moves": faults.log.ownership_moves,
         "fault_times": faults.log.timeline,
+        "zombie_windows": faults.log.zombie_windows,
         "notes": faults.log.notes,
         "workload_failures": workload.failures[:20],
         "lost": [f"{_wall(m.at)} {m!r}" for m in verdict.lost[:20]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.chaos.faults import ZombieWindow
 from tests.chaos.oracle import UNKNOWN_AUTHOR, SeenFact, Transition, check_facts, judge, percentile
 from tests.chaos.workload import Mutation, fingerprint
 
@@ -240,3 +241,14 @@ def test_a_scale_is_matched_by_a_scale_fact_of_its_replica_count_and_time() -> N
     # another count, another user, another time: not this scale's fact
     for other in (scale_fact("carol", 4, 9.0), scale_fact("bob", 3, 9.0), scale_fact("carol", 3, 50.1)):
         assert len(check_facts(verdict, keys, [other]).unmatched) == 1, other
+
+
+def test_a_zombie_write_is_the_paused_replicas_own_record_between_its_resume_and_its_step_down() -> None:
+    window = ZombieWindow("vm-12-", resumed_ms=1_000, stepped_down_ms=2_000)
+    assert window.holds(b"vm-12-ab12cd34", 1_000)
+    assert window.holds(b"vm-12-ab12cd34", 2_000)
+    assert not window.holds(b"vm-12-ab12cd34", 999)  # committed before the pause, acknowledged after it
+    assert not window.holds(b"vm-12-ab12cd34", 2_001)  # dealt a shard again after stepping down
+    assert not window.holds(b"vm-123-ab12cd34", 1_500)  # another process whose pid starts the same
+    assert not window.holds(b"vm-7-ab12cd34", 1_500)  # the successor
+    assert not window.holds(None, 1_500)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from pipeline.incarnation import Incarnation
 from pipeline.kube.lease import POD_NAMESPACE_ENV, lease_namespace
 from pipeline.log.api import Log
 from pipeline.watch.component import WatchComponent
+from pipeline.watch.writer import FencedWriter
 from tests.support.wait import wait_for
 from tests.watch.conftest import (
     fast_options,
@@ -23,6 +25,8 @@ from tests.watch.conftest import (
     with_targets,
 )
 from tests.watch.kube_server import FakeKubeApiServer, corpus_object
+
+LEASE = ("ops", "reverser-watch-src")
 
 
 def elected(settings: Settings, kubeconfig: Path, lease_duration_s: float = 1.0) -> Settings:
@@ -191,3 +195,42 @@ async def test_a_lease_held_by_another_replica_is_not_taken_for_a_predecessor(
         await restarted.stop()
         await other.stop()
         incarnation.close()
+
+
+async def test_a_replica_reports_leading_only_once_it_holds_the_fencing_producer(
+    kube: FakeKubeApiServer,
+    topics_log: Log,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between winning the Lease and fencing the earlier leader, that leader may still write: a
+    replica reporting `reverser_watch_leader` then would claim a fence that is not up yet."""
+    kube.namespaces["team-a"] = "Active"
+    fenced = asyncio.Event()
+    take_over = FencedWriter.start
+
+    async def held_back(writer: FencedWriter) -> None:
+        await fenced.wait()
+        await take_over(writer)
+
+    monkeypatch.setattr(FencedWriter, "start", held_back)
+    config = elected(settings, kube.kubeconfig(tmp_path), lease_duration_s=30.0)
+    component = WatchComponent(config, topics_log, options=fast_options(config), identity="replica-1")
+    await component.start()
+    try:
+        await wait_for(
+            lambda: kube.leases.get(LEASE, {}).get("spec", {}).get("holderIdentity") == "replica-1",
+            what="the Lease",
+        )
+        await asyncio.sleep(0.2)  # several renew rounds with the Lease held
+        assert metric("reverser_watch_leader", cluster="src") == 0.0
+        assert metric("reverser_watch_shards_led", cluster="src") == 0.0
+        assert component.manager.streams == {}
+        fenced.set()
+        await wait_for(lambda: streaming(component), what="the streams once fenced")
+        assert metric("reverser_watch_leader", cluster="src") == 1.0
+        assert metric("reverser_watch_shards_led", cluster="src") == 1.0
+    finally:
+        fenced.set()
+        await component.stop()
