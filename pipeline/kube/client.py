@@ -5,11 +5,11 @@ the requests themselves are raw (`_preload_content=False`) so the stream can use
 parameters (`sendInitialEvents`, `resourceVersionMatch`) and read events of any size as untyped
 JSON without the generated models.
 
-kubernetes-asyncio is imported when the first client is opened, not with this module: its
-package imports every generated model (about 0.4 s), which every `reverser` command and every
-replica without a cluster (commit workers, the lag monitor, `config check`) paid for nothing.
-That import runs in a worker thread (`_import_kubernetes`): on the event loop it held every other
-task for 0.3-0.5 s while the watch stage started, in the middle of `reverser run`'s start.
+kubernetes-asyncio is imported when the first client is opened, not with this module, and then
+only its connection parts (`pipeline.kube.modelless`): its package imports every generated model
+(about 0.4 s and 33 MiB), which no request here uses. That import runs in a worker thread
+(`_connection_parts`): on the event loop it held every other task for 0.3-0.5 s while the watch
+stage started, in the middle of `reverser run`'s start.
 
 A client may be given a way to read its credentials again (`Reauthenticate`): when the server
 answers 401, it asks for them once (at most every `REAUTH_INTERVAL_S`, however many requests met
@@ -20,10 +20,8 @@ every stream, discovery and Lease of the cluster without reopening it.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -33,6 +31,7 @@ import aiohttp
 from pipeline.config import ClusterSettings
 from pipeline.content import fastjson
 from pipeline.failures import plain
+from pipeline.kube import modelless
 from pipeline.kube.resources import ApiResource, collection_path
 from pipeline.kube.throttle import Throttle
 
@@ -55,9 +54,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: The kubernetes-asyncio modules the client factories use, imported off the loop on first use.
-_KUBERNETES_MODULES: Final = ("kubernetes_asyncio.client", "kubernetes_asyncio.config")
 
 _AUTH = ["BearerToken"]
 _CONNECT_TIMEOUT_S = 10.0
@@ -215,10 +211,8 @@ class KubeClient:
         reauthenticate: Reauthenticate | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from kubernetes_asyncio.client.exceptions import ApiException  # loaded with `api` (docstring)
-
         self._api = api
-        self._api_exception = ApiException
+        self._api_exception = modelless.load().api_exception  # imported with `api` (docstring)
         self.name = name
         #: the cluster's `qps`/`burst` bucket every request waits on; None: unthrottled
         self.throttle = throttle
@@ -456,41 +450,34 @@ async def access_allowed(
     return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
 
-def _import_modules(names: Sequence[str]) -> None:
-    for name in names:
-        importlib.import_module(name)
-
-
-async def _import_kubernetes() -> None:
-    """Import kubernetes-asyncio in a worker thread the first time (see the module docstring);
-    the loop runs its other tasks meanwhile (the import gives up the GIL as any Python code does)."""
-    if not all(name in sys.modules for name in _KUBERNETES_MODULES):
-        await asyncio.to_thread(_import_modules, _KUBERNETES_MODULES)
+async def _connection_parts() -> modelless.ConnectionParts:
+    """kubernetes-asyncio's connection parts, imported in a worker thread the first time (see the
+    module docstring); the loop runs its other tasks meanwhile (the import gives up the GIL as any
+    Python code does)."""
+    parts = modelless.loaded()
+    return parts if parts is not None else await asyncio.to_thread(modelless.load)
 
 
 async def open_client(cluster: ClusterSettings) -> KubeClient:
     """A client for one configured cluster, from its kubeconfig or the pod's service account."""
-    await _import_kubernetes()
-    from kubernetes_asyncio import config as kube_config
-    from kubernetes_asyncio.client import ApiClient, Configuration
-
+    parts = await _connection_parts()
     if cluster.kubeconfig_secret is not None:
         raise ValueError(
             f"cluster {cluster.name}: its kubeconfig is in {cluster.kubeconfig_secret.describe()}, which "
             "this client factory does not read (pipeline.kube.kubeconfigsecret does)"
         )
-    configuration = Configuration()
+    configuration = parts.configuration()
     if cluster.in_cluster:
-        kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        parts.config.load_incluster_config(client_configuration=configuration)
     else:
-        await kube_config.load_kube_config(
+        await parts.config.load_kube_config(
             config_file=str(cluster.kubeconfig) if cluster.kubeconfig else None,
             context=cluster.context,
             client_configuration=configuration,
             persist_config=False,
         )
     return KubeClient(
-        ApiClient(configuration=configuration),
+        parts.api_client(configuration=configuration),
         cluster.name,
         Throttle.of(cluster.qps, cluster.effective_burst),
     )
@@ -498,13 +485,10 @@ async def open_client(cluster: ClusterSettings) -> KubeClient:
 
 async def api_client_from_dict(kubeconfig: dict[str, Any]) -> ApiClient:
     """The API client of a kubeconfig already read (a Secret's), at its current context."""
-    await _import_kubernetes()
-    from kubernetes_asyncio import config as kube_config
-    from kubernetes_asyncio.client import ApiClient, Configuration
-
-    configuration = Configuration()
-    await kube_config.load_kube_config_from_dict(config_dict=kubeconfig, client_configuration=configuration)
-    return ApiClient(configuration=configuration)
+    parts = await _connection_parts()
+    configuration = parts.configuration()
+    await parts.config.load_kube_config_from_dict(config_dict=kubeconfig, client_configuration=configuration)
+    return parts.api_client(configuration=configuration)
 
 
 async def open_client_from_dict(

@@ -60,12 +60,13 @@ class ZombieWindow:
     resumed_ms: int
     stepped_down_ms: int
 
+    def wrote(self, writer: bytes | None) -> bool:
+        """Whether a record's writer header names the paused replica."""
+        return writer is not None and writer.decode(errors="replace").startswith(self.writer_prefix)
+
     def holds(self, writer: bytes | None, timestamp_ms: int) -> bool:
-        return (
-            writer is not None
-            and writer.decode(errors="replace").startswith(self.writer_prefix)
-            and self.resumed_ms <= timestamp_ms <= self.stepped_down_ms
-        )
+        """Whether the record is a zombie write: the paused replica's, in the window."""
+        return self.wrote(writer) and self.resumed_ms <= timestamp_ms <= self.stepped_down_ms
 
 
 @dataclass

@@ -139,21 +139,25 @@ async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
         await log.close()
 
 
-async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> int:
-    """Records committed on the watch topics by a paused leader between its SIGCONT and its step-down."""
+async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> tuple[int, list[int]]:
+    """Records committed on the watch topics by a paused leader between its SIGCONT and its
+    step-down, and how many each paused leader wrote in all (none would make the check vacuous)."""
     if not windows:
-        return 0
+        return 0, []
     log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
     await log.start()
     try:
         topics = TopicNames.for_prefix(env.topic_prefix)
-        count = 0
+        zombie = 0
+        written = [0] * len(windows)
         for topic in (topics.watch_events, topics.watch_cursors):
             async for chunk in read_to_end(log, await extent_of(log, topic)):
                 for record in chunk.records:
                     writer = record.header(WRITER_HEADER)
-                    count += any(window.holds(writer, record.timestamp_ms) for window in windows)
-        return count
+                    for index, window in enumerate(windows):
+                        written[index] += window.wrote(writer)
+                        zombie += window.holds(writer, record.timestamp_ms)
+        return zombie, written
     finally:
         await log.close()
 
@@ -230,7 +234,7 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     converged, diffs = await _settle(lambda: _differences(env), CONVERGENCE_TIMEOUT_S)
     convergence_s = time.monotonic() - last_fault_end
     drained, lag = await _settle(lambda: _group_lag(env), LAG_TIMEOUT_S)
-    faults.log.zombie_writes = await _zombie_writes(env, faults.log.zombie_windows)
+    faults.log.zombie_writes, zombie_written = await _zombie_writes(env, faults.log.zombie_windows)
 
     published = first_pushes(env.repo, env.git.pushes)
     transitions = [
@@ -255,6 +259,7 @@ async def _run(env: ChaosEnv, seed: int) -> None:
         "ownership_moves": faults.log.ownership_moves,
         "fault_times": faults.log.timeline,
         "zombie_windows": faults.log.zombie_windows,
+        "zombie_written": zombie_written,
         "notes": faults.log.notes,
         "workload_failures": workload.failures[:20],
         "lost": [f"{_wall(m.at)} {m!r}" for m in verdict.lost[:20]],
@@ -283,6 +288,9 @@ async def _run(env: ChaosEnv, seed: int) -> None:
     assert len(faults.log.ownership_moves) == kills, "every replica kill had its ownership move checked"
     assert all(moved for _, moved in faults.log.ownership_moves), faults.log.ownership_moves
     assert faults.log.zombie_writes == 0
+    assert all(zombie_written), (
+        f"a paused leader's writer header matched no record: {faults.log.zombie_windows}"
+    )
     assert converged, diffs[:20]
     assert drained, lag
     assert not foreign_missing
