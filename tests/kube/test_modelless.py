@@ -18,7 +18,11 @@ GENERATED = ("kubernetes_asyncio.client.models.v1_config_map", "kubernetes_async
 
 def run(script: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
@@ -51,7 +55,8 @@ def test_the_connection_parts_load_without_a_generated_class() -> None:
         """
     )
     assert found["generated"] == []
-    assert isinstance(found["modules"], int) and found["modules"] < 60  # the package has about 1,200
+    assert isinstance(found["modules"], int)
+    assert found["modules"] < 60  # the package has about 1,200
     assert found["exception"] == "ApiException"
     assert found["loaders"] == [True, True]
     assert found["host"] == "https://example.invalid:6443"
@@ -81,7 +86,9 @@ def test_the_package_is_whole_for_whoever_uses_it_after_the_parts_loaded() -> No
         typed = asyncio.run(deserialized())
         print(json.dumps({
             "core": core.__module__,
-            "same_client": client.ApiClient is parts.api_client and client.Configuration is parts.configuration,
+            "same_client": (
+                client.ApiClient is parts.api_client and client.Configuration is parts.configuration
+            ),
             "typed": [type(typed).__name__, typed.metadata.name, typed.data],
             "model": client.models.V1ConfigMap is type(typed),
             "watch": kubernetes_asyncio.watch.Watch.__module__,
@@ -104,7 +111,8 @@ def test_a_package_imported_in_full_first_is_used_as_it_is() -> None:
         import kubernetes_asyncio.client as client
         from pipeline.kube import modelless
         parts = modelless.load()
-        print(json.dumps({"same": parts.api_client is client.ApiClient and parts.configuration is client.Configuration}))
+        same = parts.api_client is client.ApiClient and parts.configuration is client.Configuration
+        print(json.dumps({"same": same}))
         """
     )
     assert found["same"] is True
