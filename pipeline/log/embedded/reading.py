@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pipeline.log.embedded.log import EmbeddedLog
 
 
-#: Bytes of records one fetch returns at most (at least one record, however large): a fetch of
+#: Bytes of record frames one fetch returns at most (at least one record, however large): a fetch of
 #: `max_records` snapshot chunks of up to `max_message_bytes` each would otherwise hold hundreds
 #: of MiB in the fetching stage while it works through them (Kafka's `fetch.max.bytes`).
 FETCH_MAX_BYTES = 8 * 1024 * 1024
@@ -134,10 +134,10 @@ def collect(log: EmbeddedLog, owner: Fetcher, max_records: int) -> Fetched:
             position = partition.log_start
         visible = partition.visible_offset
         if position < visible:
-            batch = partition.read(
+            batch, taken = partition.read(
                 position, min(max_records - len(records), visible - position), FETCH_MAX_BYTES - fetched_bytes
             )
-            fetched_bytes += sum(len(record.value or b"") + len(record.key or b"") for record in batch)
+            fetched_bytes += taken
             if batch and batch[-1].offset >= visible:  # compaction left gaps below `visible`
                 batch = [record for record in batch if record.offset < visible]
             if batch:

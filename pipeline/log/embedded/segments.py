@@ -513,12 +513,12 @@ class PartitionLog:
             self.durable_offset = self.next_offset
         self.last_timestamp = timestamp
 
-    def read(self, position: int, max_records: int, max_bytes: int | None = None) -> list[Record]:
+    def read(self, position: int, max_records: int, max_bytes: int) -> tuple[list[Record], int]:
         """Up to `max_records` records with offsets >= `position` (which must be >= log_start),
-        in at most `max_bytes` of frames when given (at least one record: one larger than that
-        is read alone)."""
+        in at most `max_bytes` of frames (at least one record: one larger than that is read
+        alone), and the bytes of frames they took: the one measure of a fetch's size."""
         records: list[Record] = []
-        budget = max_bytes
+        taken = 0
         index = max(bisect_right(self._bases, position) - 1, 0)
         while index < len(self.segments) and len(records) < max_records:
             segment = self.segments[index]
@@ -526,15 +526,14 @@ class PartitionLog:
             available = len(segment.offsets) - start
             if available > 0:
                 count = min(available, max_records - len(records))
-                if budget is not None:
-                    # at least one record: a record larger than the budget is read alone
-                    count = segment.fitting(start, count, budget) or (0 if records else 1)
-                    if not count:
-                        break
-                    budget -= segment.end_of(start + count - 1) - segment.positions[start]
+                # at least one record: a record larger than the budget is read alone
+                count = segment.fitting(start, count, max_bytes - taken) or (0 if records else 1)
+                if not count:
+                    break
+                taken += segment.end_of(start + count - 1) - segment.positions[start]
                 records.extend(segment.read(self.topic, self.partition, start, count))
             index += 1
-        return records
+        return records, taken
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         for segment in self.segments:
