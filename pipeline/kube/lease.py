@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ __all__ = [
     "POD_NAMESPACE_ENV",
     "SERVICE_ACCOUNT_NAMESPACE_FILE",
     "LeaseElector",
+    "LeaseTerms",
     "Standing",
     "lease_namespace",
     "micro_time",
@@ -90,39 +92,38 @@ def micro_time(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What every Lease a replica keeps on one cluster shares, whether it elects a leader
+    (`LeaseElector`) or marks the replica alive (`pipeline.kube.roster.Roster`): where the Leases
+    are, whom they name, how long they last, and the clocks expiry is judged by."""
+
+    client: KubeClient
+    namespace: str
+    identity: str
+    duration_s: float
+    renew_s: float
+    #: the identity this replica's crashed previous run held its Leases under
+    #: (pipeline.incarnation): a Lease it still holds is taken at once, as a released one would be
+    predecessor: str = ""
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    sleep: Sleep = asyncio.sleep
+
+    @property
+    def collection(self) -> str:
+        """The Leases' collection path in the namespace."""
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
+
 class LeaseElector:
     """Acquires and renews one Lease; tells its owner when leadership starts and ends."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        namespace: str,
-        name: str,
-        identity: str,
-        *,
-        duration_s: float,
-        renew_s: float,
-        predecessor: str = "",
-        standing: Standing | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self._client = client
-        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        self.namespace = namespace
+    def __init__(self, terms: LeaseTerms, name: str, *, standing: Standing | None = None) -> None:
+        self.terms = terms
         self.name = name
-        self.identity = identity
-        self.duration_s = duration_s
-        self.renew_s = renew_s
-        # the identity this replica's crashed previous run held the Lease under (pipeline.incarnation):
-        # a Lease it holds is taken at once, as a released one would be
-        self._predecessor = predecessor
+        self._path = f"{terms.collection}/{name}"
         self._standing = standing
-        self._clock = clock
-        self._wall_clock = wall_clock
-        self._sleep = sleep
         self._observed: tuple[str, float] | None = None  # (record resourceVersion, when seen)
         self._last_renewed = float("-inf")
         self._vacant_since: float | None = None
@@ -144,18 +145,22 @@ class LeaseElector:
                 try:
                     held = await self._try_acquire_or_renew()
                 except KubeError as exc:
-                    logger.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                    logger.warning("lease %s/%s: %s", self.terms.namespace, self.name, exc)
                     # Without a successful renewal for a whole lease duration, assume it is lost.
-                    held = self.leading and self._clock() - self._last_renewed < self.duration_s
+                    held = self.leading and self.terms.clock() - self._last_renewed < self.terms.duration_s
                 if held and not self.leading:
                     self.leading = True
-                    logger.info("lease %s/%s acquired by %s", self.namespace, self.name, self.identity)
+                    logger.info(
+                        "lease %s/%s acquired by %s", self.terms.namespace, self.name, self.terms.identity
+                    )
                     await on_started()
                 elif not held and self.leading:
                     self.leading = False
-                    logger.warning("lease %s/%s lost by %s", self.namespace, self.name, self.identity)
+                    logger.warning(
+                        "lease %s/%s lost by %s", self.terms.namespace, self.name, self.terms.identity
+                    )
                     await on_stopped()
-                await self._sleep(self.renew_s)
+                await self.terms.sleep(self.terms.renew_s)
         finally:
             self.leading = False
 
@@ -166,25 +171,25 @@ class LeaseElector:
     async def release(self) -> None:
         """Give the lease up (after the owner stopped working) so another replica takes over now."""
         try:
-            lease = await self._client.get_json(self._path)
+            lease = await self.terms.client.get_json(self._path)
         except KubeError:
             return
         spec = lease.get("spec") or {}
-        if spec.get("holderIdentity") != self.identity:
+        if spec.get("holderIdentity") != self.terms.identity:
             return
         spec["holderIdentity"] = ""
         spec["leaseDurationSeconds"] = 1
         lease["spec"] = spec
         try:
-            await self._client.send_json("PUT", self._path, lease)
+            await self.terms.client.send_json("PUT", self._path, lease)
         except KubeError as exc:
-            logger.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, exc)
+            logger.warning("releasing lease %s/%s failed: %s", self.terms.namespace, self.name, exc)
 
     def _spec(self, transitions: int, acquired: str | None) -> dict[str, Any]:
-        now = micro_time(self._wall_clock())
+        now = micro_time(self.terms.wall_clock())
         return {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, round(self.duration_s)),
+            "holderIdentity": self.terms.identity,
+            "leaseDurationSeconds": max(1, round(self.terms.duration_s)),
             "acquireTime": acquired or now,
             "renewTime": now,
             "leaseTransitions": transitions,
@@ -192,28 +197,28 @@ class LeaseElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         try:
-            lease = await self._client.get_json(self._path)
+            lease = await self.terms.client.get_json(self._path)
         except KubeError as exc:
             if not exc.not_found:
                 raise
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.terms.namespace},
                 "spec": self._spec(0, None),
             }
             if self._standing is not None and not self._standing.may_take(0.0):
                 return False
-            return await self._write("POST", self._collection, body)
+            return await self._write("POST", self.terms.collection, body)
         meta = lease.get("metadata") or {}
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         record = str(meta.get("resourceVersion") or "")
-        now = self._clock()
+        now = self.terms.clock()
         if self._observed is None or self._observed[0] != record:
             self._observed = (record, now)
         transitions = int(spec.get("leaseTransitions") or 0)
-        if holder == self.identity:
+        if holder == self.terms.identity:
             if self._standing is not None and not self._standing.may_keep():
                 self.handing_over = True
                 return False
@@ -221,18 +226,18 @@ class LeaseElector:
             lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
             return await self._write("PUT", self._path, lease)
         self.handing_over = False
-        duration_s = float(spec.get("leaseDurationSeconds") or self.duration_s)
-        if holder and holder != self._predecessor and now - self._observed[1] < duration_s:
+        duration_s = float(spec.get("leaseDurationSeconds") or self.terms.duration_s)
+        if holder and holder != self.terms.predecessor and now - self._observed[1] < duration_s:
             self._vacant_since = None
             return False
         if self._vacant_since is None:
             self._vacant_since = now
         if self._standing is not None and not self._standing.may_take(now - self._vacant_since):
             return False
-        if holder and holder == self._predecessor:
+        if holder and holder == self.terms.predecessor:
             logger.info(
                 "lease %s/%s: taking it over from this replica's previous run %s",
-                self.namespace,
+                self.terms.namespace,
                 self.name,
                 holder,
             )
@@ -242,11 +247,11 @@ class LeaseElector:
     async def _write(self, method: str, path: str, body: dict[str, Any]) -> bool:
         """Create or update with optimistic concurrency: a conflict means someone else won."""
         try:
-            await self._client.send_json(method, path, body)
+            await self.terms.client.send_json(method, path, body)
         except KubeError as exc:
             if exc.status in (409, 422):
                 return False
             raise
-        self._last_renewed = self._clock()
+        self._last_renewed = self.terms.clock()
         self._vacant_since = None
         return True

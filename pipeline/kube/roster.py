@@ -11,16 +11,12 @@ duration, and its Lease is deleted by whoever sees it stale for `STALE_DURATIONS
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
-from pipeline.backoff import Sleep
-from pipeline.kube.client import KubeClient, KubeError
-from pipeline.kube.lease import micro_time
+from pipeline.kube.client import KubeError
+from pipeline.kube.lease import LeaseTerms, micro_time
 
 __all__ = ["ROSTER_LABEL", "STALE_DURATIONS", "Roster", "member_lease_name"]
 
@@ -44,37 +40,14 @@ def member_lease_name(roster: str, identity: str) -> str:
 class Roster:
     """Keeps this replica's member Lease and follows everybody's; `members()` is the live set."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        namespace: str,
-        name: str,
-        identity: str,
-        *,
-        duration_s: float,
-        renew_s: float,
-        predecessor: str = "",
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self._client = client
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        self._own = member_lease_name(name, identity)
-        self._selector = f"{ROSTER_LABEL}={_short_digest(name)}"
-        self.namespace = namespace
+    def __init__(self, terms: LeaseTerms, name: str) -> None:
+        self.terms = terms
         self.name = name
-        self.identity = identity
-        self.duration_s = duration_s
-        self.renew_s = renew_s
-        # the identity of this replica's crashed previous run (pipeline.incarnation): never a member
-        self._predecessor = predecessor
-        self._clock = clock
-        self._wall_clock = wall_clock
-        self._sleep = sleep
+        self._own = member_lease_name(name, terms.identity)
+        self._selector = f"{ROSTER_LABEL}={_short_digest(name)}"
         # member Lease name -> (holder, resourceVersion, when this process first saw that version)
         self._seen: dict[str, tuple[str, str, float]] = {}
-        self._live: frozenset[str] = frozenset({identity})
+        self._live: frozenset[str] = frozenset({terms.identity})
         self._listed = False
 
     def members(self) -> frozenset[str]:
@@ -91,7 +64,7 @@ class Roster:
             try:
                 await self.round()
             except KubeError as exc:
-                logger.warning("roster %s/%s: %s", self.namespace, self.name, exc)
+                logger.warning("roster %s/%s: %s", self.terms.namespace, self.name, exc)
             else:
                 self._listed = True
             before = self._live
@@ -100,13 +73,15 @@ class Roster:
                 logger.info(
                     "roster %s: %d live replica(s): %s", self.name, len(self._live), sorted(self._live)
                 )
-            await self._sleep(self.renew_s)
+            await self.terms.sleep(self.terms.renew_s)
 
     async def round(self) -> None:
         """One renewal of this replica's Lease and one listing of the roster."""
         await self._renew()
-        listing = await self._client.get_json(self._collection, query=[("labelSelector", self._selector)])
-        now = self._clock()
+        listing = await self.terms.client.get_json(
+            self.terms.collection, query=[("labelSelector", self._selector)]
+        )
+        now = self.terms.clock()
         present: set[str] = set()
         for lease in listing.get("items") or []:
             meta = lease.get("metadata") or {}
@@ -114,23 +89,25 @@ class Roster:
             holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
             record = str(meta.get("resourceVersion") or "")
             present.add(name)
-            if self._predecessor and holder == self._predecessor:
+            if self.terms.predecessor and holder == self.terms.predecessor:
                 await self._delete_stale(name, record)
                 continue
             seen = self._seen.get(name)
             if seen is None or seen[1] != record:
                 self._seen[name] = (holder, record, now)
-            elif name != self._own and now - seen[2] >= STALE_DURATIONS * self.duration_s:
+            elif name != self._own and now - seen[2] >= STALE_DURATIONS * self.terms.duration_s:
                 await self._delete_stale(name, record)
         for gone in set(self._seen) - present:
             del self._seen[gone]
 
     def _compute_live(self) -> frozenset[str]:
-        now = self._clock()
+        now = self.terms.clock()
         live = {
-            holder for holder, _, seen_at in self._seen.values() if holder and now - seen_at < self.duration_s
+            holder
+            for holder, _, seen_at in self._seen.values()
+            if holder and now - seen_at < self.terms.duration_s
         }
-        return frozenset(live | {self.identity})
+        return frozenset(live | {self.terms.identity})
 
     def _body(self, existing: dict[str, Any] | None) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -145,28 +122,28 @@ class Roster:
             "kind": "Lease",
             "metadata": meta,
             "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, round(self.duration_s)),
-                "renewTime": micro_time(self._wall_clock()),
+                "holderIdentity": self.terms.identity,
+                "leaseDurationSeconds": max(1, round(self.terms.duration_s)),
+                "renewTime": micro_time(self.terms.wall_clock()),
             },
         }
 
     async def _renew(self) -> None:
-        path = f"{self._collection}/{self._own}"
+        path = f"{self.terms.collection}/{self._own}"
         try:
-            existing = await self._client.get_json(path)
+            existing = await self.terms.client.get_json(path)
         except KubeError as exc:
             if not exc.not_found:
                 raise
-            await self._client.send_json("POST", self._collection, self._body(None))
+            await self.terms.client.send_json("POST", self.terms.collection, self._body(None))
             return
-        await self._client.send_json("PUT", path, self._body(existing))
+        await self.terms.client.send_json("PUT", path, self._body(existing))
 
     async def _delete_stale(self, name: str, record: str) -> None:
         """Delete a crashed replica's Lease, only if it is still the version seen."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": record}}
         try:
-            await self._client.send_json("DELETE", f"{self._collection}/{name}", body)
+            await self.terms.client.send_json("DELETE", f"{self.terms.collection}/{name}", body)
         except KubeError as exc:
             if exc.status not in (404, 409):
                 logger.warning("roster %s: deleting the stale member %s failed: %s", self.name, name, exc)
@@ -176,7 +153,7 @@ class Roster:
     async def release(self) -> None:
         """Delete this replica's Lease, so the others deal its shards out at once."""
         try:
-            await self._client.send_json("DELETE", f"{self._collection}/{self._own}")
+            await self.terms.client.send_json("DELETE", f"{self.terms.collection}/{self._own}")
         except KubeError as exc:
             if not exc.not_found:
                 logger.warning("roster %s: deleting this replica's member Lease failed: %s", self.name, exc)

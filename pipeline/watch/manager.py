@@ -23,7 +23,7 @@ from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetS
 from pipeline.incarnation import Incarnation
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
-from pipeline.kube.lease import LeaseElector, lease_namespace
+from pipeline.kube.lease import LeaseElector, LeaseTerms, lease_namespace
 from pipeline.kube.roster import Roster
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -518,30 +518,24 @@ class WatchManager:
         if self.incarnation is not None:
             predecessor = self.incarnation.predecessor_lease_identity
             self.incarnation.holds_leases_as(self.identity)
-        namespace = lease_namespace(settings.lease_namespace)
+        terms = LeaseTerms(
+            cluster.client,
+            lease_namespace(settings.lease_namespace),
+            self.identity,
+            duration_s=settings.lease_duration_s,
+            renew_s=settings.lease_renew_s,
+            predecessor=predecessor,
+        )
         base = settings.effective_lease_name
         if count > 1:
-            cluster.roster = Roster(
-                cluster.client,
-                namespace,
-                base,
-                self.identity,
-                duration_s=settings.lease_duration_s,
-                renew_s=settings.lease_renew_s,
-                predecessor=predecessor,
-            )
+            cluster.roster = Roster(terms, base)
             cluster.roster_task = asyncio.create_task(cluster.roster.run(), name=f"watch roster {name}")
         for index in range(count):
             shard = _Shard(index, shard_key(name, index, count))
             roster = cluster.roster
             shard.elector = LeaseElector(
-                cluster.client,
-                namespace,
+                terms,
                 shard_lease_name(base, index, count),
-                self.identity,
-                duration_s=settings.lease_duration_s,
-                renew_s=settings.lease_renew_s,
-                predecessor=predecessor,
                 standing=None
                 if roster is None
                 else ShardStanding(

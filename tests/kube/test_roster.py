@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.config import ClusterSettings
 from pipeline.kube.client import KubeClient, open_client
-from pipeline.kube.lease import LeaseElector
+from pipeline.kube.lease import LeaseElector, LeaseTerms
 from pipeline.kube.roster import ROSTER_LABEL, STALE_DURATIONS, Roster, member_lease_name
 from tests.watch.kube_server import FakeKubeApiServer
 
@@ -37,16 +37,8 @@ async def api(kube: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[KubeClie
 
 
 def roster(api: KubeClient, identity: str, clock: Clock, *, predecessor: str = "") -> Roster:
-    return Roster(
-        api,
-        "ops",
-        "reverser-watch-src",
-        identity,
-        duration_s=DURATION_S,
-        renew_s=1.0,
-        predecessor=predecessor,
-        clock=clock,
-    )
+    terms = LeaseTerms(api, "ops", identity, DURATION_S, 1.0, predecessor=predecessor, clock=clock)
+    return Roster(terms, "reverser-watch-src")
 
 
 async def test_replicas_see_each_other_and_a_stopped_one_leaves_at_once(
@@ -116,9 +108,7 @@ async def test_other_leases_in_the_namespace_are_not_members(
     clock = Clock()
     kube.hold_lease("ops", "reverser-watch-src-shard-0", "someone", duration_s=10)
     kube.hold_lease("ops", "unrelated", "other", duration_s=10)
-    other_roster = Roster(
-        api, "ops", "reverser-watch-other", "x", duration_s=DURATION_S, renew_s=1.0, clock=clock
-    )
+    other_roster = Roster(LeaseTerms(api, "ops", "x", DURATION_S, 1.0, clock=clock), "reverser-watch-other")
     await other_roster.round()
     a = roster(api, "a", clock)
     await a.round()
@@ -141,17 +131,8 @@ class Assigned:
 
 
 def elector(api: KubeClient, identity: str, standing: Assigned, clock: Clock) -> LeaseElector:
-    return LeaseElector(
-        api,
-        "ops",
-        "reverser-watch-src-shard-0",
-        identity,
-        duration_s=DURATION_S,
-        renew_s=1.0,
-        standing=standing,
-        clock=clock,
-        wall_clock=clock,
-    )
+    terms = LeaseTerms(api, "ops", identity, DURATION_S, 1.0, clock=clock, wall_clock=clock)
+    return LeaseElector(terms, "reverser-watch-src-shard-0", standing=standing)
 
 
 async def test_a_shard_lease_is_handed_over_when_the_standing_moves_it(

@@ -103,6 +103,23 @@ async def read_events(log: Log, settings: Settings) -> list[dict[str, Any]]:
     return out
 
 
+def carriers(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Object name -> the first record that carries it: its live event or, when a new owner had to
+    take a snapshot (a loaded host can lose a Lease before a cursor was written), its chunk."""
+    found: dict[str, dict[str, Any]] = {}
+    for event in events:
+        kind, body = event["body"]
+        if kind.endswith("SnapshotChunk"):
+            names = [item["name"] for item in body["objects"]]
+        elif "name" in body:
+            names = [body["name"]]
+        else:
+            names = []
+        for name in names:
+            found.setdefault(name, event)
+    return found
+
+
 def kinds(
     events: list[dict[str, Any]], target_name: str | None = None, scope: str | None = None
 ) -> list[str]:

@@ -9,6 +9,7 @@ SIGSTOP/SIGCONT on Kafka, is tests/watch/test_fencing_processes.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from pipeline.codec import SCHEMA_HEADER
@@ -51,7 +52,8 @@ async def test_a_leader_that_missed_its_lease_cannot_append_after_its_successor_
         await wait_for(lambda: streaming(zombie), what="the first replica to lead")
         elector = zombie.manager._clusters["src"].shards[0].elector
         assert elector is not None
-        elector._sleep = never  # its renewals stop, as in a pause; its watch stays connected
+        # its renewals stop, as in a pause; its watch stays connected
+        elector.terms = dataclasses.replace(elector.terms, sleep=never)
         await successor.start()
         await wait_for(lambda: streaming(successor), timeout_s=30, what="the successor to take over")
         assert zombie.manager.streams  # the zombie still believes it leads

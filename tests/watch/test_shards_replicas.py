@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from pipeline.config import Settings
 from pipeline.log.api import Log
@@ -14,7 +13,7 @@ from pipeline.watch.component import WatchComponent
 from pipeline.watch.shards import assign_shards, shard_of
 from pipeline.watch.writer import WRITER_HEADER
 from tests.support.wait import wait_for
-from tests.watch.conftest import fast_options, metric, read_events, rule, target, with_targets
+from tests.watch.conftest import carriers, fast_options, metric, read_events, rule, target, with_targets
 from tests.watch.kube_server import FakeKubeApiServer
 
 SHARDS = 3
@@ -60,23 +59,6 @@ def obj(group_version: str, kind: str, name: str) -> dict[str, object]:
     if kind == "ConfigMap":
         body["data"] = {"k": name}
     return body
-
-
-def carriers(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Object name -> the first record that carries it: its live event or, when a new owner had to
-    take a snapshot (a loaded host can lose a Lease before a cursor was written), its chunk."""
-    found: dict[str, dict[str, Any]] = {}
-    for event in events:
-        kind, body = event["body"]
-        if kind.endswith("SnapshotChunk"):
-            names = [item["name"] for item in body["objects"]]
-        elif "name" in body:
-            names = [body["name"]]
-        else:
-            names = []
-        for name in names:
-            found.setdefault(name, event)
-    return found
 
 
 async def test_three_replicas_share_the_shards_and_hand_them_over(
