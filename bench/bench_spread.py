@@ -36,11 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import TopicPartition
 from kubernetes_asyncio import client
 
 from bench.bench_scale import proc_figures
 from bench.kafka import kafka_bootstrap
-from bench.spread import Spread, holder_replica, spread_of, types_per_shard
+from bench.spread import Spread, dealt_out, holder_replica, spread_of, types_per_shard
 from pipeline.watch.shards import shard_lease_name
 from tests.e2e.cluster.controlplane import ControlPlane, build_binaries
 from tests.e2e.kube import kube_client
@@ -70,6 +73,8 @@ POLL_S = 0.5
 #: Between the first sync and the steady phase: the last pushes and lag reports settle.
 QUIET_S = 5.0
 CLUSTER = "spread"
+#: Each run's patches number from its own block, so none repeats a value an earlier run set.
+SEQ_STRIDE = 10_000_000
 SEQ_PATTERN = re.compile(r"bench/seq: ['\"]?([0-9]+)")
 
 
@@ -140,9 +145,10 @@ async def create_objects(kubeconfig: Path, kinds: list[str]) -> None:
         await asyncio.gather(*(create(_creator(api, kind), n) for kind in kinds for n in range(OBJECTS)))
 
 
-async def mutate(kubeconfig: Path, kinds: list[str]) -> set[int]:
+async def mutate(kubeconfig: Path, kinds: list[str], first_seq: int) -> set[int]:
     """RATE patches a second for DURATION_S, round robin over the kinds and their objects; each
-    patch sets `bench/seq` to its own number. Returns the numbers each object ends with."""
+    patch sets `bench/seq` to its own number, from `first_seq` on (a number an object had before
+    would make the patch a no-op: no event). Returns the numbers the objects end with."""
     async with kube_client(kubeconfig) as api:
         patchers = [_patcher(api, kind) for kind in kinds]
         total = int(RATE * DURATION_S)
@@ -154,9 +160,9 @@ async def mutate(kubeconfig: Path, kinds: list[str]) -> set[int]:
             if delay > 0:
                 await asyncio.sleep(delay)
             index = (n // len(kinds)) % OBJECTS
-            body = {"metadata": {"annotations": {"bench/seq": str(n + 1)}}}
+            body = {"metadata": {"annotations": {"bench/seq": str(first_seq + n)}}}
             patch = patchers[n % len(kinds)]
-            final[(n % len(kinds), index)] = n + 1
+            final[(n % len(kinds), index)] = first_seq + n
             tasks.append(
                 asyncio.ensure_future(patch(_name(index), NAMESPACES[index % len(NAMESPACES)], body))
             )
@@ -208,6 +214,32 @@ def files_on_branches(repo: Path) -> int:
         )
         count += sum(1 for line in listing.stdout.splitlines() if line != "README.md")
     return count
+
+
+async def warm_broker(bootstrap: str) -> None:
+    """A first transaction and a first group commit, so the broker's internal topics exist before
+    the first run: otherwise that run alone waits for them (and its clients retry meanwhile)."""
+    topic = f"spread-warm-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic)
+    await producer.start()
+    try:
+        async with producer.transaction():
+            await producer.send_and_wait(topic, b"warm")
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topic, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        await consumer.commit({TopicPartition(topic, 0): 1})
+    finally:
+        await consumer.stop()
 
 
 def seqs_on_branches(repo: Path) -> set[int]:
@@ -280,6 +312,7 @@ class RunFigures:
     leaders_synced: dict[int, int | None]
     leaders_steady: dict[int, int | None]
     sync_s: float
+    dealt_s: float | None
     first_sync: Spread
     steady: Spread
     patches: int
@@ -308,7 +341,7 @@ def _wait(replicas: list[ServiceProcess], done: Callable[[], bool], what: str) -
         time.sleep(POLL_S)
 
 
-def measure(workdir: Path, kubeconfig: Path, bootstrap: str, shards: int) -> RunFigures:
+def measure(workdir: Path, kubeconfig: Path, bootstrap: str, shards: int, first_seq: int) -> RunFigures:
     run_dir = workdir / f"spread-{shards}-{uuid.uuid4().hex[:6]}"
     run_dir.mkdir()
     repo = run_dir / "remote.git"
@@ -322,18 +355,28 @@ def measure(workdir: Path, kubeconfig: Path, bootstrap: str, shards: int) -> Run
     launched = time.perf_counter()
     for replica in replicas:
         ReverserProcess.start(replica)  # all at once: the plain launch, no wait for readiness
+    pids = [r.pid for r in replicas]
+    dealt_s: float | None = None
+
+    def synced() -> bool:
+        nonlocal dealt_s
+        if dealt_s is None and dealt_out(
+            asyncio.run(shard_leaders(kubeconfig, run_dir.name, shards, pids)), REPLICAS
+        ):
+            dealt_s = time.perf_counter() - launched
+        return files_on_branches(repo) >= expected
+
     try:
         expected = OBJECTS * len(kinds)
-        _wait(replicas, lambda: files_on_branches(repo) >= expected, f"{expected} objects on the remote")
+        _wait(replicas, synced, f"{expected} objects on the remote")
         sync_s = time.perf_counter() - launched
-        synced = _cpu(replicas)
+        synced_cpu = _cpu(replicas)
         load_sync = os.getloadavg()[0]
-        pids = [r.pid for r in replicas]
         leaders_synced = asyncio.run(shard_leaders(kubeconfig, run_dir.name, shards, pids))
         time.sleep(QUIET_S)
         before = _cpu(replicas)
         mutating = time.perf_counter()
-        final = asyncio.run(mutate(kubeconfig, kinds))
+        final = asyncio.run(mutate(kubeconfig, kinds, first_seq))
         _wait(replicas, lambda: final <= seqs_on_branches(repo), "every object's last patch on the remote")
         steady_s = time.perf_counter() - mutating
         after = _cpu(replicas)
@@ -347,7 +390,8 @@ def measure(workdir: Path, kubeconfig: Path, bootstrap: str, shards: int) -> Run
         leaders_synced,
         leaders_steady,
         sync_s,
-        spread_of(dict.fromkeys(synced, 0.0), synced),
+        dealt_s,
+        spread_of(dict.fromkeys(synced_cpu, 0.0), synced_cpu),
         spread_of(before, after),
         int(RATE * DURATION_S),
         steady_s,
@@ -370,6 +414,8 @@ def _spread(label: str, spread: Spread) -> str:
 
 def report(f: RunFigures) -> None:
     print(f"watch_shards: {f.shards}", flush=True)
+    dealt = "not before the sync ended" if f.dealt_s is None else f"{f.dealt_s:.1f} s after the launch"
+    print(f"  every shard held, by as many replicas as can: {dealt}")
     print(f"  leaders at the end of the first sync: {_leaders(f.leaders_synced)}")
     print(f"  leaders after the steady phase: {_leaders(f.leaders_steady)}")
     print(
@@ -425,9 +471,10 @@ def main() -> None:
                 f"  created {OBJECTS * len(kinds):,} objects in {time.perf_counter() - created:.1f} s",
                 flush=True,
             )
-            runs: dict[int, RunFigures] = {}
-            for shards in ORDER:
-                runs[shards] = measure(workdir, plane.kubeconfig, bootstrap, shards)
+            runs: dict[int, RunFigures] = {}  # the last run of each shard count
+            asyncio.run(warm_broker(bootstrap))
+            for number, shards in enumerate(ORDER):
+                runs[shards] = measure(workdir, plane.kubeconfig, bootstrap, shards, 1 + number * SEQ_STRIDE)
                 report(runs[shards])
         finally:
             plane.stop()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pipeline.watch.shards import shard_of
 
-__all__ = ["Spread", "holder_replica", "spread_of", "types_per_shard"]
+__all__ = ["Spread", "dealt_out", "holder_replica", "spread_of", "types_per_shard"]
 
 
 def types_per_shard(candidates: Sequence[str], shards: int) -> dict[int, str]:
@@ -39,6 +39,15 @@ def holder_replica(holder: str, pids: Sequence[int | None]) -> int | None:
         return None
     pid = int(parts[1])
     return next((index for index, p in enumerate(pids) if p == pid), None)
+
+
+def dealt_out(leaders: Mapping[int, int | None], replicas: int) -> bool:
+    """Whether every shard is held and by as many replicas as there can be (shard to holder
+    replica, None for a vacant or unknown holder): the spread `assign_shards` aims at."""
+    held = list(leaders.values())
+    if not held or None in held:
+        return False
+    return len(set(held)) == min(len(held), replicas)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.bench_spread import CANDIDATES, SHARDED
-from bench.spread import Spread, holder_replica, spread_of, types_per_shard
+from bench.spread import Spread, dealt_out, holder_replica, spread_of, types_per_shard
 from pipeline.watch.shards import shard_of
 
 
@@ -84,3 +84,12 @@ def test_readings_of_other_replicas_or_a_restart_are_refused() -> None:
         spread_of({0: 1.0}, {1: 1.0})
     with pytest.raises(ValueError, match="went down"):
         spread_of({0: 5.0}, {0: 1.0})
+
+
+def test_shards_are_dealt_out_once_each_is_held_by_as_many_replicas_as_can() -> None:
+    assert dealt_out({0: 2, 1: 0, 2: 1}, 3)
+    assert dealt_out({0: 1}, 3)
+    assert dealt_out({0: 0, 1: 1, 2: 0, 3: 1}, 2)
+    assert not dealt_out({0: 2, 1: 2, 2: 2}, 3)  # a cold start's first replica took them all
+    assert not dealt_out({0: 2, 1: None, 2: 1}, 3)
+    assert not dealt_out({}, 3)
