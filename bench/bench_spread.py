@@ -7,14 +7,18 @@ Three `reverser run` replicas with leader election share one Kafka broker (start
 jars, or `KAFKA_BOOTSTRAP_SERVERS`) and a local bare Git remote. They start together, first with
 `watch_shards: 1`, then with `watch_shards: 3`, each run on its own topics, Lease and remote.
 
-Per run: which replica leads which shard (read from the shard Leases), the time from the launch
-until every object is a file on its branch, each replica's CPU-seconds (its own and its reaped
-git children's, from /proc/<pid>/stat) during that first sync (from the moment all three answer
-/readyz, so the imports are left out) and during a steady phase of RATE patches a second for
-DURATION_S (plus a commit window's tail), with the busiest replica's share and max/min over the
-replicas. The figure: the busiest replica's share with 3 shards against 1 shard, in one command.
-Every stage but the watch spreads by Kafka partition in both runs, so the difference between the
-runs is the watch's.
+Per run: which replica leads which shard (read from the shard Leases) and when every shard was
+first held by as many replicas as can; the time from the launch until every object is a file on
+its branch; each replica's CPU-seconds (its own and its reaped git children's, from
+/proc/<pid>/stat) during that first sync (from the launch: the imports are in it, alike for every
+replica, as a replica is ready only about when its sync is done) and during a steady phase of
+RATE patches a second for DURATION_S until every object's last patch is on the remote; and the
+busiest replica's share and max/min over the replicas. The figure: the busiest replica's share
+with 3 shards against 1 shard, in one command. Every stage but the watch spreads by Kafka
+partition in both runs, so the difference between the runs is the watch's. The broker gets its
+first transaction and group commit before the runs (else the first run alone waits for its
+internal topics), and each run's patches set values no earlier run set (a repeated value is a
+no-op for the apiserver: no event).
 
 Sizes: `REVERSER_BENCH_SPREAD_OBJECTS` (per type, default 3000), `REVERSER_BENCH_SPREAD_RATE`
 (patches a second over all types, default 30), `REVERSER_BENCH_SPREAD_DURATION_S` (default 30);
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import re
 import subprocess
@@ -219,6 +224,7 @@ def files_on_branches(repo: Path) -> int:
 async def warm_broker(bootstrap: str) -> None:
     """A first transaction and a first group commit, so the broker's internal topics exist before
     the first run: otherwise that run alone waits for them (and its clients retry meanwhile)."""
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # coordinator retries while it appears
     topic = f"spread-warm-{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
