@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.bench_spread import CANDIDATES, SHARDED
+from bench.bench_spread import CANDIDATES, SEQ_PATTERN, SHARDED
 from bench.spread import Spread, dealt_out, holder_replica, spread_of, types_per_shard
 from pipeline.watch.shards import shard_of
 
@@ -93,3 +93,18 @@ def test_shards_are_dealt_out_once_each_is_held_by_as_many_replicas_as_can() -> 
     assert not dealt_out({0: 2, 1: 2, 2: 2}, 3)  # a cold start's first replica took them all
     assert not dealt_out({0: 2, 1: None, 2: 1}, 3)
     assert not dealt_out({}, 3)
+
+
+@pytest.mark.parametrize(
+    ("line", "seq"),
+    [("    bench/seq: '1000042'", 1000042), ('    bench/seq: "7"', 7), ("    bench/seq: 9", 9)],
+)
+def test_the_patch_number_is_read_from_every_yaml_quoting(line: str, seq: int) -> None:
+    found = SEQ_PATTERN.search(line)
+    assert found is not None
+    assert int(found.group(1)) == seq
+
+
+def test_a_payload_or_another_annotation_is_no_patch_number() -> None:
+    assert SEQ_PATTERN.search("    bench/payload: xxxx") is None
+    assert SEQ_PATTERN.search("    other/seq: '5'") is None
