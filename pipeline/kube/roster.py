@@ -48,27 +48,32 @@ class Roster:
         # member Lease name -> (holder, resourceVersion, when this process first saw that version)
         self._seen: dict[str, tuple[str, str, float]] = {}
         self._live: frozenset[str] = frozenset({terms.identity})
-        self._listed = False
+        self._listings = 0
 
     def members(self) -> frozenset[str]:
         """The identities of the live replicas, this one always included."""
         return self._live
 
     def listed(self) -> bool:
-        """Whether the roster has been listed once (before that, only this replica is known)."""
-        return self._listed
+        """Whether the roster is known well enough to deal shards by: listed with another member
+        in it, or listed twice.
+
+        Replicas started together list the roster within moments of each other, and the first may
+        list it before the others' member Leases exist. Dealing then, it would take every shard
+        and hand them over a moment later, each new owner starting its snapshot again. Its second
+        listing, a renew interval later, finds them; a replica that is alone waits that long once.
+        """
+        return self._listings >= 2 or (self._listings == 1 and len(self._live) > 1)
 
     async def run(self) -> None:
         """Renew this replica's Lease and list the roster every `renew_s`, until cancelled."""
         while True:
+            before = self._live
             try:
                 await self.round()
             except KubeError as exc:
                 logger.warning("roster %s/%s: %s", self.terms.namespace, self.name, exc)
-            else:
-                self._listed = True
-            before = self._live
-            self._live = self._compute_live()
+                self._live = self._compute_live()  # members expire without a listing too
             if self._live != before:
                 logger.info(
                     "roster %s: %d live replica(s): %s", self.name, len(self._live), sorted(self._live)
@@ -76,7 +81,8 @@ class Roster:
             await self.terms.sleep(self.terms.renew_s)
 
     async def round(self) -> None:
-        """One renewal of this replica's Lease and one listing of the roster."""
+        """One renewal of this replica's Lease and one listing of the roster, which `members`
+        then answers from."""
         await self._renew()
         listing = await self.terms.client.get_json(
             self.terms.collection, query=[("labelSelector", self._selector)]
@@ -99,6 +105,8 @@ class Roster:
                 await self._delete_stale(name, record)
         for gone in set(self._seen) - present:
             del self._seen[gone]
+        self._listings += 1
+        self._live = self._compute_live()
 
     def _compute_live(self) -> frozenset[str]:
         now = self.terms.clock()

@@ -172,3 +172,34 @@ async def test_an_unassigned_replica_is_told_how_long_the_shard_has_been_vacant(
     assert standing.asked == [0.0, 7.0]  # vacant since it lapsed
     standing.mine = True
     assert await waiting._try_acquire_or_renew()
+
+
+async def test_a_replica_alone_at_its_first_listing_deals_only_after_its_second(
+    kube: FakeKubeApiServer, api: KubeClient
+) -> None:
+    """Replicas started together: the first to list may not see the others yet, and dealing then it
+    would take every shard only to hand them over a moment later."""
+    clock = Clock()
+    first = roster(api, "first", clock)
+    await first.round()
+    assert first.members() == {"first"}
+    assert not first.listed()
+    late = roster(api, "late", clock)
+    await late.round()
+    assert late.listed()  # it sees `first` at once: nothing to wait for
+    clock.now += 1.0
+    await first.round()
+    assert first.listed()
+    assert first.members() == {"first", "late"}
+
+
+async def test_a_replica_that_stays_alone_deals_from_its_second_listing(
+    kube: FakeKubeApiServer, api: KubeClient
+) -> None:
+    clock = Clock()
+    alone = roster(api, "alone", clock)
+    await alone.round()
+    assert not alone.listed()
+    await alone.round()
+    assert alone.listed()
+    assert alone.members() == {"alone"}
