@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -486,7 +487,7 @@ class Decider:
                 folder, stream.group, stream.resource, write.namespace, write.name, sensitive
             )
             if not deleting and not sealed:
-                obj = parse_object_json(write.object_json or b"null")
+                obj = parse_object_json(write.object_json or b"null", write.name)
                 content = render_object(obj)
         except (LayoutError, RenderError) as exc:
             return Reject(exc, self._bad(item, exc))
@@ -743,7 +744,10 @@ class Decider:
         objects.reverse()
         while objects:
             obj = objects.pop()
-            snapshot.listed.add((obj.namespace, obj.name))
+            names = snapshot.listed.get(obj.namespace)
+            if names is None:
+                names = snapshot.listed[sys.intern(obj.namespace)] = set()
+            names.add(obj.name)
             yield
             try:
                 path = canonical_path(
@@ -764,7 +768,7 @@ class Decider:
                 content = self.sealed_content(item, obj.namespace, obj.name, obj.object_json)
             else:
                 try:
-                    parsed = parse_object_json(obj.object_json)
+                    parsed = parse_object_json(obj.object_json, obj.name)
                     content = render_object(parsed)
                 except RenderError as exc:
                     content = Skip(SkipReason.BAD_RECORD, self._bad(item, exc), warn=True)
@@ -796,7 +800,7 @@ class Decider:
         self,
         end: WorkItem,
         homes: Homes,
-        listed: AbstractSet[tuple[str, str]],
+        listed: Mapping[str, AbstractSet[str]],
         keep: AbstractSet[str],
         writes: Writes,
         changes: dict[str, LiveChange],

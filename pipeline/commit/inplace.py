@@ -270,28 +270,34 @@ def _sweepable(folder: FolderIndex, homes: Sequence[Home], canonical: str) -> bo
 
 
 def unlisted_homes(
-    folder: FolderIndex, group: str, resource: str, scope: str, listed: AbstractSet[tuple[str, str]]
+    folder: FolderIndex, group: str, resource: str, scope: str, listed: Mapping[str, AbstractSet[str]]
 ) -> list[HomeKey]:
     """The objects of `group/resource` that documents of `folder` hold and a snapshot of `scope`
-    ("" for every namespace) does not list (`listed`: its `(namespace, name)` pairs): the sweep's
-    candidates beyond the canonical paths, wherever the documents live.
+    ("" for every namespace) does not list (`listed`: the names it listed per namespace), sorted:
+    the sweep's candidates beyond the canonical paths, wherever the documents live.
 
     A document without a namespace names no namespace the snapshot could vouch for: under a
     namespace scope it is never a candidate, and under the cluster-wide scope only when no listed
     object has its name in any namespace. Which of them may really go is `place`'s to say, on the
     tree the commit lands on.
     """
-    names = {name for _, name in listed}
+    names: set[str] | None = None  # every name listed, in any namespace; made when first needed
     found: list[HomeKey] = []
-    for key in sorted(folder.index.homes):
+    for key in folder.index.homes:
         if key.group != group or resource not in (guess_resource(key.kind), key.kind.lower()):
             continue
         if scope and key.namespace != scope:
             continue
-        if (key.namespace, key.name) in listed or (not key.namespace and key.name in names):
+        if key.name in listed.get(key.namespace, ()):
             continue
+        if not key.namespace:
+            if names is None:
+                names = set().union(*listed.values())
+            if key.name in names:
+                continue
         found.append(key)
-    return found
+    # sorted once found (nearly always none), not the whole index first
+    return sorted(found)
 
 
 class LastSeen:

@@ -41,8 +41,9 @@ class Collected:
     received: int = 0
     # how many parts were committed before the end (the end then pushes at once, as they did)
     parts: int = 0
-    # (namespace, name) of every object the committed parts listed, and their canonical paths
-    listed: set[tuple[str, str]] = field(default_factory=set)
+    # the names of the objects the committed parts listed, per namespace (not a (namespace, name)
+    # tuple per object: held for every object until the snapshot's end), and their canonical paths
+    listed: dict[str, set[str]] = field(default_factory=dict)
     keep: set[str] = field(default_factory=set)
 
 

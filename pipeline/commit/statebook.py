@@ -10,6 +10,7 @@ topic already has writes nothing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -43,6 +44,19 @@ def _named(state: ObjectState) -> bool:
     return state.author.outcome == Outcome.RESOLVED
 
 
+def _held(key: ObjectKey) -> ObjectKey:
+    """`key` as the book holds it: its target, group, resource and namespace, a handful of values
+    each decoded afresh from every record, as one string per value (the name stays the record's,
+    which the worker's home index shares)."""
+    return ObjectKey(
+        sys.intern(key.target),
+        sys.intern(key.group),
+        sys.intern(key.resource),
+        sys.intern(key.namespace),
+        key.name,
+    )
+
+
 class StateBook:
     """The newest object-state record per key of one branch's targets, as positions and versions."""
 
@@ -50,7 +64,7 @@ class StateBook:
 
     def __init__(self, known: Iterable[ObjectState] = ()) -> None:
         self._entries: dict[ObjectKey, _Entry] = {
-            s.key: _Entry(s.partition, s.offset, s.resource_version, False, _named(s)) for s in known
+            _held(s.key): _Entry(s.partition, s.offset, s.resource_version, False, _named(s)) for s in known
         }
 
     def __len__(self) -> int:
@@ -65,7 +79,10 @@ class StateBook:
             entry.mark >= mark or (not entry.removed and entry.resource_version == state.resource_version)
         ):
             return None
-        self._entries[key] = _Entry(*mark, state.resource_version, False, _named(state))
+        # a key already held stays (the dict keeps it); a new one is held with shared strings
+        self._entries[key if entry is not None else _held(key)] = _Entry(
+            *mark, state.resource_version, False, _named(state)
+        )
         return state_record(state, key)
 
     def reauthor(self, state: ObjectState) -> PendingRecord | None:

@@ -17,8 +17,10 @@ from pipeline.codec.branch_work import ResyncChunk, WorkItem
 
 __all__ = ["QUEUE_WEIGHT", "WorkQueue", "weight"]
 
-#: Records (or objects of snapshot chunks) a branch's queue holds before the fetch loop waits.
-QUEUE_WEIGHT = 5_000
+#: Records (or objects of snapshot chunks) a branch's queue holds before the fetch loop waits: a
+#: chunk of 1 KiB objects (about 2,900 in 4 MiB) fills it, so the worker has the next chunk at
+#: hand and not two more (5,000 held about 5 MiB more at the busiest moment of a first sync).
+QUEUE_WEIGHT = 2_000
 
 
 def weight(item: WorkItem) -> int:

@@ -381,12 +381,22 @@ def render_object(obj: Mapping[str, Any]) -> bytes:
     return ("\n".join(out) + "\n").encode("utf-8")
 
 
-def parse_object_json(raw: bytes) -> dict[str, Any]:
-    """Decode the sanitized object JSON carried in branch work; raises RenderError when it is not a map."""
+def parse_object_json(raw: bytes, name: str | None = None) -> dict[str, Any]:
+    """Decode the sanitized object JSON carried in branch work; raises RenderError when it is not a map.
+
+    `name` is the work record's own name for the object: where `metadata.name` equals it, the
+    object holds that string instead of the JSON's equal copy, so the worker's home index and its
+    object-state book, which both keep an object's name for as long as the worker runs, share one
+    string per object (issue 32's memory budget).
+    """
     try:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RenderError(f"object is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise RenderError("object JSON is not a map")
+    if name is not None:
+        metadata = value.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("name") == name:
+            metadata["name"] = name
     return value

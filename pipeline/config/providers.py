@@ -143,7 +143,7 @@ class ProviderSettings(Section):
     """Least time between two pushes of one branch, in seconds."""
     window_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """Largest commit window in bytes of objects; a larger one is closed early."""
-    snapshot_part_objects: int = Field(default=5_000, ge=1)
+    snapshot_part_objects: int = Field(default=2_500, ge=1)
     """Objects of a snapshot committed and pushed as one part while its chunks arrive, so the
     commit worker's memory is bounded by the part, not the collection; the last part sweeps."""
     push_max_backoff_s: float = Field(default=60.0, gt=0)

@@ -83,13 +83,23 @@ class Unreadable:
     refusal: IntentRefusal
 
 
+# How `HomeIndex` holds an object's homes: one plain home (the first document of its file, in
+# the namespace the document writes, nothing blocking an edit: nearly every home) as its path
+# alone, one other home as itself, several as a tuple.
+_Held = str | Home | tuple[Home, ...]
+
+
+def _plain_source(key: ObjectKey) -> NamespaceSource:
+    return NamespaceSource.DOCUMENT if key.namespace else NamespaceSource.NONE
+
+
 @dataclass(slots=True)
 class HomeIndex:
     """Which documents hold each object. Held for every object of a branch for as long as its
-    worker runs, so an object's one home is held as itself and only several as a tuple (read them
-    with `candidates`)."""
+    worker runs, so an object's one plain home is held as its path, one other home as itself and
+    only several as a tuple (read them with `candidates`)."""
 
-    homes: dict[ObjectKey, Home | tuple[Home, ...]] = field(default_factory=dict)
+    homes: dict[ObjectKey, _Held] = field(default_factory=dict)
     kustomizations: dict[str, Kustomization] = field(default_factory=dict)
     refused_kustomizations: dict[str, IntentRefusal] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
@@ -112,8 +122,9 @@ class HomeIndex:
         document with one does)."""
         homes = self.homes.get(key)
         if homes is None and key.namespace:
-            homes = self.homes.get(ObjectKey(key.group, key.kind, "", key.name))
-        return _several(homes)
+            key = ObjectKey(key.group, key.kind, "", key.name)
+            homes = self.homes.get(key)
+        return _several(key, homes)
 
     def home_of(self, key: ObjectKey) -> Home | None:
         """The one home of `key`; raises IntentRefusal when two documents claim it or it may not be
@@ -131,23 +142,25 @@ class HomeIndex:
         return home
 
     def files(self) -> frozenset[str]:
-        return frozenset(h.path for homes in self.homes.values() for h in _several(homes))
+        return frozenset(h.path for key, homes in self.homes.items() for h in _several(key, homes))
 
     def add(self, key: ObjectKey, home: Home) -> None:
         held = self.homes.get(key)
         if held is None:
             kinds = self.group_kinds.setdefault(key.group, {})
             kinds[key.kind] = kinds.get(key.kind, 0) + 1
-        self.homes[key] = home if held is None else (*_several(held), home)
+            self.homes[key] = _one(key, home)
+            return
+        self.homes[key] = (*_several(key, held), home)
 
     def drop(self, key: ObjectKey, path: str) -> None:
         """Forget the documents of `path` that claim `key`."""
         held = self.homes.get(key)
         if held is None:
             return
-        kept = tuple(h for h in _several(held) if h.path != path)
+        kept = tuple(h for h in _several(key, held) if h.path != path)
         if kept:
-            self.homes[key] = kept[0] if len(kept) == 1 else kept
+            self.homes[key] = _one(key, kept[0]) if len(kept) == 1 else kept
             return
         del self.homes[key]
         kinds = self.group_kinds[key.group]
@@ -158,9 +171,18 @@ class HomeIndex:
                 del self.group_kinds[key.group]
 
 
-def _several(homes: Home | tuple[Home, ...] | None) -> tuple[Home, ...]:
+def _one(key: ObjectKey, home: Home) -> _Held:
+    """`home`, the only one of `key`, as the index holds it."""
+    plain = home.document == 0 and home.blocked is None and home.namespace_source == _plain_source(key)
+    return home.path if plain else home
+
+
+def _several(key: ObjectKey, homes: _Held | None) -> tuple[Home, ...]:
+    """The homes of `key` as held (`_Held`), as `Home`s."""
     if homes is None:
         return ()
+    if isinstance(homes, str):
+        return (Home(homes, 0, _plain_source(key)),)
     return (homes,) if isinstance(homes, Home) else homes
 
 
@@ -404,11 +426,15 @@ class FolderIndex:
                 self._read_kustomization(path, data)
             finish(self._assemble())
             return
+        before = self._parsed.get(path)
         self._unindex(path)
         if data is None:
             self._parsed.pop(path, None)
             return
-        self._parsed[path] = _compact(_parse(path, data) if holds is None else _rendered(path, data, holds))
+        parsed = _compact(_parse(path, data) if holds is None else _rendered(path, data, holds))
+        # a file that names the same object again keeps the key it was indexed under: the object's
+        # state-book entry shares that key's name, an equal copy would hold a second one
+        self._parsed[path] = before if isinstance(parsed, ObjectKey) and parsed == before else parsed
         self._index(path)
 
     def documents(self, path: str) -> int:

@@ -140,8 +140,9 @@ class _Rebalance(RebalanceListener):
 
 #: Bytes of consumed records the router holds until their work is emitted (at least one record):
 #: `max_in_flight` counts records, and 2,000 snapshot chunks of up to 4 MiB each are a whole
-#: first sync's collection, decoded, ahead of the emitter (issue 32's memory budget).
-MAX_HELD_BYTES = 16 * 1024 * 1024
+#: first sync's collection, decoded, ahead of the emitter (issue 32's memory budget). Two
+#: default-sized chunks: the emitter keeps up with that, and 16 MiB raised a first sync's peak.
+MAX_HELD_BYTES = 8 * 1024 * 1024
 
 
 class Router:

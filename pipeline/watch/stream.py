@@ -39,6 +39,7 @@ from pipeline.slices import Slicer
 from pipeline.watch import metrics
 from pipeline.watch.assembly import SnapshotAssembly, next_epoch
 from pipeline.watch.cursors import CursorStore
+from pipeline.watch.digests import DigestTable, short_digest
 from pipeline.watch.metrics import DropReason, StreamState
 from pipeline.watch.records import RecordBuilder, snapshot_object
 from pipeline.watch.resolve import StreamSpec
@@ -182,12 +183,12 @@ class WatchStream:
         self._builder = RecordBuilder(spec, options.max_record_bytes, self._now_ms)
         self._slicer = Slicer(options.slice_ms)
         self._path = collection_path(spec.api(), spec.stream.scope)
-        # Content digests by uid of what the log acknowledged, and of what this session handled
-        # but has not yet seen acknowledged (None: deleted). A failed append ends the session and
-        # the resume delivers the same events again: were they compared with what was only
-        # handled, they would be dropped as unchanged and never reach the log.
-        self._hashes: dict[str, bytes] = {}
-        self._staged: dict[str, bytes | None] = {}
+        # Content digests (`short_digest`) by uid of what the log acknowledged, and of what this
+        # session handled but has not yet seen acknowledged (None: deleted). A failed append ends
+        # the session and the resume delivers the same events again: were they compared with what
+        # was only handled, they would be dropped as unchanged and never reach the log.
+        self._hashes = DigestTable()
+        self._staged: dict[str, int | None] = {}
         self._task: asyncio.Task[None] | None = None
         self._snapshot: SnapshotAssembly | None = None
         self._completing: SnapshotAssembly | None = None
@@ -554,7 +555,7 @@ class WatchStream:
         if event_type == "DELETED":
             self._staged[uid] = None
             return False
-        digest = content_hash(canonical, deleting)
+        digest = short_digest(content_hash(canonical, deleting))
         if self._written_hash(uid) == digest:
             metrics.DROPPED.labels(DropReason.UNCHANGED).inc()
             return True
@@ -590,7 +591,8 @@ class WatchStream:
         self._last_epoch = epoch
         since = cursor.resource_version if cursor is not None else ""
         self._snapshot = SnapshotAssembly(epoch, mode, since, self._builder)
-        self._hashes, self._staged = {}, {}
+        self._hashes.clear()
+        self._staged = {}
         self.snapshots_begun += 1
         return self._snapshot
 
@@ -615,7 +617,7 @@ class WatchStream:
                 item.name,
             )
             return []
-        self._staged[uid] = content_hash(canonical, False)
+        self._staged[uid] = short_digest(content_hash(canonical, False))
         return snapshot.add(item)
 
     def _end_snapshot(self, resource_version: str) -> list[PendingRecord]:
@@ -640,7 +642,7 @@ class WatchStream:
                 self._hashes.clear()
         self._snapshot = self._completing = None
 
-    def _written_hash(self, uid: str) -> bytes | None:
+    def _written_hash(self, uid: str) -> int | None:
         """The digest of `uid`'s newest version on the log, or handled in this batch before it."""
         if uid in self._staged:
             return self._staged[uid]
@@ -650,9 +652,9 @@ class WatchStream:
         """The batch's appends are acknowledged: its digests now describe the log."""
         for uid, digest in self._staged.items():
             if digest is None:
-                self._hashes.pop(uid, None)
+                self._hashes.discard(uid)
             else:
-                self._hashes[uid] = digest
+                self._hashes.put(uid, digest)
         self._staged.clear()
 
     # -- writing --------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class Harness:
         size_cap: int = 8 * 1024 * 1024,
         targets: list[TargetSettings] | None = None,
         max_age_s: float | None = None,
-        part_objects: int = 5_000,
+        part_objects: int = 2_500,
     ) -> None:
         self.tmp_path = tmp_path
         self.remote = bare_remote(tmp_path / "remote.git")

@@ -10,12 +10,15 @@ bare remote; the property is structural (bytes held by the index), not a timing.
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.codec.branch_work import WorkItem, decode_work, work_record
 from pipeline.commit.branch import BranchWorker
 from pipeline.intent.files import FolderFiles
-from pipeline.intent.homes import Home
+from pipeline.intent.homes import Home, NamespaceSource
+from pipeline.log.api import Record
 from tests.commit.helpers import Work, cm, files, git
 from tests.commit.test_branch_worker import Harness
 
@@ -79,11 +82,24 @@ async def test_a_worker_that_starts_on_a_large_branch_reads_it_without_holding_i
     _assert_reads_the_remote(held, h.remote)
 
 
+def _as_read(items: list[WorkItem]) -> list[WorkItem]:
+    """`items` as the commit consumer hands them over: encoded and decoded again, so every string
+    of each object is a fresh copy, as a record read from the log gives it."""
+    read = []
+    for item in items:
+        pending = work_record(item)
+        record = Record("work", item.partition, item.offset, 0, pending.key, pending.value, pending.headers)
+        read.append(decode_work(record))
+    return read
+
+
 async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: Path) -> None:
     """After a first sync the worker keeps, per object, one key shared by the file's parse and its
-    home, the home itself (no list or tuple), a count per kind (not a kinds entry per name), the
-    tree's own blob id in the index, and a state-book entry with no tuple of its own: each of these
-    was a separate object per object before (issue 32's memory budget; what is kept per object is
+    home, the home as its path (no `Home`, list or tuple), a count per kind (not a kinds entry per
+    name), the tree's own blob id in the index, a state-book entry with no tuple of its own, and
+    one string per name and per namespace: the state book's key holds the index key's name and
+    the one shared namespace, though each record read brings its own copies. Each of these was a
+    separate object per object before (issue 32's memory budget; what is kept per object is
     structural, not timed)."""
     h = Harness(tmp_path)
 
@@ -93,33 +109,42 @@ async def test_what_the_worker_keeps_per_object_is_shared_not_copied(tmp_path: P
     h.worker = h.new_worker(load_state=no_state, on_state=lambda _states: None)
     work = Work()
     await h.feed(
-        *work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8)
+        *_as_read(
+            work.snapshot(1, [cm(f"cm-{n:03d}", data=f"{DATA}{n}") for n in range(OBJECTS)], chunk_size=8)
+        )
     )
     await h.settle_time()
     assert len(files(h.remote)) == OBJECTS
     folder = h.worker._homes.folder("live")
     assert folder is not None
     index = folder.index
-    assert len(index.homes) == OBJECTS
-    for key, home in index.homes.items():
-        assert type(home) is Home  # one home is held as itself, not in a tuple or list
-        path = home.path
-        assert folder._parsed[path] is key  # the file's parse is the home's own key
-        assert folder.files.blob(path) is h.worker._tree.get(path)  # one blob id, the tree's
-    assert index.group_kinds == {"": {"ConfigMap": OBJECTS}}  # no entry per object name
-    assert not hasattr(folder, "_keys")
     book = h.worker._decide.book
     assert book is not None
+
+    def assert_shared() -> None:
+        book_keys = {(k.namespace, k.name): k for k, e in book._entries.items() if not e.removed}
+        assert len(book_keys) == len(index.homes)
+        for key, home in index.homes.items():
+            assert type(home) is str  # one plain home is held as its path
+            assert folder._parsed[home] is key  # the file's parse is the home's own key
+            assert folder.files.blob(home) is h.worker._tree.get(home)  # one blob id, the tree's
+            held = book_keys[(key.namespace, key.name)]
+            assert held.name is key.name  # one name string for the index and the book
+            assert held.namespace is key.namespace is sys.intern("team-a")
+            assert index.candidates(key) == (Home(home, 0, NamespaceSource.DOCUMENT),)
+
+    assert len(index.homes) == OBJECTS
+    assert_shared()
+    assert index.group_kinds == {"": {"ConfigMap": OBJECTS}}  # no entry per object name
+    assert not hasattr(folder, "_keys")
     entries = list(book._entries.values())
     assert len(entries) == OBJECTS
     assert not any(isinstance(ref, tuple) for entry in entries for ref in gc.get_referents(entry))
 
     # a later change and a delete keep the shapes, and the index stays exact
-    await h.feed(work.update(cm("cm-007", data="changed")), work.delete("cm-003"))
+    await h.feed(*_as_read([work.update(cm("cm-007", data="changed")), work.delete("cm-003")]))
     await h.settle_time()
     assert len(index.homes) == OBJECTS - 1
     assert index.group_kinds == {"": {"ConfigMap": OBJECTS - 1}}
-    for key, home in index.homes.items():
-        assert type(home) is Home
-        assert folder._parsed[home.path] is key
+    assert_shared()
     _assert_reads_the_remote(folder.files, h.remote)

@@ -11,7 +11,15 @@ from pipeline.commit.decide import Decider, Staged
 from pipeline.commit.git.objstore import ObjectStore
 from pipeline.commit.git.repo import LocalRepo
 from pipeline.commit.homes import BranchHomes
-from pipeline.commit.inplace import LiveChange, guess_resource, kind_of, live_object, place, remembered
+from pipeline.commit.inplace import (
+    LiveChange,
+    guess_resource,
+    kind_of,
+    live_object,
+    place,
+    remembered,
+    unlisted_homes,
+)
 from pipeline.commit.yamlrender import render_object
 from pipeline.config import ProviderSettings, Settings, TargetSettings
 from pipeline.intent.documents import IntentRefusal, RefusalReason
@@ -213,3 +221,34 @@ def test_the_decider_records_changes_and_keeps_objects_only_for_files_edited_in_
     assert isinstance(deleted, Staged)
     assert deleted.change is not None
     assert (deleted.change.key.kind, deleted.change.after) == ("ConfigMap", None)
+
+
+def test_the_sweep_candidates_are_what_the_snapshot_did_not_list_by_namespace_and_name() -> None:
+    """`listed` holds the names per namespace: a namespaced document is a candidate unless its
+    namespace lists its name; one without a namespace only under the cluster-wide scope, and only
+    when no namespace lists its name. The candidates come sorted."""
+
+    def doc(name: str, namespace: str | None) -> str:
+        where = f"  namespace: {namespace}\n" if namespace else ""
+        return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{where}"
+
+    folder = folder_of(
+        {
+            "live/a.yaml": doc("kept", "team-a"),
+            "live/b.yaml": doc("gone", "team-a"),
+            "live/c.yaml": doc("also-gone", "team-b"),
+            "live/d.yaml": doc("kept", None),
+            "live/e.yaml": doc("bare", None),
+        }
+    )
+    listed = {"team-a": {"kept"}, "team-b": {"other"}}
+    assert unlisted_homes(folder, "", "configmaps", "", listed) == [
+        HomeKey("", "ConfigMap", "", "bare"),
+        HomeKey("", "ConfigMap", "team-a", "gone"),
+        HomeKey("", "ConfigMap", "team-b", "also-gone"),
+    ]
+    assert unlisted_homes(folder, "", "configmaps", "team-a", listed) == [
+        HomeKey("", "ConfigMap", "team-a", "gone")
+    ]
+    assert unlisted_homes(folder, "", "configmaps", "", {}) == sorted(folder.index.homes)
+    assert unlisted_homes(folder, "apps", "deployments", "", {}) == []

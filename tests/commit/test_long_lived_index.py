@@ -11,7 +11,7 @@ real local bare remote.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,12 @@ from tests.commit.test_branch_worker import Harness
 
 def _frozen(obj: object) -> bool:
     return gc.is_tracked(obj) and not any(o is obj for g in range(3) for o in gc.get_objects(g))
+
+
+def _held_key(homes: Iterable[ObjectKey], key: ObjectKey) -> ObjectKey:
+    """The index's own key equal to `key` (a home is held as its path, a string the collector does
+    not track, so the key tells whether the entry was frozen)."""
+    return next(held for held in homes if held == key)
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +55,7 @@ async def test_a_full_collection_during_a_sync_freezes_the_home_index_and_only_t
     # the worker's own index, read here as a test may
     folder = worker._homes.folder("live")
     assert folder is not None
-    home = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-1")]  # one home: held as itself
-    assert _frozen(home)
+    assert _frozen(_held_key(folder.index.homes, ObjectKey("", "ConfigMap", "team-a", "cm-1")))
     # the sync is over: a later full collection leaves what is built since in the generations
     later = ["built after the sync"]
     gc.collect()
@@ -75,8 +80,7 @@ async def test_a_full_collection_during_a_snapshot_part_freezes_what_the_part_in
     assert sorted(files(h.remote)) == ["live/team-a/configmaps/cm-0.yaml"], "the first part is pushed"
     folder = h.worker._homes.folder("live")  # the worker's own index, read here as a test may
     assert folder is not None
-    home = folder.index.homes[ObjectKey("", "ConfigMap", "team-a", "cm-0")]
-    assert _frozen(home)
+    assert _frozen(_held_key(folder.index.homes, ObjectKey("", "ConfigMap", "team-a", "cm-0")))
     later = ["built after the part"]
     gc.collect()
     assert not _frozen(later)

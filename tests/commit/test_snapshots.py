@@ -239,7 +239,7 @@ def run(
             if part is not None:
                 names = {o.name for o in part.objects}
                 part.objects = []
-                part.listed.update(("ns", name) for name in names)
+                part.listed.setdefault("ns", set()).update(names)
                 tree |= names
         else:
             assert isinstance(body, ResyncEnd)
@@ -247,7 +247,7 @@ def run(
             if isinstance(outcome, Complete):
                 done.commits.append(offset)
                 names = {o.name for o in outcome.snapshot.objects}
-                done.complete |= names | {name for _, name in outcome.snapshot.listed}
+                done.complete |= names.union(*outcome.snapshot.listed.values())
                 tree |= names
             elif isinstance(outcome, Carried):
                 done.carried.append(offset)

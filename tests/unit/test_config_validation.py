@@ -162,9 +162,9 @@ def test_a_snapshot_part_size_below_one_object_is_named(tmp_path: Path, value: s
         load(tmp_path, f"providers: [{{name: git, url: /srv/git, snapshot_part_objects: {value}}}]\n")
 
 
-def test_the_snapshot_part_size_defaults_to_five_thousand_objects(tmp_path: Path) -> None:
+def test_the_snapshot_part_size_defaults_to_two_thousand_five_hundred_objects(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("providers: [{name: git, url: /srv/git, snapshot_part_objects: 1}]\n", encoding="utf-8")
     assert load_settings(config, environ={}).providers[0].snapshot_part_objects == 1
     config.write_text("providers: [{name: git, url: /srv/git}]\n", encoding="utf-8")
-    assert load_settings(config, environ={}).providers[0].snapshot_part_objects == 5_000
+    assert load_settings(config, environ={}).providers[0].snapshot_part_objects == 2_500

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 #: Bytes of record frames one fetch returns at most (at least one record, however large): a fetch of
 #: `max_records` snapshot chunks of up to `max_message_bytes` each would otherwise hold hundreds
-#: of MiB in the fetching stage while it works through them (Kafka's `fetch.max.bytes`).
-FETCH_MAX_BYTES = 8 * 1024 * 1024
+#: of MiB in the fetching stage while it works through them (Kafka's `fetch.max.bytes`). One
+#: default-sized chunk per fetch: with 8 MiB, two fetched chunks added to what the busiest moment
+#: of a first sync held at once, and that moment sets how far the C heap grows.
+FETCH_MAX_BYTES = 4 * 1024 * 1024
 
 GAP_RECORDS = Counter(
     "reverser_log_embedded_gap_records",
