@@ -133,12 +133,23 @@ class DigestTable:
             i = (i + 1) & mask
 
     def put(self, uid: str, digest: int) -> None:
-        key = uid_key(uid)
+        key = (hash(uid) & _MASK64) or 1  # uid_key, inlined: once per acknowledged event
         at = key & (_SHARDS - 1)
         shard = self._shards[at]
         if shard is None:
             shard = self._shards[at] = _Shard(_FIRST_SLOTS)
-        elif 4 * (shard.count + 1) > 3 * (shard.mask + 1):
+        slots, mask = shard.slots, shard.mask
+        i = (key >> _SHARD_BITS) & mask
+        # an update of a held key (the steady state) replaces its digest in place
+        while True:
+            held = slots[2 * i]
+            if held == key:
+                slots[2 * i + 1] = digest
+                return
+            if held == _EMPTY:
+                break
+            i = (i + 1) & mask
+        if 4 * (shard.count + 1) > 3 * (mask + 1):
             shard = self._shards[at] = shard.grown()
         shard.put(key, digest)
 
