@@ -50,6 +50,7 @@ from bench.bench_scale import proc_figures
 from bench.kafka import kafka_bootstrap
 from bench.spread import Spread, dealt_out, holder_replica, spread_of, types_per_shard
 from pipeline.watch.shards import shard_lease_name
+from tests.chaos.env import seed_remote
 from tests.e2e.cluster.controlplane import ControlPlane, build_binaries
 from tests.e2e.kube import kube_client
 from tests.e2e.service_process import ServiceProcess
@@ -192,19 +193,6 @@ async def shard_leaders(
                 continue
             found[shard] = holder_replica(lease.spec.holder_identity or "", pids)
         return found
-
-
-def seed_remote(repo: Path, scratch: Path) -> None:
-    """A bare remote with one branch per namespace, each from one seed commit."""
-    subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)], check=True)
-    work = scratch / "seed"
-    subprocess.run(["git", "init", "--quiet", "--initial-branch=main", str(work)], check=True)
-    (work / "README.md").write_text("seed\n")
-    git = ["git", "-C", str(work), "-c", "user.name=seed", "-c", "user.email=seed@example.invalid"]
-    subprocess.run([*git, "add", "README.md"], check=True)
-    subprocess.run([*git, "commit", "--quiet", "-m", "seed"], check=True)
-    for branch in ["main", *NAMESPACES]:
-        subprocess.run([*git, "push", "--quiet", str(repo), f"HEAD:refs/heads/{branch}"], check=True)
 
 
 def files_on_branches(repo: Path) -> int:
@@ -351,7 +339,7 @@ def measure(workdir: Path, kubeconfig: Path, bootstrap: str, shards: int, first_
     run_dir = workdir / f"spread-{shards}-{uuid.uuid4().hex[:6]}"
     run_dir.mkdir()
     repo = run_dir / "remote.git"
-    seed_remote(repo, run_dir)
+    seed_remote(repo, list(NAMESPACES), run_dir)
     kinds = list(types_per_shard(CANDIDATES, SHARDED).values())
     replicas = []
     for index in range(REPLICAS):

@@ -51,6 +51,7 @@ __all__ = [
     "FactSource",
     "chaos_env",
     "fact_source",
+    "seed_remote",
 ]
 
 ROUTE = "chaos"
@@ -234,7 +235,7 @@ def _ingress_config(plane: ControlPlane, port: int, facts: FactSource) -> dict[s
     }
 
 
-def _seed_remote(repo: Path, branches: list[str], scratch: Path) -> None:
+def seed_remote(repo: Path, branches: list[str], scratch: Path) -> None:
     """A bare remote whose branches start from one commit, as a team's config repository would."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)], check=True)
     subprocess.run(["git", "--git-dir", str(repo), "config", "http.receivepack", "true"], check=True)
@@ -309,7 +310,7 @@ def chaos_env(workdir: Path, bin_dir: Path, facts: FactSource = FactSource.AUDIT
         kafka.start()
 
         (workdir / "git").mkdir()
-        _seed_remote(workdir / "git" / REPO, [t.branch for t in targets], workdir)
+        seed_remote(workdir / "git" / REPO, [t.branch for t in targets], workdir)
         git = stack.enter_context(GitHttpServer(workdir / "git", GIT_USER, GIT_PASSWORD))
         git_url = f"{git.base_url}/{REPO}"
 
