@@ -60,7 +60,7 @@ from pipeline.customresources.store import ObjectStore
 from pipeline.facts.admission import AUDIT_ID_PREFIX
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import with_kubeconfig_secrets
-from pipeline.kube.lease import LeaseElector, LeaseTerms, lease_namespace
+from pipeline.kube.lease import LeaseElector, LeaseTerms
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
 from pipeline.models import COMMIT_REQUESTS
@@ -210,14 +210,7 @@ class ConfigController:
     async def start(self) -> None:
         cluster = self._settings.resources_cluster
         self._client = await self._client_factory(cluster)
-        terms = LeaseTerms(
-            self._client,
-            lease_namespace(cluster.lease_namespace),
-            self._identity,
-            duration_s=cluster.lease_duration_s,
-            renew_s=cluster.lease_renew_s,
-        )
-        self._elector = LeaseElector(terms, LEASE_NAME)
+        self._elector = LeaseElector(LeaseTerms.of_cluster(self._client, cluster, self._identity), LEASE_NAME)
         self._election = asyncio.create_task(
             self._elector.run(self._lead, self._step_down), name="config controller lease"
         )

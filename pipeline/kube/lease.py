@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.backoff import Sleep
+from pipeline.config import ClusterSettings
 from pipeline.kube.client import KubeClient, KubeError
 
 __all__ = [
@@ -109,6 +110,21 @@ class LeaseTerms:
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     sleep: Sleep = asyncio.sleep
+
+    @classmethod
+    def of_cluster(
+        cls, client: KubeClient, cluster: ClusterSettings, identity: str, predecessor: str = ""
+    ) -> LeaseTerms:
+        """The terms a cluster's settings give: its Lease namespace (`lease_namespace`), duration
+        and renew interval."""
+        return cls(
+            client,
+            lease_namespace(cluster.lease_namespace),
+            identity,
+            duration_s=cluster.lease_duration_s,
+            renew_s=cluster.lease_renew_s,
+            predecessor=predecessor,
+        )
 
     @property
     def collection(self) -> str:

@@ -23,7 +23,7 @@ from pipeline.config import CLUSTER_DEFAULTS, ClusterSettings, Settings, TargetS
 from pipeline.incarnation import Incarnation
 from pipeline.kube.client import ApiResource, KubeClient, KubeError, open_client
 from pipeline.kube.kubeconfigsecret import KubeconfigSecretError, with_kubeconfig_secrets
-from pipeline.kube.lease import LeaseElector, LeaseTerms, lease_namespace
+from pipeline.kube.lease import LeaseElector, LeaseTerms
 from pipeline.kube.roster import Roster
 from pipeline.log.api import Log, LogError
 from pipeline.log.topics import TopicNames
@@ -518,14 +518,7 @@ class WatchManager:
         if self.incarnation is not None:
             predecessor = self.incarnation.predecessor_lease_identity
             self.incarnation.holds_leases_as(self.identity)
-        terms = LeaseTerms(
-            cluster.client,
-            lease_namespace(settings.lease_namespace),
-            self.identity,
-            duration_s=settings.lease_duration_s,
-            renew_s=settings.lease_renew_s,
-            predecessor=predecessor,
-        )
+        terms = LeaseTerms.of_cluster(cluster.client, settings, self.identity, predecessor)
         base = settings.effective_lease_name
         if count > 1:
             cluster.roster = Roster(terms, base)
