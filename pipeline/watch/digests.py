@@ -150,8 +150,12 @@ class DigestTable:
                 break
             i = (i + 1) & mask
         if 4 * (shard.count + 1) > 3 * (mask + 1):
-            shard = self._shards[at] = shard.grown()
-        shard.put(key, digest)
+            grown = self._shards[at] = shard.grown()
+            grown.put(key, digest)  # slots move as the table grows: probe it anew
+            return
+        slots[2 * i] = key  # the empty slot the probe ended on
+        slots[2 * i + 1] = digest
+        shard.count += 1
 
     def discard(self, uid: str) -> None:
         key = uid_key(uid)
