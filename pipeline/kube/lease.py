@@ -127,6 +127,11 @@ class LeaseTerms:
         )
 
     @property
+    def duration_seconds(self) -> int:
+        """`duration_s` as a Lease's `leaseDurationSeconds` (whole seconds, at least 1)."""
+        return max(1, round(self.duration_s))
+
+    @property
     def collection(self) -> str:
         """The Leases' collection path in the namespace."""
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
@@ -205,7 +210,7 @@ class LeaseElector:
         now = micro_time(self.terms.wall_clock())
         return {
             "holderIdentity": self.terms.identity,
-            "leaseDurationSeconds": max(1, round(self.terms.duration_s)),
+            "leaseDurationSeconds": self.terms.duration_seconds,
             "acquireTime": acquired or now,
             "renewTime": now,
             "leaseTransitions": transitions,

@@ -131,7 +131,7 @@ class Roster:
             "metadata": meta,
             "spec": {
                 "holderIdentity": self.terms.identity,
-                "leaseDurationSeconds": max(1, round(self.terms.duration_s)),
+                "leaseDurationSeconds": self.terms.duration_seconds,
                 "renewTime": micro_time(self.terms.wall_clock()),
             },
         }
