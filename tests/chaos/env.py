@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +28,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from pipeline.config import LogSettings
+from pipeline.log.kafka import KafkaLog
 from tests.chaos.haproxy import HAProxy
 from tests.chaos.netcut import Relays
 from tests.chaos.workload import FINALIZER_REMOVER, ROBOT, USERS, Target
@@ -117,6 +119,17 @@ class ChaosEnv:
     @property
     def kubeconfig(self) -> Path:
         return self.plane.kubeconfig
+
+    @asynccontextmanager
+    async def log(self) -> AsyncIterator[KafkaLog]:
+        """A started client of the run's Kafka cluster, for reading back what the replicas wrote;
+        closed on exit."""
+        log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=self.kafka.bootstrap))
+        await log.start()
+        try:
+            yield log
+        finally:
+            await log.close()
 
     def metric(self, replica: ServiceProcess, name: str, **labels: str) -> float | None:
         """A replica's metric sum, or None while it does not answer (killed, paused, starting)."""

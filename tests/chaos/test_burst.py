@@ -21,8 +21,6 @@ from kubernetes_asyncio import client
 
 from pipeline.codec.object_state import ObjectKey, ObjectState
 from pipeline.commit.consumer import load_object_state
-from pipeline.config import LogSettings
-from pipeline.log.kafka import KafkaLog
 from pipeline.log.topics import TopicNames
 from tests.chaos.env import COMMIT_WINDOW_S, ChaosEnv, FactSource, chaos_env, fact_source, watch_shards
 from tests.chaos.history import first_pushes, read_transitions, version_keys
@@ -141,10 +139,6 @@ async def _create(env: ChaosEnv, target: Target, seq: int, user: str) -> Mutatio
 
 
 async def _object_states(env: ChaosEnv, target: str) -> dict[ObjectKey, ObjectState]:
-    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
-    await log.start()
-    try:
+    async with env.log() as log:
         topic = TopicNames.for_prefix(env.topic_prefix).object_state
         return {s.key: s for s in await load_object_state(log, topic, frozenset({target}))}
-    finally:
-        await log.close()

@@ -25,10 +25,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from pipeline.codec.fact_batch import decode_fact_batch
-from pipeline.config import LogSettings
 from pipeline.content.sanitize import sanitize
 from pipeline.log.api import TopicPartition
-from pipeline.log.kafka import KafkaLog
 from pipeline.log.scan import extent_of, read_to_end
 from pipeline.log.topics import TopicNames
 from pipeline.watch.writer import WRITER_HEADER
@@ -100,9 +98,7 @@ async def _differences(env: ChaosEnv) -> list[str]:
 
 async def _group_lag(env: ChaosEnv) -> dict[str, int]:
     """Records not yet committed, per consumer group of this run's topics that has any."""
-    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
-    await log.start()
-    try:
+    async with env.log() as log:
         lag: dict[str, int] = {}
         for group in await log.list_groups():
             if not group.startswith(env.topic_prefix):
@@ -115,15 +111,11 @@ async def _group_lag(env: ChaosEnv) -> dict[str, int]:
             if behind:
                 lag[group] = behind
         return lag
-    finally:
-        await log.close()
 
 
 async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
     """Every fact on the run's facts topic (admission facts go where audit facts do)."""
-    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
-    await log.start()
-    try:
+    async with env.log() as log:
         extent = await extent_of(log, TopicNames.for_prefix(env.topic_prefix).audit_facts)
         seen = []
         # stage times are UTC µs on this machine's clock; the workload's record is monotonic
@@ -135,8 +127,6 @@ async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
                     SeenFact(r[0], r[3], resource, r[5], r[6], r[8], r[9] / 1e6 - offset_s) for r in rows
                 ]
         return seen
-    finally:
-        await log.close()
 
 
 async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> tuple[int, list[int]]:
@@ -144,9 +134,7 @@ async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> tuple[in
     step-down, and how many each paused leader wrote in all (none would make the check vacuous)."""
     if not windows:
         return 0, []
-    log = KafkaLog(LogSettings(backend="kafka", bootstrap_servers=env.kafka.bootstrap))
-    await log.start()
-    try:
+    async with env.log() as log:
         topics = TopicNames.for_prefix(env.topic_prefix)
         zombie = 0
         written = [0] * len(windows)
@@ -158,8 +146,6 @@ async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> tuple[in
                         written[index] += window.wrote(writer)
                         zombie += window.holds(writer, record.timestamp_ms)
         return zombie, written
-    finally:
-        await log.close()
 
 
 def _fact_summary(check: FactCheck) -> str:
