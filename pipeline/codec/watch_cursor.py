@@ -19,13 +19,19 @@ __all__ = ["Cursor", "decode_cursor", "encode_cursor"]
 
 @dataclass(frozen=True, slots=True)
 class Cursor(AvroRecord):
-    """Where a stream resumes: the newest acknowledged resourceVersion and its snapshot epoch."""
+    """Where a stream resumes: the newest acknowledged resourceVersion and its snapshot epoch.
+
+    A stream whose first snapshot has not completed has no resourceVersion to resume from, only
+    its `baseline_version`: the collection's version when mirroring began. Whoever snapshots it
+    next attributes what changed after that, instead of taking it into a committer's baseline.
+    """
 
     key: str
     stream: StreamId
     resource_version: str
     epoch: int
     updated_at_ms: int
+    baseline_version: str = ""
 
     avro_fields = {"key": Wire(local=True), "stream": Wire(spread=True)}
 

@@ -373,6 +373,11 @@ class KubeClient:
             if not token:
                 return
 
+    async def collection_version(self, path: str) -> str:
+        """The collection's current resourceVersion: a LIST of one item, read from etcd (quorum)."""
+        page = await self.get_json(path, [("limit", "1")])
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
     async def namespace_phase(self, namespace: str) -> str | None:
         """`Active` or `Terminating`, or None when the namespace does not exist."""
         try:

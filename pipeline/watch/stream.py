@@ -195,6 +195,8 @@ class WatchStream:
         self._last_epoch = 0
         self._namespace_seen = False
         self._force_snapshot = fresh
+        # this process marked the stream's baseline and has not begun its first snapshot yet
+        self._own_baseline = False
         self.resource_version = ""
         self._floor: int | None = None
         self.state = StreamState.REPLAYING
@@ -328,6 +330,9 @@ class WatchStream:
             except KubeError as exc:
                 if not exc.watchlist_rejected:
                     raise
+                # nothing of a refused baseline is applied: the LIST that replaces it is the baseline
+                refused = self._snapshot
+                self._own_baseline = self._own_baseline or (refused is not None and not refused.since)
                 logger.warning(
                     "cluster %s rejects streaming lists (%s); using LIST then WATCH",
                     self.spec.stream.cluster,
@@ -357,6 +362,9 @@ class WatchStream:
         await self._pump_and_consume(connection)
 
     async def _watchlist_session(self) -> None:
+        if self._cursors.get(self.spec.cursor_key) is None:
+            # the snapshot's own version comes only with its end: mark the collection's version now
+            await self._mark_baseline(await self._client.collection_version(self._path))
         connection = await self._open(
             self._query(sendInitialEvents="true", resourceVersionMatch="NotOlderThan")
         )
@@ -379,6 +387,7 @@ class WatchStream:
             async for items, list_rv in pages:
                 records: list[PendingRecord] = []
                 if snapshot is None:
+                    await self._mark_baseline(list_rv)
                     snapshot = self._begin_snapshot("list")
                     records.append(self._builder.begin(snapshot.epoch, list_rv))
                 for item in items:
@@ -584,12 +593,45 @@ class WatchStream:
         records.append(record)
 
     # -- snapshots ------------------------------------------------------------------------
+    async def _mark_baseline(self, version: str) -> None:
+        """Record where mirroring of this stream begins (`version`), before its first snapshot;
+        a stream with a cursor already has its mark.
+
+        Until that snapshot completes the stream has no cursor to resume from. A replica that
+        takes the stream over meanwhile (a shard handover, a crash) snapshots it again; without
+        this mark, every change made in between would land in a committer-authored baseline.
+        """
+        spec = self.spec
+        if not version or self._cursors.get(spec.cursor_key) is not None:
+            return
+        await self._cursors.write(
+            Cursor(
+                key=spec.cursor_key,
+                stream=spec.stream,
+                resource_version="",
+                epoch=self._last_epoch,
+                updated_at_ms=self._now_ms(),
+                baseline_version=version,
+            ),
+            self._log,
+        )
+        self._own_baseline = True
+
     def _begin_snapshot(self, mode: str) -> SnapshotAssembly:
-        """A new epoch, newer than any this stream (or an earlier process) has used."""
+        """A new epoch, newer than any this stream (or an earlier process) has used.
+
+        The snapshot's `since` is the cursor it replaces; for a first snapshot that another
+        attempt began (another replica, or this one before a failure), the version that attempt
+        began at, so the router attributes what changed after it. The attempt that marked the
+        baseline itself is the baseline.
+        """
         cursor = self._cursors.get(self.spec.cursor_key)
         epoch = next_epoch(cursor.epoch if cursor is not None else None, self._last_epoch, self._now_ms())
         self._last_epoch = epoch
-        since = cursor.resource_version if cursor is not None else ""
+        since = ""
+        if cursor is not None:
+            since = cursor.resource_version or ("" if self._own_baseline else cursor.baseline_version)
+        self._own_baseline = False
         self._snapshot = SnapshotAssembly(epoch, mode, since, self._builder)
         self._hashes.clear()
         self._staged = {}

@@ -129,6 +129,31 @@ async def _seen_facts(env: ChaosEnv) -> list[SeenFact]:
         return seen
 
 
+async def _unmirrored(env: ChaosEnv) -> list[str]:
+    """What keeps the pipeline from mirroring every watched stream: a shard nobody leads, or a
+    stream without a cursor. Each first snapshot marks its baseline there before it begins; a
+    change made before that is the cluster's starting state, committed by the committer."""
+    led = [env.shards_led(i) for i in range(len(env.replicas))]
+    if sum(led) < watch_shards():
+        return [f"watch shards led per replica: {led}"]
+    streams = sum(
+        env.metric(replica, "reverser_watch_streams", state=state) or 0
+        for replica in env.replicas
+        for state in ("Replaying", "Streaming", "Backoff")
+    )
+    async with env.log() as log:
+        topic = TopicNames.for_prefix(env.topic_prefix).watch_cursors
+        keys = {
+            record.key
+            async for chunk in read_to_end(log, await extent_of(log, topic))
+            for record in chunk.records
+            if record.value is not None
+        }
+    if streams and len(keys) >= streams:
+        return []
+    return [f"{len(keys)} stream cursors for {streams:.0f} streams"]
+
+
 async def _zombie_writes(env: ChaosEnv, windows: list[ZombieWindow]) -> tuple[int, list[int]]:
     """Records committed on the watch topics by a paused leader between its SIGCONT and its
     step-down, and how many each paused leader wrote in all (none would make the check vacuous)."""
@@ -197,6 +222,10 @@ def test_no_change_is_lost_duplicated_or_misattributed_under_faults(
 async def _run(env: ChaosEnv, seed: int) -> None:
     workload = Workload(env.kubeconfig, env.targets, seed, WORKERS)
     faults = Faults(env, seed)
+    # People change the cluster once the pipeline mirrors it; shards may still move after that
+    # (the replicas start seconds apart), which is part of what is tested.
+    mirroring, missing = await _settle(lambda: _unmirrored(env), SPREAD_TIMEOUT_S)
+    assert mirroring, missing
     running = asyncio.create_task(workload.run(MUTATION_INTERVAL_S))
 
     # Work spreads: a replica reports a branch while its FIFO runs there, so gather the owners seen

@@ -106,7 +106,8 @@ class FakeKubeApiServer:
         self.ignore_watchlist = False  # behave like a server that predates WatchList
         self.gone_as_http_status = False
         self.fail_initial_events: set[str] = set()
-        # One-shot hooks run inside the next LIST: before and after it reads the objects.
+        # One-shot hooks run inside the next LIST made while a watch is open (a LIST fallback's
+        # snapshot, not the version probe before a first snapshot): before and after it reads.
         self.around_list: tuple[Callable[[], object], Callable[[], object]] | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
@@ -438,8 +439,9 @@ class FakeKubeApiServer:
         ]
 
     def _list(self, gr: tuple[str, str], namespace: str, query: dict[str, str]) -> web.Response:
-        hooks, self.around_list = self.around_list, None
+        hooks = self.around_list if self._watches else None
         if hooks:
+            self.around_list = None
             hooks[0]()
         items = self._current(gr, namespace, query.get("labelSelector", ""))
         list_rv = self.rv

@@ -270,3 +270,62 @@ async def test_widening_prune_to_always_forces_one_fresh_snapshot(
         await component.stop()
     assert kinds(events) == ["begin", "chunk", "end"] * 2 + ["ADDED cm-b", "ADDED cm-c"]
     assert stream.snapshots_completed == 2
+
+
+async def test_a_first_snapshot_cut_short_leaves_a_baseline_that_every_later_attempt_catches_up_from(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    """A replica that takes a stream over before its first snapshot completed (a handover, a
+    crash), and this replica's own retry, snapshot it again: a change made after mirroring began
+    is caught up (`since` set, so the router attributes it), not taken into a committer baseline."""
+    kube.fail_initial_events.add("team-a")  # the initial events are sent, then the connection drops
+    first = make_component(config, topics_log, fast_options(config))
+    await first.start()
+    stream = only_stream(first)
+    try:
+        await wait_for(lambda: stream.snapshots_begun >= 2, what="the first snapshot retried")
+    finally:
+        await first.stop()
+    marked = first.manager.cursors.get(stream.spec.cursor_key)
+    assert marked is not None
+    assert marked.resource_version == "", "nothing to resume from: the snapshot never ended"
+    baseline = marked.baseline_version
+    assert baseline, "the first attempt marked where mirroring began"
+
+    kube.put(configmap("cm-b"))  # made after mirroring began, while no snapshot completed
+    kube.fail_initial_events.discard("team-a")
+    successor = await started(config, topics_log)
+    try:
+        events = await wait_for_events(topics_log, config, lambda evs: "end" in kinds(evs), "an end")
+        cursor = successor.manager.cursors.get(stream.spec.cursor_key)
+    finally:
+        await successor.stop()
+    chunks = [e["body"][1] for e in events if e["body"][0].endswith("SnapshotChunk")]
+    assert chunks, kinds(events)
+    assert {c["since"] for c in chunks} == {baseline}, "the retry and the successor both catch up"
+    last = {o["name"]: int(o["resourceVersion"]) for o in chunks[-1]["objects"]}
+    assert last["cm-a"] <= int(baseline) < last["cm-b"], "only cm-b changed after mirroring began"
+    (end,) = [e["body"][1] for e in events if e["body"][0].endswith("SnapshotEnd")]
+    assert end["since"] == baseline
+    assert cursor is not None
+    assert cursor.resource_version, "a completed snapshot's cursor resumes"
+    assert not cursor.baseline_version
+
+
+async def test_the_attempt_that_marks_the_baseline_is_itself_the_baseline(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings
+) -> None:
+    component = await started(config, topics_log)
+    try:
+        events = await wait_for_events(topics_log, config, lambda evs: "end" in kinds(evs), "the first end")
+        cursor = component.manager.cursors.get(only_stream(component).spec.cursor_key)
+    finally:
+        await component.stop()
+    assert [e["body"][1]["since"] for e in events if "since" in e["body"][1]] == ["", ""]
+    assert cursor is not None
+    assert cursor.resource_version
+    assert cursor.baseline_version == ""
+    # the mark went to the cursors topic before the snapshot: one LIST of one item, then WatchList
+    asked = [q for path, q in kube.requests if path.endswith("/configmaps")]
+    assert asked[0] == {"limit": "1"}
+    assert asked[1].get("sendInitialEvents") == "true"

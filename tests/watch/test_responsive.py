@@ -68,12 +68,14 @@ async def test_a_list_snapshot_is_appended_page_by_page(
         await component.stop()
     objects = [o["name"] for e in events if kinds([e]) == ["chunk"] for o in e["body"][1]["objects"]]
     assert sorted(objects) == [f"cm-{n}" for n in range(10)]
+    # the first LIST is the probe for the collection's version that marks a first snapshot's baseline
+    probe, *pages = [q for p, q in kube.requests if p.endswith("/configmaps") and "watch" not in q]
+    assert probe == {"limit": "1"}
     timeline = [
         "APPEND" if path == "APPEND" else "LIST"
         for path, query in kube.requests
-        if path == "APPEND" or (path.endswith("/configmaps") and "watch" not in query)
+        if path == "APPEND" or (path.endswith("/configmaps") and "watch" not in query and query is not probe)
     ]
-    pages = [q for p, q in kube.requests if p.endswith("/configmaps") and "watch" not in q]
     assert [q.get("limit") for q in pages] == ["3"] * 4
     assert [bool(q.get("continue")) for q in pages] == [False, True, True, True]
     # each page is written before the next is asked for: no two LIST requests back to back
