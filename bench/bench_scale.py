@@ -6,9 +6,11 @@ file on the Git remote's `main`, the service's peak RSS (VmHWM), its CPU seconds
 reaped children's: git), the ops endpoint's answer times while it syncs (`/healthz`, `/readyz`,
 `/metrics` in turn, every 20 ms; p99 and worst, and `/healthz`'s worst alone), the largest
 event-loop stall the service itself measured (`reverser_event_loop_lag_max_seconds`) with how
-many of its 25 ms ticks came more than 50 ms late (`reverser_event_loop_lag_seconds`), and the
-machine's load average as the sync ends: on a shared 2-core host most of a long stall is the
-time the kernel ran other processes (docs/operations.md), so a figure is read with its load.
+many of its 25 ms ticks came more than 50 ms late (`reverser_event_loop_lag_seconds`), the most
+CPU time the loop's thread used between two ticks (`reverser_event_loop_held_max_seconds`, a bound
+on the longest task step) with how many ticks it exceeded 50 ms, and the machine's load average
+as the sync ends: on a shared 2-core host most of a long stall is the time the kernel ran other
+processes (docs/operations.md), so a figure is read with its load.
 
 Baselines, in the same command: a paginated LIST of the same collection with `json.loads` of
 every page, the floor any mirror pays to read it (the sync time is given as a multiple of it);
@@ -70,6 +72,8 @@ class Figures:
     loop_lag_max_ms: float
     loop_ticks: int
     loop_ticks_over_limit: int
+    loop_held_max_ms: float
+    loop_held_over_limit: int
     load_1m: float
 
 
@@ -192,15 +196,23 @@ class LoopFigures:
     lag_max_ms: float
     ticks: int
     ticks_over_limit: int
+    held_max_ms: float
+    held_over_limit: int
 
 
 def loop_figures(service: ReverserProcess) -> LoopFigures:
-    """The longest stall of the last minute, and how many ticks were later than the limit."""
+    """The longest stall of the last minute and how many ticks were later than the limit; the
+    most CPU the loop held between two ticks in the last minute, and how often over the limit."""
     samples = service.metric_samples("reverser_event_loop_lag_max_seconds")
     lag_max_ms = max((value for _, value in samples), default=float("nan")) * 1000
     ticks = int(service.metric_sum("reverser_event_loop_lag_seconds_count"))
     within = int(service.metric_sum("reverser_event_loop_lag_seconds_bucket", le=str(LOOP_HOLD_LIMIT_S)))
-    return LoopFigures(lag_max_ms, ticks, ticks - within)
+    held = service.metric_samples("reverser_event_loop_held_max_seconds")
+    held_max_ms = max((value for _, value in held), default=float("nan")) * 1000
+    held_ticks = int(service.metric_sum("reverser_event_loop_held_seconds_count"))
+    limit = str(LOOP_HOLD_LIMIT_S)
+    held_within = int(service.metric_sum("reverser_event_loop_held_seconds_bucket", le=limit))
+    return LoopFigures(lag_max_ms, ticks, ticks - within, held_max_ms, held_ticks - held_within)
 
 
 def run_sync(
@@ -283,6 +295,8 @@ def measure(total: int) -> Figures:
         loop.lag_max_ms,
         loop.ticks,
         loop.ticks_over_limit,
+        loop.held_max_ms,
+        loop.held_over_limit,
         load_1m,
     )
 
@@ -295,7 +309,9 @@ def report(figures: Figures) -> None:
         f"ops endpoint p99 {f.ops_p99_ms:.0f} ms, worst {f.ops_max_ms:.0f} ms over {f.ops_answers} answers "
         f"(/healthz worst {f.healthz_max_ms:.0f} ms); largest loop stall the service saw "
         f"{f.loop_lag_max_ms:.0f} ms, {f.loop_ticks_over_limit} of {f.loop_ticks} loop ticks over "
-        f"{LOOP_HOLD_LIMIT_S * 1000:.0f} ms late; load average {f.load_1m:.1f} as the sync ended",
+        f"{LOOP_HOLD_LIMIT_S * 1000:.0f} ms late; most CPU the loop held between two ticks "
+        f"{f.loop_held_max_ms:.0f} ms, {f.loop_held_over_limit} ticks over that limit; "
+        f"load average {f.load_1m:.1f} as the sync ended",
         flush=True,
     )
 

@@ -48,3 +48,28 @@ async def test_a_blocked_loop_is_reported_as_lag() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_loop_held_by_cpu_work_is_told_apart_from_one_the_machine_did_not_run() -> None:
+    """Both stall the ticker; only the task that computes shows as CPU time held."""
+    lag, held = LagWindow(), LagWindow()
+    task = asyncio.create_task(watch_loop_lag(0.01, window=lag, held_window=held))
+    try:
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # noqa: ASYNC251 - the loop's thread waits without CPU, as when not scheduled
+        await asyncio.sleep(0.05)
+        assert lag.maximum(time.monotonic()) >= 0.25
+        assert held.maximum(time.monotonic()) < 0.1
+        busy_until = time.thread_time() + 0.3
+        while time.thread_time() < busy_until:  # holds the loop with CPU work, as a big chunk did
+            pass
+        await asyncio.sleep(0.05)
+        assert held.maximum(time.monotonic()) >= 0.25
+        assert (REGISTRY.get_sample_value("reverser_event_loop_held_max_seconds") or 0.0) >= 0.25
+        assert (REGISTRY.get_sample_value("reverser_event_loop_held_seconds_bucket", {"le": "0.25"}) or 0) < (
+            REGISTRY.get_sample_value("reverser_event_loop_held_seconds_count") or 0
+        )
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
