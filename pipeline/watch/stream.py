@@ -110,6 +110,53 @@ def _count_undecodable() -> None:
     metrics.DROPPED.labels(DropReason.UNDECODABLE).inc()
 
 
+class _WriteBehind:
+    """At most one batch's append in flight, awaited before the next is started or the stream
+    blocks: appends and cursors stay in order, and a failure surfaces at the next batch."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, write: Coroutine[Any, Any, None]) -> None:
+        assert self._task is None, "settle the write in flight first"
+        self._task = asyncio.ensure_future(write)
+
+    async def next(self, queue: asyncio.Queue[_QueueItem]) -> _QueueItem:
+        """The next queued item. A write in flight that ends first is seen through meanwhile, so a
+        failure (a fenced producer, a lost partition leader) ends the session without waiting for
+        another event, and an idle stream's cursor moves at once."""
+        if self._task is None or not queue.empty():
+            return await queue.get()
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            await asyncio.wait((getter, self._task), return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                await self.settle()
+                return await getter
+        finally:
+            if not getter.done():
+                getter.cancel()
+        return getter.result()
+
+    async def settle(self) -> None:
+        """Wait for the write in flight; its failure is raised here."""
+        task, self._task = self._task, None
+        if task is not None:
+            await task
+
+    async def cancel(self) -> None:
+        """The stream ends: a write still in flight is cancelled (its batch is written again by the
+        next session, from the cursor, like any unacknowledged batch)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 def _count_types(events: list[dict[str, Any]]) -> None:
     """Count a part's events by type: one counter update per type, not per event (counted as
     received, so events after an `ERROR` in the same part are counted though not handled)."""
@@ -189,6 +236,8 @@ class WatchStream:
         # was only handled, they would be dropped as unchanged and never reach the log.
         self._hashes = DigestTable()
         self._staged: dict[str, int | None] = {}
+        # the staged digests of the live batch whose append is in flight (`_write_behind`)
+        self._flying: dict[str, int | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._snapshot: SnapshotAssembly | None = None
         self._completing: SnapshotAssembly | None = None
@@ -442,10 +491,18 @@ class WatchStream:
 
     async def _consume(self, queue: asyncio.Queue[_QueueItem]) -> None:
         """Handle the queued parts of reads together, until they hold `batch_max` events or the
-        queue is empty: one append per batch, then the cursor."""
+        queue is empty: one append per batch, then the cursor. A batch of live events is written
+        behind (`_write_behind`): the next is handled while the log acknowledges it."""
+        behind = _WriteBehind()
+        try:
+            await self._consume_batches(queue, behind)
+        finally:
+            await behind.cancel()
+
+    async def _consume_batches(self, queue: asyncio.Queue[_QueueItem], behind: _WriteBehind) -> None:
         slicer = self._slicer
         while True:
-            batch = [await queue.get()]
+            batch = [await behind.next(queue)]
             size = len(batch[0]) if isinstance(batch[0], list) else 0
             while size < self._options.batch_max and not queue.empty():
                 item = queue.get_nowait()
@@ -459,9 +516,11 @@ class WatchStream:
             while batch:
                 item = batch.pop()
                 if isinstance(item, _End):
+                    await behind.settle()
                     await self._write(records, new_rv)
                     return
                 if isinstance(item, BaseException):
+                    await behind.settle()
                     await self._write(records, new_rv)
                     raise item
                 _count_types(item)
@@ -471,13 +530,21 @@ class WatchStream:
                         if not isinstance(rv, str):
                             rv = await rv
                     except KubeError:
+                        await behind.settle()
                         await self._write(records, new_rv)
                         raise
                     if rv:
                         new_rv = rv
                     if slicer.due():
                         await slicer.pause()
-            await self._write(records, new_rv)
+            await behind.settle()
+            if self._snapshot is not None or self._completing is not None or not records:
+                # a snapshot's records and its end keep `_write`'s order of state changes
+                await self._write(records, new_rv)
+            else:
+                staged, self._staged = self._staged, {}
+                self._flying = staged
+                behind.start(self._write_live(records, staged, new_rv))
 
     def _handle(self, event: dict[str, Any], records: list[PendingRecord]) -> str | Coroutine[Any, Any, str]:
         """Turn one event into records (appended to `records`); returns the RV the cursor may take,
@@ -678,6 +745,7 @@ class WatchStream:
         its end, so a resume from the older cursor must write those versions again.
         """
         self._staged.clear()
+        self._flying = None
         for snapshot in (self._snapshot, self._completing):
             if snapshot is not None:
                 metrics.SNAPSHOTS.labels(snapshot.mode, "abandoned").inc()
@@ -688,16 +756,19 @@ class WatchStream:
         """The digest of `uid`'s newest version on the log, or handled in this batch before it."""
         if uid in self._staged:
             return self._staged[uid]
+        flying = self._flying
+        if flying is not None and uid in flying:
+            return flying[uid]
         return self._hashes.get(uid)
 
-    def _acknowledged(self) -> None:
-        """The batch's appends are acknowledged: its digests now describe the log."""
-        for uid, digest in self._staged.items():
+    def _acknowledged(self, staged: dict[str, int | None]) -> None:
+        """A batch's appends are acknowledged: its digests (`staged`) now describe the log."""
+        for uid, digest in staged.items():
             if digest is None:
                 self._hashes.discard(uid)
             else:
                 self._hashes.put(uid, digest)
-        self._staged.clear()
+        staged.clear()
 
     # -- writing --------------------------------------------------------------------------
     async def _write(self, records: list[PendingRecord], resource_version: str) -> None:
@@ -706,7 +777,7 @@ class WatchStream:
             group = records[start : start + _APPEND_GROUP]
             await self._log.append_many(self._topic, group)
             metrics.RECORDS.inc(len(group))
-        self._acknowledged()
+        self._acknowledged(self._staged)
         completed, self._completing = self._completing, None
         if completed is not None:
             metrics.SNAPSHOTS.labels(completed.mode, "completed").inc()
@@ -716,6 +787,20 @@ class WatchStream:
             await self._advance(resource_version, completed.epoch)
         elif self._snapshot is None:
             await self._advance(resource_version, None)
+
+    async def _write_live(
+        self, records: list[PendingRecord], staged: dict[str, int | None], resource_version: str
+    ) -> None:
+        """`_write` of a batch of live events handled before the current one (`staged`: its
+        digests, consulted until the log acknowledged it)."""
+        for start in range(0, len(records), _APPEND_GROUP):
+            group = records[start : start + _APPEND_GROUP]
+            await self._log.append_many(self._topic, group)
+            metrics.RECORDS.inc(len(group))
+        self._acknowledged(staged)
+        if self._flying is staged:
+            self._flying = None
+        await self._advance(resource_version, None)
 
     async def _advance(self, resource_version: str, epoch: int | None) -> None:
         if not resource_version:

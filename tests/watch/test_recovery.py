@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,52 @@ async def test_an_event_whose_append_failed_is_written_after_the_resume(
     assert refused == [1]
     assert stream.sessions >= 2
     assert kinds(events) == ["begin", "chunk", "end", "MODIFIED cm-a", "MODIFIED cm-a"]
+
+
+async def test_a_batch_is_handled_while_the_one_before_is_appended_and_a_failed_append_loses_neither(
+    kube: FakeKubeApiServer, topics_log: Log, config: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Write-behind: the log syncs one batch while the stream handles the next, which is compared
+    with the digests of the batch in flight (an unchanged update is dropped). When the append in
+    flight fails, the session ends and the resume from the cursor writes every version once."""
+    topic = TopicNames.for_prefix(config.log.topic_prefix).watch_events
+    append_many = topics_log.append_many
+    release = asyncio.Event()
+    attempts: list[int] = []
+
+    async def held_then_refused(to: str, records: list[PendingRecord]) -> object:
+        if to == topic and not release.is_set():
+            attempts.append(len(records))
+            await release.wait()
+            raise LogUnavailableError("injected: NotLeaderForPartition after bounded retries")
+        return await append_many(to, records)
+
+    component = await started(config, topics_log)
+    stream = only_stream(component)
+    try:
+        monkeypatch.setattr(topics_log, "append_many", held_then_refused)
+        modified = metric("reverser_watch_events_total", type="MODIFIED")
+        unchanged = metric("reverser_watch_events_dropped_total", reason="unchanged")
+        kube.put(configmap("cm-a", value="2"))
+        await wait_for(lambda: attempts == [1], what="the first batch's append in flight")
+        kube.put(configmap("cm-a", value="2"))  # a new resourceVersion, the content in flight
+        await wait_for(
+            lambda: metric("reverser_watch_events_total", type="MODIFIED") == modified + 2,
+            what="the next event handled while the first append waits",
+        )
+        assert metric("reverser_watch_events_dropped_total", reason="unchanged") == unchanged + 1
+        assert attempts == [1], "nothing else is appended before the first batch is acknowledged"
+        kube.put(configmap("cm-a", value="3"))
+        release.set()
+        events = await wait_for_events(
+            topics_log, config, lambda evs: kinds(evs).count("MODIFIED cm-a") >= 2, "both versions"
+        )
+    finally:
+        await component.stop()
+    assert stream.sessions >= 2
+    assert kinds(events) == ["begin", "chunk", "end", "MODIFIED cm-a", "MODIFIED cm-a"]
+    values = [e["body"][1]["object"] for e in events[3:]]
+    assert [b'"value":"2"' in v for v in values] == [True, False]
 
 
 async def test_bookmark_advances_the_cursor_without_records(
