@@ -7,8 +7,9 @@ reaped children's: git), the ops endpoint's answer times while it syncs (`/healt
 `/metrics` in turn, every 20 ms; p99 and worst, and `/healthz`'s worst alone), the largest
 event-loop stall the service itself measured (`reverser_event_loop_lag_max_seconds`) with how
 many of its 25 ms ticks came more than 50 ms late (`reverser_event_loop_lag_seconds`), the most
-CPU time the loop's thread used between two ticks (`reverser_event_loop_held_max_seconds`, a bound
-on the longest task step) with how many ticks it exceeded 50 ms, and the machine's load average
+CPU time the loop's thread used between two ticks (`reverser_event_loop_held_max_seconds`: the
+task steps a timer waited behind, often several in one loop iteration) with how many ticks it
+exceeded 50 ms, and the machine's load average
 as the sync ends: on a shared 2-core host most of a long stall is the time the kernel ran other
 processes (docs/operations.md), so a figure is read with its load.
 

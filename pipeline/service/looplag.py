@@ -8,8 +8,9 @@ histogram shows how often the loop stalls; the gauge is the longest stall of the
 
 A stall in wall time also counts the time the machine ran other processes instead of this one.
 The ticker therefore also measures the CPU time the loop's thread used between two ticks
-(`reverser_event_loop_held_seconds`): no single task step can have held the loop for longer than
-that, so a long stall with little CPU held was the machine, not the process.
+(`reverser_event_loop_held_seconds`): the task steps the timer waited behind, often several
+in one loop iteration. A long stall with little CPU held was the machine, not the process; no
+single step was longer than the CPU held (asyncio's debug mode names the steps themselves).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ LOOP_LAG_MAX = Gauge(
 )
 LOOP_HELD = Histogram(
     "reverser_event_loop_held_seconds",
-    "CPU time the event loop's thread used between two 25 ms ticks: a bound on the longest task step",
+    "CPU time the event loop's thread used between two 25 ms ticks (the task steps a timer waited behind)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 LOOP_HELD_MAX = Gauge(
