@@ -150,9 +150,8 @@ class _WriteBehind:
         """The stream ends: a write still in flight is cancelled (its batch is written again by the
         next session, from the cursor, like any unacknowledged batch)."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
         if task is not None:
+            task.cancel()  # a no-op once it is done
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
@@ -236,7 +235,7 @@ class WatchStream:
         # was only handled, they would be dropped as unchanged and never reach the log.
         self._hashes = DigestTable()
         self._staged: dict[str, int | None] = {}
-        # the staged digests of the live batch whose append is in flight (`_write_behind`)
+        # the staged digests of the live batch whose append is in flight (`_WriteBehind`)
         self._flying: dict[str, int | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._snapshot: SnapshotAssembly | None = None
@@ -492,7 +491,7 @@ class WatchStream:
     async def _consume(self, queue: asyncio.Queue[_QueueItem]) -> None:
         """Handle the queued parts of reads together, until they hold `batch_max` events or the
         queue is empty: one append per batch, then the cursor. A batch of live events is written
-        behind (`_write_behind`): the next is handled while the log acknowledges it."""
+        behind (`_WriteBehind`): the next is handled while the log acknowledges it."""
         behind = _WriteBehind()
         try:
             await self._consume_batches(queue, behind)
@@ -668,20 +667,9 @@ class WatchStream:
         takes the stream over meanwhile (a shard handover, a crash) snapshots it again; without
         this mark, every change made in between would land in a committer-authored baseline.
         """
-        spec = self.spec
-        if not version or self._cursors.get(spec.cursor_key) is not None:
+        if not version or self._cursors.get(self.spec.cursor_key) is not None:
             return
-        await self._cursors.write(
-            Cursor(
-                key=spec.cursor_key,
-                stream=spec.stream,
-                resource_version="",
-                epoch=self._last_epoch,
-                updated_at_ms=self._now_ms(),
-                baseline_version=version,
-            ),
-            self._log,
-        )
+        await self._write_cursor("", self._last_epoch, baseline_version=version)
         self._own_baseline = True
 
     def _begin_snapshot(self, mode: str) -> SnapshotAssembly:
@@ -771,12 +759,16 @@ class WatchStream:
         staged.clear()
 
     # -- writing --------------------------------------------------------------------------
-    async def _write(self, records: list[PendingRecord], resource_version: str) -> None:
-        """Append, wait for the acknowledgements, then advance the cursor."""
+    async def _append(self, records: list[PendingRecord]) -> None:
+        """Append `records` in groups and wait for every acknowledgement."""
         for start in range(0, len(records), _APPEND_GROUP):
             group = records[start : start + _APPEND_GROUP]
             await self._log.append_many(self._topic, group)
             metrics.RECORDS.inc(len(group))
+
+    async def _write(self, records: list[PendingRecord], resource_version: str) -> None:
+        """Append, wait for the acknowledgements, then advance the cursor."""
+        await self._append(records)
         self._acknowledged(self._staged)
         completed, self._completing = self._completing, None
         if completed is not None:
@@ -793,10 +785,7 @@ class WatchStream:
     ) -> None:
         """`_write` of a batch of live events handled before the current one (`staged`: its
         digests, consulted until the log acknowledged it)."""
-        for start in range(0, len(records), _APPEND_GROUP):
-            group = records[start : start + _APPEND_GROUP]
-            await self._log.append_many(self._topic, group)
-            metrics.RECORDS.inc(len(group))
+        await self._append(records)
         self._acknowledged(staged)
         if self._flying is staged:
             self._flying = None
@@ -811,15 +800,12 @@ class WatchStream:
         if previous is not None and previous.resource_version == resource_version and previous.epoch == epoch:
             self.resource_version = resource_version
             return
-        spec = self.spec
-        await self._cursors.write(
-            Cursor(
-                key=spec.cursor_key,
-                stream=spec.stream,
-                resource_version=resource_version,
-                epoch=epoch,
-                updated_at_ms=self._now_ms(),
-            ),
-            self._log,
-        )
+        await self._write_cursor(resource_version, epoch)
         self.resource_version = resource_version
+
+    async def _write_cursor(self, resource_version: str, epoch: int, baseline_version: str = "") -> None:
+        """Write this stream's cursor through the stream's appender (the shard's fencing producer)."""
+        spec = self.spec
+        now_ms = self._now_ms()
+        cursor = Cursor(spec.cursor_key, spec.stream, resource_version, epoch, now_ms, baseline_version)
+        await self._cursors.write(cursor, self._log)
